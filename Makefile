@@ -1,0 +1,55 @@
+# stallscope build. `make install` is idempotent and quick when nothing changed.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+STAMP := $(VENV)/.installed
+DEB_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool linux-perf gcc make
+CLANG ?= clang
+BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_OBJS := $(BPF_SRCS:.c=.o)
+BPF_HDRS := $(wildcard bpf/*.h)
+EXAMPLE_SRCS := $(wildcard examples/*.c)
+EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(EXAMPLE_SRCS))
+PYTEST_ARGS ?=
+
+.PHONY: install top test bench clean deb-packages
+
+install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) $(EXAMPLE_BINS)
+
+# Installs only what is missing, so a second run costs one dpkg query.
+deb-packages:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+# CO-RE: the objects are compiled once against this kernel's BTF and relocate on others.
+bpf/vmlinux.h:
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+bpf/%.bpf.o: bpf/%.bpf.c bpf/vmlinux.h $(BPF_HDRS)
+	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Ibpf -c $< -o $@.tmp && mv $@.tmp $@
+
+examples/bin/%: examples/%.c examples/truth.h
+	@mkdir -p examples/bin
+	$(CC) -O2 -g -Wall -pthread -o $@ $< -lm
+
+top: install
+	$(VENV)/bin/stallscope top
+
+test: install
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: install
+	$(VENV)/bin/python -m benchmarks.overhead
+
+clean:
+	rm -rf bpf/*.o bpf/*.tmp bpf/vmlinux.h examples/bin
