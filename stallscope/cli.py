@@ -1,4 +1,212 @@
-def main(argv=None):
-    import stallscope.bpf, stallscope.analyzer
-    print("ok", stallscope.bpf.__file__)
+"""The stallscope command line: the one place that wires collector, store and views."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+
+from stallscope import __version__
+from stallscope.errors import StallscopeError
+
+EXIT_ERROR = 2
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s|m|h)?\s*$")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration(text: str) -> float:
+    """`30`, `30s`, `1.5m`, `250ms` -> seconds."""
+    m = _DURATION.match(text)
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 2m, 500ms)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
+
+
+def _add_trace_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--interval", type=duration, default=1.0, metavar="INTERVAL",
+                   help="drain the in-kernel aggregates every INTERVAL (default 1s)")
+    p.add_argument("-p", "--pid", type=_positive_int, default=0, metavar="PID",
+                   help="trace only this process (its threads); default: the whole system")
+    p.add_argument("--min-stack-wait", type=duration, default=0.0, metavar="TIME",
+                   help="walk stacks only for waits at least this long (default 0: every wait); "
+                        "totals stay exact, shorter waits are grouped as '(stack not collected)'")
+    p.add_argument("--no-user-stacks", action="store_true", help="do not collect user stacks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stallscope",
+        description="What is making tasks wait, and what to change: off-CPU time, run-queue wait, "
+                    "wakers, switches and migrations, traced with BPF.",
+        epilog="See `stallscope COMMAND --help`. Exit status 2 means an error stallscope explained.")
+    parser.add_argument("--version", action="version", version=f"stallscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("top", help="live ranking of what makes tasks wait",
+                       description="Live ranking of blockers and waiting tasks, refreshed every interval.")
+    _add_trace_options(p)
+    p.add_argument("-n", "--iterations", type=_positive_int, default=None, metavar="N",
+                   help="stop after N refreshes (default: until Ctrl-C)")
+    p.add_argument("--rows", type=_positive_int, default=15, help="rows per table (default 15)")
+
+    p = sub.add_parser("record", help="record to a file, system-wide or one command",
+                       description="Record the scheduler probes to FILE. With `-- CMD ARGS`, the command "
+                                   "starts once the probes are attached, keeps its stdin/stdout/stderr, and "
+                                   "the recording ends when it exits (stallscope then exits with its status).")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the recording file to write")
+    p.add_argument("-d", "--duration", type=duration, default=None, metavar="SECONDS",
+                   help="stop after this long (e.g. 30, 30s, 2m); default: until Ctrl-C or the command exits")
+    _add_trace_options(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                   help="run and record this command")
+
+    p = sub.add_parser("export", help="data for scripts and other tools",
+                       description="Export a recording as the versioned JSON document (docs/export.md) or as "
+                                   "folded off-CPU stacks for FlameGraph and speedscope.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--format", choices=("json", "folded"), default="json")
+    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    p.add_argument("--command-only", action="store_true",
+                   help="only the tasks of the recorded command (recordings made with `-- CMD`)")
+
+    p = sub.add_parser("doctor", help="what this kernel and these privileges allow",
+                       description="Kernel, BTF, privileges, attach mechanisms and each probe's state. "
+                                   "Exit 0 when the scheduler probes can run.")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        return COMMANDS[args.command](args)
+    except StallscopeError as exc:
+        print(f"stallscope: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("stallscope: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # stdout closed early (e.g. `| head`): not an error worth a traceback
+        sys.stderr.close()
+        return 0
+
+
+def cmd_record(args) -> int:
+    from stallscope.analyzer.store import RecordingWriter
+    from stallscope.session import Session, say
+
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    options = _session_options(args, command=command, duration_s=args.duration)
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(out_dir):
+        raise StallscopeError(f"cannot write {args.output}: no directory {out_dir}", "create it first")
+    state: dict = {}
+
+    def on_start(meta):
+        state["writer"] = RecordingWriter(args.output, meta)
+        say(f"recording to {args.output}" + (f" while running {command[0]}" if command else "")
+            + ("" if command or args.duration else "; Ctrl-C to stop"))
+
+    def on_interval(iv):
+        writer = state["writer"]
+        if state.get("error"):
+            return
+        try:
+            writer.append(iv)
+        except StallscopeError as exc:  # e.g. disk full: keep what is written, say so, keep the command
+            state["error"] = exc
+            say(f"error: {exc}")
+
+    session = Session(options)
+    try:
+        result = session.run(on_start, on_interval)
+    finally:
+        writer = state.get("writer")
+    if writer is None:
+        return EXIT_ERROR
+    if not state.get("error"):
+        try:
+            writer.update_meta(result.meta)
+        except StallscopeError as exc:
+            state["error"] = exc
+    writer.close()
+    say(f"{result.intervals} intervals ({result.ended_by or 'stopped'}) written to {args.output}")
+    if state.get("error"):
+        return EXIT_ERROR
+    if result.exit_status is not None:
+        return result.exit_status if result.exit_status >= 0 else 128 - result.exit_status
     return 0
+
+
+def cmd_export(args) -> int:
+    from stallscope.analyzer.export import to_folded, to_json
+    from stallscope.analyzer.load import load_model
+
+    model = load_model(args.file)
+    scope = None
+    if args.command_only:
+        cmd = model.meta.options.get("command")
+        if not cmd:
+            raise StallscopeError(f"{args.file} was not recorded with a command", "drop --command-only")
+        scope = model.descendants(cmd["pid"])
+    text = to_json(model, scope) if args.format == "json" else to_folded(model, scope)
+    if args.output:
+        tmp = args.output + ".tmp"
+        try:
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, args.output)
+        except OSError as exc:
+            raise StallscopeError(f"cannot write {args.output}: {exc.strerror}", "check the path and free space") from None
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from stallscope.doctor import run_doctor
+
+    return run_doctor(as_json=args.json)
+
+
+def cmd_top(args) -> int:
+    from stallscope.session import Session
+    from stallscope.tui.text import LiveText
+
+    options = _session_options(args, command=[], duration_s=None, max_intervals=args.iterations)
+    view = LiveText(rows=args.rows, out=sys.stdout)
+    Session(options).run(view.start, view.update)
+    return 0
+
+
+def _session_options(args, command, duration_s, max_intervals=None):
+    from stallscope.session import SessionOptions
+
+    return SessionOptions(interval_s=args.interval, duration_s=duration_s, pid=args.pid, command=command,
+                          min_stack_ns=int(args.min_stack_wait * 1e9), user_stacks=not args.no_user_stacks,
+                          max_intervals=max_intervals)
+
+
+COMMANDS = {"record": cmd_record, "export": cmd_export, "doctor": cmd_doctor, "top": cmd_top}
+
+if __name__ == "__main__":
+    sys.exit(main())

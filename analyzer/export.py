@@ -1,0 +1,130 @@
+"""Exports of a model: the versioned JSON document and folded stacks.
+
+The JSON document is a public interface (docs/export.md): keys are only ever
+added, never renamed. Deterministic: sorted keys, stable ordering.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from stallscope.analyzer.blockers import rank_blockers, task_causes
+from stallscope.analyzer.model import Model, StackWait
+from stallscope.analyzer.sample import Stack, TaskId
+from stallscope.analyzer.wakers import waker_context
+
+JSON_VERSION = 1
+TS_DEAD = 8
+TS_EXITING = 4
+
+
+def stack_texts(stack: Stack | None) -> list[str]:
+    """Frames innermost first, as text; a truncated stack ends with a marker."""
+    if stack is None:
+        return []
+    out = [f.text for f in stack.frames]
+    if stack.truncated:
+        out.append("[truncated]" if stack.frames else "[stack lost: map full]")
+    return out
+
+
+def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
+    meta = model.meta
+    waits_by_task: dict[TaskId, list[StackWait]] = {}
+    for w in model.waits:
+        waits_by_task.setdefault(w.task, []).append(w)
+    wakers_by_task: dict[TaskId, list] = {}
+    for wk in model.wakeups:
+        wakers_by_task.setdefault(wk.task, []).append(wk)
+    command = meta.options.get("command")
+    cmd_tasks = model.descendants(command["pid"]) if command and command.get("pid") else None
+
+    tasks = []
+    for tid in sorted(model.tasks):
+        if scope is not None and tid not in scope:
+            continue
+        t = model.tasks[tid]
+        entry = {
+            "pid": tid.pid, "tgid": t.info.tgid, "ptgid": t.info.ptgid, "start_time_ns": tid.start_time_ns,
+            "comm": t.info.comm, "offcpu_ns": t.offcpu_ns, "offcpu_count": t.offcpu_count,
+            "offcpu_max_ns": t.offcpu_max_ns, "runq_wait_ns": t.runq_wait_ns, "runq_count": t.runq_count,
+            "runq_max_ns": t.runq_max_ns, "runq_latency_ns": t.runq_latency_ns,
+            "voluntary_switches": t.voluntary_switches,
+            "involuntary_switches": t.involuntary_switches, "migrations": t.migrations,
+            "runq_hist_log2_ns": {str(i): c for i, c in enumerate(t.runq_hist) if c},
+            "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
+            "causes": [{"cause": c, "total_ns": ns} for c, ns in task_causes(waits_by_task.get(tid, []))],
+            "wakers": [
+                {"pid": w.waker.pid, "tgid": w.waker_tgid, "comm": w.waker_comm,
+                 "context": waker_context(w.waker.pid, w.waker_stack), "count": w.count, "total_ns": w.total_ns}
+                for w in sorted(wakers_by_task.get(tid, []), key=lambda w: (-w.total_ns, w.waker))
+            ],
+        }
+        if cmd_tasks is not None:
+            entry["in_command"] = tid in cmd_tasks
+        tasks.append(entry)
+
+    blockers = []
+    for b in rank_blockers(model, scope):
+        blockers.append({
+            "cause": b.cause, "total_ns": b.total_ns, "count": b.count, "max_ns": b.max_ns,
+            "share_pct": round(b.share_pct, 3),
+            "tasks": [{"pid": t.pid, "comm": model.tasks[t].info.comm if t in model.tasks else "?"}
+                      for t in b.tasks],
+            "stack": stack_texts(b.stack),
+        })
+
+    matrix = [list(r) for r in model.matrix]
+    return {
+        "format": "stallscope",
+        "version": JSON_VERSION,
+        "meta": {
+            "kernel": meta.kernel, "cpus": meta.cpus, "host": meta.host, "duration_s": round(model.duration_s, 6),
+            "start_wall": meta.start_wall, "interval_s": meta.interval_s, "intervals": model.intervals,
+            "stallscope_version": meta.stallscope_version,
+            "probes": {name: asdict(p) for name, p in sorted(meta.probes.items())},
+            "options": meta.options,
+            "switches": model.switches, "switches_per_s": round(model.switches_per_s, 3),
+            "health": dict(sorted(model.health.items())),
+            "overhead": {
+                "collector_cpu_s": round(model.collector_cpu_ns / 1e9, 6),
+                "collector_cpu_pct": round(100 * model.collector_cpu_ns / 1e9 / model.duration_s, 3)
+                if model.duration_s else 0.0,
+                "bpf_programs": {name: {"run_cnt": r, "run_time_ns": ns, "recursion_misses": m}
+                                 for name, (r, ns, m) in sorted(model.programs.items())},
+            },
+        },
+        "tasks": tasks,
+        "blockers": blockers,
+        "locks": [],
+        "slab": [],
+        "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
+        "recommendations": [],
+    }
+
+
+def to_json(model: Model, scope: set[TaskId] | None = None) -> str:
+    return json.dumps(to_json_doc(model, scope), sort_keys=True, indent=1) + "\n"
+
+
+def to_folded(model: Model, scope: set[TaskId] | None = None) -> str:
+    """`comm;user frames;kernel frames value_ns`, outermost first; kernel frames end in `_[k]`."""
+    lines: dict[str, int] = {}
+    for w in model.waits:
+        if scope is not None and w.task not in scope:
+            continue
+        t = model.tasks.get(w.task)
+        comm = (t.info.comm if t else "?").replace(";", ":").replace(" ", "_") or "?"
+        parts = [comm]
+        parts += [_folded_frame(x) for x in reversed(stack_texts(w.ustack))]
+        parts += [_folded_frame(x) + "_[k]" for x in reversed(stack_texts(w.kstack))]
+        if len(parts) == 1:
+            parts.append("[no stack]")
+        key = ";".join(parts)
+        lines[key] = lines.get(key, 0) + w.total_ns
+    return "".join(f"{k} {v}\n" for k, v in sorted(lines.items()))
+
+
+def _folded_frame(text: str) -> str:
+    return text.replace(";", ":").replace(" ", "_").replace("\n", "")

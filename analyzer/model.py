@@ -1,0 +1,164 @@
+"""The model: totals over a window of intervals. Pure functions, no I/O.
+
+Live view, replay, export and report all read this one model, so a number
+means the same wherever it is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
+
+RUNQ_SLOTS = 40
+
+
+@dataclass(frozen=True)
+class TaskTotals:
+    info: TaskInfo
+    offcpu_ns: int = 0
+    offcpu_count: int = 0
+    offcpu_max_ns: int = 0
+    runq_wait_ns: int = 0
+    runq_count: int = 0
+    runq_max_ns: int = 0
+    voluntary_switches: int = 0
+    involuntary_switches: int = 0
+    migrations: int = 0
+    runq_hist: tuple[int, ...] = (0,) * RUNQ_SLOTS  # log2(ns) buckets of wakeup-to-run latency
+    runq_latency_ns: int = 0
+
+    @property
+    def task(self) -> TaskId:
+        return self.info.task
+
+
+@dataclass(frozen=True)
+class StackWait:
+    """Off-CPU time of one task in one (kernel stack, user stack, state)."""
+
+    task: TaskId
+    tgid: int
+    state: int
+    kstack: Stack | None
+    ustack: Stack | None
+    count: int
+    total_ns: int
+    max_ns: int
+
+
+@dataclass(frozen=True)
+class Wakeups:
+    """The wakeups of one task by one waker over the window."""
+
+    task: TaskId
+    waker: TaskId
+    waker_tgid: int
+    waker_comm: str
+    waker_stack: Stack | None
+    count: int
+    total_ns: int
+
+
+@dataclass(frozen=True)
+class Model:
+    meta: RecordingMeta
+    start_ns: int
+    end_ns: int
+    switches: int
+    tasks: dict[TaskId, TaskTotals]
+    waits: tuple[StackWait, ...]
+    wakeups: tuple[Wakeups, ...]
+    matrix: tuple[tuple[int, ...], ...]
+    health: dict[str, int] = field(default_factory=dict)
+    programs: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # name -> (runs, ns, misses)
+    collector_cpu_ns: int = 0
+    intervals: int = 0
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.end_ns - self.start_ns, 0) / 1e9
+
+    @property
+    def switches_per_s(self) -> float:
+        return self.switches / self.duration_s if self.duration_s else 0.0
+
+    @classmethod
+    def from_intervals(cls, meta: RecordingMeta, intervals: Iterable[Interval],
+                       task_info: dict[TaskId, TaskInfo], stacks: dict[int, Stack]) -> "Model":
+        tasks: dict[TaskId, dict] = {}
+        waits: dict[tuple, list[int]] = {}
+        wake: dict[tuple, list] = {}
+        n = max(meta.cpus, 1)
+        matrix = [[0] * n for _ in range(n)]
+        health: dict[str, int] = {}
+        programs: dict[str, list[int]] = {}
+        switches = cpu = count = 0
+        start_ns = end_ns = 0
+        for iv in intervals:
+            if count == 0:
+                start_ns = iv.start_ns
+            end_ns = iv.end_ns
+            count += 1
+            switches += iv.switches
+            cpu += iv.collector_cpu_ns
+            for d in iv.tasks:
+                t = tasks.setdefault(d.task, {"hist": [0] * RUNQ_SLOTS, "offcpu_ns": 0, "offcpu_count": 0,
+                                              "offcpu_max_ns": 0, "runq_wait_ns": 0, "runq_count": 0,
+                                              "runq_max_ns": 0, "voluntary_switches": 0,
+                                              "involuntary_switches": 0, "migrations": 0, "runq_latency_ns": 0})
+                for k in ("offcpu_ns", "offcpu_count", "runq_wait_ns", "runq_count", "voluntary_switches",
+                          "involuntary_switches", "migrations", "runq_latency_ns"):
+                    t[k] += getattr(d, k)
+                t["offcpu_max_ns"] = max(t["offcpu_max_ns"], d.offcpu_max_ns)
+                t["runq_max_ns"] = max(t["runq_max_ns"], d.runq_max_ns)
+                for slot, c in d.runq_hist:
+                    if 0 <= slot < RUNQ_SLOTS:
+                        t["hist"][slot] += c
+            for o in iv.offcpu:
+                w = waits.setdefault((o.task, o.tgid, o.state, o.kstack, o.ustack), [0, 0, 0])
+                w[0] += o.count
+                w[1] += o.total_ns
+                w[2] = max(w[2], o.max_ns)
+            for wk in iv.wakers:
+                e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack), [wk.waker_comm, 0, 0])
+                e[1] += wk.count
+                e[2] += wk.total_ns
+            for src, dst, c in iv.migrations:
+                if src < n and dst < n:
+                    matrix[src][dst] += c
+            for k, v in iv.health.items():
+                health[k] = health.get(k, 0) + v
+            for p in iv.programs:
+                acc = programs.setdefault(p.name, [0, 0, 0])
+                acc[0] += p.run_cnt
+                acc[1] += p.run_time_ns
+                acc[2] += p.recursion_misses
+        totals = {}
+        for tid, t in tasks.items():
+            info = task_info.get(tid) or TaskInfo(tid, 0, 0, "?")
+            hist = tuple(t.pop("hist"))
+            totals[tid] = TaskTotals(info=info, runq_hist=hist, **t)
+        return cls(
+            meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
+            waits=tuple(StackWait(tid, tgid, state, stacks.get(k) if k else None, stacks.get(u) if u else None, *v)
+                        for (tid, tgid, state, k, u), v in waits.items()),
+            wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks) if ks else None, e[1], e[2])
+                          for (tid, waker, wtgid, ks), e in wake.items()),
+            matrix=tuple(tuple(r) for r in matrix), health=health,
+            programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
+        )
+
+    def descendants(self, root_tgid: int) -> set[TaskId]:
+        """Tasks of a process tree: the root's threads and every process created under it."""
+        procs = {root_tgid}
+        changed = True
+        infos = [t.info for t in self.tasks.values()]
+        while changed:
+            changed = False
+            for info in infos:
+                if info.tgid not in procs and info.ptgid in procs:
+                    procs.add(info.tgid)
+                    changed = True
+        return {info.task for info in infos if info.tgid in procs}

@@ -1,0 +1,141 @@
+"""What the collector produces once per interval, and what a recording stores.
+
+Every record is a *delta* over one interval, so a recording is the sum of its
+intervals and a replay cursor is a prefix sum. Frozen dataclasses; no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stallscope.analyzer.symbols import Frame
+
+
+@dataclass(frozen=True, order=True)
+class TaskId:
+    """A task's identity: PID reuse never merges two tasks."""
+
+    pid: int
+    start_time_ns: int  # task->start_boottime
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What names a task. Emitted when a task is first seen and when it changes."""
+
+    task: TaskId
+    tgid: int
+    ptgid: int  # parent process at creation, 0 when unknown
+    comm: str
+    flags: int = 0  # TS_* from bpf/sched.h (exact baseline, exited, ...)
+
+
+@dataclass(frozen=True)
+class TaskDelta:
+    """One task's change over one interval."""
+
+    task: TaskId
+    offcpu_ns: int = 0
+    offcpu_count: int = 0
+    offcpu_max_ns: int = 0  # the task's new maximum if it rose in this interval, else 0
+    runq_wait_ns: int = 0  # the kernel's sched_info.run_delay (schedstat), else runq_latency_ns
+    runq_count: int = 0
+    runq_max_ns: int = 0  # same convention as offcpu_max_ns, measured
+    voluntary_switches: int = 0
+    involuntary_switches: int = 0
+    migrations: int = 0
+    runq_hist: tuple[tuple[int, int], ...] = ()  # (log2 ns slot, count), wakeup-to-run latency
+    runq_latency_ns: int = 0  # measured with ktime from enqueue to switch-in
+
+
+@dataclass(frozen=True)
+class OffcpuDelta:
+    """Off-CPU time of one task in one (kernel stack, user stack, state). Stack 0: not collected."""
+
+    task: TaskId
+    tgid: int
+    state: int
+    kstack: int
+    ustack: int
+    count: int
+    total_ns: int
+    max_ns: int = 0
+
+
+@dataclass(frozen=True)
+class WakerDelta:
+    """Wakeups of one task by one waker; waker pid 0 means an interrupt on an idle CPU."""
+
+    task: TaskId
+    waker: TaskId
+    waker_tgid: int
+    waker_comm: str
+    waker_kstack: int
+    count: int
+    total_ns: int  # off-CPU time these wakeups ended
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A symbolised stack, innermost frame first. `id` is the in-kernel content hash."""
+
+    id: int
+    kind: str  # "kernel" | "user"
+    frames: tuple[Frame, ...]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class ProgramCost:
+    """Kernel-side cost of one BPF program over an interval (run_time_ns excludes dispatch)."""
+
+    name: str
+    run_cnt: int
+    run_time_ns: int
+    recursion_misses: int
+
+
+@dataclass(frozen=True)
+class Interval:
+    index: int
+    start_ns: int  # CLOCK_BOOTTIME, the clock task start times use
+    end_ns: int
+    wall_start: float  # Unix time of start_ns
+    switches: int  # context switches on all CPUs
+    tasks: tuple[TaskDelta, ...] = ()
+    task_info: tuple[TaskInfo, ...] = ()
+    offcpu: tuple[OffcpuDelta, ...] = ()
+    wakers: tuple[WakerDelta, ...] = ()
+    migrations: tuple[tuple[int, int, int], ...] = ()  # (src cpu, dest cpu, count)
+    stacks: tuple[Stack, ...] = ()  # stacks first referenced in this interval
+    health: dict[str, int] = field(default_factory=dict)  # losses counted in this interval
+    programs: tuple[ProgramCost, ...] = ()
+    collector_cpu_ns: int = 0  # stallscope's own CPU time in this interval
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class ProbeStatus:
+    """Whether a probe group runs, with which mechanism, and why not."""
+
+    enabled: bool
+    mechanism: str  # "tp_btf", "raw_tp", "fentry", "kprobe", "perf_event", "uprobe", "" when off
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RecordingMeta:
+    format_version: int
+    stallscope_version: str
+    host: str
+    kernel: str
+    cpus: int
+    start_wall: float
+    start_ns: int  # CLOCK_BOOTTIME at start
+    interval_s: float
+    probes: dict[str, ProbeStatus]
+    options: dict = field(default_factory=dict)  # pid filter, command, min stack ns, ...
+    end_ns: int = 0  # 0 while recording

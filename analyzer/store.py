@@ -1,0 +1,278 @@
+"""The recording file: one SQLite database (WAL), readable by any SQLite tool.
+
+Tables: `meta` (format version and the recording's metadata as JSON),
+`intervals`, `tasks`, and one table per aggregate, each row a delta of one
+interval; `stacks` holds symbolised frames (with build-ids and ELF offsets for
+user code) so a recording reads the same on another machine. Each interval is
+committed on its own: a killed recorder loses at most the interval in flight.
+
+Format versions: a file of an older version opens in this one; a newer or
+damaged file raises StallscopeError, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import asdict
+from typing import Iterator
+
+from stallscope.analyzer.sample import (
+    Interval, OffcpuDelta, ProbeStatus, ProgramCost, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo,
+    WakerDelta,
+)
+from stallscope.analyzer.symbols import Frame
+from stallscope.errors import StallscopeError
+
+FORMAT_VERSION = 1
+APPLICATION_ID = 0x53544C4C  # "STLL": lets `file` and we tell our databases from others
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS intervals (
+    idx INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, wall_start REAL,
+    switches INTEGER, collector_cpu_ns INTEGER, health TEXT);
+CREATE TABLE IF NOT EXISTS tasks (
+    pid INTEGER, start_ns INTEGER, tgid INTEGER, ptgid INTEGER, comm TEXT, flags INTEGER,
+    first_idx INTEGER, PRIMARY KEY (pid, start_ns));
+CREATE TABLE IF NOT EXISTS task_deltas (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, offcpu_ns INTEGER, offcpu_count INTEGER,
+    offcpu_max_ns INTEGER, runq_wait_ns INTEGER, runq_count INTEGER, runq_max_ns INTEGER,
+    voluntary_switches INTEGER, involuntary_switches INTEGER, migrations INTEGER, runq_hist TEXT,
+    runq_latency_ns INTEGER);
+CREATE TABLE IF NOT EXISTS offcpu (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, state INTEGER, kstack INTEGER,
+    ustack INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER);
+CREATE TABLE IF NOT EXISTS wakers (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, waker_pid INTEGER, waker_start_ns INTEGER,
+    waker_tgid INTEGER, waker_comm TEXT, waker_kstack INTEGER, count INTEGER, total_ns INTEGER);
+CREATE TABLE IF NOT EXISTS migrations (idx INTEGER, src INTEGER, dst INTEGER, count INTEGER);
+CREATE TABLE IF NOT EXISTS stacks (id INTEGER PRIMARY KEY, kind TEXT, truncated INTEGER, frames TEXT);
+CREATE TABLE IF NOT EXISTS programs (
+    idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
+CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
+CREATE INDEX IF NOT EXISTS offcpu_idx ON offcpu (idx);
+CREATE INDEX IF NOT EXISTS wakers_idx ON wakers (idx);
+"""
+
+_FRAME_FIELDS = ("addr", "symbol", "offset", "module", "build_id", "module_offset", "kind")
+
+
+def _s64(v: int) -> int:
+    """Stack ids are unsigned 64-bit hashes; SQLite integers are signed."""
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def _u64(v: int) -> int:
+    return v + (1 << 64) if v < 0 else v
+
+
+def _disk_error(path: str, exc: sqlite3.Error) -> StallscopeError:
+    text = str(exc)
+    if "full" in text:
+        return StallscopeError(f"disk full while writing {path}",
+                               "free space; what was recorded so far is readable")
+    return StallscopeError(f"cannot write {path}: {text}", "check the path and free space")
+
+
+class RecordingWriter:
+    """Appends intervals to a new recording file."""
+
+    def __init__(self, path: str, meta: RecordingMeta):
+        self.path = path
+        if os.path.exists(path):
+            os.unlink(path)
+        for suffix in ("-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.unlink(path + suffix)
+        try:
+            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            self.db.executescript(_SCHEMA)
+            self._put_meta(meta)
+        except sqlite3.Error as exc:
+            raise _disk_error(path, exc) from None
+        self._stacks: set[int] = set()
+        self._tasks: set[TaskId] = set()
+        self.intervals = 0
+
+    def _put_meta(self, meta: RecordingMeta) -> None:
+        doc = asdict(meta)
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (json.dumps(doc, sort_keys=True),))
+
+    def update_meta(self, meta: RecordingMeta) -> None:
+        try:
+            self._put_meta(meta)
+        except sqlite3.Error as exc:
+            raise _disk_error(self.path, exc) from None
+
+    def append(self, iv: Interval) -> None:
+        try:
+            self._append(iv)
+        except sqlite3.Error as exc:
+            raise _disk_error(self.path, exc) from None
+        self.intervals += 1
+
+    def _append(self, iv: Interval) -> None:
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            i = iv.index
+            db.execute("INSERT INTO intervals VALUES (?,?,?,?,?,?,?)",
+                       (i, iv.start_ns, iv.end_ns, iv.wall_start, iv.switches, iv.collector_cpu_ns,
+                        json.dumps(iv.health, sort_keys=True)))
+            for t in iv.task_info:
+                db.execute(
+                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?) ON CONFLICT (pid, start_ns) DO UPDATE SET "
+                    "comm=excluded.comm, flags=excluded.flags, tgid=excluded.tgid",
+                    (t.task.pid, t.task.start_time_ns, t.tgid, t.ptgid, t.comm, t.flags, i))
+            db.executemany("INSERT INTO task_deltas VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, d.task.pid, d.task.start_time_ns, d.offcpu_ns, d.offcpu_count, d.offcpu_max_ns,
+                 d.runq_wait_ns, d.runq_count, d.runq_max_ns, d.voluntary_switches, d.involuntary_switches,
+                 d.migrations, json.dumps(d.runq_hist) if d.runq_hist else None, d.runq_latency_ns)
+                for d in iv.tasks])
+            db.executemany("INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?)", [
+                (i, o.task.pid, o.task.start_time_ns, o.tgid, o.state, _s64(o.kstack), _s64(o.ustack), o.count,
+                 o.total_ns, o.max_ns) for o in iv.offcpu])
+            db.executemany("INSERT INTO wakers VALUES (?,?,?,?,?,?,?,?,?,?)", [
+                (i, w.task.pid, w.task.start_time_ns, w.waker.pid, w.waker.start_time_ns, w.waker_tgid,
+                 w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns) for w in iv.wakers])
+            db.executemany("INSERT INTO migrations VALUES (?,?,?,?)", [(i, *m) for m in iv.migrations])
+            db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
+                (_s64(s.id), s.kind, int(s.truncated),
+                 json.dumps([[getattr(f, k) for k in _FRAME_FIELDS] for f in s.frames]))
+                for s in iv.stacks])
+            db.executemany("INSERT INTO programs VALUES (?,?,?,?,?)", [
+                (i, p.name, p.run_cnt, p.run_time_ns, p.recursion_misses) for p in iv.programs])
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        try:
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.db.close()
+        except sqlite3.Error:
+            pass
+
+
+class Recording:
+    """A recording opened for reading."""
+
+    def __init__(self, path: str):
+        self.path = path
+        if not os.path.exists(path):
+            raise StallscopeError(f"{path}: no such recording", "record one with `stallscope record -o FILE`")
+        try:
+            with open(path, "rb") as f:
+                head = f.read(100)
+        except OSError as exc:
+            raise StallscopeError(f"{path}: {exc.strerror}", "check the path and permissions") from None
+        if not head.startswith(b"SQLite format 3\0"):
+            raise StallscopeError(f"{path} is not a stallscope recording", "it is not an SQLite database")
+        try:
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self.db.execute("PRAGMA query_only=1")
+            rows = dict(self.db.execute("SELECT key, value FROM meta"))
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+        if "format_version" not in rows or "meta" not in rows:
+            raise StallscopeError(f"{path} is not a stallscope recording", "it has no stallscope metadata")
+        try:
+            version = int(rows["format_version"])
+        except ValueError:
+            raise StallscopeError(f"{path} has a damaged header", "the format version is unreadable") from None
+        if version > FORMAT_VERSION:
+            raise StallscopeError(
+                f"{path} was written by a newer stallscope (format {version}, this one reads up to {FORMAT_VERSION})",
+                "upgrade stallscope to read it")
+        try:
+            self.meta = _meta_from_json(json.loads(rows["meta"]))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StallscopeError(f"{path} has damaged metadata ({exc})", "the recording cannot be read") from None
+        self.format_version = version
+
+    def _damaged(self, exc: Exception) -> StallscopeError:
+        return StallscopeError(f"{self.path} is damaged: {exc}",
+                               "a truncated or corrupted file; record again, or recover with `sqlite3 FILE .recover`")
+
+    def _rows(self, sql: str, args=()) -> list[tuple]:
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+
+    def stacks(self) -> dict[int, Stack]:
+        out = {}
+        for sid, kind, truncated, frames in self._rows("SELECT id, kind, truncated, frames FROM stacks"):
+            try:
+                fr = tuple(Frame(**dict(zip(_FRAME_FIELDS, f))) for f in json.loads(frames))
+            except (ValueError, TypeError) as exc:
+                raise self._damaged(exc) from None
+            out[_u64(sid)] = Stack(_u64(sid), kind, fr, bool(truncated))
+        return out
+
+    def tasks(self) -> dict[TaskId, TaskInfo]:
+        return {TaskId(pid, st): TaskInfo(TaskId(pid, st), tgid, ptgid, comm, flags)
+                for pid, st, tgid, ptgid, comm, flags in
+                self._rows("SELECT pid, start_ns, tgid, ptgid, comm, flags FROM tasks")}
+
+    def interval_count(self) -> int:
+        return self._rows("SELECT COUNT(*) FROM intervals")[0][0]
+
+    def intervals(self, first: int = 0, last: int | None = None) -> Iterator[Interval]:
+        """Intervals in [first, last], each rebuilt with its deltas (stacks and task info separate)."""
+        hi = last if last is not None else 1 << 62
+        tasks = _group(self._rows(
+            "SELECT idx, pid, start_ns, offcpu_ns, offcpu_count, offcpu_max_ns, runq_wait_ns, runq_count, "
+            "runq_max_ns, voluntary_switches, involuntary_switches, migrations, runq_hist, runq_latency_ns "
+            "FROM task_deltas "
+            "WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: TaskDelta(TaskId(r[1], r[2]), *r[3:12],
+                                runq_hist=tuple(tuple(x) for x in json.loads(r[12])) if r[12] else (),
+                                runq_latency_ns=r[13] or 0))
+        offcpu = _group(self._rows(
+            "SELECT idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns FROM offcpu "
+            "WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9]))
+        wakers = _group(self._rows(
+            "SELECT idx, pid, start_ns, waker_pid, waker_start_ns, waker_tgid, waker_comm, waker_kstack, count, "
+            "total_ns FROM wakers WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9]))
+        migrations = _group(self._rows(
+            "SELECT idx, src, dst, count FROM migrations WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: (r[1], r[2], r[3]))
+        programs = _group(self._rows(
+            "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
+            (first, hi)), lambda r: ProgramCost(*r[1:]))
+        for idx, start, end, wall, switches, cpu, health in self._rows(
+                "SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health FROM intervals "
+                "WHERE idx BETWEEN ? AND ? ORDER BY idx", (first, hi)):
+            try:
+                h = json.loads(health) if health else {}
+            except ValueError as exc:
+                raise self._damaged(exc) from None
+            yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
+                           wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _group(rows, make) -> dict[int, tuple]:
+    out: dict[int, list] = {}
+    for r in rows:
+        out.setdefault(r[0], []).append(make(r))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _meta_from_json(doc: dict) -> RecordingMeta:
+    probes = {name: ProbeStatus(**p) for name, p in doc.pop("probes").items()}
+    return RecordingMeta(probes=probes, **doc)

@@ -1,0 +1,911 @@
+"""Addresses to names: kernel stacks through /proc/kallsyms, user stacks through ELF files.
+
+The BPF side records raw instruction addresses; naming them is deferred to user space and done
+lazily, because most addresses recorded in an interval are never shown and because symbol tables
+are large. Two facts shape this module:
+
+* A process can exit between the moment its stack is recorded and the moment the stack is
+  named. Whatever was read about a process (its maps, its ELF files, its vdso) is therefore kept
+  for as long as its resolver lives, and `Symbolizer.remember` lets the collector read a
+  short-lived process as soon as it sees it.
+* A frame must also be nameable on another machine (a recording opened elsewhere): user frames
+  carry the ELF build id and the address relative to the ELF's own virtual addresses, which is
+  what symbolizers such as llvm-symbolizer, addr2line or a debuginfod client need.
+
+Nothing in here raises for a bad address or a bad file: an address that cannot be named becomes
+a frame without a symbol. The one exception is a kallsyms that hides its addresses, which the
+user can fix (`StallscopeError`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import io
+import lzma
+import os
+import struct
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable
+
+from elftools.elf.elffile import ELFFile
+
+from stallscope.errors import StallscopeError
+
+UNKNOWN = "[unknown]"
+KERNEL = "kernel"
+
+# A kernel address more than this far past the last symbol of its region (the end of the core
+# kernel's text, or of a module) is taken to be outside any text: kallsyms gives no symbol sizes.
+KERNEL_REGION_TAIL = 1 << 20
+
+# Symbols that mark where the core kernel's text sections end (include/asm-generic/sections.h);
+# the space after them up to the next symbol is not code.
+_KERNEL_TEXT_END_MARKERS = frozenset({"_etext", "_einittext"})
+
+_KERNEL_TEXT_TYPES = frozenset("tTwW")
+# Between symbols at one address, kallsyms lists markers and aliases in no useful order: prefer
+# a global symbol, then a weak one, then a local one (perf's choose_best_symbol does the same).
+_KERNEL_TYPE_RANK = {"T": 0, "W": 1, "t": 2, "w": 3}
+
+_STT_FUNC = 2
+_STT_GNU_IFUNC = 10
+_STB_LOCAL, _STB_GLOBAL, _STB_WEAK = 0, 1, 2
+_ELF_BINDING_RANK = {_STB_GLOBAL: 0, _STB_WEAK: 1, _STB_LOCAL: 2}
+_SHN_UNDEF = 0
+
+DEBUG_ROOT = "/usr/lib/debug"
+PERF_MAP_DIR = "/tmp"
+USER_REFRESH_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One named (or unnameable) instruction address of a stack.
+
+    `module` is "kernel" or a kernel module's name for kernel frames; for user frames it is the
+    mapped file's path as the process sees it, or a label: "[vdso]", "[anon]", "[jit]", "[heap]",
+    "[unknown]". `module_offset` is the address in the ELF file's own virtual address space
+    (what `nm` prints), so that, with `build_id`, the frame can be named again elsewhere.
+    """
+
+    addr: int
+    symbol: str | None
+    offset: int
+    module: str
+    build_id: str | None
+    module_offset: int | None
+    kind: str
+
+    @classmethod
+    def unknown(cls, addr: int, kind: str) -> Frame:
+        return cls(addr, None, 0, UNKNOWN, None, None, kind)
+
+    @property
+    def text(self) -> str:
+        """`sym`, `sym+0x1a`, `[libfoo.so+0x1234]`, `[anon]` or `[unknown]`, as perf prints them."""
+        if self.symbol is not None:
+            return f"{self.symbol}+0x{self.offset:x}" if self.offset else self.symbol
+        if self.module == UNKNOWN:
+            return UNKNOWN
+        if self.module.startswith("[") and self.module.endswith("]"):
+            name = self.module[1:-1]
+        else:
+            name = os.path.basename(self.module) or self.module
+        if self.module_offset is None:
+            return f"[{name}]"
+        return f"[{name}+0x{self.module_offset:x}]"
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel
+
+
+class KernelSymbols:
+    """The kernel's text symbols (core kernel, modules, BPF programs) from /proc/kallsyms.
+
+    kallsyms has no symbol sizes: a symbol extends to the next one, except at the end of a region
+    (the core kernel, one module), where it extends at most `KERNEL_REGION_TAIL` bytes.
+    """
+
+    def __init__(self, starts: list[int], ends: list[int], names: list[str], modules: list[str]):
+        self._starts = starts
+        self._ends = ends
+        self._names = names
+        self._modules = modules
+        # Kernel stacks repeat the same few thousand return addresses interval after interval.
+        self._frames: dict[int, Frame] = {}
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @classmethod
+    def load(cls, path: str = "/proc/kallsyms") -> KernelSymbols:
+        """Read and parse kallsyms; a hidden or missing kallsyms is a StallscopeError."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise StallscopeError(
+                f"{path} does not exist: kernel stacks cannot be named",
+                "the kernel needs CONFIG_KALLSYMS",
+            ) from None
+        except OSError as e:
+            raise StallscopeError(
+                f"cannot read {path}: {e.strerror}", "run as root or set kernel.kptr_restrict=0"
+            ) from None
+        return cls.parse(data, source=path)
+
+    @classmethod
+    def parse(cls, data: bytes, source: str = "/proc/kallsyms") -> KernelSymbols:
+        """Parse kallsyms text: `ADDR TYPE NAME[\\t[MODULE]]` per line.
+
+        Written for speed (about 120k text symbols on a distribution kernel): the address column
+        has a fixed width (two hex digits per pointer byte), so addresses are sliced and decoded
+        in one `bytes.fromhex` call rather than one `int()` per line.
+        """
+        lines = data.decode("ascii", "replace").splitlines()
+        width = lines[0].find(" ") if lines else -1
+        if width not in (8, 16):
+            raise StallscopeError(f"{source} is not in kallsyms format", "expected 'ADDR TYPE NAME' lines")
+        text = [ln for ln in lines if len(ln) > width + 3 and ln[width + 1] in _KERNEL_TEXT_TYPES]
+        if not text:
+            raise StallscopeError(f"{source} lists no text symbols", "the kernel needs CONFIG_KALLSYMS")
+        try:
+            addrs = struct.unpack(
+                f">{len(text)}{'Q' if width == 16 else 'I'}", bytes.fromhex("".join([ln[:width] for ln in text]))
+            )
+        except ValueError:
+            raise StallscopeError(f"{source} is not in kallsyms format", "expected 'ADDR TYPE NAME' lines") from None
+        if not any(addrs):
+            raise StallscopeError(
+                f"{source} shows every address as 0: kernel stacks cannot be named",
+                "run as root or set kernel.kptr_restrict=0",
+            )
+        starts: list[int] = []
+        chosen: list[str] = []
+        for i in sorted(range(len(addrs)), key=addrs.__getitem__):
+            if starts and starts[-1] == addrs[i]:
+                if _kernel_rank(text[i], width) < _kernel_rank(chosen[-1], width):
+                    chosen[-1] = text[i]
+                continue
+            starts.append(addrs[i])
+            chosen.append(text[i])
+        names = [ln[width + 3 :] for ln in chosen]
+        modules = [KERNEL] * len(names)
+        for i in [i for i, name in enumerate(names) if "\t" in name]:
+            name, _, bracketed = names[i].partition("\t")
+            names[i], modules[i] = name, bracketed.strip()[1:-1] or KERNEL
+        ends = starts[1:] + [starts[-1] + KERNEL_REGION_TAIL]
+        for i in [i for i in range(len(starts) - 1) if modules[i] != modules[i + 1]]:
+            ends[i] = min(ends[i], starts[i] + KERNEL_REGION_TAIL)
+        for i in [i for i, name in enumerate(names) if name in _KERNEL_TEXT_END_MARKERS]:
+            if modules[i] == KERNEL:
+                ends[i] = starts[i]
+        return cls(starts, ends, names, modules)
+
+    def resolve(self, addr: int) -> Frame:
+        frame = self._frames.get(addr)
+        if frame is None:
+            i = bisect.bisect_right(self._starts, addr) - 1
+            if i < 0 or addr >= self._ends[i]:
+                frame = Frame.unknown(addr, "kernel")
+            else:
+                frame = Frame(addr, self._names[i], addr - self._starts[i], self._modules[i], None, None, "kernel")
+            if len(self._frames) >= 1 << 16:
+                self._frames.clear()
+            self._frames[addr] = frame
+        return frame
+
+
+def _kernel_rank(line: str, width: int) -> tuple[int, int, int]:
+    name = line[width + 3 :].partition("\t")[0]
+    return _KERNEL_TYPE_RANK[line[width + 1]], len(name) - len(name.lstrip("_")), len(name)
+
+
+# --------------------------------------------------------------------------------------------
+# ELF files
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSegment:
+    """A PT_LOAD program header: which file bytes are mapped at which ELF virtual address."""
+
+    file_offset: int
+    file_size: int
+    vaddr: int
+    mem_size: int
+
+
+class ElfSymbols:
+    """Function symbols, load segments and build id of one ELF file.
+
+    Headers, build id and the raw bytes of the symbol tables are read when the file is opened,
+    so that nothing more is needed from the file (which may vanish with its process or
+    container); the tables are decoded into a sorted index only when an address is first
+    resolved, because most files opened are never asked for a name.
+    """
+
+    def __init__(self, segments: tuple[LoadSegment, ...], build_id: str | None, raw_tables: list[_RawSymbolTable]):
+        self.segments = segments
+        self.build_id = build_id
+        self._raw_tables = raw_tables
+        self._starts: list[int] | None = None
+        self._ends: list[int] = []
+        self._names: list[str] = []
+
+    @classmethod
+    def from_file(cls, path: str) -> ElfSymbols | None:
+        """Read an ELF file; None when it is unreadable or not ELF (never an exception)."""
+        try:
+            with open(path, "rb") as f:
+                return cls._from_stream(f, path)
+        except Exception:  # noqa: BLE001
+            # pyelftools raises many types on malformed input; a bad file in someone else's
+            # process must cost one unresolved frame, never the collector.
+            return None
+
+    @classmethod
+    def from_image(cls, image: bytes) -> ElfSymbols | None:
+        """An ELF image read from memory (the vdso); None when it does not parse."""
+        try:
+            return cls._from_stream(io.BytesIO(image), None)
+        except Exception:  # noqa: BLE001  (same reason as from_file)
+            return None
+
+    @classmethod
+    def _from_stream(cls, stream, path: str | None) -> ElfSymbols:
+        elf = ELFFile(stream)
+        segments = tuple(
+            LoadSegment(seg["p_offset"], seg["p_filesz"], seg["p_vaddr"], seg["p_memsz"])
+            for seg in elf.iter_segments()
+            if seg["p_type"] == "PT_LOAD"
+        )
+        build_id = _elf_build_id(elf)
+        tables = _raw_symbol_tables(elf)
+        if path is not None and not any(t.is_symtab for t in tables):
+            # A stripped file keeps only .dynsym (exported functions). Its full table may be
+            # in a separate debug file, or xz-compressed inside it (MiniDebugInfo).
+            tables += _debug_symbol_tables(elf, path, build_id)
+        return cls(segments, build_id, tables)
+
+    def vaddr_of_file_offset(self, file_offset: int) -> int | None:
+        """The ELF virtual address of a file offset, through the PT_LOAD segment holding it."""
+        for seg in self.segments:
+            if seg.file_offset <= file_offset < seg.file_offset + seg.file_size:
+                return seg.vaddr + (file_offset - seg.file_offset)
+        # Segments are mapped from page-aligned offsets: the bytes before a segment's start in its
+        # first page are mapped too (with the same delta), even if no segment lists them.
+        for seg in self.segments:
+            if (seg.file_offset & ~0xFFF) <= file_offset < seg.file_offset + seg.file_size:
+                return seg.vaddr + (file_offset - seg.file_offset)
+        return None
+
+    def resolve_vaddr(self, vaddr: int) -> tuple[str, int] | None:
+        """(symbol, offset from its start) of an ELF virtual address, or None."""
+        if self._starts is None:
+            self._build_index()
+        i = bisect.bisect_right(self._starts, vaddr) - 1
+        if i < 0 or vaddr >= self._ends[i]:
+            return None
+        return self._names[i], vaddr - self._starts[i]
+
+    def _build_index(self) -> None:
+        # Per address: the best of its aliases' names, the largest of their sizes, and for
+        # size-0 symbols the end of their section.
+        by_addr: dict[int, list] = {}
+        for table in self._raw_tables:
+            for value, size, binding, name, section_end in table.functions():
+                rank = (_ELF_BINDING_RANK.get(binding, 3), len(name) - len(name.lstrip("_")), len(name), name)
+                seen = by_addr.get(value)
+                if seen is None:
+                    by_addr[value] = [rank, size, section_end]
+                else:
+                    seen[0] = min(seen[0], rank)
+                    seen[1] = max(seen[1], size)
+                    seen[2] = seen[2] or section_end
+        starts = sorted(by_addr)
+        ends = []
+        for i, start in enumerate(starts):
+            _, size, section_end = by_addr[start]
+            if size:
+                ends.append(start + size)
+            else:
+                # Hand-written assembly (_init, _start, glibc's string functions on some
+                # builds) has size-0 symbols: they run to the next symbol, but not past the end
+                # of their section (_init must not swallow the PLT that follows it).
+                limit = section_end or self._segment_end(start)
+                ends.append(min(starts[i + 1], limit) if i + 1 < len(starts) else limit)
+        self._names = [by_addr[s][0][3] for s in starts]
+        self._ends = ends
+        self._starts = starts
+        self._raw_tables = []
+
+    def _segment_end(self, vaddr: int) -> int:
+        for seg in self.segments:
+            if seg.vaddr <= vaddr < seg.vaddr + seg.mem_size:
+                return seg.vaddr + seg.mem_size
+        return vaddr + 1
+
+
+@dataclass(frozen=True, slots=True)
+class _RawSymbolTable:
+    """The undecoded bytes of .symtab or .dynsym, their string table and section ends."""
+
+    symbols: bytes
+    strings: bytes
+    section_ends: tuple[int, ...]  # sh_addr + sh_size by section index
+    is_64: bool
+    little_endian: bool
+    is_symtab: bool
+
+    def functions(self):
+        """(value, size, binding, name, end of its section or 0) of defined function symbols.
+
+        Decoded with struct rather than pyelftools' per-symbol objects: a debug .symtab holds
+        tens of thousands of entries and pyelftools takes tens of microseconds for each.
+        """
+        order = "<" if self.little_endian else ">"
+        if self.is_64:  # Elf64_Sym: name, info, other, shndx, value, size
+            fmt, pick = order + "IBBHQQ", lambda s: (s[0], s[1], s[3], s[4], s[5])
+        else:  # Elf32_Sym: name, value, size, info, other, shndx
+            fmt, pick = order + "IIIBBH", lambda s: (s[0], s[3], s[5], s[1], s[2])
+        usable = len(self.symbols) - len(self.symbols) % struct.calcsize(fmt)
+        strings, section_ends = self.strings, self.section_ends
+        for entry in struct.iter_unpack(fmt, self.symbols[:usable]):
+            name_at, info, shndx, value, size = pick(entry)
+            if info & 0xF not in (_STT_FUNC, _STT_GNU_IFUNC) or shndx == _SHN_UNDEF or value == 0:
+                continue
+            end = strings.find(b"\0", name_at)
+            name = strings[name_at : end if end >= 0 else len(strings)].decode("utf-8", "replace")
+            if name:
+                yield value, size, info >> 4, name, section_ends[shndx] if shndx < len(section_ends) else 0
+
+
+def _raw_symbol_tables(elf: ELFFile) -> list[_RawSymbolTable]:
+    tables = []
+    section_ends = None
+    for name in (".symtab", ".dynsym"):
+        section = elf.get_section_by_name(name)
+        if section is None or section["sh_type"] == "SHT_NOBITS":
+            continue
+        if section_ends is None:
+            section_ends = tuple(s["sh_addr"] + s["sh_size"] for s in elf.iter_sections())
+        strings = elf.get_section(section["sh_link"])
+        tables.append(
+            _RawSymbolTable(
+                section.data(), strings.data(), section_ends, elf.elfclass == 64, elf.little_endian, name == ".symtab"
+            )
+        )
+    return tables
+
+
+def _elf_build_id(elf: ELFFile) -> str | None:
+    # Section headers first; a file stripped of them (sstrip) still has its PT_NOTE segments.
+    containers = [s for s in elf.iter_sections() if s["sh_type"] == "SHT_NOTE"] or [
+        s for s in elf.iter_segments() if s["p_type"] == "PT_NOTE"
+    ]
+    for container in containers:
+        for note in container.iter_notes():
+            if note["n_type"] == "NT_GNU_BUILD_ID":
+                return note["n_desc"]
+    return None
+
+
+def _debug_symbol_tables(elf: ELFFile, path: str, build_id: str | None) -> list[_RawSymbolTable]:
+    """The .symtab of a stripped file's debug information, if installed.
+
+    Looked up as gdb does: /usr/lib/debug/.build-id/xx/yyyy.debug, then the .gnu_debuglink name
+    next to the file, in its .debug folder, and under /usr/lib/debug; then MiniDebugInfo.
+    """
+    candidates = []
+    if build_id and len(build_id) > 2:
+        candidates.append(os.path.join(DEBUG_ROOT, ".build-id", build_id[:2], build_id[2:] + ".debug"))
+    link = elf.get_section_by_name(".gnu_debuglink")
+    link_crc = None
+    if link is not None:
+        data = link.data()
+        name = data.split(b"\0", 1)[0].decode("utf-8", "replace")
+        crc_at = (len(name) + 4) & ~3  # the CRC follows the name, 4-byte aligned
+        if name and len(data) >= crc_at + 4:
+            link_crc = struct.unpack_from("<I" if elf.little_endian else ">I", data, crc_at)[0]
+            folder = os.path.dirname(path)
+            candidates += [
+                os.path.join(folder, name),
+                os.path.join(folder, ".debug", name),
+                os.path.join(DEBUG_ROOT, folder.lstrip("/"), name),
+            ]
+    for candidate in candidates:
+        tables = _symtab_of_debug_file(candidate, path, build_id, link_crc)
+        if tables:
+            return tables
+    mini = elf.get_section_by_name(".gnu_debugdata")
+    if mini is not None:
+        try:
+            inner = ELFFile(io.BytesIO(lzma.decompress(mini.data())))
+            return [t for t in _raw_symbol_tables(inner) if t.is_symtab]
+        except Exception:  # noqa: BLE001  (see ElfSymbols.from_file: .dynsym alone still names)
+            return []
+    return []
+
+
+def _symtab_of_debug_file(candidate: str, path: str, build_id: str | None, link_crc: int | None) -> list[_RawSymbolTable]:
+    try:
+        if not os.path.isfile(candidate) or os.path.samefile(candidate, path):
+            return []
+        with open(candidate, "rb") as f:
+            debug = ELFFile(f)
+            debug_id = _elf_build_id(debug)
+            if build_id and debug_id:
+                matches = debug_id == build_id
+            elif link_crc is not None:
+                f.seek(0)
+                matches = zlib.crc32(f.read()) == link_crc
+            else:
+                matches = False
+            # A debug file for another build would name every address wrongly: worse than none.
+            if not matches:
+                return []
+            return [t for t in _raw_symbol_tables(debug) if t.is_symtab]
+    except Exception:  # noqa: BLE001  (see ElfSymbols.from_file)
+        return []
+
+
+class ElfCache:
+    """A bounded LRU of ElfSymbols shared by all processes.
+
+    Keyed by what identifies a file's contents on disk, (st_dev, st_ino, st_size, st_mtime_ns),
+    so that libc is read once for every process that maps it, and a rebuilt binary at the same
+    path is read again. Files that are not ELF are cached too (as None) so they are not re-read.
+    """
+
+    def __init__(self, max_files: int = 512):
+        self.max_files = max_files
+        self._entries: OrderedDict[tuple, ElfSymbols | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, path: str) -> ElfSymbols | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return self._get_or_load(("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), lambda: ElfSymbols.from_file(path))
+
+    def get_image(self, image: bytes) -> ElfSymbols | None:
+        # Every process of one ABI maps the same vdso image: key it by content.
+        return self._get_or_load(("image", hashlib.sha1(image).digest()), lambda: ElfSymbols.from_image(image))
+
+    def _get_or_load(self, key: tuple, load: Callable[[], ElfSymbols | None]) -> ElfSymbols | None:
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+        elf = load()
+        with self._lock:
+            self._entries[key] = elf
+            while len(self._entries) > self.max_files:
+                self._entries.popitem(last=False)
+        return elf
+
+
+SHARED_ELF_CACHE = ElfCache()
+
+
+# --------------------------------------------------------------------------------------------
+# Processes
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """One line of /proc/PID/maps."""
+
+    start: int
+    end: int
+    perms: str
+    offset: int
+    dev: str
+    inode: int
+    path: str
+
+    @property
+    def is_file(self) -> bool:
+        return self.inode != 0 and self.path.startswith("/")
+
+    @property
+    def is_executable(self) -> bool:
+        return "x" in self.perms
+
+    @property
+    def file_path(self) -> str:
+        """The path without the " (deleted)" the kernel appends for an unlinked file."""
+        return self.path.removesuffix(" (deleted)")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessMaps:
+    """The memory mappings of a process, as /proc/PID/maps listed them when read."""
+
+    pid: int
+    mappings: tuple[Mapping, ...]
+    _starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_starts", tuple(m.start for m in self.mappings))
+
+    @classmethod
+    def read(cls, pid: int) -> ProcessMaps | None:
+        """The maps of a live process; None when it is gone or its maps are unreadable."""
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as f:
+                text = f.read().decode("utf-8", "surrogateescape")
+        except OSError:
+            return None
+        maps = cls.parse(pid, text)
+        # A zombie's maps read empty: that is "gone", not "maps nothing".
+        return maps if maps.mappings else None
+
+    @classmethod
+    def parse(cls, pid: int, text: str) -> ProcessMaps:
+        mappings = []
+        for line in text.splitlines():
+            parts = line.split(None, 5)
+            if len(parts) < 5:
+                continue
+            start, _, end = parts[0].partition("-")
+            mappings.append(
+                Mapping(
+                    int(start, 16), int(end, 16), parts[1], int(parts[2], 16), parts[3], int(parts[4]),
+                    parts[5] if len(parts) > 5 else "",
+                )
+            )
+        mappings.sort(key=lambda m: m.start)
+        return cls(pid, tuple(mappings))
+
+    def find(self, addr: int) -> Mapping | None:
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0 and addr < self.mappings[i].end:
+            return self.mappings[i]
+        return None
+
+    def file_offset(self, addr: int) -> tuple[Mapping, int] | None:
+        """The mapping holding an address and the offset in the mapped file it corresponds to."""
+        mapping = self.find(addr)
+        if mapping is None:
+            return None
+        return mapping, addr - mapping.start + mapping.offset
+
+
+def process_start_time_ns(pid: int) -> int | None:
+    """When a process started, in ns since boot (/proc/PID/stat field 22, task->start_boottime).
+
+    Pairs with a pid to tell a process from a later one that reused its pid. The kernel reports
+    it in clock ticks, so it is exact to a tick (10 ms with USER_HZ=100).
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # comm (field 2) may hold spaces and parentheses: count fields after its closing one.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return int(fields[19]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class PerfMap:
+    """A JIT's /tmp/perf-PID.map: `START SIZE name` per line, hex, as perf reads it."""
+
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+    names: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> PerfMap:
+        # A JIT appends; code recompiled at the same address is named by its latest line.
+        latest: dict[int, tuple[int, str]] = {}
+        for line in text.splitlines():
+            parts = line.split(None, 2)
+            if len(parts) < 3:
+                continue
+            try:
+                start, size = int(parts[0], 16), int(parts[1], 16)
+            except ValueError:
+                continue
+            latest[start] = (start + size, parts[2].strip())
+        starts = sorted(latest)
+        return cls(tuple(starts), tuple(latest[s][0] for s in starts), tuple(latest[s][1] for s in starts))
+
+    def lookup(self, addr: int) -> tuple[str, int] | None:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0 and addr < self.ends[i]:
+            return self.names[i], addr - self.starts[i]
+        return None
+
+
+class UserSymbols:
+    """Names the user-space addresses of one process.
+
+    The maps are read once, on first need (or at `remember`), and kept: the process may exit
+    before its stacks are named. An address outside every known mapping triggers `refresh`
+    (new code may have been mmapped since), at most once per `USER_REFRESH_INTERVAL_S`.
+
+    `start_time_ns` (see `process_start_time_ns`; in BPF, the thread-group leader's
+    `start_boottime`) guards against a reused pid: if given and the live process with this pid
+    started at another time, it is not this process and nothing is read from it. None or 0
+    skip the check.
+    """
+
+    def __init__(self, pid: int, start_time_ns: int | None = None, *, elf_cache: ElfCache | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.pid = pid
+        self.start_time_ns = start_time_ns
+        self._elf_cache = elf_cache if elf_cache is not None else SHARED_ELF_CACHE
+        self._clock = clock
+        self._maps: ProcessMaps | None = None
+        self._maps_read = False
+        self._last_refresh = float("-inf")
+        self._elfs: dict[tuple[str, int], ElfSymbols | None] = {}
+        self._vdso: ElfSymbols | None = None
+        self._vdso_read = False
+        self._perf_map: PerfMap | None = None
+        self._perf_map_stamp: tuple | None = None
+        self._perf_map_checked = float("-inf")
+        self._frames: dict[int, Frame] = {}
+
+    @property
+    def maps(self) -> ProcessMaps | None:
+        if not self._maps_read:
+            self.refresh(force=True)
+        return self._maps
+
+    def remember(self) -> bool:
+        """Read now everything that dies with the process: maps, its ELF files, its vdso.
+
+        Returns whether the process could be read.
+        """
+        maps = self.maps
+        if maps is None:
+            return False
+        for mapping in maps.mappings:
+            if mapping.is_executable and mapping.is_file:
+                self._elf_of(mapping)
+            elif mapping.path == "[vdso]":
+                self._vdso_of(mapping)
+        return True
+
+    def refresh(self, force: bool = False) -> bool:
+        """Re-read the maps, at most once per interval; keep the old ones if the process is gone.
+
+        Returns whether new maps were read.
+        """
+        now = self._clock()
+        if not force and now - self._last_refresh < USER_REFRESH_INTERVAL_S:
+            return False
+        self._last_refresh = now
+        self._maps_read = True
+        maps = self._read_maps()
+        if maps is None:
+            return False
+        self._maps = maps
+        # A library may have been unmapped and another mapped at its addresses.
+        self._frames.clear()
+        return True
+
+    def _read_maps(self) -> ProcessMaps | None:
+        # A start time of 0 is "not known" (what a collector passes before it saw the leader).
+        if self.start_time_ns and not self._is_same_process():
+            return None
+        maps = ProcessMaps.read(self.pid)
+        # Checked again after reading, in case the pid was reused meanwhile.
+        if maps is not None and self.start_time_ns and not self._is_same_process():
+            return None
+        return maps
+
+    def _is_same_process(self) -> bool:
+        started = process_start_time_ns(self.pid)
+        tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+        return started is not None and abs(started - self.start_time_ns) <= tick_ns
+
+    def resolve(self, addr: int) -> Frame:
+        frame = self._frames.get(addr)
+        if frame is not None:
+            return frame
+        maps = self.maps
+        mapping = maps.find(addr) if maps is not None else None
+        if mapping is None and self.refresh():
+            mapping = self._maps.find(addr)
+        elf = None
+        if mapping is not None and mapping.path == "[vdso]":
+            elf = self._vdso_of(mapping)
+        elif mapping is not None and mapping.is_file:
+            elf = self._elf_of(mapping)
+        if elf is not None:
+            # An address in a readable ELF file is named by that file alone: cache it.
+            frame = self._elf_frame(addr, mapping, elf)
+            if len(self._frames) >= 1 << 16:
+                self._frames.clear()
+            self._frames[addr] = frame
+            return frame
+        # JIT code lives in anonymous memory (or memfd files, or memory mapped after the last
+        # refresh): the JIT names it in its perf map.
+        named = self._perf_map_lookup(addr)
+        if named is not None:
+            return Frame(addr, named[0], named[1], "[jit]", None, None, "user")
+        if mapping is None:
+            return Frame.unknown(addr, "user")
+        if mapping.is_file:
+            return Frame(addr, None, 0, mapping.path, None, None, "user")
+        label = mapping.path if mapping.path.startswith("[") else "[anon]"
+        return Frame(addr, None, 0, label, None, None, "user")
+
+    def _elf_frame(self, addr: int, mapping: Mapping, elf: ElfSymbols) -> Frame:
+        vaddr = elf.vaddr_of_file_offset(addr - mapping.start + mapping.offset)
+        named = elf.resolve_vaddr(vaddr) if vaddr is not None else None
+        if named is None:
+            return Frame(addr, None, 0, mapping.path, elf.build_id, vaddr, "user")
+        return Frame(addr, named[0], named[1], mapping.path, elf.build_id, vaddr, "user")
+
+    def _elf_of(self, mapping: Mapping) -> ElfSymbols | None:
+        key = (mapping.path, mapping.inode)
+        if key not in self._elfs:
+            path = self._open_path(mapping)
+            self._elfs[key] = self._elf_cache.get(path) if path is not None else None
+        return self._elfs[key]
+
+    def _open_path(self, mapping: Mapping) -> str | None:
+        """Where to read a mapped file from.
+
+        The path in maps is in the process's mount namespace. Our own path is preferred when it
+        holds the same inode (it survives the process); otherwise the file is read through
+        /proc/PID/root (a container's file system); the bare path is the last resort, except for
+        a deleted file, where another file at that path is certainly not the one mapped.
+        """
+        path = mapping.file_path
+        deleted = path != mapping.path
+        own_inode = _inode_of(path)
+        if own_inode == mapping.inode:
+            return path
+        in_root = f"/proc/{self.pid}/root{path}"
+        root_inode = _inode_of(in_root)
+        if root_inode is not None and (not deleted or root_inode == mapping.inode):
+            return in_root
+        if not deleted and own_inode is not None:
+            return path
+        return None
+
+    def _vdso_of(self, mapping: Mapping) -> ElfSymbols | None:
+        # The vdso is an ELF image the kernel maps into every process: read it from the
+        # process's memory (while it lives) and name its functions like any ELF.
+        if not self._vdso_read:
+            self._vdso_read = True
+            try:
+                with open(f"/proc/{self.pid}/mem", "rb", buffering=0) as mem:
+                    mem.seek(mapping.start)
+                    image = mem.read(mapping.end - mapping.start)
+            except (OSError, OverflowError, ValueError):
+                image = b""
+            self._vdso = self._elf_cache.get_image(image) if image else None
+        return self._vdso
+
+    def _perf_map_lookup(self, addr: int) -> tuple[str, int] | None:
+        now = self._clock()
+        if now - self._perf_map_checked >= USER_REFRESH_INTERVAL_S:
+            self._perf_map_checked = now
+            self._reload_perf_map()
+        return self._perf_map.lookup(addr) if self._perf_map is not None else None
+
+    def _reload_perf_map(self) -> None:
+        for path in self._perf_map_paths():
+            try:
+                st = os.stat(path)
+                stamp = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+                if stamp == self._perf_map_stamp:
+                    return
+                with open(path, "rb") as f:
+                    text = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            self._perf_map = PerfMap.parse(text)
+            self._perf_map_stamp = stamp
+            return
+
+    def _perf_map_paths(self) -> list[str]:
+        paths = [os.path.join(PERF_MAP_DIR, f"perf-{self.pid}.map")]
+        # A JIT in a container writes the map under its own pid, in its own /tmp.
+        ns_pid = _namespace_pid(self.pid)
+        if ns_pid is not None and ns_pid != self.pid:
+            paths.append(f"/proc/{self.pid}/root{PERF_MAP_DIR}/perf-{ns_pid}.map")
+        return paths
+
+
+def _inode_of(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _namespace_pid(pid: int) -> int | None:
+    """The pid a process has in its innermost pid namespace (the last NSpid of its status)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# The collector's one entry point
+
+
+class Symbolizer:
+    """Names kernel and user stacks for the collector.
+
+    Kernel symbols are loaded on first use; user resolvers are kept per process, keyed by
+    (pid, start_time_ns) so a reused pid is a different process, in a bounded LRU so that a
+    long recording over a busy system does not grow without bound. Not thread-safe: one owner.
+    """
+
+    def __init__(self, *, max_processes: int = 4096, kallsyms_path: str = "/proc/kallsyms",
+                 elf_cache: ElfCache | None = None):
+        self.max_processes = max_processes
+        self._kallsyms_path = kallsyms_path
+        self._elf_cache = elf_cache if elf_cache is not None else SHARED_ELF_CACHE
+        self._kernel: KernelSymbols | None = None
+        self._kernel_error: StallscopeError | None = None
+        self._processes: OrderedDict[tuple[int, int | None], UserSymbols] = OrderedDict()
+
+    @property
+    def kernel_symbols(self) -> KernelSymbols:
+        """Loaded once; a failure is remembered and raised again rather than re-read each time."""
+        if self._kernel is None:
+            if self._kernel_error is not None:
+                raise self._kernel_error
+            try:
+                self._kernel = KernelSymbols.load(self._kallsyms_path)
+            except StallscopeError as e:
+                self._kernel_error = e
+                raise
+        return self._kernel
+
+    def kernel(self, addr: int) -> Frame:
+        """A kernel frame; raises StallscopeError when kallsyms hides addresses from us."""
+        return self.kernel_symbols.resolve(addr)
+
+    def process(self, pid: int, start_time_ns: int | None) -> UserSymbols:
+        key = (pid, start_time_ns)
+        resolver = self._processes.get(key)
+        if resolver is None:
+            resolver = UserSymbols(pid, start_time_ns, elf_cache=self._elf_cache)
+            self._processes[key] = resolver
+            while len(self._processes) > self.max_processes:
+                self._processes.popitem(last=False)
+        else:
+            self._processes.move_to_end(key)
+        return resolver
+
+    def user(self, pid: int, start_time_ns: int | None, addr: int) -> Frame:
+        return self.process(pid, start_time_ns).resolve(addr)
+
+    def remember(self, pid: int, start_time_ns: int | None) -> bool:
+        """Read a process now (e.g. at exec), so its stacks can be named after it exits."""
+        return self.process(pid, start_time_ns).remember()
+
+    def stack(self, kind: str, pid: int, start_time_ns: int | None, addrs) -> tuple[Frame, ...]:
+        if kind == "kernel":
+            symbols = self.kernel_symbols
+            return tuple(symbols.resolve(a) for a in addrs)
+        if kind == "user":
+            resolver = self.process(pid, start_time_ns)
+            return tuple(resolver.resolve(a) for a in addrs)
+        raise ValueError(f"stack kind must be 'kernel' or 'user', not {kind!r}")

@@ -1,0 +1,13 @@
+"""Formatting of quantities with their units, one place for every view."""
+
+
+def fmt_ns(ns: float) -> str:
+    """Nanoseconds as a short human figure: 950ns, 12.3us, 4.56ms, 1.23s."""
+    ns = float(ns)
+    if ns < 1e3:
+        return f"{ns:.0f}ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.1f}us"
+    if ns < 1e9:
+        return f"{ns / 1e6:.2f}ms"
+    return f"{ns / 1e9:.2f}s"

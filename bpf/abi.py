@@ -1,0 +1,80 @@
+"""ctypes mirrors of the structs in bpf/*.h that cross the BPF/user boundary.
+
+Mirrored once here; tests/test_abi.py checks every size against the compiled
+objects' BTF so a change on one side cannot silently misread the other.
+"""
+
+import ctypes
+
+TASK_COMM_LEN = 16
+MAX_STACK_DEPTH = 64
+RUNQ_SLOTS = 40
+
+TS_BASE_EXACT = 1
+TS_BASE_GUESSED = 2
+TS_EXITING = 4
+TS_DEAD = 8
+TS_NEW = 16
+TS_NO_SCHED_INFO = 32
+
+u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+
+
+class TaskKey(ctypes.Structure):
+    _fields_ = [("pid", u32), ("pad", u32), ("start_ns", u64)]
+
+
+class TaskStats(ctypes.Structure):
+    _fields_ = [
+        ("offcpu_ns", u64), ("offcpu_count", u64), ("offcpu_max_ns", u64),
+        ("runq_ns", u64), ("runq_count", u64), ("runq_max_ns", u64), ("run_delay", u64), ("run_delay_base", u64),
+        ("nvcsw", u64), ("nivcsw", u64), ("nvcsw_base", u64), ("nivcsw_base", u64),
+        ("migrations", u64),
+        ("tgid", u32), ("ptgid", u32), ("flags", u32), ("last_cpu", u32),
+        ("comm", ctypes.c_char * TASK_COMM_LEN),
+        ("runq_hist", u32 * RUNQ_SLOTS),
+    ]
+
+
+class OffcpuKey(ctypes.Structure):
+    _fields_ = [("pid", u32), ("tgid", u32), ("start_ns", u64), ("kstack", u64), ("ustack", u64),
+                ("state", u32), ("pad", u32)]
+
+
+class OffcpuVal(ctypes.Structure):
+    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64)]
+
+
+class WakerKey(ctypes.Structure):
+    _fields_ = [("pid", u32), ("waker_pid", u32), ("start_ns", u64), ("waker_start_ns", u64),
+                ("waker_kstack", u64), ("waker_tgid", u32), ("pad", u32)]
+
+
+class WakerVal(ctypes.Structure):
+    _fields_ = [("count", u64), ("total_ns", u64), ("waker_comm", ctypes.c_char * TASK_COMM_LEN)]
+
+
+class Stack(ctypes.Structure):
+    _fields_ = [("ips", u64 * MAX_STACK_DEPTH)]
+
+
+class SchedHealth(ctypes.Structure):
+    _fields_ = [("task_map_full", u64), ("offcpu_map_full", u64), ("waker_map_full", u64),
+                ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("pad", u64)]
+
+
+class SchedConfig(ctypes.Structure):
+    _fields_ = [("min_stack_ns", u64), ("targ_tgid", u32), ("nr_cpus", u32), ("user_stacks", u32),
+                ("kernel_stacks", u32), ("waker_stacks", u32), ("pad", u32)]
+
+
+# C struct name -> mirror, for the BTF size check.
+MIRRORS = {
+    "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal,
+    "waker_key": WakerKey, "waker_val": WakerVal, "stack": Stack, "sched_health": SchedHealth,
+    "sched_config": SchedConfig,
+}
+
+
+def decode(struct_type, raw: bytes):
+    return struct_type.from_buffer_copy(raw[: ctypes.sizeof(struct_type)])

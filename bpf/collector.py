@@ -1,0 +1,399 @@
+"""The scheduler collector: loads sched.bpf.o, attaches what this kernel allows,
+and once per interval drains the in-kernel aggregates into an immutable
+`Interval` of deltas.
+
+The BPF maps are cumulative; this side keeps the previous totals and emits
+differences, so a drain never races with the kernel's updates. Entries of
+tasks whose final switch was seen are deleted after being read: nothing can
+change them any more, and the maps stay bounded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+from stallscope.analyzer.sample import (
+    Interval, OffcpuDelta, ProbeStatus, ProgramCost, Stack, TaskDelta, TaskId, TaskInfo, WakerDelta,
+)
+from stallscope.analyzer.symbols import Symbolizer
+from stallscope.bpf import abi
+from stallscope.bpf.libbpf import BpfError, BpfObject, RunTimeStats
+from stallscope.errors import StallscopeError
+
+CLOCK_BOOTTIME = 7
+
+
+def boottime_ns() -> int:
+    return time.clock_gettime_ns(CLOCK_BOOTTIME)
+
+
+def object_path(name: str) -> str:
+    """The compiled CO-RE object shipped as package data."""
+    path = resources.files("stallscope.bpf").joinpath(name)
+    if not path.is_file():
+        raise StallscopeError(f"BPF object {name} is missing", "run `make install` to compile bpf/*.bpf.c")
+    return str(path)
+
+
+@dataclass(frozen=True)
+class SchedOptions:
+    targ_tgid: int = 0
+    min_stack_ns: int = 0
+    user_stacks: bool = True
+    kernel_stacks: bool = True
+    waker_stacks: bool = True
+    max_tasks: int = 16384
+    max_stacks: int = 32768
+
+
+# Program -> the probe group it serves. A group runs if its programs load.
+PROGRAM_GROUPS = {
+    "sched_switch": "offcpu",
+    "sched_waking": "offcpu",
+    "sched_wakeup": "runq",
+    "sched_wakeup_new": "runq",
+    "sched_migrate_task": "migrations",
+    "sched_process_exit": "offcpu",
+}
+SCHED_GROUPS = ("offcpu", "runq", "switches", "wakers", "migrations")
+
+
+def _possible_cpus() -> int:
+    try:
+        text = open("/sys/devices/system/cpu/possible").read().strip()
+        return int(text.split("-")[-1].split(",")[-1]) + 1
+    except (OSError, ValueError):
+        return os.cpu_count() or 1
+
+
+class SchedCollector:
+    def __init__(self, options: SchedOptions, symbolizer: Symbolizer):
+        self.options = options
+        self.symbolizer = symbolizer
+        self.nr_cpus = _possible_cpus()
+        self.obj: BpfObject | None = None
+        self.status: dict[str, ProbeStatus] = {}
+        self._stats: RunTimeStats | None = None
+        self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
+        self._info: dict[TaskId, tuple[str, int]] = {}
+        self._prev_offcpu: dict[bytes, tuple[int, int, int]] = {}
+        self._prev_wakers: dict[bytes, tuple[int, int]] = {}
+        self._prev_matrix: list[int] = [0] * (self.nr_cpus * self.nr_cpus)
+        self._prev_cs = 0
+        self._prev_health: dict[str, int] = {}
+        self._prev_progs: dict[str, tuple[int, int, int]] = {}
+        self._known_stacks: set[int] = set()
+        self._stored_since_trim = 0
+        self._leader_start: dict[int, int] = {}
+        self._remembered: set[int] = set()
+        self._last_ns = 0
+        self._last_cpu_ns = 0
+        self._index = 0
+
+    # ---- set-up -------------------------------------------------------
+    def start(self) -> dict[str, ProbeStatus]:
+        path = object_path("sched.bpf.o")
+        failed = self._probe_programs(path)
+        self.obj = obj = BpfObject(path)
+        self._configure(obj)
+        for prog in obj.programs():
+            prog.autoload = prog.name not in failed
+        if "sched_switch" in failed:
+            reason = failed["sched_switch"]
+            obj.close()
+            self.obj = None
+            raise StallscopeError(f"the scheduler probes cannot run: {reason}", "see `stallscope doctor`")
+        obj.load()
+        for prog in obj.programs():
+            if prog.name in failed:
+                continue
+            try:
+                obj.attach(prog)
+            except BpfError as exc:
+                failed[prog.name] = str(exc)
+        self._stats = RunTimeStats()
+        self.status = self._group_status(failed)
+        self._last_ns = boottime_ns()
+        self._last_cpu_ns = _own_cpu_ns()
+        self._prev_cs = self._switches()
+        return self.status
+
+    def _configure(self, obj: BpfObject) -> None:
+        o = self.options
+        cfg = abi.SchedConfig(
+            min_stack_ns=o.min_stack_ns, targ_tgid=o.targ_tgid, nr_cpus=self.nr_cpus,
+            user_stacks=int(o.user_stacks), kernel_stacks=int(o.kernel_stacks), waker_stacks=int(o.waker_stacks),
+        )
+        image = obj.section_map(".rodata").initial_value()
+        if len(image) < ctypes.sizeof(cfg):
+            raise StallscopeError("sched.bpf.o does not match this stallscope", "run `make install` again")
+        ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
+        obj.map("migration_matrix").set_max_entries(self.nr_cpus * self.nr_cpus)
+        obj.map("task_stats").set_max_entries(o.max_tasks)
+        obj.map("stacks").set_max_entries(o.max_stacks)
+
+    def _probe_programs(self, path: str) -> dict[str, str]:
+        """Load the whole object once; only if that fails, find which programs this kernel rejects."""
+        with BpfObject(path) as obj:
+            self._configure(obj)
+            try:
+                obj.load()
+                return {}
+            except BpfError:
+                pass
+        failed: dict[str, str] = {}
+        with BpfObject(path) as probe:
+            names = [p.name for p in probe.programs()]
+        for name in names:
+            with BpfObject(path) as obj:
+                self._configure(obj)
+                for prog in obj.programs():
+                    prog.autoload = prog.name == name
+                try:
+                    obj.load()
+                except BpfError as exc:
+                    failed[name] = _first_reason(exc)
+        return failed
+
+    def _group_status(self, failed: dict[str, str]) -> dict[str, ProbeStatus]:
+        def status(progs: list[str]) -> ProbeStatus:
+            bad = [p for p in progs if p in failed]
+            if bad:
+                return ProbeStatus(False, "", f"{bad[0]}: {failed[bad[0]]}")
+            return ProbeStatus(True, "tp_btf")
+
+        waker = status(["sched_waking"])
+        if waker.enabled and not self.options.waker_stacks:
+            waker = ProbeStatus(True, "tp_btf", "waker stacks off")
+        return {
+            "offcpu": status(["sched_switch", "sched_waking"]),
+            "runq": status(["sched_switch", "sched_wakeup", "sched_wakeup_new"]),
+            "switches": status(["sched_switch"]),
+            "wakers": waker,
+            "migrations": status(["sched_migrate_task"]),
+        }
+
+    # ---- draining -----------------------------------------------------
+    def drain(self) -> Interval:
+        assert self.obj is not None, "start() first"
+        obj = self.obj
+        start_ns, end_ns = self._last_ns, boottime_ns()
+        wall_start = time.time() - (end_ns - start_ns) / 1e9
+        tasks, infos, dead = self._drain_tasks(obj)
+        offcpu = self._drain_offcpu(obj, dead)
+        wakers = self._drain_wakers(obj, dead)
+        stack_ids: dict[int, tuple[str, int]] = {}
+        for o in offcpu:
+            if o.kstack:
+                stack_ids.setdefault(o.kstack, ("kernel", 0))
+            if o.ustack:
+                stack_ids.setdefault(o.ustack, ("user", o.tgid))
+        for w in wakers:
+            if w.waker_kstack:
+                stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
+        stacks = self._new_stacks(obj, stack_ids)
+        cs = self._switches()
+        cpu_ns = _own_cpu_ns()
+        interval = Interval(
+            index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
+            switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
+            migrations=self._drain_matrix(obj), stacks=stacks, health=self._drain_health(obj),
+            programs=self._drain_programs(obj), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
+        )
+        self._prev_cs, self._last_ns, self._last_cpu_ns = cs, end_ns, cpu_ns
+        self._index += 1
+        return interval
+
+    def _drain_tasks(self, obj: BpfObject):
+        m = obj.map("task_stats")
+        deltas, infos, dead = [], [], set()
+        for kraw, vraw in m.items_batch():
+            key = abi.decode(abi.TaskKey, kraw)
+            v = abi.decode(abi.TaskStats, vraw)
+            tid = TaskId(key.pid, key.start_ns)
+            prev = self._prev_tasks.get(tid)
+            comm = v.comm.decode(errors="replace")
+            if self._info.get(tid) != (comm, v.flags):
+                self._info[tid] = (comm, v.flags)
+                infos.append(TaskInfo(tid, v.tgid, v.ptgid, comm, v.flags))
+            if key.pid == v.tgid:
+                self._leader_start[v.tgid] = key.start_ns
+            if v.tgid not in self._remembered:
+                self._remembered.add(v.tgid)
+                self.symbolizer.remember(v.tgid, self._leader_start.get(v.tgid, 0))
+            d = _task_delta(tid, v, prev)
+            if d is not None:
+                deltas.append(d)
+            if v.flags & abi.TS_DEAD:
+                dead.add(tid)
+                m.delete(kraw)
+                self._prev_tasks.pop(tid, None)
+                self._info.pop(tid, None)
+            else:
+                self._prev_tasks[tid] = v
+        return tuple(deltas), tuple(infos), dead
+
+    def _drain_offcpu(self, obj: BpfObject, dead: set[TaskId]) -> tuple[OffcpuDelta, ...]:
+        m = obj.map("offcpu")
+        out = []
+        for kraw, vraw in m.items_batch():
+            k = abi.decode(abi.OffcpuKey, kraw)
+            v = abi.decode(abi.OffcpuVal, vraw)
+            pc, pt, pm = self._prev_offcpu.get(kraw, (0, 0, 0))
+            tid = TaskId(k.pid, k.start_ns)
+            if v.count != pc:
+                out.append(OffcpuDelta(tid, k.tgid, k.state, k.kstack, k.ustack, v.count - pc,
+                                       v.total_ns - pt, v.max_ns if v.max_ns > pm else 0))
+            if tid in dead:
+                m.delete(kraw)
+                self._prev_offcpu.pop(kraw, None)
+            else:
+                self._prev_offcpu[kraw] = (v.count, v.total_ns, v.max_ns)
+        return tuple(out)
+
+    def _drain_wakers(self, obj: BpfObject, dead: set[TaskId]) -> tuple[WakerDelta, ...]:
+        m = obj.map("wakers")
+        out = []
+        for kraw, vraw in m.items_batch():
+            k = abi.decode(abi.WakerKey, kraw)
+            v = abi.decode(abi.WakerVal, vraw)
+            pc, pt = self._prev_wakers.get(kraw, (0, 0))
+            tid = TaskId(k.pid, k.start_ns)
+            if v.count != pc:
+                out.append(WakerDelta(tid, TaskId(k.waker_pid, k.waker_start_ns), k.waker_tgid,
+                                      v.waker_comm.decode(errors="replace"), k.waker_kstack,
+                                      v.count - pc, v.total_ns - pt))
+            if tid in dead:
+                m.delete(kraw)
+                self._prev_wakers.pop(kraw, None)
+            else:
+                self._prev_wakers[kraw] = (v.count, v.total_ns)
+        return tuple(out)
+
+    def _new_stacks(self, obj: BpfObject, ids: dict[int, tuple[str, int]]) -> tuple[Stack, ...]:
+        m = obj.map("stacks")
+        out = []
+        for sid, (kind, tgid) in ids.items():
+            if sid in self._known_stacks:
+                continue
+            self._known_stacks.add(sid)
+            raw = m.lookup(sid.to_bytes(8, "little"))
+            if raw is None:  # not stored: the stack map was full
+                out.append(Stack(sid, kind, (), truncated=True))
+                continue
+            ips = [ip for ip in abi.decode(abi.Stack, raw).ips if ip]
+            truncated = len(ips) >= abi.MAX_STACK_DEPTH
+            if kind == "kernel":
+                frames = tuple(self.symbolizer.kernel(ip) for ip in ips)
+            else:
+                frames = self.symbolizer.stack("user", tgid, self._leader_start.get(tgid, 0), ips)
+            out.append(Stack(sid, kind, tuple(frames), truncated))
+        # Content-addressed: once copied, an entry may go; the kernel re-adds a stack
+        # only if it is seen again. Trim only when the map fills.
+        self._stored_since_trim += len(out)
+        if self._stored_since_trim > self.options.max_stacks // 2:
+            for sid in list(self._known_stacks):
+                m.delete(sid.to_bytes(8, "little"))
+            self._stored_since_trim = 0
+        return tuple(out)
+
+    def _drain_matrix(self, obj: BpfObject) -> tuple[tuple[int, int, int], ...]:
+        n = self.nr_cpus
+        cells = [0] * (n * n)
+        for kraw, vraw in obj.map("migration_matrix").items_batch():
+            idx = int.from_bytes(kraw[:4], "little")
+            if idx < len(cells):
+                cells[idx] = int.from_bytes(vraw[:8], "little")
+        out = []
+        for idx, value in enumerate(cells):
+            d = value - self._prev_matrix[idx]
+            if d:
+                out.append((idx // n, idx % n, d))
+        self._prev_matrix = cells
+        return tuple(out)
+
+    def _switches(self) -> int:
+        assert self.obj is not None
+        m = self.obj.map("cs_count")
+        raw = m.lookup(b"\0\0\0\0", value_size=8 * self.nr_cpus)
+        if raw is None:
+            return 0
+        return sum(int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8))
+
+    def _drain_health(self, obj: BpfObject) -> dict[str, int]:
+        raw = obj.section_map(".bss").lookup(b"\0\0\0\0")
+        if raw is None:
+            return {}
+        h = abi.decode(abi.SchedHealth, raw)
+        now = {name: getattr(h, name) for name, _ in abi.SchedHealth._fields_ if name != "pad"}
+        out = {k: v - self._prev_health.get(k, 0) for k, v in now.items() if v != self._prev_health.get(k, 0)}
+        self._prev_health = now
+        return out
+
+    def _drain_programs(self, obj: BpfObject) -> tuple[ProgramCost, ...]:
+        out = []
+        for link in obj.links:
+            try:
+                s = obj.program(link.name).stats()
+            except BpfError:
+                continue
+            pc, pt, pr = self._prev_progs.get(s.name, (0, 0, 0))
+            out.append(ProgramCost(s.name, s.run_cnt - pc, s.run_time_ns - pt, s.recursion_misses - pr))
+            self._prev_progs[s.name] = (s.run_cnt, s.run_time_ns, s.recursion_misses)
+        return tuple(out)
+
+    def close(self) -> None:
+        if self._stats:
+            self._stats.close()
+            self._stats = None
+        if self.obj:
+            self.obj.close()
+            self.obj = None
+
+
+def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None) -> TaskDelta | None:
+    if prev is None:
+        vol = v.nvcsw - v.nvcsw_base
+        invol = v.nivcsw - v.nivcsw_base
+        base = abi.TaskStats()
+    else:
+        vol = v.nvcsw - prev.nvcsw
+        invol = v.nivcsw - prev.nivcsw
+        base = prev
+    hist = tuple((s, v.runq_hist[s] - base.runq_hist[s]) for s in range(abi.RUNQ_SLOTS)
+                 if v.runq_hist[s] != base.runq_hist[s])
+    d = TaskDelta(
+        task=tid,
+        offcpu_ns=v.offcpu_ns - base.offcpu_ns,
+        offcpu_count=v.offcpu_count - base.offcpu_count,
+        offcpu_max_ns=v.offcpu_max_ns if v.offcpu_max_ns > base.offcpu_max_ns else 0,
+        runq_wait_ns=(v.runq_ns - base.runq_ns) if v.flags & abi.TS_NO_SCHED_INFO
+        else v.run_delay - (base.run_delay if prev is not None else v.run_delay_base),
+        runq_latency_ns=v.runq_ns - base.runq_ns,
+        runq_count=v.runq_count - base.runq_count,
+        runq_max_ns=v.runq_max_ns if v.runq_max_ns > base.runq_max_ns else 0,
+        voluntary_switches=vol, involuntary_switches=invol,
+        migrations=v.migrations - base.migrations, runq_hist=hist,
+    )
+    if prev is not None and d == TaskDelta(task=tid):
+        return None
+    return d
+
+
+def _own_cpu_ns() -> int:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return int((r.ru_utime + r.ru_stime) * 1e9)
+
+
+def _first_reason(exc: BpfError) -> str:
+    """The line of libbpf's log that says why, not the whole verifier dump."""
+    for line in exc.log.splitlines():
+        low = line.lower()
+        if "failed to find" in low or "not found" in low or "invalid" in low or "permission" in low:
+            return line.strip()[:200]
+    return exc.message

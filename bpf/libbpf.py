@@ -1,0 +1,524 @@
+"""A thin, typed ctypes binding over the system libbpf (libbpf.so.1).
+
+Only what stallscope uses: open/configure/load an object, attach programs, map
+file descriptors, element and batch lookups, ring buffers, per-program run-time
+statistics. Every failure becomes a `BpfError` carrying the errno text and the
+last lines libbpf printed (the verifier log, when there is one).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from stallscope.errors import StallscopeError
+
+_LIB_NAMES = ("libbpf.so.1", "libbpf.so")
+
+
+class BpfError(StallscopeError):
+    """A libbpf or bpf(2) call failed; `errno` is the positive error number."""
+
+    def __init__(self, what: str, err: int, log: str = "", hint: str = ""):
+        self.errno = abs(err)
+        text = os.strerror(self.errno) if self.errno else "failed"
+        message = f"{what}: {text}"
+        self.log = log
+        if not hint:
+            hint = _hint_for(self.errno)
+        super().__init__(message, hint)
+
+
+def _hint_for(err: int) -> str:
+    if err == errno.EPERM:
+        return "run as root, or grant CAP_BPF and CAP_PERFMON"
+    if err == errno.ENOENT:
+        return "this kernel lacks the attach point; see `stallscope doctor`"
+    if err == errno.EINVAL:
+        return "the kernel rejected the program; see `stallscope doctor`"
+    return ""
+
+
+class _LogCapture:
+    """Keeps libbpf's recent messages so errors can quote them."""
+
+    def __init__(self, keep: int = 200):
+        self.keep = keep
+        self.lines: list[str] = []
+        self.lock = threading.Lock()
+
+    def add(self, level: int, text: str) -> None:
+        with self.lock:
+            self.lines.extend(line for line in text.splitlines() if line.strip())
+            del self.lines[: -self.keep]
+
+    def take(self) -> str:
+        with self.lock:
+            text = "\n".join(self.lines)
+            self.lines.clear()
+            return text
+
+
+_PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+_RB_SAMPLE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+
+BPF_STATS_RUN_TIME = 0
+BPF_NOEXIST = 1
+BPF_ANY = 0
+
+
+class _BatchOpts(ctypes.Structure):
+    _fields_ = [("sz", ctypes.c_size_t), ("elem_flags", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
+
+
+class BpfProgInfo(ctypes.Structure):
+    """struct bpf_prog_info (uapi/linux/bpf.h); checked against the header in tests."""
+
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("id", ctypes.c_uint32),
+        ("tag", ctypes.c_uint8 * 8),
+        ("jited_prog_len", ctypes.c_uint32),
+        ("xlated_prog_len", ctypes.c_uint32),
+        ("jited_prog_insns", ctypes.c_uint64),
+        ("xlated_prog_insns", ctypes.c_uint64),
+        ("load_time", ctypes.c_uint64),
+        ("created_by_uid", ctypes.c_uint32),
+        ("nr_map_ids", ctypes.c_uint32),
+        ("map_ids", ctypes.c_uint64),
+        ("name", ctypes.c_char * 16),
+        ("ifindex", ctypes.c_uint32),
+        ("gpl_compatible", ctypes.c_uint32),
+        ("netns_dev", ctypes.c_uint64),
+        ("netns_ino", ctypes.c_uint64),
+        ("nr_jited_ksyms", ctypes.c_uint32),
+        ("nr_jited_func_lens", ctypes.c_uint32),
+        ("jited_ksyms", ctypes.c_uint64),
+        ("jited_func_lens", ctypes.c_uint64),
+        ("btf_id", ctypes.c_uint32),
+        ("func_info_rec_size", ctypes.c_uint32),
+        ("func_info", ctypes.c_uint64),
+        ("nr_func_info", ctypes.c_uint32),
+        ("nr_line_info", ctypes.c_uint32),
+        ("line_info", ctypes.c_uint64),
+        ("jited_line_info", ctypes.c_uint64),
+        ("nr_jited_line_info", ctypes.c_uint32),
+        ("line_info_rec_size", ctypes.c_uint32),
+        ("jited_line_info_rec_size", ctypes.c_uint32),
+        ("nr_prog_tags", ctypes.c_uint32),
+        ("prog_tags", ctypes.c_uint64),
+        ("run_time_ns", ctypes.c_uint64),
+        ("run_cnt", ctypes.c_uint64),
+        ("recursion_misses", ctypes.c_uint64),
+        ("verified_insns", ctypes.c_uint32),
+        ("attach_btf_obj_id", ctypes.c_uint32),
+        ("attach_btf_id", ctypes.c_uint32),
+        ("_pad", ctypes.c_uint32),
+    ]
+
+
+@dataclass(frozen=True)
+class ProgStats:
+    """Kernel-side cost of one program. run_time_ns excludes the dispatch cost."""
+
+    name: str
+    run_cnt: int
+    run_time_ns: int
+    recursion_misses: int
+
+
+class _Lib:
+    """The loaded shared library with typed prototypes; one per process."""
+
+    _instance: "_Lib | None" = None
+    _guard = threading.Lock()
+
+    @classmethod
+    def get(cls) -> "_Lib":
+        with cls._guard:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def __init__(self) -> None:
+        lib = None
+        for name in _LIB_NAMES:
+            try:
+                lib = ctypes.CDLL(name, use_errno=True)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise StallscopeError("libbpf.so.1 not found", "install Debian's libbpf1 (make install does)")
+        self.lib = lib
+        self.log = _LogCapture()
+        self._libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        self._libc.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p]
+        self._print_cb = _PRINT_FN(self._on_print)
+        self._proto()
+        lib.libbpf_set_print(self._print_cb)
+
+    def _on_print(self, level: int, fmt: bytes, args: int) -> int:
+        buf = ctypes.create_string_buffer(4096)
+        self._libc.vsnprintf(buf, len(buf), fmt, args)
+        self.log.add(level, buf.value.decode(errors="replace"))
+        return 0
+
+    def _proto(self) -> None:
+        L = self.lib
+        vp, cp, i, u32, sz = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_size_t
+
+        def p(name, res, *args):
+            fn = getattr(L, name)
+            fn.restype = res
+            fn.argtypes = list(args)
+
+        p("libbpf_set_print", vp, _PRINT_FN)
+        p("bpf_object__open_file", vp, cp, vp)
+        p("bpf_object__load", i, vp)
+        p("bpf_object__close", None, vp)
+        p("bpf_object__next_program", vp, vp, vp)
+        p("bpf_object__next_map", vp, vp, vp)
+        p("bpf_object__find_map_by_name", vp, vp, cp)
+        p("bpf_object__find_program_by_name", vp, vp, cp)
+        p("bpf_program__name", cp, vp)
+        p("bpf_program__section_name", cp, vp)
+        p("bpf_program__set_autoload", i, vp, ctypes.c_bool)
+        p("bpf_program__autoload", ctypes.c_bool, vp)
+        p("bpf_program__fd", i, vp)
+        p("bpf_program__attach", vp, vp)
+        p("bpf_program__attach_perf_event", vp, vp, i)
+        p("bpf_program__attach_uprobe", vp, vp, ctypes.c_bool, i, cp, sz)
+        p("bpf_link__destroy", i, vp)
+        p("bpf_map__fd", i, vp)
+        p("bpf_map__name", cp, vp)
+        p("bpf_map__set_max_entries", i, vp, u32)
+        p("bpf_map__max_entries", u32, vp)
+        p("bpf_map__key_size", u32, vp)
+        p("bpf_map__value_size", u32, vp)
+        p("bpf_map__initial_value", vp, vp, ctypes.POINTER(sz))
+        p("bpf_map_lookup_elem", i, i, vp, vp)
+        p("bpf_map_update_elem", i, i, vp, vp, ctypes.c_uint64)
+        p("bpf_map_delete_elem", i, i, vp)
+        p("bpf_map_get_next_key", i, i, vp, vp)
+        p("bpf_map_lookup_batch", i, i, vp, vp, vp, vp, ctypes.POINTER(u32), ctypes.POINTER(_BatchOpts))
+        p("bpf_map_delete_batch", i, i, vp, ctypes.POINTER(u32), ctypes.POINTER(_BatchOpts))
+        p("bpf_obj_get_info_by_fd", i, i, vp, ctypes.POINTER(u32))
+        p("bpf_enable_stats", i, i)
+        p("ring_buffer__new", vp, i, _RB_SAMPLE_FN, vp, vp)
+        p("ring_buffer__poll", i, vp, i)
+        p("ring_buffer__consume", i, vp)
+        p("ring_buffer__free", None, vp)
+
+    def check(self, what: str, rc: int) -> int:
+        """libbpf 1.x returns -errno on failure."""
+        if rc < 0:
+            raise BpfError(what, -rc, self.log.take())
+        return rc
+
+    def check_ptr(self, what: str, ptr: int | None) -> int:
+        if not ptr:
+            err = ctypes.get_errno() or errno.EINVAL
+            raise BpfError(what, err, self.log.take())
+        return ptr
+
+
+def libbpf_available() -> bool:
+    try:
+        _Lib.get()
+        return True
+    except StallscopeError:
+        return False
+
+
+class Link:
+    """An attachment; destroyed explicitly or with its object."""
+
+    def __init__(self, lib: _Lib, ptr: int, name: str):
+        self._lib, self._ptr, self.name = lib, ptr, name
+
+    def destroy(self) -> None:
+        if self._ptr:
+            self._lib.lib.bpf_link__destroy(self._ptr)
+            self._ptr = None
+
+
+class Program:
+    def __init__(self, obj: "BpfObject", ptr: int):
+        self._obj, self._ptr = obj, ptr
+        self._lib = obj._lib
+
+    @property
+    def name(self) -> str:
+        return self._lib.lib.bpf_program__name(self._ptr).decode()
+
+    @property
+    def section(self) -> str:
+        return self._lib.lib.bpf_program__section_name(self._ptr).decode()
+
+    @property
+    def autoload(self) -> bool:
+        return bool(self._lib.lib.bpf_program__autoload(self._ptr))
+
+    @autoload.setter
+    def autoload(self, value: bool) -> None:
+        self._lib.check(f"set autoload of {self.name}", self._lib.lib.bpf_program__set_autoload(self._ptr, value))
+
+    @property
+    def fd(self) -> int:
+        return self._lib.lib.bpf_program__fd(self._ptr)
+
+    def attach(self) -> Link:
+        """Attach by section name (tp_btf/, raw_tp/, tp/, ...)."""
+        ptr = self._lib.lib.bpf_program__attach(self._ptr)
+        return Link(self._lib, self._lib.check_ptr(f"attach {self.name} ({self.section})", ptr), self.name)
+
+    def attach_perf_event(self, pfd: int) -> Link:
+        ptr = self._lib.lib.bpf_program__attach_perf_event(self._ptr, pfd)
+        return Link(self._lib, self._lib.check_ptr(f"attach {self.name} to perf event", ptr), self.name)
+
+    def attach_uprobe(self, binary: str, offset: int, pid: int = -1, retprobe: bool = False) -> Link:
+        ptr = self._lib.lib.bpf_program__attach_uprobe(self._ptr, retprobe, pid, binary.encode(), offset)
+        return Link(self._lib, self._lib.check_ptr(f"attach uprobe {self.name} at {binary}+{offset:#x}", ptr), self.name)
+
+    def stats(self) -> ProgStats:
+        info = BpfProgInfo()
+        size = ctypes.c_uint32(ctypes.sizeof(info))
+        self._lib.check(f"info of {self.name}", self._lib.lib.bpf_obj_get_info_by_fd(self.fd, ctypes.byref(info), ctypes.byref(size)))
+        return ProgStats(self.name, info.run_cnt, info.run_time_ns, info.recursion_misses)
+
+
+class Map:
+    def __init__(self, obj: "BpfObject", ptr: int):
+        self._obj, self._ptr = obj, ptr
+        self._lib = obj._lib
+
+    @property
+    def name(self) -> str:
+        return self._lib.lib.bpf_map__name(self._ptr).decode()
+
+    @property
+    def fd(self) -> int:
+        return self._lib.lib.bpf_map__fd(self._ptr)
+
+    @property
+    def key_size(self) -> int:
+        return self._lib.lib.bpf_map__key_size(self._ptr)
+
+    @property
+    def value_size(self) -> int:
+        return self._lib.lib.bpf_map__value_size(self._ptr)
+
+    @property
+    def max_entries(self) -> int:
+        return self._lib.lib.bpf_map__max_entries(self._ptr)
+
+    def set_max_entries(self, n: int) -> None:
+        self._lib.check(f"resize map {self.name}", self._lib.lib.bpf_map__set_max_entries(self._ptr, n))
+
+    def initial_value(self) -> ctypes.Array:
+        """The writable image of a .rodata/.data/.bss map before load (mmap'ed after)."""
+        size = ctypes.c_size_t(0)
+        ptr = self._lib.lib.bpf_map__initial_value(self._ptr, ctypes.byref(size))
+        if not ptr:
+            raise BpfError(f"initial value of map {self.name}", errno.EINVAL)
+        return (ctypes.c_char * size.value).from_address(ptr)
+
+    def lookup(self, key: bytes | ctypes.Structure, value_size: int | None = None) -> bytes | None:
+        kbuf = _buffer(key)
+        vbuf = ctypes.create_string_buffer(value_size or self.value_size)
+        rc = self._lib.lib.bpf_map_lookup_elem(self.fd, kbuf, vbuf)
+        if rc < 0:
+            if -rc == errno.ENOENT:
+                return None
+            raise BpfError(f"lookup in map {self.name}", -rc)
+        return vbuf.raw
+
+    def update(self, key, value, flags: int = BPF_ANY) -> None:
+        rc = self._lib.lib.bpf_map_update_elem(self.fd, _buffer(key), _buffer(value), flags)
+        self._lib.check(f"update map {self.name}", rc)
+
+    def delete(self, key) -> bool:
+        rc = self._lib.lib.bpf_map_delete_elem(self.fd, _buffer(key))
+        if rc < 0 and -rc != errno.ENOENT:
+            raise BpfError(f"delete from map {self.name}", -rc)
+        return rc == 0
+
+    def keys(self) -> Iterator[bytes]:
+        prev = None
+        nxt = ctypes.create_string_buffer(self.key_size)
+        while True:
+            rc = self._lib.lib.bpf_map_get_next_key(self.fd, prev, nxt)
+            if rc < 0:
+                if -rc == errno.ENOENT:
+                    return
+                raise BpfError(f"iterate map {self.name}", -rc)
+            key = nxt.raw
+            yield key
+            prev = ctypes.create_string_buffer(key, self.key_size)
+
+    def items_batch(self, chunk: int = 4096) -> list[tuple[bytes, bytes]]:
+        """All entries with BPF_MAP_LOOKUP_BATCH; falls back to key iteration where unsupported."""
+        ks, vs = self.key_size, self.value_size
+        out: list[tuple[bytes, bytes]] = []
+        token_in = None
+        token_out = ctypes.create_string_buffer(max(ks, 8))
+        opts = _BatchOpts(ctypes.sizeof(_BatchOpts), 0, 0)
+        while True:
+            keys = ctypes.create_string_buffer(ks * chunk)
+            vals = ctypes.create_string_buffer(vs * chunk)
+            count = ctypes.c_uint32(chunk)
+            rc = self._lib.lib.bpf_map_lookup_batch(self.fd, token_in, token_out, keys, vals, ctypes.byref(count), ctypes.byref(opts))
+            err = -rc if rc < 0 else 0
+            if err and err not in (errno.ENOENT,):
+                if err == errno.ENOSPC:  # one bucket holds more than `chunk`: retry larger
+                    chunk *= 4
+                    continue
+                if err in (errno.EINVAL, errno.ENOTSUPP if hasattr(errno, "ENOTSUPP") else 524, 524):
+                    return [(k, self.lookup(k)) for k in self.keys() if self.lookup(k) is not None]
+                raise BpfError(f"batch lookup in map {self.name}", err)
+            kr, vr = keys.raw, vals.raw
+            for n in range(count.value):
+                out.append((kr[n * ks:(n + 1) * ks], vr[n * vs:(n + 1) * vs]))
+            if err == errno.ENOENT:
+                return out
+            if token_in is None:
+                token_in = ctypes.create_string_buffer(max(ks, 8))
+            ctypes.memmove(token_in, token_out, len(token_out))
+
+
+def _buffer(data) -> ctypes.Array | ctypes.Structure:
+    if isinstance(data, (bytes, bytearray)):
+        return ctypes.create_string_buffer(bytes(data), len(data))
+    return data
+
+
+class RingBuffer:
+    """libbpf ring buffer; `callback(bytes)` is called for each record from poll()."""
+
+    def __init__(self, lib: _Lib, map_fd: int, callback: Callable[[bytes], None]):
+        self._lib = lib
+        self.errors = 0
+
+        def on_sample(_ctx, data, size):
+            try:
+                callback(ctypes.string_at(data, size))
+            except Exception:  # noqa: BLE001 - a Python exception must not unwind through C
+                self.errors += 1
+            return 0
+
+        self._cb = _RB_SAMPLE_FN(on_sample)
+        self._ptr = lib.check_ptr("create ring buffer", lib.lib.ring_buffer__new(map_fd, self._cb, None, None))
+
+    def poll(self, timeout_ms: int = 0) -> int:
+        rc = self._lib.lib.ring_buffer__poll(self._ptr, timeout_ms)
+        if rc < 0 and -rc != errno.EINTR:
+            raise BpfError("poll ring buffer", -rc)
+        return max(rc, 0)
+
+    def close(self) -> None:
+        if self._ptr:
+            self._lib.lib.ring_buffer__free(self._ptr)
+            self._ptr = None
+
+
+class BpfObject:
+    """One compiled BPF object file: configure before load(), attach after."""
+
+    def __init__(self, path: str):
+        self._lib = _Lib.get()
+        self.path = path
+        self._lib.log.take()
+        ptr = self._lib.lib.bpf_object__open_file(path.encode(), None)
+        self._ptr = self._lib.check_ptr(f"open BPF object {os.path.basename(path)}", ptr)
+        self.links: list[Link] = []
+        self._rings: list[RingBuffer] = []
+
+    def programs(self) -> list[Program]:
+        out, cur = [], None
+        while True:
+            cur = self._lib.lib.bpf_object__next_program(self._ptr, cur)
+            if not cur:
+                return out
+            out.append(Program(self, cur))
+
+    def maps(self) -> list[Map]:
+        out, cur = [], None
+        while True:
+            cur = self._lib.lib.bpf_object__next_map(self._ptr, cur)
+            if not cur:
+                return out
+            out.append(Map(self, cur))
+
+    def program(self, name: str) -> Program:
+        ptr = self._lib.lib.bpf_object__find_program_by_name(self._ptr, name.encode())
+        if not ptr:
+            raise BpfError(f"no program {name} in {os.path.basename(self.path)}", errno.ENOENT)
+        return Program(self, ptr)
+
+    def map(self, name: str) -> Map:
+        ptr = self._lib.lib.bpf_object__find_map_by_name(self._ptr, name.encode())
+        if not ptr:
+            raise BpfError(f"no map {name} in {os.path.basename(self.path)}", errno.ENOENT)
+        return Map(self, ptr)
+
+    def section_map(self, section: str) -> Map:
+        """The internal map of a data section ('.rodata', '.bss'); libbpf prefixes its name."""
+        for m in self.maps():
+            if m.name.endswith(section):
+                return m
+        raise BpfError(f"no {section} section in {os.path.basename(self.path)}", errno.ENOENT)
+
+    def load(self) -> None:
+        self._lib.log.take()
+        self._lib.check(f"load BPF object {os.path.basename(self.path)}", self._lib.lib.bpf_object__load(self._ptr))
+
+    def attach(self, program: Program) -> Link:
+        link = program.attach()
+        self.links.append(link)
+        return link
+
+    def ring_buffer(self, map_name: str, callback: Callable[[bytes], None]) -> RingBuffer:
+        rb = RingBuffer(self._lib, self.map(map_name).fd, callback)
+        self._rings.append(rb)
+        return rb
+
+    def last_log(self) -> str:
+        return self._lib.log.take()
+
+    def close(self) -> None:
+        for rb in self._rings:
+            rb.close()
+        self._rings.clear()
+        for link in self.links:
+            link.destroy()
+        self.links.clear()
+        if self._ptr:
+            self._lib.lib.bpf_object__close(self._ptr)
+            self._ptr = None
+
+    def __enter__(self) -> "BpfObject":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class RunTimeStats:
+    """Keeps the kernel's BPF run-time accounting on while held (BPF_ENABLE_STATS)."""
+
+    def __init__(self) -> None:
+        lib = _Lib.get()
+        rc = lib.lib.bpf_enable_stats(BPF_STATS_RUN_TIME)
+        self.fd = rc if rc >= 0 else -1
+        self.error = "" if rc >= 0 else os.strerror(-rc)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

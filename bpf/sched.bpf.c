@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Scheduler probes: off-CPU time with stacks, run-queue wait, wakers, switch
+ * counts and migrations, aggregated in the kernel and drained by user space
+ * once per interval. All aggregate maps are cumulative: user space takes
+ * deltas, so a drain never races with an update and nothing is lost. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "sched.h"
+
+#define TASK_RUNNING 0
+#define TASK_DEAD 0x80
+#define EXIT_DEAD 0x10
+#define STATE_MASK 0xfff
+#define E2BIG 7
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile struct sched_config cfg = {
+	.min_stack_ns = 0,
+	.nr_cpus = 1,
+	.user_stacks = 1,
+	.kernel_stacks = 1,
+	.waker_stacks = 1,
+};
+
+struct sched_health health = {};
+
+/* Per-task scratch state between events; freed with the task. */
+struct tstate {
+	__u64 block_ts;      /* switch-out into a sleeping state */
+	__u64 runq_ts;       /* enqueued (wakeup or re-queue at switch-out) */
+	__u64 pending_ns;    /* off-CPU time ended at wakeup, stack attributed at switch-in */
+	__u64 ustack;        /* user stack at the switch-out that began the wait */
+	__u32 state;
+	__u32 woken;         /* the wait ended by a wakeup: a runq wait from it is wakeup latency */
+	__u32 runq_from_wakeup;
+	__u32 pad;
+};
+
+/* task -> tstate */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tstate);
+} tstates SEC(".maps");
+
+/* task_key -> cumulative task_stats */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct task_key);
+	__type(value, struct task_stats);
+} task_stats SEC(".maps");
+
+/* offcpu_key -> cumulative off-CPU time by stacks and state */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct offcpu_key);
+	__type(value, struct offcpu_val);
+} offcpu SEC(".maps");
+
+/* waker_key -> cumulative wakeups and the off-CPU time they ended */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, struct waker_key);
+	__type(value, struct waker_val);
+} wakers SEC(".maps");
+
+/* stack hash -> frames (content-addressed; user space may delete what it has copied) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u64);
+	__type(value, struct stack);
+} stacks SEC(".maps");
+
+/* orig_cpu * nr_cpus + dest_cpu -> migrations; resized to nr_cpus^2 before load */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} migration_matrix SEC(".maps");
+
+/* per-CPU scratch buffer for stack walks (too large for the BPF stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack);
+} stack_scratch SEC(".maps");
+
+/* per-CPU context switch count */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} cs_count SEC(".maps");
+
+static __always_inline bool wanted(struct task_struct *p)
+{
+	if (p->pid == 0)
+		return false;
+	return !cfg.targ_tgid || p->tgid == cfg.targ_tgid;
+}
+
+static __always_inline __u32 log2_slot(__u64 v)
+{
+	__u32 r = 0;
+	/* branchless-enough log2 for the histogram; 64-bit values fit in 6 steps */
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r < RUNQ_SLOTS ? r : RUNQ_SLOTS - 1;
+}
+
+/* Hash the frames in the scratch buffer and store them once. Returns 0 when
+ * no stack could be taken. `len` is what bpf_get_stack returned. */
+static __always_inline __u64 intern_stack(struct stack *buf, long len)
+{
+	__u64 h = 0xcbf29ce484222325ULL;
+	int n, i;
+
+	if (len <= 0) {
+		__sync_fetch_and_add(&health.stack_errors, 1);
+		return 0;
+	}
+	n = len / sizeof(__u64);
+	for (i = 0; i < MAX_STACK_DEPTH; i++) {
+		if (i >= n)
+			break;
+		h = (h ^ buf->ips[i]) * 0x100000001b3ULL;
+	}
+	h ^= n;
+	if (!h)
+		h = 1;
+	if (bpf_map_update_elem(&stacks, &h, buf, BPF_NOEXIST) == -E2BIG)
+		__sync_fetch_and_add(&health.stack_map_full, 1);
+	return h;
+}
+
+static __always_inline struct stack *scratch(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&stack_scratch, &zero);
+}
+
+/* Stats entry of a task, created on first sight with its switch-counter baseline.
+ * `running_switch` is set when called at the task's own switch-out, where the
+ * counters already include this switch. */
+static __always_inline struct task_stats *stats_of(struct task_struct *p, int running_switch,
+						   bool voluntary)
+{
+	struct task_key key = { .pid = p->pid, .start_ns = p->start_boottime };
+	struct task_stats *s, init = {};
+	long err;
+
+	s = bpf_map_lookup_elem(&task_stats, &key);
+	if (s)
+		return s;
+	init.tgid = p->tgid;
+	init.ptgid = p->real_parent ? p->real_parent->tgid : 0;
+	init.nvcsw = init.nvcsw_base = p->nvcsw;
+	init.nivcsw = init.nivcsw_base = p->nivcsw;
+	init.flags = TS_BASE_EXACT;
+	if (bpf_core_field_exists(p->sched_info))
+		init.run_delay = init.run_delay_base = BPF_CORE_READ(p, sched_info.run_delay);
+	else
+		init.flags |= TS_NO_SCHED_INFO;
+	if (running_switch) {
+		/* The counters include the switch being traced; which one was
+		 * incremented is decided by the kernel's own predicate, which the
+		 * tracepoint cannot show exactly (6.14+ reports a signal-pending
+		 * block as RUNNING): the baseline is marked as derived. */
+		if (voluntary)
+			init.nvcsw_base--;
+		else
+			init.nivcsw_base--;
+		init.flags = TS_BASE_GUESSED;
+	}
+	__builtin_memcpy(init.comm, p->comm, TASK_COMM_LEN);
+	err = bpf_map_update_elem(&task_stats, &key, &init, BPF_NOEXIST);
+	if (err == -E2BIG) {
+		__sync_fetch_and_add(&health.task_map_full, 1);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&task_stats, &key);
+}
+
+static __always_inline struct tstate *tstate_of(struct task_struct *p)
+{
+	struct tstate *st;
+
+	st = bpf_task_storage_get(&tstates, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		__sync_fetch_and_add(&health.storage_errors, 1);
+	return st;
+}
+
+static __always_inline void update_max(__u64 *max, __u64 v)
+{
+	/* racy by design: two CPUs may update one task's maximum at once only
+	 * across a migration; the lost update is the smaller value */
+	if (v > *max)
+		*max = v;
+}
+
+static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_struct *prev,
+					  unsigned int prev_state, __u64 now)
+{
+	struct task_stats *s;
+	struct tstate *st;
+	bool voluntary = !preempt && prev_state != TASK_RUNNING;
+
+	s = stats_of(prev, 1, voluntary);
+	if (s) {
+		/* Both counters were incremented before the tracepoint: read them
+		 * rather than re-derive the kernel's voluntary/involuntary rule.
+		 * Once exit_state has EXIT_DEAD the task's counts were folded into
+		 * its process's (or parent's) rusage by release_task(): switches
+		 * after that (the final one of an exiting thread, or of a zombie
+		 * already reaped) are not counted, as the kernel does not count them. */
+		if (!(prev->exit_state & EXIT_DEAD)) {
+			s->nvcsw = prev->nvcsw;
+			s->nivcsw = prev->nivcsw;
+		}
+		/* schedstat's run_delay, updated at the task's last arrival; its
+		 * clock skips the update after a wakeup preemption
+		 * (rq_clock_skip_update), so it can be lower than runq_ns. */
+		if (bpf_core_field_exists(prev->sched_info))
+			s->run_delay = BPF_CORE_READ(prev, sched_info.run_delay);
+		if (prev_state & TASK_DEAD)
+			s->flags |= TS_DEAD;
+		s->last_cpu = bpf_get_smp_processor_id();
+		__builtin_memcpy(s->comm, prev->comm, TASK_COMM_LEN);
+	}
+	if (prev_state & TASK_DEAD)
+		return;
+
+	st = tstate_of(prev);
+	if (!st)
+		return;
+	st->block_ts = 0;
+	st->runq_ts = 0;
+	st->pending_ns = 0;
+	st->woken = 0;
+	/* schedstat's run_delay re-queues the task only if task_is_running(prev);
+	 * a task preempted with a sleeping state accrues neither wait. */
+	if (prev->__state == TASK_RUNNING) {
+		st->runq_ts = now;
+		st->runq_from_wakeup = 0;
+	} else if (!preempt) {
+		st->block_ts = now;
+		st->state = prev_state & STATE_MASK;
+		st->ustack = 0;
+		if (cfg.user_stacks && prev->mm) {
+			struct stack *buf = scratch();
+
+			if (buf)
+				st->ustack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), BPF_F_USER_STACK));
+		}
+	}
+}
+
+static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
+{
+	struct task_stats *s;
+	struct tstate *st;
+	__u64 d;
+
+	st = bpf_task_storage_get(&tstates, next, 0, 0);
+	if (!st)
+		return;
+	if (st->runq_ts && now > st->runq_ts) {
+		d = now - st->runq_ts;
+		s = stats_of(next, 0, false);
+		if (s) {
+			__sync_fetch_and_add(&s->runq_ns, d);
+			__sync_fetch_and_add(&s->runq_count, 1);
+			update_max(&s->runq_max_ns, d);
+			if (st->runq_from_wakeup) {
+				__u32 slot = log2_slot(d);
+
+				if (slot < RUNQ_SLOTS)
+					__sync_fetch_and_add(&s->runq_hist[slot], 1);
+			}
+		}
+	}
+	st->runq_ts = 0;
+	st->runq_from_wakeup = 0;
+
+	if (st->pending_ns) {
+		struct offcpu_key key = {
+			.pid = next->pid, .tgid = next->tgid, .start_ns = next->start_boottime,
+			.ustack = st->ustack, .state = st->state,
+		};
+		struct offcpu_val *v, init = {};
+
+		d = st->pending_ns;
+		st->pending_ns = 0;
+		if (cfg.kernel_stacks && d >= cfg.min_stack_ns) {
+			struct stack *buf = scratch();
+
+			/* The task is switched out, so its saved stack is stable and
+			 * shows where it slept; walking it only for waits that turned
+			 * out long keeps the common short switch cheap. */
+			if (buf)
+				key.kstack = intern_stack(buf, bpf_get_task_stack(next, buf, sizeof(*buf), 0));
+		}
+		v = bpf_map_lookup_elem(&offcpu, &key);
+		if (!v) {
+			if (bpf_map_update_elem(&offcpu, &key, &init, BPF_NOEXIST) == -E2BIG) {
+				__sync_fetch_and_add(&health.offcpu_map_full, 1);
+				return;
+			}
+			v = bpf_map_lookup_elem(&offcpu, &key);
+			if (!v)
+				return;
+		}
+		__sync_fetch_and_add(&v->count, 1);
+		__sync_fetch_and_add(&v->total_ns, d);
+		update_max(&v->max_ns, d);
+	}
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 zero = 0;
+	__u64 *cs;
+
+	cs = bpf_map_lookup_elem(&cs_count, &zero);
+	if (cs)
+		*cs += 1;
+	if (wanted(prev))
+		on_switch_out(ctx, preempt, prev, prev_state, now);
+	if (wanted(next))
+		on_switch_in(next, now);
+	return 0;
+}
+
+/* sched_waking runs in the waker's context (sched_wakeup often runs on the
+ * target CPU with another task current), so the waker is recorded here, and
+ * the wakee's blocked time ends here. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sched_waking, struct task_struct *p)
+{
+	struct task_struct *waker = bpf_get_current_task_btf();
+	struct task_stats *s;
+	struct tstate *st;
+	__u64 now, d;
+
+	if (!wanted(p))
+		return 0;
+	st = bpf_task_storage_get(&tstates, p, 0, 0);
+	if (!st || !st->block_ts)
+		return 0;
+	now = bpf_ktime_get_ns();
+	d = now > st->block_ts ? now - st->block_ts : 0;
+	st->block_ts = 0;
+	st->woken = 1;
+	st->pending_ns += d;
+
+	s = stats_of(p, 0, false);
+	if (s) {
+		__sync_fetch_and_add(&s->offcpu_ns, d);
+		__sync_fetch_and_add(&s->offcpu_count, 1);
+		update_max(&s->offcpu_max_ns, d);
+	}
+
+	{
+		struct waker_key key = {
+			.pid = p->pid, .start_ns = p->start_boottime,
+			.waker_pid = waker->pid, .waker_tgid = waker->tgid,
+			.waker_start_ns = waker->pid ? waker->start_boottime : 0,
+		};
+		struct waker_val *v, init = {};
+
+		if (cfg.waker_stacks && d >= cfg.min_stack_ns) {
+			struct stack *buf = scratch();
+
+			if (buf)
+				key.waker_kstack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), 0));
+		}
+		v = bpf_map_lookup_elem(&wakers, &key);
+		if (!v) {
+			__builtin_memcpy(init.waker_comm, waker->comm, TASK_COMM_LEN);
+			if (bpf_map_update_elem(&wakers, &key, &init, BPF_NOEXIST) == -E2BIG) {
+				__sync_fetch_and_add(&health.waker_map_full, 1);
+				return 0;
+			}
+			v = bpf_map_lookup_elem(&wakers, &key);
+			if (!v)
+				return 0;
+		}
+		__sync_fetch_and_add(&v->count, 1);
+		__sync_fetch_and_add(&v->total_ns, d);
+	}
+	return 0;
+}
+
+/* sched_wakeup fires after the enqueue: the run-queue wait starts here, as
+ * schedstat's sched_info_enqueue does. Only a wait that ended by a wakeup (or
+ * a task never seen, blocked since before attach) starts one: a task woken
+ * while still queued is not re-enqueued by the kernel either. */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup, struct task_struct *p)
+{
+	struct tstate *st;
+
+	if (!wanted(p))
+		return 0;
+	st = bpf_task_storage_get(&tstates, p, 0, 0);
+	if (!st) {
+		if (p->on_cpu)
+			return 0;
+		st = tstate_of(p);
+		if (!st)
+			return 0;
+		st->woken = 1;
+	}
+	if (!st->woken)
+		return 0;
+	st->woken = 0;
+	st->runq_ts = bpf_ktime_get_ns();
+	st->runq_from_wakeup = 1;
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new, struct task_struct *p)
+{
+	struct task_stats *s;
+	struct tstate *st;
+
+	if (!wanted(p))
+		return 0;
+	s = stats_of(p, 0, false);
+	if (s)
+		s->flags |= TS_NEW;
+	st = tstate_of(p);
+	if (!st)
+		return 0;
+	st->runq_ts = bpf_ktime_get_ns();
+	st->runq_from_wakeup = 1;
+	return 0;
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
+{
+	__u32 orig = BPF_CORE_READ(p, thread_info.cpu);
+	struct task_stats *s;
+	__u64 *cell;
+	__u32 idx;
+
+	/* set_task_cpu() fires the tracepoint even when the CPU does not change;
+	 * only a change counts, as se.nr_migrations does. */
+	if (orig == (__u32)dest_cpu || !wanted(p))
+		return 0;
+	s = stats_of(p, 0, false);
+	if (s)
+		__sync_fetch_and_add(&s->migrations, 1);
+	if (orig < cfg.nr_cpus && (__u32)dest_cpu < cfg.nr_cpus) {
+		idx = orig * cfg.nr_cpus + dest_cpu;
+		cell = bpf_map_lookup_elem(&migration_matrix, &idx);
+		if (cell)
+			__sync_fetch_and_add(cell, 1);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *p)
+{
+	struct task_stats *s;
+
+	if (!wanted(p))
+		return 0;
+	s = stats_of(p, 0, false);
+	if (s)
+		s->flags |= TS_EXITING;
+	return 0;
+}

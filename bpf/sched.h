@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Structs that cross the BPF/user boundary for the scheduler probes.
+ * Mirrored once in Python (bpf/abi.py); tests check the sizes against this
+ * object's BTF. Fixed-width types only. */
+#ifndef STALLSCOPE_SCHED_H
+#define STALLSCOPE_SCHED_H
+
+#define TASK_COMM_LEN 16
+#define MAX_STACK_DEPTH 64
+#define RUNQ_SLOTS 40 /* log2(ns): slot s counts waits in [2^s, 2^(s+1)) ns */
+
+/* task_stats.flags */
+#define TS_BASE_EXACT   1 /* switch counters baseline read while the task was not running */
+#define TS_BASE_GUESSED 2 /* first seen at its own switch-out: baseline derived from the switch type */
+#define TS_EXITING      4 /* sched_process_exit seen */
+#define TS_DEAD         8 /* final switch-out seen: this entry will not change again */
+#define TS_NEW          16 /* created after the probes were attached (sched_wakeup_new) */
+#define TS_NO_SCHED_INFO 32 /* kernel without CONFIG_SCHED_INFO: run_delay unavailable */
+
+/* Identity of a task: PID reuse never merges two tasks. */
+struct task_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 start_ns; /* task->start_boottime */
+};
+
+/* Cumulative per-task totals since attach (user space takes deltas). */
+struct task_stats {
+	__u64 offcpu_ns;      /* blocked: from switch-out in a sleeping state to the wakeup */
+	__u64 offcpu_count;
+	__u64 offcpu_max_ns;
+	__u64 runq_ns;        /* measured: from enqueue (wakeup or re-queue) to switch-in, ktime */
+	__u64 runq_count;
+	__u64 runq_max_ns;
+	__u64 run_delay;      /* latest task->sched_info.run_delay (schedstat's own run-queue wait) */
+	__u64 run_delay_base; /* when first seen */
+	__u64 nvcsw;          /* latest task->nvcsw read at its switch-out */
+	__u64 nivcsw;
+	__u64 nvcsw_base;     /* counters when first seen */
+	__u64 nivcsw_base;
+	__u64 migrations;     /* sched_migrate_task with orig != dest */
+	__u32 tgid;
+	__u32 ptgid;          /* parent's tgid at creation (0 if unknown) */
+	__u32 flags;          /* TS_* */
+	__u32 last_cpu;
+	char comm[TASK_COMM_LEN];
+	__u32 runq_hist[RUNQ_SLOTS]; /* waits that started at a wakeup (wakeup-to-run latency) */
+};
+
+/* Off-CPU time per (task, kernel stack, user stack, state). Stack 0 = not collected. */
+struct offcpu_key {
+	__u32 pid;
+	__u32 tgid;
+	__u64 start_ns;
+	__u64 kstack; /* hash into the stacks map */
+	__u64 ustack;
+	__u32 state;  /* prev_state at switch-out */
+	__u32 pad;
+};
+
+struct offcpu_val {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+};
+
+/* Who ended a wait: the task running at sched_waking (waker 0 = idle CPU, i.e. an interrupt). */
+struct waker_key {
+	__u32 pid;         /* wakee */
+	__u32 waker_pid;
+	__u64 start_ns;    /* wakee */
+	__u64 waker_start_ns;
+	__u64 waker_kstack;
+	__u32 waker_tgid;
+	__u32 pad;
+};
+
+struct waker_val {
+	__u64 count;
+	__u64 total_ns; /* off-CPU time of the wakee ended by this waker */
+	char waker_comm[TASK_COMM_LEN];
+};
+
+struct stack {
+	__u64 ips[MAX_STACK_DEPTH];
+};
+
+/* Self-reported losses (.bss): shown to the user, never silent. */
+struct sched_health {
+	__u64 task_map_full;
+	__u64 offcpu_map_full;
+	__u64 waker_map_full;
+	__u64 stack_map_full;
+	__u64 stack_errors;
+	__u64 storage_errors;
+	__u64 pad;
+};
+
+/* Load-time knobs (.rodata). */
+struct sched_config {
+	__u64 min_stack_ns;   /* walk the kernel stack only for waits at least this long */
+	__u32 targ_tgid;      /* 0 = every process */
+	__u32 nr_cpus;
+	__u32 user_stacks;    /* collect user stacks at switch-out */
+	__u32 kernel_stacks;
+	__u32 waker_stacks;
+	__u32 pad;
+};
+
+#endif

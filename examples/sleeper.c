@@ -1,0 +1,98 @@
+/* Reproduces a thread "sleeper" doing clock_nanosleep(CLOCK_MONOTONIC, relative) 20 ms x 100 (-n, -m):
+ * a tracer should find ~2 s off-CPU for it in clock_nanosleep ("Application requested delay", ~100
+ * voluntary switches), and the main thread off-CPU for as long in short sleeps while it waits for the thread to exit. */
+#include "truth.h"
+
+#include <getopt.h>
+
+static long count = 100;
+static long sleep_ms = 20;
+static volatile pid_t sleeper_tid;
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+		"usage: %s [-n COUNT] [-m MS] [-h]\n"
+		"  A thread named \"sleeper\" sleeps MS ms (clock_nanosleep, CLOCK_MONOTONIC, relative)\n"
+		"  COUNT times; it and the main thread print their ground truth as JSON lines on stdout.\n"
+		"  -n COUNT  number of sleeps (default 100)\n"
+		"  -m MS     length of each sleep in milliseconds (default 20)\n"
+		"  -h        this help\n",
+		prog);
+}
+
+static void *sleeper(void *arg)
+{
+	struct truth_snapshot start, end;
+	struct timespec req, rem;
+	long long blocked_ns = 0, t0;
+	long i;
+	int rc;
+
+	(void)arg;
+	truth_register(&sleeper_tid);
+	pthread_setname_np(pthread_self(), "sleeper");
+	truth_read(&start);
+
+	for (i = 0; i < count; i++) {
+		req.tv_sec = sleep_ms / 1000;
+		req.tv_nsec = (sleep_ms % 1000) * 1000000L;
+		t0 = truth_now_ns();
+		/* A signal interrupting the sleep resumes it with the remainder: still one call. */
+		while ((rc = clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &rem)) == EINTR)
+			req = rem;
+		blocked_ns += truth_now_ns() - t0;
+		if (rc != 0) {
+			fprintf(stderr, "sleeper: clock_nanosleep: %s\n", strerror(rc));
+			exit(1);
+		}
+	}
+
+	truth_read(&end); /* last thing before the print; see truth.h */
+	truth_print("sleeper", count, blocked_ns, &start, &end);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct truth_snapshot start, end;
+	long long blocked_ns, t0;
+	pthread_t thread;
+	int opt, rc;
+
+	truth_read(&start);
+
+	while ((opt = getopt(argc, argv, "n:m:h")) != -1) {
+		switch (opt) {
+		case 'n':
+			count = truth_parse_positive(argv[0], 'n', optarg, 100000000L);
+			break;
+		case 'm':
+			sleep_ms = truth_parse_positive(argv[0], 'm', optarg, 86400000L);
+			break;
+		case 'h':
+			usage(stdout, argv[0]);
+			return 0;
+		default:
+			usage(stderr, argv[0]);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr, argv[0]);
+		return 2;
+	}
+
+	rc = pthread_create(&thread, NULL, sleeper, NULL);
+	if (rc != 0) {
+		fprintf(stderr, "%s: pthread_create: %s\n", argv[0], strerror(rc));
+		return 1;
+	}
+	t0 = truth_now_ns();
+	truth_join(thread, &sleeper_tid);
+	blocked_ns = truth_now_ns() - t0;
+
+	truth_read(&end); /* last thing before the print; see truth.h */
+	truth_print("main", 1, blocked_ns, &start, &end);
+	return 0;
+}

@@ -1,0 +1,254 @@
+/*
+ * truth.h - ground truth a workload thread reports about itself, for tests to compare the tracer with.
+ *
+ * Header-only (every function is static).  Include it FIRST in the .c file: it defines _GNU_SOURCE.
+ *
+ * A snapshot is the calling thread's own scheduler counters, read from /proc/thread-self:
+ *   status   voluntary_ctxt_switches, nonvoluntary_ctxt_switches
+ *   sched    se.nr_migrations
+ *   schedstat  <on-CPU run ns> <run-queue wait ns> <timeslices>
+ * A field that could not be read is -1 (a test should treat that as "no truth", never as a value).
+ * run_ns is the kernel's se.sum_exec_runtime as last accounted (at a tick or a switch), not brought up
+ * to date for the running reader: it lags by up to the time run since then (a new thread shows 0), so
+ * compare it with a tolerance of about one tick per snapshot.  The switch and migration counts are exact.
+ *
+ * Usage, in each thread to be reported:
+ *     pthread_setname_np(pthread_self(), "name");
+ *     struct truth_snapshot start, end;
+ *     truth_read(&start);
+ *     ... the measured work; time each blocking call with truth_now_ns() and add it up ...
+ *     truth_read(&end);                       // the last thing before the print
+ *     truth_print("role", calls, blocked_ns, &start, &end);
+ *     return;
+ *
+ * The window: the end snapshot is taken BEFORE truth_print() locks the print mutex and writes to
+ * stdout, so any blocking the print itself causes (waiting for the mutex held by another thread's
+ * print, a write to a full pipe) falls outside [start, end].  Between the end snapshot and the
+ * thread's exit there is nothing but the print.  A tracer that counts up to the thread's exit may
+ * therefore see slightly more (the print, the exit path) than end - start; never less.
+ *
+ * truth_print() prints ONE JSON object on one line to stdout, serialized with a mutex and flushed:
+ *   {"role": str, "tid": int, "tgid": int, "comm": str, "calls": int, "blocked_ns": int,
+ *    "start": {snapshot}, "end": {snapshot}}
+ * with snapshot keys "voluntary_switches", "involuntary_switches", "nr_migrations", "run_ns",
+ * "runq_wait_ns", "timeslices".  tid/tgid/comm are those of the CALLING thread, so it must be called
+ * from the thread being reported.  blocked_ns is the caller's sum of CLOCK_MONOTONIC time measured
+ * around each blocking call.
+ */
+#ifndef STALLSCOPE_TRUTH_H
+#define STALLSCOPE_TRUTH_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct truth_snapshot {
+	long long voluntary_switches;   /* status: voluntary_ctxt_switches */
+	long long involuntary_switches; /* status: nonvoluntary_ctxt_switches */
+	long long nr_migrations;        /* sched: se.nr_migrations */
+	long long run_ns;               /* schedstat field 1: time on CPU */
+	long long runq_wait_ns;         /* schedstat field 2: time runnable, waiting on a run queue */
+	long long timeslices;           /* schedstat field 3: number of times run on a CPU */
+};
+
+static pthread_mutex_t truth_print_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+static inline long long truth_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Reads a whole (small) /proc file into buf, NUL-terminated.  Returns the length, or -1. */
+static int truth_slurp(const char *path, char *buf, size_t size)
+{
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	while (len < size - 1) {
+		n = read(fd, buf + len, size - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return (int)len;
+}
+
+/*
+ * The number after "key" (which must start a line) and its ':' separator, or -1.
+ * "voluntary_ctxt_switches" must not match inside "nonvoluntary_ctxt_switches", hence the line start.
+ */
+static long long truth_field(const char *text, const char *key)
+{
+	size_t keylen = strlen(key);
+	const char *p = text;
+	const char *colon;
+
+	while (p && *p) {
+		if (strncmp(p, key, keylen) == 0) {
+			colon = p + keylen;
+			while (*colon == ' ' || *colon == '\t')
+				colon++;
+			if (*colon == ':')
+				return strtoll(colon + 1, NULL, 10);
+		}
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return -1;
+}
+
+/* Fills *s with the calling thread's counters.  Returns 0, or -1 if any field is missing (then -1). */
+static int truth_read(struct truth_snapshot *s)
+{
+	char buf[8192];
+	int ok = 0;
+
+	s->voluntary_switches = s->involuntary_switches = s->nr_migrations = -1;
+	s->run_ns = s->runq_wait_ns = s->timeslices = -1;
+
+	if (truth_slurp("/proc/thread-self/status", buf, sizeof(buf)) > 0) {
+		s->voluntary_switches = truth_field(buf, "voluntary_ctxt_switches");
+		s->involuntary_switches = truth_field(buf, "nonvoluntary_ctxt_switches");
+	}
+	if (truth_slurp("/proc/thread-self/sched", buf, sizeof(buf)) > 0)
+		s->nr_migrations = truth_field(buf, "se.nr_migrations");
+	if (truth_slurp("/proc/thread-self/schedstat", buf, sizeof(buf)) > 0) {
+		long long a, b, c;
+
+		if (sscanf(buf, "%lld %lld %lld", &a, &b, &c) == 3) {
+			s->run_ns = a;
+			s->runq_wait_ns = b;
+			s->timeslices = c;
+		}
+	}
+	if (s->voluntary_switches < 0 || s->involuntary_switches < 0 || s->nr_migrations < 0 ||
+	    s->run_ns < 0 || s->runq_wait_ns < 0 || s->timeslices < 0)
+		ok = -1;
+	return ok;
+}
+
+/* Writes s as a JSON string (quotes included), escaping what JSON requires. */
+static void truth_json_string(FILE *f, const char *s)
+{
+	const unsigned char *p;
+
+	fputc('"', f);
+	for (p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void truth_json_snapshot(FILE *f, const struct truth_snapshot *s)
+{
+	fprintf(f,
+		"{\"voluntary_switches\": %lld, \"involuntary_switches\": %lld, \"nr_migrations\": %lld, "
+		"\"run_ns\": %lld, \"runq_wait_ns\": %lld, \"timeslices\": %lld}",
+		s->voluntary_switches, s->involuntary_switches, s->nr_migrations, s->run_ns,
+		s->runq_wait_ns, s->timeslices);
+}
+
+/*
+ * Prints the calling thread's truth as one JSON line on stdout (see the top of this file).
+ * Take the end snapshot before calling this: the lock and the write are deliberately outside it.
+ */
+static void truth_print(const char *role, long long calls, long long blocked_ns,
+			const struct truth_snapshot *start, const struct truth_snapshot *end)
+{
+	char comm[17] = "";
+	long tid = syscall(SYS_gettid);
+	long tgid = (long)getpid();
+
+	if (prctl(PR_GET_NAME, comm, 0, 0, 0) != 0)
+		comm[0] = '\0';
+	comm[16] = '\0';
+
+	pthread_mutex_lock(&truth_print_lock);
+	fputs("{\"role\": ", stdout);
+	truth_json_string(stdout, role);
+	fprintf(stdout, ", \"tid\": %ld, \"tgid\": %ld, \"comm\": ", tid, tgid);
+	truth_json_string(stdout, comm);
+	fprintf(stdout, ", \"calls\": %lld, \"blocked_ns\": %lld, \"start\": ", calls, blocked_ns);
+	truth_json_snapshot(stdout, start);
+	fputs(", \"end\": ", stdout);
+	truth_json_snapshot(stdout, end);
+	fputs("}\n", stdout);
+	fflush(stdout);
+	pthread_mutex_unlock(&truth_print_lock);
+}
+
+/*
+ * Parses a positive integer option argument no larger than max; exits with status 2 on anything else.
+ */
+static long truth_parse_positive(const char *prog, char opt, const char *arg, long max)
+{
+	char *endp;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &endp, 10);
+	if (errno || endp == arg || *endp != '\0' || v <= 0 || v > max) {
+		fprintf(stderr, "%s: -%c wants an integer from 1 to %ld, got '%s'\n", prog, opt, max, arg);
+		exit(2);
+	}
+	return v;
+}
+
+
+/*
+ * Waits for a thread to be gone without sleeping on it. pthread_join() sleeps on the thread's
+ * CLEARTID futex, so the exiting thread wakes the joiner, which may preempt it after its truth
+ * was read: run-queue wait and an involuntary switch that no truth line can show. Polling for
+ * /proc/self/task/TID to vanish keeps the exiting thread's last moments quiet; the join after
+ * it returns at once. `tid` is what the thread stored with truth_register().
+ */
+static void truth_join(pthread_t thread, volatile pid_t *tid)
+{
+	struct timespec nap = { 0, 5 * 1000 * 1000 };
+	char path[64];
+
+	while (__atomic_load_n(tid, __ATOMIC_ACQUIRE) == 0)
+		nanosleep(&nap, NULL);
+	snprintf(path, sizeof(path), "/proc/self/task/%d", (int)*tid);
+	while (access(path, F_OK) == 0)
+		nanosleep(&nap, NULL);
+	pthread_join(thread, NULL);
+}
+
+/* Called first thing by a thread that main will truth_join(). */
+static void truth_register(volatile pid_t *tid)
+{
+	__atomic_store_n(tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+}
+
+#endif /* STALLSCOPE_TRUTH_H */

@@ -1,0 +1,112 @@
+"""`stallscope doctor`: what this kernel and these privileges allow, and why a probe is off."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from stallscope.bpf import features
+from stallscope.bpf.collector import SCHED_GROUPS, SchedCollector, SchedOptions, object_path
+from stallscope.errors import StallscopeError
+
+# Probe groups: what each shows, and whether `record`/`top` run it by default.
+GROUPS = {
+    "offcpu": ("off-CPU time per thread and per (kernel stack, user stack, state)", True),
+    "runq": ("run-queue wait per thread and wakeup-to-run latency histograms", True),
+    "switches": ("voluntary/involuntary switches per thread (the kernel's counters) and cs/s", True),
+    "wakers": ("who woke each waiting task (task, irq, softirq or timer) and its stack", True),
+    "migrations": ("CPU migrations per thread and the CPU x CPU matrix", True),
+}
+
+
+def collect() -> dict:
+    """Every check, as data."""
+    caps = features.capabilities()
+    missing = features.missing_for_tracing()
+    doc: dict = {
+        "kernel": features.kernel_info(),
+        "cpus": os.cpu_count(),
+        "preemption": features.preemption_model(),
+        "btf": vars(features.btf_available()),
+        "libbpf": vars(features.libbpf_check()),
+        "privileges": {name: vars(c) for name, c in caps.items()},
+        "tracepoints": {name: vars(c) for name, c in features.tracepoints().items()},
+        "kfuncs": {name: vars(c) for name, c in features.kfuncs().items()},
+        "mechanisms": {},
+        "probes": {},
+        "missing": missing,
+    }
+    if missing or not doc["libbpf"]["ok"]:
+        reason = (f"missing {' and '.join(missing)}" if missing else doc["libbpf"]["detail"])
+        doc["probes"] = {g: {"enabled": False, "mechanism": "", "reason": reason, "default": GROUPS[g][1],
+                             "what": GROUPS[g][0]} for g in SCHED_GROUPS}
+        return doc
+    try:
+        doc["mechanisms"] = {m: vars(c) for m, c in features.mechanisms(object_path("features.bpf.o")).items()}
+    except StallscopeError as exc:
+        doc["mechanisms"] = {"error": {"ok": False, "detail": str(exc)}}
+    # The real test: load and attach the scheduler object exactly as `record` does.
+    collector = SchedCollector(SchedOptions(), symbolizer=None)  # type: ignore[arg-type]
+    try:
+        status = collector.start()
+        probes = {g: {"enabled": s.enabled, "mechanism": s.mechanism, "reason": s.reason} for g, s in status.items()}
+    except StallscopeError as exc:
+        probes = {g: {"enabled": False, "mechanism": "", "reason": str(exc)} for g in SCHED_GROUPS}
+    finally:
+        collector.close()
+    for g, p in probes.items():
+        p["default"], p["what"] = GROUPS[g][1], GROUPS[g][0]
+    doc["probes"] = probes
+    return doc
+
+
+def run_doctor(as_json: bool = False, out=None) -> int:
+    out = out or sys.stdout
+    doc = collect()
+    ok = doc["probes"].get("offcpu", {}).get("enabled", False)
+    if as_json:
+        out.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    else:
+        _print(doc, out)
+    if doc["missing"]:
+        print(f"stallscope: error: missing {' and '.join(doc['missing'])} to load and attach BPF programs "
+              "(run as root, or grant them with setcap)", file=sys.stderr)
+        return 2
+    if not ok:
+        print(f"stallscope: error: the scheduler probes cannot run: {doc['probes']['offcpu']['reason']}",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "no "
+
+
+def _print(doc: dict, out) -> None:
+    k = doc["kernel"]
+    w = out.write
+    w(f"kernel       {k['release']} ({k['machine']}), {doc['cpus']} CPUs\n")
+    w(f"preemption   {doc['preemption']}\n")
+    w(f"BTF          {_yes(doc['btf']['ok'])} {doc['btf']['detail']}\n")
+    w(f"libbpf       {_yes(doc['libbpf']['ok'])} {doc['libbpf']['detail']}\n")
+    w("privileges\n")
+    for name, c in doc["privileges"].items():
+        w(f"  {name:<15} {_yes(c['ok'])} to {c['detail']}\n")
+    if doc["mechanisms"]:
+        w("mechanisms\n")
+        for name, c in doc["mechanisms"].items():
+            w(f"  {name:<15} {_yes(c['ok'])} {c['detail']}\n")
+    w("kfuncs\n")
+    for name, c in doc["kfuncs"].items():
+        w(f"  {name:<22} {_yes(c['ok'])} {c['detail']}\n")
+    absent = [n for n, c in doc["tracepoints"].items() if not c["ok"]]
+    w(f"tracepoints  {len(doc['tracepoints']) - len(absent)}/{len(doc['tracepoints'])} present"
+      + (f"; absent: {', '.join(absent)}" if absent else "") + "\n")
+    w("probe groups (default set: " + ", ".join(g for g, p in doc["probes"].items() if p.get("default")) + ")\n")
+    for g, p in doc["probes"].items():
+        state = "on " if p["enabled"] else "off"
+        w(f"  {g:<11} {state} {p['mechanism'] or '-':<8} {p['what']}\n")
+        if p["reason"]:
+            w(f"  {'':<11}     {'':<8} {p['reason']}\n")

@@ -1,0 +1,215 @@
+"""A tracing session: attach the probes, optionally start a command, and hand
+each interval to whoever consumes it (a recording file, a live view).
+
+The wiring of collector, store and views lives in the CLI; this is the loop
+they share: timing, signals, the command's lifetime, the final drain.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from stallscope import __version__
+from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta
+from stallscope.analyzer.symbols import Symbolizer
+from stallscope.bpf import features
+from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
+from stallscope.errors import StallscopeError
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class SessionOptions:
+    interval_s: float = 1.0
+    duration_s: float | None = None
+    pid: int = 0
+    command: list[str] = field(default_factory=list)
+    min_stack_ns: int = 0
+    user_stacks: bool = True
+    max_intervals: int | None = None
+
+
+@dataclass
+class SessionResult:
+    meta: RecordingMeta
+    intervals: int
+    exit_status: int | None = None  # the command's, when there was one
+    ended_by: str = ""
+
+
+def say(message: str) -> None:
+    """stallscope's own messages go to stderr: a traced command keeps stdout."""
+    print(f"stallscope: {message}", file=sys.stderr, flush=True)
+
+
+def check_privileges() -> None:
+    missing = features.missing_for_tracing()
+    if missing:
+        raise StallscopeError(f"missing {' and '.join(missing)} to load and attach BPF programs",
+                              "run as root (sudo), or grant them with setcap")
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+class Session:
+    def __init__(self, options: SessionOptions):
+        self.options = options
+        self._stop_reason = ""
+        self._signals: list[int] = []
+        self.child: subprocess.Popen | None = None
+        self.collector: SchedCollector | None = None
+
+    def _on_signal(self, signum, _frame) -> None:
+        self._signals.append(signum)
+        if not self._stop_reason:
+            self._stop_reason = signal.Signals(signum).name
+
+    def run(self, on_start: Callable[[RecordingMeta], None], on_interval: Callable[[Interval], None]) -> SessionResult:
+        o = self.options
+        check_privileges()
+        if o.pid and not process_exists(o.pid):
+            raise StallscopeError(f"no process with PID {o.pid}", "check the PID with `ps -e`")
+        symbolizer = Symbolizer()
+        self.collector = collector = SchedCollector(
+            SchedOptions(targ_tgid=o.pid, min_stack_ns=o.min_stack_ns, user_stacks=o.user_stacks), symbolizer)
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        exit_status = None
+        rusage = None
+        intervals = 0
+        try:
+            status = collector.start()
+            start_ns = boottime_ns()
+            meta = self._meta(status, start_ns)
+            for name, st in status.items():
+                if not st.enabled:
+                    say(f"probe {name} is off: {st.reason}")
+            if o.command:
+                self.child = self._spawn(o.command)
+                meta = replace(meta, options={**meta.options, "command": {"argv": o.command, "pid": self.child.pid}})
+            on_start(meta)
+            deadline = time.monotonic() + o.duration_s if o.duration_s else None
+            next_tick = time.monotonic() + o.interval_s
+            while True:
+                stop = self._wait_until(next_tick, deadline)
+                if self.child is not None and exit_status is None:
+                    exit_status, rusage = self._reap(block=False)
+                    if exit_status is not None:
+                        stop = stop or "command exited"
+                if o.pid and not stop and not process_exists(o.pid):
+                    stop = f"process {o.pid} exited"
+                on_interval(collector.drain())
+                intervals += 1
+                if o.max_intervals and intervals >= o.max_intervals:
+                    stop = stop or "done"
+                if stop:
+                    self._stop_reason = self._stop_reason or stop
+                    break
+                next_tick += o.interval_s
+                if next_tick < time.monotonic():  # a slow drain: skip ahead rather than burst
+                    next_tick = time.monotonic() + o.interval_s
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            collector.close()
+        if self.child is not None and exit_status is None:
+            exit_status, rusage = self._finish_child()
+        end_ns = boottime_ns()
+        meta = replace(meta, end_ns=end_ns)
+        if self.child is not None:
+            cmd = dict(meta.options["command"])
+            cmd["exit_status"] = exit_status
+            if rusage is not None:
+                cmd["rusage"] = {"ru_nvcsw": rusage.ru_nvcsw, "ru_nivcsw": rusage.ru_nivcsw,
+                                 "ru_utime_s": rusage.ru_utime, "ru_stime_s": rusage.ru_stime}
+            meta = replace(meta, options={**meta.options, "command": cmd})
+        return SessionResult(meta, intervals, exit_status, self._stop_reason)
+
+    def _meta(self, status: dict[str, ProbeStatus], start_ns: int) -> RecordingMeta:
+        o = self.options
+        opts = {"interval_s": o.interval_s, "duration_s": o.duration_s, "pid": o.pid,
+                "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks}
+        return RecordingMeta(
+            format_version=FORMAT_VERSION, stallscope_version=__version__, host=socket.gethostname(),
+            kernel=platform.release(), cpus=self.collector.nr_cpus if self.collector else os.cpu_count() or 1,
+            start_wall=time.time(), start_ns=start_ns, interval_s=o.interval_s, probes=status, options=opts,
+        )
+
+    def _spawn(self, argv: list[str]) -> subprocess.Popen:
+        try:
+            # Started only now, with the probes attached; it keeps our stdin/stdout/stderr.
+            return subprocess.Popen(argv)
+        except OSError as exc:
+            raise StallscopeError(f"cannot run {argv[0]}: {exc.strerror}", "check the command and its path") from None
+
+    def _wait_until(self, tick: float, deadline: float | None) -> str:
+        while True:
+            if self._stop_reason:
+                if self.child is None or self._child_done():
+                    return self._stop_reason
+                self._forward_signal()
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return "duration reached"
+            if now >= tick:
+                return ""
+            if self.child is not None and self._child_done():
+                return ""
+            time.sleep(min(0.05, tick - now))
+
+    def _forward_signal(self) -> None:
+        """A terminal's Ctrl-C already reached the command (same process group); a signal sent to
+        stallscope alone is passed on, once, after a grace period."""
+        if getattr(self, "_forwarded", False) or self.child is None:
+            return
+        if not hasattr(self, "_signal_at"):
+            self._signal_at = time.monotonic()
+        if time.monotonic() - self._signal_at > 0.5:
+            sig = self._signals[-1] if self._signals else signal.SIGTERM
+            try:
+                self.child.send_signal(sig)
+            except ProcessLookupError:
+                pass
+            self._forwarded = True
+
+    def _child_done(self) -> bool:
+        try:
+            info = os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def _reap(self, block: bool):
+        try:
+            pid, status, rusage = os.wait4(self.child.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return -1, None
+        if pid == 0:
+            return None, None
+        self.child.returncode = os.waitstatus_to_exitcode(status)
+        return self.child.returncode, rusage
+
+    def _finish_child(self):
+        if not self._child_done():
+            say(f"recording ended; waiting for {self.options.command[0]} (pid {self.child.pid}) to exit")
+        while True:
+            try:
+                return self._reap(block=True)
+            except KeyboardInterrupt:
+                continue

@@ -1,0 +1,64 @@
+"""A plain live text view: blockers and waiting tasks, redrawn in place each interval.
+
+No Textual here: this is the fallback view for any terminal (and for pipes,
+where it prints one frame after another without escape codes).
+"""
+
+from __future__ import annotations
+
+from stallscope.analyzer.blockers import rank_blockers
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
+from stallscope.analyzer.units import fmt_ns
+
+CLEAR = "\x1b[H\x1b[2J"
+
+
+def _clean(text: str) -> str:
+    """Task names come from other users' processes: no control characters reach the terminal."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
+class LiveText:
+    def __init__(self, rows: int = 15, out=None):
+        self.rows = rows
+        self.out = out
+        self.meta: RecordingMeta | None = None
+        self.tasks: dict[TaskId, TaskInfo] = {}
+        self.stacks: dict[int, Stack] = {}
+
+    def start(self, meta: RecordingMeta) -> None:
+        self.meta = meta
+
+    def update(self, iv: Interval) -> None:
+        for t in iv.task_info:
+            self.tasks[t.task] = t
+        for s in iv.stacks:
+            self.stacks[s.id] = s
+        model = Model.from_intervals(self.meta, [iv], self.tasks, self.stacks)
+        self.out.write(self.render(model, iv))
+        self.out.flush()
+
+    def render(self, model: Model, iv: Interval) -> str:
+        tty = hasattr(self.out, "isatty") and self.out.isatty()
+        lines = [CLEAR if tty else "\n"]
+        bpf_ns = sum(p.run_time_ns for p in iv.programs)
+        secs = model.duration_s or 1.0
+        lines.append(f"stallscope top  interval {iv.index}  {model.switches_per_s:,.0f} cs/s  "
+                     f"{len(model.tasks)} active tasks  cost: BPF {100 * bpf_ns / 1e9 / secs / (self.meta.cpus or 1):.2f}% "
+                     f"of CPUs, collector {100 * iv.collector_cpu_ns / 1e9 / secs:.1f}% of a CPU\n")
+        lost = {k: v for k, v in iv.health.items() if v}
+        if lost:
+            lines.append("  lost: " + ", ".join(f"{k}={v}" for k, v in sorted(lost.items())) + "\n")
+        lines.append(f"\n{'BLOCKER (innermost wait frame)':<40} {'WAIT/s':>9} {'SHARE':>6} {'COUNT':>7} {'MAX':>9}  TASKS\n")
+        for b in rank_blockers(model)[: self.rows]:
+            names = ", ".join(sorted({_clean(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
+            lines.append(f"{_clean(b.cause)[:40]:<40} {fmt_ns(b.total_ns / secs):>9} {b.share_pct:5.1f}% "
+                         f"{b.count:>7} {fmt_ns(b.max_ns):>9}  {names[:60]}\n")
+        lines.append(f"\n{'TASK':<22} {'PID':>7} {'OFF-CPU/s':>10} {'RUNQ/s':>9} {'VCS':>6} {'IVCS':>6} {'MIGR':>5}\n")
+        ranked = sorted(model.tasks.values(), key=lambda t: -(t.offcpu_ns + t.runq_wait_ns))
+        for t in ranked[: self.rows]:
+            lines.append(f"{_clean(t.info.comm)[:22]:<22} {t.task.pid:>7} {fmt_ns(t.offcpu_ns / secs):>10} "
+                         f"{fmt_ns(t.runq_wait_ns / secs):>9} {t.voluntary_switches:>6} "
+                         f"{t.involuntary_switches:>6} {t.migrations:>5}\n")
+        return "".join(lines)
