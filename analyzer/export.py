@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from stallscope.analyzer.blockers import rank_blockers, task_causes
-from stallscope.analyzer.model import Model, StackWait
+from stallscope.analyzer.blockers import rank_blockers, task_causes, wait_cause
+from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.wakers import waker_context
 
@@ -31,9 +31,6 @@ def stack_texts(stack: Stack | None) -> list[str]:
 
 def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
     meta = model.meta
-    waits_by_task: dict[TaskId, list[StackWait]] = {}
-    for w in model.waits:
-        waits_by_task.setdefault(w.task, []).append(w)
     wakers_by_task: dict[TaskId, list] = {}
     for wk in model.wakeups:
         wakers_by_task.setdefault(wk.task, []).append(wk)
@@ -54,7 +51,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "involuntary_switches": t.involuntary_switches, "migrations": t.migrations,
             "runq_hist_log2_ns": {str(i): c for i, c in enumerate(t.runq_hist) if c},
             "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
-            "causes": [{"cause": c, "total_ns": ns} for c, ns in task_causes(waits_by_task.get(tid, []))],
+            "causes": [{"cause": c, "total_ns": ns} for c, ns in task_causes(model, tid)],
             "wakers": [
                 {"pid": w.waker.pid, "tgid": w.waker_tgid, "comm": w.waker_comm,
                  "context": waker_context(w.waker.pid, w.waker_stack), "count": w.count, "total_ns": w.total_ns}
@@ -69,7 +66,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
     for b in rank_blockers(model, scope):
         blockers.append({
             "cause": b.cause, "total_ns": b.total_ns, "count": b.count, "max_ns": b.max_ns,
-            "share_pct": round(b.share_pct, 3),
+            "share_pct": round(b.share_pct, 3), "estimated_ns": b.estimated_ns,
             "tasks": [{"pid": t.pid, "comm": model.tasks[t].info.comm if t in model.tasks else "?"}
                       for t in b.tasks],
             "stack": stack_texts(b.stack),
@@ -119,8 +116,8 @@ def to_folded(model: Model, scope: set[TaskId] | None = None) -> str:
         parts = [comm]
         parts += [_folded_frame(x) for x in reversed(stack_texts(w.ustack))]
         parts += [_folded_frame(x) + "_[k]" for x in reversed(stack_texts(w.kstack))]
-        if len(parts) == 1:
-            parts.append("[no stack]")
+        if w.kstack is None:
+            parts.append(_folded_frame(wait_cause(w)))
         key = ";".join(parts)
         lines[key] = lines.get(key, 0) + w.total_ns
     return "".join(f"{k} {v}\n" for k, v in sorted(lines.items()))

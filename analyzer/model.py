@@ -46,6 +46,8 @@ class StackWait:
     count: int
     total_ns: int
     max_ns: int
+    kstack_id: int = 0  # below 16: why there is no stack (bpf/sched.h STACK_*)
+    ustack_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -142,9 +144,9 @@ class Model:
             totals[tid] = TaskTotals(info=info, runq_hist=hist, **t)
         return cls(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
-            waits=tuple(StackWait(tid, tgid, state, stacks.get(k) if k else None, stacks.get(u) if u else None, *v)
+            waits=tuple(StackWait(tid, tgid, state, stacks.get(k), stacks.get(u), *v, kstack_id=k, ustack_id=u)
                         for (tid, tgid, state, k, u), v in waits.items()),
-            wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks) if ks else None, e[1], e[2])
+            wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2])
                           for (tid, waker, wtgid, ks), e in wake.items()),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,

@@ -10,6 +10,12 @@ TASK_COMM_LEN = 16
 MAX_STACK_DEPTH = 64
 RUNQ_SLOTS = 40
 
+STACK_NONE = 0
+STACK_SHORT = 1
+STACK_RATE_LIMITED = 2
+STACK_FAILED = 3
+STACK_ID_MIN = 16
+
 TS_BASE_EXACT = 1
 TS_BASE_GUESSED = 2
 TS_EXITING = 4
@@ -60,12 +66,12 @@ class Stack(ctypes.Structure):
 
 class SchedHealth(ctypes.Structure):
     _fields_ = [("task_map_full", u64), ("offcpu_map_full", u64), ("waker_map_full", u64),
-                ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("pad", u64)]
+                ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("stacks_rate_limited", u64)]
 
 
 class SchedConfig(ctypes.Structure):
     _fields_ = [("min_stack_ns", u64), ("targ_tgid", u32), ("nr_cpus", u32), ("user_stacks", u32),
-                ("kernel_stacks", u32), ("waker_stacks", u32), ("pad", u32)]
+                ("kernel_stacks", u32), ("waker_stacks", u32), ("stack_walks_per_s", u32)]
 
 
 # C struct name -> mirror, for the BTF size check.

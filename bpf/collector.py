@@ -47,6 +47,7 @@ class SchedOptions:
     user_stacks: bool = True
     kernel_stacks: bool = True
     waker_stacks: bool = True
+    stack_walks_per_s: int = 1000  # per CPU; 0 = no limit
     max_tasks: int = 16384
     max_stacks: int = 32768
 
@@ -128,6 +129,7 @@ class SchedCollector:
         cfg = abi.SchedConfig(
             min_stack_ns=o.min_stack_ns, targ_tgid=o.targ_tgid, nr_cpus=self.nr_cpus,
             user_stacks=int(o.user_stacks), kernel_stacks=int(o.kernel_stacks), waker_stacks=int(o.waker_stacks),
+            stack_walks_per_s=o.stack_walks_per_s,
         )
         image = obj.section_map(".rodata").initial_value()
         if len(image) < ctypes.sizeof(cfg):
@@ -189,12 +191,12 @@ class SchedCollector:
         wakers = self._drain_wakers(obj, dead)
         stack_ids: dict[int, tuple[str, int]] = {}
         for o in offcpu:
-            if o.kstack:
+            if o.kstack >= abi.STACK_ID_MIN:
                 stack_ids.setdefault(o.kstack, ("kernel", 0))
-            if o.ustack:
+            if o.ustack >= abi.STACK_ID_MIN:
                 stack_ids.setdefault(o.ustack, ("user", o.tgid))
         for w in wakers:
-            if w.waker_kstack:
+            if w.waker_kstack >= abi.STACK_ID_MIN:
                 stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
         stacks = self._new_stacks(obj, stack_ids)
         cs = self._switches()

@@ -95,6 +95,19 @@ struct {
 	__type(value, struct stack);
 } stack_scratch SEC(".maps");
 
+/* per-CPU stack-walk budget: a token bucket refilled at cfg.stack_walks_per_s */
+struct walk_budget {
+	__u64 last_ns;
+	__u64 milli_tokens;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walk_budget);
+} walk_budget SEC(".maps");
+
 /* per-CPU context switch count */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -123,8 +136,40 @@ static __always_inline __u32 log2_slot(__u64 v)
 	return r < RUNQ_SLOTS ? r : RUNQ_SLOTS - 1;
 }
 
-/* Hash the frames in the scratch buffer and store them once. Returns 0 when
- * no stack could be taken. `len` is what bpf_get_stack returned. */
+/* May this CPU walk a stack now? Stack walks cost microseconds (ORC
+ * unwinding) against ~1 us for the rest of an event; a per-CPU token bucket
+ * bounds their rate. Tracing programs run with migration disabled, so the
+ * per-CPU bucket needs no atomics. Totals never depend on it. */
+static __always_inline bool walk_allowed(__u64 now)
+{
+	struct walk_budget *b;
+	__u32 zero = 0;
+	__u64 cap;
+
+	if (!cfg.stack_walks_per_s)
+		return true;
+	b = bpf_map_lookup_elem(&walk_budget, &zero);
+	if (!b)
+		return false;
+	cap = (__u64)cfg.stack_walks_per_s * 100; /* a burst of a tenth of a second, in 1/1000 tokens */
+	if (!b->last_ns) {
+		b->milli_tokens = cap;
+	} else if (now > b->last_ns) {
+		b->milli_tokens += (now - b->last_ns) * cfg.stack_walks_per_s / 1000000;
+		if (b->milli_tokens > cap)
+			b->milli_tokens = cap;
+	}
+	b->last_ns = now;
+	if (b->milli_tokens < 1000) {
+		__sync_fetch_and_add(&health.stacks_rate_limited, 1);
+		return false;
+	}
+	b->milli_tokens -= 1000;
+	return true;
+}
+
+/* Hash the frames in the scratch buffer and store them once. Returns
+ * STACK_FAILED when no stack could be taken. `len` is what bpf_get_stack returned. */
 static __always_inline __u64 intern_stack(struct stack *buf, long len)
 {
 	__u64 h = 0xcbf29ce484222325ULL;
@@ -132,7 +177,7 @@ static __always_inline __u64 intern_stack(struct stack *buf, long len)
 
 	if (len <= 0) {
 		__sync_fetch_and_add(&health.stack_errors, 1);
-		return 0;
+		return STACK_FAILED;
 	}
 	n = len / sizeof(__u64);
 	for (i = 0; i < MAX_STACK_DEPTH; i++) {
@@ -141,8 +186,8 @@ static __always_inline __u64 intern_stack(struct stack *buf, long len)
 		h = (h ^ buf->ips[i]) * 0x100000001b3ULL;
 	}
 	h ^= n;
-	if (!h)
-		h = 1;
+	if (h < STACK_ID_MIN)
+		h += STACK_ID_MIN;
 	if (bpf_map_update_elem(&stacks, &h, buf, BPF_NOEXIST) == -E2BIG)
 		__sync_fetch_and_add(&health.stack_map_full, 1);
 	return h;
@@ -226,11 +271,13 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 	if (s) {
 		/* Both counters were incremented before the tracepoint: read them
 		 * rather than re-derive the kernel's voluntary/involuntary rule.
-		 * Once exit_state has EXIT_DEAD the task's counts were folded into
-		 * its process's (or parent's) rusage by release_task(): switches
-		 * after that (the final one of an exiting thread, or of a zombie
-		 * already reaped) are not counted, as the kernel does not count them. */
-		if (!(prev->exit_state & EXIT_DEAD)) {
+		 * A thread that is not its process's leader sets EXIT_DEAD and
+		 * releases itself (release_task() folds its counts into the
+		 * process's rusage) before its last switches, so the kernel never
+		 * counts those: neither do we. A leader is reaped by its parent,
+		 * whose read of the counters follows its own EXIT_DEAD cmpxchg and
+		 * in practice the zombie's final switch: those are counted. */
+		if (!((prev->exit_state & EXIT_DEAD) && prev->pid != prev->tgid)) {
 			s->nvcsw = prev->nvcsw;
 			s->nivcsw = prev->nivcsw;
 		}
@@ -262,11 +309,13 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 	} else if (!preempt) {
 		st->block_ts = now;
 		st->state = prev_state & STATE_MASK;
-		st->ustack = 0;
+		st->ustack = STACK_NONE;
 		if (cfg.user_stacks && prev->mm) {
 			struct stack *buf = scratch();
 
-			if (buf)
+			if (!walk_allowed(now))
+				st->ustack = STACK_RATE_LIMITED;
+			else if (buf)
 				st->ustack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), BPF_F_USER_STACK));
 		}
 	}
@@ -308,13 +357,17 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 
 		d = st->pending_ns;
 		st->pending_ns = 0;
-		if (cfg.kernel_stacks && d >= cfg.min_stack_ns) {
+		if (cfg.kernel_stacks) {
 			struct stack *buf = scratch();
 
 			/* The task is switched out, so its saved stack is stable and
 			 * shows where it slept; walking it only for waits that turned
 			 * out long keeps the common short switch cheap. */
-			if (buf)
+			if (d < cfg.min_stack_ns)
+				key.kstack = STACK_SHORT;
+			else if (!walk_allowed(now))
+				key.kstack = STACK_RATE_LIMITED;
+			else if (buf)
 				key.kstack = intern_stack(buf, bpf_get_task_stack(next, buf, sizeof(*buf), 0));
 		}
 		v = bpf_map_lookup_elem(&offcpu, &key);
@@ -388,10 +441,14 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 		};
 		struct waker_val *v, init = {};
 
-		if (cfg.waker_stacks && d >= cfg.min_stack_ns) {
+		if (cfg.waker_stacks) {
 			struct stack *buf = scratch();
 
-			if (buf)
+			if (d < cfg.min_stack_ns)
+				key.waker_kstack = STACK_SHORT;
+			else if (!walk_allowed(now))
+				key.waker_kstack = STACK_RATE_LIMITED;
+			else if (buf)
 				key.waker_kstack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), 0));
 		}
 		v = bpf_map_lookup_elem(&wakers, &key);

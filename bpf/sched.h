@@ -81,6 +81,13 @@ struct waker_val {
 	char waker_comm[TASK_COMM_LEN];
 };
 
+/* Reserved stack ids (a real stack's hash is never below STACK_ID_MIN). */
+#define STACK_NONE        0 /* stacks off */
+#define STACK_SHORT       1 /* the wait was shorter than min_stack_ns */
+#define STACK_RATE_LIMITED 2 /* the per-CPU stack-walk budget was spent */
+#define STACK_FAILED      3 /* the walk returned nothing */
+#define STACK_ID_MIN      16
+
 struct stack {
 	__u64 ips[MAX_STACK_DEPTH];
 };
@@ -93,7 +100,7 @@ struct sched_health {
 	__u64 stack_map_full;
 	__u64 stack_errors;
 	__u64 storage_errors;
-	__u64 pad;
+	__u64 stacks_rate_limited;
 };
 
 /* Load-time knobs (.rodata). */
@@ -104,7 +111,7 @@ struct sched_config {
 	__u32 user_stacks;    /* collect user stacks at switch-out */
 	__u32 kernel_stacks;
 	__u32 waker_stacks;
-	__u32 pad;
+	__u32 stack_walks_per_s; /* per CPU, all kinds together; 0 = no limit */
 };
 
 #endif

@@ -44,6 +44,10 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
                    help="walk stacks only for waits at least this long (default 0: every wait); "
                         "totals stay exact, shorter waits are grouped as '(stack not collected)'")
     p.add_argument("--no-user-stacks", action="store_true", help="do not collect user stacks")
+    p.add_argument("--stack-rate", type=int, default=1000, metavar="N",
+                   help="walk at most N stacks per second per CPU (default 1000; 0: no limit). A walk costs "
+                        "microseconds; waits beyond the budget keep exact totals and are attributed by the "
+                        "task's sampled stacks, marked as estimated")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -203,6 +207,7 @@ def _session_options(args, command, duration_s, max_intervals=None):
 
     return SessionOptions(interval_s=args.interval, duration_s=duration_s, pid=args.pid, command=command,
                           min_stack_ns=int(args.min_stack_wait * 1e9), user_stacks=not args.no_user_stacks,
+                          stack_walks_per_s=max(args.stack_rate, 0),
                           max_intervals=max_intervals)
 
 

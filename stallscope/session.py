@@ -35,6 +35,7 @@ class SessionOptions:
     command: list[str] = field(default_factory=list)
     min_stack_ns: int = 0
     user_stacks: bool = True
+    stack_walks_per_s: int = 1000
     max_intervals: int | None = None
 
 
@@ -88,7 +89,8 @@ class Session:
             raise StallscopeError(f"no process with PID {o.pid}", "check the PID with `ps -e`")
         symbolizer = Symbolizer()
         self.collector = collector = SchedCollector(
-            SchedOptions(targ_tgid=o.pid, min_stack_ns=o.min_stack_ns, user_stacks=o.user_stacks), symbolizer)
+            SchedOptions(targ_tgid=o.pid, min_stack_ns=o.min_stack_ns, user_stacks=o.user_stacks,
+                         stack_walks_per_s=o.stack_walks_per_s), symbolizer)
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         exit_status = None
         rusage = None
@@ -144,7 +146,8 @@ class Session:
     def _meta(self, status: dict[str, ProbeStatus], start_ns: int) -> RecordingMeta:
         o = self.options
         opts = {"interval_s": o.interval_s, "duration_s": o.duration_s, "pid": o.pid,
-                "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks}
+                "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks,
+                "stack_walks_per_s": o.stack_walks_per_s}
         return RecordingMeta(
             format_version=FORMAT_VERSION, stallscope_version=__version__, host=socket.gethostname(),
             kernel=platform.release(), cpus=self.collector.nr_cpus if self.collector else os.cpu_count() or 1,
