@@ -52,11 +52,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "runq_hist_log2_ns": {str(i): c for i, c in enumerate(t.runq_hist) if c},
             "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
             "causes": [{"cause": c, "total_ns": ns} for c, ns in task_causes(model, tid)],
-            "wakers": [
-                {"pid": w.waker.pid, "tgid": w.waker_tgid, "comm": w.waker_comm,
-                 "context": waker_context(w.waker.pid, w.waker_stack), "count": w.count, "total_ns": w.total_ns}
-                for w in sorted(wakers_by_task.get(tid, []), key=lambda w: (-w.total_ns, w.waker))
-            ],
+            "wakers": _wakers(wakers_by_task.get(tid, [])),
         }
         if cmd_tasks is not None:
             entry["in_command"] = tid in cmd_tasks
@@ -83,6 +79,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "probes": {name: asdict(p) for name, p in sorted(meta.probes.items())},
             "options": meta.options,
             "switches": model.switches, "switches_per_s": round(model.switches_per_s, 3),
+            "switches_kernel": model.kernel_switches,
             "health": dict(sorted(model.health.items())),
             "overhead": {
                 "collector_cpu_s": round(model.collector_cpu_ns / 1e9, 6),
@@ -99,6 +96,19 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
         "recommendations": [],
     }
+
+
+def _wakers(wakeups: list) -> list[dict]:
+    """Who woke a task, heaviest first. An interrupt is one waker whatever task it landed on."""
+    groups: dict[tuple, dict] = {}
+    for w in wakeups:
+        ctx = waker_context(w.waker.pid, w.waker_stack, w.in_interrupt)
+        key = (ctx, w.waker.pid, w.waker_tgid) if ctx == "task" else (ctx, 0, 0)
+        g = groups.setdefault(key, {"pid": key[1], "tgid": key[2], "comm": w.waker_comm if ctx == "task" else "",
+                                    "context": ctx, "count": 0, "total_ns": 0})
+        g["count"] += w.count
+        g["total_ns"] += w.total_ns
+    return sorted(groups.values(), key=lambda g: (-g["total_ns"], g["context"], g["pid"]))
 
 
 def to_json(model: Model, scope: set[TaskId] | None = None) -> str:

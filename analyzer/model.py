@@ -61,6 +61,7 @@ class Wakeups:
     waker_stack: Stack | None
     count: int
     total_ns: int
+    in_interrupt: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Model:
     programs: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # name -> (runs, ns, misses)
     collector_cpu_ns: int = 0
     intervals: int = 0
+    kernel_switches: int = 0  # /proc/stat over the same intervals
 
     @property
     def duration_s(self) -> float:
@@ -96,7 +98,7 @@ class Model:
         matrix = [[0] * n for _ in range(n)]
         health: dict[str, int] = {}
         programs: dict[str, list[int]] = {}
-        switches = cpu = count = 0
+        switches = cpu = count = kswitches = 0
         start_ns = end_ns = 0
         for iv in intervals:
             if count == 0:
@@ -104,6 +106,7 @@ class Model:
             end_ns = iv.end_ns
             count += 1
             switches += iv.switches
+            kswitches += iv.kernel_switches
             cpu += iv.collector_cpu_ns
             for d in iv.tasks:
                 t = tasks.setdefault(d.task, {"hist": [0] * RUNQ_SLOTS, "offcpu_ns": 0, "offcpu_count": 0,
@@ -124,7 +127,8 @@ class Model:
                 w[1] += o.total_ns
                 w[2] = max(w[2], o.max_ns)
             for wk in iv.wakers:
-                e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack), [wk.waker_comm, 0, 0])
+                e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack, wk.in_interrupt),
+                                    [wk.waker_comm, 0, 0])
                 e[1] += wk.count
                 e[2] += wk.total_ns
             for src, dst, c in iv.migrations:
@@ -146,10 +150,11 @@ class Model:
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
             waits=tuple(StackWait(tid, tgid, state, stacks.get(k), stacks.get(u), *v, kstack_id=k, ustack_id=u)
                         for (tid, tgid, state, k, u), v in waits.items()),
-            wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2])
-                          for (tid, waker, wtgid, ks), e in wake.items()),
+            wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq)
+                          for (tid, waker, wtgid, ks, irq), e in wake.items()),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
+            kernel_switches=kswitches,
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:

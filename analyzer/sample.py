@@ -73,6 +73,7 @@ class WakerDelta:
     waker_kstack: int
     count: int
     total_ns: int  # off-CPU time these wakeups ended
+    in_interrupt: bool = False  # sched_waking ran on an interrupt stack: the waker is an interrupt
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class Interval:
     health: dict[str, int] = field(default_factory=dict)  # losses counted in this interval
     programs: tuple[ProgramCost, ...] = ()
     collector_cpu_ns: int = 0  # stallscope's own CPU time in this interval
+    kernel_switches: int = 0  # /proc/stat ctxt over the same interval: the kernel's own count
 
     @property
     def duration_ns(self) -> int:

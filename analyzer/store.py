@@ -32,7 +32,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS intervals (
     idx INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, wall_start REAL,
-    switches INTEGER, collector_cpu_ns INTEGER, health TEXT);
+    switches INTEGER, collector_cpu_ns INTEGER, health TEXT, kernel_switches INTEGER);
 CREATE TABLE IF NOT EXISTS tasks (
     pid INTEGER, start_ns INTEGER, tgid INTEGER, ptgid INTEGER, comm TEXT, flags INTEGER,
     first_idx INTEGER, PRIMARY KEY (pid, start_ns));
@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS offcpu (
     ustack INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER);
 CREATE TABLE IF NOT EXISTS wakers (
     idx INTEGER, pid INTEGER, start_ns INTEGER, waker_pid INTEGER, waker_start_ns INTEGER,
-    waker_tgid INTEGER, waker_comm TEXT, waker_kstack INTEGER, count INTEGER, total_ns INTEGER);
+    waker_tgid INTEGER, waker_comm TEXT, waker_kstack INTEGER, count INTEGER, total_ns INTEGER,
+    in_interrupt INTEGER);
 CREATE TABLE IF NOT EXISTS migrations (idx INTEGER, src INTEGER, dst INTEGER, count INTEGER);
 CREATE TABLE IF NOT EXISTS stacks (id INTEGER PRIMARY KEY, kind TEXT, truncated INTEGER, frames TEXT);
 CREATE TABLE IF NOT EXISTS programs (
@@ -124,9 +125,9 @@ class RecordingWriter:
         db.execute("BEGIN")
         try:
             i = iv.index
-            db.execute("INSERT INTO intervals VALUES (?,?,?,?,?,?,?)",
+            db.execute("INSERT INTO intervals VALUES (?,?,?,?,?,?,?,?)",
                        (i, iv.start_ns, iv.end_ns, iv.wall_start, iv.switches, iv.collector_cpu_ns,
-                        json.dumps(iv.health, sort_keys=True)))
+                        json.dumps(iv.health, sort_keys=True), iv.kernel_switches))
             for t in iv.task_info:
                 db.execute(
                     "INSERT INTO tasks VALUES (?,?,?,?,?,?,?) ON CONFLICT (pid, start_ns) DO UPDATE SET "
@@ -140,9 +141,10 @@ class RecordingWriter:
             db.executemany("INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?)", [
                 (i, o.task.pid, o.task.start_time_ns, o.tgid, o.state, _s64(o.kstack), _s64(o.ustack), o.count,
                  o.total_ns, o.max_ns) for o in iv.offcpu])
-            db.executemany("INSERT INTO wakers VALUES (?,?,?,?,?,?,?,?,?,?)", [
+            db.executemany("INSERT INTO wakers VALUES (?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, w.task.pid, w.task.start_time_ns, w.waker.pid, w.waker.start_time_ns, w.waker_tgid,
-                 w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns) for w in iv.wakers])
+                 w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns, int(w.in_interrupt))
+                for w in iv.wakers])
             db.executemany("INSERT INTO migrations VALUES (?,?,?,?)", [(i, *m) for m in iv.migrations])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
@@ -244,23 +246,26 @@ class Recording:
             lambda r: OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9]))
         wakers = _group(self._rows(
             "SELECT idx, pid, start_ns, waker_pid, waker_start_ns, waker_tgid, waker_comm, waker_kstack, count, "
-            "total_ns FROM wakers WHERE idx BETWEEN ? AND ?", (first, hi)),
-            lambda r: WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9]))
+            "total_ns, in_interrupt FROM wakers WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9],
+                                 bool(r[10])))
         migrations = _group(self._rows(
             "SELECT idx, src, dst, count FROM migrations WHERE idx BETWEEN ? AND ?", (first, hi)),
             lambda r: (r[1], r[2], r[3]))
         programs = _group(self._rows(
             "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
             (first, hi)), lambda r: ProgramCost(*r[1:]))
-        for idx, start, end, wall, switches, cpu, health in self._rows(
-                "SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health FROM intervals "
+        for idx, start, end, wall, switches, cpu, health, kswitches in self._rows(
+                "SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health, kernel_switches "
+                "FROM intervals "
                 "WHERE idx BETWEEN ? AND ? ORDER BY idx", (first, hi)):
             try:
                 h = json.loads(health) if health else {}
             except ValueError as exc:
                 raise self._damaged(exc) from None
             yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
-                           wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu)
+                           wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
+                           kswitches or 0)
 
     def close(self) -> None:
         self.db.close()

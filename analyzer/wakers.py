@@ -2,8 +2,9 @@
 
 The waker is recorded at sched_waking, in the waker's context. When that
 context is an interrupt, the "current" task is whatever the interrupt landed
-on (often the idle task, pid 0, "swapper"), which is not who woke anybody: the
-waker's kernel stack tells the context apart.
+on (often the idle task, pid 0, "swapper"), which is not who woke anybody.
+The probe notes when it ran on an interrupt stack; the waker's kernel stack,
+when one was walked, tells a timer from a softirq from a device interrupt.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ _HARDIRQ = ("handle_irq_event", "__common_interrupt", "common_interrupt", "sysve
             "__sysvec_call_function", "generic_smp_call_function")
 
 
-def waker_context(waker_pid: int, stack: Stack | None) -> str:
-    """One of "task", "timer", "softirq", "irq"; "irq" also when an idle CPU woke a task with no stack."""
+def waker_context(waker_pid: int, stack: Stack | None, in_interrupt: bool = False) -> str:
+    """One of "task", "timer", "softirq", "irq"."""
     names = [f.symbol or "" for f in stack.frames] if stack else []
     # The innermost kind of frame wins: a timer callback runs inside the timer interrupt.
     for name in names:
@@ -30,11 +31,13 @@ def waker_context(waker_pid: int, stack: Stack | None) -> str:
             return "softirq"
         if name.startswith(_HARDIRQ):
             return "irq"
-    return "irq" if waker_pid == 0 else "task"
+    if in_interrupt or waker_pid == 0:
+        return "irq"
+    return "task"
 
 
-def waker_label(waker_pid: int, waker_comm: str, stack: Stack | None) -> str:
-    ctx = waker_context(waker_pid, stack)
+def waker_label(waker_pid: int, waker_comm: str, stack: Stack | None, in_interrupt: bool = False) -> str:
+    ctx = waker_context(waker_pid, stack, in_interrupt)
     if ctx == "task":
         return f"{waker_comm}[{waker_pid}]"
     if waker_pid == 0:

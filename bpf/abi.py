@@ -10,6 +10,8 @@ TASK_COMM_LEN = 16
 MAX_STACK_DEPTH = 64
 RUNQ_SLOTS = 40
 
+WAKER_IN_INTERRUPT = 1
+
 STACK_NONE = 0
 STACK_SHORT = 1
 STACK_RATE_LIMITED = 2
@@ -53,7 +55,7 @@ class OffcpuVal(ctypes.Structure):
 
 class WakerKey(ctypes.Structure):
     _fields_ = [("pid", u32), ("waker_pid", u32), ("start_ns", u64), ("waker_start_ns", u64),
-                ("waker_kstack", u64), ("waker_tgid", u32), ("pad", u32)]
+                ("waker_kstack", u64), ("waker_tgid", u32), ("waker_flags", u32)]
 
 
 class WakerVal(ctypes.Structure):
@@ -71,7 +73,8 @@ class SchedHealth(ctypes.Structure):
 
 class SchedConfig(ctypes.Structure):
     _fields_ = [("min_stack_ns", u64), ("targ_tgid", u32), ("nr_cpus", u32), ("user_stacks", u32),
-                ("kernel_stacks", u32), ("waker_stacks", u32), ("stack_walks_per_s", u32)]
+                ("kernel_stacks", u32), ("waker_stacks", u32), ("stack_walks_per_s", u32),
+                ("thread_size", u32), ("pad", u32)]
 
 
 # C struct name -> mirror, for the BTF size check.

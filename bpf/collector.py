@@ -122,6 +122,7 @@ class SchedCollector:
         self._last_ns = boottime_ns()
         self._last_cpu_ns = _own_cpu_ns()
         self._prev_cs = self._switches()
+        self._prev_ctxt = _proc_ctxt()
         return self.status
 
     def _configure(self, obj: BpfObject) -> None:
@@ -129,7 +130,7 @@ class SchedCollector:
         cfg = abi.SchedConfig(
             min_stack_ns=o.min_stack_ns, targ_tgid=o.targ_tgid, nr_cpus=self.nr_cpus,
             user_stacks=int(o.user_stacks), kernel_stacks=int(o.kernel_stacks), waker_stacks=int(o.waker_stacks),
-            stack_walks_per_s=o.stack_walks_per_s,
+            stack_walks_per_s=o.stack_walks_per_s, thread_size=_thread_size(),
         )
         image = obj.section_map(".rodata").initial_value()
         if len(image) < ctypes.sizeof(cfg):
@@ -200,14 +201,16 @@ class SchedCollector:
                 stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
         stacks = self._new_stacks(obj, stack_ids)
         cs = self._switches()
+        ctxt = _proc_ctxt()
         cpu_ns = _own_cpu_ns()
         interval = Interval(
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
             migrations=self._drain_matrix(obj), stacks=stacks, health=self._drain_health(obj),
             programs=self._drain_programs(obj), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
+            kernel_switches=ctxt - self._prev_ctxt,
         )
-        self._prev_cs, self._last_ns, self._last_cpu_ns = cs, end_ns, cpu_ns
+        self._prev_cs, self._last_ns, self._last_cpu_ns, self._prev_ctxt = cs, end_ns, cpu_ns, ctxt
         self._index += 1
         return interval
 
@@ -269,7 +272,8 @@ class SchedCollector:
             if v.count != pc:
                 out.append(WakerDelta(tid, TaskId(k.waker_pid, k.waker_start_ns), k.waker_tgid,
                                       v.waker_comm.decode(errors="replace"), k.waker_kstack,
-                                      v.count - pc, v.total_ns - pt))
+                                      v.count - pc, v.total_ns - pt,
+                                      bool(k.waker_flags & abi.WAKER_IN_INTERRUPT)))
             if tid in dead:
                 m.delete(kraw)
                 self._prev_wakers.pop(kraw, None)
@@ -385,6 +389,30 @@ def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None) -> Ta
     if prev is not None and d == TaskDelta(task=tid):
         return None
     return d
+
+
+def _proc_ctxt() -> int:
+    """The kernel's context switch count (sum of nr_switches), for comparison with ours."""
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("ctxt "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _thread_size() -> int:
+    """THREAD_SIZE: 16 KiB on x86-64 and arm64, doubled under KASAN."""
+    try:
+        with open("/proc/config.gz", "rb") as f:
+            import gzip
+            if b"CONFIG_KASAN=y" in gzip.decompress(f.read()):
+                return 32768
+    except OSError:
+        pass
+    return 16384
 
 
 def _own_cpu_ns() -> int:

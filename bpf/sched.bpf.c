@@ -23,6 +23,7 @@ const volatile struct sched_config cfg = {
 	.user_stacks = 1,
 	.kernel_stacks = 1,
 	.waker_stacks = 1,
+	.thread_size = 16384,
 };
 
 struct sched_health health = {};
@@ -404,6 +405,20 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	return 0;
 }
 
+/* Did the traced event happen on an interrupt stack? Hard interrupts (and the
+ * softirqs run on their way out) use per-CPU IRQ stacks, so an event outside
+ * the current task's kernel stack means the task was merely interrupted: it
+ * is not the waker. `ctx` is the argument array bpf_trace_run() builds on the
+ * traced context's stack; the program's own frame is no guide, as 6.13+ may
+ * give it a per-CPU private stack. No stack walk, no per-CPU symbol needed. */
+static __always_inline bool on_interrupt_stack(void *ctx, struct task_struct *cur)
+{
+	__u64 here = (__u64)ctx;
+	__u64 base = (__u64)cur->stack;
+
+	return here < base || here >= base + cfg.thread_size;
+}
+
 /* sched_waking runs in the waker's context (sched_wakeup often runs on the
  * target CPU with another task current), so the waker is recorded here, and
  * the wakee's blocked time ends here. */
@@ -438,6 +453,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 			.pid = p->pid, .start_ns = p->start_boottime,
 			.waker_pid = waker->pid, .waker_tgid = waker->tgid,
 			.waker_start_ns = waker->pid ? waker->start_boottime : 0,
+			.waker_flags = on_interrupt_stack(ctx, waker) ? WAKER_IN_INTERRUPT : 0,
 		};
 		struct waker_val *v, init = {};
 

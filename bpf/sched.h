@@ -72,8 +72,10 @@ struct waker_key {
 	__u64 waker_start_ns;
 	__u64 waker_kstack;
 	__u32 waker_tgid;
-	__u32 pad;
+	__u32 waker_flags; /* WAKER_* */
 };
+
+#define WAKER_IN_INTERRUPT 1 /* sched_waking ran on an interrupt stack, not the current task's */
 
 struct waker_val {
 	__u64 count;
@@ -112,6 +114,8 @@ struct sched_config {
 	__u32 kernel_stacks;
 	__u32 waker_stacks;
 	__u32 stack_walks_per_s; /* per CPU, all kinds together; 0 = no limit */
+	__u32 thread_size;       /* THREAD_SIZE: a task's kernel stack */
+	__u32 pad;
 };
 
 #endif

@@ -57,8 +57,8 @@ static void *writer(void *arg)
 		}
 	}
 
-	truth_read(&end); /* last thing before the print; see truth.h */
-	truth_print("pipe-writer", count, blocked_ns, &start, &end);
+	truth_read(&end); /* last thing before the record; see truth.h */
+	truth_record("pipe-writer", count, blocked_ns, &start, &end);
 	return NULL;
 }
 
@@ -86,8 +86,8 @@ static void *reader(void *arg)
 		}
 	}
 
-	truth_read(&end); /* last thing before the print; see truth.h */
-	truth_print("pipe-reader", count, blocked_ns, &start, &end);
+	truth_read(&end); /* last thing before the record; see truth.h */
+	truth_record("pipe-reader", count, blocked_ns, &start, &end);
 	return NULL;
 }
 
@@ -141,7 +141,8 @@ int main(int argc, char **argv)
 	close(pipefd[0]);
 	close(pipefd[1]);
 
-	truth_read(&end); /* last thing before the print; see truth.h */
-	truth_print("main", 2, blocked_ns, &start, &end);
+	truth_read(&end); /* last thing before the record; see truth.h */
+	truth_record("main", 2, blocked_ns, &start, &end);
+	truth_flush();
 	return 0;
 }

@@ -48,8 +48,8 @@ static void *sleeper(void *arg)
 		}
 	}
 
-	truth_read(&end); /* last thing before the print; see truth.h */
-	truth_print("sleeper", count, blocked_ns, &start, &end);
+	truth_read(&end); /* last thing before the record; see truth.h */
+	truth_record("sleeper", count, blocked_ns, &start, &end);
 	return NULL;
 }
 
@@ -92,7 +92,8 @@ int main(int argc, char **argv)
 	truth_join(thread, &sleeper_tid);
 	blocked_ns = truth_now_ns() - t0;
 
-	truth_read(&end); /* last thing before the print; see truth.h */
-	truth_print("main", 1, blocked_ns, &start, &end);
+	truth_read(&end); /* last thing before the record; see truth.h */
+	truth_record("main", 1, blocked_ns, &start, &end);
+	truth_flush();
 	return 0;
 }

@@ -17,17 +17,16 @@
  *     struct truth_snapshot start, end;
  *     truth_read(&start);
  *     ... the measured work; time each blocking call with truth_now_ns() and add it up ...
- *     truth_read(&end);                       // the last thing before the print
- *     truth_print("role", calls, blocked_ns, &start, &end);
+ *     truth_read(&end);                       // the last thing before the record
+ *     truth_record("role", calls, blocked_ns, &start, &end);
  *     return;
+ * and in main, once the threads are gone (truth_join), its own record and then truth_flush().
  *
- * The window: the end snapshot is taken BEFORE truth_print() locks the print mutex and writes to
- * stdout, so any blocking the print itself causes (waiting for the mutex held by another thread's
- * print, a write to a full pipe) falls outside [start, end].  Between the end snapshot and the
- * thread's exit there is nothing but the print.  A tracer that counts up to the thread's exit may
- * therefore see slightly more (the print, the exit path) than end - start; never less.
+ * The window: a worker's end snapshot is followed only by truth_record() (memory, two syscalls that
+ * never block) and its exit: no lock, no write, nothing that could wake another thread or wait.  A
+ * tracer that counts up to the thread's exit sees what [start, end] shows plus the exit path.
  *
- * truth_print() prints ONE JSON object on one line to stdout, serialized with a mutex and flushed:
+ * truth_flush() prints ONE JSON object per record, one per line, to stdout:
  *   {"role": str, "tid": int, "tgid": int, "comm": str, "calls": int, "blocked_ns": int,
  *    "start": {snapshot}, "end": {snapshot}}
  * with snapshot keys "voluntary_switches", "involuntary_switches", "nr_migrations", "run_ns",
@@ -63,7 +62,6 @@ struct truth_snapshot {
 	long long timeslices;           /* schedstat field 3: number of times run on a CPU */
 };
 
-static pthread_mutex_t truth_print_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 static inline long long truth_now_ns(void)
@@ -178,33 +176,64 @@ static void truth_json_snapshot(FILE *f, const struct truth_snapshot *s)
 		s->runq_wait_ns, s->timeslices);
 }
 
+/* One thread's report, kept in memory until truth_flush(). */
+struct truth_record {
+	const char *role;
+	long tid, tgid;
+	char comm[17];
+	long long calls, blocked_ns;
+	struct truth_snapshot start, end;
+};
+
+#define TRUTH_MAX_RECORDS 64
+static struct truth_record truth_records[TRUTH_MAX_RECORDS];
+static int truth_nrecords;
+
 /*
- * Prints the calling thread's truth as one JSON line on stdout (see the top of this file).
- * Take the end snapshot before calling this: the lock and the write are deliberately outside it.
+ * Keeps the calling thread's truth (see the top of this file) for truth_flush() to print. Take the
+ * end snapshot right before: what follows in a worker is only its return, so nothing (no lock, no
+ * write that might block or wake another thread) lies between its last snapshot and its exit.
  */
-static void truth_print(const char *role, long long calls, long long blocked_ns,
-			const struct truth_snapshot *start, const struct truth_snapshot *end)
+static void truth_record(const char *role, long long calls, long long blocked_ns,
+			 const struct truth_snapshot *start, const struct truth_snapshot *end)
 {
-	char comm[17] = "";
-	long tid = syscall(SYS_gettid);
-	long tgid = (long)getpid();
+	int i = __atomic_fetch_add(&truth_nrecords, 1, __ATOMIC_ACQ_REL);
+	struct truth_record *r;
 
-	if (prctl(PR_GET_NAME, comm, 0, 0, 0) != 0)
-		comm[0] = '\0';
-	comm[16] = '\0';
+	if (i >= TRUTH_MAX_RECORDS)
+		return;
+	r = &truth_records[i];
+	r->role = role;
+	r->tid = syscall(SYS_gettid);
+	r->tgid = (long)getpid();
+	if (prctl(PR_GET_NAME, r->comm, 0, 0, 0) != 0)
+		r->comm[0] = '\0';
+	r->comm[16] = '\0';
+	r->calls = calls;
+	r->blocked_ns = blocked_ns;
+	r->start = *start;
+	r->end = *end;
+}
 
-	pthread_mutex_lock(&truth_print_lock);
-	fputs("{\"role\": ", stdout);
-	truth_json_string(stdout, role);
-	fprintf(stdout, ", \"tid\": %ld, \"tgid\": %ld, \"comm\": ", tid, tgid);
-	truth_json_string(stdout, comm);
-	fprintf(stdout, ", \"calls\": %lld, \"blocked_ns\": %lld, \"start\": ", calls, blocked_ns);
-	truth_json_snapshot(stdout, start);
-	fputs(", \"end\": ", stdout);
-	truth_json_snapshot(stdout, end);
-	fputs("}\n", stdout);
+/* Prints every kept record, one JSON line each, from the main thread once the workers are gone. */
+static void truth_flush(void)
+{
+	int i, n = __atomic_load_n(&truth_nrecords, __ATOMIC_ACQUIRE);
+
+	for (i = 0; i < n && i < TRUTH_MAX_RECORDS; i++) {
+		const struct truth_record *r = &truth_records[i];
+
+		fputs("{\"role\": ", stdout);
+		truth_json_string(stdout, r->role);
+		fprintf(stdout, ", \"tid\": %ld, \"tgid\": %ld, \"comm\": ", r->tid, r->tgid);
+		truth_json_string(stdout, r->comm);
+		fprintf(stdout, ", \"calls\": %lld, \"blocked_ns\": %lld, \"start\": ", r->calls, r->blocked_ns);
+		truth_json_snapshot(stdout, &r->start);
+		fputs(", \"end\": ", stdout);
+		truth_json_snapshot(stdout, &r->end);
+		fputs("}\n", stdout);
+	}
 	fflush(stdout);
-	pthread_mutex_unlock(&truth_print_lock);
 }
 
 /*
@@ -234,7 +263,7 @@ static long truth_parse_positive(const char *prog, char opt, const char *arg, lo
  */
 static void truth_join(pthread_t thread, volatile pid_t *tid)
 {
-	struct timespec nap = { 0, 5 * 1000 * 1000 };
+	struct timespec nap = { 0, 20 * 1000 * 1000 }; /* rare wake-ups: little chance to preempt the exiting thread */
 	char path[64];
 
 	while (__atomic_load_n(tid, __ATOMIC_ACQUIRE) == 0)

@@ -1,0 +1,65 @@
+"""Shared fixtures. Tests that need BPF run for real on this kernel; they skip
+only where the kernel truly lacks what they need, and say which."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+STALLSCOPE = str(BIN / "stallscope")
+EXAMPLES = ROOT / "examples" / "bin"
+
+
+def _bpf_unavailable() -> str:
+    if os.geteuid() != 0:
+        return "needs root (CAP_BPF, CAP_PERFMON) to load BPF programs"
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        return "this kernel has no BTF (/sys/kernel/btf/vmlinux), which CO-RE needs"
+    return ""
+
+
+BPF_SKIP = _bpf_unavailable()
+needs_bpf = pytest.mark.skipif(bool(BPF_SKIP), reason=BPF_SKIP or "ok")
+
+
+def run_stallscope(*args, check=True, timeout=120, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run([STALLSCOPE, *args], capture_output=True, text=True, timeout=timeout, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"stallscope {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
+    return proc
+
+
+def example(name: str) -> str:
+    path = EXAMPLES / name
+    if not path.exists():
+        raise AssertionError(f"{path} is missing: `make install` builds the examples")
+    return str(path)
+
+
+def record_command(tmp_path: Path, argv: list[str], *extra: str) -> tuple[dict, list[dict], Path]:
+    """Record `argv` with stallscope; return the JSON export, the workload's truth lines, the file."""
+    out = tmp_path / "run.stall"
+    truth_file = tmp_path / "truth.jsonl"
+    with open(truth_file, "w") as stdout:
+        proc = subprocess.run([STALLSCOPE, "record", "-o", str(out), *extra, "--", *argv],
+                              stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(run_stallscope("export", str(out)).stdout)
+    truth = [json.loads(line) for line in truth_file.read_text().splitlines() if line.startswith("{")]
+    return doc, truth, out
+
+
+@pytest.fixture(scope="session")
+def perf_available() -> str:
+    perf = shutil.which("perf")
+    if not perf:
+        pytest.fail("perf is missing: `make install` installs linux-perf")
+    return perf
