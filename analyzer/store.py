@@ -182,6 +182,9 @@ class Recording:
         try:
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
             self.db.execute("PRAGMA query_only=1")
+            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "meta" not in tables:
+                raise StallscopeError(f"{path} is not a stallscope recording", "it is an SQLite database of something else")
             rows = dict(self.db.execute("SELECT key, value FROM meta"))
         except sqlite3.Error as exc:
             raise self._damaged(exc) from None

@@ -469,16 +469,22 @@ def _bpf_section(exp: Experiment) -> list[str]:
                       f"(median; {os.cpu_count()} CPUs)."]
         cpu = collector_cpu(overheads)
         if cpu:
-            lines.append(f"Collector (stallscope's user space, from attach to exit): {cpu[0]:.3f} CPU s per "
-                         f"wall s of the recording (median; min {cpu[1]:.3f}, max {cpu[2]:.3f}).")
+            lines.append(f"Collector (stallscope's user space, from attach to exit): "
+                         f"{statistics.median(o['collector_cpu_s'] for o in overheads):.3f} CPU s per run; "
+                         f"{cpu[0]:.3f} CPU s per second of the recording's duration (median; min {cpu[1]:.3f}, "
+                         f"max {cpu[2]:.3f}).")
         lines.append("")
     if lines:
         lines += ["Medians over runs. `run_time_ns` (kernel.bpf_stats) excludes the dispatch cost of calling "
                   "the program (tens of ns per event, measured for an empty program; not measured here), so the "
                   "true cost per event is somewhat higher. Events/s and the collector's share are over the "
                   "recording's duration, which is longer than the workload's Total time (it also covers the "
-                  "workload's set-up and exit and the final drain), so they understate the rate while the "
-                  "workload runs.", ""]
+                  "workload's set-up and exit), so they understate the rate while the "
+                  "workload runs. The recording's duration ends where its last interval does, when the final "
+                  "drain *starts*; the collector's CPU includes that drain (reading the maps, symbolising every "
+                  "new stack), which runs after the workload has exited. Its CPU per second of duration "
+                  "therefore overstates its load during the workload, and can exceed the number of CPUs for a "
+                  "short workload; the slowdown above is the measure of what it cost the workload.", ""]
     return lines
 
 

@@ -60,13 +60,14 @@ def check_privileges() -> None:
 
 
 def process_exists(pid: int) -> bool:
+    """Alive, not a zombie: a process that exited but is not yet reaped has nothing left to trace."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
         return False
-    except PermissionError:
-        return True
+    state = stat[stat.rfind(b")") + 2:][:1]
+    return state not in (b"Z", b"X")
 
 
 class Session:

@@ -50,7 +50,8 @@ def test_sleeping_thread_is_off_cpu_for_the_time_it_slept(sleeper_run):
     t = _truth(truth, "sleeper")
     ours = _task(doc, t["tid"])
     assert ours["offcpu_ns"] == pytest.approx(_blocked_not_queued(t), rel=0.02)
-    assert ours["offcpu_count"] == 100
+    # one off-CPU wait per block, and the kernel counts each block as a voluntary switch
+    assert ours["offcpu_count"] == t["end"]["voluntary_switches"] - t["start"]["voluntary_switches"]
 
 
 def test_sleep_is_attributed_to_the_nanosleep_stack(sleeper_run):
@@ -83,8 +84,11 @@ def test_pipe_reader_is_woken_by_the_writer_and_the_sleeper_by_a_timer(pipe_run,
     doc, truth, _ = sleeper_run
     ours = _task(doc, _truth(truth, "sleeper")["tid"])
     # A timer ends every sleep: an interrupt, never the task it happened to land on.
-    # (one may slip when its stack was not sampled and the interrupt ran on the task's stack)
-    assert sum(w["count"] for w in ours["wakers"] if w["context"] in ("timer", "irq")) >= ours["offcpu_count"] - 1
+    # A timer ends every sleep: an interrupt, never the task it happened to land on. On a saturated
+    # machine the timer softirq may run in ksoftirqd, which is then rightly the waker.
+    assert sum(w["count"] for w in ours["wakers"]) == ours["offcpu_count"]
+    for w in ours["wakers"]:
+        assert w["context"] in ("timer", "irq") or w["comm"].startswith("ksoftirqd"), w
 
 
 @pytest.mark.parametrize("role", ["sleeper", "pipe-reader", "pipe-writer"])
@@ -107,7 +111,7 @@ def test_run_queue_wait_matches_schedstat(role, sleeper_run, pipe_run):
     # thread's last moments after its final snapshot (print and exit).
     assert abs(ours["runq_wait_ns"] - t["end"]["runq_wait_ns"]) <= 0.05 * t["end"]["runq_wait_ns"] + 20_000
     # the measured wakeup-to-run latency histogram counts one entry per wakeup
-    assert sum(ours["runq_hist_log2_ns"].values()) >= 100
+    assert sum(ours["runq_hist_log2_ns"].values()) >= ours["offcpu_count"]
 
 
 def test_command_tasks_sum_to_wait4_rusage_for_threads(tmp_path, perf_available):

@@ -1,0 +1,51 @@
+"""The structs that cross the BPF/user boundary are mirrored once in Python; these
+tests hold the mirrors to the compiled objects' BTF and to the kernel's uapi."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from stallscope.bpf import abi
+from stallscope.bpf.libbpf import BpfProgInfo
+
+
+def _btf_structs(obj: str) -> dict:
+    bpftool = shutil.which("bpftool") or "/usr/sbin/bpftool"
+    out = subprocess.run([bpftool, "-j", "btf", "dump", "file", obj], capture_output=True, text=True, check=True)
+    return {t["name"]: t for t in json.loads(out.stdout)["types"] if t.get("kind") == "STRUCT" and t.get("name")}
+
+
+@pytest.mark.parametrize("name", sorted(abi.MIRRORS))
+def test_python_mirror_matches_the_objects_btf(name):
+    structs = _btf_structs(str(ROOT / "bpf" / "sched.bpf.o"))
+    assert name in structs, f"struct {name} is not in sched.bpf.o's BTF"
+    btf = structs[name]
+    mirror = abi.MIRRORS[name]
+    assert ctypes.sizeof(mirror) == btf["size"]
+    ours = [(f[0], getattr(mirror, f[0]).offset) for f in mirror._fields_]
+    theirs = [(m["name"], m["bits_offset"] // 8) for m in btf["members"]]
+    assert ours == theirs
+
+
+def test_prog_info_matches_the_uapi_header(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.fail("no C compiler: `make install` installs gcc")
+    src = tmp_path / "info.c"
+    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include <linux/bpf.h>\n'
+                   'int main(void){printf("%zu %zu %zu %zu\\n", offsetof(struct bpf_prog_info, run_time_ns),'
+                   'offsetof(struct bpf_prog_info, run_cnt), offsetof(struct bpf_prog_info, recursion_misses),'
+                   'sizeof(struct bpf_prog_info));return 0;}\n')
+    subprocess.run([cc, "-o", str(tmp_path / "info"), str(src)], check=True)
+    run_time, run_cnt, misses, size = map(int, subprocess.run([str(tmp_path / "info")], capture_output=True,
+                                                               text=True, check=True).stdout.split())
+    assert BpfProgInfo.run_time_ns.offset == run_time
+    assert BpfProgInfo.run_cnt.offset == run_cnt
+    assert BpfProgInfo.recursion_misses.offset == misses
+    assert ctypes.sizeof(BpfProgInfo) >= size

@@ -1,0 +1,112 @@
+"""The command line: help for every command, doctor, and clear one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import STALLSCOPE, needs_bpf, run_stallscope
+
+COMMANDS = ["top", "record", "export", "doctor"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command):
+    out = run_stallscope(command, "--help").stdout
+    assert f"stallscope {command}" in out
+
+
+def test_top_level_help_lists_the_commands():
+    out = run_stallscope("--help").stdout
+    for c in COMMANDS:
+        assert c in out
+
+
+@needs_bpf
+def test_doctor_reports_each_probe_with_its_mechanism():
+    proc = run_stallscope("doctor", "--json")
+    doc = json.loads(proc.stdout)
+    for group in ("offcpu", "runq", "switches", "wakers", "migrations"):
+        p = doc["probes"][group]
+        assert p["enabled"] is True and p["mechanism"] == "tp_btf", p
+    assert set(doc["mechanisms"]) >= {"tp_btf", "raw_tp", "fentry", "kprobe"}
+    for name in ("CAP_BPF", "CAP_PERFMON", "CAP_SYSLOG", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN"):
+        assert doc["privileges"][name]["ok"] is True
+
+
+@needs_bpf
+def test_doctor_text_names_what_is_off_and_why():
+    out = run_stallscope("doctor").stdout
+    assert "probe groups" in out and "offcpu" in out
+    mech = json.loads(run_stallscope("doctor", "--json").stdout)["mechanisms"]
+    for name, check in mech.items():
+        if not check["ok"]:
+            assert check["detail"] and check["detail"] in out
+
+
+def test_doctor_without_privileges_says_what_is_missing():
+    if os.geteuid() != 0:
+        proc = subprocess.run([STALLSCOPE, "doctor"], capture_output=True, text=True)
+    else:  # drop every capability and become nobody, as an unprivileged user would run it
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               "--inh-caps=-all", "--bounding-set=-all", STALLSCOPE, "doctor"],
+                              capture_output=True, text=True, env={"PATH": os.environ["PATH"], "HOME": "/tmp"})
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and "CAP_BPF" in errors[0] and "Traceback" not in proc.stderr
+
+
+def test_record_without_privileges_is_one_line():
+    if os.geteuid() != 0:
+        pytest.skip("runs as nobody from root")
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                           "--bounding-set=-all", STALLSCOPE, "record", "-o", "/tmp/never.stall", "-d", "1"],
+                          capture_output=True, text=True, env={"PATH": os.environ["PATH"], "HOME": "/tmp"})
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "missing CAP_BPF" in proc.stderr
+
+
+@needs_bpf
+def test_record_for_a_pid_that_does_not_exist():
+    proc = run_stallscope("record", "-o", "/tmp/never.stall", "-p", "4194303", "-d", "1", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "no process with PID 4194303" in proc.stderr
+
+
+@needs_bpf
+def test_record_stops_when_the_traced_process_exits(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "1.5"])
+    path = tmp_path / "p.stall"
+    proc = run_stallscope("record", "-o", str(path), "-p", str(sleeper.pid), "-i", "0.2", "-d", "30")
+    sleeper.wait()
+    assert f"process {sleeper.pid} exited" in proc.stderr
+    doc = json.loads(run_stallscope("export", str(path)).stdout)
+    assert {t["tgid"] for t in doc["tasks"]} == {sleeper.pid}
+
+
+@needs_bpf
+def test_record_into_a_missing_directory():
+    proc = run_stallscope("record", "-o", "/nonexistent/dir/x.stall", "-d", "1", check=False)
+    assert proc.returncode == 2 and "no directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args,words", [
+    (["record", "-o", "x.stall", "-d", "soon"], "not a duration"),
+    (["record", "-d", "5"], "required"),
+    (["export", "x.stall", "--format", "xml"], "invalid choice"),
+])
+def test_bad_arguments_are_explained(args, words):
+    proc = run_stallscope(*args, check=False)
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+@needs_bpf
+def test_top_prints_a_ranking_and_stops_after_n_refreshes():
+    proc = run_stallscope("top", "-n", "2", "-i", "0.3", timeout=60)
+    assert proc.stdout.count("stallscope top") == 2
+    assert "BLOCKER" in proc.stdout and "TASK" in proc.stdout
+    assert "\x1b[" not in proc.stdout  # not a terminal: plain frames, no escape codes

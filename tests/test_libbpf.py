@@ -1,0 +1,105 @@
+"""The ctypes binding over libbpf, with a small object compiled for the test."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT, needs_bpf
+from stallscope.bpf.libbpf import BpfError, BpfObject
+
+pytestmark = needs_bpf
+
+
+@pytest.fixture(scope="module")
+def probe_object(tmp_path_factory) -> str:
+    clang = shutil.which("clang")
+    if not clang:
+        pytest.fail("clang is missing: `make install` installs it")
+    out = tmp_path_factory.mktemp("bpf") / "ringbuf_probe.bpf.o"
+    subprocess.run([clang, "-g", "-O2", "-target", "bpf", "-D__TARGET_ARCH_x86", f"-I{ROOT / 'bpf'}",
+                    "-c", str(ROOT / "tests" / "bpf" / "ringbuf_probe.bpf.c"), "-o", str(out)], check=True)
+    return str(out)
+
+
+def test_missing_object_is_an_error_with_errno_text(tmp_path):
+    with pytest.raises(BpfError) as exc:
+        BpfObject(str(tmp_path / "absent.bpf.o"))
+    assert exc.value.errno == 2
+    assert "No such file" in str(exc.value)
+
+
+def test_maps_update_lookup_batch_and_delete(probe_object):
+    with BpfObject(probe_object) as obj:
+        obj.load()
+        m = obj.map("numbers")
+        for i in range(10):
+            m.update(i.to_bytes(8, "little"), (i * i).to_bytes(8, "little"))
+        items = {int.from_bytes(k, "little"): int.from_bytes(v, "little") for k, v in m.items_batch(chunk=3)}
+        assert items == {i: i * i for i in range(10)}
+        assert m.delete((3).to_bytes(8, "little"))
+        assert m.lookup((3).to_bytes(8, "little")) is None
+        assert sorted(int.from_bytes(k, "little") for k in m.keys()) == [i for i in range(10) if i != 3]
+
+
+def test_full_map_reports_the_kernels_error(probe_object):
+    with BpfObject(probe_object) as obj:
+        obj.load()
+        m = obj.map("numbers")
+        for i in range(16):
+            m.update(i.to_bytes(8, "little"), b"\0" * 8)
+        with pytest.raises(BpfError) as exc:
+            m.update((99).to_bytes(8, "little"), b"\0" * 8)
+        assert exc.value.errno == 7  # E2BIG
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the test program filters x86-64's getpid number")
+def test_ring_buffer_delivers_records_in_order(probe_object):
+    got = []
+    with BpfObject(probe_object) as obj:
+        image = obj.section_map(".rodata").initial_value()
+        ctypes.memmove(image, os.getpid().to_bytes(4, "little"), 4)
+        obj.load()
+        obj.attach(obj.program("on_sys_enter"))
+        rb = obj.ring_buffer("events", lambda data: got.append(int.from_bytes(data[8:16], "little")))
+        libc = ctypes.CDLL(None, use_errno=True)
+        for _ in range(5):
+            libc.syscall(39)  # getpid without glibc's cache
+        rb.poll(100)
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_program_stats_count_runs(probe_object):
+    from stallscope.bpf.libbpf import RunTimeStats
+
+    stats = RunTimeStats()
+    try:
+        with BpfObject(probe_object) as obj:
+            obj.load()
+            obj.attach(obj.program("on_sys_enter"))
+            for _ in range(20):
+                os.getppid()
+            s = obj.program("on_sys_enter").stats()
+    finally:
+        stats.close()
+    assert s.run_cnt >= 20
+    assert s.run_time_ns > 0
+    assert s.recursion_misses == 0
+
+
+def test_load_failure_quotes_the_reason(tmp_path, probe_object):
+    """A program for an attach point this kernel lacks fails with libbpf's words, not a bare errno."""
+    src = tmp_path / "bad.bpf.c"
+    src.write_text('#include "vmlinux.h"\n#include <bpf/bpf_helpers.h>\nchar LICENSE[] SEC("license") = "GPL";\n'
+                   'SEC("tp_btf/no_such_tracepoint_here") int p(void *ctx) { return 0; }\n')
+    obj_path = tmp_path / "bad.bpf.o"
+    subprocess.run(["clang", "-O2", "-target", "bpf", f"-I{ROOT / 'bpf'}", "-c", str(src), "-o", str(obj_path)],
+                   check=True)
+    with BpfObject(str(obj_path)) as obj, pytest.raises(BpfError) as exc:
+        obj.load()
+    assert "no_such_tracepoint_here" in exc.value.log

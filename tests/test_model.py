@@ -1,0 +1,152 @@
+"""Model, blockers, wakers, store and export on synthetic recordings: no kernel needed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from stallscope.analyzer import export
+from stallscope.analyzer.blockers import NO_STACK_LABELS, STACK_RATE_LIMITED, rank_blockers
+from stallscope.analyzer.load import load_model
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.sample import OffcpuDelta, TaskDelta, TaskId, TaskInfo
+from stallscope.analyzer.store import Recording, RecordingWriter
+from stallscope.analyzer.wakers import waker_context
+from synthetic import A, B, INFOS, PIPE, SEC, SLEEP, TIMER, interval, meta, two_interval_recording
+
+
+def _model(m, intervals):
+    stacks = {s.id: s for iv in intervals for s in iv.stacks}
+    infos = {t.task: t for iv in intervals for t in iv.task_info}
+    return Model.from_intervals(m, intervals, infos, stacks)
+
+
+def test_totals_are_the_sum_of_the_intervals():
+    model = _model(*two_interval_recording())
+    a = model.tasks[A]
+    assert a.offcpu_ns == 1_700_000_000 and a.offcpu_count == 85 and a.voluntary_switches == 85
+    assert a.offcpu_max_ns == 20_000_000  # the rise recorded in the first interval
+    assert model.duration_s == 2.0 and model.switches_per_s == 1000
+    assert model.matrix[0][1] == 1
+
+
+def test_blockers_rank_causes_by_the_innermost_meaningful_frame():
+    model = _model(*two_interval_recording())
+    blockers = rank_blockers(model)
+    assert [b.cause for b in blockers] == ["do_nanosleep", "anon_pipe_read"]
+    assert blockers[0].total_ns == 1_700_000_000 and blockers[0].count == 85
+    assert round(blockers[0].share_pct + blockers[1].share_pct) == 100
+    assert blockers[0].tasks == (A,)
+
+
+def test_unsampled_waits_are_shared_by_the_tasks_sampled_causes_and_marked_estimated():
+    m, ivs = two_interval_recording()
+    unsampled_only = TaskId(7, 1)
+    extra = interval(2, offcpu=(OffcpuDelta(B, 100, 1, STACK_RATE_LIMITED, 0, 10, 100_000_000, 0),
+                                OffcpuDelta(unsampled_only, 7, 1, STACK_RATE_LIMITED, 0, 1, 5, 0)),
+                     tasks=(TaskDelta(B, offcpu_ns=100_000_000, offcpu_count=10),))
+    model = _model(m, ivs + [extra])
+    by = {b.cause: b for b in rank_blockers(model)}
+    assert by["anon_pipe_read"].total_ns == 600_000_000
+    assert by["anon_pipe_read"].estimated_ns == 100_000_000
+    # a task with no sampled stack at all keeps an honest label
+    assert by[NO_STACK_LABELS[STACK_RATE_LIMITED]].tasks == (unsampled_only,)
+    # per-task totals are never touched by the estimate
+    assert model.tasks[B].offcpu_ns == 600_000_000
+
+
+def test_waker_context_comes_from_the_stack_or_the_interrupt_flag():
+    assert waker_context(0, TIMER) == "timer"
+    assert waker_context(1234, TIMER) == "timer"  # a timer interrupt that landed on a task
+    assert waker_context(1234, None, in_interrupt=True) == "irq"
+    assert waker_context(0, None) == "irq"  # the idle task never wakes anybody by itself
+    assert waker_context(1234, PIPE) == "task"
+
+
+def test_store_round_trip_keeps_everything(tmp_path):
+    m, ivs = two_interval_recording()
+    path = tmp_path / "syn.stall"
+    w = RecordingWriter(str(path), m)
+    for iv in ivs:
+        w.append(iv)
+    w.close()
+    rec = Recording(str(path))
+    assert rec.meta == m
+    assert rec.stacks()[SLEEP.id] == SLEEP
+    assert rec.tasks()[A] == INFOS[0]
+    back = list(rec.intervals())
+    assert [iv.tasks for iv in back] == [iv.tasks for iv in ivs]
+    assert [iv.offcpu for iv in back] == [iv.offcpu for iv in ivs]
+    assert [iv.wakers for iv in back] == [iv.wakers for iv in ivs]
+    assert load_model(str(path)).tasks == _model(m, ivs).tasks
+
+
+def test_stack_ids_above_2_63_survive_the_store(tmp_path):
+    m, _ = two_interval_recording()
+    big = type(SLEEP)(0xF000000000000001, "kernel", SLEEP.frames)
+    iv = interval(0, stacks=(big,), offcpu=(OffcpuDelta(A, 100, 1, big.id, 0, 1, 10, 10),))
+    w = RecordingWriter(str(tmp_path / "big.stall"), m)
+    w.append(iv)
+    w.close()
+    rec = Recording(str(tmp_path / "big.stall"))
+    assert big.id in rec.stacks()
+    assert next(rec.intervals()).offcpu[0].kstack == big.id
+
+
+def test_json_export_has_the_documented_keys():
+    doc = export.to_json_doc(_model(*two_interval_recording()))
+    assert doc["format"] == "stallscope" and doc["version"] == 1
+    assert {"kernel", "cpus", "duration_s", "probes"} <= set(doc["meta"])
+    assert doc["meta"]["probes"]["offcpu"] == {"enabled": True, "mechanism": "tp_btf", "reason": ""}
+    task_keys = {"pid", "tgid", "start_time_ns", "comm", "offcpu_ns", "runq_wait_ns", "voluntary_switches",
+                 "involuntary_switches", "migrations", "causes"}
+    for t in doc["tasks"]:
+        assert task_keys <= set(t)
+        for c in t["causes"]:
+            assert set(c) == {"cause", "total_ns"}
+    for b in doc["blockers"]:
+        assert {"cause", "total_ns", "count", "max_ns", "share_pct", "tasks", "stack"} <= set(b)
+    for key in ("locks", "slab", "recommendations"):
+        assert doc[key] == []
+    assert doc["migrations"]["matrix"] == [[0, 1], [0, 0]]
+    json.dumps(doc)  # serialisable
+
+
+def test_json_export_is_deterministic():
+    model = _model(*two_interval_recording())
+    assert export.to_json(model) == export.to_json(model)
+
+
+def test_wakers_of_a_task_group_interrupts_by_context():
+    doc = export.to_json_doc(_model(*two_interval_recording()))
+    a = next(t for t in doc["tasks"] if t["pid"] == A.pid)
+    b = next(t for t in doc["tasks"] if t["pid"] == B.pid)
+    assert a["wakers"] == [{"pid": 0, "tgid": 0, "comm": "", "context": "timer", "count": 40, "total_ns": 800_000_000}]
+    assert b["wakers"][0]["pid"] == A.pid and b["wakers"][0]["context"] == "task"
+
+
+def test_folded_export_is_outermost_first_with_kernel_markers():
+    lines = export.to_folded(_model(*two_interval_recording())).splitlines()
+    assert "sleeper;__x64_sys_clock_nanosleep+0x10_[k];hrtimer_nanosleep+0x10_[k];do_nanosleep+0x10_[k];" \
+           "schedule+0x10_[k];__schedule+0x10_[k] 1700000000" in lines
+    for line in lines:
+        stack, value = line.rsplit(" ", 1)
+        assert int(value) > 0 and " " not in stack
+
+
+def test_process_tree_of_a_command():
+    m, ivs = two_interval_recording()
+    child = TaskId(200, 9 * SEC)
+    ivs[0] = interval(0, task_info=INFOS + (TaskInfo(child, 200, 100, "child"),), tasks=ivs[0].tasks + (
+        TaskDelta(child, voluntary_switches=1),))
+    model = _model(m, ivs)
+    assert model.descendants(100) == {A, B, child}
+    assert model.descendants(200) == {child}
+
+
+def test_analyzer_never_imports_textual_or_jinja2():
+    code = ("import sys, stallscope.analyzer.export, stallscope.analyzer.load, stallscope.analyzer.blockers;"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'jinja2')]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
