@@ -11,6 +11,7 @@
 
 #define TASK_RUNNING 0
 #define TASK_DEAD 0x80
+#define TASK_WAKING 0x200
 #define EXIT_DEAD 0x10
 #define STATE_MASK 0xfff
 #define E2BIG 7
@@ -307,6 +308,13 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 	if (prev->__state == TASK_RUNNING) {
 		st->runq_ts = now;
 		st->runq_from_wakeup = 0;
+	} else if (prev->__state & TASK_WAKING) {
+		/* Dequeued, then woken before this tracepoint: a block of ~0 ns that
+		 * the kernel counts as voluntary. sched_waking has passed; the
+		 * coming sched_wakeup starts its run-queue wait. */
+		st->woken = 1;
+		if (s)
+			__sync_fetch_and_add(&s->offcpu_count, 1);
 	} else if (!preempt) {
 		st->block_ts = now;
 		st->state = prev_state & STATE_MASK;
@@ -419,6 +427,26 @@ static __always_inline bool on_interrupt_stack(void *ctx, struct task_struct *cu
 	return here < base || here >= base + cfg.thread_size;
 }
 
+/* An interrupt that arrives from user mode runs on the task's own stack (x86
+ * call_on_irqstack_cond() switches only from kernel mode), with its pt_regs
+ * at the top of that stack: system-vector entries (the APIC timer, IPIs)
+ * store orig_ax = -1 there, where a task in a system call has its syscall
+ * number. (Device interrupts from user mode keep their vector there and are
+ * told apart only by the waker's stack.) */
+static __always_inline bool interrupted_user_mode(struct task_struct *cur)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct pt_regs *regs;
+
+	if (!cur->mm)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+	return regs && (long)regs->orig_ax < 0;
+#else
+	return false;
+#endif
+}
+
 /* sched_waking runs in the waker's context (sched_wakeup often runs on the
  * target CPU with another task current), so the waker is recorded here, and
  * the wakee's blocked time ends here. */
@@ -453,7 +481,8 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 			.pid = p->pid, .start_ns = p->start_boottime,
 			.waker_pid = waker->pid, .waker_tgid = waker->tgid,
 			.waker_start_ns = waker->pid ? waker->start_boottime : 0,
-			.waker_flags = on_interrupt_stack(ctx, waker) ? WAKER_IN_INTERRUPT : 0,
+			.waker_flags = (on_interrupt_stack(ctx, waker) || interrupted_user_mode(waker)) ?
+				       WAKER_IN_INTERRUPT : 0,
 		};
 		struct waker_val *v, init = {};
 
