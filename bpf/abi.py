@@ -24,6 +24,7 @@ TS_EXITING = 4
 TS_DEAD = 8
 TS_NEW = 16
 TS_NO_SCHED_INFO = 32
+TS_REAP_RESOLVED = 64
 
 u32, u64 = ctypes.c_uint32, ctypes.c_uint64
 
@@ -68,7 +69,8 @@ class Stack(ctypes.Structure):
 
 class SchedHealth(ctypes.Structure):
     _fields_ = [("task_map_full", u64), ("offcpu_map_full", u64), ("waker_map_full", u64),
-                ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("stacks_rate_limited", u64)]
+                ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("stacks_rate_limited", u64),
+                ("reap_unresolved", u64), ("reap_pending", u64), ("reap_exact", u64), ("reap_after_read", u64)]
 
 
 class SchedConfig(ctypes.Structure):

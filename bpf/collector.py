@@ -60,6 +60,7 @@ PROGRAM_GROUPS = {
     "sched_wakeup_new": "runq",
     "sched_migrate_task": "migrations",
     "sched_process_exit": "offcpu",
+    "sched_process_wait": "switches",
 }
 SCHED_GROUPS = ("offcpu", "runq", "switches", "wakers", "migrations")
 
@@ -176,7 +177,7 @@ class SchedCollector:
         return {
             "offcpu": status(["sched_switch", "sched_waking"]),
             "runq": status(["sched_switch", "sched_wakeup", "sched_wakeup_new"]),
-            "switches": status(["sched_switch"]),
+            "switches": status(["sched_switch", "sched_process_wait"]),
             "wakers": waker,
             "migrations": status(["sched_migrate_task"]),
         }

@@ -89,6 +89,20 @@ struct {
 	__type(value, __u64);
 } migration_matrix SEC(".maps");
 
+/* Children's switch totals a process had folded into its rusage (signal->cnvcsw,
+ * cnivcsw) when its current do_wait() began: tgid -> counters. */
+struct reaper_mark {
+	__u64 cnvcsw;
+	__u64 cnivcsw;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct reaper_mark);
+} reaper_marks SEC(".maps");
+
 /* per-CPU scratch buffer for stack walks (too large for the BPF stack) */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -262,6 +276,59 @@ static __always_inline void update_max(__u64 *max, __u64 v)
 		*max = v;
 }
 
+/* The last switch of a process leader whose parent has already claimed it
+ * (EXIT_DEAD): whether the parent's rusage includes this switch depends on
+ * whether its read of our counters came before or after their increment,
+ * which the kernel does not order. The parent's children totals change only
+ * when it reaps, at most one child per do_wait(): unchanged since its do_wait
+ * began, the parent has yet to read (and will see this switch); changed, the
+ * change is exactly what it folded in: our counters then are that, less
+ * what our own signal_struct contributed (dead threads, reaped children). */
+static __always_inline void final_switch_of_reaped_leader(struct task_struct *prev, struct task_stats *s)
+{
+	struct task_struct *parent = prev->real_parent;
+	struct reaper_mark *mark;
+	__u32 ptgid;
+	__u64 now_v, now_iv, v, iv;
+
+	s->nvcsw = prev->nvcsw;
+	s->nivcsw = prev->nivcsw;
+	if (!parent)
+		goto unresolved;
+	ptgid = parent->tgid;
+	mark = bpf_map_lookup_elem(&reaper_marks, &ptgid);
+	if (!mark)
+		goto unresolved;
+	now_v = parent->signal->cnvcsw;
+	now_iv = parent->signal->cnivcsw;
+	if (now_v == mark->cnvcsw && now_iv == mark->cnivcsw && prev->sighand) {
+		/* not read yet (release_task(), which clears sighand, follows the
+		 * read): the parent will see this switch */
+		__sync_fetch_and_add(&health.reap_pending, 1);
+		return;
+	}
+	v = now_v - mark->cnvcsw - prev->signal->nvcsw - prev->signal->cnvcsw;
+	iv = now_iv - mark->cnivcsw - prev->signal->nivcsw - prev->signal->cnivcsw;
+	if (v + 1 >= s->nvcsw && v <= s->nvcsw && iv + 1 >= s->nivcsw && iv <= s->nivcsw) {
+		/* the mark is that of the do_wait() that reaped us: exact */
+		s->nvcsw = v;
+		s->nivcsw = iv;
+		s->flags |= TS_REAP_RESOLVED;
+		__sync_fetch_and_add(&health.reap_exact, 1);
+		return;
+	}
+	/* The parent has finished reaping us and begun another do_wait(): its
+	 * read came before this switch, which waited (in the run queue, say)
+	 * while the parent moved on. The final switch is voluntary. */
+	if (s->nvcsw > 0)
+		s->nvcsw -= 1;
+	s->flags |= TS_REAP_RESOLVED;
+	__sync_fetch_and_add(&health.reap_after_read, 1);
+	return;
+unresolved:
+	__sync_fetch_and_add(&health.reap_unresolved, 1);
+}
+
 static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_struct *prev,
 					  unsigned int prev_state, __u64 now)
 {
@@ -276,10 +343,14 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 		 * A thread that is not its process's leader sets EXIT_DEAD and
 		 * releases itself (release_task() folds its counts into the
 		 * process's rusage) before its last switches, so the kernel never
-		 * counts those: neither do we. A leader is reaped by its parent,
-		 * whose read of the counters follows its own EXIT_DEAD cmpxchg and
-		 * in practice the zombie's final switch: those are counted. */
-		if (!((prev->exit_state & EXIT_DEAD) && prev->pid != prev->tgid)) {
+		 * counts those: neither do we. A leader is reaped by its parent:
+		 * see final_switch_of_reaped_leader(). */
+		if (!(prev->exit_state & EXIT_DEAD)) {
+			s->nvcsw = prev->nvcsw;
+			s->nivcsw = prev->nivcsw;
+		} else if (prev->pid == prev->tgid && (prev_state & TASK_DEAD)) {
+			final_switch_of_reaped_leader(prev, s);
+		} else if (prev->pid == prev->tgid) {
 			s->nvcsw = prev->nvcsw;
 			s->nivcsw = prev->nivcsw;
 		}
@@ -581,6 +652,21 @@ int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
 		if (cell)
 			__sync_fetch_and_add(cell, 1);
 	}
+	return 0;
+}
+
+/* do_wait() begins: remember what this process's rusage holds of its children. */
+SEC("tp_btf/sched_process_wait")
+int BPF_PROG(sched_process_wait, struct pid *pid)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct reaper_mark mark = {
+		.cnvcsw = cur->signal->cnvcsw,
+		.cnivcsw = cur->signal->cnivcsw,
+	};
+	__u32 tgid = cur->tgid;
+
+	bpf_map_update_elem(&reaper_marks, &tgid, &mark, BPF_ANY);
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #define TS_DEAD         8 /* final switch-out seen: this entry will not change again */
 #define TS_NEW          16 /* created after the probes were attached (sched_wakeup_new) */
 #define TS_NO_SCHED_INFO 32 /* kernel without CONFIG_SCHED_INFO: run_delay unavailable */
+#define TS_REAP_RESOLVED 64 /* final switch counted as the reaping parent folded it into rusage */
 
 /* Identity of a task: PID reuse never merges two tasks. */
 struct task_key {
@@ -103,6 +104,10 @@ struct sched_health {
 	__u64 stack_errors;
 	__u64 storage_errors;
 	__u64 stacks_rate_limited;
+	__u64 reap_unresolved;   /* a zombie leader's final switch raced its reaper and could not be resolved */
+	__u64 reap_pending;      /* ... its parent had yet to read its counters */
+	__u64 reap_exact;        /* ... its parent's read was measured */
+	__u64 reap_after_read;   /* ... its parent had read them and moved on */
 };
 
 /* Load-time knobs (.rodata). */
