@@ -146,6 +146,11 @@ class Model:
             info = task_info.get(tid) or TaskInfo(tid, 0, 0, "?")
             hist = tuple(t.pop("hist"))
             totals[tid] = TaskTotals(info=info, runq_hist=hist, **t)
+        # a wait is attributed at the switch-in after its wakeup, possibly an interval later
+        # than the task's own totals moved: such a task is still named
+        for (tid, tgid, *_rest) in waits:
+            if tid not in totals:
+                totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, "?"))
         return cls(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
             waits=tuple(StackWait(tid, tgid, state, stacks.get(k), stacks.get(u), *v, kstack_id=k, ustack_id=u)

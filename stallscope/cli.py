@@ -197,7 +197,7 @@ def cmd_top(args) -> int:
     from stallscope.tui.text import LiveText
 
     options = _session_options(args, command=[], duration_s=None, max_intervals=args.iterations)
-    view = LiveText(rows=args.rows, out=sys.stdout)
+    view = LiveText(rows=args.rows, out=sys.stdout, hide_tgid=os.getpid())
     Session(options).run(view.start, view.update)
     return 0
 

@@ -20,7 +20,10 @@ def _clean(text: str) -> str:
 
 
 class LiveText:
-    def __init__(self, rows: int = 15, out=None):
+    """`hide_tgid`: stallscope's own process, whose cost the status line shows instead."""
+
+    def __init__(self, rows: int = 15, out=None, hide_tgid: int | None = None):
+        self.hide_tgid = hide_tgid
         self.rows = rows
         self.out = out
         self.meta: RecordingMeta | None = None
@@ -51,12 +54,14 @@ class LiveText:
         if lost:
             lines.append("  lost: " + ", ".join(f"{k}={v}" for k, v in sorted(lost.items())) + "\n")
         lines.append(f"\n{'BLOCKER (innermost wait frame)':<40} {'WAIT/s':>9} {'SHARE':>6} {'COUNT':>7} {'MAX':>9}  TASKS\n")
-        for b in rank_blockers(model)[: self.rows]:
+        shown = {t for t in model.tasks if model.tasks[t].info.tgid != self.hide_tgid}
+        for b in rank_blockers(model, shown)[: self.rows]:
             names = ", ".join(sorted({_clean(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
             lines.append(f"{_clean(b.cause)[:40]:<40} {fmt_ns(b.total_ns / secs):>9} {b.share_pct:5.1f}% "
                          f"{b.count:>7} {fmt_ns(b.max_ns):>9}  {names[:60]}\n")
         lines.append(f"\n{'TASK':<22} {'PID':>7} {'OFF-CPU/s':>10} {'RUNQ/s':>9} {'VCS':>6} {'IVCS':>6} {'MIGR':>5}\n")
-        ranked = sorted(model.tasks.values(), key=lambda t: -(t.offcpu_ns + t.runq_wait_ns))
+        ranked = sorted((t for t in model.tasks.values() if t.info.tgid != self.hide_tgid),
+                        key=lambda t: -(t.offcpu_ns + t.runq_wait_ns))
         for t in ranked[: self.rows]:
             lines.append(f"{_clean(t.info.comm)[:22]:<22} {t.task.pid:>7} {fmt_ns(t.offcpu_ns / secs):>10} "
                          f"{fmt_ns(t.runq_wait_ns / secs):>9} {t.voluntary_switches:>6} "
