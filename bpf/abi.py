@@ -70,7 +70,8 @@ class Stack(ctypes.Structure):
 class SchedHealth(ctypes.Structure):
     _fields_ = [("task_map_full", u64), ("offcpu_map_full", u64), ("waker_map_full", u64),
                 ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("stacks_rate_limited", u64),
-                ("reap_unresolved", u64), ("reap_pending", u64), ("reap_exact", u64), ("reap_after_read", u64)]
+                ("reap_unresolved", u64), ("reap_pending", u64), ("reap_exact", u64), ("reap_after_read", u64),
+                ("waking_unknown", u64), ("waking_unblocked", u64)]
 
 
 class SchedConfig(ctypes.Structure):

@@ -186,11 +186,15 @@ class SchedCollector:
     def drain(self) -> Interval:
         assert self.obj is not None, "start() first"
         obj = self.obj
-        start_ns, end_ns = self._last_ns, boottime_ns()
-        wall_start = time.time() - (end_ns - start_ns) / 1e9
         tasks, infos, dead = self._drain_tasks(obj)
         offcpu = self._drain_offcpu(obj, dead)
         wakers = self._drain_wakers(obj, dead)
+        cs = self._switches()
+        ctxt = _proc_ctxt()
+        # The interval ends when its data has been read, not when the drain began: a collector
+        # starved of CPU on a loaded machine must not date late data early.
+        start_ns, end_ns = self._last_ns, boottime_ns()
+        wall_start = time.time() - (end_ns - start_ns) / 1e9
         stack_ids: dict[int, tuple[str, int]] = {}
         for o in offcpu:
             if o.kstack >= abi.STACK_ID_MIN:
@@ -201,8 +205,6 @@ class SchedCollector:
             if w.waker_kstack >= abi.STACK_ID_MIN:
                 stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
         stacks = self._new_stacks(obj, stack_ids)
-        cs = self._switches()
-        ctxt = _proc_ctxt()
         cpu_ns = _own_cpu_ns()
         interval = Interval(
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,

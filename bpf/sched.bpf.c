@@ -90,18 +90,32 @@ struct {
 } migration_matrix SEC(".maps");
 
 /* Children's switch totals a process had folded into its rusage (signal->cnvcsw,
- * cnivcsw) when its current do_wait() began: tgid -> counters. */
-struct reaper_mark {
-	__u64 cnvcsw;
-	__u64 cnivcsw;
+ * cnivcsw) when each of its last REAPER_MARKS do_wait() calls began: tgid -> ring.
+ * A parent reaping in a tight loop takes a few microseconds a child while a
+ * zombie may wait hundreds in the run queue for its last switch: keep many. */
+#define REAPER_MARKS 128
+
+struct reaper_marks {
+	__u64 cnvcsw[REAPER_MARKS];
+	__u64 cnivcsw[REAPER_MARKS];
+	__u32 next; /* slot of the next mark; marks are next-REAPER_MARKS .. next-1 */
+	__u32 pad;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 1024); /* processes that wait for children: ~2 KiB each */
 	__type(key, __u32);
-	__type(value, struct reaper_mark);
+	__type(value, struct reaper_marks);
 } reaper_marks SEC(".maps");
+
+/* an all-zero reaper_marks to create entries from (too large for the BPF stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct reaper_marks);
+} reaper_marks_zero SEC(".maps");
 
 /* per-CPU scratch buffer for stack walks (too large for the BPF stack) */
 struct {
@@ -280,52 +294,64 @@ static __always_inline void update_max(__u64 *max, __u64 v)
  * (EXIT_DEAD): whether the parent's rusage includes this switch depends on
  * whether its read of our counters came before or after their increment,
  * which the kernel does not order. The parent's children totals change only
- * when it reaps, at most one child per do_wait(): unchanged since its do_wait
- * began, the parent has yet to read (and will see this switch); changed, the
- * change is exactly what it folded in: our counters then are that, less
- * what our own signal_struct contributed (dead threads, reaped children). */
+ * when it reaps, one child per do_wait(), and sched_process_wait marks them
+ * as each do_wait() begins. The step between two consecutive marks (or the
+ * last mark and now) that equals our contribution, with or without this
+ * switch, is the reap of us, and says which the parent read. Unchanged since
+ * the last mark, with our sighand not yet released: the parent reads later
+ * and sees this switch. */
 static __always_inline void final_switch_of_reaped_leader(struct task_struct *prev, struct task_stats *s)
 {
 	struct task_struct *parent = prev->real_parent;
-	struct reaper_mark *mark;
-	__u32 ptgid;
-	__u64 now_v, now_iv, v, iv;
+	struct reaper_marks *m;
+	__u64 own_v, own_iv, prev_v, prev_iv, step_v, step_iv;
+	__u32 ptgid, i, slot, found = 0;
 
 	s->nvcsw = prev->nvcsw;
 	s->nivcsw = prev->nivcsw;
 	if (!parent)
 		goto unresolved;
 	ptgid = parent->tgid;
-	mark = bpf_map_lookup_elem(&reaper_marks, &ptgid);
-	if (!mark)
+	m = bpf_map_lookup_elem(&reaper_marks, &ptgid);
+	if (!m)
 		goto unresolved;
-	now_v = parent->signal->cnvcsw;
-	now_iv = parent->signal->cnivcsw;
-	if (now_v == mark->cnvcsw && now_iv == mark->cnivcsw && prev->sighand) {
-		/* not read yet (release_task(), which clears sighand, follows the
-		 * read): the parent will see this switch */
+	own_v = prev->signal->nvcsw + prev->signal->cnvcsw;
+	own_iv = prev->signal->nivcsw + prev->signal->cnivcsw;
+	slot = (m->next + REAPER_MARKS - 1) % REAPER_MARKS;
+	if (parent->signal->cnvcsw == m->cnvcsw[slot & (REAPER_MARKS - 1)] &&
+	    parent->signal->cnivcsw == m->cnivcsw[slot & (REAPER_MARKS - 1)] && prev->sighand) {
 		__sync_fetch_and_add(&health.reap_pending, 1);
 		return;
 	}
-	v = now_v - mark->cnvcsw - prev->signal->nvcsw - prev->signal->cnvcsw;
-	iv = now_iv - mark->cnivcsw - prev->signal->nivcsw - prev->signal->cnivcsw;
-	if (v + 1 >= s->nvcsw && v <= s->nvcsw && iv + 1 >= s->nivcsw && iv <= s->nivcsw) {
-		/* the mark is that of the do_wait() that reaped us: exact */
-		s->nvcsw = v;
-		s->nivcsw = iv;
-		s->flags |= TS_REAP_RESOLVED;
-		__sync_fetch_and_add(&health.reap_exact, 1);
-		return;
+	/* newest step first: now - last mark, then between older marks */
+	prev_v = parent->signal->cnvcsw;
+	prev_iv = parent->signal->cnivcsw;
+	for (i = 1; i <= REAPER_MARKS; i++) {
+		slot = (m->next + REAPER_MARKS - i) % REAPER_MARKS;
+		step_v = prev_v - m->cnvcsw[slot & (REAPER_MARKS - 1)];
+		step_iv = prev_iv - m->cnivcsw[slot & (REAPER_MARKS - 1)];
+		if (step_iv == own_iv + s->nivcsw && step_v == own_v + s->nvcsw) {
+			found = 1; /* read after this switch */
+			break;
+		}
+		if (step_iv == own_iv + s->nivcsw && step_v + 1 == own_v + s->nvcsw) {
+			found = 2; /* read before it */
+			break;
+		}
+		prev_v = m->cnvcsw[slot & (REAPER_MARKS - 1)];
+		prev_iv = m->cnivcsw[slot & (REAPER_MARKS - 1)];
 	}
-	/* The parent has finished reaping us and begun another do_wait(): its
-	 * read came before this switch, which waited (in the run queue, say)
-	 * while the parent moved on. The final switch is voluntary. */
-	if (s->nvcsw > 0)
+	if (!found)
+		goto unresolved;
+	if (found == 2)
 		s->nvcsw -= 1;
 	s->flags |= TS_REAP_RESOLVED;
-	__sync_fetch_and_add(&health.reap_after_read, 1);
+	__sync_fetch_and_add(found == 1 ? &health.reap_exact : &health.reap_after_read, 1);
 	return;
 unresolved:
+	/* No step matches (the reap is older than the marks kept, or threads of
+	 * the parent reaped at once, or we were preempted after the read): the
+	 * switch stays counted, and the count says how often that happened. */
 	__sync_fetch_and_add(&health.reap_unresolved, 1);
 }
 
@@ -348,17 +374,18 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 		if (!(prev->exit_state & EXIT_DEAD)) {
 			s->nvcsw = prev->nvcsw;
 			s->nivcsw = prev->nivcsw;
+			/* schedstat's run_delay, updated at the task's last arrival; its
+			 * clock skips the update after a wakeup preemption
+			 * (rq_clock_skip_update), so it can be lower than runq_ns.
+			 * Like the switch counts, it stops once the task is released. */
+			if (bpf_core_field_exists(prev->sched_info))
+				s->run_delay = BPF_CORE_READ(prev, sched_info.run_delay);
 		} else if (prev->pid == prev->tgid && (prev_state & TASK_DEAD)) {
 			final_switch_of_reaped_leader(prev, s);
 		} else if (prev->pid == prev->tgid) {
 			s->nvcsw = prev->nvcsw;
 			s->nivcsw = prev->nivcsw;
 		}
-		/* schedstat's run_delay, updated at the task's last arrival; its
-		 * clock skips the update after a wakeup preemption
-		 * (rq_clock_skip_update), so it can be lower than runq_ns. */
-		if (bpf_core_field_exists(prev->sched_info))
-			s->run_delay = BPF_CORE_READ(prev, sched_info.run_delay);
 		if (prev_state & TASK_DEAD)
 			s->flags |= TS_DEAD;
 		s->last_cpu = bpf_get_smp_processor_id();
@@ -532,8 +559,14 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	if (!wanted(p))
 		return 0;
 	st = bpf_task_storage_get(&tstates, p, 0, 0);
-	if (!st || !st->block_ts)
+	if (!st) {
+		__sync_fetch_and_add(&health.waking_unknown, 1);
 		return 0;
+	}
+	if (!st->block_ts) {
+		__sync_fetch_and_add(&health.waking_unblocked, 1);
+		return 0;
+	}
 	now = bpf_ktime_get_ns();
 	d = now > st->block_ts ? now - st->block_ts : 0;
 	st->block_ts = 0;
@@ -660,13 +693,25 @@ SEC("tp_btf/sched_process_wait")
 int BPF_PROG(sched_process_wait, struct pid *pid)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
-	struct reaper_mark mark = {
-		.cnvcsw = cur->signal->cnvcsw,
-		.cnivcsw = cur->signal->cnivcsw,
-	};
-	__u32 tgid = cur->tgid;
+	struct reaper_marks *m, *zero;
+	__u32 tgid = cur->tgid, slot, key0 = 0;
 
-	bpf_map_update_elem(&reaper_marks, &tgid, &mark, BPF_ANY);
+	m = bpf_map_lookup_elem(&reaper_marks, &tgid);
+	if (!m) {
+		zero = bpf_map_lookup_elem(&reaper_marks_zero, &key0);
+		if (!zero)
+			return 0;
+		bpf_map_update_elem(&reaper_marks, &tgid, zero, BPF_NOEXIST);
+		m = bpf_map_lookup_elem(&reaper_marks, &tgid);
+		if (!m)
+			return 0;
+	}
+	/* threads of one process reaping at once may interleave here; the
+	 * final-switch check then finds no matching step and says so */
+	slot = m->next % REAPER_MARKS;
+	m->cnvcsw[slot & (REAPER_MARKS - 1)] = cur->signal->cnvcsw;
+	m->cnivcsw[slot & (REAPER_MARKS - 1)] = cur->signal->cnivcsw;
+	m->next = slot + 1;
 	return 0;
 }
 
@@ -678,7 +723,13 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	if (!wanted(p))
 		return 0;
 	s = stats_of(p, 0, false);
-	if (s)
-		s->flags |= TS_EXITING;
+	if (!s)
+		return 0;
+	s->flags |= TS_EXITING;
+	/* The wait before this last run was added at its arrival, after the
+	 * task's last switch-out; a thread that releases itself is not read
+	 * again before it goes (see on_switch_out). */
+	if (bpf_core_field_exists(p->sched_info))
+		s->run_delay = BPF_CORE_READ(p, sched_info.run_delay);
 	return 0;
 }

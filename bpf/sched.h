@@ -104,10 +104,12 @@ struct sched_health {
 	__u64 stack_errors;
 	__u64 storage_errors;
 	__u64 stacks_rate_limited;
-	__u64 reap_unresolved;   /* a zombie leader's final switch raced its reaper and could not be resolved */
-	__u64 reap_pending;      /* ... its parent had yet to read its counters */
-	__u64 reap_exact;        /* ... its parent's read was measured */
-	__u64 reap_after_read;   /* ... its parent had read them and moved on */
+	__u64 reap_unresolved;   /* a zombie leader's final switch raced its reaper, whose read could not be measured (counted) */
+	__u64 reap_pending;      /* ... its parent had yet to read its counters (switch counted) */
+	__u64 reap_exact;        /* ... its parent's read was measured and included it */
+	__u64 reap_after_read;   /* ... its parent's read was measured and came before it */
+	__u64 waking_unknown;    /* a wakeup of a task never seen switching out (blocked before attach) */
+	__u64 waking_unblocked;  /* a wakeup of a task not recorded as blocked (already runnable) */
 };
 
 /* Load-time knobs (.rodata). */

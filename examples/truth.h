@@ -263,7 +263,8 @@ static long truth_parse_positive(const char *prog, char opt, const char *arg, lo
  */
 static void truth_join(pthread_t thread, volatile pid_t *tid)
 {
-	struct timespec nap = { 0, 20 * 1000 * 1000 }; /* rare wake-ups: little chance to preempt the exiting thread */
+	/* 37 ms: rare wake-ups, out of step with the workloads' 10 and 20 ms periods */
+	struct timespec nap = { 0, 37 * 1000 * 1000 };
 	char path[64];
 
 	while (__atomic_load_n(tid, __ATOMIC_ACQUIRE) == 0)
