@@ -12,6 +12,7 @@ from dataclasses import asdict
 from stallscope.analyzer.blockers import rank_blockers, task_causes, wait_cause
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Stack, TaskId
+from stallscope.analyzer.untrusted import printable
 from stallscope.analyzer.wakers import waker_context
 
 JSON_VERSION = 1
@@ -122,8 +123,7 @@ def to_folded(model: Model, scope: set[TaskId] | None = None) -> str:
         if scope is not None and w.task not in scope:
             continue
         t = model.tasks.get(w.task)
-        comm = (t.info.comm if t else "?").replace(";", ":").replace(" ", "_") or "?"
-        parts = [comm]
+        parts = [_folded_frame(t.info.comm if t else "?") or "?"]
         parts += [_folded_frame(x) for x in reversed(stack_texts(w.ustack))]
         parts += [_folded_frame(x) + "_[k]" for x in reversed(stack_texts(w.kstack))]
         if w.kstack is None:
@@ -134,4 +134,5 @@ def to_folded(model: Model, scope: set[TaskId] | None = None) -> str:
 
 
 def _folded_frame(text: str) -> str:
-    return text.replace(";", ":").replace(" ", "_").replace("\n", "")
+    """A frame or name as one folded field: no separators, no control characters."""
+    return printable(text.replace(";", ":").replace(" ", "_"), "_")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -64,10 +65,10 @@ def workloads(messaging_loops: int, pipe_loops: int) -> dict[str, Workload]:
     }
 
 
-def conditions(stallscope: str) -> dict[str, Condition]:
+def conditions(stallscope: tuple[str, ...]) -> dict[str, Condition]:
     return {
         "baseline": Condition("baseline", ()),
-        "stallscope": Condition("stallscope", (stallscope, "record", "-o", TMPFILE, "--"), exports_overhead=True),
+        "stallscope": Condition("stallscope", (*stallscope, "record", "-o", TMPFILE, "--"), exports_overhead=True),
         "perf-sched": Condition("perf-sched", ("perf", "sched", "record", "-a", "-o", TMPFILE, "--")),
         # A second baseline paired with the first: the ratios show the noise floor of this machine.
         "baseline-vs-baseline": Condition("baseline-vs-baseline", ()),
@@ -131,12 +132,16 @@ def _stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def measure(condition: Condition, workload: Workload, tmpdir: Path, stallscope: str, timeout_s: float) -> Run:
+def measure(condition: Condition, workload: Workload, tmpdir: Path, stallscope: tuple[str, ...],
+            timeout_s: float) -> Run:
     """One run of a workload under a condition, with the recording's overhead figures if it makes one."""
     tmpfile = tmpdir / f"{condition.name}-{workload.name}.out"
     os.sync()  # the previous run's files written back now, not during this run
     try:
-        code, out, err, wall_s = run_once(condition.command(workload, str(tmpfile)), timeout_s)
+        try:
+            code, out, err, wall_s = run_once(condition.command(workload, str(tmpfile)), timeout_s)
+        except OSError as exc:  # the command could not start
+            return Run(condition.name, None, "wall", 0.0, -1, error=f"could not run: {exc}")
         total = parse_total_time(out)
         run = Run(condition.name, total if total is not None else wall_s, "total" if total is not None else "wall",
                   wall_s, code)
@@ -145,15 +150,15 @@ def measure(condition: Condition, workload: Workload, tmpdir: Path, stallscope: 
         elif condition.exports_overhead:
             try:
                 run.overhead = read_overhead(stallscope, tmpfile, timeout_s)
-            except (OSError, ValueError, subprocess.SubprocessError) as exc:
-                run.error = f"export failed: {exc}"
+            except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
+                run.error = f"export failed: {exc!r}"
         return run
     finally:
         tmpfile.unlink(missing_ok=True)
 
 
-def read_overhead(stallscope: str, recording: Path, timeout_s: float) -> dict:
-    code, out, err, _ = run_once([stallscope, "export", str(recording), "--format", "json"], timeout_s)
+def read_overhead(stallscope: tuple[str, ...], recording: Path, timeout_s: float) -> dict:
+    code, out, err, _ = run_once([*stallscope, "export", str(recording), "--format", "json"], timeout_s)
     if code != 0:
         raise ValueError(f"stallscope export exit status {code}: {_tail(err)}")
     return overhead_from_export(json.loads(out))
@@ -180,6 +185,8 @@ def check_available(condition: Condition, tmpdir: Path) -> str:
     tmpfile = tmpdir / f"probe-{condition.name}.out"
     try:
         code, _, err, _ = run_once(condition.command(Workload("true", ("true",)), str(tmpfile)), 60.0)
+    except OSError as exc:
+        return f"cannot run {condition.prefix[0]}: {exc}"
     finally:
         tmpfile.unlink(missing_ok=True)
     return "" if code == 0 else f"`{shlex.join(condition.prefix)} true` exit status {code}: {_tail(err)}"
@@ -299,7 +306,7 @@ class Experiment:
 
 
 def run_pair(workload: Workload, condition: Condition, index: int, baseline: Condition, tmpdir: Path,
-             stallscope: str, timeout_s: float) -> Pair:
+             stallscope: tuple[str, ...], timeout_s: float) -> Pair:
     """Baseline and traced back to back; even pairs start with the baseline, odd ones with the traced run."""
     order = ("baseline", "traced") if index % 2 == 0 else ("traced", "baseline")
     loadavg_1m = os.getloadavg()[0]
@@ -311,7 +318,7 @@ def run_pair(workload: Workload, condition: Condition, index: int, baseline: Con
                 loadavg_1m)
 
 
-def run_experiment(exp: Experiment, stallscope: str, timeout_s: float, log) -> None:
+def run_experiment(exp: Experiment, stallscope: tuple[str, ...], timeout_s: float, log) -> None:
     """Fills exp.pairs; on Ctrl-C stops and marks the experiment interrupted, keeping what was measured."""
     baseline = Condition("baseline", ())
     exp.started = _now()
@@ -350,7 +357,7 @@ def _now() -> str:
 
 # ---- environment and output ---------------------------------------------------------------------
 
-def environment(stallscope: str) -> dict:
+def environment(stallscope: tuple[str, ...], source: Path) -> dict:
     def out(argv: list[str]) -> str:
         try:
             return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
@@ -365,16 +372,39 @@ def environment(stallscope: str) -> dict:
                 break
     except OSError:
         pass
-    repo = Path(__file__).resolve().parent.parent
-    commit = out(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"])
-    dirty = out(["git", "-C", str(repo), "status", "--porcelain"])
+    commit = out(["git", "-C", str(source), "rev-parse", "--short", "HEAD"])
+    dirty = out(["git", "-C", str(source), "status", "--porcelain", "--", ".", ":(exclude)benchmarks"])
     return {
         "host": platform.node(), "kernel": platform.release(), "cpu_model": cpu_model, "cpus": os.cpu_count(),
         "python": platform.python_version(), "perf": out(["perf", "--version"]),
-        "stallscope": out([stallscope, "--version"]),
-        "stallscope_commit": commit + (" (with uncommitted changes)" if dirty else ""),
+        "stallscope": out([*stallscope, "--version"]) or "?", "stallscope_command": shlex.join(stallscope),
+        "source": str(source),
+        "source_commit": (commit + (" with uncommitted changes" if dirty else "")) if commit else "not a git checkout",
+        "source_fingerprint_start": source_fingerprint(source),
         "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
     }
+
+
+_FINGERPRINT_SKIP = {"benchmarks", "tests", "examples", "docs", "__pycache__"}
+
+
+def source_fingerprint(root: Path) -> str:
+    """A hash of the Python and BPF files under root, to tell whether what was measured changed meanwhile."""
+    digest = hashlib.sha256()
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _FINGERPRINT_SKIP)
+        for name in sorted(filenames):
+            if not name.endswith((".py", ".o", ".c", ".h")):
+                continue
+            path = Path(dirpath, name)
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + data)
+            count += 1
+    return f"{digest.hexdigest()[:12]} ({count} files)"
 
 
 def raw_document(exp: Experiment, env: dict, argv: list[str]) -> dict:
@@ -386,15 +416,21 @@ def raw_document(exp: Experiment, env: dict, argv: list[str]) -> dict:
     }
 
 
-def report(exp: Experiment, env: dict, argv: list[str]) -> str:
+def report(exp: Experiment, env: dict, argv: list[str], note: str = "") -> str:
     """The Markdown report."""
     lines = ["# stallscope overhead", ""]
     if exp.interrupted:
         lines += ["**Interrupted: partial results.**", ""]
+    if note:
+        lines += [note, ""]
     lines += [
         f"- Date: {exp.started} to {exp.finished}",
         f"- Host: {env['host']}, kernel {env['kernel']}, {env['cpus']} x {env['cpu_model']}",
-        f"- {env['stallscope']} (commit {env['stallscope_commit']}), {env['perf']}, Python {env['python']}",
+        f"- {env['stallscope']} run as `{env['stallscope_command']}`; {env['perf']}; Python {env['python']}",
+        f"- stallscope source: {env['source']} ({env['source_commit']}); fingerprint "
+        f"{env['source_fingerprint_start']} at start, {env.get('source_fingerprint_end', '?')} at end"
+        + ("" if env.get("source_fingerprint_end") == env["source_fingerprint_start"]
+           else " -- **CHANGED during the run: the results mix versions**"),
         f"- Load average at start: {' '.join(env['loadavg_at_start'])}",
         f"- Invocation: `{shlex.join(argv)}`",
         f"- Pairs per condition: {exp.pairs_wanted}; each pair runs the baseline and the traced condition "
@@ -480,11 +516,11 @@ def _bpf_section(exp: Experiment) -> list[str]:
                   "true cost per event is somewhat higher. Events/s and the collector's share are over the "
                   "recording's duration, which is longer than the workload's Total time (it also covers the "
                   "workload's set-up and exit), so they understate the rate while the "
-                  "workload runs. The recording's duration ends where its last interval does, when the final "
-                  "drain *starts*; the collector's CPU includes that drain (reading the maps, symbolising every "
-                  "new stack), which runs after the workload has exited. Its CPU per second of duration "
-                  "therefore overstates its load during the workload, and can exceed the number of CPUs for a "
-                  "short workload; the slowdown above is the measure of what it cost the workload.", ""]
+                  "workload runs. The recording's duration ends where its last interval does, once the final "
+                  "drain has read the maps; the collector's CPU also covers its start-up (loading kernel "
+                  "symbols) and the symbolising of that last drain, so its CPU per second of duration "
+                  "overstates its steady load on a short run; the slowdown above is the measure of what it "
+                  "cost the workload.", ""]
     return lines
 
 
@@ -500,8 +536,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 pairs and smaller -l")
     ap.add_argument("--messaging-loops", type=int, default=None, help="-l for messaging (default 600)")
     ap.add_argument("--pipe-loops", type=int, default=None, help="-l for pipe (default 60000)")
-    ap.add_argument("--stallscope", default=None, help="the stallscope command (default: next to this Python)")
+    ap.add_argument("--stallscope", type=shlex.split, default=None,
+                    help="the stallscope command, e.g. 'env PYTHONPATH=DIR python -m stallscope' "
+                         "(default: the stallscope script next to this Python)")
+    ap.add_argument("--source", type=Path, default=Path(__file__).resolve().parent.parent,
+                    help="the stallscope source tree that command runs, fingerprinted before and after so a change "
+                         "during the run shows (default: this repository, which the editable install runs)")
     ap.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds before a run is killed")
+    ap.add_argument("--note", default="", help="a paragraph to put at the top of the report")
     ap.add_argument("--output", type=Path, help="also write the report here")
     ap.add_argument("--raw", type=Path, help="write every per-pair measurement here as JSON")
     args = ap.parse_args(argv)
@@ -520,15 +562,15 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def default_stallscope() -> str:
+def default_stallscope() -> tuple[str, ...]:
     beside = Path(sys.executable).parent / "stallscope"
-    return str(beside) if beside.exists() else (shutil.which("stallscope") or "stallscope")
+    return (str(beside) if beside.exists() else (shutil.which("stallscope") or "stallscope"),)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    stallscope = args.stallscope or default_stallscope()
+    stallscope = tuple(args.stallscope or default_stallscope())
     known_w = workloads(args.messaging_loops, args.pipe_loops)
     known_c = conditions(stallscope)
     names_w = [n for n in args.workloads.split(",") if n]
@@ -541,14 +583,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     exp = Experiment([known_w[n] for n in names_w], [known_c[n] for n in names_c], args.pairs)
-    env = environment(stallscope)
+    env = environment(stallscope, args.source)
     # SIGTERM (and SIGINT even when started in the background, where it is inherited as ignored) stop the
     # experiment like Ctrl-C: the runs are in their own sessions, so nothing else stops them.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     run_experiment(exp, stallscope, args.timeout, lambda msg: print(msg, file=sys.stderr, flush=True))
+    env["source_fingerprint_end"] = source_fingerprint(args.source)
 
-    text = report(exp, env, ["python", "-m", "benchmarks.overhead", *argv])
+    text = report(exp, env, ["python", "-m", "benchmarks.overhead", *argv], args.note)
     print(text)
     if args.output:
         args.output.write_text(text)

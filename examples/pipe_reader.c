@@ -3,25 +3,20 @@
  * switches, woken by pipe-writer), and ~1 s for the writer in clock_nanosleep ("Application requested delay"). */
 #include "truth.h"
 
-#include <getopt.h>
 
 static long count = 100;
 static long interval_ms = 10;
 static int pipefd[2];
 static volatile pid_t reader_tid, writer_tid;
 
-static void usage(FILE *f, const char *prog)
-{
-	fprintf(f,
+static const char help[] =
 		"usage: %s [-n COUNT] [-m MS] [-h]\n"
 		"  A thread named \"pipe-writer\" sleeps MS ms (clock_nanosleep, CLOCK_MONOTONIC, relative)\n"
 		"  then writes 1 byte to a pipe, COUNT times; a thread named \"pipe-reader\" blocks in read(2)\n"
 		"  for each byte.  Both, and the main thread, print their ground truth as JSON lines on stdout.\n"
 		"  -n COUNT  number of bytes (default 100)\n"
 		"  -m MS     interval between writes in milliseconds (default 10)\n"
-		"  -h        this help\n",
-		prog);
-}
+		"  -h        this help\n";
 
 static void *writer(void *arg)
 {
@@ -38,7 +33,9 @@ static void *writer(void *arg)
 	pthread_setname_np(pthread_self(), "pipe-writer");
 	truth_read(&start);
 
-	for (i = 0; i < count; i++) {
+	/* count + 1 sleeps: the last one lets the reader, woken by the last byte, run (and perhaps
+	 * preempt this thread) before the final snapshot rather than after it */
+	for (i = 0; i <= count; i++) {
 		req.tv_sec = interval_ms / 1000;
 		req.tv_nsec = (interval_ms % 1000) * 1000000L;
 		t0 = truth_now_ns();
@@ -49,6 +46,8 @@ static void *writer(void *arg)
 			fprintf(stderr, "pipe-writer: clock_nanosleep: %s\n", strerror(rc));
 			exit(1);
 		}
+		if (i == count)
+			break;
 		while ((n = write(pipefd[1], &byte, 1)) < 0 && errno == EINTR)
 			;
 		if (n != 1) {
@@ -58,7 +57,7 @@ static void *writer(void *arg)
 	}
 
 	truth_read(&end); /* last thing before the record; see truth.h */
-	truth_record("pipe-writer", count, blocked_ns, &start, &end);
+	truth_record("pipe-writer", count + 1, blocked_ns, &start, &end);
 	return NULL;
 }
 
@@ -96,30 +95,11 @@ int main(int argc, char **argv)
 	struct truth_snapshot start, end;
 	pthread_t rthread, wthread;
 	long long blocked_ns = 0, t0;
-	int opt, rc;
+	int rc;
 
 	truth_read(&start);
 
-	while ((opt = getopt(argc, argv, "n:m:h")) != -1) {
-		switch (opt) {
-		case 'n':
-			count = truth_parse_positive(argv[0], 'n', optarg, 100000000L);
-			break;
-		case 'm':
-			interval_ms = truth_parse_positive(argv[0], 'm', optarg, 86400000L);
-			break;
-		case 'h':
-			usage(stdout, argv[0]);
-			return 0;
-		default:
-			usage(stderr, argv[0]);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		usage(stderr, argv[0]);
-		return 2;
-	}
+	truth_options(argc, argv, &count, &interval_ms, help);
 
 	if (pipe2(pipefd, O_CLOEXEC) != 0) {
 		fprintf(stderr, "%s: pipe2: %s\n", argv[0], strerror(errno));

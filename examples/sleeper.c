@@ -3,23 +3,18 @@
  * voluntary switches), and the main thread off-CPU for as long in short sleeps while it waits for the thread to exit. */
 #include "truth.h"
 
-#include <getopt.h>
 
 static long count = 100;
 static long sleep_ms = 20;
 static volatile pid_t sleeper_tid;
 
-static void usage(FILE *f, const char *prog)
-{
-	fprintf(f,
+static const char help[] =
 		"usage: %s [-n COUNT] [-m MS] [-h]\n"
 		"  A thread named \"sleeper\" sleeps MS ms (clock_nanosleep, CLOCK_MONOTONIC, relative)\n"
 		"  COUNT times; it and the main thread print their ground truth as JSON lines on stdout.\n"
 		"  -n COUNT  number of sleeps (default 100)\n"
 		"  -m MS     length of each sleep in milliseconds (default 20)\n"
-		"  -h        this help\n",
-		prog);
-}
+		"  -h        this help\n";
 
 static void *sleeper(void *arg)
 {
@@ -58,30 +53,11 @@ int main(int argc, char **argv)
 	struct truth_snapshot start, end;
 	long long blocked_ns, t0;
 	pthread_t thread;
-	int opt, rc;
+	int rc;
 
 	truth_read(&start);
 
-	while ((opt = getopt(argc, argv, "n:m:h")) != -1) {
-		switch (opt) {
-		case 'n':
-			count = truth_parse_positive(argv[0], 'n', optarg, 100000000L);
-			break;
-		case 'm':
-			sleep_ms = truth_parse_positive(argv[0], 'm', optarg, 86400000L);
-			break;
-		case 'h':
-			usage(stdout, argv[0]);
-			return 0;
-		default:
-			usage(stderr, argv[0]);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		usage(stderr, argv[0]);
-		return 2;
-	}
+	truth_options(argc, argv, &count, &sleep_ms, help);
 
 	rc = pthread_create(&thread, NULL, sleeper, NULL);
 	if (rc != 0) {

@@ -43,6 +43,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -279,6 +280,36 @@ static void truth_join(pthread_t thread, volatile pid_t *tid)
 static void truth_register(volatile pid_t *tid)
 {
 	__atomic_store_n(tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+}
+
+/*
+ * The options every example takes: -n COUNT and -m MS (both positive), -h for the help text.
+ * Exits 0 after -h, 2 on anything else it does not understand.
+ */
+static void truth_options(int argc, char **argv, long *count, long *ms, const char *help)
+{
+	int opt;
+
+	while ((opt = getopt(argc, argv, "n:m:h")) != -1) {
+		switch (opt) {
+		case 'n':
+			*count = truth_parse_positive(argv[0], 'n', optarg, 100000000L);
+			break;
+		case 'm':
+			*ms = truth_parse_positive(argv[0], 'm', optarg, 86400000L);
+			break;
+		case 'h':
+			printf(help, argv[0]);
+			exit(0);
+		default:
+			fprintf(stderr, help, argv[0]);
+			exit(2);
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, help, argv[0]);
+		exit(2);
+	}
 }
 
 #endif /* STALLSCOPE_TRUTH_H */

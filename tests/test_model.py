@@ -150,3 +150,35 @@ def test_analyzer_never_imports_textual_or_jinja2():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'jinja2')]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_pid_reuse_never_merges_two_tasks(tmp_path):
+    m, _ = two_interval_recording()
+    first, second = TaskId(300, 1 * SEC), TaskId(300, 7 * SEC)  # same pid, started at different times
+    iv = interval(0, task_info=(TaskInfo(first, 300, 1, "old"), TaskInfo(second, 300, 1, "new")),
+                  tasks=(TaskDelta(first, voluntary_switches=3), TaskDelta(second, voluntary_switches=5)))
+    w = RecordingWriter(str(tmp_path / "reuse.stall"), m)
+    w.append(iv)
+    w.close()
+    model = load_model(str(tmp_path / "reuse.stall"))
+    assert model.tasks[first].info.comm == "old" and model.tasks[first].voluntary_switches == 3
+    assert model.tasks[second].info.comm == "new" and model.tasks[second].voluntary_switches == 5
+
+
+def test_hostile_names_cannot_break_folded_lines_or_the_terminal():
+    import io
+
+    from stallscope.tui.text import LiveText
+
+    m, ivs = two_interval_recording()
+    evil = "a;b c\nd\x1b[2Jx"
+    ivs[0] = interval(0, task_info=(TaskInfo(A, 100, 1, evil),) + INFOS[1:], stacks=ivs[0].stacks,
+                      tasks=ivs[0].tasks, offcpu=ivs[0].offcpu)
+    folded = export.to_folded(_model(m, ivs))
+    assert all(len(line.rsplit(" ", 1)) == 2 and "\x1b" not in line for line in folded.splitlines())
+    assert "a:b_c_d_[2Jx;" in folded
+    view = LiveText(out=io.StringIO())
+    view.start(m)
+    view.update(ivs[0])
+    screen = view.out.getvalue()
+    assert "\x1b[2J" not in screen.replace(view.render.__globals__["CLEAR"], "") and "a;b c?d?[2Jx" in screen

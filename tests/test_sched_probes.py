@@ -148,3 +148,16 @@ def test_system_switch_count_matches_proc_stat(sleeper_run):
     ours, kernel = doc["meta"]["switches"], doc["meta"]["switches_kernel"]
     assert ours > 0
     assert abs(ours - kernel) <= 0.01 * kernel + 50
+
+
+def test_migration_matrix_holds_every_migration(sleeper_run):
+    """The CPU x CPU matrix and the per-thread counts come from the same event: their totals agree,
+    and the per-thread counts are the kernel's (test_switch_counts_and_migrations_are_the_kernels)."""
+    doc, _, _ = sleeper_run
+    matrix = doc["migrations"]["matrix"]
+    assert len(matrix) == doc["meta"]["cpus"] and all(len(row) == len(matrix) for row in matrix)
+    assert all(matrix[i][i] == 0 for i in range(len(matrix)))
+    # the last drain reads the threads' counters before the matrix: a migration in between is in
+    # the matrix only
+    per_thread = sum(t["migrations"] for t in doc["tasks"])
+    assert per_thread > 0 and 0 <= doc["migrations"]["total"] - per_thread <= 3

@@ -10,13 +10,9 @@ from stallscope.analyzer.blockers import rank_blockers
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
 from stallscope.analyzer.units import fmt_ns
+from stallscope.analyzer.untrusted import printable as _clean
 
 CLEAR = "\x1b[H\x1b[2J"
-
-
-def _clean(text: str) -> str:
-    """Task names come from other users' processes: no control characters reach the terminal."""
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 class LiveText:
@@ -50,7 +46,8 @@ class LiveText:
         lines.append(f"stallscope top  interval {iv.index}  {model.switches_per_s:,.0f} cs/s  "
                      f"{len(model.tasks)} active tasks  cost: BPF {100 * bpf_ns / 1e9 / secs / (self.meta.cpus or 1):.2f}% "
                      f"of CPUs, collector {100 * iv.collector_cpu_ns / 1e9 / secs:.1f}% of a CPU\n")
-        lost = {k: v for k, v in iv.health.items() if v}
+        lost = {k: v for k, v in iv.health.items() if v and not k.startswith("reap_")}
+        lost.update({f"{p.name}.recursion_misses": p.recursion_misses for p in iv.programs if p.recursion_misses})
         if lost:
             lines.append("  lost: " + ", ".join(f"{k}={v}" for k, v in sorted(lost.items())) + "\n")
         lines.append(f"\n{'BLOCKER (innermost wait frame)':<40} {'WAIT/s':>9} {'SHARE':>6} {'COUNT':>7} {'MAX':>9}  TASKS\n")
