@@ -98,6 +98,8 @@ struct {
 struct reaper_marks {
 	__u64 cnvcsw[REAPER_MARKS];
 	__u64 cnivcsw[REAPER_MARKS];
+	__u64 cmin_flt[REAPER_MARKS]; /* children's minor faults: a per-child signature */
+	__u32 target[REAPER_MARKS]; /* the pid that do_wait() waited for, 0 for any child */
 	__u32 next; /* slot of the next mark; marks are next-REAPER_MARKS .. next-1 */
 	__u32 pad;
 };
@@ -108,6 +110,22 @@ struct {
 	__type(key, __u32);
 	__type(value, struct reaper_marks);
 } reaper_marks SEC(".maps");
+
+/* What a process's dead non-leader threads had when they released themselves
+ * (folded into signal->nvcsw then): tgid -> counters. Needed once the leader
+ * is released too, as __exit_signal() then folds the leader in as well. */
+struct thread_totals {
+	__u64 nvcsw;
+	__u64 nivcsw;
+	__u64 min_flt;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct thread_totals);
+} dead_threads SEC(".maps");
 
 /* an all-zero reaper_marks to create entries from (too large for the BPF stack) */
 struct {
@@ -290,6 +308,23 @@ static __always_inline void update_max(__u64 *max, __u64 v)
 		*max = v;
 }
 
+static __always_inline void add_dead_thread(__u32 tgid, struct task_stats *s, __u64 min_flt)
+{
+	struct thread_totals *dt, zero = {};
+
+	dt = bpf_map_lookup_elem(&dead_threads, &tgid);
+	if (!dt) {
+		bpf_map_update_elem(&dead_threads, &tgid, &zero, BPF_NOEXIST);
+		dt = bpf_map_lookup_elem(&dead_threads, &tgid);
+		if (!dt)
+			return;
+	}
+	/* the counters as release_task() folded them (see on_switch_out) */
+	__sync_fetch_and_add(&dt->nvcsw, s->nvcsw);
+	__sync_fetch_and_add(&dt->nivcsw, s->nivcsw);
+	__sync_fetch_and_add(&dt->min_flt, min_flt);
+}
+
 /* The last switch of a process leader whose parent has already claimed it
  * (EXIT_DEAD): whether the parent's rusage includes this switch depends on
  * whether its read of our counters came before or after their increment,
@@ -304,7 +339,7 @@ static __always_inline void final_switch_of_reaped_leader(struct task_struct *pr
 {
 	struct task_struct *parent = prev->real_parent;
 	struct reaper_marks *m;
-	__u64 own_v, own_iv, prev_v, prev_iv, step_v, step_iv;
+	__u64 own_v, own_iv, own_flt, prev_v, prev_iv, prev_flt, step_v, step_iv, step_flt;
 	__u32 ptgid, i, slot, found = 0;
 
 	s->nvcsw = prev->nvcsw;
@@ -315,31 +350,62 @@ static __always_inline void final_switch_of_reaped_leader(struct task_struct *pr
 	m = bpf_map_lookup_elem(&reaper_marks, &ptgid);
 	if (!m)
 		goto unresolved;
-	own_v = prev->signal->nvcsw + prev->signal->cnvcsw;
-	own_iv = prev->signal->nivcsw + prev->signal->cnivcsw;
+	/* What the parent adds for us besides our own counters: our dead threads
+	 * and reaped children. Before our release signal->nvcsw holds exactly the
+	 * dead threads; after it, __exit_signal() has added us too. */
+	own_v = prev->signal->cnvcsw;
+	own_iv = prev->signal->cnivcsw;
+	/* minor faults stop at exit_mm(): the parent's step for us holds exactly these */
+	own_flt = prev->signal->cmin_flt + prev->min_flt;
+	if (prev->sighand) {
+		own_v += prev->signal->nvcsw;
+		own_iv += prev->signal->nivcsw;
+		own_flt += prev->signal->min_flt;
+	} else {
+		__u32 tgid = prev->tgid;
+		struct thread_totals *dt = bpf_map_lookup_elem(&dead_threads, &tgid);
+
+		if (dt) {
+			own_v += dt->nvcsw;
+			own_iv += dt->nivcsw;
+			own_flt += dt->min_flt;
+		}
+	}
 	slot = (m->next + REAPER_MARKS - 1) % REAPER_MARKS;
 	if (parent->signal->cnvcsw == m->cnvcsw[slot & (REAPER_MARKS - 1)] &&
 	    parent->signal->cnivcsw == m->cnivcsw[slot & (REAPER_MARKS - 1)] && prev->sighand) {
 		__sync_fetch_and_add(&health.reap_pending, 1);
 		return;
 	}
-	/* newest step first: now - last mark, then between older marks */
+	/* Newest step first: now - last mark, then between older marks. A do_wait()
+	 * that waited for our pid is ours for certain (most reapers call
+	 * waitpid(pid)); for waits on any child, the first step that matches. */
 	prev_v = parent->signal->cnvcsw;
 	prev_iv = parent->signal->cnivcsw;
+	prev_flt = parent->signal->cmin_flt;
 	for (i = 1; i <= REAPER_MARKS; i++) {
+		__u32 target;
+
 		slot = (m->next + REAPER_MARKS - i) % REAPER_MARKS;
 		step_v = prev_v - m->cnvcsw[slot & (REAPER_MARKS - 1)];
 		step_iv = prev_iv - m->cnivcsw[slot & (REAPER_MARKS - 1)];
-		if (step_iv == own_iv + s->nivcsw && step_v == own_v + s->nvcsw) {
-			found = 1; /* read after this switch */
-			break;
-		}
-		if (step_iv == own_iv + s->nivcsw && step_v + 1 == own_v + s->nvcsw) {
-			found = 2; /* read before it */
-			break;
+		step_flt = prev_flt - m->cmin_flt[slot & (REAPER_MARKS - 1)];
+		target = m->target[slot & (REAPER_MARKS - 1)];
+		if ((!target || target == (__u32)prev->pid) && step_flt == own_flt) {
+			if (step_iv == own_iv + s->nivcsw && step_v == own_v + s->nvcsw) {
+				found = 1; /* read after this switch */
+				break;
+			}
+			if (step_iv == own_iv + s->nivcsw && step_v + 1 == own_v + s->nvcsw) {
+				found = 2; /* read before it */
+				break;
+			}
+			if (target)
+				break; /* our reap, yet no match: unresolved */
 		}
 		prev_v = m->cnvcsw[slot & (REAPER_MARKS - 1)];
 		prev_iv = m->cnivcsw[slot & (REAPER_MARKS - 1)];
+		prev_flt = m->cmin_flt[slot & (REAPER_MARKS - 1)];
 	}
 	if (!found)
 		goto unresolved;
@@ -386,8 +452,11 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 			s->nvcsw = prev->nvcsw;
 			s->nivcsw = prev->nivcsw;
 		}
-		if (prev_state & TASK_DEAD)
+		if (prev_state & TASK_DEAD) {
 			s->flags |= TS_DEAD;
+			if (prev->pid != prev->tgid)
+				add_dead_thread(prev->tgid, s, prev->min_flt);
+		}
 		s->last_cpu = bpf_get_smp_processor_id();
 		__builtin_memcpy(s->comm, prev->comm, TASK_COMM_LEN);
 	}
@@ -711,6 +780,9 @@ int BPF_PROG(sched_process_wait, struct pid *pid)
 	slot = m->next % REAPER_MARKS;
 	m->cnvcsw[slot & (REAPER_MARKS - 1)] = cur->signal->cnvcsw;
 	m->cnivcsw[slot & (REAPER_MARKS - 1)] = cur->signal->cnivcsw;
+	m->cmin_flt[slot & (REAPER_MARKS - 1)] = cur->signal->cmin_flt;
+	/* waitpid(pid) names its child; -1, process groups and pidfds do not */
+	m->target[slot & (REAPER_MARKS - 1)] = pid ? BPF_CORE_READ(pid, numbers[0].nr) : 0;
 	m->next = slot + 1;
 	return 0;
 }
