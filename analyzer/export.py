@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict
 
 from stallscope.analyzer.blockers import rank_blockers, task_causes, wait_cause
+from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.untrusted import printable
@@ -92,11 +93,22 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         },
         "tasks": tasks,
         "blockers": blockers,
-        "locks": [],
+        "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],
         "slab": [],
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
         "recommendations": [],
     }
+
+
+def _lock_doc(s) -> dict:
+    doc = {"name": s.name, "type": s.type, "addr": f"{s.addr:#x}", "contentions": s.contentions,
+           "wait_total_ns": s.wait_total_ns, "wait_max_ns": s.wait_max_ns, "wait_min_ns": s.wait_min_ns,
+           "wait_avg_ns": round(s.wait_avg_ns), "spin_ns": s.spin_ns, "sleep_ns": s.sleep_ns,
+           "callers": [{"caller": c.point, "contentions": c.count, "wait_total_ns": c.total_ns} for c in s.callers],
+           "tasks": [{"pid": t.pid} for t in s.tasks]}
+    if s.owner:
+        doc["owner"] = s.owner
+    return doc
 
 
 def _wakers(wakeups: list) -> list[dict]:

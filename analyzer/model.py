@@ -65,6 +65,28 @@ class Wakeups:
 
 
 @dataclass(frozen=True)
+class LockWaits:
+    """One thread's contentions on one kernel lock from one kernel stack over the window."""
+
+    task: TaskId
+    tgid: int
+    addr: int
+    flags: int
+    kind: int
+    cache: str
+    stack: Stack | None
+    stack_id: int
+    count: int
+    total_ns: int
+    max_ns: int
+    min_ns: int
+    spin_ns: int
+    sleep_ns: int
+    owner_pid: int = 0
+    owner_comm: str = ""
+
+
+@dataclass(frozen=True)
 class Model:
     meta: RecordingMeta
     start_ns: int
@@ -79,6 +101,7 @@ class Model:
     collector_cpu_ns: int = 0
     intervals: int = 0
     kernel_switches: int = 0  # /proc/stat over the same intervals
+    lock_waits: tuple[LockWaits, ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -98,6 +121,7 @@ class Model:
         matrix = [[0] * n for _ in range(n)]
         health: dict[str, int] = {}
         programs: dict[str, list[int]] = {}
+        locks: dict[tuple, list] = {}
         switches = cpu = count = kswitches = 0
         start_ns = end_ns = 0
         for iv in intervals:
@@ -131,6 +155,17 @@ class Model:
                                     [wk.waker_comm, 0, 0])
                 e[1] += wk.count
                 e[2] += wk.total_ns
+            for lk in iv.locks:
+                e = locks.setdefault((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack),
+                                     [0, 0, 0, 0, 0, 0, 0, ""])
+                e[0] += lk.count
+                e[1] += lk.total_ns
+                e[2] = max(e[2], lk.max_ns)
+                e[3] = min(e[3], lk.min_ns) if e[3] and lk.min_ns else (e[3] or lk.min_ns)
+                e[4] += lk.spin_ns
+                e[5] += lk.sleep_ns
+                if lk.owner_pid:
+                    e[6], e[7] = lk.owner_pid, lk.owner_comm
             for src, dst, c in iv.migrations:
                 if src < n and dst < n:
                     matrix[src][dst] += c
@@ -160,6 +195,8 @@ class Model:
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
             kernel_switches=kswitches,
+            lock_waits=tuple(LockWaits(tid, tgid, addr, flags, kind, cache, stacks.get(ks), ks, *e)
+                             for (tid, tgid, addr, flags, kind, cache, ks), e in locks.items()),
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:

@@ -77,6 +77,27 @@ class WakerDelta:
 
 
 @dataclass(frozen=True)
+class LockDelta:
+    """One thread's contentions on one kernel lock from one kernel stack, over one interval."""
+
+    task: TaskId
+    tgid: int
+    addr: int
+    kstack: int
+    flags: int  # lock:contention_begin flags of the first begin: the lock type
+    kind: int  # how the kernel side named it: 0 address, 1 mmap_lock, 2 slab object (see cache)
+    count: int
+    total_ns: int
+    max_ns: int = 0  # the new maximum if it rose in this interval, else 0
+    min_ns: int = 0  # the new minimum if it fell in this interval, else 0
+    spin_ns: int = 0
+    sleep_ns: int = 0
+    owner_pid: int = 0  # a mutex's owner when a wait began
+    owner_comm: str = ""
+    cache: str = ""
+
+
+@dataclass(frozen=True)
 class Stack:
     """A symbolised stack, innermost frame first. `id` is the in-kernel content hash."""
 
@@ -113,6 +134,7 @@ class Interval:
     programs: tuple[ProgramCost, ...] = ()
     collector_cpu_ns: int = 0  # stallscope's own CPU time in this interval
     kernel_switches: int = 0  # /proc/stat ctxt over the same interval: the kernel's own count
+    locks: tuple[LockDelta, ...] = ()
 
     @property
     def duration_ns(self) -> int:

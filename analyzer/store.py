@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Iterator
 
 from stallscope.analyzer.sample import (
-    Interval, OffcpuDelta, ProbeStatus, ProgramCost, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo,
+    Interval, LockDelta, OffcpuDelta, ProbeStatus, ProgramCost, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo,
     WakerDelta,
 )
 from stallscope.analyzer.symbols import Frame
@@ -50,6 +50,10 @@ CREATE TABLE IF NOT EXISTS wakers (
     in_interrupt INTEGER);
 CREATE TABLE IF NOT EXISTS migrations (idx INTEGER, src INTEGER, dst INTEGER, count INTEGER);
 CREATE TABLE IF NOT EXISTS stacks (id INTEGER PRIMARY KEY, kind TEXT, truncated INTEGER, frames TEXT);
+CREATE TABLE IF NOT EXISTS locks (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, addr INTEGER, kstack INTEGER, flags INTEGER,
+    kind INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, min_ns INTEGER, spin_ns INTEGER,
+    sleep_ns INTEGER, owner_pid INTEGER, owner_comm TEXT, cache TEXT);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -146,6 +150,10 @@ class RecordingWriter:
                  w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns, int(w.in_interrupt))
                 for w in iv.wakers])
             db.executemany("INSERT INTO migrations VALUES (?,?,?,?)", [(i, *m) for m in iv.migrations])
+            db.executemany("INSERT INTO locks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, lk.task.pid, lk.task.start_time_ns, lk.tgid, _s64(lk.addr), _s64(lk.kstack), lk.flags, lk.kind,
+                 lk.count, lk.total_ns, lk.max_ns, lk.min_ns, lk.spin_ns, lk.sleep_ns, lk.owner_pid, lk.owner_comm,
+                 lk.cache) for lk in iv.locks])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
                  json.dumps([[getattr(f, k) for k in _FRAME_FIELDS] for f in s.frames]))
@@ -255,6 +263,10 @@ class Recording:
         migrations = _group(self._rows(
             "SELECT idx, src, dst, count FROM migrations WHERE idx BETWEEN ? AND ?", (first, hi)),
             lambda r: (r[1], r[2], r[3]))
+        locks = _group(self._rows(
+            "SELECT idx, pid, start_ns, tgid, addr, kstack, flags, kind, count, total_ns, max_ns, min_ns, spin_ns, "
+            "sleep_ns, owner_pid, owner_comm, cache FROM locks WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:]))
         programs = _group(self._rows(
             "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
             (first, hi)), lambda r: ProgramCost(*r[1:]))
@@ -268,7 +280,7 @@ class Recording:
                 raise self._damaged(exc) from None
             yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
                            wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
-                           kswitches or 0)
+                           kswitches or 0, locks.get(idx, ()))
 
     def close(self) -> None:
         self.db.close()

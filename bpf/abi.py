@@ -90,3 +90,39 @@ MIRRORS = {
 
 def decode(struct_type, raw: bytes):
     return struct_type.from_buffer_copy(raw[: ctypes.sizeof(struct_type)])
+
+
+# ---- bpf/locks.h ---------------------------------------------------------
+LOCK_NAME_LEN = 32
+LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
+LOCK_KIND_ADDR, LOCK_KIND_MMAP, LOCK_KIND_SLAB = 0, 1, 2
+
+
+class LockKey(ctypes.Structure):
+    _fields_ = [("addr", u64), ("kstack", u64), ("start_ns", u64), ("pid", u32), ("tgid", u32), ("flags", u32),
+                ("kind", u32)]
+
+
+class LockVal(ctypes.Structure):
+    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64), ("spin_ns", u64),
+                ("sleep_ns", u64), ("owner_pid", u32), ("pad", u32), ("owner_comm", ctypes.c_char * TASK_COMM_LEN),
+                ("cache", ctypes.c_char * LOCK_NAME_LEN)]
+
+
+class LockHealth(ctypes.Structure):
+    _fields_ = [("lock_map_full", u64), ("stack_errors", u64), ("stack_map_full", u64),
+                ("stacks_rate_limited", u64), ("storage_errors", u64), ("spin_nesting_overflow", u64),
+                ("unmatched_ends", u64), ("pad", u64)]
+
+
+class LockConfig(ctypes.Structure):
+    _fields_ = [("targ_tgid", u32), ("stack_walks_per_s", u32), ("kernel_stacks", u32),
+                ("has_kmem_cache_kfunc", u32)]
+
+
+# object -> {C struct name -> mirror}
+OBJECT_MIRRORS = {
+    "sched.bpf.o": MIRRORS,
+    "locks.bpf.o": {"lock_key": LockKey, "lock_val": LockVal, "lock_health": LockHealth,
+                    "lock_config": LockConfig, "stack": Stack},
+}

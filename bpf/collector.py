@@ -87,15 +87,15 @@ class SchedCollector:
         self._prev_wakers: dict[bytes, tuple[int, int]] = {}
         self._prev_matrix: list[int] = [0] * (self.nr_cpus * self.nr_cpus)
         self._prev_cs = 0
-        self._prev_health: dict[str, int] = {}
-        self._prev_progs: dict[str, tuple[int, int, int]] = {}
-        self._known_stacks: set[int] = set()
-        self._stored_since_trim = 0
+        self._health = HealthDeltas(abi.SchedHealth)
+        self._programs = ProgramDeltas()
+        self._stacks = StackReader(symbolizer, options.max_stacks)
         self._leader_start: dict[int, int] = {}
         self._remembered: set[int] = set()
         self._last_ns = 0
         self._last_cpu_ns = 0
         self._index = 0
+        self.last_dead: set[TaskId] = set()  # threads whose final switch the last drain saw
 
     # ---- set-up -------------------------------------------------------
     def start(self) -> dict[str, ProbeStatus]:
@@ -187,6 +187,7 @@ class SchedCollector:
         assert self.obj is not None, "start() first"
         obj = self.obj
         tasks, infos, dead = self._drain_tasks(obj)
+        self.last_dead = dead
         offcpu = self._drain_offcpu(obj, dead)
         wakers = self._drain_wakers(obj, dead)
         cs = self._switches()
@@ -197,20 +198,17 @@ class SchedCollector:
         wall_start = time.time() - (end_ns - start_ns) / 1e9
         stack_ids: dict[int, tuple[str, int]] = {}
         for o in offcpu:
-            if o.kstack >= abi.STACK_ID_MIN:
-                stack_ids.setdefault(o.kstack, ("kernel", 0))
-            if o.ustack >= abi.STACK_ID_MIN:
-                stack_ids.setdefault(o.ustack, ("user", o.tgid))
+            stack_ids.setdefault(o.kstack, ("kernel", 0))
+            stack_ids.setdefault(o.ustack, ("user", o.tgid))
         for w in wakers:
-            if w.waker_kstack >= abi.STACK_ID_MIN:
-                stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
-        stacks = self._new_stacks(obj, stack_ids)
+            stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
+        stacks = self._stacks.read(obj.map("stacks"), stack_ids, self._leader_start)
         cpu_ns = _own_cpu_ns()
         interval = Interval(
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
-            migrations=self._drain_matrix(obj), stacks=stacks, health=self._drain_health(obj),
-            programs=self._drain_programs(obj), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
+            migrations=self._drain_matrix(obj), stacks=stacks, health=self._health.drain(obj),
+            programs=self._programs.drain(obj), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
             kernel_switches=ctxt - self._prev_ctxt,
         )
         self._prev_cs, self._last_ns, self._last_cpu_ns, self._prev_ctxt = cs, end_ns, cpu_ns, ctxt
@@ -284,33 +282,6 @@ class SchedCollector:
                 self._prev_wakers[kraw] = (v.count, v.total_ns)
         return tuple(out)
 
-    def _new_stacks(self, obj: BpfObject, ids: dict[int, tuple[str, int]]) -> tuple[Stack, ...]:
-        m = obj.map("stacks")
-        out = []
-        for sid, (kind, tgid) in ids.items():
-            if sid in self._known_stacks:
-                continue
-            self._known_stacks.add(sid)
-            raw = m.lookup(sid.to_bytes(8, "little"))
-            if raw is None:  # not stored: the stack map was full
-                out.append(Stack(sid, kind, (), truncated=True))
-                continue
-            ips = [ip for ip in abi.decode(abi.Stack, raw).ips if ip]
-            truncated = len(ips) >= abi.MAX_STACK_DEPTH
-            if kind == "kernel":
-                frames = tuple(self.symbolizer.kernel(ip) for ip in ips)
-            else:
-                frames = self.symbolizer.stack("user", tgid, self._leader_start.get(tgid, 0), ips)
-            out.append(Stack(sid, kind, tuple(frames), truncated))
-        # Content-addressed: once copied, an entry may go; the kernel re-adds a stack
-        # only if it is seen again. Trim only when the map fills.
-        self._stored_since_trim += len(out)
-        if self._stored_since_trim > self.options.max_stacks // 2:
-            for sid in list(self._known_stacks):
-                m.delete(sid.to_bytes(8, "little"))
-            self._stored_since_trim = 0
-        return tuple(out)
-
     def _drain_matrix(self, obj: BpfObject) -> tuple[tuple[int, int, int], ...]:
         n = self.nr_cpus
         cells = [0] * (n * n)
@@ -334,28 +305,6 @@ class SchedCollector:
             return 0
         return sum(int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8))
 
-    def _drain_health(self, obj: BpfObject) -> dict[str, int]:
-        raw = obj.section_map(".bss").lookup(b"\0\0\0\0")
-        if raw is None:
-            return {}
-        h = abi.decode(abi.SchedHealth, raw)
-        now = {name: getattr(h, name) for name, _ in abi.SchedHealth._fields_ if name != "pad"}
-        out = {k: v - self._prev_health.get(k, 0) for k, v in now.items() if v != self._prev_health.get(k, 0)}
-        self._prev_health = now
-        return out
-
-    def _drain_programs(self, obj: BpfObject) -> tuple[ProgramCost, ...]:
-        out = []
-        for link in obj.links:
-            try:
-                s = obj.program(link.name).stats()
-            except BpfError:
-                continue
-            pc, pt, pr = self._prev_progs.get(s.name, (0, 0, 0))
-            out.append(ProgramCost(s.name, s.run_cnt - pc, s.run_time_ns - pt, s.recursion_misses - pr))
-            self._prev_progs[s.name] = (s.run_cnt, s.run_time_ns, s.recursion_misses)
-        return tuple(out)
-
     def close(self) -> None:
         if self._stats:
             self._stats.close()
@@ -364,6 +313,81 @@ class SchedCollector:
             self.obj.close()
             self.obj = None
 
+
+
+class StackReader:
+    """Copies new stacks out of an object's content-addressed stack map and symbolises them."""
+
+    def __init__(self, symbolizer: Symbolizer, max_stacks: int):
+        self.symbolizer = symbolizer
+        self.max_stacks = max_stacks
+        self._known: set[int] = set()
+        self._since_trim = 0
+
+    def read(self, m, ids: dict[int, tuple[str, int]], leader_start: dict[int, int]) -> tuple[Stack, ...]:
+        """`ids`: stack id -> (kind, tgid for user stacks); ids below STACK_ID_MIN are reasons, not stacks."""
+        out = []
+        for sid, (kind, tgid) in ids.items():
+            if sid < abi.STACK_ID_MIN or sid in self._known:
+                continue
+            self._known.add(sid)
+            raw = m.lookup(sid.to_bytes(8, "little"))
+            if raw is None:  # not stored: the stack map was full
+                out.append(Stack(sid, kind, (), truncated=True))
+                continue
+            ips = [ip for ip in abi.decode(abi.Stack, raw).ips if ip]
+            truncated = len(ips) >= abi.MAX_STACK_DEPTH
+            if kind == "kernel":
+                frames = tuple(self.symbolizer.kernel(ip) for ip in ips)
+            else:
+                frames = self.symbolizer.stack("user", tgid, leader_start.get(tgid, 0), ips)
+            out.append(Stack(sid, kind, tuple(frames), truncated))
+        # Content-addressed: once copied, an entry may go; the kernel re-adds a stack
+        # only if it is seen again. Trim only when the map fills.
+        self._since_trim += len(out)
+        if self._since_trim > self.max_stacks // 2:
+            for sid in list(self._known):
+                m.delete(sid.to_bytes(8, "little"))
+            self._since_trim = 0
+        return tuple(out)
+
+
+class HealthDeltas:
+    """The .bss loss counters of one object, as deltas per interval."""
+
+    def __init__(self, struct_type, prefix: str = ""):
+        self.struct_type = struct_type
+        self.prefix = prefix
+        self._prev: dict[str, int] = {}
+
+    def drain(self, obj: BpfObject) -> dict[str, int]:
+        raw = obj.section_map(".bss").lookup(b"\0\0\0\0")
+        if raw is None:
+            return {}
+        h = abi.decode(self.struct_type, raw)
+        now = {self.prefix + name: getattr(h, name) for name, _ in self.struct_type._fields_ if name != "pad"}
+        out = {k: v - self._prev.get(k, 0) for k, v in now.items() if v != self._prev.get(k, 0)}
+        self._prev = now
+        return out
+
+
+class ProgramDeltas:
+    """Each attached program's run count, run time and recursion misses, as deltas per interval."""
+
+    def __init__(self) -> None:
+        self._prev: dict[str, tuple[int, int, int]] = {}
+
+    def drain(self, obj: BpfObject) -> tuple[ProgramCost, ...]:
+        out = []
+        for link in obj.links:
+            try:
+                s = obj.program(link.name).stats()
+            except BpfError:
+                continue
+            pc, pt, pr = self._prev.get(s.name, (0, 0, 0))
+            out.append(ProgramCost(s.name, s.run_cnt - pc, s.run_time_ns - pt, s.recursion_misses - pr))
+            self._prev[s.name] = (s.run_cnt, s.run_time_ns, s.recursion_misses)
+        return tuple(out)
 
 def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None) -> TaskDelta | None:
     if prev is None:

@@ -29,6 +29,8 @@ const volatile struct sched_config cfg = {
 
 struct sched_health health = {};
 
+#include "stacks.bpf.h"
+
 /* Per-task scratch state between events; freed with the task. */
 struct tstate {
 	__u64 block_ts;      /* switch-out into a sleeping state */
@@ -73,13 +75,6 @@ struct {
 	__type(value, struct waker_val);
 } wakers SEC(".maps");
 
-/* stack hash -> frames (content-addressed; user space may delete what it has copied) */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
-	__type(key, __u64);
-	__type(value, struct stack);
-} stacks SEC(".maps");
 
 /* orig_cpu * nr_cpus + dest_cpu -> migrations; resized to nr_cpus^2 before load */
 struct {
@@ -135,26 +130,7 @@ struct {
 	__type(value, struct reaper_marks);
 } reaper_marks_zero SEC(".maps");
 
-/* per-CPU scratch buffer for stack walks (too large for the BPF stack) */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct stack);
-} stack_scratch SEC(".maps");
 
-/* per-CPU stack-walk budget: a token bucket refilled at cfg.stack_walks_per_s */
-struct walk_budget {
-	__u64 last_ns;
-	__u64 milli_tokens;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct walk_budget);
-} walk_budget SEC(".maps");
 
 /* per-CPU context switch count */
 struct {
@@ -184,69 +160,8 @@ static __always_inline __u32 log2_slot(__u64 v)
 	return r < RUNQ_SLOTS ? r : RUNQ_SLOTS - 1;
 }
 
-/* May this CPU walk a stack now? Stack walks cost microseconds (ORC
- * unwinding) against ~1 us for the rest of an event; a per-CPU token bucket
- * bounds their rate. Tracing programs run with migration disabled, so the
- * per-CPU bucket needs no atomics. Totals never depend on it. */
-static __always_inline bool walk_allowed(__u64 now)
-{
-	struct walk_budget *b;
-	__u32 zero = 0;
-	__u64 cap;
 
-	if (!cfg.stack_walks_per_s)
-		return true;
-	b = bpf_map_lookup_elem(&walk_budget, &zero);
-	if (!b)
-		return false;
-	cap = (__u64)cfg.stack_walks_per_s * 100; /* a burst of a tenth of a second, in 1/1000 tokens */
-	if (!b->last_ns) {
-		b->milli_tokens = cap;
-	} else if (now > b->last_ns) {
-		b->milli_tokens += (now - b->last_ns) * cfg.stack_walks_per_s / 1000000;
-		if (b->milli_tokens > cap)
-			b->milli_tokens = cap;
-	}
-	b->last_ns = now;
-	if (b->milli_tokens < 1000) {
-		__sync_fetch_and_add(&health.stacks_rate_limited, 1);
-		return false;
-	}
-	b->milli_tokens -= 1000;
-	return true;
-}
 
-/* Hash the frames in the scratch buffer and store them once. Returns
- * STACK_FAILED when no stack could be taken. `len` is what bpf_get_stack returned. */
-static __always_inline __u64 intern_stack(struct stack *buf, long len)
-{
-	__u64 h = 0xcbf29ce484222325ULL;
-	int n, i;
-
-	if (len <= 0) {
-		__sync_fetch_and_add(&health.stack_errors, 1);
-		return STACK_FAILED;
-	}
-	n = len / sizeof(__u64);
-	for (i = 0; i < MAX_STACK_DEPTH; i++) {
-		if (i >= n)
-			break;
-		h = (h ^ buf->ips[i]) * 0x100000001b3ULL;
-	}
-	h ^= n;
-	if (h < STACK_ID_MIN)
-		h += STACK_ID_MIN;
-	if (bpf_map_update_elem(&stacks, &h, buf, BPF_NOEXIST) == -E2BIG)
-		__sync_fetch_and_add(&health.stack_map_full, 1);
-	return h;
-}
-
-static __always_inline struct stack *scratch(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&stack_scratch, &zero);
-}
 
 /* Stats entry of a task, created on first sight with its switch-counter baseline.
  * `running_switch` is set when called at the task's own switch-out, where the

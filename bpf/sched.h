@@ -5,8 +5,9 @@
 #ifndef STALLSCOPE_SCHED_H
 #define STALLSCOPE_SCHED_H
 
+#include "stacks.h"
+
 #define TASK_COMM_LEN 16
-#define MAX_STACK_DEPTH 64
 #define RUNQ_SLOTS 40 /* log2(ns): slot s counts waits in [2^s, 2^(s+1)) ns */
 
 /* task_stats.flags */
@@ -84,16 +85,6 @@ struct waker_val {
 	char waker_comm[TASK_COMM_LEN];
 };
 
-/* Reserved stack ids (a real stack's hash is never below STACK_ID_MIN). */
-#define STACK_NONE        0 /* stacks off */
-#define STACK_SHORT       1 /* the wait was shorter than min_stack_ns */
-#define STACK_RATE_LIMITED 2 /* the per-CPU stack-walk budget was spent */
-#define STACK_FAILED      3 /* the walk returned nothing */
-#define STACK_ID_MIN      16
-
-struct stack {
-	__u64 ips[MAX_STACK_DEPTH];
-};
 
 /* Self-reported losses (.bss): shown to the user, never silent. */
 struct sched_health {

@@ -32,7 +32,9 @@
  * with snapshot keys "voluntary_switches", "involuntary_switches", "nr_migrations", "run_ns",
  * "runq_wait_ns", "timeslices".  tid/tgid/comm are those of the CALLING thread, so it must be called
  * from the thread being reported.  blocked_ns is the caller's sum of CLOCK_MONOTONIC time measured
- * around each blocking call.
+ * around each blocking call.  A record kept with truth_record_extra() ends with one more key,
+ *   "extra": {"NAME": int, ...}
+ * up to TRUTH_MAX_EXTRA counters the workload names itself (e.g. the parts blocked_ns adds up).
  */
 #ifndef STALLSCOPE_TRUTH_H
 #define STALLSCOPE_TRUTH_H
@@ -177,6 +179,14 @@ static void truth_json_snapshot(FILE *f, const struct truth_snapshot *s)
 		s->runq_wait_ns, s->timeslices);
 }
 
+/* A named counter for truth_record_extra(). name is kept by reference: use a string literal. */
+struct truth_counter {
+	const char *name;
+	long long value;
+};
+
+#define TRUTH_MAX_EXTRA 4
+
 /* One thread's report, kept in memory until truth_flush(). */
 struct truth_record {
 	const char *role;
@@ -184,6 +194,8 @@ struct truth_record {
 	char comm[17];
 	long long calls, blocked_ns;
 	struct truth_snapshot start, end;
+	int nextra;
+	struct truth_counter extra[TRUTH_MAX_EXTRA];
 };
 
 #define TRUTH_MAX_RECORDS 64
@@ -191,15 +203,17 @@ static struct truth_record truth_records[TRUTH_MAX_RECORDS];
 static int truth_nrecords;
 
 /*
- * Keeps the calling thread's truth (see the top of this file) for truth_flush() to print. Take the
- * end snapshot right before: what follows in a worker is only its return, so nothing (no lock, no
- * write that might block or wake another thread) lies between its last snapshot and its exit.
+ * truth_record() (below) plus nextra named counters (at most TRUTH_MAX_EXTRA; more are dropped),
+ * printed as the record's "extra" object in the order given.  Same rule: the end snapshot right
+ * before it.
  */
-static void truth_record(const char *role, long long calls, long long blocked_ns,
-			 const struct truth_snapshot *start, const struct truth_snapshot *end)
+static void truth_record_extra(const char *role, long long calls, long long blocked_ns,
+			       const struct truth_snapshot *start, const struct truth_snapshot *end,
+			       const struct truth_counter *extra, int nextra)
 {
 	int i = __atomic_fetch_add(&truth_nrecords, 1, __ATOMIC_ACQ_REL);
 	struct truth_record *r;
+	int k;
 
 	if (i >= TRUTH_MAX_RECORDS)
 		return;
@@ -214,6 +228,20 @@ static void truth_record(const char *role, long long calls, long long blocked_ns
 	r->blocked_ns = blocked_ns;
 	r->start = *start;
 	r->end = *end;
+	r->nextra = nextra < TRUTH_MAX_EXTRA ? nextra : TRUTH_MAX_EXTRA;
+	for (k = 0; k < r->nextra; k++)
+		r->extra[k] = extra[k];
+}
+
+/*
+ * Keeps the calling thread's truth (see the top of this file) for truth_flush() to print. Take the
+ * end snapshot right before: what follows in a worker is only its return, so nothing (no lock, no
+ * write that might block or wake another thread) lies between its last snapshot and its exit.
+ */
+static inline void truth_record(const char *role, long long calls, long long blocked_ns,
+				const struct truth_snapshot *start, const struct truth_snapshot *end)
+{
+	truth_record_extra(role, calls, blocked_ns, start, end, NULL, 0);
 }
 
 /* Prints every kept record, one JSON line each, from the main thread once the workers are gone. */
@@ -232,6 +260,18 @@ static void truth_flush(void)
 		truth_json_snapshot(stdout, &r->start);
 		fputs(", \"end\": ", stdout);
 		truth_json_snapshot(stdout, &r->end);
+		if (r->nextra > 0) {
+			int k;
+
+			fputs(", \"extra\": {", stdout);
+			for (k = 0; k < r->nextra; k++) {
+				if (k > 0)
+					fputs(", ", stdout);
+				truth_json_string(stdout, r->extra[k].name);
+				fprintf(stdout, ": %lld", r->extra[k].value);
+			}
+			fputc('}', stdout);
+		}
 		fputs("}\n", stdout);
 	}
 	fflush(stdout);
@@ -282,26 +322,58 @@ static void truth_register(volatile pid_t *tid)
 	__atomic_store_n(tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 }
 
-/*
- * The options every example takes: -n COUNT and -m MS (both positive), -h for the help text.
- * Exits 0 after -h, 2 on anything else it does not understand.
- */
-static void truth_options(int argc, char **argv, long *count, long *ms, const char *help)
-{
-	int opt;
+/* An example's own option for truth_options_more(): -LETTER N, an integer from 1 to max. */
+struct truth_option {
+	char letter;
+	long *value;
+	long max;
+};
 
-	while ((opt = getopt(argc, argv, "n:m:h")) != -1) {
+#define TRUTH_MAX_OPTIONS 8
+
+/*
+ * truth_options() plus up to TRUTH_MAX_OPTIONS options of the example's own (letters other than
+ * n, m and h).  A NULL ms leaves -m out, for an example without an MS.
+ */
+static void truth_options_more(int argc, char **argv, long *count, long *ms,
+			       const struct truth_option *more, int nmore, const char *help)
+{
+	char optstring[8 + 2 * TRUTH_MAX_OPTIONS] = "n:";
+	size_t len = 2;
+	int opt, k;
+
+	if (nmore > TRUTH_MAX_OPTIONS)
+		nmore = TRUTH_MAX_OPTIONS;
+	if (ms) {
+		optstring[len++] = 'm';
+		optstring[len++] = ':';
+	}
+	for (k = 0; k < nmore; k++) {
+		optstring[len++] = more[k].letter;
+		optstring[len++] = ':';
+	}
+	optstring[len++] = 'h';
+	optstring[len] = '\0';
+
+	while ((opt = getopt(argc, argv, optstring)) != -1) {
 		switch (opt) {
 		case 'n':
 			*count = truth_parse_positive(argv[0], 'n', optarg, 100000000L);
-			break;
+			continue;
 		case 'm':
 			*ms = truth_parse_positive(argv[0], 'm', optarg, 86400000L);
-			break;
+			continue;
 		case 'h':
 			printf(help, argv[0]);
 			exit(0);
-		default:
+		}
+		for (k = 0; k < nmore; k++) {
+			if (opt == more[k].letter) {
+				*more[k].value = truth_parse_positive(argv[0], (char)opt, optarg, more[k].max);
+				break;
+			}
+		}
+		if (k == nmore) {
 			fprintf(stderr, help, argv[0]);
 			exit(2);
 		}
@@ -310,6 +382,15 @@ static void truth_options(int argc, char **argv, long *count, long *ms, const ch
 		fprintf(stderr, help, argv[0]);
 		exit(2);
 	}
+}
+
+/*
+ * The options every example takes: -n COUNT and -m MS (both positive), -h for the help text.
+ * Exits 0 after -h, 2 on anything else it does not understand.
+ */
+static inline void truth_options(int argc, char **argv, long *count, long *ms, const char *help)
+{
+	truth_options_more(argc, argv, count, ms, NULL, 0, help);
 }
 
 #endif /* STALLSCOPE_TRUTH_H */

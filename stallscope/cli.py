@@ -44,10 +44,28 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
                    help="walk stacks only for waits at least this long (default 0: every wait); "
                         "totals stay exact, shorter waits are grouped as '(stack not collected)'")
     p.add_argument("--no-user-stacks", action="store_true", help="do not collect user stacks")
+    p.add_argument("--probes", type=_probe_spec, default=DEFAULT_PROBES, metavar="SPEC",
+                   help="optional probe groups on top of the scheduler probes: +GROUP adds, -GROUP removes "
+                        f"(groups: {', '.join(OPTIONAL_PROBES)}; default: {', '.join(sorted(DEFAULT_PROBES))})")
     p.add_argument("--stack-rate", type=int, default=1000, metavar="N",
                    help="walk at most N stacks per second per CPU (default 1000; 0: no limit). A walk costs "
                         "microseconds; waits beyond the budget keep exact totals and are attributed by the "
                         "task's sampled stacks, marked as estimated")
+
+
+OPTIONAL_PROBES = ("locks",)
+DEFAULT_PROBES = frozenset({"locks"})
+
+
+def _probe_spec(text: str) -> frozenset[str]:
+    """`-locks`, `+locks`, `+a,-b`: changes to the default set."""
+    groups = set(DEFAULT_PROBES)
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        sign, name = (part[0], part[1:]) if part[0] in "+-" else ("+", part)
+        if name not in OPTIONAL_PROBES:
+            raise argparse.ArgumentTypeError(f"no probe group {name!r} (groups: {', '.join(OPTIONAL_PROBES)})")
+        (groups.add if sign == "+" else groups.discard)(name)
+    return frozenset(groups)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--command-only", action="store_true",
                    help="only the tasks of the recorded command (recordings made with `-- CMD`)")
 
+    p = sub.add_parser("locks", help="lock_stat-like table of kernel lock contention in a recording",
+                       description="Kernel locks by contention: name, type, contentions, wait min/max/avg/total "
+                                   "with spin and sleep parts, and the top contention points of each lock.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--sort", choices=("total", "max", "count", "avg"), default="total", help="default: total wait")
+    p.add_argument("-n", "--rows", type=_positive_int, default=20, help="locks to show (default 20)")
+    p.add_argument("--callers", type=_positive_int, default=3, help="contention points per lock (default 3)")
+
     p = sub.add_parser("doctor", help="what this kernel and these privileges allow",
                        description="Kernel, BTF, privileges, attach mechanisms and each probe's state. "
                                    "Exit 0 when the scheduler probes can run.")
@@ -93,9 +119,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _bind_probe_specs(argv: list[str]) -> list[str]:
+    """`--probes -locks` as the user writes it: argparse would take `-locks` for an option."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--":
+            return out + argv[i:]
+        if argv[i] == "--probes" and i + 1 < len(argv) and argv[i + 1][:1] in "+-" and argv[i + 1] != "--":
+            out.append(f"--probes={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_bind_probe_specs(sys.argv[1:] if argv is None else argv))
     if not args.command:
         parser.print_help()
         return EXIT_ERROR
@@ -186,6 +227,33 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_locks(args) -> int:
+    from stallscope.analyzer.load import load_model
+    from stallscope.analyzer.locks import lock_stats
+    from stallscope.analyzer.units import fmt_ns
+    from stallscope.analyzer.untrusted import printable
+
+    model = load_model(args.file)
+    probe = model.meta.probes.get("locks")
+    if probe is not None and not probe.enabled:
+        raise StallscopeError(f"{args.file} has no lock data: {probe.reason}", "record with --probes +locks")
+    rows = lock_stats(model, args.sort)[: args.rows]
+    out = sys.stdout
+    out.write(f"{'LOCK':<40} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
+              f"{'SPIN':>10} {'SLEEP':>10}\n")
+    for s in rows:
+        out.write(f"{printable(s.name)[:40]:<40} {s.type:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
+                  f"{fmt_ns(s.wait_max_ns):>9} {fmt_ns(s.wait_avg_ns):>9} {fmt_ns(s.wait_min_ns):>9} "
+                  f"{fmt_ns(s.spin_ns):>10} {fmt_ns(s.sleep_ns):>10}\n")
+        for c in s.callers[: args.callers]:
+            out.write(f"    {printable(c.point)[:60]:<60} {c.count:>8} {fmt_ns(c.total_ns):>10}\n")
+        if s.owner:
+            out.write(f"    owner when contended: {printable(s.owner)}\n")
+    if not rows:
+        out.write("no kernel lock contention recorded\n")
+    return 0
+
+
 def cmd_doctor(args) -> int:
     from stallscope.doctor import run_doctor
 
@@ -207,11 +275,11 @@ def _session_options(args, command, duration_s, max_intervals=None):
 
     return SessionOptions(interval_s=args.interval, duration_s=duration_s, pid=args.pid, command=command,
                           min_stack_ns=int(args.min_stack_wait * 1e9), user_stacks=not args.no_user_stacks,
-                          stack_walks_per_s=max(args.stack_rate, 0),
+                          stack_walks_per_s=max(args.stack_rate, 0), probes=args.probes,
                           max_intervals=max_intervals)
 
 
-COMMANDS = {"record": cmd_record, "export": cmd_export, "doctor": cmd_doctor, "top": cmd_top}
+COMMANDS = {"record": cmd_record, "export": cmd_export, "locks": cmd_locks, "doctor": cmd_doctor, "top": cmd_top}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,6 +8,7 @@ import sys
 
 from stallscope.bpf import features
 from stallscope.bpf.collector import SCHED_GROUPS, SchedCollector, SchedOptions, object_path
+from stallscope.bpf.lock_collector import LockCollector
 from stallscope.errors import StallscopeError
 
 # Probe groups: what each shows, and whether `record`/`top` run it by default.
@@ -17,6 +18,7 @@ GROUPS = {
     "switches": ("voluntary/involuntary switches per thread (the kernel's counters) and cs/s", True),
     "wakers": ("who woke each waiting task (task, irq, softirq or timer) and its stack", True),
     "migrations": ("CPU migrations per thread and the CPU x CPU matrix", True),
+    "locks": ("kernel lock contention per lock, waiter and stack (lock:contention_begin/end)", True),
 }
 
 
@@ -40,7 +42,7 @@ def collect() -> dict:
     if missing or not doc["libbpf"]["ok"]:
         reason = (f"missing {' and '.join(missing)}" if missing else doc["libbpf"]["detail"])
         doc["probes"] = {g: {"enabled": False, "mechanism": "", "reason": reason, "default": GROUPS[g][1],
-                             "what": GROUPS[g][0]} for g in SCHED_GROUPS}
+                             "what": GROUPS[g][0]} for g in GROUPS}
         return doc
     try:
         doc["mechanisms"] = {m: vars(c) for m, c in features.mechanisms(object_path("features.bpf.o")).items()}
@@ -55,6 +57,12 @@ def collect() -> dict:
         probes = {g: {"enabled": False, "mechanism": "", "reason": str(exc)} for g in SCHED_GROUPS}
     finally:
         collector.close()
+    locks = LockCollector(symbolizer=None)  # type: ignore[arg-type]
+    try:
+        st = locks.start()
+    finally:
+        locks.close()
+    probes["locks"] = {"enabled": st.enabled, "mechanism": st.mechanism, "reason": st.reason}
     for g, p in probes.items():
         p["default"], p["what"] = GROUPS[g][1], GROUPS[g][0]
     doc["probes"] = probes

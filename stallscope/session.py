@@ -22,6 +22,7 @@ from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
+from stallscope.bpf.lock_collector import LockCollector
 from stallscope.errors import StallscopeError
 
 FORMAT_VERSION = 1
@@ -36,6 +37,7 @@ class SessionOptions:
     min_stack_ns: int = 0
     user_stacks: bool = True
     stack_walks_per_s: int = 1000
+    probes: frozenset[str] = frozenset({"locks"})  # optional groups on top of the scheduler probes
     max_intervals: int | None = None
 
 
@@ -77,6 +79,7 @@ class Session:
         self._signals: list[int] = []
         self.child: subprocess.Popen | None = None
         self.collector: SchedCollector | None = None
+        self.locks: LockCollector | None = None
 
     def _on_signal(self, signum, _frame) -> None:
         self._signals.append(signum)
@@ -98,6 +101,7 @@ class Session:
         intervals = 0
         try:
             status = collector.start()
+            status = {**status, **self._start_optional(symbolizer)}
             start_ns = boottime_ns()
             meta = self._meta(status, start_ns)
             for name, st in status.items():
@@ -117,7 +121,7 @@ class Session:
                         stop = stop or "command exited"
                 if o.pid and not stop and not process_exists(o.pid):
                     stop = f"process {o.pid} exited"
-                on_interval(collector.drain())
+                on_interval(self._drain())
                 intervals += 1
                 if o.max_intervals and intervals >= o.max_intervals:
                     stop = stop or "done"
@@ -131,6 +135,8 @@ class Session:
             for s, h in old.items():
                 signal.signal(s, h)
             collector.close()
+            if self.locks:
+                self.locks.close()
         if self.child is not None and exit_status is None:
             exit_status, rusage = self._finish_child()
         end_ns = boottime_ns()
@@ -144,11 +150,29 @@ class Session:
             meta = replace(meta, options={**meta.options, "command": cmd})
         return SessionResult(meta, intervals, exit_status, self._stop_reason)
 
+    def _start_optional(self, symbolizer: Symbolizer) -> dict[str, ProbeStatus]:
+        o = self.options
+        if "locks" not in o.probes:
+            return {"locks": ProbeStatus(False, "", "not requested (--probes +locks)")}
+        self.locks = LockCollector(symbolizer, targ_tgid=o.pid, stack_walks_per_s=o.stack_walks_per_s)
+        status = self.locks.start()
+        if not status.enabled:
+            self.locks = None
+        return {"locks": status}
+
+    def _drain(self) -> Interval:
+        iv = self.collector.drain()
+        if self.locks is None:
+            return iv
+        lk = self.locks.drain(self.collector.last_dead)
+        return replace(iv, locks=lk.locks, stacks=iv.stacks + lk.stacks, health={**iv.health, **lk.health},
+                       programs=iv.programs + lk.programs)
+
     def _meta(self, status: dict[str, ProbeStatus], start_ns: int) -> RecordingMeta:
         o = self.options
         opts = {"interval_s": o.interval_s, "duration_s": o.duration_s, "pid": o.pid,
                 "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks,
-                "stack_walks_per_s": o.stack_walks_per_s}
+                "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes)}
         return RecordingMeta(
             format_version=FORMAT_VERSION, stallscope_version=__version__, host=socket.gethostname(),
             kernel=platform.release(), cpus=self.collector.nr_cpus if self.collector else os.cpu_count() or 1,

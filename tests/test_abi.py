@@ -21,12 +21,12 @@ def _btf_structs(obj: str) -> dict:
     return {t["name"]: t for t in json.loads(out.stdout)["types"] if t.get("kind") == "STRUCT" and t.get("name")}
 
 
-@pytest.mark.parametrize("name", sorted(abi.MIRRORS))
-def test_python_mirror_matches_the_objects_btf(name):
-    structs = _btf_structs(str(ROOT / "bpf" / "sched.bpf.o"))
-    assert name in structs, f"struct {name} is not in sched.bpf.o's BTF"
+@pytest.mark.parametrize("obj,name", sorted((o, n) for o, m in abi.OBJECT_MIRRORS.items() for n in m))
+def test_python_mirror_matches_the_objects_btf(obj, name):
+    structs = _btf_structs(str(ROOT / "bpf" / obj))
+    assert name in structs, f"struct {name} is not in {obj}'s BTF"
     btf = structs[name]
-    mirror = abi.MIRRORS[name]
+    mirror = abi.OBJECT_MIRRORS[obj][name]
     assert ctypes.sizeof(mirror) == btf["size"]
     ours = [(f[0], getattr(mirror, f[0]).offset) for f in mirror._fields_]
     theirs = [(m["name"], m["bits_offset"] // 8) for m in btf["members"]]

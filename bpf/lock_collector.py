@@ -1,0 +1,94 @@
+"""The kernel lock contention collector: loads locks.bpf.o and drains its
+cumulative per-(lock, waiter, stack) aggregates into interval deltas.
+
+A kernel without the lock tracepoints (or a load failure) turns the probe
+off with the reason; the other probes go on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from stallscope.analyzer.sample import LockDelta, ProbeStatus, ProgramCost, Stack, TaskId
+from stallscope.analyzer.symbols import Symbolizer
+from stallscope.bpf import abi, features
+from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
+from stallscope.bpf.libbpf import BpfError, BpfObject
+
+
+@dataclass(frozen=True)
+class LockDrain:
+    locks: tuple[LockDelta, ...]
+    stacks: tuple[Stack, ...]
+    health: dict[str, int]
+    programs: tuple[ProgramCost, ...]
+
+
+class LockCollector:
+    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = 1000,
+                 kernel_stacks: bool = True, max_stacks: int = 32768):
+        self.targ_tgid = targ_tgid
+        self.stack_walks_per_s = stack_walks_per_s
+        self.kernel_stacks = kernel_stacks
+        self.obj: BpfObject | None = None
+        self._stacks = StackReader(symbolizer, max_stacks)
+        self._health = HealthDeltas(abi.LockHealth, prefix="locks.")
+        self._programs = ProgramDeltas()
+        self._prev: dict[bytes, tuple[int, ...]] = {}
+
+    def start(self) -> ProbeStatus:
+        """Load and attach; never raises for a kernel that cannot: the status says why."""
+        missing = [n for n, c in features.tracepoints().items() if n.startswith("lock:") and not c.ok]
+        if missing:
+            return ProbeStatus(False, "", f"no {', '.join(missing)} tracepoint in this kernel")
+        kfunc = features.kfuncs().get("bpf_get_kmem_cache")
+        try:
+            obj = BpfObject(object_path("locks.bpf.o"))
+            cfg = abi.LockConfig(targ_tgid=self.targ_tgid, stack_walks_per_s=self.stack_walks_per_s,
+                                 kernel_stacks=int(self.kernel_stacks), has_kmem_cache_kfunc=int(bool(kfunc and kfunc.ok)))
+            image = obj.section_map(".rodata").initial_value()
+            ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
+            obj.load()
+            for prog in obj.programs():
+                obj.attach(prog)
+        except BpfError as exc:
+            try:
+                obj.close()
+            except UnboundLocalError:
+                pass
+            return ProbeStatus(False, "", exc.message)
+        self.obj = obj
+        reason = "" if kfunc and kfunc.ok else "no bpf_get_kmem_cache (6.13+): slab-held locks are not named"
+        return ProbeStatus(True, "tp_btf", reason)
+
+    def drain(self, dead: set[TaskId]) -> LockDrain:
+        """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
+        assert self.obj is not None
+        m = self.obj.map("locks")
+        out, ids = [], {}
+        for kraw, vraw in m.items_batch():
+            k = abi.decode(abi.LockKey, kraw)
+            v = abi.decode(abi.LockVal, vraw)
+            pc, pt, pmax, pmin, ps, psl = self._prev.get(kraw, (0, 0, 0, 1 << 64, 0, 0))
+            tid = TaskId(k.pid, k.start_ns)
+            if v.count != pc:
+                out.append(LockDelta(
+                    task=tid, tgid=k.tgid, addr=k.addr, kstack=k.kstack, flags=k.flags,
+                    kind=k.kind, count=v.count - pc, total_ns=v.total_ns - pt,
+                    max_ns=v.max_ns if v.max_ns > pmax else 0, min_ns=v.min_ns if v.min_ns < pmin else 0,
+                    spin_ns=v.spin_ns - ps, sleep_ns=v.sleep_ns - psl, owner_pid=v.owner_pid,
+                    owner_comm=v.owner_comm.decode(errors="replace"), cache=v.cache.decode(errors="replace")))
+                ids.setdefault(k.kstack, ("kernel", 0))
+            if tid in dead:
+                m.delete(kraw)
+                self._prev.pop(kraw, None)
+            else:
+                self._prev[kraw] = (v.count, v.total_ns, v.max_ns, v.min_ns, v.spin_ns, v.sleep_ns)
+        stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
+        return LockDrain(tuple(out), stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
+
+    def close(self) -> None:
+        if self.obj:
+            self.obj.close()
+            self.obj = None

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Kernel lock contention from lock:contention_begin/end, aggregated per
+ * (lock, waiter, waiter's kernel stack). One contention is one wait of one
+ * task on one lock: a mutex's begin(MUTEX|SPIN) for optimistic spinning and
+ * its later begin(MUTEX) before sleeping are one wait with a spin part and a
+ * sleep part. Pure spin waits keep their start per CPU (a spinning task does
+ * not leave its CPU, and an interrupt may nest another); the others per task. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "locks.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile struct lock_config cfg = {
+	.stack_walks_per_s = 1000,
+	.kernel_stacks = 1,
+};
+
+struct lock_health health = {};
+
+#include "stacks.bpf.h"
+
+extern struct kmem_cache *bpf_get_kmem_cache(__u64 addr) __ksym __weak;
+
+/* A wait in progress. */
+struct lock_wait {
+	__u64 addr;
+	__u64 begin_ns;
+	__u64 sleep_ns;  /* when the sleep part began (0: spinning) */
+	__u64 kstack;
+	__u32 flags;
+	__u32 kind;
+	__u32 owner_pid;
+	__u32 active;
+	char owner_comm[TASK_COMM_LEN];
+	char cache[LOCK_NAME_LEN];
+};
+
+#define SPIN_NESTING 4
+
+struct spin_waits {
+	__u32 depth;
+	__u32 pad;
+	struct lock_wait w[SPIN_NESTING];
+};
+
+/* task -> its sleeping (or mutex-spinning) wait */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct lock_wait);
+} task_waits SEC(".maps");
+
+/* CPU -> its nested pure spin waits */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct spin_waits);
+} cpu_waits SEC(".maps");
+
+/* lock_key -> cumulative lock_val */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct lock_key);
+	__type(value, struct lock_val);
+} locks SEC(".maps");
+
+static __always_inline void name_lock(struct lock_wait *w, struct task_struct *cur, void *lock, __u32 flags)
+{
+	struct mm_struct *mm = cur->mm;
+
+	w->kind = LOCK_KIND_ADDR;
+	w->owner_pid = 0;
+	if (mm && (void *)&mm->mmap_lock == lock) {
+		w->kind = LOCK_KIND_MMAP;
+	} else if (cfg.has_kmem_cache_kfunc && bpf_get_kmem_cache) {
+		struct kmem_cache *s = bpf_get_kmem_cache((__u64)lock);
+
+		if (s) {
+			w->kind = LOCK_KIND_SLAB;
+			bpf_probe_read_kernel_str(w->cache, sizeof(w->cache), BPF_CORE_READ(s, name));
+		}
+	}
+	if (flags & LCB_F_MUTEX) {
+		/* the owner when we start waiting: the low bits of mutex::owner are flags */
+		long owner = BPF_CORE_READ((struct mutex *)lock, owner.counter);
+		struct task_struct *t = (struct task_struct *)(owner & ~0x07L);
+
+		if (t) {
+			w->owner_pid = BPF_CORE_READ(t, pid);
+			bpf_probe_read_kernel_str(w->owner_comm, sizeof(w->owner_comm), t->comm);
+		}
+	}
+}
+
+static __always_inline __u64 waiter_stack(void *ctx, __u64 now)
+{
+	struct stack *buf;
+
+	if (!cfg.kernel_stacks)
+		return STACK_NONE;
+	if (!walk_allowed(now))
+		return STACK_RATE_LIMITED;
+	buf = scratch();
+	if (!buf)
+		return STACK_FAILED;
+	return intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), 0));
+}
+
+static __always_inline void account(struct lock_wait *w, struct task_struct *cur, __u64 now)
+{
+	struct lock_key key = {
+		.addr = w->addr, .kstack = w->kstack, .start_ns = cur->start_boottime, .pid = cur->pid, .tgid = cur->tgid,
+		.flags = w->flags, .kind = w->kind,
+	};
+	struct lock_val *v, init = {};
+	__u64 total = now > w->begin_ns ? now - w->begin_ns : 0;
+	__u64 sleep = w->sleep_ns && now > w->sleep_ns ? now - w->sleep_ns : 0;
+
+	v = bpf_map_lookup_elem(&locks, &key);
+	if (!v) {
+		init.min_ns = ~0ULL;
+		__builtin_memcpy(init.cache, w->cache, sizeof(init.cache));
+		if (bpf_map_update_elem(&locks, &key, &init, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&health.lock_map_full, 1);
+			return;
+		}
+		v = bpf_map_lookup_elem(&locks, &key);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->total_ns, total);
+	__sync_fetch_and_add(&v->sleep_ns, sleep);
+	__sync_fetch_and_add(&v->spin_ns, total - sleep);
+	/* maxima and minima race only between CPUs waiting on one lock from one
+	 * stack at once; the lost update is the less extreme value */
+	if (total > v->max_ns)
+		v->max_ns = total;
+	if (total < v->min_ns)
+		v->min_ns = total;
+	if (w->owner_pid) {
+		v->owner_pid = w->owner_pid;
+		__builtin_memcpy(v->owner_comm, w->owner_comm, TASK_COMM_LEN);
+	}
+}
+
+static __always_inline bool wanted(struct task_struct *cur)
+{
+	return !cfg.targ_tgid || cur->tgid == cfg.targ_tgid;
+}
+
+SEC("tp_btf/contention_begin")
+int BPF_PROG(contention_begin, void *lock, unsigned int flags)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u64 now = bpf_ktime_get_ns();
+	struct lock_wait *w;
+
+	if (!wanted(cur))
+		return 0;
+	if ((flags & (LCB_F_SPIN | LCB_F_MUTEX)) == LCB_F_SPIN) {
+		__u32 zero = 0, d;
+		struct spin_waits *sw = bpf_map_lookup_elem(&cpu_waits, &zero);
+
+		if (!sw)
+			return 0;
+		d = sw->depth;
+		if (d >= SPIN_NESTING) {
+			__sync_fetch_and_add(&health.spin_nesting_overflow, 1);
+			return 0;
+		}
+		w = &sw->w[d];
+		sw->depth = d + 1;
+	} else {
+		w = bpf_task_storage_get(&task_waits, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!w) {
+			__sync_fetch_and_add(&health.storage_errors, 1);
+			return 0;
+		}
+		if (w->active && w->addr == (__u64)lock) {
+			/* the mutex stops spinning and goes to sleep: same wait */
+			if (!w->sleep_ns)
+				w->sleep_ns = now;
+			return 0;
+		}
+	}
+	w->addr = (__u64)lock;
+	w->begin_ns = now;
+	w->sleep_ns = (flags & LCB_F_SPIN) ? 0 : now;
+	w->flags = flags;
+	w->active = 1;
+	w->cache[0] = 0;
+	w->owner_comm[0] = 0;
+	name_lock(w, cur, lock, flags);
+	w->kstack = waiter_stack(ctx, now);
+	return 0;
+}
+
+SEC("tp_btf/contention_end")
+int BPF_PROG(contention_end, void *lock, int ret)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u64 now = bpf_ktime_get_ns();
+	struct spin_waits *sw;
+	struct lock_wait *w;
+	__u32 zero = 0, d;
+
+	if (!wanted(cur))
+		return 0;
+	sw = bpf_map_lookup_elem(&cpu_waits, &zero);
+	if (sw) {
+		d = sw->depth;
+		if (d > 0 && d <= SPIN_NESTING) {
+			w = &sw->w[(d - 1) & (SPIN_NESTING - 1)];
+			if (w->addr == (__u64)lock) {
+				sw->depth = d - 1;
+				account(w, cur, now);
+				return 0;
+			}
+		}
+	}
+	w = bpf_task_storage_get(&task_waits, cur, 0, 0);
+	if (w && w->active && w->addr == (__u64)lock) {
+		w->active = 0;
+		account(w, cur, now);
+		return 0;
+	}
+	__sync_fetch_and_add(&health.unmatched_ends, 1);
+	return 0;
+}

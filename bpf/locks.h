@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Structs that cross the BPF/user boundary for the lock contention probe.
+ * Mirrored in bpf/abi.py; tests check the sizes against the object's BTF. */
+#ifndef STALLSCOPE_LOCKS_H
+#define STALLSCOPE_LOCKS_H
+
+#include "stacks.h"
+
+#define TASK_COMM_LEN 16
+#define LOCK_NAME_LEN 32
+
+/* lock:contention_begin flags (include/trace/events/lock.h) */
+#define LCB_F_SPIN   (1U << 0)
+#define LCB_F_READ   (1U << 1)
+#define LCB_F_WRITE  (1U << 2)
+#define LCB_F_RT     (1U << 3)
+#define LCB_F_PERCPU (1U << 4)
+#define LCB_F_MUTEX  (1U << 5)
+
+/* lock_key.kind: how the kernel side named the lock */
+#define LOCK_KIND_ADDR 0 /* by address only: user space names it by its contending caller */
+#define LOCK_KIND_MMAP 1 /* the waiter's own mm->mmap_lock */
+#define LOCK_KIND_SLAB 2 /* inside an object of the slab cache in lock_val.cache */
+
+/* One thread's waits on one lock, from one kernel stack. */
+struct lock_key {
+	__u64 addr;
+	__u64 kstack;  /* hash into the stacks map, or a STACK_* reason */
+	__u64 start_ns; /* waiter's start_boottime: with pid, its identity */
+	__u32 pid;     /* waiter */
+	__u32 tgid;
+	__u32 flags;   /* the first contention_begin's flags: the lock type */
+	__u32 kind;    /* LOCK_KIND_* */
+};
+
+struct lock_val {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+	__u64 min_ns;
+	__u64 spin_ns;   /* spinning, including a mutex's optimistic spin */
+	__u64 sleep_ns;  /* blocked */
+	__u32 owner_pid; /* a mutex's owner when the last contention began (0: unknown) */
+	__u32 pad;
+	char owner_comm[TASK_COMM_LEN];
+	char cache[LOCK_NAME_LEN]; /* LOCK_KIND_SLAB: the cache holding the lock */
+};
+
+struct lock_health {
+	__u64 lock_map_full;
+	__u64 stack_errors;
+	__u64 stack_map_full;
+	__u64 stacks_rate_limited;
+	__u64 storage_errors;
+	__u64 spin_nesting_overflow; /* more nested spin waits on one CPU than we keep */
+	__u64 unmatched_ends;        /* contention_end with no begin seen (began before attach) */
+	__u64 pad;
+};
+
+struct lock_config {
+	__u32 targ_tgid;
+	__u32 stack_walks_per_s;
+	__u32 kernel_stacks;
+	__u32 has_kmem_cache_kfunc; /* bpf_get_kmem_cache() exists (6.13+) */
+};
+
+#endif

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Stacks as they cross the BPF/user boundary: frames, and the reserved ids
+ * that say why a wait has no stack. Mirrored in bpf/abi.py. */
+#ifndef STALLSCOPE_STACKS_H
+#define STALLSCOPE_STACKS_H
+
+#define MAX_STACK_DEPTH 64
+
+/* Reserved stack ids (a real stack's hash is never below STACK_ID_MIN). */
+#define STACK_NONE        0 /* stacks off */
+#define STACK_SHORT       1 /* the wait was shorter than min_stack_ns */
+#define STACK_RATE_LIMITED 2 /* the per-CPU stack-walk budget was spent */
+#define STACK_FAILED      3 /* the walk returned nothing */
+#define STACK_ID_MIN      16
+
+struct stack {
+	__u64 ips[MAX_STACK_DEPTH];
+};
+
+#endif

@@ -1,0 +1,102 @@
+"""Kernel lock contention against the kernel's own event counts, and lock naming."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import example, needs_bpf, record_command, run_stallscope
+from stallscope.analyzer.load import load_model
+from stallscope.analyzer.locks import contention_point, lock_type
+from stallscope.analyzer.sample import Stack
+from synthetic import kframe
+
+
+@pytest.fixture(scope="module")
+def churn_run(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to record")
+    tmp = tmp_path_factory.mktemp("churn")
+    # every stack walked (no rate limit): the callers must be there to be checked
+    return record_command(tmp, [example("mmap_churn"), "-n", "500"], "--stack-rate", "0")
+
+
+@needs_bpf
+def test_threads_churning_mappings_contend_on_their_mmap_lock(churn_run):
+    doc, truth, _ = churn_run
+    tgid = truth[0]["tgid"]
+    mmap = [lk for lk in doc["locks"] if lk["name"] == f"mmap_lock (mmap_churn[{tgid}])"]
+    assert {lk["type"] for lk in mmap} == {"rwsem:R", "rwsem:W"}
+    callers = " ".join(c["caller"] for lk in mmap for c in lk["callers"])
+    assert "lock_mm_and_find_vma" in callers  # page faults: read side
+    assert "vm_mmap_pgoff" in callers or "__vm_munmap" in callers  # mmap and munmap: write side
+    workers = {t["tid"] for t in truth if t["role"] == "mmap-churn"}
+    assert workers <= {t["pid"] for lk in mmap for t in lk["tasks"]}
+    for lk in mmap:
+        assert lk["sleep_ns"] + lk["spin_ns"] == lk["wait_total_ns"]
+        assert lk["wait_min_ns"] <= lk["wait_avg_ns"] <= lk["wait_max_ns"]
+
+
+def _mount_tracefs() -> None:
+    """perf resolves tracepoint ids through tracefs, which need not be mounted (BPF does not need it)."""
+    if not os.path.exists("/sys/kernel/tracing/events"):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=False)
+
+
+@needs_bpf
+def test_contention_counts_equal_perf_stat_on_the_same_tracepoint(tmp_path, perf_available):
+    """perf stat counts lock:contention_end for the workload's threads; each contention ends once."""
+    _mount_tracefs()
+    counts = tmp_path / "perf.csv"
+    doc, truth, path = record_command(tmp_path, [perf_available, "stat", "-x,", "-o", str(counts), "-e",
+                                                 "lock:contention_end", "--", example("mmap_churn"), "-n", "300"])
+    perf = next(int(line.split(",")[0]) for line in counts.read_text().splitlines()
+                if "lock:contention_end" in line)
+    model = load_model(str(path))
+    workload = {t for t in model.descendants(doc["meta"]["options"]["command"]["pid"])
+                if model.tasks[t].info.tgid == truth[0]["tgid"]}  # the workload, not perf stat itself
+    ours = sum(w.count for w in model.lock_waits if w.task in workload)
+    misses = sum(p["recursion_misses"] for name, p in doc["meta"]["overhead"]["bpf_programs"].items()
+                 if name.startswith("contention_"))
+    assert perf > 100, "the workload should contend"
+    # perf stat starts counting at the workload's exec, the probe at its fork: a contention inside
+    # execve() itself is ours only. Apart from that window the counts are the same events.
+    assert 0 <= ours - (perf - misses) <= 3
+
+
+@needs_bpf
+def test_locks_command_prints_a_lock_stat_table(churn_run):
+    _, _, path = churn_run
+    out = run_stallscope("locks", str(path), "--sort", "max", "-n", "5").stdout
+    assert out.splitlines()[0].split()[:3] == ["LOCK", "TYPE", "CONTENTIONS"]
+    assert "mmap_lock" in out
+
+
+@needs_bpf
+def test_probes_option_turns_the_lock_probe_off(tmp_path):
+    doc, _, _ = record_command(tmp_path, [example("sleeper"), "-n", "3", "-m", "5"], "--probes", "-locks")
+    assert doc["meta"]["probes"]["locks"]["enabled"] is False
+    assert doc["locks"] == []
+
+
+@pytest.mark.parametrize("flags,expected", [
+    (1, "spinlock"), (1 | 2, "rwlock:R"), (1 | 4, "rwlock:W"), (32, "mutex"), (32 | 1, "mutex"), (2, "rwsem:R"),
+    (4, "rwsem:W"), (8, "rt-mutex"), (16 | 2, "percpu-rwsem:R"), (0, "semaphore"),
+])
+def test_lock_type_follows_the_contention_flags(flags, expected):
+    assert lock_type(flags) == expected
+
+
+def test_contention_point_skips_the_lock_internal_frames():
+    stack = Stack(99, "kernel", tuple(kframe(n) for n in (
+        "bpf_trace_run2", "__traceiter_contention_begin", "queued_spin_lock_slowpath", "_raw_spin_lock_irqsave",
+        "get_partial_node", "___slab_alloc", "kmem_cache_alloc_noprof")))
+    assert contention_point(stack).startswith("get_partial_node")
+
+
+def test_unknown_probe_group_is_refused():
+    proc = run_stallscope("record", "-o", "/tmp/x.stall", "--probes", "+nosuch", check=False)
+    assert proc.returncode == 2 and "no probe group 'nosuch'" in proc.stderr
