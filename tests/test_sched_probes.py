@@ -42,17 +42,19 @@ def _stack_text(doc: dict, tid: int) -> str:
 
 
 
-def _blocked_not_queued(t: dict) -> int:
-    """Time inside the blocking calls less the run-queue wait after each wakeup (schedstat's),
-    which off-CPU time does not include: on a busy machine that wait is large."""
-    return t["blocked_ns"] - (t["end"]["runq_wait_ns"] - t["start"]["runq_wait_ns"])
+def _inside_the_calls(ours: dict) -> int:
+    """What the time measured inside the blocking calls is made of: blocked (off-CPU), then queued
+    from the wakeup until the thread runs (measured with ktime; schedstat's run_delay misses part
+    of it after wakeup preemptions, see README). Threads of these workloads do little else."""
+    return ours["offcpu_ns"] + ours["runq_latency_ns"]
 
 
 def test_sleeping_thread_is_off_cpu_for_the_time_it_slept(sleeper_run):
     doc, truth, _ = sleeper_run
     t = _truth(truth, "sleeper")
     ours = _task(doc, t["tid"])
-    assert ours["offcpu_ns"] == pytest.approx(_blocked_not_queued(t), rel=0.02)
+    assert _inside_the_calls(ours) == pytest.approx(t["blocked_ns"], rel=0.02)
+    assert ours["offcpu_ns"] >= 0.8 * t["blocked_ns"]  # the sleeps themselves dominate
     # One off-CPU wait per block, and the kernel counts each block as a voluntary switch. Rarely
     # (a few runs in ten) one block's switch-out shows the task RUNNING and the wait is not
     # recorded; meta.health.waking_unblocked counts such wakeups. Not yet explained: at most one.
@@ -72,7 +74,7 @@ def test_pipe_reader_blocks_for_the_writers_period(pipe_run):
     doc, truth, _ = pipe_run
     t = _truth(truth, "pipe-reader")
     ours = _task(doc, t["tid"])
-    assert ours["offcpu_ns"] == pytest.approx(_blocked_not_queued(t), rel=0.02)
+    assert _inside_the_calls(ours) == pytest.approx(t["blocked_ns"], rel=0.02)
     blocks = t["end"]["voluntary_switches"] - t["start"]["voluntary_switches"]
     assert blocks - 1 <= ours["offcpu_count"] <= blocks  # see the sleeper's test
     assert "pipe_read" in _stack_text(doc, t["tid"])
