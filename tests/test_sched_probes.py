@@ -8,6 +8,8 @@ calls, switch counts and migrations exactly, run-queue wait with schedstat.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from conftest import example, needs_bpf, record_command
@@ -27,19 +29,41 @@ def _truth(truth: list[dict], role: str) -> dict:
     return next(t for t in truth if t["role"] == role)
 
 
+def _steal_ns() -> int:
+    """Time the hypervisor took from this VM's CPUs (/proc/stat steal, all CPUs)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def _record_with_steal(tmp_path, argv):
+    before = _steal_ns()
+    doc, truth, path = record_command(tmp_path, argv)
+    doc["_test_steal_ns"] = _steal_ns() - before
+    return doc, truth, path
+
+
 @pytest.fixture(scope="module")
 def sleeper_run(tmp_path_factory):
-    return record_command(tmp_path_factory.mktemp("sleeper"), [example("sleeper"), "-n", "100", "-m", "20"])
+    return _record_with_steal(tmp_path_factory.mktemp("sleeper"), [example("sleeper"), "-n", "100", "-m", "20"])
 
 
 @pytest.fixture(scope="module")
 def pipe_run(tmp_path_factory):
-    return record_command(tmp_path_factory.mktemp("pipe"), [example("pipe_reader"), "-n", "100", "-m", "10"])
+    return _record_with_steal(tmp_path_factory.mktemp("pipe"), [example("pipe_reader"), "-n", "100", "-m", "10"])
 
 
 def _stack_text(doc: dict, tid: int) -> str:
     return " ".join(" ".join(b["stack"]) for b in doc["blockers"] if any(t["pid"] == tid for t in b["tasks"]))
 
+
+
+def _assert_inside_the_calls(doc: dict, ours: dict, t: dict) -> None:
+    """Within 2%, never above; below by at most what the host stole meanwhile: a vCPU the host
+    stops leaves the guest thinking the thread ran, so stolen time is inside the calls too."""
+    inside = _inside_the_calls(ours)
+    assert inside <= t["blocked_ns"] * 1.02
+    assert inside >= t["blocked_ns"] * 0.98 - doc["_test_steal_ns"], doc["_test_steal_ns"]
 
 
 def _inside_the_calls(ours: dict) -> int:
@@ -53,8 +77,8 @@ def test_sleeping_thread_is_off_cpu_for_the_time_it_slept(sleeper_run):
     doc, truth, _ = sleeper_run
     t = _truth(truth, "sleeper")
     ours = _task(doc, t["tid"])
-    assert _inside_the_calls(ours) == pytest.approx(t["blocked_ns"], rel=0.02)
-    assert ours["offcpu_ns"] >= 0.8 * t["blocked_ns"]  # the sleeps themselves dominate
+    _assert_inside_the_calls(doc, ours, t)
+    assert ours["offcpu_ns"] >= 0.8 * t["blocked_ns"] - doc["_test_steal_ns"]  # the sleeps dominate
     # One off-CPU wait per block, and the kernel counts each block as a voluntary switch. Rarely
     # (a few runs in ten) one block's switch-out shows the task RUNNING and the wait is not
     # recorded; meta.health.waking_unblocked counts such wakeups. Not yet explained: at most one.
@@ -74,7 +98,7 @@ def test_pipe_reader_blocks_for_the_writers_period(pipe_run):
     doc, truth, _ = pipe_run
     t = _truth(truth, "pipe-reader")
     ours = _task(doc, t["tid"])
-    assert _inside_the_calls(ours) == pytest.approx(t["blocked_ns"], rel=0.02)
+    _assert_inside_the_calls(doc, ours, t)
     blocks = t["end"]["voluntary_switches"] - t["start"]["voluntary_switches"]
     assert blocks - 1 <= ours["offcpu_count"] <= blocks  # see the sleeper's test
     assert "pipe_read" in _stack_text(doc, t["tid"])
