@@ -20,6 +20,7 @@ const volatile struct lock_config cfg = {
 
 struct lock_health health = {};
 
+#include "maps.bpf.h"
 #include "stacks.bpf.h"
 
 extern struct kmem_cache *bpf_get_kmem_cache(__u64 addr) __ksym __weak;
@@ -122,18 +123,11 @@ static __always_inline void account(struct lock_wait *w, struct task_struct *cur
 	__u64 total = now > w->begin_ns ? now - w->begin_ns : 0;
 	__u64 sleep = w->sleep_ns && now > w->sleep_ns ? now - w->sleep_ns : 0;
 
-	v = bpf_map_lookup_elem(&locks, &key);
-	if (!v) {
-		init.min_ns = ~0ULL;
-		__builtin_memcpy(init.cache, w->cache, sizeof(init.cache));
-		if (bpf_map_update_elem(&locks, &key, &init, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&health.lock_map_full, 1);
-			return;
-		}
-		v = bpf_map_lookup_elem(&locks, &key);
-		if (!v)
-			return;
-	}
+	init.min_ns = ~0ULL;
+	__builtin_memcpy(init.cache, w->cache, sizeof(init.cache));
+	v = lookup_or_init(&locks, &key, &init, &health.lock_map_full);
+	if (!v)
+		return;
 	__sync_fetch_and_add(&v->count, 1);
 	__sync_fetch_and_add(&v->total_ns, total);
 	__sync_fetch_and_add(&v->sleep_ns, sleep);

@@ -14,7 +14,6 @@
 #define TASK_WAKING 0x200
 #define EXIT_DEAD 0x10
 #define STATE_MASK 0xfff
-#define E2BIG 7
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -29,6 +28,7 @@ const volatile struct sched_config cfg = {
 
 struct sched_health health = {};
 
+#include "maps.bpf.h"
 #include "stacks.bpf.h"
 
 /* Per-task scratch state between events; freed with the task. */
@@ -171,7 +171,6 @@ static __always_inline struct task_stats *stats_of(struct task_struct *p, int ru
 {
 	struct task_key key = { .pid = p->pid, .start_ns = p->start_boottime };
 	struct task_stats *s, init = {};
-	long err;
 
 	s = bpf_map_lookup_elem(&task_stats, &key);
 	if (s)
@@ -197,12 +196,7 @@ static __always_inline struct task_stats *stats_of(struct task_struct *p, int ru
 		init.flags = TS_BASE_GUESSED;
 	}
 	__builtin_memcpy(init.comm, p->comm, TASK_COMM_LEN);
-	err = bpf_map_update_elem(&task_stats, &key, &init, BPF_NOEXIST);
-	if (err == -E2BIG) {
-		__sync_fetch_and_add(&health.task_map_full, 1);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&task_stats, &key);
+	return lookup_or_init(&task_stats, &key, &init, &health.task_map_full);
 }
 
 static __always_inline struct tstate *tstate_of(struct task_struct *p)
@@ -461,16 +455,9 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 			else if (buf)
 				key.kstack = intern_stack(buf, bpf_get_task_stack(next, buf, sizeof(*buf), 0));
 		}
-		v = bpf_map_lookup_elem(&offcpu, &key);
-		if (!v) {
-			if (bpf_map_update_elem(&offcpu, &key, &init, BPF_NOEXIST) == -E2BIG) {
-				__sync_fetch_and_add(&health.offcpu_map_full, 1);
-				return;
-			}
-			v = bpf_map_lookup_elem(&offcpu, &key);
-			if (!v)
-				return;
-		}
+		v = lookup_or_init(&offcpu, &key, &init, &health.offcpu_map_full);
+		if (!v)
+			return;
 		__sync_fetch_and_add(&v->count, 1);
 		__sync_fetch_and_add(&v->total_ns, d);
 		update_max(&v->max_ns, d);
@@ -584,17 +571,10 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 			else if (buf)
 				key.waker_kstack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), 0));
 		}
-		v = bpf_map_lookup_elem(&wakers, &key);
-		if (!v) {
-			__builtin_memcpy(init.waker_comm, waker->comm, TASK_COMM_LEN);
-			if (bpf_map_update_elem(&wakers, &key, &init, BPF_NOEXIST) == -E2BIG) {
-				__sync_fetch_and_add(&health.waker_map_full, 1);
-				return 0;
-			}
-			v = bpf_map_lookup_elem(&wakers, &key);
-			if (!v)
-				return 0;
-		}
+		__builtin_memcpy(init.waker_comm, waker->comm, TASK_COMM_LEN);
+		v = lookup_or_init(&wakers, &key, &init, &health.waker_map_full);
+		if (!v)
+			return 0;
 		__sync_fetch_and_add(&v->count, 1);
 		__sync_fetch_and_add(&v->total_ns, d);
 	}
