@@ -191,6 +191,7 @@ class Recording:
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
             self.db.execute("PRAGMA query_only=1")
             tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            self.tables = tables
             if "meta" not in tables:
                 raise StallscopeError(f"{path} is not a stallscope recording", "it is an SQLite database of something else")
             rows = dict(self.db.execute("SELECT key, value FROM meta"))
@@ -263,10 +264,12 @@ class Recording:
         migrations = _group(self._rows(
             "SELECT idx, src, dst, count FROM migrations WHERE idx BETWEEN ? AND ?", (first, hi)),
             lambda r: (r[1], r[2], r[3]))
+        # a table added after a recording was made is empty in it
         locks = _group(self._rows(
             "SELECT idx, pid, start_ns, tgid, addr, kstack, flags, kind, count, total_ns, max_ns, min_ns, spin_ns, "
             "sleep_ns, owner_pid, owner_comm, cache FROM locks WHERE idx BETWEEN ? AND ?", (first, hi)),
-            lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:]))
+            lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:])) \
+            if "locks" in self.tables else {}
         programs = _group(self._rows(
             "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
             (first, hi)), lambda r: ProgramCost(*r[1:]))

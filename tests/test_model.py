@@ -182,3 +182,21 @@ def test_hostile_names_cannot_break_folded_lines_or_the_terminal():
     view.update(ivs[0])
     screen = view.out.getvalue()
     assert "\x1b[2J" not in screen.replace(view.render.__globals__["CLEAR"], "") and "a;b c?d?[2Jx" in screen
+
+
+def test_a_recording_without_a_later_table_reads_it_as_empty(tmp_path):
+    """Tables are added within a format version; an older file simply lacks them."""
+    import sqlite3
+
+    m, ivs = two_interval_recording()
+    path = tmp_path / "older.stall"
+    w = RecordingWriter(str(path), m)
+    for iv in ivs:
+        w.append(iv)
+    w.close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE locks")
+    db.commit()
+    db.close()
+    model = load_model(str(path))
+    assert model.lock_waits == () and model.tasks[A].offcpu_ns == 1_700_000_000
