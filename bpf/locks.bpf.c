@@ -66,6 +66,7 @@ struct {
 /* lock_key -> cumulative lock_val */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* user space deletes dead threads' entries */
 	__uint(max_entries, 65536);
 	__type(key, struct lock_key);
 	__type(value, struct lock_val);

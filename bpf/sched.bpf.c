@@ -54,6 +54,7 @@ struct {
 /* task_key -> cumulative task_stats */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* user space deletes: freed after RCU, never reused under a running program */
 	__uint(max_entries, 16384);
 	__type(key, struct task_key);
 	__type(value, struct task_stats);
@@ -62,6 +63,7 @@ struct {
 /* offcpu_key -> cumulative off-CPU time by stacks and state */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* user space deletes: freed after RCU, never reused under a running program */
 	__uint(max_entries, 65536);
 	__type(key, struct offcpu_key);
 	__type(value, struct offcpu_val);
@@ -70,6 +72,7 @@ struct {
 /* waker_key -> cumulative wakeups and the off-CPU time they ended */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* user space deletes: freed after RCU, never reused under a running program */
 	__uint(max_entries, 32768);
 	__type(key, struct waker_key);
 	__type(value, struct waker_val);
@@ -361,13 +364,14 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 			s->nvcsw = prev->nvcsw;
 			s->nivcsw = prev->nivcsw;
 		}
-		if (prev_state & TASK_DEAD) {
-			s->flags |= TS_DEAD;
-			if (prev->pid != prev->tgid)
-				add_dead_thread(prev->tgid, s, prev->min_flt);
-		}
 		s->last_cpu = bpf_get_smp_processor_id();
 		__builtin_memcpy(s->comm, prev->comm, TASK_COMM_LEN);
+		if (prev_state & TASK_DEAD) {
+			if (prev->pid != prev->tgid)
+				add_dead_thread(prev->tgid, s, prev->min_flt);
+			/* last: once user space sees it, it reads the entry a final time and deletes it */
+			s->flags |= TS_DEAD;
+		}
 	}
 	if (prev_state & TASK_DEAD)
 		return;
