@@ -166,6 +166,15 @@ static __always_inline __u32 log2_slot(__u64 v)
 
 
 
+/* schedstat's run-queue wait (sched_info.run_delay), 0 without CONFIG_SCHED_INFO.
+ * A direct CO-RE load: tp_btf task pointers need no probe-read helper call. */
+static __always_inline __u64 run_delay_of(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->sched_info))
+		return p->sched_info.run_delay;
+	return 0;
+}
+
 /* Stats entry of a task, created on first sight with its switch-counter baseline.
  * `running_switch` is set when called at the task's own switch-out, where the
  * counters already include this switch. */
@@ -183,9 +192,8 @@ static __always_inline struct task_stats *stats_of(struct task_struct *p, int ru
 	init.nvcsw = init.nvcsw_base = p->nvcsw;
 	init.nivcsw = init.nivcsw_base = p->nivcsw;
 	init.flags = TS_BASE_EXACT;
-	if (bpf_core_field_exists(p->sched_info))
-		init.run_delay = init.run_delay_base = BPF_CORE_READ(p, sched_info.run_delay);
-	else
+	init.run_delay = init.run_delay_base = run_delay_of(p);
+	if (!bpf_core_field_exists(p->sched_info))
 		init.flags |= TS_NO_SCHED_INFO;
 	if (running_switch) {
 		/* The counters include the switch being traced; which one was
@@ -356,8 +364,7 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 			 * clock skips the update after a wakeup preemption
 			 * (rq_clock_skip_update), so it can be lower than runq_ns.
 			 * Like the switch counts, it stops once the task is released. */
-			if (bpf_core_field_exists(prev->sched_info))
-				s->run_delay = BPF_CORE_READ(prev, sched_info.run_delay);
+			s->run_delay = run_delay_of(prev);
 		} else if (prev->pid == prev->tgid && (prev_state & TASK_DEAD)) {
 			final_switch_of_reaped_leader(prev, s);
 		} else if (prev->pid == prev->tgid) {
@@ -700,7 +707,6 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	/* The wait before this last run was added at its arrival, after the
 	 * task's last switch-out; a thread that releases itself is not read
 	 * again before it goes (see on_switch_out). */
-	if (bpf_core_field_exists(p->sched_info))
-		s->run_delay = BPF_CORE_READ(p, sched_info.run_delay);
+	s->run_delay = run_delay_of(p);
 	return 0;
 }

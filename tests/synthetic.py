@@ -54,3 +54,13 @@ def two_interval_recording():
     i1 = interval(1, tasks=(TaskDelta(A, offcpu_ns=900_000_000, offcpu_count=45, voluntary_switches=45),), offcpu=(
         OffcpuDelta(A, 100, 1, SLEEP.id, 0, 45, 900_000_000, 21_000_000),))
     return meta(), [i0, i1]
+
+
+def write_recording(path, m, intervals) -> None:
+    """A recording file holding these intervals, as `stallscope record` writes it."""
+    from stallscope.analyzer.store import RecordingWriter
+
+    w = RecordingWriter(str(path), m)
+    for iv in intervals:
+        w.append(iv)
+    w.close()

@@ -11,9 +11,9 @@ from stallscope.analyzer.blockers import NO_STACK_LABELS, STACK_RATE_LIMITED, ra
 from stallscope.analyzer.load import load_model
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import OffcpuDelta, TaskDelta, TaskId, TaskInfo
-from stallscope.analyzer.store import Recording, RecordingWriter
+from stallscope.analyzer.store import Recording
 from stallscope.analyzer.wakers import waker_context
-from synthetic import A, B, INFOS, PIPE, SEC, SLEEP, TIMER, interval, meta, two_interval_recording
+from synthetic import A, B, INFOS, PIPE, SEC, SLEEP, TIMER, interval, meta, two_interval_recording, write_recording
 
 
 def _model(m, intervals):
@@ -67,10 +67,7 @@ def test_waker_context_comes_from_the_stack_or_the_interrupt_flag():
 def test_store_round_trip_keeps_everything(tmp_path):
     m, ivs = two_interval_recording()
     path = tmp_path / "syn.stall"
-    w = RecordingWriter(str(path), m)
-    for iv in ivs:
-        w.append(iv)
-    w.close()
+    write_recording(path, m, ivs)
     rec = Recording(str(path))
     assert rec.meta == m
     assert rec.stacks()[SLEEP.id] == SLEEP
@@ -86,9 +83,7 @@ def test_stack_ids_above_2_63_survive_the_store(tmp_path):
     m, _ = two_interval_recording()
     big = type(SLEEP)(0xF000000000000001, "kernel", SLEEP.frames)
     iv = interval(0, stacks=(big,), offcpu=(OffcpuDelta(A, 100, 1, big.id, 0, 1, 10, 10),))
-    w = RecordingWriter(str(tmp_path / "big.stall"), m)
-    w.append(iv)
-    w.close()
+    write_recording(tmp_path / "big.stall", m, [iv])
     rec = Recording(str(tmp_path / "big.stall"))
     assert big.id in rec.stacks()
     assert next(rec.intervals()).offcpu[0].kstack == big.id
@@ -157,9 +152,7 @@ def test_pid_reuse_never_merges_two_tasks(tmp_path):
     first, second = TaskId(300, 1 * SEC), TaskId(300, 7 * SEC)  # same pid, started at different times
     iv = interval(0, task_info=(TaskInfo(first, 300, 1, "old"), TaskInfo(second, 300, 1, "new")),
                   tasks=(TaskDelta(first, voluntary_switches=3), TaskDelta(second, voluntary_switches=5)))
-    w = RecordingWriter(str(tmp_path / "reuse.stall"), m)
-    w.append(iv)
-    w.close()
+    write_recording(tmp_path / "reuse.stall", m, [iv])
     model = load_model(str(tmp_path / "reuse.stall"))
     assert model.tasks[first].info.comm == "old" and model.tasks[first].voluntary_switches == 3
     assert model.tasks[second].info.comm == "new" and model.tasks[second].voluntary_switches == 5
@@ -190,10 +183,7 @@ def test_a_recording_without_a_later_table_reads_it_as_empty(tmp_path):
 
     m, ivs = two_interval_recording()
     path = tmp_path / "older.stall"
-    w = RecordingWriter(str(path), m)
-    for iv in ivs:
-        w.append(iv)
-    w.close()
+    write_recording(path, m, ivs)
     db = sqlite3.connect(path)
     db.execute("DROP TABLE locks")
     db.commit()
