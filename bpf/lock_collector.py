@@ -8,21 +8,13 @@ off with the reason; the other probes go on.
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
 
-from stallscope.analyzer.sample import LockDelta, ProbeStatus, ProgramCost, Stack, TaskId
+from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features
+from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
 from stallscope.bpf.libbpf import BpfError, BpfObject
-
-
-@dataclass(frozen=True)
-class LockDrain:
-    locks: tuple[LockDelta, ...]
-    stacks: tuple[Stack, ...]
-    health: dict[str, int]
-    programs: tuple[ProgramCost, ...]
 
 
 class LockCollector:
@@ -62,7 +54,7 @@ class LockCollector:
         reason = "" if kfunc and kfunc.ok else "no bpf_get_kmem_cache (6.13+): slab-held locks are not named"
         return ProbeStatus(True, "tp_btf", reason)
 
-    def drain(self, dead: set[TaskId]) -> LockDrain:
+    def drain(self, dead: set[TaskId]) -> GroupDrain:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
         m = self.obj.map("locks")
@@ -86,7 +78,7 @@ class LockCollector:
             else:
                 self._prev[kraw] = (v.count, v.total_ns, v.max_ns, v.min_ns, v.spin_ns, v.sleep_ns)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
-        return LockDrain(tuple(out), stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
+        return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
 
     def close(self) -> None:
         if self.obj:

@@ -53,8 +53,13 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
                         "task's sampled stacks, marked as estimated")
 
 
-OPTIONAL_PROBES = ("locks",)
-DEFAULT_PROBES = frozenset({"locks"})
+def _groups():
+    from stallscope.bpf.groups import GROUPS, default_groups
+
+    return tuple(GROUPS), default_groups()
+
+
+OPTIONAL_PROBES, DEFAULT_PROBES = _groups()
 
 
 def _probe_spec(text: str) -> frozenset[str]:

@@ -8,7 +8,7 @@ import sys
 
 from stallscope.bpf import features
 from stallscope.bpf.collector import SCHED_GROUPS, SchedCollector, SchedOptions, object_path
-from stallscope.bpf.lock_collector import LockCollector
+from stallscope.bpf.groups import GROUPS as OPTIONAL_GROUPS, GroupOptions
 from stallscope.errors import StallscopeError
 
 # Probe groups: what each shows, and whether `record`/`top` run it by default.
@@ -18,7 +18,7 @@ GROUPS = {
     "switches": ("voluntary/involuntary switches per thread (the kernel's counters) and cs/s", True),
     "wakers": ("who woke each waiting task (task, irq, softirq or timer) and its stack", True),
     "migrations": ("CPU migrations per thread and the CPU x CPU matrix", True),
-    "locks": ("kernel lock contention per lock, waiter and stack (lock:contention_begin/end)", True),
+    **{name: (g.what + (f"; cost: {g.cost}" if g.cost else ""), g.default) for name, g in OPTIONAL_GROUPS.items()},
 }
 
 
@@ -57,12 +57,13 @@ def collect() -> dict:
         probes = {g: {"enabled": False, "mechanism": "", "reason": str(exc)} for g in SCHED_GROUPS}
     finally:
         collector.close()
-    locks = LockCollector(symbolizer=None)  # type: ignore[arg-type]
-    try:
-        st = locks.start()
-    finally:
-        locks.close()
-    probes["locks"] = {"enabled": st.enabled, "mechanism": st.mechanism, "reason": st.reason}
+    for name, group in OPTIONAL_GROUPS.items():  # each loaded and attached as `record` would
+        c = group.factory(None, GroupOptions())
+        try:
+            st = c.start()
+        finally:
+            c.close()
+        probes[name] = {"enabled": st.enabled, "mechanism": st.mechanism, "reason": st.reason}
     for g, p in probes.items():
         p["default"], p["what"] = GROUPS[g][1], GROUPS[g][0]
     doc["probes"] = probes

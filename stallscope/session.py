@@ -22,7 +22,7 @@ from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
-from stallscope.bpf.lock_collector import LockCollector
+from stallscope.bpf.groups import GROUPS, GroupOptions, default_groups
 from stallscope.errors import StallscopeError
 
 FORMAT_VERSION = 1
@@ -37,7 +37,7 @@ class SessionOptions:
     min_stack_ns: int = 0
     user_stacks: bool = True
     stack_walks_per_s: int = 1000
-    probes: frozenset[str] = frozenset({"locks"})  # optional groups on top of the scheduler probes
+    probes: frozenset[str] = field(default_factory=default_groups)  # optional groups (bpf/groups.py)
     max_intervals: int | None = None
 
 
@@ -79,7 +79,7 @@ class Session:
         self._signals: list[int] = []
         self.child: subprocess.Popen | None = None
         self.collector: SchedCollector | None = None
-        self.locks: LockCollector | None = None
+        self.groups: dict = {}  # name -> running optional collector
 
     def _on_signal(self, signum, _frame) -> None:
         self._signals.append(signum)
@@ -135,8 +135,8 @@ class Session:
             for s, h in old.items():
                 signal.signal(s, h)
             collector.close()
-            if self.locks:
-                self.locks.close()
+            for group in self.groups.values():
+                group.close()
         if self.child is not None and exit_status is None:
             exit_status, rusage = self._finish_child()
         end_ns = boottime_ns()
@@ -151,22 +151,30 @@ class Session:
         return SessionResult(meta, intervals, exit_status, self._stop_reason)
 
     def _start_optional(self, symbolizer: Symbolizer) -> dict[str, ProbeStatus]:
+        """Each optional group that was asked for; one that cannot run is off with its reason."""
         o = self.options
-        if "locks" not in o.probes:
-            return {"locks": ProbeStatus(False, "", "not requested (--probes +locks)")}
-        self.locks = LockCollector(symbolizer, targ_tgid=o.pid, stack_walks_per_s=o.stack_walks_per_s)
-        status = self.locks.start()
-        if not status.enabled:
-            self.locks = None
-        return {"locks": status}
+        gopts = GroupOptions(targ_tgid=o.pid, stack_walks_per_s=o.stack_walks_per_s, user_stacks=o.user_stacks)
+        status = {}
+        for name, group in GROUPS.items():
+            if name not in o.probes:
+                status[name] = ProbeStatus(False, "", f"not requested (--probes +{name})")
+                continue
+            collector = group.factory(symbolizer, gopts)
+            status[name] = st = collector.start()
+            if st.enabled:
+                self.groups[name] = collector
+            else:
+                collector.close()
+        return status
 
     def _drain(self) -> Interval:
         iv = self.collector.drain()
-        if self.locks is None:
-            return iv
-        lk = self.locks.drain(self.collector.last_dead)
-        return replace(iv, locks=lk.locks, stacks=iv.stacks + lk.stacks, health={**iv.health, **lk.health},
-                       programs=iv.programs + lk.programs)
+        for collector in self.groups.values():
+            d = collector.drain(self.collector.last_dead)
+            iv = replace(iv, stacks=iv.stacks + d.stacks, health={**iv.health, **d.health},
+                         programs=iv.programs + d.programs,
+                         **{name: getattr(iv, name) + records for name, records in d.records.items()})
+        return iv
 
     def _meta(self, status: dict[str, ProbeStatus], start_ns: int) -> RecordingMeta:
         o = self.options

@@ -1,0 +1,71 @@
+"""The optional probe groups that run on top of the scheduler probes, in one registry.
+
+Each group is a collector with the same three steps: `start()` loads and
+attaches what this kernel allows and returns a ProbeStatus (never raising for
+a kernel that cannot: the status says why); `drain(dead)` returns a GroupDrain
+of interval deltas; `close()` detaches. The session, `--probes`, `doctor` and
+the recording's metadata all read this registry, so a new group is one entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from stallscope.analyzer.sample import ProbeStatus, ProgramCost, Stack, TaskId
+
+
+@dataclass(frozen=True)
+class GroupOptions:
+    """What every optional collector may honour; the ones it does not need it ignores."""
+
+    targ_tgid: int = 0
+    stack_walks_per_s: int = 1000
+    user_stacks: bool = True
+    kernel_stacks: bool = True
+    max_stacks: int = 32768
+
+
+@dataclass(frozen=True)
+class GroupDrain:
+    """One group's part of an interval. `records` maps an `Interval` field name to the deltas to
+    append to it; stacks, health counters and program costs are merged with the scheduler's."""
+
+    records: dict[str, tuple] = field(default_factory=dict)
+    stacks: tuple[Stack, ...] = ()
+    health: dict[str, int] = field(default_factory=dict)
+    programs: tuple[ProgramCost, ...] = ()
+
+
+class GroupCollector(Protocol):
+    def start(self) -> ProbeStatus: ...
+
+    def drain(self, dead: set[TaskId]) -> GroupDrain: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    what: str  # one line for `doctor` and --help
+    default: bool  # in the default set of `record` and `top`
+    factory: Callable  # (symbolizer, GroupOptions) -> GroupCollector
+    cost: str = ""  # stated cost when it is not negligible
+
+
+def _locks(symbolizer, o: GroupOptions):
+    from stallscope.bpf.lock_collector import LockCollector
+
+    return LockCollector(symbolizer, targ_tgid=o.targ_tgid, stack_walks_per_s=o.stack_walks_per_s,
+                         kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks)
+
+
+GROUPS: dict[str, Group] = {
+    "locks": Group("locks", "kernel lock contention per lock, waiter and stack (lock:contention_begin/end)",
+                   True, _locks),
+}
+
+
+def default_groups() -> frozenset[str]:
+    return frozenset(name for name, g in GROUPS.items() if g.default)
