@@ -40,6 +40,23 @@ def test_threads_churning_mappings_contend_on_their_mmap_lock(churn_run):
         assert lk["wait_min_ns"] <= lk["wait_avg_ns"] <= lk["wait_max_ns"]
 
 
+@needs_bpf
+def test_each_threads_mmap_lock_wait_covers_the_time_it_slept_in_mmap_and_faults(churn_run):
+    """The workload measures, per thread, the time it slept inside mmap, munmap and its page faults
+    (wall less its own CPU time less its run-queue wait). With no more threads than CPUs nothing but
+    the sibling's hold of mmap_lock puts it to sleep there; the lock wait also holds the wakeup-to-run
+    part, so it is at least that sleep, and never more than the whole time inside the calls."""
+    doc, truth, path = churn_run
+    model = load_model(str(path))
+    workers = [t for t in truth if t["role"] == "mmap-churn"]
+    assert workers
+    for t in workers:
+        asleep_ns = t["extra"]["asleep_ns"]
+        assert asleep_ns > 5_000_000, f"thread {t['tid']} should sleep on its sibling's mmap_lock"
+        waited_ns = sum(w.total_ns for w in model.lock_waits if w.task.pid == t["tid"] and w.kind == 1)
+        assert 0.9 * asleep_ns <= waited_ns <= t["blocked_ns"], (t["tid"], waited_ns, asleep_ns, t["blocked_ns"])
+
+
 def _mount_tracefs() -> None:
     """perf resolves tracepoint ids through tracefs, which need not be mounted (BPF does not need it)."""
     if not os.path.exists("/sys/kernel/tracing/events"):
