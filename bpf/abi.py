@@ -112,7 +112,7 @@ class LockVal(ctypes.Structure):
 class LockHealth(ctypes.Structure):
     _fields_ = [("lock_map_full", u64), ("stack_errors", u64), ("stack_map_full", u64),
                 ("stacks_rate_limited", u64), ("storage_errors", u64), ("spin_nesting_overflow", u64),
-                ("unmatched_ends", u64), ("pad", u64)]
+                ("unmatched_ends", u64), ("open_waits_charged", u64)]
 
 
 class LockConfig(ctypes.Structure):

@@ -44,6 +44,9 @@ class GroupCollector(Protocol):
 
     def close(self) -> None: ...
 
+    # Optional: `finish() -> str` runs once before the final drain (e.g. to charge waits still in
+    # progress); it returns why it could not, or "".
+
 
 @dataclass(frozen=True)
 class Group:

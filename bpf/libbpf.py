@@ -195,6 +195,9 @@ class _Lib:
         p("bpf_program__attach_perf_event", vp, vp, i)
         p("bpf_program__attach_uprobe", vp, vp, ctypes.c_bool, i, cp, sz)
         p("bpf_link__destroy", i, vp)
+        p("bpf_program__attach_iter", vp, vp, vp)
+        p("bpf_link__fd", i, vp)
+        p("bpf_iter_create", i, i)
         p("bpf_map__fd", i, vp)
         p("bpf_map__name", cp, vp)
         p("bpf_map__set_max_entries", i, vp, u32)
@@ -285,6 +288,23 @@ class Program:
     def attach_uprobe(self, binary: str, offset: int, pid: int = -1, retprobe: bool = False) -> Link:
         ptr = self._lib.lib.bpf_program__attach_uprobe(self._ptr, retprobe, pid, binary.encode(), offset)
         return Link(self._lib, self._lib.check_ptr(f"attach uprobe {self.name} at {binary}+{offset:#x}", ptr), self.name)
+
+    def iterate(self) -> bytes:
+        """Run an iterator program (SEC("iter/...")) once over everything it walks; returns what it wrote."""
+        lib = self._lib.lib
+        link = Link(self._lib, self._lib.check_ptr(f"attach iterator {self.name}",
+                                                   lib.bpf_program__attach_iter(self._ptr, None)), self.name)
+        try:
+            fd = self._lib.check(f"create iterator {self.name}", lib.bpf_iter_create(lib.bpf_link__fd(link._ptr)))
+            try:
+                chunks = []
+                while chunk := os.read(fd, 65536):
+                    chunks.append(chunk)
+                return b"".join(chunks)
+            finally:
+                os.close(fd)
+        finally:
+            link.destroy()
 
     def stats(self) -> ProgStats:
         info = BpfProgInfo()

@@ -229,3 +229,24 @@ int BPF_PROG(contention_end, void *lock, int ret)
 	__sync_fetch_and_add(&health.unmatched_ends, 1);
 	return 0;
 }
+
+/* Run once when the recording stops: a wait still in progress is charged up to
+ * now, as perf lock contention does, so a thread stuck on a lock for the whole
+ * recording is not missing from it. Pure spin waits are bounded (no sleeping
+ * while spinning) and are not walked. */
+SEC("iter/task")
+int charge_open_waits(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct lock_wait *w;
+
+	if (!t)
+		return 0;
+	w = bpf_task_storage_get(&task_waits, t, 0, 0);
+	if (!w || !w->active)
+		return 0;
+	w->active = 0;
+	account(w, t, bpf_ktime_get_ns());
+	__sync_fetch_and_add(&health.open_waits_charged, 1);
+	return 0;
+}

@@ -54,7 +54,7 @@ struct lock_health {
 	__u64 storage_errors;
 	__u64 spin_nesting_overflow; /* more nested spin waits on one CPU than we keep */
 	__u64 unmatched_ends;        /* contention_end with no begin seen (began before attach) */
-	__u64 pad;
+	__u64 open_waits_charged;    /* waits still in progress at stop, charged up to then */
 };
 
 struct lock_config {

@@ -5,9 +5,10 @@
  * read in lock_mm_and_find_vma (with per-VMA locks, 6.4+, only when lock_vma_under_rcu cannot serve
  * the fault, e.g. the first fault of a new region while a sibling holds the lock for write).  A
  * tracer should find the threads off-CPU in rwsem_down_read_slowpath from lock_mm_and_find_vma and
- * rwsem_down_write_slowpath from vm_mmap_pgoff and __vm_munmap, each waiting for a sibling.  The
- * siblings' regions often lie side by side and merge into one VMA, so mmap and munmap also wait in
- * __vma_start_write (with mmap_lock held) for a sibling's faults on that VMA.  blocked_ns is the time
+ * rwsem_down_write_slowpath from vm_mmap_pgoff and __vm_munmap, each waiting for a sibling.  Each
+ * thread maps at its own hint address, 1 GiB from its siblings', so their regions never merge into
+ * one VMA: otherwise mmap and munmap would also wait in __vma_start_write (a VMA lock, not
+ * mmap_lock) for a sibling's faults on the merged VMA.  blocked_ns is the time
  * inside mmap + munmap + the touching (the fault path), on- and off-CPU; "extra" splits it into
  * "mmap_ns", "munmap_ns" and "touch_ns".  calls is COUNT: one mmap, its faults, one munmap each. */
 #include "truth.h"
@@ -21,6 +22,12 @@
 static long count = 2000;
 static long nthreads = 2;
 static long kib = 256;
+static long holder_mib; /* -w: 0, no holder thread */
+static volatile int churning;
+static struct {
+	pthread_t thread;
+	volatile pid_t tid;
+} holder;
 
 static struct {
 	pthread_t thread;
@@ -35,6 +42,9 @@ static const char help[] =
 		"  -t THREADS  number of threads (default 2, at most the CPUs this process may run on)\n"
 		"  -n COUNT    mmap/touch/munmap rounds per thread (default 2000)\n"
 		"  -k KIB      size of each region in KiB (default 256; under 2048 faults 4 KiB pages)\n"
+		"  -w MIB      one more thread, \"mmap-holder\", holds mmap_lock for write (mprotect of a\n"
+		"              populated MIB region) again and again while the others churn (default: none);\n"
+		"              THREADS is then at most the CPUs less one\n"
 		"  -h          this help\n";
 
 /* This thread's CPU time, exact (the kernel brings it up to date for the reader). */
@@ -70,6 +80,10 @@ static void *churn(void *arg)
 	void *region;
 	long i;
 
+	/* a hint, not MAP_FIXED: the kernel takes it when the range is free */
+	unsigned long index = ((const char *)tid - (const char *)&churners[0].tid) / sizeof(churners[0]);
+	void *arena = (void *)(0x200000000000UL + (index << 30));
+
 	truth_register(tid);
 	pthread_setname_np(pthread_self(), "mmap-churn");
 	schedstat = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
@@ -79,7 +93,7 @@ static void *churn(void *arg)
 		q0 = runq_wait_ns(schedstat);
 		c0 = thread_cpu_ns();
 		t0 = truth_now_ns();
-		region = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		region = mmap(arena, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		t1 = truth_now_ns();
 		if (region == MAP_FAILED) {
 			fprintf(stderr, "mmap-churn: mmap: %s\n", strerror(errno));
@@ -113,6 +127,47 @@ static void *churn(void *arg)
 	return NULL;
 }
 
+/*
+ * -w MIB: holds mmap_lock for write for long stretches while the churners run: mprotect() of a
+ * populated MIB region rewrites every PTE with the lock held for write (change_protection), then a
+ * pause of 200 us lets the waiters in.  Readers of mmap_lock (a churner's first fault in a new
+ * region falls back to lock_mm_and_find_vma while the lock is write-held) sleep behind it.
+ */
+static void *hold(void *arg)
+{
+	volatile pid_t *tid = arg;
+	struct truth_snapshot start, end;
+	struct timespec pause = { 0, 200000 };
+	size_t size = (size_t)holder_mib << 20;
+	long long held_ns = 0, t0;
+	long holds = 0;
+	void *region;
+
+	truth_register(tid);
+	pthread_setname_np(pthread_self(), "mmap-holder");
+	truth_read(&start);
+	region = mmap((void *)0x300000000000UL, size, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (region == MAP_FAILED) {
+		fprintf(stderr, "mmap-holder: mmap: %s\n", strerror(errno));
+		exit(1);
+	}
+	while (__atomic_load_n(&churning, __ATOMIC_ACQUIRE)) {
+		t0 = truth_now_ns();
+		if (mprotect(region, size, PROT_READ) != 0 || mprotect(region, size, PROT_READ | PROT_WRITE) != 0) {
+			fprintf(stderr, "mmap-holder: mprotect: %s\n", strerror(errno));
+			exit(1);
+		}
+		held_ns += truth_now_ns() - t0;
+		holds += 2;
+		nanosleep(&pause, NULL);
+	}
+	munmap(region, size);
+	truth_read(&end); /* last thing before the record; see truth.h */
+	truth_record("mmap-holder", holds, held_ns, &start, &end);
+	return NULL;
+}
+
 /* The CPUs this process may run on (its affinity mask), at least 1. */
 static long usable_cpus(void)
 {
@@ -141,8 +196,20 @@ int main(int argc, char **argv)
 		nthreads = max_threads;
 	truth_options_more(argc, argv, &count, NULL,
 			   (const struct truth_option[]){ { 't', &nthreads, max_threads },
-							  { 'k', &kib, 1024L * 1024 } },
-			   2, help);
+							  { 'k', &kib, 1024L * 1024 },
+							  { 'w', &holder_mib, 64L * 1024 } },
+			   3, help);
+	if (holder_mib && nthreads >= cpus && nthreads > 1)
+		nthreads = cpus - 1; /* the holder is one of the threads: no more than the CPUs */
+
+	churning = 1;
+	if (holder_mib) {
+		rc = pthread_create(&holder.thread, NULL, hold, (void *)&holder.tid);
+		if (rc != 0) {
+			fprintf(stderr, "%s: pthread_create: %s\n", argv[0], strerror(rc));
+			return 1;
+		}
+	}
 
 	for (i = 0; i < nthreads; i++) {
 		rc = pthread_create(&churners[i].thread, NULL, churn, (void *)&churners[i].tid);
@@ -154,6 +221,9 @@ int main(int argc, char **argv)
 	t0 = truth_now_ns();
 	for (i = 0; i < nthreads; i++)
 		truth_join(churners[i].thread, &churners[i].tid);
+	__atomic_store_n(&churning, 0, __ATOMIC_RELEASE);
+	if (holder_mib)
+		truth_join(holder.thread, &holder.tid);
 	blocked_ns = truth_now_ns() - t0;
 
 	truth_read(&end); /* last thing before the record; see truth.h */

@@ -121,10 +121,12 @@ class Session:
                         stop = stop or "command exited"
                 if o.pid and not stop and not process_exists(o.pid):
                     stop = f"process {o.pid} exited"
+                if o.max_intervals and intervals + 1 >= o.max_intervals:
+                    stop = stop or "done"
+                if stop:
+                    self._finish_groups()
                 on_interval(self._drain())
                 intervals += 1
-                if o.max_intervals and intervals >= o.max_intervals:
-                    stop = stop or "done"
                 if stop:
                     self._stop_reason = self._stop_reason or stop
                     break
@@ -166,6 +168,13 @@ class Session:
             else:
                 collector.close()
         return status
+
+    def _finish_groups(self) -> None:
+        for name, collector in self.groups.items():
+            finish = getattr(collector, "finish", None)
+            why = finish() if finish else ""
+            if why:
+                say(f"{name}: {why}")
 
     def _drain(self) -> Interval:
         iv = self.collector.drain()
