@@ -52,9 +52,15 @@ class Condition:
     name: str
     prefix: tuple[str, ...]
     exports_overhead: bool = False  # the temp file is a stallscope recording to read the BPF cost from
+    joined: bool = False  # the workload is passed as one shell-quoted argument (bpftrace -c)
 
     def command(self, workload: Workload, tmpfile: str = TMPFILE) -> list[str]:
-        return [tmpfile if a == TMPFILE else a for a in self.prefix] + list(workload.argv)
+        prefix = [tmpfile if a == TMPFILE else a for a in self.prefix]
+        if not self.joined:
+            return prefix + list(workload.argv)
+        # bpftrace -c wants a path that names one binary (not a name found twice through a /bin symlink)
+        path = os.path.realpath(shutil.which(workload.argv[0]) or workload.argv[0])
+        return prefix + [shlex.join((path, *workload.argv[1:]))]
 
 
 def workloads(messaging_loops: int, pipe_loops: int) -> dict[str, Workload]:
@@ -72,7 +78,58 @@ def conditions(stallscope: tuple[str, ...]) -> dict[str, Condition]:
         "perf-sched": Condition("perf-sched", ("perf", "sched", "record", "-a", "-o", TMPFILE, "--")),
         # A second baseline paired with the first: the ratios show the noise floor of this machine.
         "baseline-vs-baseline": Condition("baseline-vs-baseline", ()),
+        # The scheduler probes alone (every optional group off): what each group adds is measured against it.
+        "stallscope-sched": stallscope_groups(stallscope, "none"),
+        "perf-lock": Condition("perf-lock", ("perf", "record", "-a", "-g", "-e", "lock:contention_begin",
+                                             "-e", "lock:contention_end", "-o", TMPFILE, "--")),
+        **{name: Condition(name, ("bpftrace", "-q", "-e", script, "-c"), joined=True)
+           for name, script in BPFTRACE_PEERS.items()},
     }
+
+
+def stallscope_groups(stallscope: tuple[str, ...], spec: str) -> Condition:
+    """stallscope with the optional probe groups `spec` (`none`, or `none,+GROUP` for one group alone)."""
+    name = "stallscope-sched" if spec == "none" else "stallscope+" + spec.split("+", 1)[1]
+    return Condition(name, (*stallscope, "record", f"--probes={spec}", "-o", TMPFILE, "--"), exports_overhead=True)
+
+
+def optional_groups(stallscope: tuple[str, ...]) -> list[str]:
+    """The groups `--probes` takes, as this stallscope's doctor lists them."""
+    code, out, err, _ = run_once([*stallscope, "doctor", "--json"], 120.0)
+    try:
+        return sorted(json.loads(out)["optional_groups"])
+    except (ValueError, KeyError):
+        raise SystemExit(f"cannot list the probe groups: stallscope doctor exit status {code}: {_tail(err)}")
+
+
+# The peers, as bpftrace scripts on the same tracepoints (tracefs ones: bpftrace 0.17 needs tracefs).
+# Each clears its maps at exit: printing them is not part of what tracing costs the workload.
+BPFTRACE_PEERS = {
+    # offcputime: time from switch-out to switch-in per (kernel stack at switch-out, comm)
+    "bpftrace-offcpu": (
+        "tracepoint:sched:sched_switch { @start[args->prev_pid] = nsecs; @stk[args->prev_pid] = kstack; "
+        "$s = @start[args->next_pid]; if ($s) { @off[@stk[args->next_pid], args->next_comm] = sum(nsecs - $s); "
+        "delete(@start[args->next_pid]); delete(@stk[args->next_pid]); } } "
+        "END { clear(@start); clear(@stk); clear(@off); }"),
+    # runqlat: wakeup (or preemption) to switch-in, as a log2 histogram
+    "bpftrace-runqlat": (
+        "tracepoint:sched:sched_wakeup, tracepoint:sched:sched_wakeup_new { @q[args->pid] = nsecs; } "
+        "tracepoint:sched:sched_switch { if (args->prev_state == 0) { @q[args->prev_pid] = nsecs; } "
+        "$t = @q[args->next_pid]; if ($t) { @lat = hist(nsecs - $t); delete(@q[args->next_pid]); } } "
+        "END { clear(@q); clear(@lat); }"),
+    # klockstat: per-lock wait histogram and total from contention_begin to contention_end
+    "bpftrace-klockstat": (
+        "tracepoint:lock:contention_begin { @ts[tid] = nsecs; @lk[tid] = args->lock_addr; } "
+        "tracepoint:lock:contention_end { $t = @ts[tid]; if ($t) { @wait[@lk[tid]] = hist(nsecs - $t); "
+        "@total[@lk[tid]] = sum(nsecs - $t); delete(@ts[tid]); delete(@lk[tid]); } } "
+        "END { clear(@ts); clear(@lk); clear(@wait); clear(@total); }"),
+}
+
+
+def mount_tracefs() -> None:
+    """perf and bpftrace find tracepoints through tracefs, which need not be mounted (BPF does not need it)."""
+    if not os.path.exists("/sys/kernel/tracing/events"):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=False)
 
 
 # ---- running ----------------------------------------------------------------------------------------
@@ -530,7 +587,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.overhead", description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default="messaging,pipe", help="comma-separated: messaging, pipe")
     ap.add_argument("--conditions", default="stallscope,perf-sched",
-                    help="comma-separated traced conditions: stallscope, perf-sched, baseline-vs-baseline")
+                    help="comma-separated traced conditions: stallscope (the default probe set), stallscope-sched "
+                         "(scheduler probes only), stallscope+GROUP (scheduler probes and that group), groups "
+                         "(stallscope-sched and stallscope+GROUP for every group), perf-sched, perf-lock, "
+                         "bpftrace-offcpu, bpftrace-runqlat, bpftrace-klockstat, peers (all five), "
+                         "baseline-vs-baseline")
     ap.add_argument("--noise", action="store_true", help="add baseline-vs-baseline pairs (the noise floor)")
     ap.add_argument("--pairs", type=int, default=None, help="pairs per condition and workload (default 15)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 pairs and smaller -l")
@@ -574,9 +635,21 @@ def main(argv: list[str] | None = None) -> int:
     known_w = workloads(args.messaging_loops, args.pipe_loops)
     known_c = conditions(stallscope)
     names_w = [n for n in args.workloads.split(",") if n]
-    names_c = [n for n in args.conditions.split(",") if n]
+    names_c = []
+    for n in filter(None, args.conditions.split(",")):
+        if n == "groups":
+            names_c += ["stallscope-sched"] + [f"stallscope+{g}" for g in optional_groups(stallscope)]
+        elif n == "peers":
+            names_c += ["perf-sched", "perf-lock", *BPFTRACE_PEERS]
+        else:
+            names_c.append(n)
+    names_c = list(dict.fromkeys(names_c))
+    for n in names_c:
+        if n.startswith("stallscope+") and n not in known_c:
+            known_c[n] = stallscope_groups(stallscope, "none,+" + n.split("+", 1)[1])
     if args.noise and "baseline-vs-baseline" not in names_c:
         names_c.append("baseline-vs-baseline")
+    mount_tracefs()
     unknown = [n for n in names_w if n not in known_w] + [n for n in names_c if n not in known_c or n == "baseline"]
     if unknown:
         print(f"unknown workload or condition: {', '.join(unknown)}", file=sys.stderr)

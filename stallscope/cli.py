@@ -45,7 +45,8 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
                         "totals stay exact, shorter waits are grouped as '(stack not collected)'")
     p.add_argument("--no-user-stacks", action="store_true", help="do not collect user stacks")
     p.add_argument("--probes", type=_probe_spec, default=DEFAULT_PROBES, metavar="SPEC",
-                   help="optional probe groups on top of the scheduler probes: +GROUP adds, -GROUP removes "
+                   help="optional probe groups on top of the scheduler probes: +GROUP adds, -GROUP removes; "
+                        "a first word none, default or all starts from that set (e.g. none,+slab) "
                         f"(groups: {', '.join(OPTIONAL_PROBES)}; default: {', '.join(sorted(DEFAULT_PROBES))})")
     p.add_argument("--stack-rate", type=int, default=1000, metavar="N",
                    help="walk at most N stacks per second per CPU (default 1000; 0: no limit). A walk costs "
@@ -62,10 +63,17 @@ def _groups():
 OPTIONAL_PROBES, DEFAULT_PROBES = _groups()
 
 
+PROBE_SETS = {"none": frozenset(), "default": DEFAULT_PROBES, "all": frozenset(OPTIONAL_PROBES)}
+
+
 def _probe_spec(text: str) -> frozenset[str]:
-    """`-locks`, `+locks`, `+a,-b`: changes to the default set."""
+    """`-locks`, `+locks`, `+a,-b`: changes to the default set; `none`, `default` or `all` first
+    starts from that set instead (`none,+slab`: the scheduler probes and the slab group only)."""
     groups = set(DEFAULT_PROBES)
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for i, part in enumerate(filter(None, (p.strip() for p in text.split(",")))):
+        if part in PROBE_SETS and i == 0:
+            groups = set(PROBE_SETS[part])
+            continue
         sign, name = (part[0], part[1:]) if part[0] in "+-" else ("+", part)
         if name not in OPTIONAL_PROBES:
             raise argparse.ArgumentTypeError(f"no probe group {name!r} (groups: {', '.join(OPTIONAL_PROBES)})")

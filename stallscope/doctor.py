@@ -38,6 +38,9 @@ def collect() -> dict:
         "mechanisms": {},
         "probes": {},
         "missing": missing,
+        # what `--probes` takes: the groups on top of the always-on scheduler probes
+        "optional_groups": {name: {"default": g.default, "what": g.what, "cost": g.cost}
+                            for name, g in OPTIONAL_GROUPS.items()},
     }
     if missing or not doc["libbpf"]["ok"]:
         reason = (f"missing {' and '.join(missing)}" if missing else doc["libbpf"]["detail"])

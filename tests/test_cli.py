@@ -110,3 +110,20 @@ def test_top_prints_a_ranking_and_stops_after_n_refreshes():
     assert proc.stdout.count("stallscope top") == 2
     assert "BLOCKER" in proc.stdout and "TASK" in proc.stdout
     assert "\x1b[" not in proc.stdout  # not a terminal: plain frames, no escape codes
+
+
+def test_probe_spec_starts_from_the_default_set_or_a_named_one():
+    from stallscope.cli import DEFAULT_PROBES, OPTIONAL_PROBES, _probe_spec
+
+    assert _probe_spec("-locks") == DEFAULT_PROBES - {"locks"}
+    assert _probe_spec("none") == frozenset()
+    assert _probe_spec("none,+locks") == frozenset({"locks"})
+    assert _probe_spec("all") == frozenset(OPTIONAL_PROBES)
+    assert _probe_spec("default") == DEFAULT_PROBES
+
+
+def test_doctor_lists_the_optional_groups_that_probes_takes():
+    doc = json.loads(run_stallscope("doctor", "--json", check=False).stdout)
+    from stallscope.cli import OPTIONAL_PROBES
+
+    assert set(doc["optional_groups"]) == set(OPTIONAL_PROBES)
