@@ -1,8 +1,9 @@
 """Blockers: off-CPU time grouped by cause, ranked.
 
-Until the cause table lands, a wait's cause is the innermost meaningful frame
-of its kernel stack: the first frame that is not part of the scheduler's own
-sleeping machinery (LatencyTOP's fallback too).
+A wait's cause comes from the cause table (analyzer/causes.py, causes.toml): the highest-priority
+rule matching a frame of its kernel stack (and, for some, its user stack and state). Causes of class
+"idle" (a task with nothing to do: an event loop in epoll, a parked thread pool, a kernel thread's
+main loop) rank after every blocker, so a quiet machine's idle waits never lead.
 
 Stack walks are rate-limited in the kernel; a task's waits whose stacks were
 not sampled are shared among that task's sampled causes in proportion to their
@@ -14,16 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stallscope.analyzer.causes import BLOCKER, IDLE, Cause, CauseTable, default_table
 from stallscope.analyzer.model import Model, StackWait
 from stallscope.analyzer.sample import Stack, TaskId
-
-# Frames that say *how* a task sleeps, not *why*.
-_SLEEP_MACHINERY = (
-    "__schedule", "schedule", "preempt_schedule", "io_schedule", "__cond_resched", "schedule_timeout",
-    "schedule_hrtimeout", "schedule_preempt_disabled", "do_task_dead", "bit_wait", "out_of_line_wait_on_bit",
-    "__wait_on_bit", "wait_woken", "__wait_event", "__wait_for_common", "wait_for_completion",
-    "finish_task_switch", "__switch_to", "__traceiter_", "__bpf_trace_", "bpf_trace_run",
-)
 
 # Reserved stack ids (bpf/sched.h): why a wait has no stack.
 STACK_NONE, STACK_SHORT, STACK_RATE_LIMITED, STACK_FAILED, STACK_ID_MIN = 0, 1, 2, 3, 16
@@ -36,22 +30,17 @@ NO_STACK_LABELS = {
 LOST_STACK = "(stack lost: map full)"
 
 
-def innermost_cause(stack: Stack | None, stack_id: int = -1) -> str:
-    if stack is None or not stack.frames:
-        if stack_id in NO_STACK_LABELS:
-            return NO_STACK_LABELS[stack_id]
-        return LOST_STACK
-    for f in stack.frames:
-        name = f.symbol or ""
-        if not name or name.startswith(_SLEEP_MACHINERY):
-            continue
-        return name
-    f = stack.frames[0]
-    return f.symbol or f.text
+def no_stack_cause(stack_id: int) -> Cause:
+    return Cause(NO_STACK_LABELS.get(stack_id, LOST_STACK), BLOCKER, "", matched=False)
 
 
-def wait_cause(w: StackWait) -> str:
-    return innermost_cause(w.kstack, w.kstack_id)
+def classify_wait(w: StackWait, table: CauseTable | None = None) -> Cause:
+    cause = (table or default_table()).classify(w.kstack, w.ustack, w.state)
+    return cause if cause is not None else no_stack_cause(w.kstack_id)
+
+
+def wait_cause(w: StackWait, table: CauseTable | None = None) -> str:
+    return classify_wait(w, table).name
 
 
 @dataclass(frozen=True)
@@ -60,17 +49,20 @@ class Blocker:
     total_ns: int  # measured on sampled stacks plus the estimated share of unsampled waits
     count: int
     max_ns: int
-    share_pct: float
+    share_pct: float  # of all off-CPU time of the class (blockers, or idle waits) in the window
     tasks: tuple[TaskId, ...]
     stack: Stack | None  # the heaviest stack of this cause
     estimated_ns: int = 0  # the part of total_ns attributed from waits whose stack was not sampled
+    cls: str = BLOCKER  # "blocker" or "idle"
+    frame: str = ""  # the frame the cause table matched (or that names an unmatched wait)
+    matched: bool = True  # a rule of the cause table matched
 
 
-def _attributed(model: Model, tasks: set[TaskId] | None):
+def _attributed(model: Model, tasks: set[TaskId] | None, table: CauseTable | None):
     """(cause, task, ns, count, max, estimated_ns, stack) rows, with unsampled waits shared out per task."""
     rows = []
     unsampled: dict[TaskId, list[int]] = {}
-    sampled_by_task: dict[TaskId, dict[str, int]] = {}
+    sampled_by_task: dict[TaskId, dict[Cause, int]] = {}
     for w in model.waits:
         if tasks is not None and w.task not in tasks:
             continue
@@ -79,7 +71,7 @@ def _attributed(model: Model, tasks: set[TaskId] | None):
             u[0] += w.total_ns
             u[1] += w.count
             continue
-        cause = wait_cause(w)
+        cause = classify_wait(w, table)
         rows.append((cause, w.task, w.total_ns, w.count, w.max_ns, 0, w.kstack))
         if w.kstack is not None:
             by = sampled_by_task.setdefault(w.task, {})
@@ -87,7 +79,7 @@ def _attributed(model: Model, tasks: set[TaskId] | None):
     for task, (ns, count) in unsampled.items():
         by = sampled_by_task.get(task)
         if not by:
-            rows.append((NO_STACK_LABELS[STACK_RATE_LIMITED], task, ns, count, 0, ns, None))
+            rows.append((no_stack_cause(STACK_RATE_LIMITED), task, ns, count, 0, ns, None))
             continue
         total = sum(by.values())
         for cause, part in by.items():
@@ -96,11 +88,13 @@ def _attributed(model: Model, tasks: set[TaskId] | None):
     return rows
 
 
-def rank_blockers(model: Model, tasks: set[TaskId] | None = None) -> list[Blocker]:
-    """Off-CPU time by cause, heaviest first; share of the window's total off-CPU time."""
+def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
+                  include_idle: bool = True) -> list[Blocker]:
+    """Off-CPU time by cause: blockers heaviest first, then (unless left out) idle waits heaviest first."""
     groups: dict[str, dict] = {}
-    for cause, task, ns, count, mx, est, stack in _attributed(model, tasks):
-        g = groups.setdefault(cause, {"ns": 0, "count": 0, "max": 0, "est": 0, "tasks": set(), "stacks": {}})
+    for cause, task, ns, count, mx, est, stack in _attributed(model, tasks, table):
+        g = groups.setdefault(cause.name, {"ns": 0, "count": 0, "max": 0, "est": 0, "tasks": set(), "stacks": {},
+                                           "cause": cause})
         g["ns"] += ns
         g["count"] += count
         g["max"] = max(g["max"], mx)
@@ -108,18 +102,22 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None) -> list[Blocke
         g["tasks"].add(task)
         if stack is not None:
             g["stacks"][stack.id] = (g["stacks"].get(stack.id, (0, stack))[0] + ns, stack)
-    total = sum(g["ns"] for g in groups.values()) or 1
+    totals = {cls: sum(g["ns"] for g in groups.values() if g["cause"].cls == cls) or 1 for cls in (BLOCKER, IDLE)}
     out = []
-    for cause, g in groups.items():
+    for name, g in groups.items():
+        c = g["cause"]
+        if c.cls == IDLE and not include_idle:
+            continue
         top = max(g["stacks"].values(), key=lambda v: v[0])[1] if g["stacks"] else None
-        out.append(Blocker(cause, g["ns"], g["count"], g["max"], 100.0 * g["ns"] / total,
-                           tuple(sorted(g["tasks"])), top, g["est"]))
-    out.sort(key=lambda b: (-b.total_ns, b.cause))
+        out.append(Blocker(name, g["ns"], g["count"], g["max"], 100.0 * g["ns"] / totals[c.cls],
+                           tuple(sorted(g["tasks"])), top, g["est"], c.cls, c.frame, c.matched))
+    out.sort(key=lambda b: (b.cls != BLOCKER, -b.total_ns, b.cause))
     return out
 
 
-def task_causes(model: Model, task: TaskId) -> list[tuple[str, int]]:
-    by: dict[str, int] = {}
-    for cause, _task, ns, *_rest in _attributed(model, {task}):
+def task_causes(model: Model, task: TaskId, table: CauseTable | None = None) -> list[tuple[Cause, int]]:
+    """One task's off-CPU time by cause, heaviest first (idle causes included, in their place by time)."""
+    by: dict[Cause, int] = {}
+    for cause, _task, ns, *_rest in _attributed(model, {task}, table):
         by[cause] = by.get(cause, 0) + ns
-    return sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
+    return sorted(by.items(), key=lambda kv: (-kv[1], kv[0].name))

@@ -53,7 +53,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "involuntary_switches": t.involuntary_switches, "migrations": t.migrations,
             "runq_hist_log2_ns": {str(i): c for i, c in enumerate(t.runq_hist) if c},
             "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
-            "causes": [{"cause": c, "total_ns": ns} for c, ns in task_causes(model, tid)],
+            "causes": [{"cause": c.name, "class": c.cls, "total_ns": ns} for c, ns in task_causes(model, tid)],
             "wakers": _wakers(wakers_by_task.get(tid, [])),
         }
         if cmd_tasks is not None:
@@ -63,7 +63,8 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
     blockers = []
     for b in rank_blockers(model, scope):
         blockers.append({
-            "cause": b.cause, "total_ns": b.total_ns, "count": b.count, "max_ns": b.max_ns,
+            "cause": b.cause, "class": b.cls, "frame": b.frame, "matched": b.matched,
+            "total_ns": b.total_ns, "count": b.count, "max_ns": b.max_ns,
             "share_pct": round(b.share_pct, 3), "estimated_ns": b.estimated_ns,
             "tasks": [{"pid": t.pid, "comm": model.tasks[t].info.comm if t in model.tasks else "?"}
                       for t in b.tasks],

@@ -19,7 +19,7 @@ LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2,
 LOCK_KIND_ADDR, LOCK_KIND_MMAP, LOCK_KIND_SLAB = 0, 1, 2
 
 # Frames that take or wait for the lock rather than want it; the tracing frames on top.
-_LOCK_INTERNAL = (
+LOCK_INTERNAL = (
     "bpf_", "__bpf_", "__traceiter_", "trace_contention", "perf_trace_", "queued_spin_lock", "native_queued",
     "__pv_queued", "pv_queued", "_raw_spin_lock", "_raw_read_lock", "_raw_write_lock", "queued_read_lock",
     "queued_write_lock", "do_raw_spin_lock", "__mutex_lock", "mutex_lock", "__ww_mutex_lock", "ww_mutex_lock",
@@ -55,7 +55,7 @@ def contention_point(stack: Stack | None) -> str:
         return ""
     for f in stack.frames:
         name = f.symbol or ""
-        if name and not name.startswith(_LOCK_INTERNAL):
+        if name and not name.startswith(LOCK_INTERNAL):
             return f.text
     return stack.frames[-1].text
 

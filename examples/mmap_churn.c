@@ -5,10 +5,11 @@
  * read in lock_mm_and_find_vma (with per-VMA locks, 6.4+, only when lock_vma_under_rcu cannot serve
  * the fault, e.g. the first fault of a new region while a sibling holds the lock for write).  A
  * tracer should find the threads off-CPU in rwsem_down_read_slowpath from lock_mm_and_find_vma and
- * rwsem_down_write_slowpath from vm_mmap_pgoff and __vm_munmap, each waiting for a sibling.  Each
- * thread maps at its own hint address, 1 GiB from its siblings', so their regions never merge into
- * one VMA: otherwise mmap and munmap would also wait in __vma_start_write (a VMA lock, not
- * mmap_lock) for a sibling's faults on the merged VMA.  blocked_ns is the time
+ * rwsem_down_write_slowpath from vm_mmap_pgoff and __vm_munmap, each waiting for a sibling.  The
+ * siblings' regions often lie side by side and merge into one VMA, so mmap and munmap also wait in
+ * __vma_start_write (a VMA lock, not mmap_lock) for a sibling's faults on that VMA; with -w each
+ * thread maps at its own hint address, 1 GiB from its siblings', so that only mmap_lock is
+ * contended.  blocked_ns is the time
  * inside mmap + munmap + the touching (the fault path), on- and off-CPU; "extra" splits it into
  * "mmap_ns", "munmap_ns" and "touch_ns".  calls is COUNT: one mmap, its faults, one munmap each. */
 #include "truth.h"
@@ -82,7 +83,7 @@ static void *churn(void *arg)
 
 	/* a hint, not MAP_FIXED: the kernel takes it when the range is free */
 	unsigned long index = ((const char *)tid - (const char *)&churners[0].tid) / sizeof(churners[0]);
-	void *arena = (void *)(0x200000000000UL + (index << 30));
+	void *arena = holder_mib ? (void *)(0x200000000000UL + (index << 30)) : NULL;
 
 	truth_register(tid);
 	pthread_setname_np(pthread_self(), "mmap-churn");
@@ -90,9 +91,10 @@ static void *churn(void *arg)
 	truth_read(&start);
 
 	for (i = 0; i < count; i++) {
-		q0 = runq_wait_ns(schedstat);
-		c0 = thread_cpu_ns();
+		/* the CPU-time and run-queue windows inside the wall-clock one */
 		t0 = truth_now_ns();
+		c0 = thread_cpu_ns();
+		q0 = runq_wait_ns(schedstat);
 		region = mmap(arena, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		t1 = truth_now_ns();
 		if (region == MAP_FAILED) {
@@ -107,9 +109,9 @@ static void *churn(void *arg)
 			fprintf(stderr, "mmap-churn: munmap: %s\n", strerror(errno));
 			exit(1);
 		}
-		t3 = truth_now_ns();
-		c3 = thread_cpu_ns();
 		q3 = runq_wait_ns(schedstat);
+		c3 = thread_cpu_ns();
+		t3 = truth_now_ns();
 		asleep_ns += (t3 - t0) - (c3 - c0) - (q3 - q0);
 		mmap_ns += t1 - t0;
 		touch_ns += t2 - t1;

@@ -31,10 +31,11 @@ def test_totals_are_the_sum_of_the_intervals():
     assert model.matrix[0][1] == 1
 
 
-def test_blockers_rank_causes_by_the_innermost_meaningful_frame():
+def test_blockers_rank_causes_from_the_cause_table():
     model = _model(*two_interval_recording())
     blockers = rank_blockers(model)
-    assert [b.cause for b in blockers] == ["do_nanosleep", "anon_pipe_read"]
+    assert [b.cause for b in blockers] == ["Application requested delay", "Reading from a pipe"]
+    assert [b.frame.split("+")[0] for b in blockers] == ["do_nanosleep", "anon_pipe_read"]
     assert blockers[0].total_ns == 1_700_000_000 and blockers[0].count == 85
     assert round(blockers[0].share_pct + blockers[1].share_pct) == 100
     assert blockers[0].tasks == (A,)
@@ -48,8 +49,8 @@ def test_unsampled_waits_are_shared_by_the_tasks_sampled_causes_and_marked_estim
                      tasks=(TaskDelta(B, offcpu_ns=100_000_000, offcpu_count=10),))
     model = _model(m, ivs + [extra])
     by = {b.cause: b for b in rank_blockers(model)}
-    assert by["anon_pipe_read"].total_ns == 600_000_000
-    assert by["anon_pipe_read"].estimated_ns == 100_000_000
+    assert by["Reading from a pipe"].total_ns == 600_000_000
+    assert by["Reading from a pipe"].estimated_ns == 100_000_000
     # a task with no sampled stack at all keeps an honest label
     assert by[NO_STACK_LABELS[STACK_RATE_LIMITED]].tasks == (unsampled_only,)
     # per-task totals are never touched by the estimate
@@ -99,9 +100,10 @@ def test_json_export_has_the_documented_keys():
     for t in doc["tasks"]:
         assert task_keys <= set(t)
         for c in t["causes"]:
-            assert set(c) == {"cause", "total_ns"}
+            assert set(c) == {"cause", "class", "total_ns"}
     for b in doc["blockers"]:
-        assert {"cause", "total_ns", "count", "max_ns", "share_pct", "tasks", "stack"} <= set(b)
+        assert {"cause", "class", "frame", "matched", "total_ns", "count", "max_ns", "share_pct", "tasks",
+                "stack"} <= set(b)
     for key in ("locks", "slab", "recommendations"):
         assert doc[key] == []
     assert doc["migrations"]["matrix"] == [[0, 1], [0, 0]]

@@ -91,7 +91,7 @@ def test_sleep_is_attributed_to_the_nanosleep_stack(sleeper_run):
     tid = _truth(truth, "sleeper")["tid"]
     assert "nanosleep" in _stack_text(doc, tid)
     top = _task(doc, tid)["causes"][0]
-    assert "nanosleep" in top["cause"]
+    assert top["cause"] == "Application requested delay" and top["class"] == "blocker"
 
 
 def test_pipe_reader_blocks_for_the_writers_period(pipe_run):

@@ -7,6 +7,7 @@ where it prints one frame after another without escape codes).
 from __future__ import annotations
 
 from stallscope.analyzer.blockers import rank_blockers
+from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
 from stallscope.analyzer.units import fmt_ns
@@ -50,12 +51,16 @@ class LiveText:
         lost.update({f"{p.name}.recursion_misses": p.recursion_misses for p in iv.programs if p.recursion_misses})
         if lost:
             lines.append("  lost: " + ", ".join(f"{k}={v}" for k, v in sorted(lost.items())) + "\n")
-        lines.append(f"\n{'BLOCKER (innermost wait frame)':<40} {'WAIT/s':>9} {'SHARE':>6} {'COUNT':>7} {'MAX':>9}  TASKS\n")
+        lines.append(f"\n{'BLOCKER (cause)':<40} {'WAIT/s':>9} {'SHARE':>6} {'COUNT':>7} {'MAX':>9}  TASKS\n")
         shown = {t for t in model.tasks if model.tasks[t].info.tgid != self.hide_tgid}
-        for b in rank_blockers(model, shown)[: self.rows]:
+        ranked = rank_blockers(model, shown)
+        idle_ns = sum(b.total_ns for b in ranked if b.cls == IDLE)
+        for b in [b for b in ranked if b.cls != IDLE][: self.rows]:
             names = ", ".join(sorted({_clean(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
             lines.append(f"{_clean(b.cause)[:40]:<40} {fmt_ns(b.total_ns / secs):>9} {b.share_pct:5.1f}% "
                          f"{b.count:>7} {fmt_ns(b.max_ns):>9}  {names[:60]}\n")
+        if idle_ns:
+            lines.append(f"{'(idle waits, not ranked)':<40} {fmt_ns(idle_ns / secs):>9}\n")
         lines.append(f"\n{'TASK':<22} {'PID':>7} {'OFF-CPU/s':>10} {'RUNQ/s':>9} {'VCS':>6} {'IVCS':>6} {'MIGR':>5}\n")
         ranked = sorted((t for t in model.tasks.values() if t.info.tgid != self.hide_tgid),
                         key=lambda t: -(t.offcpu_ns + t.runq_wait_ns))

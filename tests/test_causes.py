@@ -1,0 +1,174 @@
+"""The cause table against the function names of two real kernels, and its rules' semantics."""
+
+from __future__ import annotations
+
+import gzip
+import platform
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from stallscope.analyzer.blockers import rank_blockers
+from stallscope.analyzer.causes import BLOCKER, IDLE, CauseTable, _compile, bare, default_table
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.sample import OffcpuDelta, Stack, TaskDelta, TaskId, TaskInfo
+from stallscope.analyzer.symbols import Frame
+from stallscope.errors import StallscopeError
+from synthetic import interval, kstack, meta
+
+FIXTURES = ROOT / "tests" / "fixtures" / "kernel-symbols"
+# Text symbols (System.map / kallsyms `T`/`t`), one per line: Debian 12's linux-image-6.1.0-56-amd64
+# (from its -dbg package's System.map) and the kernel these tests were written on.
+DEBIAN_61 = FIXTURES / "6.1.0-56-amd64.txt.gz"
+RUNNING = FIXTURES / "6.18.44-fc-v595.txt.gz"
+
+
+def _names(path: Path) -> set[str]:
+    return {bare(n) for n in gzip.open(path, "rt").read().split()}
+
+
+@pytest.fixture(scope="module", params=[DEBIAN_61, RUNNING], ids=["debian-6.1", "6.18"])
+def kernel_names(request) -> set[str]:
+    return _names(request.param)
+
+
+def test_every_rule_names_a_function_that_exists_in_each_kernel(kernel_names):
+    for rule in default_table().rules:
+        if not rule.frames:
+            continue
+        rx = _compile(rule.frames)
+        assert any(rx.match(n) for n in kernel_names), f"no function of {rule.name!r} in this kernel"
+
+
+def _stack(names: list[str], kernel_names: set[str] | None = None, sid: int = 0) -> Stack:
+    if kernel_names is not None:
+        missing = [n for n in names if bare(n) not in kernel_names]
+        assert not missing, f"not functions of this kernel: {missing}"
+    return kstack(sid or hash(tuple(names)) & 0xFFFFFFF, *names)
+
+
+# (cause, class, 6.1 stack, 6.18 stack): the same wait as each kernel's frames show it
+STACKS = [
+    ("Userspace lock contention", BLOCKER,
+     ["__schedule", "schedule", "futex_wait_queue", "futex_wait", "do_futex", "__x64_sys_futex", "do_syscall_64"],
+     ["__schedule", "schedule", "futex_do_wait", "__futex_wait", "futex_wait", "do_futex", "__x64_sys_futex"]),
+    ("Reading from a pipe", BLOCKER,
+     ["__schedule", "schedule", "pipe_read", "vfs_read", "ksys_read", "do_syscall_64"],
+     ["__schedule", "schedule", "anon_pipe_read", "vfs_read", "ksys_read", "do_syscall_64"]),
+    ("Waiting for events (epoll)", IDLE,
+     ["__schedule", "schedule", "schedule_hrtimeout_range_clock", "do_epoll_wait", "__x64_sys_epoll_wait"],
+     ["__schedule", "schedule", "schedule_hrtimeout_range", "do_epoll_wait", "__x64_sys_epoll_wait"]),
+    ("Application requested delay", BLOCKER,
+     ["__schedule", "schedule", "do_nanosleep", "hrtimer_nanosleep", "__x64_sys_clock_nanosleep"],
+     ["__schedule", "schedule", "do_nanosleep", "hrtimer_nanosleep", "__x64_sys_clock_nanosleep"]),
+    ("rwsem contention: mmap_lock", BLOCKER,
+     ["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write_killable", "vm_mmap_pgoff"],
+     ["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write_killable", "vm_mmap_pgoff"]),
+    ("Waiting for I/O", BLOCKER,
+     ["__schedule", "schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault", "__do_fault",
+      "handle_mm_fault", "exc_page_fault"],
+     ["__schedule", "schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault", "__do_fault",
+      "handle_mm_fault", "exc_page_fault"]),
+    ("Waiting for an RCU grace period", BLOCKER,
+     ["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__wait_rcu_gp", "synchronize_rcu"],
+     ["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__wait_rcu_gp", "synchronize_rcu_normal"]),
+    ("Kernel thread idle", IDLE,
+     ["__schedule", "schedule", "worker_thread", "kthread", "ret_from_fork"],
+     ["__schedule", "schedule", "worker_thread", "kthread", "ret_from_fork", "ret_from_fork_asm"]),
+    ("Waiting for a child process", IDLE,
+     ["__schedule", "schedule", "do_wait", "kernel_wait4", "__do_sys_wait4"],
+     ["__schedule", "schedule", "do_wait", "kernel_wait4", "__do_sys_wait4"]),
+]
+
+
+@pytest.mark.parametrize("cause,cls,old,new", STACKS, ids=[s[0] for s in STACKS])
+def test_a_wait_gets_the_same_cause_on_debian_61_and_on_the_running_kernel(cause, cls, old, new):
+    table = default_table()
+    for names, path in ((old, DEBIAN_61), (new, RUNNING)):
+        got = table.classify(_stack(names, _names_cached(path)))
+        assert (got.name, got.cls, got.matched) == (cause, cls, True), (path.name, names)
+
+
+_CACHE: dict[Path, set[str]] = {}
+
+
+def _names_cached(path: Path) -> set[str]:
+    if path not in _CACHE:
+        _CACHE[path] = _names(path)
+    return _CACHE[path]
+
+
+def test_the_highest_priority_frame_wins_not_the_innermost():
+    table = default_table()
+    # an fsync that waits for the journal commit: fsync outranks the I/O wait inside it
+    fsync = _stack(["__schedule", "schedule", "io_schedule", "bit_wait_io", "__wait_on_bit", "jbd2_log_wait_commit",
+                    "ext4_sync_file", "vfs_fsync_range", "do_fsync"])
+    assert table.classify(fsync).name == "fsync() on a file"
+    # a page fault that waits for the page's I/O is an I/O wait
+    fault = _stack(["__schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault", "handle_mm_fault"])
+    assert table.classify(fault).name == "Waiting for I/O"
+    # a kernel worker blocked on a mutex is lock contention, not an idle kernel thread
+    kworker = _stack(["__schedule", "schedule", "schedule_preempt_disabled", "__mutex_lock.constprop.0",
+                      "flush_to_ldisc", "process_one_work", "worker_thread", "kthread"])
+    got = table.classify(kworker)
+    assert (got.name, got.cls) == ("mutex contention: flush_to_ldisc", BLOCKER)
+
+
+def test_a_futex_wait_under_pthread_cond_wait_is_idle_and_under_a_mutex_is_contention():
+    table = default_table()
+    k = _stack(["__schedule", "schedule", "futex_wait_queue", "futex_wait", "do_futex"], sid=77)
+    cond = Stack(1, "user", (Frame(0x7f00, "__pthread_cond_wait_common", 0x10, "/lib/libc.so.6", None, None, "user"),))
+    mutex = Stack(2, "user", (Frame(0x7f10, "__lll_lock_wait", 0x10, "/lib/libc.so.6", None, None, "user"),))
+    assert table.classify(k, cond).cls == IDLE
+    assert table.classify(k, mutex).name == "Userspace lock contention"
+    assert table.classify(k).name == "Userspace lock contention"
+
+
+def test_task_idle_state_is_idle_whatever_the_stack():
+    table = default_table()
+    s = _stack(["__schedule", "schedule", "schedule_timeout", "rcu_gp_fqs_loop", "rcu_gp_kthread", "kthread"])
+    assert table.classify(s, None, 0x402).name == "Idle (TASK_IDLE)"
+    assert table.classify(s, None, 0x2).name == "Kernel thread idle"
+
+
+def test_an_unmatched_wait_is_named_by_its_innermost_meaningful_frame():
+    got = default_table().classify(_stack(["__schedule", "schedule", "mystery_wait", "vfs_read"]))
+    assert (got.name, got.matched, got.cls) == ("mystery_wait", False, BLOCKER)
+
+
+def test_a_users_table_adds_rules_and_wins_with_a_higher_priority(tmp_path):
+    mine = tmp_path / "causes.toml"
+    mine.write_text('[[cause]]\nname = "Waiting for the frobnicator"\npriority = 99\nframes = ["mystery_wait"]\n'
+                    '[[cause]]\nname = "Reading my pipe"\npriority = 61\nframes = ["*pipe_read"]\n')
+    table = CauseTable.load([str(mine)])
+    assert table.classify(_stack(["__schedule", "mystery_wait"])).name == "Waiting for the frobnicator"
+    assert table.classify(_stack(["__schedule", "anon_pipe_read"])).name == "Reading my pipe"
+
+
+@pytest.mark.parametrize("text,why", [("[[cause]\nname=", "not valid TOML"),
+                                      ('[[cause]]\nframes = ["x"]\n', "invalid"),
+                                      ('[[cause]]\nname = "x"\nclass = "sleepy"\n', "invalid")])
+def test_a_broken_user_table_is_a_clear_error(tmp_path, text, why):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    with pytest.raises(StallscopeError, match=why):
+        CauseTable.load([str(bad)])
+
+
+def test_on_a_quiet_machine_no_idle_wait_ranks_first():
+    """A daemon idles for seconds in epoll and a kworker sleeps in its loop; one task sleeps 10 ms."""
+    daemon, kworker, app = TaskId(1, 1), TaskId(2, 2), TaskId(3, 3)
+    epoll = kstack(0x10, "__schedule", "schedule", "schedule_hrtimeout_range", "do_epoll_wait")
+    loop = kstack(0x20, "__schedule", "schedule", "worker_thread", "kthread", "ret_from_fork")
+    sleep = kstack(0x30, "__schedule", "schedule", "do_nanosleep", "hrtimer_nanosleep")
+    iv = interval(0, task_info=(TaskInfo(daemon, 1, 0, "daemon"), TaskInfo(kworker, 2, 0, "kworker/0:1"),
+                                TaskInfo(app, 3, 0, "app")), stacks=(epoll, loop, sleep),
+                  tasks=tuple(TaskDelta(t, offcpu_ns=1) for t in (daemon, kworker, app)),
+                  offcpu=(OffcpuDelta(daemon, 1, 1, 0x10, 0, 1, 900_000_000), OffcpuDelta(kworker, 2, 0x402, 0x20, 0, 5, 800_000_000),
+                          OffcpuDelta(app, 3, 1, 0x30, 0, 1, 10_000_000)))
+    model = Model.from_intervals(meta(), [iv], {i.task: i for i in iv.task_info}, {s.id: s for s in iv.stacks})
+    ranked = rank_blockers(model)
+    assert ranked[0].cause == "Application requested delay" and ranked[0].share_pct == 100.0
+    assert {b.cls for b in ranked[1:]} == {IDLE}
+    assert [b.cause for b in rank_blockers(model, include_idle=False)] == ["Application requested delay"]
