@@ -121,3 +121,37 @@ def task_causes(model: Model, task: TaskId, table: CauseTable | None = None) -> 
     for cause, _task, ns, *_rest in _attributed(model, {task}, table):
         by[cause] = by.get(cause, 0) + ns
     return sorted(by.items(), key=lambda kv: (-kv[1], kv[0].name))
+
+
+@dataclass(frozen=True)
+class ProcessCauses:
+    tgid: int
+    comm: str
+    total_ns: int  # off-CPU time of the causes kept (blockers, and idle waits when asked)
+    max_ns: int
+    causes: tuple[tuple[str, int, int], ...]  # (cause, total_ns, max_ns), heaviest first
+
+
+def process_causes(model: Model, include_idle: bool = False, table: CauseTable | None = None) -> list[ProcessCauses]:
+    """LatencyTOP's second pane: each process with its own causes, heaviest process first."""
+    by: dict[int, dict[str, list[int]]] = {}
+    for cause, task, ns, _count, mx, _est, _stack in _attributed(model, None, table):
+        if cause.cls == IDLE and not include_idle:
+            continue
+        t = model.tasks.get(task)
+        tgid = t.info.tgid if t else task.pid
+        e = by.setdefault(tgid, {}).setdefault(cause.name, [0, 0])
+        e[0] += ns
+        e[1] = max(e[1], mx)
+
+    def comm(tgid: int) -> str:
+        for t in model.tasks.values():
+            if t.info.tgid == tgid and (t.info.task.pid == tgid or t.info.comm):
+                return t.info.comm
+        return "?"
+
+    out = [ProcessCauses(tgid, comm(tgid), sum(v[0] for v in causes.values()), max(v[1] for v in causes.values()),
+                         tuple(sorted(((c, v[0], v[1]) for c, v in causes.items()), key=lambda x: (-x[1], x[0]))))
+           for tgid, causes in by.items()]
+    out.sort(key=lambda p: (-p.total_ns, p.tgid))
+    return out

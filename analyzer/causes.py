@@ -14,7 +14,6 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass
-from functools import lru_cache
 from importlib import resources
 
 from stallscope.analyzer.sample import Stack
@@ -64,6 +63,7 @@ class Rule:
     frames: tuple[str, ...]
     user_frames: tuple[str, ...] = ()
     state: int = 0
+    innermost: bool = False  # only the innermost meaningful frame counts: a call site, not a frame anywhere
     source: str = "built-in"
 
 
@@ -102,7 +102,7 @@ class CauseTable:
                 rules.append(Rule(str(entry["name"]), cls_, int(entry.get("priority", 50)),
                                   tuple(str(f) for f in entry.get("frames", [])),
                                   tuple(str(f) for f in entry.get("user_frames", [])),
-                                  int(entry.get("state", 0)), source))
+                                  int(entry.get("state", 0)), bool(entry.get("innermost", False)), source))
             except (KeyError, TypeError, ValueError) as exc:
                 raise StallscopeError(f"cause table {source}: entry {i + 1} is invalid ({exc})",
                                       "each [[cause]] needs a name, and frames as a list of strings") from None
@@ -141,6 +141,7 @@ class CauseTable:
 
     def _classify(self, kstack: Stack, ustack: Stack | None, state: int) -> Cause:
         names = [bare(f.symbol) for f in kstack.frames]
+        first = next((i for i, n in enumerate(names) if n and not n.startswith(SLEEP_MACHINERY)), 0)
         unames = [bare(f.symbol) for f in ustack.frames] if ustack else []
         best: tuple[Rule, int] | None = None
         for rule, frames, user_frames in self._compiled:  # highest priority first
@@ -152,6 +153,10 @@ class CauseTable:
                 continue
             if frames is None:
                 idx = 0
+            elif rule.innermost:
+                if not (names[first] and frames.match(names[first])):
+                    continue
+                idx = first
             else:
                 idx = next((i for i, n in enumerate(names) if n and frames.match(n)), -1)
                 if idx < 0:
@@ -203,6 +208,17 @@ def user_table_path() -> str | None:
     return os.path.join(base, "stallscope", "causes.toml")
 
 
-@lru_cache(maxsize=1)
+_active: CauseTable | None = None
+
+
 def default_table() -> CauseTable:
-    return CauseTable.load()
+    """The table in use: the built-in one and the user's, or what `use_table` set (--causes)."""
+    global _active
+    if _active is None:
+        _active = CauseTable.load()
+    return _active
+
+
+def use_table(table: CauseTable) -> None:
+    global _active
+    _active = table

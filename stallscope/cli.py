@@ -54,6 +54,12 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
                         "task's sampled stacks, marked as estimated")
 
 
+def _add_causes_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--causes", action="append", default=[], metavar="TABLE",
+                   help="a cause table (TOML, the format of the built-in causes.toml) whose rules join the "
+                        "built-in ones; may be repeated")
+
+
 def _groups():
     from stallscope.bpf.groups import GROUPS, default_groups
 
@@ -96,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--iterations", type=_positive_int, default=None, metavar="N",
                    help="stop after N refreshes (default: until Ctrl-C)")
     p.add_argument("--rows", type=_positive_int, default=15, help="rows per table (default 15)")
+    _add_causes_option(p)
 
     p = sub.add_parser("record", help="record to a file, system-wide or one command",
                        description="Record the scheduler probes to FILE. With `-- CMD ARGS`, the command "
@@ -116,6 +123,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
     p.add_argument("--command-only", action="store_true",
                    help="only the tasks of the recorded command (recordings made with `-- CMD`)")
+    _add_causes_option(p)
+
+    p = sub.add_parser("causes", help="LatencyTOP-like table: why tasks waited, by cause or by process",
+                       description="Off-CPU time by cause, from the cause table (a built-in data file; add your "
+                                   "own rules with --causes or in ~/.config/stallscope/causes.toml). Idle waits "
+                                   "(event loops, parked thread pools, kernel threads' main loops) are left out "
+                                   "unless --all.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--by", choices=("cause", "process"), default="cause",
+                   help="one table of causes (default), or each process with its causes")
+    p.add_argument("--all", action="store_true", help="include idle waits")
+    p.add_argument("--unknown", action="store_true",
+                   help="list the waits no rule matched, with their stacks, so the table can grow")
+    p.add_argument("-n", "--rows", type=_positive_int, default=20, help="rows to show (default 20)")
+    _add_causes_option(p)
 
     p = sub.add_parser("locks", help="lock_stat-like table of kernel lock contention in a recording",
                        description="Kernel locks by contention: name, type, contentions, wait min/max/avg/total "
@@ -154,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
+        if getattr(args, "causes", None):
+            from stallscope.analyzer.causes import CauseTable, use_table
+
+            use_table(CauseTable.load(args.causes))
         return COMMANDS[args.command](args)
     except StallscopeError as exc:
         print(f"stallscope: error: {exc}", file=sys.stderr)
@@ -267,6 +293,15 @@ def cmd_locks(args) -> int:
     return 0
 
 
+def cmd_causes(args) -> int:
+    from stallscope.tui.causes import causes_text
+    from stallscope.analyzer.load import load_model
+
+    sys.stdout.write(causes_text(load_model(args.file), by=args.by, include_idle=args.all, unknown=args.unknown,
+                                 rows=args.rows))
+    return 0
+
+
 def cmd_doctor(args) -> int:
     from stallscope.doctor import run_doctor
 
@@ -292,7 +327,7 @@ def _session_options(args, command, duration_s, max_intervals=None):
                           max_intervals=max_intervals)
 
 
-COMMANDS = {"record": cmd_record, "export": cmd_export, "locks": cmd_locks, "doctor": cmd_doctor, "top": cmd_top}
+COMMANDS = {"causes": cmd_causes, "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "doctor": cmd_doctor, "top": cmd_top}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -172,3 +172,21 @@ def test_on_a_quiet_machine_no_idle_wait_ranks_first():
     assert ranked[0].cause == "Application requested delay" and ranked[0].share_pct == 100.0
     assert {b.cls for b in ranked[1:]} == {IDLE}
     assert [b.cause for b in rank_blockers(model, include_idle=False)] == ["Application requested delay"]
+
+
+def test_a_stack_walked_after_the_wait_names_the_lock_by_its_call_site():
+    """bpf_get_task_stack() leaves out the .sched.text functions (the rwsem slow path, down_write...):
+    the stack starts at the caller, which is enough to know mmap_lock from a directory's i_rwsem."""
+    table = default_table()
+    for path in (DEBIAN_61, RUNNING):
+        names = _names_cached(path)
+        mmap = table.classify(_stack(["vm_mmap_pgoff", "ksys_mmap_pgoff", "do_syscall_64"], names))
+        assert mmap.name == "rwsem contention: mmap_lock"
+        unlink = table.classify(_stack(["do_unlinkat", "__x64_sys_unlink", "do_syscall_64"], names))
+        assert unlink.name == "rwsem contention: directory i_rwsem"
+    # deeper in, vm_mmap_pgoff is only on the way: a wait for I/O under it is an I/O wait
+    deeper = table.classify(_stack(["folio_wait_bit_common", "__mm_populate", "vm_mmap_pgoff", "do_syscall_64"]))
+    assert deeper.name == "Waiting for I/O"
+    # a frame the innermost rule names, but not innermost and nothing else matching: unmatched
+    other = table.classify(_stack(["mystery_wait", "vm_mmap_pgoff"]))
+    assert other.matched is False

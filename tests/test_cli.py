@@ -10,7 +10,7 @@ import pytest
 
 from conftest import STALLSCOPE, needs_bpf, run_stallscope
 
-COMMANDS = ["top", "record", "export", "doctor"]
+COMMANDS = ["top", "record", "export", "doctor", "causes", "locks"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -127,3 +127,22 @@ def test_doctor_lists_the_optional_groups_that_probes_takes():
     from stallscope.cli import OPTIONAL_PROBES
 
     assert set(doc["optional_groups"]) == set(OPTIONAL_PROBES)
+
+
+def test_causes_command_shows_a_latencytop_table_and_the_unmatched_stacks(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(__import__("conftest").ROOT / "tests"))
+    from synthetic import two_interval_recording, write_recording
+
+    path = tmp_path / "two.stall"
+    write_recording(path, *two_interval_recording())
+    out = run_stallscope("causes", str(path)).stdout
+    rows = out.splitlines()
+    assert rows[2].split()[:3] == ["CAUSE", "MAX", "TOTAL"]
+    assert rows[3].startswith("Application requested delay") and rows[4].startswith("Reading from a pipe")
+    by_process = run_stallscope("causes", str(path), "--by", "process").stdout
+    assert "sleeper[100]" in by_process or "reader[100]" in by_process
+    assert "no rule matched" in run_stallscope("causes", str(path), "--unknown").stdout
+    missing = run_stallscope("causes", str(path), "--causes", str(tmp_path / "nope.toml"), check=False)
+    assert missing.returncode == 2 and "no cause table" in missing.stderr

@@ -1,0 +1,42 @@
+"""`stallscope causes`: LatencyTOP's two panes as text, from the same ranking the live view uses."""
+
+from __future__ import annotations
+
+from stallscope.analyzer.blockers import process_causes, rank_blockers
+from stallscope.analyzer.causes import IDLE
+from stallscope.analyzer.export import stack_texts
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.units import fmt_ns
+from stallscope.analyzer.untrusted import printable
+
+
+def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unknown: bool = False,
+                rows: int = 20) -> str:
+    secs = model.duration_s or 1.0
+    lines = [f"{model.duration_s:.1f} s recorded; off-CPU time by cause"
+             + (" (idle waits included)" if include_idle else " (idle waits left out: --all shows them)") + "\n\n"]
+    ranked = rank_blockers(model, include_idle=include_idle)
+    if unknown:
+        unmatched = [b for b in ranked if not b.matched and b.stack is not None]
+        lines.append(f"{len(unmatched)} cause(s) no rule matched; each named by its innermost meaningful frame:\n")
+        for b in unmatched[:rows]:
+            lines.append(f"\n{printable(b.cause)}  total {fmt_ns(b.total_ns)}, {b.count} waits, max {fmt_ns(b.max_ns)}\n")
+            lines += [f"    {printable(f)}\n" for f in stack_texts(b.stack)[:16]]
+        return "".join(lines)
+    if by == "process":
+        for p in process_causes(model, include_idle=include_idle)[:rows]:
+            lines.append(f"{printable(p.comm)}[{p.tgid}]  total {fmt_ns(p.total_ns)} ({fmt_ns(p.total_ns / secs)}/s), "
+                         f"max {fmt_ns(p.max_ns)}\n")
+            for cause, ns, mx in p.causes[:5]:
+                share = 100.0 * ns / p.total_ns if p.total_ns else 0.0
+                lines.append(f"    {printable(cause)[:50]:<50} {fmt_ns(mx):>9} max  {share:5.1f}%\n")
+        return "".join(lines)
+    lines.append(f"{'CAUSE':<50} {'MAX':>9} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6} {'COUNT':>8}  TASKS\n")
+    for b in ranked[:rows]:
+        names = ", ".join(sorted({printable(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
+        label = printable(b.cause) + (" [idle]" if b.cls == IDLE else "")
+        lines.append(f"{label[:50]:<50} {fmt_ns(b.max_ns):>9} {fmt_ns(b.total_ns):>10} {fmt_ns(b.total_ns / secs):>9} "
+                     f"{b.share_pct:5.1f}% {b.count:>8}  {names[:60]}\n")
+    if not ranked:
+        lines.append("no off-CPU time recorded\n")
+    return "".join(lines)
