@@ -117,10 +117,22 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
 
 def task_causes(model: Model, task: TaskId, table: CauseTable | None = None) -> list[tuple[Cause, int]]:
     """One task's off-CPU time by cause, heaviest first (idle causes included, in their place by time)."""
-    by: dict[Cause, int] = {}
+    by: dict[str, list] = {}
     for cause, _task, ns, *_rest in _attributed(model, {task}, table):
-        by[cause] = by.get(cause, 0) + ns
-    return sorted(by.items(), key=lambda kv: (-kv[1], kv[0].name))
+        e = by.setdefault(cause.name, [cause, 0])
+        e[1] += ns
+    return sorted(((c, ns) for c, ns in by.values()), key=lambda kv: (-kv[1], kv[0].name))
+
+
+def blocked_ns_by_task(model: Model, tasks: set[TaskId] | None = None,
+                       table: CauseTable | None = None) -> dict[TaskId, tuple[int, int]]:
+    """Each task's off-CPU time and waits outside idle causes: what held it up."""
+    out: dict[TaskId, tuple[int, int]] = {}
+    for cause, task, ns, count, *_rest in _attributed(model, tasks, table):
+        if cause.cls != IDLE:
+            t, n = out.get(task, (0, 0))
+            out[task] = (t + ns, n + count)
+    return out
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ class CauseTable:
         """The cause of a wait with this stack, or None when there is no kernel stack."""
         if kstack is None or not kstack.frames:
             return None
-        key = (kstack.id, ustack.id if ustack else 0, state)
+        key = (kstack, ustack, state)  # the stacks themselves: ids are only unique within one recording
         hit = self._cache.get(key)
         if hit is None:
             hit = self._classify(kstack, ustack, state)

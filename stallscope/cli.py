@@ -139,6 +139,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--rows", type=_positive_int, default=20, help="rows to show (default 20)")
     _add_causes_option(p)
 
+    p = sub.add_parser("diff", help="what got worse between two recordings (regression hunting)",
+                       description="Causes, kernel locks and threads ranked by the change in wait per second of "
+                                   "recording, absolute and relative. A change leads only past a noise guard "
+                                   "(--min-delta per second, --min-relative of the base, --min-events waits); "
+                                   "the rest follow, marked. --format folded writes a differential folded file "
+                                   "(stack, base, new; ns per second) for a differential flame graph.")
+    p.add_argument("base", metavar="BASE")
+    p.add_argument("new", metavar="NEW")
+    p.add_argument("--format", choices=("text", "json", "folded"), default="text")
+    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    p.add_argument("-n", "--rows", type=_positive_int, default=20, help="changes to show in text (default 20)")
+    p.add_argument("--all", action="store_true", help="include idle waits among the causes")
+    p.add_argument("--command-only", action="store_true",
+                   help="compare only the recorded commands' tasks (recordings made with `-- CMD`)")
+    p.add_argument("--min-delta", type=duration, default=0.001, metavar="TIME",
+                   help="noise guard: a change of less wait than this per second does not lead (default 1ms)")
+    p.add_argument("--min-relative", type=float, default=10.0, metavar="PCT",
+                   help="noise guard: nor one of less than PCT%% of the base (default 10)")
+    p.add_argument("--min-events", type=_positive_int, default=3, metavar="N",
+                   help="noise guard: nor one with fewer than N waits on the side that grew (default 3)")
+    _add_causes_option(p)
+
     p = sub.add_parser("locks", help="lock_stat-like table of kernel lock contention in a recording",
                        description="Kernel locks by contention: name, type, contentions, wait min/max/avg/total "
                                    "with spin and sleep parts, and the top contention points of each lock.")
@@ -240,6 +262,13 @@ def cmd_record(args) -> int:
     return 0
 
 
+def _command_scope(model, path: str):
+    cmd = model.meta.options.get("command")
+    if not cmd:
+        raise StallscopeError(f"{path} was not recorded with a command", "drop --command-only")
+    return model.descendants(cmd["pid"])
+
+
 def cmd_export(args) -> int:
     from stallscope.analyzer.export import to_folded, to_json
     from stallscope.analyzer.load import load_model
@@ -302,6 +331,38 @@ def cmd_causes(args) -> int:
     return 0
 
 
+def cmd_diff(args) -> int:
+    from stallscope.analyzer.diff import NoiseGuard, diff, differential_folded
+    from stallscope.analyzer.load import load_model
+    from stallscope.tui.diff import diff_json, diff_text
+
+    base, new = load_model(args.base), load_model(args.new)
+    scopes = (_command_scope(base, args.base), _command_scope(new, args.new)) if args.command_only else (None, None)
+    if args.format == "folded":
+        text = differential_folded(base, new, scopes)
+    else:
+        guard = NoiseGuard(args.min_delta * 1e9, args.min_relative / 100.0, args.min_events)
+        changes = diff(base, new, guard, include_idle=args.all, scopes=scopes)
+        text = (diff_json(base, new, changes, guard, (args.base, args.new)) if args.format == "json"
+                else diff_text(base, new, changes, args.rows, (args.base, args.new)))
+    _write_output(text, args.output)
+    return 0
+
+
+def _write_output(text: str, path: str | None) -> None:
+    if not path:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise StallscopeError(f"cannot write {path}: {exc.strerror}", "check the path and free space") from None
+
+
 def cmd_doctor(args) -> int:
     from stallscope.doctor import run_doctor
 
@@ -327,7 +388,7 @@ def _session_options(args, command, duration_s, max_intervals=None):
                           max_intervals=max_intervals)
 
 
-COMMANDS = {"causes": cmd_causes, "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "doctor": cmd_doctor, "top": cmd_top}
+COMMANDS = {"causes": cmd_causes, "diff": cmd_diff, "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "doctor": cmd_doctor, "top": cmd_top}
 
 if __name__ == "__main__":
     sys.exit(main())

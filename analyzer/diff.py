@@ -1,0 +1,121 @@
+"""Run against run: what got worse between two recordings (regression hunting).
+
+Every figure is compared as wait per second of its own recording, so runs of different lengths
+compare. A change must clear a noise guard to lead: an absolute floor, a relative floor against the
+base, and enough waits on the worse side that one long wait alone does not rank first. Changes that
+do not clear it are kept, marked, and ranked after the ones that do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stallscope.analyzer.blockers import blocked_ns_by_task, rank_blockers
+from stallscope.analyzer.export import to_folded
+from stallscope.analyzer.locks import lock_stats
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.sample import TaskId
+
+
+@dataclass(frozen=True)
+class NoiseGuard:
+    min_delta_ns_per_s: float = 1_000_000.0  # 1 ms of wait per second of recording
+    min_relative: float = 0.10  # of the base's rate
+    min_events: int = 3  # waits on the side that grew (a one-off wait does not lead)
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # "cause", "lock", "task"
+    name: str
+    base_ns_per_s: float
+    new_ns_per_s: float
+    base_count: int
+    new_count: int
+    significant: bool
+
+    @property
+    def delta_ns_per_s(self) -> float:
+        return self.new_ns_per_s - self.base_ns_per_s
+
+    @property
+    def delta_pct(self) -> float | None:
+        """Relative change; None when the base had none (a new cause)."""
+        return 100.0 * self.delta_ns_per_s / self.base_ns_per_s if self.base_ns_per_s else None
+
+
+def _rates(items: dict[str, tuple[int, int]], seconds: float) -> dict[str, tuple[float, int]]:
+    s = seconds or 1.0
+    return {k: (ns / s, n) for k, (ns, n) in items.items()}
+
+
+def _compare(kind: str, base: dict[str, tuple[float, int]], new: dict[str, tuple[float, int]],
+             guard: NoiseGuard) -> list[Change]:
+    out = []
+    for name in sorted(set(base) | set(new)):
+        b, bn = base.get(name, (0.0, 0))
+        n, nn = new.get(name, (0.0, 0))
+        delta = n - b
+        grew_count = nn if delta >= 0 else bn
+        significant = (abs(delta) >= guard.min_delta_ns_per_s and abs(delta) >= guard.min_relative * b
+                       and grew_count >= guard.min_events)
+        out.append(Change(kind, name, b, n, bn, nn, significant))
+    return out
+
+
+def cause_waits(model: Model, scope: set[TaskId] | None = None, include_idle: bool = False) -> dict[str, tuple[int, int]]:
+    return {b.cause: (b.total_ns, b.count) for b in rank_blockers(model, scope, include_idle=include_idle)}
+
+
+def lock_waits(model: Model, scope: set[TaskId] | None = None) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for s in lock_stats(model, tasks=scope):
+        # a process's mmap_lock is named with its pid, which differs run to run: compare by name and type
+        name = f"{s.name.split(' (')[0]} [{s.type}]"
+        ns, n = out.get(name, (0, 0))
+        out[name] = (ns + s.wait_total_ns, n + s.contentions)
+    return out
+
+
+def task_waits(model: Model, scope: set[TaskId] | None = None, include_idle: bool = False) -> dict[str, tuple[int, int]]:
+    """Blocked (idle causes left out unless asked) plus run-queue time by thread name: pids differ
+    between runs, names do not."""
+    blocked = None if include_idle else blocked_ns_by_task(model, scope)
+    out: dict[str, tuple[int, int]] = {}
+    for t in model.tasks.values():
+        if scope is not None and t.task not in scope:
+            continue
+        off_ns, off_n = (t.offcpu_ns, t.offcpu_count) if blocked is None else blocked.get(t.task, (0, 0))
+        ns, n = out.get(t.info.comm, (0, 0))
+        out[t.info.comm] = (ns + off_ns + t.runq_wait_ns, n + off_n + t.runq_count)
+    return {k: v for k, v in out.items() if v[0]}
+
+
+def diff(base: Model, new: Model, guard: NoiseGuard | None = None, include_idle: bool = False,
+         scopes: tuple[set[TaskId] | None, set[TaskId] | None] = (None, None)) -> list[Change]:
+    """Every cause, lock and thread name, worst regression first: significant ones by how much their
+    wait per second grew, then the rest. `scopes`: the tasks of each model to compare (None: all)."""
+    g = guard or NoiseGuard()
+    changes = []
+    for kind, fn in (("cause", lambda m, sc: cause_waits(m, sc, include_idle)), ("lock", lock_waits),
+                     ("task", lambda m, sc: task_waits(m, sc, include_idle))):
+        changes += _compare(kind, _rates(fn(base, scopes[0]), base.duration_s),
+                            _rates(fn(new, scopes[1]), new.duration_s), g)
+    changes.sort(key=lambda c: (not c.significant, -c.delta_ns_per_s, c.kind, c.name))
+    return changes
+
+
+def differential_folded(base: Model, new: Model,
+                        scopes: tuple[set[TaskId] | None, set[TaskId] | None] = (None, None)) -> str:
+    """`stack base new` per line, each value in ns of off-CPU time per second of its recording, for a
+    differential flame graph (flamegraph.pl reads the two columns; the colour shows the change)."""
+    def per_s(model: Model, scope: set[TaskId] | None) -> dict[str, int]:
+        s = model.duration_s or 1.0
+        out = {}
+        for line in to_folded(model, scope).splitlines():
+            key, _, value = line.rpartition(" ")
+            out[key] = round(int(value) / s)
+        return out
+
+    b, n = per_s(base, scopes[0]), per_s(new, scopes[1])
+    return "".join(f"{k} {b.get(k, 0)} {n.get(k, 0)}\n" for k in sorted(set(b) | set(n)))

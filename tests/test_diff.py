@@ -1,0 +1,82 @@
+"""Run against run: the change that matters leads, noise does not."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import example, needs_bpf, record_command, run_stallscope
+from stallscope.analyzer.diff import NoiseGuard, diff, differential_folded
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.sample import OffcpuDelta, TaskDelta, TaskId, TaskInfo
+from synthetic import SEC, interval, kstack, meta
+
+SLEEP = kstack(0x10, "__schedule", "schedule", "do_nanosleep", "hrtimer_nanosleep")
+PIPE = kstack(0x20, "__schedule", "schedule", "anon_pipe_read", "vfs_read")
+FSYNC = kstack(0x30, "jbd2_log_wait_commit", "ext4_sync_file", "vfs_fsync_range", "do_fsync")
+APP = TaskId(10, 1)
+
+
+def _model(seconds: int, *waits: tuple) -> Model:
+    """`seconds` one-second intervals; each wait (stack, count, total_ns) is spread over them."""
+    ivs = []
+    for i in range(seconds):
+        ivs.append(interval(i, task_info=(TaskInfo(APP, 10, 1, "app"),) if i == 0 else (),
+                            stacks=tuple(s for s, *_ in waits) if i == 0 else (),
+                            tasks=(TaskDelta(APP, offcpu_ns=sum(t for _, _, t in waits) // seconds),),
+                            offcpu=tuple(OffcpuDelta(APP, 10, 1, s.id, 0, max(n // seconds, 1), t // seconds)
+                                         for s, n, t in waits)))
+    return Model.from_intervals(meta(), ivs, {APP: TaskInfo(APP, 10, 1, "app")}, {s.id: s for s, *_ in waits})
+
+
+def test_an_injected_blocker_leads_the_diff_and_per_second_rates_make_run_lengths_comparable():
+    base = _model(2, (SLEEP, 100, 1 * SEC))  # 0.5 s of sleep per second
+    new = _model(4, (SLEEP, 200, 2 * SEC), (FSYNC, 400, 400_000_000))  # same sleep rate, fsync injected
+    changes = diff(base, new)
+    assert (changes[0].kind, changes[0].name) == ("cause", "fsync() on a file")
+    assert changes[0].significant and changes[0].delta_pct is None  # new in this run
+    assert round(changes[0].new_ns_per_s) == 100_000_000
+    sleep = next(c for c in changes if c.name == "Application requested delay")
+    assert sleep.delta_ns_per_s == 0 and not sleep.significant
+
+
+def test_a_one_off_wait_or_a_tiny_change_does_not_lead():
+    base = _model(1, (SLEEP, 100, 500_000_000))
+    one_off = _model(1, (SLEEP, 100, 500_000_000), (PIPE, 1, 300_000_000))  # one long wait
+    tiny = _model(1, (SLEEP, 100, 500_400_000))  # +0.4 ms/s
+    assert not any(c.significant for c in diff(base, one_off) if c.kind == "cause")
+    assert not any(c.significant for c in diff(base, tiny))
+    # with the guard lowered, the one-off counts
+    loose = diff(base, one_off, NoiseGuard(min_events=1))
+    assert loose[0].significant and loose[0].name in ("Reading from a pipe", "app")
+
+
+def test_differential_folded_has_both_runs_per_second_on_one_line():
+    base = _model(2, (SLEEP, 100, 1 * SEC))
+    new = _model(1, (SLEEP, 50, 1 * SEC), (PIPE, 10, 200_000_000))
+    lines = dict(line.rsplit(" ", 2)[0:1] + [line.rsplit(" ", 2)[1:]] for line in
+                 differential_folded(base, new).splitlines())
+    sleep = next(v for k, v in lines.items() if "do_nanosleep" in k)
+    pipe = next(v for k, v in lines.items() if "anon_pipe_read" in k)
+    assert sleep == ["500000000", "1000000000"] and pipe == ["0", "200000000"]
+
+
+@needs_bpf
+def test_diff_of_an_example_against_itself_with_an_injected_fsync_ranks_fsync_first(tmp_path):
+    """The same sleeper twice; the second run also writes a file with O_DSYNC (dd oflag=dsync):
+    its fsync waits are the injected blocker, and the sleeper's own causes do not move enough to lead."""
+    sleeper = [example("sleeper"), "-n", "40", "-m", "10"]
+    base_dir, new_dir = tmp_path / "base", tmp_path / "new"
+    base_dir.mkdir()
+    new_dir.mkdir()
+    _, _, base = record_command(base_dir, sleeper)
+    target = new_dir / "dsync.out"
+    script = (f"{' '.join(sleeper)} & dd if=/dev/zero of={target} bs=4k count=200 oflag=dsync status=none; wait")
+    _, _, new = record_command(new_dir, ["sh", "-c", script])
+    doc = json.loads(run_stallscope("diff", str(base), str(new), "--command-only", "--format", "json").stdout)
+    causes = [c for c in doc["changes"] if c["kind"] == "cause"]
+    assert causes[0]["name"] in ("fsync() on a file", "Waiting for I/O") and causes[0]["significant"], causes[:3]
+    assert causes[0]["base_ns_per_s"] == 0
+    leading = [c["name"] for c in doc["changes"][:2]]
+    assert causes[0]["name"] in leading or "dd" in leading
+    text = run_stallscope("diff", str(base), str(new), "--command-only").stdout
+    assert text.splitlines()[3].split()[0] in ("cause", "task")
