@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stallscope.analyzer.causes import BLOCKER, IDLE, Cause, CauseTable, default_table
+from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable, default_table
 from stallscope.analyzer.model import Model, StackWait
 from stallscope.analyzer.sample import Stack, TaskId
 
@@ -53,7 +53,7 @@ class Blocker:
     tasks: tuple[TaskId, ...]
     stack: Stack | None  # the heaviest stack of this cause
     estimated_ns: int = 0  # the part of total_ns attributed from waits whose stack was not sampled
-    cls: str = BLOCKER  # "blocker" or "idle"
+    cls: str = BLOCKER  # "blocker", "cpu" (waiting for a CPU: the run queue) or "idle"
     frame: str = ""  # the frame the cause table matched (or that names an unmatched wait)
     matched: bool = True  # a rule of the cause table matched
 
@@ -88,11 +88,25 @@ def _attributed(model: Model, tasks: set[TaskId] | None, table: CauseTable | Non
     return rows
 
 
+WAITING_FOR_CPU = Cause("Waiting for CPU", CPU, "", True)
+
+
+def _cpu_rows(model: Model, tasks: set[TaskId] | None):
+    """Run-queue wait as a cause of its own (the CPU side, kept apart from blocked time)."""
+    for t in model.tasks.values():
+        if t.runq_wait_ns and (tasks is None or t.task in tasks):
+            yield (WAITING_FOR_CPU, t.task, t.runq_wait_ns, t.runq_count, t.runq_max_ns, 0, None)
+
+
 def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
-                  include_idle: bool = True) -> list[Blocker]:
-    """Off-CPU time by cause: blockers heaviest first, then (unless left out) idle waits heaviest first."""
+                  include_idle: bool = True, include_cpu: bool = True) -> list[Blocker]:
+    """Time tasks waited, by cause: blockers (blocked causes and, unless left out, "Waiting for CPU")
+    heaviest first, then (unless left out) idle waits heaviest first. `share_pct` is within a class."""
     groups: dict[str, dict] = {}
-    for cause, task, ns, count, mx, est, stack in _attributed(model, tasks, table):
+    rows = _attributed(model, tasks, table)
+    if include_cpu:
+        rows += list(_cpu_rows(model, tasks))
+    for cause, task, ns, count, mx, est, stack in rows:
         g = groups.setdefault(cause.name, {"ns": 0, "count": 0, "max": 0, "est": 0, "tasks": set(), "stacks": {},
                                            "cause": cause})
         g["ns"] += ns
@@ -102,7 +116,7 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
         g["tasks"].add(task)
         if stack is not None:
             g["stacks"][stack.id] = (g["stacks"].get(stack.id, (0, stack))[0] + ns, stack)
-    totals = {cls: sum(g["ns"] for g in groups.values() if g["cause"].cls == cls) or 1 for cls in (BLOCKER, IDLE)}
+    totals = {cls: sum(g["ns"] for g in groups.values() if g["cause"].cls == cls) or 1 for cls in (BLOCKER, IDLE, CPU)}
     out = []
     for name, g in groups.items():
         c = g["cause"]
@@ -111,14 +125,15 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
         top = max(g["stacks"].values(), key=lambda v: v[0])[1] if g["stacks"] else None
         out.append(Blocker(name, g["ns"], g["count"], g["max"], 100.0 * g["ns"] / totals[c.cls],
                            tuple(sorted(g["tasks"])), top, g["est"], c.cls, c.frame, c.matched))
-    out.sort(key=lambda b: (b.cls != BLOCKER, -b.total_ns, b.cause))
+    out.sort(key=lambda b: (b.cls == IDLE, -b.total_ns, b.cause))
     return out
 
 
 def task_causes(model: Model, task: TaskId, table: CauseTable | None = None) -> list[tuple[Cause, int]]:
-    """One task's off-CPU time by cause, heaviest first (idle causes included, in their place by time)."""
+    """One task's waiting time by cause, heaviest first: blocked causes (idle ones included, in their
+    place by time) and "Waiting for CPU"."""
     by: dict[str, list] = {}
-    for cause, _task, ns, *_rest in _attributed(model, {task}, table):
+    for cause, _task, ns, *_rest in _attributed(model, {task}, table) + list(_cpu_rows(model, {task})):
         e = by.setdefault(cause.name, [cause, 0])
         e[1] += ns
     return sorted(((c, ns) for c, ns in by.values()), key=lambda kv: (-kv[1], kv[0].name))

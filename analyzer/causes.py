@@ -20,6 +20,7 @@ from stallscope.analyzer.sample import Stack
 from stallscope.errors import StallscopeError
 
 BLOCKER, IDLE = "blocker", "idle"
+CPU = "cpu"  # not from stacks: run-queue wait ("Waiting for CPU"), kept apart from blocked time
 CLASSES = (BLOCKER, IDLE)
 
 # Frames that say *how* a task sleeps, not *why*: skipped when a wait is named by its frame.

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from stallscope.analyzer.blockers import rank_blockers, task_causes, wait_cause
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
+from stallscope.analyzer.recommend import recommend
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.untrusted import printable
 from stallscope.analyzer.wakers import waker_context
@@ -81,6 +82,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "stallscope_version": meta.stallscope_version,
             "probes": {name: asdict(p) for name, p in sorted(meta.probes.items())},
             "options": meta.options,
+            "machine": meta.machine,
             "switches": model.switches, "switches_per_s": round(model.switches_per_s, 3),
             "switches_kernel": model.kernel_switches,
             "health": dict(sorted(model.health.items())),
@@ -97,8 +99,19 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],
         "slab": [],
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
-        "recommendations": [],
+        "recommendations": [_recommendation_doc(i, r) for i, r in enumerate(recommend(model), 1)
+                            if scope is None or _in_scope(r, model, scope)],
     }
+
+
+def _recommendation_doc(number: int, r) -> dict:
+    return {"number": number, "kind": r.kind, "target": r.target, "finding": r.finding, "evidence": list(r.evidence),
+            "command": r.command, "risk": r.risk, "verify": r.verify, "status": r.status, "runtime": r.runtime}
+
+
+def _in_scope(r, model: Model, scope: set[TaskId]) -> bool:
+    tid = r.action.get("tid")
+    return tid is None or any(t.pid == tid for t in scope)
 
 
 def _lock_doc(s) -> dict:

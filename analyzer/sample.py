@@ -163,3 +163,5 @@ class RecordingMeta:
     probes: dict[str, ProbeStatus]
     options: dict = field(default_factory=dict)  # pid filter, command, min stack ns, ...
     end_ns: int = 0  # 0 while recording
+    # the recording machine: topology, scheduler knobs, per-CPU busy % over the recording (stallscope/machine.py)
+    machine: dict = field(default_factory=dict)

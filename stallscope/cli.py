@@ -161,6 +161,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="noise guard: nor one with fewer than N waits on the side that grew (default 3)")
     _add_causes_option(p)
 
+    p = sub.add_parser("recommend", help="fixes for what the recording shows, with evidence, command, risk, verify",
+                       description="Each finding with its evidence from the recording, the exact command, its risk, "
+                                   "and how to verify it. Numbered: `stallscope apply FILE N` carries out a run-time "
+                                   "one. Findings that cannot help on this machine are listed last, saying why.")
+    p.add_argument("file", metavar="FILE")
+    _add_causes_option(p)
+
+    p = sub.add_parser("apply", help="carry out (or undo) a run-time recommendation",
+                       description="Shows what recommendation N of FILE would run and asks; applies a run-time one "
+                                   "(CPU affinity, nice, a sysctl or sysfs value) only after checking the target is "
+                                   "the same task the recording saw (thread id, start time, name), never to a "
+                                   "kernel thread, and writes an undo file first. Boot-time and code changes are "
+                                   "printed, never applied. `apply --undo` reverts the last change.")
+    p.add_argument("file", metavar="FILE", nargs="?")
+    p.add_argument("number", metavar="N", nargs="?", type=_positive_int)
+    p.add_argument("--yes", action="store_true", help="do not ask")
+    p.add_argument("--undo", action="store_true", help="revert the last change stallscope applied")
+    _add_causes_option(p)
+
     p = sub.add_parser("locks", help="lock_stat-like table of kernel lock contention in a recording",
                        description="Kernel locks by contention: name, type, contentions, wait min/max/avg/total "
                                    "with spin and sleep parts, and the top contention points of each lock.")
@@ -363,6 +382,56 @@ def _write_output(text: str, path: str | None) -> None:
         raise StallscopeError(f"cannot write {path}: {exc.strerror}", "check the path and free space") from None
 
 
+def cmd_recommend(args) -> int:
+    from stallscope.analyzer.load import load_model
+    from stallscope.analyzer.recommend import recommend
+    from stallscope.tui.recommend import recommendations_text
+
+    sys.stdout.write(recommendations_text(recommend(load_model(args.file))))
+    return 0
+
+
+def cmd_apply(args) -> int:
+    from stallscope import apply as applier
+
+    if args.undo:
+        entry = applier.undo()
+        print(f"stallscope: restored {entry['action']['type']} of {_action_target(entry['action'])} to {entry['before']}")
+        return 0
+    if not args.file or not args.number:
+        raise StallscopeError("apply needs a recording and a recommendation number",
+                              "see `stallscope recommend FILE`, then `stallscope apply FILE N`")
+    from stallscope.analyzer.load import load_model
+    from stallscope.analyzer.recommend import RECOMMENDED, recommend
+    from stallscope.tui.recommend import recommendation_text
+
+    recs = recommend(load_model(args.file))
+    if args.number > len(recs):
+        raise StallscopeError(f"{args.file} has {len(recs)} recommendation(s), not {args.number}",
+                              "see `stallscope recommend FILE`")
+    r = recs[args.number - 1]
+    sys.stdout.write(recommendation_text(args.number, r))
+    if not r.runtime or not r.action:
+        print("stallscope: not applied: this is a boot-time or code change; run it yourself if you agree")
+        return 0
+    if r.status != RECOMMENDED:
+        print(f"stallscope: not applied: {r.status}")
+        return 0
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise StallscopeError("not applied: no terminal to ask", "add --yes to apply without asking")
+        if input("apply it? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("stallscope: not applied")
+            return 0
+    entry = applier.apply(r.action)
+    print(f"stallscope: applied; was {entry['before']}; `stallscope apply --undo` reverts it")
+    return 0
+
+
+def _action_target(action: dict) -> str:
+    return f"{action.get('comm')}[{action['tid']}]" if "tid" in action else action.get("path", "?")
+
+
 def cmd_doctor(args) -> int:
     from stallscope.doctor import run_doctor
 
@@ -388,7 +457,7 @@ def _session_options(args, command, duration_s, max_intervals=None):
                           max_intervals=max_intervals)
 
 
-COMMANDS = {"causes": cmd_causes, "diff": cmd_diff, "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "doctor": cmd_doctor, "top": cmd_top}
+COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend, "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "doctor": cmd_doctor, "top": cmd_top}
 
 if __name__ == "__main__":
     sys.exit(main())

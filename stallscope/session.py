@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from stallscope import __version__
+from stallscope import __version__, machine
 from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import features
@@ -103,7 +103,8 @@ class Session:
             status = collector.start()
             status = {**status, **self._start_optional(symbolizer)}
             start_ns = boottime_ns()
-            meta = self._meta(status, start_ns)
+            meta = replace(self._meta(status, start_ns), machine=machine.describe())
+            self._cpu_times = machine.cpu_times()
             for name, st in status.items():
                 if not st.enabled:
                     say(f"probe {name} is off: {st.reason}")
@@ -142,7 +143,8 @@ class Session:
         if self.child is not None and exit_status is None:
             exit_status, rusage = self._finish_child()
         end_ns = boottime_ns()
-        meta = replace(meta, end_ns=end_ns)
+        machine_info = {**meta.machine, "cpu_busy_pct": machine.busy_pct(self._cpu_times, machine.cpu_times())}
+        meta = replace(meta, end_ns=end_ns, machine=machine_info)
         if self.child is not None:
             cmd = dict(meta.options["command"])
             cmd["exit_status"] = exit_status
@@ -189,7 +191,8 @@ class Session:
         o = self.options
         opts = {"interval_s": o.interval_s, "duration_s": o.duration_s, "pid": o.pid,
                 "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks,
-                "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes)}
+                "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes),
+                "stallscope_pid": os.getpid()}
         return RecordingMeta(
             format_version=FORMAT_VERSION, stallscope_version=__version__, host=socket.gethostname(),
             kernel=platform.release(), cpus=self.collector.nr_cpus if self.collector else os.cpu_count() or 1,

@@ -33,7 +33,7 @@ def test_totals_are_the_sum_of_the_intervals():
 
 def test_blockers_rank_causes_from_the_cause_table():
     model = _model(*two_interval_recording())
-    blockers = rank_blockers(model)
+    blockers = rank_blockers(model, include_cpu=False)
     assert [b.cause for b in blockers] == ["Application requested delay", "Reading from a pipe"]
     assert [b.frame.split("+")[0] for b in blockers] == ["do_nanosleep", "anon_pipe_read"]
     assert blockers[0].total_ns == 1_700_000_000 and blockers[0].count == 85
@@ -48,7 +48,7 @@ def test_unsampled_waits_are_shared_by_the_tasks_sampled_causes_and_marked_estim
                                 OffcpuDelta(unsampled_only, 7, 1, STACK_RATE_LIMITED, 0, 1, 5, 0)),
                      tasks=(TaskDelta(B, offcpu_ns=100_000_000, offcpu_count=10),))
     model = _model(m, ivs + [extra])
-    by = {b.cause: b for b in rank_blockers(model)}
+    by = {b.cause: b for b in rank_blockers(model, include_cpu=False)}
     assert by["Reading from a pipe"].total_ns == 600_000_000
     assert by["Reading from a pipe"].estimated_ns == 100_000_000
     # a task with no sampled stack at all keeps an honest label

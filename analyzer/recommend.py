@@ -1,0 +1,263 @@
+"""Recommendations: rules with thresholds that turn a recording into fixes, each with the finding,
+its evidence (numbers from the recording), the exact command, the risk, and how to verify it.
+
+Rules say nothing without evidence, and say so when a fix cannot help here (PowerTOP's "cannot be
+tuned"): pinning on a machine whose CPUs all share one cache, a knob this kernel does not have. A
+run-time fix carries an `action` that `stallscope apply` can carry out (and undo) after checking
+the target is still the same task; a boot-time fix is only printed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from stallscope.analyzer.blockers import rank_blockers
+from stallscope.analyzer.locks import lock_stats
+from stallscope.analyzer.model import Model, TaskTotals
+from stallscope.analyzer.units import fmt_ns
+from stallscope.analyzer.untrusted import printable
+
+KINDS = ("pin", "priority", "slub", "lock", "io", "sched_knob")
+RECOMMENDED, NOT_HELPFUL = "recommended", "cannot help here"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    migrations_per_s: float = 10.0  # a thread moving between CPUs this often is ping-ponging
+    min_migrations: int = 20
+    runq_wait_per_s_ns: float = 50e6  # 50 ms of every second waiting for a CPU
+    runq_p99_ns: float = 5e6  # or its wakeup-to-run p99 above 5 ms ...
+    min_wakeups: int = 20  # ... over at least this many wakeups
+    lock_wait_per_s_ns: float = 10e6  # a lock whose waits add up to 10 ms per second
+    io_wait_per_s_ns: float = 50e6
+    priority_nice: int = -5  # what a starved thread's nice is raised to (not more: see the risk)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    kind: str  # one of KINDS
+    target: str  # "comm[tid]", a lock's or a cache's name, "system"
+    finding: str  # what is wrong, in one line
+    evidence: tuple[str, ...]  # the numbers behind it, from this recording
+    command: str  # what to run; "" when the fix is a change of code
+    risk: str
+    verify: str
+    status: str = RECOMMENDED  # or NOT_HELPFUL, with the finding saying why
+    runtime: bool = False  # `stallscope apply` can carry it out now; else boot time or code
+    action: dict = field(default_factory=dict)  # for `apply`: {"type": "affinity"|"nice", "tid", "start_time_ns", "comm", ...}
+
+
+def _name(t: TaskTotals) -> str:
+    return f"{printable(t.info.comm)}[{t.task.pid}]"
+
+
+def _is_kernel_thread(t: TaskTotals) -> bool:
+    """kthreadd (pid 2) and its children are kernel threads; apply checks PF_KTHREAD again."""
+    return t.task.pid == 2 or t.info.tgid == 2 or t.info.ptgid == 2
+
+
+def _percentile_ns(hist: tuple[int, ...], q: float) -> float:
+    """The upper bound of the log2 bucket holding quantile q (an upper estimate, by a factor < 2)."""
+    total = sum(hist)
+    if not total:
+        return 0.0
+    seen = 0
+    for slot, c in enumerate(hist):
+        seen += c
+        if seen >= q * total:
+            return float(2 ** (slot + 1))
+    return float(2 ** len(hist))
+
+
+def _verify(target: str, what: str) -> str:
+    return (f"record the same workload again (`stallscope record -o after.stall ...`) and compare: "
+            f"`stallscope diff before.stall after.stall`; {what} for {target}")
+
+
+def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
+    machine = model.meta.machine or {}
+    topo = machine.get("topology", {})
+    cpus = topo.get("cpus", {})
+    busy = machine.get("cpu_busy_pct", {})
+    secs = model.duration_s or 1.0
+    out = []
+    for t in sorted(model.tasks.values(), key=lambda t: -t.migrations):
+        rate = t.migrations / secs
+        if t.migrations < th.min_migrations or rate < th.migrations_per_s or _is_kernel_thread(t):
+            continue
+        evidence = [f"{t.migrations} CPU migrations in {secs:.1f} s ({rate:.0f}/s)",
+                    f"{t.voluntary_switches} voluntary and {t.involuntary_switches} involuntary switches"]
+        if busy:
+            evidence.append("CPU busy over the recording: " + ", ".join(f"cpu{c} {p:.0f}%" for c, p in sorted(busy.items(), key=lambda kv: int(kv[0]))))
+        llcs = {tuple(c.get("llc", [])) for c in cpus.values()}
+        least = min(busy, key=lambda c: busy[c]) if busy else (next(iter(cpus), "0"))
+        domain = cpus.get(str(least), {}).get("llc", [int(least)])
+        single_llc = len(llcs) <= 1
+        if single_llc and len(cpus) <= 4:
+            out.append(Recommendation(
+                "pin", _name(t), f"{_name(t)} migrates {rate:.0f} times a second, but pinning cannot help much here: "
+                f"all {len(cpus)} CPUs share one last-level cache, so a migration loses only the private L1/L2, "
+                "and a pinned thread can no longer escape a busy CPU",
+                tuple(evidence), f"taskset -pc {least} {t.task.pid}",
+                "the thread waits for its one CPU when that CPU is busy; the other CPUs get the rest of the load",
+                _verify(_name(t), "migrations should fall and run-queue wait must not rise"), NOT_HELPFUL))
+            continue
+        out.append(Recommendation(
+            "pin", _name(t), f"{_name(t)} ping-pongs between CPUs ({rate:.0f} migrations/s): each move refills its caches",
+            tuple(evidence + [f"least busy CPU: cpu{least}; it shares its last-level cache with CPUs "
+                              f"{','.join(map(str, domain))}"]),
+            f"taskset -pc {','.join(map(str, domain))} {t.task.pid}",
+            "bound to those CPUs the thread waits when they are busy instead of moving; isolating CPUs "
+            "overloads the rest (PI-Tool's and Tuna's caveat)",
+            _verify(_name(t), "migrations should fall to a few per second and run-queue wait must not rise"),
+            RECOMMENDED, True, {"type": "affinity", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
+                                "comm": t.info.comm, "cpus": list(domain)}))
+    return out
+
+
+def _hogs(model: Model, exclude: TaskTotals, n: int = 3) -> list[TaskTotals]:
+    """Who held the CPUs: the threads preempted most (they were running when the scheduler switched)."""
+    others = [t for t in model.tasks.values() if t.task != exclude.task and t.involuntary_switches]
+    return sorted(others, key=lambda t: -t.involuntary_switches)[:n]
+
+
+def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
+    secs = model.duration_s or 1.0
+    kernel_minor = _kernel_version(model.meta.kernel)
+    out = []
+    for t in sorted(model.tasks.values(), key=lambda t: -t.runq_wait_ns):
+        wakeups = sum(t.runq_hist)
+        p99 = _percentile_ns(t.runq_hist, 0.99)
+        rate = t.runq_wait_ns / secs
+        starved = rate >= th.runq_wait_per_s_ns or (wakeups >= th.min_wakeups and p99 >= th.runq_p99_ns)
+        if not starved or _is_kernel_thread(t) or t.voluntary_switches < th.min_wakeups:
+            continue
+        hogs = _hogs(model, t)
+        hog_text = ", ".join(f"{_name(h)} ({h.involuntary_switches} preemptions)" for h in hogs) or "unknown"
+        evidence = (f"waiting for a CPU {fmt_ns(rate)} per second ({fmt_ns(t.runq_wait_ns)} in {secs:.1f} s)",
+                    f"wakeup-to-run latency p99 <= {fmt_ns(p99)} over {wakeups} wakeups; max {fmt_ns(t.runq_max_ns)}",
+                    f"it blocks and wakes often ({t.voluntary_switches} voluntary switches): latency-sensitive",
+                    f"running meanwhile: {hog_text}")
+        slice_note = (" On Linux 6.12+ an EEVDF slice (sched_setattr's sched_runtime, e.g. util-linux 2.41's "
+                      "`chrt --other --sched-runtime 1000000 -p 0 TID`) shortens its wait without a larger share."
+                      if kernel_minor >= (6, 12) else "")
+        out.append(Recommendation(
+            "priority", _name(t), f"{_name(t)} waits for a CPU behind CPU hogs: waiting for CPU", evidence,
+            f"renice -n {th.priority_nice} -p {t.task.pid}",
+            "a higher priority takes CPU time from the others (" + hog_text + "); go no further than needed, "
+            "and not to SCHED_FIFO/RR unless it must never wait: a runaway real-time thread starves the CPU "
+            "(RT throttling leaves the rest 5%). Lowering the hogs instead (`renice -n 10 -p HOG`) is the gentler fix."
+            + slice_note,
+            _verify(_name(t), "its run-queue wait per second and wakeup-to-run p99 should fall"),
+            RECOMMENDED, True, {"type": "nice", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
+                                "comm": t.info.comm, "nice": th.priority_nice}))
+    return out
+
+
+_LOCK_ADVICE = (
+    ("mmap_lock", "the process maps and unmaps memory while its threads fault pages in: every mmap/munmap "
+                  "takes its mmap_lock for write. Reuse mappings (a pool), free with madvise(MADV_DONTNEED) instead "
+                  "of munmap, or let malloc keep memory",
+     "env MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=268435456 COMMAND  # if the maps come from glibc malloc"),
+    ("&kmem_cache_node->list_lock", "SLUB's per-node partial list lock: allocations and frees of one cache "
+                                    "refill and drain partial slabs from many CPUs; see the slab recommendations", ""),
+    ("rq->__lock", "the run-queue lock: wakeups and migrations across CPUs; fewer cross-CPU wakeups "
+                   "(pinning producer and consumer together) relieve it", ""),
+)
+
+
+def rule_lock(model: Model, th: Thresholds) -> list[Recommendation]:
+    secs = model.duration_s or 1.0
+    out = []
+    for s in lock_stats(model):
+        rate = s.wait_total_ns / secs
+        if rate < th.lock_wait_per_s_ns:
+            continue
+        advice, command = (f"contended at {s.callers[0].point if s.callers else s.name}: shorten the critical "
+                           "section there, or split the lock", "")
+        for prefix, text, cmd in _LOCK_ADVICE:
+            if s.name.startswith(prefix):
+                advice, command = text, cmd
+                break
+        if s.name.startswith(("lookup_slow", "open_last_lookups", "filename_create", "do_unlinkat")):
+            advice = "a directory's i_rwsem: many threads create, remove or look up names in one directory; spread the files over several directories"
+        if s.type == "futex":
+            advice = (f"user-space lock in {s.callers[0].point if s.callers else '?'}: shorten the critical section "
+                      "or shard the lock (one per CPU or per object)")
+        evidence = (f"{s.contentions} contentions, {fmt_ns(s.wait_total_ns)} of waiting ({fmt_ns(rate)} per second), "
+                    f"max {fmt_ns(s.wait_max_ns)}, avg {fmt_ns(s.wait_avg_ns)}",
+                    f"type {s.type}; spin {fmt_ns(s.spin_ns)}, sleep {fmt_ns(s.sleep_ns)}",
+                    "contention points: " + "; ".join(f"{printable(c.point)} ({c.count})" for c in s.callers[:3]))
+        out.append(Recommendation(
+            "lock", printable(s.name), f"{printable(s.name)} is contended: {advice}", evidence, command,
+            "a change of code or configuration of the program; measure the lock again after it",
+            _verify(printable(s.name), "its wait per second should fall")))
+    return out
+
+
+_IO_CAUSES = {"Waiting for I/O", "fsync() on a file", "Writeback throttling (too many dirty pages)"}
+
+
+def rule_io(model: Model, th: Thresholds) -> list[Recommendation]:
+    secs = model.duration_s or 1.0
+    out = []
+    for b in rank_blockers(model, include_idle=False):
+        if b.cause not in _IO_CAUSES or b.total_ns / secs < th.io_wait_per_s_ns:
+            continue
+        names = ", ".join(sorted({printable(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))[:80]
+        if b.cause == "fsync() on a file":
+            advice = ("each fsync waits for the journal commit and the device flush: batch writes between fsyncs, "
+                      "use fdatasync where metadata need not be durable, put the journal on a separate device")
+        else:
+            advice = ("reads or writes wait for the device: larger requests, asynchronous I/O or a dedicated I/O "
+                      "thread so the work does not stall, striping over devices if the queue is long")
+        out.append(Recommendation(
+            "io", names, f"{b.cause}: {fmt_ns(b.total_ns / secs)} per second of blocked time ({names})",
+            (f"{b.count} waits, {fmt_ns(b.total_ns)} in {secs:.1f} s, max {fmt_ns(b.max_ns)}, "
+             f"{b.share_pct:.0f}% of all blocked time", f"heaviest stack starts at {b.frame}"),
+            "iostat -x 1 10  # await, aqu-sz (above ~1: queueing) and %util (100%: saturated) of the device",
+            "none from measuring; the fixes change how the program does I/O: " + advice,
+            _verify(names, "the I/O wait per second should fall")))
+    return out
+
+
+def rule_sched_knob(model: Model, th: Thresholds) -> list[Recommendation]:
+    """Only knobs this kernel has, only with evidence: today, migration cost against system-wide ping-pong."""
+    knobs = (model.meta.machine or {}).get("sched_knobs", {})
+    secs = model.duration_s or 1.0
+    total_migrations = sum(map(sum, model.matrix))
+    rate = total_migrations / secs
+    knob = knobs.get("migration_cost_ns") or knobs.get("sched_migration_cost_ns")
+    if not knob or rate < th.migrations_per_s * max(model.meta.cpus, 1) * 10:
+        return []
+    current = int(knob["value"])
+    stable = "a sysctl" if knob.get("stable") else "debugfs: not a stable interface, it may change or vanish in a later kernel"
+    return [Recommendation(
+        "sched_knob", "system", f"{rate:.0f} migrations per second across the machine: tasks are moved while "
+        "their caches are still warm", (f"{total_migrations} migrations in {secs:.1f} s", f"{knob['path']} = {current}"),
+        f"echo {current * 2} > {knob['path']}",
+        f"fewer moves can leave a CPU idle while another has a queue; {stable}; the effect is workload-specific "
+        "and small in published sweeps (defaults were often best), so keep it only if the diff shows a gain",
+        _verify("the machine", "migrations per second should fall and run-queue wait must not rise"),
+        RECOMMENDED, True, {"type": "write", "path": knob["path"], "value": str(current * 2)})]
+
+
+RULES = (rule_pin, rule_priority, rule_lock, rule_io, rule_sched_knob)
+
+
+def recommend(model: Model, th: Thresholds | None = None) -> list[Recommendation]:
+    """Every rule's findings: the ones to apply first, then the ones that cannot help here."""
+    th = th or Thresholds()
+    own = model.meta.options.get("stallscope_pid")
+    if own:  # the recorder itself is not advised
+        model = replace(model, tasks={k: v for k, v in model.tasks.items() if v.info.tgid != own})
+    out = [r for rule in RULES for r in rule(model, th)]
+    return sorted(out, key=lambda r: (r.status != RECOMMENDED, KINDS.index(r.kind)))
+
+
+def _kernel_version(release: str) -> tuple[int, int]:
+    try:
+        major, minor = release.split(".")[:2]
+        return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+    except ValueError:
+        return (0, 0)

@@ -1,0 +1,99 @@
+"""What the recording machine looks like, kept with the recording so that advice read later on
+another machine is still about this one: CPU topology (which CPUs share a cache, a core, a NUMA
+node), how busy each CPU was over the recording, and which scheduler knobs exist here.
+
+Read from sysfs and procfs; anything unreadable is left out, never guessed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+SCHED_SYSCTLS = "/proc/sys/kernel"
+SCHED_DEBUGFS = "/sys/kernel/debug/sched"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """`0-3,8,10-11` -> [0, 1, 2, 3, 8, 10, 11]."""
+    out: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
+def topology(root: str = "/sys/devices/system/cpu") -> dict:
+    """Per online CPU: its core, package, NUMA node and the CPUs sharing its last-level cache."""
+    online = parse_cpu_list(_read(f"{root}/online") or "0")
+    cpus = {}
+    for cpu in online:
+        base = f"{root}/cpu{cpu}"
+        llc, level = None, -1
+        for index in glob.glob(f"{base}/cache/index*"):
+            lvl = _read(f"{index}/level")
+            shared = _read(f"{index}/shared_cpu_list")
+            if lvl and shared and int(lvl) > level:
+                level, llc = int(lvl), parse_cpu_list(shared)
+        nodes = [int(m.group(1)) for n in glob.glob(f"{base}/node*") if (m := re.search(r"node(\d+)$", n))]
+        cpus[str(cpu)] = {
+            "core": int(_read(f"{base}/topology/core_id") or -1),
+            "package": int(_read(f"{base}/topology/physical_package_id") or -1),
+            "node": nodes[0] if nodes else 0,
+            "llc": llc if llc is not None else [cpu],
+            "llc_level": level,
+            "siblings": parse_cpu_list(_read(f"{base}/topology/thread_siblings_list") or str(cpu)),
+        }
+    return {"online": online, "cpus": cpus}
+
+
+def cpu_times() -> dict[int, tuple[int, int]]:
+    """Per CPU (busy, total) jiffies from /proc/stat: the difference of two reads is utilisation."""
+    out = {}
+    for line in (_read("/proc/stat") or "").splitlines():
+        m = re.match(r"cpu(\d+)\s+(.*)", line)
+        if not m:
+            continue
+        v = [int(x) for x in m.group(2).split()]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+        steal = v[7] if len(v) > 7 else 0
+        total = sum(v[:8])
+        out[int(m.group(1))] = (total - idle - steal, total)
+    return out
+
+
+def busy_pct(start: dict[int, tuple[int, int]], end: dict[int, tuple[int, int]]) -> dict[str, float]:
+    out = {}
+    for cpu, (b1, t1) in end.items():
+        b0, t0 = start.get(cpu, (0, 0))
+        if t1 > t0:
+            out[str(cpu)] = round(100.0 * (b1 - b0) / (t1 - t0), 1)
+    return out
+
+
+def sched_knobs() -> dict[str, dict]:
+    """The scheduler knobs this kernel has, with their values: sysctls, and debugfs files (mounted or not)."""
+    out = {}
+    for path in sorted(glob.glob(f"{SCHED_SYSCTLS}/sched_*")):
+        value = _read(path)
+        if value is not None:
+            out[os.path.basename(path)] = {"path": path, "value": value, "stable": True}
+    for path in sorted(glob.glob(f"{SCHED_DEBUGFS}/*")):
+        value = _read(path) if os.path.isfile(path) else None
+        if value is not None and len(value) < 200:
+            out[os.path.basename(path)] = {"path": path, "value": value, "stable": False}
+    return out
+
+
+def describe() -> dict:
+    """Taken at the start of a recording."""
+    return {"topology": topology(), "sched_knobs": sched_knobs(), "kernel_release": os.uname().release}
