@@ -26,6 +26,9 @@ SYSFS_FIELDS = ("order", "objs_per_slab", "min_partial", "cpu_partial", "sheaf_c
                 "object_size", "slab_size")
 TRACEPOINTS = ("kmem:kmalloc", "kmem:kmem_cache_alloc", "kmem:kfree", "kmem:kmem_cache_free")
 _COUNT_FIELDS = tuple(name for name, _ in abi.SlabCounts._fields_)
+# What the status says about the slow path: exact counts would need fentry on ___slab_alloc /
+# __slab_free (not used by this version) or CONFIG_SLUB_STATS (alloc_slowpath in /sys/kernel/slab).
+SLOW_PATH_NOTE = "slow path estimated (CPU-slab switches): exact counts need fentry on ___slab_alloc or CONFIG_SLUB_STATS"
 
 
 def _read_int(path: str) -> int | None:
@@ -168,9 +171,10 @@ class SlabCollector:
             return ProbeStatus(False, "", exc.message)
         self.obj = obj
         self.sysfs = SysfsSlab()
-        reason = "" if self.kfunc else \
-            "no bpf_get_kmem_cache (6.13+): kmalloc and kfree are not attributed to caches"
-        return ProbeStatus(True, "tp_btf", reason)
+        notes = [SLOW_PATH_NOTE]
+        if not self.kfunc:
+            notes.insert(0, "no bpf_get_kmem_cache (6.13+): kmalloc and kfree are not attributed to caches")
+        return ProbeStatus(True, "tp_btf", "; ".join(notes))
 
     def counts_entries(self) -> int:
         """The preallocated per-CPU counts map holds entries x CPUs values: at most 64 MiB."""

@@ -257,10 +257,10 @@ def cmd_locks(args) -> int:
         raise StallscopeError(f"{args.file} has no lock data: {probe.reason}", "record with --probes +locks")
     rows = lock_stats(model, args.sort)[: args.rows]
     out = sys.stdout
-    out.write(f"{'LOCK':<40} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
+    out.write(f"{'LOCK':<52} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
               f"{'SPIN':>10} {'SLEEP':>10}\n")
     for s in rows:
-        out.write(f"{printable(s.name)[:40]:<40} {s.type:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
+        out.write(f"{printable(s.name)[:52]:<52} {s.type:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
                   f"{fmt_ns(s.wait_max_ns):>9} {fmt_ns(s.wait_avg_ns):>9} {fmt_ns(s.wait_min_ns):>9} "
                   f"{fmt_ns(s.spin_ns):>10} {fmt_ns(s.sleep_ns):>10}\n")
         for c in s.callers[: args.callers]:
@@ -292,8 +292,6 @@ def cmd_slab(args) -> int:
     rows = slab_rows(model, scope)
     out = sys.stdout
     out.write(boot_summary(model) + "\n")
-    if probe.reason:
-        out.write(f"note: {printable(probe.reason)}\n")
     out.write(f"{'CACHE':<24} {'ALIASES':<28} {'OBJECTS':>8} {'ALLOCS':>10} {'FREES':>10} {'BYTES':>9} "
               f"{'SLOW-PATH SIGNAL':>16} {'METHOD':<30} {'ORDER':>5} {'OBJ/SLAB':>8} {'LIST_LOCK':>14}\n")
     for r in rows[: args.rows]:
@@ -307,7 +305,10 @@ def cmd_slab(args) -> int:
                   f"{lock:>14}\n")
     if not rows:
         out.write("no slab allocations recorded\n")
-    elif any(r.method == METHOD_ESTIMATE for r in rows):
+    for note in probe.reason.split("; "):  # what this kernel did not allow (the slow path is explained below)
+        if note and not note.startswith("slow path"):
+            out.write(f"note: {printable(note)}\n")
+    if any(r.method == METHOD_ESTIMATE for r in rows):
         out.write("SLOW-PATH SIGNAL: CPU-slab switches (% of the allocations judged), an estimate, not a fast-path "
                   "rate. Blind spots: " + "; ".join(BLIND_SPOTS) + ".\n")
     return 0
