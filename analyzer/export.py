@@ -14,6 +14,7 @@ from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import recommend
 from stallscope.analyzer.sample import Stack, TaskId
+from stallscope.analyzer.slab import slab_rows
 from stallscope.analyzer.untrusted import printable
 from stallscope.analyzer.wakers import waker_context
 
@@ -97,7 +98,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "tasks": tasks,
         "blockers": blockers,
         "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],
-        "slab": [],
+        "slab": [_slab_doc(r) for r in slab_rows(model, scope)],
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
         "recommendations": [_recommendation_doc(i, r) for i, r in enumerate(recommend(model), 1)
                             if scope is None or _in_scope(r, model, scope)],
@@ -123,6 +124,20 @@ def _lock_doc(s) -> dict:
     if s.owner:
         doc["owner"] = s.owner
     return doc
+
+
+def _slab_doc(r) -> dict:
+    pct = r.switch_pct
+    return {"cache": r.cache, "aliases": list(r.aliases), "allocs": r.allocs, "frees": r.frees,
+            "slow_signal": r.slow_signal, "method": r.method, "order": r.order, "objs_per_slab": r.objs_per_slab,
+            "addr": f"{r.addr:#x}", "kmallocs": r.kmallocs, "cache_allocs": r.cache_allocs, "kfrees": r.kfrees,
+            "cache_frees": r.cache_frees, "bytes_req": r.bytes_req, "bytes_alloc": r.bytes_alloc,
+            "failed": r.failed, "slab_switches": r.slab_switches if r.slow_signal is not None else None,
+            "switch_allocs": r.switch_allocs, "slab_switch_pct": round(pct, 3) if pct is not None else None,
+            "sheaves": r.sheaf_capacity > 0, "sheaf_capacity": r.sheaf_capacity, "object_size": r.object_size,
+            "objects": r.objects, "config": r.config, "allocs_at_exit": r.allocs_at_exit,
+            "frees_at_exit": r.frees_at_exit,
+            "list_lock": {"contentions": r.lock_contentions, "wait_total_ns": r.lock_wait_ns}}
 
 
 def _wakers(wakeups: list) -> list[dict]:

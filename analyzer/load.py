@@ -9,6 +9,7 @@ from stallscope.analyzer.store import Recording
 def load_model(path: str, first: int = 0, last: int | None = None) -> Model:
     rec = Recording(path)
     try:
-        return Model.from_intervals(rec.meta, rec.intervals(first, last), rec.tasks(), rec.stacks())
+        return Model.from_intervals(rec.meta, rec.intervals(first, last), rec.tasks(), rec.stacks(),
+                                    slab_caches=rec.slab_caches())
     finally:
         rec.close()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from stallscope.analyzer.model import LockWaits, Model
 from stallscope.analyzer.sample import Stack, TaskId
+from stallscope.analyzer.slab import list_lock_caches
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 LOCK_KIND_ADDR, LOCK_KIND_MMAP, LOCK_KIND_SLAB = 0, 1, 2
@@ -60,12 +61,14 @@ def contention_point(stack: Stack | None) -> str:
     return stack.frames[-1].text
 
 
-def lock_name(w: LockWaits, comm_of) -> str:
+def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
     if w.kind == LOCK_KIND_MMAP:
         return f"mmap_lock ({comm_of(w.tgid)}[{w.tgid}])"
     if w.kind == LOCK_KIND_SLAB and w.cache:
         if w.cache == "kmem_cache_node":
-            return "&kmem_cache_node->list_lock"
+            # which cache's node: known when the slab probe described the cache (analyzer/slab.py)
+            owner = (node_caches or {}).get(w.addr)
+            return "&kmem_cache_node->list_lock" + (f" ({owner.name})" if owner else "")
         return f"&{w.cache}"
     frames = [f.symbol or "" for f in w.stack.frames] if w.stack else []
     if any(name.startswith("raw_spin_rq_lock") for name in frames):
@@ -115,6 +118,7 @@ def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = No
                 return t.info.comm
         return "?"
 
+    node_caches = list_lock_caches(model)
     groups: dict[tuple[int, str], dict] = {}
     for w in model.lock_waits:
         if tasks is not None and w.task not in tasks:
@@ -142,7 +146,7 @@ def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = No
     out = []
     for (addr, typ), g in groups.items():
         callers = tuple(Caller(p, c, t) for p, (c, t) in sorted(g["callers"].items(), key=lambda kv: -kv[1][1]))
-        out.append(LockStat(lock_name(g["named_by"], comm_of), typ, addr, g["count"], g["total"], g["max"], g["min"], g["spin"], g["sleep"],
+        out.append(LockStat(lock_name(g["named_by"], comm_of, node_caches), typ, addr, g["count"], g["total"], g["max"], g["min"], g["spin"], g["sleep"],
                             callers, tuple(sorted(g["tasks"])), g["owner"]))
     out.sort(key=lambda s: (-SORT_KEYS[sort](s), s.name))
     return out

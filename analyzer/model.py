@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
+from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, SlabDelta, Stack, TaskId, TaskInfo
 
 RUNQ_SLOTS = 40
+_SLAB_COUNTS = ("kmallocs", "cache_allocs", "kfrees", "cache_frees", "bytes_req", "bytes_alloc", "failed",
+                "slab_switches", "switch_allocs")
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,8 @@ class Model:
     intervals: int = 0
     kernel_switches: int = 0  # /proc/stat over the same intervals
     lock_waits: tuple[LockWaits, ...] = ()
+    slab: tuple[SlabDelta, ...] = ()  # per (cache, tgid, exiting), summed over the window
+    slab_caches: dict[int, SlabCache] = field(default_factory=dict)  # by kmem_cache address
 
     @property
     def duration_s(self) -> float:
@@ -113,7 +117,10 @@ class Model:
 
     @classmethod
     def from_intervals(cls, meta: RecordingMeta, intervals: Iterable[Interval],
-                       task_info: dict[TaskId, TaskInfo], stacks: dict[int, Stack]) -> "Model":
+                       task_info: dict[TaskId, TaskInfo], stacks: dict[int, Stack],
+                       slab_caches: dict[int, SlabCache] | None = None) -> "Model":
+        """`slab_caches`: caches described anywhere in the recording (each is described once, when
+        first seen, possibly before the window); those described inside the window are added."""
         tasks: dict[TaskId, dict] = {}
         waits: dict[tuple, list[int]] = {}
         wake: dict[tuple, list] = {}
@@ -122,6 +129,8 @@ class Model:
         health: dict[str, int] = {}
         programs: dict[str, list[int]] = {}
         locks: dict[tuple, list] = {}
+        slab: dict[tuple[int, int, bool], list[int]] = {}
+        caches = dict(slab_caches or {})
         switches = cpu = count = kswitches = 0
         start_ns = end_ns = 0
         for iv in intervals:
@@ -166,6 +175,12 @@ class Model:
                 e[5] += lk.sleep_ns
                 if lk.owner_pid:
                     e[6], e[7] = lk.owner_pid, lk.owner_comm
+            for sd in iv.slab:
+                acc = slab.setdefault((sd.cache, sd.tgid, sd.exiting), [0] * len(_SLAB_COUNTS))
+                for i, name in enumerate(_SLAB_COUNTS):
+                    acc[i] += getattr(sd, name)
+            for sc in iv.slab_caches:
+                caches[sc.addr] = sc
             for src, dst, c in iv.migrations:
                 if src < n and dst < n:
                     matrix[src][dst] += c
@@ -197,6 +212,8 @@ class Model:
             kernel_switches=kswitches,
             lock_waits=tuple(LockWaits(tid, tgid, addr, flags, kind, cache, stacks.get(ks), ks, *e)
                              for (tid, tgid, addr, flags, kind, cache, ks), e in locks.items()),
+            slab=tuple(SlabDelta(cache, tgid, exiting, *acc) for (cache, tgid, exiting), acc in sorted(slab.items())),
+            slab_caches=caches,
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:

@@ -98,6 +98,51 @@ class LockDelta:
 
 
 @dataclass(frozen=True)
+class SlabDelta:
+    """One process's allocations and frees in one slab cache over one interval, from the four kmem
+    tracepoints. `cache` is the kmem_cache address, or a pseudo cache below 16 (SLAB_CACHE_*)."""
+
+    cache: int
+    tgid: int  # of the task current at the event (interrupts are charged to the task they interrupt)
+    exiting: bool = False  # events of tasks in their exit (PF_EXITING): frees of their mm, files, ...
+    kmallocs: int = 0
+    cache_allocs: int = 0
+    kfrees: int = 0
+    cache_frees: int = 0
+    bytes_req: int = 0
+    bytes_alloc: int = 0
+    failed: int = 0  # allocations that returned NULL
+    slab_switches: int = 0  # estimate: the CPU's allocations moved to another slab of the cache
+    switch_allocs: int = 0  # allocations the switch estimator judged
+
+    @property
+    def allocs(self) -> int:
+        return self.kmallocs + self.cache_allocs
+
+    @property
+    def frees(self) -> int:
+        return self.kfrees + self.cache_frees
+
+
+@dataclass(frozen=True)
+class SlabCache:
+    """A slab cache as the probe first saw it, with its /sys/kernel/slab configuration then."""
+
+    addr: int  # struct kmem_cache *
+    name: str  # s->name: for merged caches, the first cache created; the others are aliases
+    object_size: int
+    size: int  # slot size, metadata included
+    order: int  # preferred slab order (s->oo)
+    objs_per_slab: int
+    min_order: int  # fallback order (s->min)
+    sheaf_capacity: int  # > 0: served by per-CPU sheaves
+    cpu_partial: int
+    nodes: tuple[int, ...]  # s->node[i]: the kmem_cache_node addresses, each holding a list_lock
+    aliases: tuple[str, ...] = ()  # other names of the same cache (merged caches)
+    sysfs: tuple[tuple[str, int], ...] = ()  # /sys/kernel/slab/NAME/{min_partial,cpu_partial,...} when first seen
+
+
+@dataclass(frozen=True)
 class Stack:
     """A symbolised stack, innermost frame first. `id` is the in-kernel content hash."""
 
@@ -135,6 +180,8 @@ class Interval:
     collector_cpu_ns: int = 0  # stallscope's own CPU time in this interval
     kernel_switches: int = 0  # /proc/stat ctxt over the same interval: the kernel's own count
     locks: tuple[LockDelta, ...] = ()
+    slab: tuple[SlabDelta, ...] = ()
+    slab_caches: tuple[SlabCache, ...] = ()  # caches first seen in this interval
 
     @property
     def duration_ns(self) -> int:

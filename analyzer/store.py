@@ -19,8 +19,8 @@ from dataclasses import asdict
 from typing import Iterator
 
 from stallscope.analyzer.sample import (
-    Interval, LockDelta, OffcpuDelta, ProbeStatus, ProgramCost, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo,
-    WakerDelta,
+    Interval, LockDelta, OffcpuDelta, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta,
+    TaskId, TaskInfo, WakerDelta,
 )
 from stallscope.analyzer.symbols import Frame
 from stallscope.errors import StallscopeError
@@ -54,6 +54,14 @@ CREATE TABLE IF NOT EXISTS locks (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, addr INTEGER, kstack INTEGER, flags INTEGER,
     kind INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, min_ns INTEGER, spin_ns INTEGER,
     sleep_ns INTEGER, owner_pid INTEGER, owner_comm TEXT, cache TEXT);
+CREATE TABLE IF NOT EXISTS slab (
+    idx INTEGER, cache INTEGER, tgid INTEGER, exiting INTEGER, kmallocs INTEGER, cache_allocs INTEGER, kfrees INTEGER,
+    cache_frees INTEGER, bytes_req INTEGER, bytes_alloc INTEGER, failed INTEGER, slab_switches INTEGER,
+    switch_allocs INTEGER);
+CREATE TABLE IF NOT EXISTS slab_caches (
+    idx INTEGER, addr INTEGER, name TEXT, object_size INTEGER, size INTEGER, slab_order INTEGER,
+    objs_per_slab INTEGER, min_order INTEGER, sheaf_capacity INTEGER, cpu_partial INTEGER, nodes TEXT,
+    aliases TEXT, sysfs TEXT);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -154,6 +162,13 @@ class RecordingWriter:
                 (i, lk.task.pid, lk.task.start_time_ns, lk.tgid, _s64(lk.addr), _s64(lk.kstack), lk.flags, lk.kind,
                  lk.count, lk.total_ns, lk.max_ns, lk.min_ns, lk.spin_ns, lk.sleep_ns, lk.owner_pid, lk.owner_comm,
                  lk.cache) for lk in iv.locks])
+            db.executemany("INSERT INTO slab VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, _s64(d.cache), d.tgid, int(d.exiting), d.kmallocs, d.cache_allocs, d.kfrees, d.cache_frees, d.bytes_req,
+                 d.bytes_alloc, d.failed, d.slab_switches, d.switch_allocs) for d in iv.slab])
+            db.executemany("INSERT INTO slab_caches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, _s64(c.addr), c.name, c.object_size, c.size, c.order, c.objs_per_slab, c.min_order,
+                 c.sheaf_capacity, c.cpu_partial, json.dumps([str(n) for n in c.nodes]), json.dumps(list(c.aliases)),
+                 json.dumps(dict(c.sysfs))) for c in iv.slab_caches])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
                  json.dumps([[getattr(f, k) for k in _FRAME_FIELDS] for f in s.frames]))
@@ -238,6 +253,14 @@ class Recording:
                 for pid, st, tgid, ptgid, comm, flags in
                 self._rows("SELECT pid, start_ns, tgid, ptgid, comm, flags FROM tasks")}
 
+    def slab_caches(self) -> dict[int, SlabCache]:
+        """Every cache described in the recording (each once, when first seen), by address."""
+        if "slab_caches" not in self.tables:
+            return {}
+        rows = self._rows("SELECT idx, addr, name, object_size, size, slab_order, objs_per_slab, min_order, "
+                          "sheaf_capacity, cpu_partial, nodes, aliases, sysfs FROM slab_caches ORDER BY idx")
+        return {c.addr: c for c in map(self._slab_cache, rows)}
+
     def interval_count(self) -> int:
         return self._rows("SELECT COUNT(*) FROM intervals")[0][0]
 
@@ -270,6 +293,14 @@ class Recording:
             "sleep_ns, owner_pid, owner_comm, cache FROM locks WHERE idx BETWEEN ? AND ?", (first, hi)),
             lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:])) \
             if "locks" in self.tables else {}
+        slab = _group(self._rows(
+            "SELECT idx, cache, tgid, exiting, kmallocs, cache_allocs, kfrees, cache_frees, bytes_req, bytes_alloc, failed, "
+            "slab_switches, switch_allocs FROM slab WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: SlabDelta(_u64(r[1]), r[2], bool(r[3]), *r[4:])) if "slab" in self.tables else {}
+        slab_caches = _group(self._rows(
+            "SELECT idx, addr, name, object_size, size, slab_order, objs_per_slab, min_order, sheaf_capacity, "
+            "cpu_partial, nodes, aliases, sysfs FROM slab_caches WHERE idx BETWEEN ? AND ?", (first, hi)),
+            self._slab_cache) if "slab_caches" in self.tables else {}
         programs = _group(self._rows(
             "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
             (first, hi)), lambda r: ProgramCost(*r[1:]))
@@ -283,7 +314,16 @@ class Recording:
                 raise self._damaged(exc) from None
             yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
                            wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
-                           kswitches or 0, locks.get(idx, ()))
+                           kswitches or 0, locks.get(idx, ()), slab.get(idx, ()), slab_caches.get(idx, ()))
+
+    def _slab_cache(self, r) -> SlabCache:
+        try:
+            nodes = tuple(int(n) for n in json.loads(r[10]))
+            aliases = tuple(json.loads(r[11]))
+            sysfs = tuple(sorted(json.loads(r[12]).items()))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise self._damaged(exc) from None
+        return SlabCache(_u64(r[1]), r[2], *r[3:10], nodes=nodes, aliases=aliases, sysfs=sysfs)
 
     def close(self) -> None:
         self.db.close()

@@ -11,3 +11,13 @@ def fmt_ns(ns: float) -> str:
     if ns < 1e9:
         return f"{ns / 1e6:.2f}ms"
     return f"{ns / 1e9:.2f}s"
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes in binary units: 512B, 12.0K, 3.4M, 1.2G."""
+    n = float(n)
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024 or unit == "G":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:.1f}T"

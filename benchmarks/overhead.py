@@ -75,6 +75,9 @@ def conditions(stallscope: tuple[str, ...]) -> dict[str, Condition]:
     return {
         "baseline": Condition("baseline", ()),
         "stallscope": Condition("stallscope", (*stallscope, "record", "-o", TMPFILE, "--"), exports_overhead=True),
+        # the opt-in SLUB probe on top of the default set: per-allocation tracepoints
+        "stallscope-slab": Condition("stallscope-slab", (*stallscope, "record", "--probes", "+slab", "-o", TMPFILE, "--"),
+                                     exports_overhead=True),
         "perf-sched": Condition("perf-sched", ("perf", "sched", "record", "-a", "-o", TMPFILE, "--")),
         # A second baseline paired with the first: the ratios show the noise floor of this machine.
         "baseline-vs-baseline": Condition("baseline-vs-baseline", ()),

@@ -126,3 +126,39 @@ OBJECT_MIRRORS = {
     "locks.bpf.o": {"lock_key": LockKey, "lock_val": LockVal, "lock_health": LockHealth,
                     "lock_config": LockConfig, "stack": Stack},
 }
+
+
+# ---- bpf/slab.h ----------------------------------------------------------
+SLAB_NAME_LEN = 32
+SLAB_MAX_NODES = 8
+SLAB_CACHE_NO_OBJECT, SLAB_CACHE_PAGE_ALLOC, SLAB_CACHE_UNKNOWN = 1, 2, 3
+
+
+class SlabKey(ctypes.Structure):
+    _fields_ = [("cache", u64), ("tgid", u32), ("exiting", u32)]
+
+
+class SlabCounts(ctypes.Structure):
+    _fields_ = [("kmallocs", u64), ("cache_allocs", u64), ("kfrees", u64), ("cache_frees", u64),
+                ("bytes_req", u64), ("bytes_alloc", u64), ("failed", u64), ("slab_switches", u64),
+                ("switch_allocs", u64)]
+
+
+class SlabCacheInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * SLAB_NAME_LEN), ("node", u64 * SLAB_MAX_NODES), ("object_size", u32),
+                ("size", u32), ("order", u32), ("objs_per_slab", u32), ("min_order", u32), ("sheaf_capacity", u32),
+                ("cpu_partial", u32), ("nodes_cut", u32)]
+
+
+class SlabHealth(ctypes.Structure):
+    _fields_ = [("counts_map_full", u64), ("cache_map_full", u64), ("cursor_map_full", u64), ("pad", u64)]
+
+
+class SlabConfig(ctypes.Structure):
+    _fields_ = [("targ_tgid", u32), ("page_shift", u32), ("nr_node_ids", u32), ("has_kmem_cache_kfunc", u32)]
+
+
+OBJECT_MIRRORS["slab.bpf.o"] = {
+    "slab_key": SlabKey, "slab_counts": SlabCounts, "slab_cache_info": SlabCacheInfo, "slab_health": SlabHealth,
+    "slab_config": SlabConfig,
+}

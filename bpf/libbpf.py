@@ -76,6 +76,23 @@ class _BatchOpts(ctypes.Structure):
     _fields_ = [("sz", ctypes.c_size_t), ("elem_flags", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
 
 
+class BpfTestRunOpts(ctypes.Structure):
+    """struct bpf_test_run_opts (libbpf's bpf.h)."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("data_in", ctypes.c_void_p), ("data_out", ctypes.c_void_p),
+        ("data_size_in", ctypes.c_uint32), ("data_size_out", ctypes.c_uint32),
+        ("ctx_in", ctypes.c_void_p), ("ctx_out", ctypes.c_void_p),
+        ("ctx_size_in", ctypes.c_uint32), ("ctx_size_out", ctypes.c_uint32),
+        ("retval", ctypes.c_uint32), ("repeat", ctypes.c_int), ("duration", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32), ("cpu", ctypes.c_uint32), ("batch_size", ctypes.c_uint32),
+    ]
+
+
+BPF_F_TEST_RUN_ON_CPU = 1
+
+
 class BpfProgInfo(ctypes.Structure):
     """struct bpf_prog_info (uapi/linux/bpf.h); checked against the header in tests."""
 
@@ -213,6 +230,7 @@ class _Lib:
         p("bpf_map_delete_batch", i, i, vp, ctypes.POINTER(u32), ctypes.POINTER(_BatchOpts))
         p("bpf_obj_get_info_by_fd", i, i, vp, ctypes.POINTER(u32))
         p("bpf_enable_stats", i, i)
+        p("bpf_prog_test_run_opts", i, i, ctypes.POINTER(BpfTestRunOpts))
         p("ring_buffer__new", vp, i, _RB_SAMPLE_FN, vp, vp)
         p("ring_buffer__poll", i, vp, i)
         p("ring_buffer__consume", i, vp)
@@ -306,6 +324,18 @@ class Program:
         finally:
             link.destroy()
 
+    def test_run(self, ctx: bytes = b"", cpu: int | None = None) -> int:
+        """Run the loaded program once on `ctx` (BPF_PROG_TEST_RUN), on `cpu` if given
+        (raw_tp programs only); returns the program's return value."""
+        buf = ctypes.create_string_buffer(ctx, len(ctx)) if ctx else None
+        opts = BpfTestRunOpts(sz=ctypes.sizeof(BpfTestRunOpts))
+        if buf is not None:
+            opts.ctx_in, opts.ctx_size_in = ctypes.addressof(buf), len(ctx)
+        if cpu is not None:
+            opts.flags, opts.cpu = BPF_F_TEST_RUN_ON_CPU, cpu
+        self._lib.check(f"test run of {self.name}", self._lib.lib.bpf_prog_test_run_opts(self.fd, ctypes.byref(opts)))
+        return opts.retval
+
     def stats(self) -> ProgStats:
         info = BpfProgInfo()
         size = ctypes.c_uint32(ctypes.sizeof(info))
@@ -382,9 +412,10 @@ class Map:
             yield key
             prev = ctypes.create_string_buffer(key, self.key_size)
 
-    def items_batch(self, chunk: int = 4096) -> list[tuple[bytes, bytes]]:
-        """All entries with BPF_MAP_LOOKUP_BATCH; falls back to key iteration where unsupported."""
-        ks, vs = self.key_size, self.value_size
+    def items_batch(self, chunk: int = 4096, value_size: int | None = None) -> list[tuple[bytes, bytes]]:
+        """All entries with BPF_MAP_LOOKUP_BATCH; falls back to key iteration where unsupported.
+        A per-CPU map's value is one 8-byte aligned slot per possible CPU: pass its full size."""
+        ks, vs = self.key_size, value_size or self.value_size
         out: list[tuple[bytes, bytes]] = []
         token_in = None
         token_out = ctypes.create_string_buffer(max(ks, 8))
@@ -400,7 +431,7 @@ class Map:
                     chunk *= 4
                     continue
                 if err in (errno.EINVAL, errno.ENOTSUPP if hasattr(errno, "ENOTSUPP") else 524, 524):
-                    return [(k, self.lookup(k)) for k in self.keys() if self.lookup(k) is not None]
+                    return [(k, self.lookup(k, vs)) for k in self.keys() if self.lookup(k, vs) is not None]
                 raise BpfError(f"batch lookup in map {self.name}", err)
             kr, vr = keys.raw, vals.raw
             for n in range(count.value):

@@ -188,6 +188,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--rows", type=_positive_int, default=20, help="locks to show (default 20)")
     p.add_argument("--callers", type=_positive_int, default=3, help="contention points per lock (default 3)")
 
+    p = sub.add_parser("slab", help="slabinfo-like table of SLUB caches in a recording (--probes +slab)",
+                       description="SLUB caches by activity, as recorded with `--probes +slab`: cache, aliases, "
+                                   "objects in use when first seen, allocations, frees, the slow-path signal "
+                                   "with its method, order, objects per slab, and the waits on the cache's "
+                                   "kmem_cache_node list_lock when the locks group ran too. The slow-path "
+                                   "signal is an estimate (CPU-slab switches: a CPU's allocations moving to "
+                                   "another slab) unless the kernel allows exact counts; caches served by "
+                                   "sheaves have none.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-n", "--rows", type=_positive_int, default=25, help="caches to show (default 25)")
+    p.add_argument("--command-only", action="store_true",
+                   help="only the processes of the recorded command (recordings made with `-- CMD`)")
+
     p = sub.add_parser("doctor", help="what this kernel and these privileges allow",
                        description="Kernel, BTF, privileges, attach mechanisms and each probe's state. "
                                    "Exit 0 when the scheduler probes can run.")
@@ -326,10 +339,10 @@ def cmd_locks(args) -> int:
         raise StallscopeError(f"{args.file} has no lock data: {probe.reason}", "record with --probes +locks")
     rows = lock_stats(model, args.sort)[: args.rows]
     out = sys.stdout
-    out.write(f"{'LOCK':<40} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
+    out.write(f"{'LOCK':<52} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
               f"{'SPIN':>10} {'SLEEP':>10}\n")
     for s in rows:
-        out.write(f"{printable(s.name)[:40]:<40} {s.type:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
+        out.write(f"{printable(s.name)[:52]:<52} {s.type:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
                   f"{fmt_ns(s.wait_max_ns):>9} {fmt_ns(s.wait_avg_ns):>9} {fmt_ns(s.wait_min_ns):>9} "
                   f"{fmt_ns(s.spin_ns):>10} {fmt_ns(s.sleep_ns):>10}\n")
         for c in s.callers[: args.callers]:
@@ -432,6 +445,48 @@ def _action_target(action: dict) -> str:
     return f"{action.get('comm')}[{action['tid']}]" if "tid" in action else action.get("path", "?")
 
 
+def cmd_slab(args) -> int:
+    from stallscope.analyzer.load import load_model
+    from stallscope.analyzer.slab import BLIND_SPOTS, METHOD_ESTIMATE, boot_summary, slab_rows
+    from stallscope.analyzer.units import fmt_bytes, fmt_ns
+    from stallscope.analyzer.untrusted import printable
+
+    model = load_model(args.file)
+    probe = model.meta.probes.get("slab")
+    if probe is None or not probe.enabled:
+        why = probe.reason if probe is not None else "recorded before the slab probe existed"
+        raise StallscopeError(f"{args.file} has no slab data: {why}", "record with --probes +slab")
+    scope = None
+    if args.command_only:
+        cmd = model.meta.options.get("command")
+        if not cmd:
+            raise StallscopeError(f"{args.file} was not recorded with a command", "drop --command-only")
+        scope = model.descendants(cmd["pid"])
+    rows = slab_rows(model, scope)
+    out = sys.stdout
+    out.write(boot_summary(model) + "\n")
+    out.write(f"{'CACHE':<24} {'ALIASES':<28} {'OBJECTS':>8} {'ALLOCS':>10} {'FREES':>10} {'BYTES':>9} "
+              f"{'SLOW-PATH SIGNAL':>16} {'METHOD':<30} {'ORDER':>5} {'OBJ/SLAB':>8} {'LIST_LOCK':>14}\n")
+    for r in rows[: args.rows]:
+        aliases = ",".join(r.aliases)
+        signal = "-" if r.slow_signal is None else f"{r.slow_signal} ({r.switch_pct or 0:.1f}%)"
+        lock = f"{r.lock_contentions}/{fmt_ns(r.lock_wait_ns)}" if r.lock_contentions else "-"
+        out.write(f"{printable(r.cache)[:24]:<24} {printable(aliases)[:28]:<28} "
+                  f"{'-' if r.objects is None else r.objects:>8} {r.allocs:>10} {r.frees:>10} "
+                  f"{fmt_bytes(r.bytes_alloc):>9} {signal:>16} {r.method[:30]:<30} "
+                  f"{'-' if r.order is None else r.order:>5} {'-' if r.objs_per_slab is None else r.objs_per_slab:>8} "
+                  f"{lock:>14}\n")
+    if not rows:
+        out.write("no slab allocations recorded\n")
+    for note in probe.reason.split("; "):  # what this kernel did not allow (the slow path is explained below)
+        if note and not note.startswith("slow path"):
+            out.write(f"note: {printable(note)}\n")
+    if any(r.method == METHOD_ESTIMATE for r in rows):
+        out.write("SLOW-PATH SIGNAL: CPU-slab switches (% of the allocations judged), an estimate, not a fast-path "
+                  "rate. Blind spots: " + "; ".join(BLIND_SPOTS) + ".\n")
+    return 0
+
+
 def cmd_doctor(args) -> int:
     from stallscope.doctor import run_doctor
 
@@ -457,7 +512,9 @@ def _session_options(args, command, duration_s, max_intervals=None):
                           max_intervals=max_intervals)
 
 
-COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend, "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "doctor": cmd_doctor, "top": cmd_top}
+COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend,
+            "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "slab": cmd_slab, "doctor": cmd_doctor,
+            "top": cmd_top}
 
 if __name__ == "__main__":
     sys.exit(main())

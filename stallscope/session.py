@@ -193,6 +193,10 @@ class Session:
                 "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks,
                 "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes),
                 "stallscope_pid": os.getpid()}
+        for name, collector in self.groups.items():  # what a group records about the machine once
+            extra = getattr(collector, "meta_options", None)
+            if extra is not None:
+                opts[name] = extra()
         return RecordingMeta(
             format_version=FORMAT_VERSION, stallscope_version=__version__, host=socket.gethostname(),
             kernel=platform.release(), cpus=self.collector.nr_cpus if self.collector else os.cpu_count() or 1,
