@@ -11,7 +11,10 @@
  * thread maps at its own hint address, 1 GiB from its siblings', so that only mmap_lock is
  * contended.  blocked_ns is the time
  * inside mmap + munmap + the touching (the fault path), on- and off-CPU; "extra" splits it into
- * "mmap_ns", "munmap_ns" and "touch_ns".  calls is COUNT: one mmap, its faults, one munmap each. */
+ * "mmap_ns", "munmap_ns" and "touch_ns", and gives "asleep_ns": the time the thread slept, all of it
+ * inside those calls (the loop does nothing else): wall time less its CPU time
+ * (CLOCK_THREAD_CPUTIME_ID) less its run-queue wait (schedstat), read once around the loop.  With no
+ * more threads than CPUs that is waiting for a lock (a spinning waiter is on the CPU).  calls is COUNT: one mmap, its faults, one munmap each. */
 #include "truth.h"
 
 #include <sched.h>
@@ -74,7 +77,8 @@ static void *churn(void *arg)
 {
 	volatile pid_t *tid = arg;
 	struct truth_snapshot start, end;
-	long long mmap_ns = 0, munmap_ns = 0, touch_ns = 0, asleep_ns = 0, t0, t1, t2, t3, c0, c3, q0, q3;
+	long long mmap_ns = 0, munmap_ns = 0, touch_ns = 0, t0, t1, t2, t3;
+	long long wall_start, cpu_start, runq_start, asleep_ns;
 	int schedstat;
 	size_t size = (size_t)kib * 1024, off;
 	volatile char *p;
@@ -89,12 +93,14 @@ static void *churn(void *arg)
 	pthread_setname_np(pthread_self(), "mmap-churn");
 	schedstat = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	truth_read(&start);
+	/* the loop does nothing but mmap, touch and munmap: whatever this thread sleeps, it sleeps in
+	 * them. Read once around the loop, not per call: each read is a syscall, a preemption point */
+	runq_start = runq_wait_ns(schedstat);
+	wall_start = truth_now_ns();
+	cpu_start = thread_cpu_ns();
 
 	for (i = 0; i < count; i++) {
-		/* the CPU-time and run-queue windows inside the wall-clock one */
 		t0 = truth_now_ns();
-		c0 = thread_cpu_ns();
-		q0 = runq_wait_ns(schedstat);
 		region = mmap(arena, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		t1 = truth_now_ns();
 		if (region == MAP_FAILED) {
@@ -109,15 +115,13 @@ static void *churn(void *arg)
 			fprintf(stderr, "mmap-churn: munmap: %s\n", strerror(errno));
 			exit(1);
 		}
-		q3 = runq_wait_ns(schedstat);
-		c3 = thread_cpu_ns();
 		t3 = truth_now_ns();
-		asleep_ns += (t3 - t0) - (c3 - c0) - (q3 - q0);
 		mmap_ns += t1 - t0;
 		touch_ns += t2 - t1;
 		munmap_ns += t3 - t2;
 	}
 
+	asleep_ns = truth_now_ns() - wall_start - (thread_cpu_ns() - cpu_start) - (runq_wait_ns(schedstat) - runq_start);
 	close(schedstat);
 	truth_read(&end); /* last thing before the record; see truth.h */
 	truth_record_extra("mmap-churn", count, mmap_ns + munmap_ns + touch_ns, &start, &end,

@@ -48,7 +48,9 @@ def test_each_threads_mmap_lock_wait_covers_the_time_it_slept_in_mmap_and_faults
     nothing but mmap_lock puts it to sleep there; the lock wait also holds the wakeup-to-run part, so
     it is at least that sleep, and never more than the whole time inside the calls. (A writer's
     optimistic spin on a running owner precedes contention_begin: on the CPU, in neither figure.)"""
+    steal_before = _steal_ns()
     _, truth, path = record_command(tmp_path, [example("mmap_churn"), "-n", "200", "-w", "32"])
+    steal_ns = _steal_ns() - steal_before
     model = load_model(str(path))
     workers = [t for t in truth if t["role"] == "mmap-churn"]
     assert workers
@@ -56,7 +58,10 @@ def test_each_threads_mmap_lock_wait_covers_the_time_it_slept_in_mmap_and_faults
         asleep_ns = t["extra"]["asleep_ns"]
         assert asleep_ns > 5_000_000, f"thread {t['tid']} should sleep on its sibling's mmap_lock"
         waited_ns = sum(w.total_ns for w in model.lock_waits if w.task.pid == t["tid"] and w.kind == 1)
-        assert 0.9 * asleep_ns <= waited_ns <= t["blocked_ns"], (t["tid"], waited_ns, asleep_ns, t["blocked_ns"])
+        # a vCPU the host stops looks asleep to the thread (wall time without CPU time or queueing):
+        # what the host stole from this VM meanwhile bounds that part
+        assert 0.9 * asleep_ns - steal_ns <= waited_ns <= t["blocked_ns"], \
+            (t["tid"], waited_ns, asleep_ns, steal_ns, t["blocked_ns"])
 
 
 @needs_bpf
@@ -82,6 +87,13 @@ def test_a_wait_still_in_progress_when_the_recording_stops_is_charged(tmp_path):
     assert sum(lk["wait_total_ns"] for lk in mmap) <= 2 * doc["meta"]["duration_s"] * 1e9
 
 
+def _steal_ns() -> int:
+    """Time the hypervisor took from this VM's CPUs (/proc/stat steal, all CPUs)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def _mount_tracefs() -> None:
     """perf resolves tracepoint ids through tracefs, which need not be mounted (BPF does not need it)."""
     if not os.path.exists("/sys/kernel/tracing/events"):
@@ -94,7 +106,7 @@ def test_contention_counts_equal_perf_stat_on_the_same_tracepoint(tmp_path, perf
     _mount_tracefs()
     counts = tmp_path / "perf.csv"
     doc, truth, path = record_command(tmp_path, [perf_available, "stat", "-x,", "-o", str(counts), "-e",
-                                                 "lock:contention_end", "--", example("mmap_churn"), "-n", "300"])
+                                                 "lock:contention_end", "--", example("mmap_churn"), "-n", "1000"])
     perf = next(int(line.split(",")[0]) for line in counts.read_text().splitlines()
                 if "lock:contention_end" in line)
     model = load_model(str(path))
@@ -106,7 +118,7 @@ def test_contention_counts_equal_perf_stat_on_the_same_tracepoint(tmp_path, perf
     assert perf > 100, "the workload should contend"
     # perf stat starts counting at the workload's exec, the probe at its fork: a contention inside
     # execve() itself is ours only. Apart from that window the counts are the same events.
-    assert 0 <= ours - (perf - misses) <= 3
+    assert 0 <= ours - (perf - misses) <= 3, (ours, perf, misses, doc["meta"]["health"])
 
 
 @needs_bpf
