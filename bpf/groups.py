@@ -24,6 +24,7 @@ class GroupOptions:
     user_stacks: bool = True
     kernel_stacks: bool = True
     max_stacks: int = 32768
+    sample_hz: int = 99  # on-CPU sampling frequency per CPU
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,20 @@ def _locks(symbolizer, o: GroupOptions):
                          kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks)
 
 
+def _oncpu(symbolizer, o: GroupOptions):
+    from stallscope.bpf.oncpu_collector import OncpuCollector
+
+    return OncpuCollector(symbolizer, targ_tgid=o.targ_tgid, sample_hz=o.sample_hz, user_stacks=o.user_stacks,
+                          kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks)
+
+
 GROUPS: dict[str, Group] = {
     "locks": Group("locks", "kernel lock contention per lock, waiter and stack (lock:contention_begin/end)",
                    True, _locks),
+    "oncpu": Group("oncpu", "on-CPU samples: kernel and user stacks per thread from a cpu-clock perf event "
+                            "per CPU (--sample-hz, default 99)",
+                   True, _oncpu, "two stack walks per sample: about 2 x 99 x CPUs walks a second, well "
+                                 "under 0.1% of a CPU at 99 Hz; it scales with --sample-hz"),
 }
 
 
