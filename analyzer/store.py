@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Iterator
 
 from stallscope.analyzer.sample import (
-    Interval, LockDelta, OffcpuDelta, ProbeStatus, ProgramCost, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo,
+    CpuSamplesDelta, Interval, LockDelta, OffcpuDelta, OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo,
     WakerDelta,
 )
 from stallscope.analyzer.symbols import Frame
@@ -54,6 +54,12 @@ CREATE TABLE IF NOT EXISTS locks (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, addr INTEGER, kstack INTEGER, flags INTEGER,
     kind INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, min_ns INTEGER, spin_ns INTEGER,
     sleep_ns INTEGER, owner_pid INTEGER, owner_comm TEXT, cache TEXT);
+CREATE TABLE IF NOT EXISTS oncpu (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, comm TEXT, kstack INTEGER, ustack INTEGER,
+    samples INTEGER, period_ns INTEGER);
+CREATE TABLE IF NOT EXISTS oncpu_cpus (
+    idx INTEGER, cpu INTEGER, samples INTEGER, period_ns INTEGER, idle_samples INTEGER, idle_ns INTEGER,
+    event_ns INTEGER);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -154,6 +160,11 @@ class RecordingWriter:
                 (i, lk.task.pid, lk.task.start_time_ns, lk.tgid, _s64(lk.addr), _s64(lk.kstack), lk.flags, lk.kind,
                  lk.count, lk.total_ns, lk.max_ns, lk.min_ns, lk.spin_ns, lk.sleep_ns, lk.owner_pid, lk.owner_comm,
                  lk.cache) for lk in iv.locks])
+            db.executemany("INSERT INTO oncpu VALUES (?,?,?,?,?,?,?,?,?)", [
+                (i, o.task.pid, o.task.start_time_ns, o.tgid, o.comm, _s64(o.kstack), _s64(o.ustack), o.samples,
+                 o.period_ns) for o in iv.oncpu])
+            db.executemany("INSERT INTO oncpu_cpus VALUES (?,?,?,?,?,?,?)", [
+                (i, c.cpu, c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns) for c in iv.oncpu_cpus])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
                  json.dumps([[getattr(f, k) for k in _FRAME_FIELDS] for f in s.frames]))
@@ -270,6 +281,15 @@ class Recording:
             "sleep_ns, owner_pid, owner_comm, cache FROM locks WHERE idx BETWEEN ? AND ?", (first, hi)),
             lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:])) \
             if "locks" in self.tables else {}
+        oncpu = _group(self._rows(
+            "SELECT idx, pid, start_ns, tgid, comm, kstack, ustack, samples, period_ns FROM oncpu "
+            "WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8])) \
+            if "oncpu" in self.tables else {}
+        oncpu_cpus = _group(self._rows(
+            "SELECT idx, cpu, samples, period_ns, idle_samples, idle_ns, event_ns FROM oncpu_cpus "
+            "WHERE idx BETWEEN ? AND ?", (first, hi)), lambda r: CpuSamplesDelta(*r[1:])) \
+            if "oncpu_cpus" in self.tables else {}
         programs = _group(self._rows(
             "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
             (first, hi)), lambda r: ProgramCost(*r[1:]))
@@ -283,7 +303,7 @@ class Recording:
                 raise self._damaged(exc) from None
             yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
                            wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
-                           kswitches or 0, locks.get(idx, ()))
+                           kswitches or 0, locks.get(idx, ()), oncpu.get(idx, ()), oncpu_cpus.get(idx, ()))
 
     def close(self) -> None:
         self.db.close()
