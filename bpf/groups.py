@@ -74,8 +74,8 @@ GROUPS: dict[str, Group] = {
                    True, _locks),
     "oncpu": Group("oncpu", "on-CPU samples: kernel and user stacks per thread from a cpu-clock perf event "
                             "per CPU (--sample-hz, default 99)",
-                   True, _oncpu, "two stack walks per sample: about 2 x 99 x CPUs walks a second, well "
-                                 "under 0.1% of a CPU at 99 Hz; it scales with --sample-hz"),
+                   True, _oncpu, "a kernel and a user stack walk per sample, ~14 us measured here: "
+                                 "~0.14% of each CPU at 99 Hz, in proportion to --sample-hz"),
 }
 
 
