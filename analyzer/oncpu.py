@@ -20,10 +20,10 @@ from stallscope.analyzer.symbols import Frame
 STACK_USER_MODE = 4  # bpf/oncpu.h: the sample interrupted user mode
 
 # Frames of the sampling itself. The kernel stack is walked from the interrupted registers, so
-# none should appear; should another kernel's walk include them, they are not the workload.
-_TRACING = ("bpf_", "__bpf_", "perf_", "__perf_", "___perf_", "perf_swevent_", "__hrtimer_run_queues",
-            "hrtimer_interrupt", "__sysvec_apic_timer_interrupt", "sysvec_apic_timer_interrupt",
-            "asm_sysvec_apic_timer_interrupt")
+# none should appear; should another kernel's walk start in the overflow path, it is not the workload.
+_TRACING = ("bpf_prog_", "bpf_overflow_handler", "bpf_get_stack", "__bpf_get_stack", "bpf_trace_run",
+            "__perf_event_overflow", "perf_event_overflow", "perf_swevent_hrtimer", "perf_callchain",
+            "get_perf_callchain")
 
 # Categories by the functions in which a sample counts for them. Names are matched without the
 # compiler's suffixes (`.isra.0`, `.part.0`, `.cold`).
@@ -227,9 +227,19 @@ def probe_ran(model: Model) -> bool:
     return bool(p and p.enabled)
 
 
-def lock_share_line(model: Model, scope: set[TaskId] | None = None) -> str:
-    """The line the locks view prints under its table; empty when the oncpu group did not run."""
+def share_line(model: Model, category: str, label: str, scope: set[TaskId] | None = None) -> str:
+    """`on-CPU in LABEL: X% of samples (N samples)`; empty when the oncpu group did not run."""
     if not probe_ran(model):
         return ""
-    n, pct = category_share(model, "lock_spin", scope)
-    return f"on-CPU in lock functions: {pct:.1f}% of samples ({n} samples)"
+    n, pct = category_share(model, category, scope)
+    return f"on-CPU in {label}: {pct:.1f}% of samples ({n} samples)"
+
+
+def lock_share_line(model: Model, scope: set[TaskId] | None = None) -> str:
+    """The line the locks view prints under its table."""
+    return share_line(model, "lock_spin", "lock functions", scope)
+
+
+def slab_share_line(model: Model, scope: set[TaskId] | None = None) -> str:
+    """The line for a slab view: samples in SLUB's slow path."""
+    return share_line(model, "slab_slow_path", "the SLUB slow path", scope)
