@@ -138,7 +138,7 @@ class OncpuCpu(ctypes.Structure):
 
 class OncpuHealth(ctypes.Structure):
     _fields_ = [("oncpu_map_full", u64), ("stack_errors", u64), ("stack_map_full", u64),
-                ("stacks_rate_limited", u64), ("user_stack_errors", u64), ("filtered", u64)]
+                ("stacks_rate_limited", u64), ("user_stack_errors", u64)]
 
 
 class OncpuConfig(ctypes.Structure):

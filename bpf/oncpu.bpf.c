@@ -108,10 +108,9 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 		}
 		return 0;
 	}
-	if (cfg.targ_tgid && cur->tgid != cfg.targ_tgid) {
-		__sync_fetch_and_add(&health.filtered, 1);
+	/* other processes' samples stay in the CPU totals only */
+	if (cfg.targ_tgid && cur->tgid != cfg.targ_tgid)
 		return 0;
-	}
 	key.pid = cur->pid;
 	key.tgid = cur->tgid;
 	key.start_ns = cur->start_boottime;

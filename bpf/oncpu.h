@@ -42,7 +42,6 @@ struct oncpu_health {
 	__u64 stack_map_full;
 	__u64 stacks_rate_limited; /* never counted: the sampling rate is the walk budget */
 	__u64 user_stack_errors;
-	__u64 filtered;            /* samples of other processes under --pid */
 };
 
 struct oncpu_config {
