@@ -21,7 +21,8 @@ from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, _possible_cpus, object_path
 from stallscope.bpf.groups import GroupDrain
-from stallscope.bpf.libbpf import BpfError, BpfObject
+from stallscope.bpf.libbpf import BpfObject
+from stallscope.errors import StallscopeError
 
 DEFAULT_SAMPLE_HZ = 99  # not a divisor of the 100/250/1000 Hz tick: samples do not beat with it
 
@@ -139,7 +140,7 @@ class OncpuCollector:
                 # libbpf owns the event fd from here: destroying the link disables and closes it
                 obj.links.append(prog.attach_perf_event(fds[cpu]))
                 self._fds[cpu] = fds.pop(cpu)
-        except BpfError as exc:
+        except StallscopeError as exc:  # a BpfError, or the object missing: this group off, not the session
             for fd in fds.values():  # the ones not attached; the links close the others
                 os.close(fd)
             if obj is not None:
