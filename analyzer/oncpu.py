@@ -207,8 +207,8 @@ class SamplingSummary:
 def sampling_summary(model: Model) -> SamplingSummary:
     """Totals over all CPUs. `missed_samples` compares each CPU's event time with the periods its
     samples add up to: a sample the program did not see (the kernel skips BPF perf_event programs
-    while another BPF program or a BPF map syscall runs on that CPU, `bpf_prog_active`), or a
-    timer expiry lost while the vCPU did not run. Each CPU may be one period short at the end of a
+    while another BPF program or a BPF map syscall runs on that CPU, `bpf_prog_active`), or timer
+    expiries skipped because the CPU took the interrupt late (hrtimer_forward() drops overruns). Each CPU may be one period short at the end of a
     recording: a difference under one period is not a miss."""
     samples = idle = period_sum = missed = 0
     for c in model.oncpu_cpus.values():

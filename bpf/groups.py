@@ -74,8 +74,8 @@ GROUPS: dict[str, Group] = {
                    True, _locks),
     "oncpu": Group("oncpu", "on-CPU samples: kernel and user stacks per thread from a cpu-clock perf event "
                             "per CPU (--sample-hz, default 99)",
-                   True, _oncpu, "a kernel and a user stack walk per sample, ~14 us measured here: "
-                                 "~0.14% of each CPU at 99 Hz, in proportion to --sample-hz"),
+                   True, _oncpu, "a kernel and a user stack walk per sample, 6-14 us measured here: "
+                                 "0.06-0.14% of each CPU at 99 Hz, in proportion to --sample-hz"),
 }
 
 

@@ -87,17 +87,21 @@ def test_each_burners_top_self_function_is_the_one_it_burns_in(burner_run):
 
 @needs_bpf
 def test_samples_add_up_to_the_time_each_cpu_event_counted(burner_run):
-    """Every expiry of the cpu-clock events reached the program: the periods of the samples taken on
-    a CPU add up to what its event counted, and the events counted the recording's wall time."""
+    """The periods of the samples taken on a CPU add up to the time its cpu-clock event counted, and
+    what falls short is reported. The tolerance is the schedstat comparison's: on these VMs a CPU
+    sometimes takes its timer interrupts late and the hrtimer skips the overrun periods; `perf record
+    -e cpu-clock -F 99 -a` then loses samples on that CPU just the same."""
     doc, _, model = burner_run
     cpus = model.oncpu_cpus
     assert set(cpus) == set(range(len(cpus))) and len(cpus) == (os.cpu_count() or 1)
     sampled = sum(c.period_ns for c in cpus.values())
     counted = sum(c.event_ns for c in cpus.values())
     assert sum(c.samples for c in cpus.values()) == doc["oncpu"]["samples"]
-    assert abs(counted - sampled) <= 0.05 * counted
+    assert sampled <= counted + len(cpus) * PERIOD_99HZ_NS
+    assert counted - sampled <= 0.15 * counted
     # missed_samples is the same comparison in periods, per CPU
-    assert doc["oncpu"]["missed_samples"] <= 0.05 * doc["oncpu"]["samples"]
+    short = sum(max(0, (c.event_ns - c.period_ns) // PERIOD_99HZ_NS) for c in cpus.values())
+    assert doc["oncpu"]["missed_samples"] == short
     # the events start after the scheduler probes (the first interval's start) and are read before
     # each interval ends: they count at most the recording's wall time on each CPU
     assert counted <= len(cpus) * model.duration_s * 1e9
