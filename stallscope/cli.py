@@ -307,6 +307,8 @@ def cmd_profile(args) -> int:
     out.write(f"{summary.samples} samples at {summary.sample_hz} Hz per CPU (period {fmt_ns(summary.period_ns)}), "
               f"{summary.idle_samples} idle: CPUs {100 * busy / summary.samples if summary.samples else 0:.1f}% busy")
     out.write(f"; {summary.missed_samples} missed\n" if summary.missed_samples else "\n")
+    out.write("  busy: " + ", ".join(f"CPU{c.cpu} {100 * (c.samples - c.idle_samples) / c.samples:.1f}%"
+                                     for c in model.oncpu_cpus.values() if c.samples) + "\n")
     tasks = task_oncpu(model, pid=args.pid)
     selected = sum(t.samples for t in tasks)
     scope = f"process/thread {args.pid}" if args.pid else "all threads"

@@ -301,6 +301,8 @@ def test_oncpu_samples_survive_the_recording_file_and_the_cli_reads_them(tmp_pat
     assert sorted(again.oncpu, key=lambda s: (s.task, s.kstack_id)) == sorted(model.oncpu, key=lambda s: (s.task, s.kstack_id))
     assert again.oncpu_cpus == model.oncpu_cpus
     out = run_stallscope("profile", str(path), "-n", "3").stdout
+    assert "200 samples at 99 Hz per CPU (period 10.10ms), 95 idle: CPUs 52.5% busy\n" in out
+    assert "  busy: CPU0 83.3%, CPU1 6.2%\n" in out
     assert "lock spinning 29.2% (35); SLUB slow path 33.3% (40)" in out
     assert out.splitlines()[-3].split()[-1] == "work"
     locks = run_stallscope("locks", str(path)).stdout
