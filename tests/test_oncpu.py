@@ -183,6 +183,58 @@ def test_folded_oncpu_export_counts_every_sample(burner_run, tmp_path):
     assert any(stack.startswith("burner;") and "burn_alpha" in stack for stack, _ in lines)
 
 
+def _perf_script_samples(perf: str, data, comm: str) -> list[list[str]]:
+    """The kernel frames (innermost first) of each sample of `comm` that `perf record -g` took."""
+    text = subprocess.run([perf, "script", "-i", str(data), "-F", "comm,tid,ip,sym"], capture_output=True,
+                          text=True, check=True).stdout
+    samples, cur = [], None
+    for line in text.splitlines():
+        if not line.strip():
+            cur = None
+        elif not line.startswith("\t"):
+            cur = [] if line.rsplit(None, 1)[0].strip() == comm else None
+            if cur is not None:
+                samples.append(cur)
+        elif cur is not None:
+            addr, _, sym = line.strip().partition(" ")
+            if int(addr, 16) >= 1 << 63:  # the kernel half
+                cur.append(sym.strip())
+    return samples
+
+
+@needs_bpf
+def test_lock_and_slab_shares_agree_with_perf_record_on_the_same_run(tmp_path, perf_available):
+    """perf samples hackbench with its own cpu-clock events beside ours, at the same frequency; the
+    same classification over its callchains gives the same shares, within sampling noise (~200
+    samples in each category here: 1 point is several standard deviations)."""
+    data = tmp_path / "perf.data"
+    doc, _, path = record_command(tmp_path, [perf_available, "record", "-q", "-e", "cpu-clock", "-F", "999", "-g",
+                                             "-a", "-o", str(data), "--", perf_available, "bench", "sched",
+                                             "messaging", "-l", "400"], "--sample-hz", "999")
+    model = load_model(str(path))
+    ours = [s for s in model.oncpu if s.comm == "sched-messaging"]
+    theirs = _perf_script_samples(perf_available, data, "sched-messaging")
+    n_ours = sum(s.samples for s in ours)
+    assert len(theirs) > 2000
+    assert abs(n_ours - len(theirs)) <= 0.05 * len(theirs)
+    from stallscope.analyzer.oncpu import CATEGORIES, base_name
+
+    def perf_categories(frames: list[str]) -> set[str]:
+        found: set[str] = set()
+        for name in frames:
+            cats = {c for c, names in CATEGORIES.items() if base_name(name) in names}
+            if not cats:
+                break
+            found |= cats
+        return found
+
+    for cat in CATEGORIES:
+        perf_pct = 100 * sum(cat in perf_categories(f) for f in theirs) / len(theirs)
+        ours_pct = 100 * sum(s.samples for s in ours if cat in sample_categories(s)) / n_ours
+        assert perf_pct > 0.3, f"hackbench should show {cat}"
+        assert abs(ours_pct - perf_pct) <= 1.0, f"{cat}: ours {ours_pct:.2f}%, perf {perf_pct:.2f}%"
+
+
 # ---- synthetic samples: exact answers ---------------------------------------------------------
 
 A = TaskId(200, 7 * SEC)
