@@ -13,6 +13,7 @@ from stallscope.analyzer.blockers import rank_blockers, task_causes, wait_cause
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import recommend
+from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.slab import slab_rows
 from stallscope.analyzer.untrusted import printable
@@ -99,6 +100,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "blockers": blockers,
         "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],
         "slab": [_slab_doc(r) for r in slab_rows(model, scope)],
+        "oncpu": _oncpu_doc(model, scope),
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
         "recommendations": [_recommendation_doc(i, r) for i, r in enumerate(recommend(model), 1)
                             if scope is None or _in_scope(r, model, scope)],
@@ -140,6 +142,25 @@ def _slab_doc(r) -> dict:
             "list_lock": {"contentions": r.lock_contentions, "wait_total_ns": r.lock_wait_ns}}
 
 
+def _oncpu_doc(model: Model, scope: set[TaskId] | None) -> dict:
+    """On-CPU samples: the sampling itself, top functions, category shares, threads. Empty lists
+    and zeros when the oncpu group did not run (meta.probes.oncpu says why)."""
+    summary = sampling_summary(model)
+    doc = {"sample_hz": summary.sample_hz, "samples": summary.samples, "idle_samples": summary.idle_samples,
+           "period_ns": summary.period_ns, "missed_samples": summary.missed_samples,
+           "functions": [], "shares": {"slab_slow_path_pct": 0.0, "lock_spin_pct": 0.0}, "tasks": []}
+    if not probe_ran(model):
+        return doc
+    doc["functions"] = [{"function": f.function, "kind": f.kind, "self_samples": f.self_samples,
+                         "inclusive_samples": f.inclusive_samples, "self_pct": round(f.self_pct, 3)}
+                        for f in top_functions(model, "self", scope, limit=50)]
+    doc["shares"] = {f"{c}_pct": round(category_share(model, c, scope)[1], 3)
+                     for c in ("slab_slow_path", "lock_spin")}
+    doc["tasks"] = [{"pid": t.task.pid, "tgid": t.tgid, "comm": t.comm, "samples": t.samples, "oncpu_ns": t.oncpu_ns}
+                    for t in task_oncpu(model, scope)]
+    return doc
+
+
 def _wakers(wakeups: list) -> list[dict]:
     """Who woke a task, heaviest first. An interrupt is one waker whatever task it landed on."""
     groups: dict[tuple, dict] = {}
@@ -171,6 +192,25 @@ def to_folded(model: Model, scope: set[TaskId] | None = None) -> str:
             parts.append(_folded_frame(wait_cause(w)))
         key = ";".join(parts)
         lines[key] = lines.get(key, 0) + w.total_ns
+    return "".join(f"{k} {v}\n" for k, v in sorted(lines.items()))
+
+
+def to_folded_oncpu(model: Model, scope: set[TaskId] | None = None) -> str:
+    """On-CPU samples as `comm;user frames;kernel frames count`, outermost first, kernel frames
+    suffixed `_[k]`; the value is a sample count (multiply by meta's period for time)."""
+    lines: dict[str, int] = {}
+    for s in model.oncpu:
+        if scope is not None and s.task not in scope:
+            continue
+        t = model.tasks.get(s.task)
+        comm = t.info.comm if t and t.info.comm != "?" else s.comm
+        parts = [_folded_frame(comm) or "?"]
+        parts += [_folded_frame(x) for x in reversed(stack_texts(s.ustack))]
+        parts += [_folded_frame(x) + "_[k]" for x in reversed(stack_texts(s.kstack))]
+        if s.kstack is None and s.ustack is None:
+            parts.append("(stack_not_collected)")
+        key = ";".join(parts)
+        lines[key] = lines.get(key, 0) + s.samples
     return "".join(f"{k} {v}\n" for k, v in sorted(lines.items()))
 
 

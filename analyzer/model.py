@@ -89,6 +89,33 @@ class LockWaits:
 
 
 @dataclass(frozen=True)
+class OncpuSamples:
+    """On-CPU samples of one thread in one (kernel stack, user stack) over the window."""
+
+    task: TaskId
+    tgid: int
+    comm: str
+    kstack: Stack | None
+    ustack: Stack | None
+    kstack_id: int  # below 16: why there is no stack (bpf/stacks.h; 4: sampled in user mode)
+    ustack_id: int
+    samples: int
+    period_ns: int
+
+
+@dataclass(frozen=True)
+class CpuSamples:
+    """One CPU's samples over the window; event_ns is what its cpu-clock event counted."""
+
+    cpu: int
+    samples: int = 0
+    period_ns: int = 0
+    idle_samples: int = 0
+    idle_ns: int = 0
+    event_ns: int = 0
+
+
+@dataclass(frozen=True)
 class Model:
     meta: RecordingMeta
     start_ns: int
@@ -106,6 +133,8 @@ class Model:
     lock_waits: tuple[LockWaits, ...] = ()
     slab: tuple[SlabDelta, ...] = ()  # per (cache, tgid, exiting), summed over the window
     slab_caches: dict[int, SlabCache] = field(default_factory=dict)  # by kmem_cache address
+    oncpu: tuple[OncpuSamples, ...] = ()
+    oncpu_cpus: dict[int, CpuSamples] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
@@ -131,6 +160,8 @@ class Model:
         locks: dict[tuple, list] = {}
         slab: dict[tuple[int, int, bool], list[int]] = {}
         caches = dict(slab_caches or {})
+        oncpu: dict[tuple, list] = {}
+        cpus: dict[int, list[int]] = {}
         switches = cpu = count = kswitches = 0
         start_ns = end_ns = 0
         for iv in intervals:
@@ -181,6 +212,14 @@ class Model:
                     acc[i] += getattr(sd, name)
             for sc in iv.slab_caches:
                 caches[sc.addr] = sc
+            for o in iv.oncpu:
+                e = oncpu.setdefault((o.task, o.tgid, o.kstack, o.ustack), [o.comm, 0, 0])
+                e[1] += o.samples
+                e[2] += o.period_ns
+            for c in iv.oncpu_cpus:
+                acc = cpus.setdefault(c.cpu, [0, 0, 0, 0, 0])
+                for j, v in enumerate((c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns)):
+                    acc[j] += v
             for src, dst, c in iv.migrations:
                 if src < n and dst < n:
                     matrix[src][dst] += c
@@ -201,6 +240,10 @@ class Model:
         for (tid, tgid, *_rest) in waits:
             if tid not in totals:
                 totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, "?"))
+        # a thread that ran throughout may never have switched: its samples name it
+        for (tid, tgid, *_rest), e in oncpu.items():
+            if tid not in totals:
+                totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, e[0]))
         return cls(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
             waits=tuple(StackWait(tid, tgid, state, stacks.get(k), stacks.get(u), *v, kstack_id=k, ustack_id=u)
@@ -214,6 +257,9 @@ class Model:
                              for (tid, tgid, addr, flags, kind, cache, ks), e in locks.items()),
             slab=tuple(SlabDelta(cache, tgid, exiting, *acc) for (cache, tgid, exiting), acc in sorted(slab.items())),
             slab_caches=caches,
+            oncpu=tuple(OncpuSamples(tid, tgid, e[0], stacks.get(k), stacks.get(u), k, u, e[1], e[2])
+                        for (tid, tgid, k, u), e in oncpu.items()),
+            oncpu_cpus={cpu: CpuSamples(cpu, *acc) for cpu, acc in sorted(cpus.items())},
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:

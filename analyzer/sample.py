@@ -143,6 +143,33 @@ class SlabCache:
 
 
 @dataclass(frozen=True)
+class OncpuDelta:
+    """On-CPU samples of one thread in one (kernel stack, user stack), over one interval.
+    Stack ids below 16 say why there is none (bpf/stacks.h, bpf/oncpu.h: 4 = sampled in user mode)."""
+
+    task: TaskId
+    tgid: int
+    comm: str  # when first sampled: a thread that never switched is named here only
+    kstack: int
+    ustack: int
+    samples: int
+    period_ns: int  # the samples' periods summed: sampled on-CPU time
+
+
+@dataclass(frozen=True)
+class CpuSamplesDelta:
+    """All samples taken on one CPU over one interval, the idle task's apart, and the time the
+    CPU's cpu-clock event counted (what the samples should add up to, within one period)."""
+
+    cpu: int
+    samples: int
+    period_ns: int
+    idle_samples: int
+    idle_ns: int
+    event_ns: int
+
+
+@dataclass(frozen=True)
 class Stack:
     """A symbolised stack, innermost frame first. `id` is the in-kernel content hash."""
 
@@ -182,6 +209,8 @@ class Interval:
     locks: tuple[LockDelta, ...] = ()
     slab: tuple[SlabDelta, ...] = ()
     slab_caches: tuple[SlabCache, ...] = ()  # caches first seen in this interval
+    oncpu: tuple[OncpuDelta, ...] = ()
+    oncpu_cpus: tuple[CpuSamplesDelta, ...] = ()
 
     @property
     def duration_ns(self) -> int:

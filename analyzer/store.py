@@ -19,8 +19,8 @@ from dataclasses import asdict
 from typing import Iterator
 
 from stallscope.analyzer.sample import (
-    Interval, LockDelta, OffcpuDelta, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta,
-    TaskId, TaskInfo, WakerDelta,
+    CpuSamplesDelta, Interval, LockDelta, OffcpuDelta, OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta, SlabCache,
+    SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, WakerDelta,
 )
 from stallscope.analyzer.symbols import Frame
 from stallscope.errors import StallscopeError
@@ -62,6 +62,12 @@ CREATE TABLE IF NOT EXISTS slab_caches (
     idx INTEGER, addr INTEGER, name TEXT, object_size INTEGER, size INTEGER, slab_order INTEGER,
     objs_per_slab INTEGER, min_order INTEGER, sheaf_capacity INTEGER, cpu_partial INTEGER, nodes TEXT,
     aliases TEXT, sysfs TEXT);
+CREATE TABLE IF NOT EXISTS oncpu (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, comm TEXT, kstack INTEGER, ustack INTEGER,
+    samples INTEGER, period_ns INTEGER);
+CREATE TABLE IF NOT EXISTS oncpu_cpus (
+    idx INTEGER, cpu INTEGER, samples INTEGER, period_ns INTEGER, idle_samples INTEGER, idle_ns INTEGER,
+    event_ns INTEGER);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -169,6 +175,11 @@ class RecordingWriter:
                 (i, _s64(c.addr), c.name, c.object_size, c.size, c.order, c.objs_per_slab, c.min_order,
                  c.sheaf_capacity, c.cpu_partial, json.dumps([str(n) for n in c.nodes]), json.dumps(list(c.aliases)),
                  json.dumps(dict(c.sysfs))) for c in iv.slab_caches])
+            db.executemany("INSERT INTO oncpu VALUES (?,?,?,?,?,?,?,?,?)", [
+                (i, o.task.pid, o.task.start_time_ns, o.tgid, o.comm, _s64(o.kstack), _s64(o.ustack), o.samples,
+                 o.period_ns) for o in iv.oncpu])
+            db.executemany("INSERT INTO oncpu_cpus VALUES (?,?,?,?,?,?,?)", [
+                (i, c.cpu, c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns) for c in iv.oncpu_cpus])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
                  json.dumps([[getattr(f, k) for k in _FRAME_FIELDS] for f in s.frames]))
@@ -301,6 +312,15 @@ class Recording:
             "SELECT idx, addr, name, object_size, size, slab_order, objs_per_slab, min_order, sheaf_capacity, "
             "cpu_partial, nodes, aliases, sysfs FROM slab_caches WHERE idx BETWEEN ? AND ?", (first, hi)),
             self._slab_cache) if "slab_caches" in self.tables else {}
+        oncpu = _group(self._rows(
+            "SELECT idx, pid, start_ns, tgid, comm, kstack, ustack, samples, period_ns FROM oncpu "
+            "WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8])) \
+            if "oncpu" in self.tables else {}
+        oncpu_cpus = _group(self._rows(
+            "SELECT idx, cpu, samples, period_ns, idle_samples, idle_ns, event_ns FROM oncpu_cpus "
+            "WHERE idx BETWEEN ? AND ?", (first, hi)), lambda r: CpuSamplesDelta(*r[1:])) \
+            if "oncpu_cpus" in self.tables else {}
         programs = _group(self._rows(
             "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
             (first, hi)), lambda r: ProgramCost(*r[1:]))
@@ -314,7 +334,8 @@ class Recording:
                 raise self._damaged(exc) from None
             yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
                            wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
-                           kswitches or 0, locks.get(idx, ()), slab.get(idx, ()), slab_caches.get(idx, ()))
+                           kswitches or 0, locks.get(idx, ()), slab.get(idx, ()), slab_caches.get(idx, ()),
+                           oncpu.get(idx, ()), oncpu_cpus.get(idx, ()))
 
     def _slab_cache(self, r) -> SlabCache:
         try:

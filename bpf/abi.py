@@ -120,11 +120,38 @@ class LockConfig(ctypes.Structure):
                 ("has_kmem_cache_kfunc", u32)]
 
 
+# ---- bpf/oncpu.h ---------------------------------------------------------
+STACK_USER_MODE = 4
+
+
+class OncpuKey(ctypes.Structure):
+    _fields_ = [("kstack", u64), ("ustack", u64), ("start_ns", u64), ("pid", u32), ("tgid", u32)]
+
+
+class OncpuVal(ctypes.Structure):
+    _fields_ = [("samples", u64), ("period_ns", u64), ("comm", ctypes.c_char * TASK_COMM_LEN)]
+
+
+class OncpuCpu(ctypes.Structure):
+    _fields_ = [("samples", u64), ("period_ns", u64), ("idle_samples", u64), ("idle_ns", u64)]
+
+
+class OncpuHealth(ctypes.Structure):
+    _fields_ = [("oncpu_map_full", u64), ("stack_errors", u64), ("stack_map_full", u64),
+                ("stacks_rate_limited", u64), ("user_stack_errors", u64)]
+
+
+class OncpuConfig(ctypes.Structure):
+    _fields_ = [("targ_tgid", u32), ("user_stacks", u32), ("kernel_stacks", u32), ("stack_walks_per_s", u32)]
+
+
 # object -> {C struct name -> mirror}
 OBJECT_MIRRORS = {
     "sched.bpf.o": MIRRORS,
     "locks.bpf.o": {"lock_key": LockKey, "lock_val": LockVal, "lock_health": LockHealth,
                     "lock_config": LockConfig, "stack": Stack},
+    "oncpu.bpf.o": {"oncpu_key": OncpuKey, "oncpu_val": OncpuVal, "oncpu_cpu": OncpuCpu,
+                    "oncpu_health": OncpuHealth, "oncpu_config": OncpuConfig, "stack": Stack},
 }
 
 

@@ -379,9 +379,9 @@ class ProgramDeltas:
 
     def drain(self, obj: BpfObject) -> tuple[ProgramCost, ...]:
         out = []
-        for link in obj.links:
+        for name in dict.fromkeys(link.name for link in obj.links):  # a program may have a link per CPU
             try:
-                s = obj.program(link.name).stats()
+                s = obj.program(name).stats()
             except BpfError:
                 continue
             pc, pt, pr = self._prev.get(s.name, (0, 0, 0))

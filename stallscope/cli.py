@@ -48,6 +48,9 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
                    help="optional probe groups on top of the scheduler probes: +GROUP adds, -GROUP removes; "
                         "a first word none, default or all starts from that set (e.g. none,+slab) "
                         f"(groups: {', '.join(OPTIONAL_PROBES)}; default: {', '.join(sorted(DEFAULT_PROBES))})")
+    p.add_argument("--sample-hz", type=_positive_int, default=99, metavar="N",
+                   help="on-CPU sampling frequency per CPU for the oncpu group (default 99; at most the "
+                        "kernel's perf_event_max_sample_rate). Each sample walks a kernel and a user stack")
     p.add_argument("--stack-rate", type=int, default=1000, metavar="N",
                    help="walk at most N stacks per second per CPU (default 1000; 0: no limit). A walk costs "
                         "microseconds; waits beyond the budget keep exact totals and are attributed by the "
@@ -117,9 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="data for scripts and other tools",
                        description="Export a recording as the versioned JSON document (docs/export.md) or as "
-                                   "folded off-CPU stacks for FlameGraph and speedscope.")
+                                   "folded stacks for FlameGraph and speedscope: off-CPU time in ns, or "
+                                   "on-CPU sample counts with --what oncpu.")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--format", choices=("json", "folded"), default="json")
+    p.add_argument("--what", choices=("offcpu", "oncpu"), default="offcpu",
+                   help="for --format folded: off-CPU waits (ns, the default) or on-CPU samples (counts)")
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
     p.add_argument("--command-only", action="store_true",
                    help="only the tasks of the recorded command (recordings made with `-- CMD`)")
@@ -200,6 +206,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--rows", type=_positive_int, default=25, help="caches to show (default 25)")
     p.add_argument("--command-only", action="store_true",
                    help="only the processes of the recorded command (recordings made with `-- CMD`)")
+
+    p = sub.add_parser("profile", help="top on-CPU functions in a recording (the oncpu group's samples)",
+                       description="Functions by on-CPU samples, as perf report --no-children (self: where "
+                                   "samples landed) or --children (inclusive: on the stack), kernel and user. "
+                                   "The header gives the sampling, the threads' sampled on-CPU time, and the "
+                                   "shares of samples spinning on locks and in SLUB's slow path.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-n", "--rows", type=_positive_int, default=25, help="functions to show (default 25)")
+    p.add_argument("--by", choices=("self", "inclusive"), default="self", help="sort by (default: self)")
+    p.add_argument("--pid", type=_positive_int, default=None, metavar="PID",
+                   help="only this process (tgid) or thread")
 
     p = sub.add_parser("doctor", help="what this kernel and these privileges allow",
                        description="Kernel, BTF, privileges, attach mechanisms and each probe's state. "
@@ -302,7 +319,7 @@ def _command_scope(model, path: str):
 
 
 def cmd_export(args) -> int:
-    from stallscope.analyzer.export import to_folded, to_json
+    from stallscope.analyzer.export import to_folded, to_folded_oncpu, to_json
     from stallscope.analyzer.load import load_model
 
     model = load_model(args.file)
@@ -312,7 +329,13 @@ def cmd_export(args) -> int:
         if not cmd:
             raise StallscopeError(f"{args.file} was not recorded with a command", "drop --command-only")
         scope = model.descendants(cmd["pid"])
-    text = to_json(model, scope) if args.format == "json" else to_folded(model, scope)
+    if args.format == "json":
+        text = to_json(model, scope)
+    elif args.what == "oncpu":
+        _require_oncpu(model, args.file)
+        text = to_folded_oncpu(model, scope)
+    else:
+        text = to_folded(model, scope)
     if args.output:
         tmp = args.output + ".tmp"
         try:
@@ -330,6 +353,7 @@ def cmd_export(args) -> int:
 def cmd_locks(args) -> int:
     from stallscope.analyzer.load import load_model
     from stallscope.analyzer.locks import lock_stats
+    from stallscope.analyzer.oncpu import lock_share_line
     from stallscope.analyzer.units import fmt_ns
     from stallscope.analyzer.untrusted import printable
 
@@ -351,6 +375,52 @@ def cmd_locks(args) -> int:
             out.write(f"    owner when contended: {printable(s.owner)}\n")
     if not rows:
         out.write("no kernel lock contention recorded\n")
+    line = lock_share_line(model)
+    if line:
+        out.write(line + "\n")
+    return 0
+
+
+def _require_oncpu(model, path: str) -> None:
+    probe = model.meta.probes.get("oncpu")
+    if probe is None or not probe.enabled:
+        reason = probe.reason if probe is not None else "recorded before on-CPU sampling existed"
+        raise StallscopeError(f"{path} has no on-CPU samples: {reason}", "record with --probes +oncpu")
+
+
+def cmd_profile(args) -> int:
+    from stallscope.analyzer.load import load_model
+    from stallscope.analyzer.oncpu import category_share, sampling_summary, task_oncpu, top_functions
+    from stallscope.analyzer.units import fmt_ns
+    from stallscope.analyzer.untrusted import printable
+
+    model = load_model(args.file)
+    _require_oncpu(model, args.file)
+    out = sys.stdout
+    summary = sampling_summary(model)
+    busy = summary.samples - summary.idle_samples
+    out.write(f"{summary.samples} samples at {summary.sample_hz} Hz per CPU (period {fmt_ns(summary.period_ns)}), "
+              f"{summary.idle_samples} idle: CPUs {100 * busy / summary.samples if summary.samples else 0:.1f}% busy")
+    out.write(f"; {summary.missed_samples} missed\n" if summary.missed_samples else "\n")
+    out.write("  busy: " + ", ".join(f"CPU{c.cpu} {100 * (c.samples - c.idle_samples) / c.samples:.1f}%"
+                                     for c in model.oncpu_cpus.values() if c.samples) + "\n")
+    tasks = task_oncpu(model, pid=args.pid)
+    selected = sum(t.samples for t in tasks)
+    scope = f"process/thread {args.pid}" if args.pid else "all threads"
+    out.write(f"{selected} samples of {scope}")
+    for cat, label in (("lock_spin", "lock spinning"), ("slab_slow_path", "SLUB slow path")):
+        n, pct = category_share(model, cat, pid=args.pid)
+        out.write(f"; {label} {pct:.1f}% ({n})")
+    out.write("\n")
+    for t in tasks[:5]:
+        out.write(f"  {printable(t.comm)}[{t.task.pid}] {fmt_ns(t.oncpu_ns)} on CPU ({t.samples} samples)\n")
+    out.write(f"\n{'SELF%':>7} {'SELF':>8} {'INCL%':>7} {'INCL':>8}  FUNCTION\n")
+    for f in top_functions(model, args.by, pid=args.pid, limit=args.rows):
+        suffix = "_[k]" if f.kind == "kernel" else ""
+        out.write(f"{f.self_pct:>6.2f}% {f.self_samples:>8} {f.inclusive_pct:>6.2f}% {f.inclusive_samples:>8}  "
+                  f"{printable(f.function)}{suffix}\n")
+    if not selected:
+        out.write("no on-CPU samples" + (f" of {args.pid}" if args.pid else "") + "\n")
     return 0
 
 
@@ -508,13 +578,13 @@ def _session_options(args, command, duration_s, max_intervals=None):
 
     return SessionOptions(interval_s=args.interval, duration_s=duration_s, pid=args.pid, command=command,
                           min_stack_ns=int(args.min_stack_wait * 1e9), user_stacks=not args.no_user_stacks,
-                          stack_walks_per_s=max(args.stack_rate, 0), probes=args.probes,
+                          stack_walks_per_s=max(args.stack_rate, 0), probes=args.probes, sample_hz=args.sample_hz,
                           max_intervals=max_intervals)
 
 
 COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend,
-            "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "slab": cmd_slab, "doctor": cmd_doctor,
-            "top": cmd_top}
+            "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "slab": cmd_slab, "profile": cmd_profile,
+            "doctor": cmd_doctor, "top": cmd_top}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -39,6 +39,7 @@ class SessionOptions:
     stack_walks_per_s: int = 1000
     probes: frozenset[str] = field(default_factory=default_groups)  # optional groups (bpf/groups.py)
     max_intervals: int | None = None
+    sample_hz: int = 99  # on-CPU sampling per CPU (oncpu group)
 
 
 @dataclass
@@ -157,7 +158,8 @@ class Session:
     def _start_optional(self, symbolizer: Symbolizer) -> dict[str, ProbeStatus]:
         """Each optional group that was asked for; one that cannot run is off with its reason."""
         o = self.options
-        gopts = GroupOptions(targ_tgid=o.pid, stack_walks_per_s=o.stack_walks_per_s, user_stacks=o.user_stacks)
+        gopts = GroupOptions(targ_tgid=o.pid, stack_walks_per_s=o.stack_walks_per_s, user_stacks=o.user_stacks,
+                             sample_hz=o.sample_hz)
         status = {}
         for name, group in GROUPS.items():
             if name not in o.probes:
@@ -191,7 +193,7 @@ class Session:
         o = self.options
         opts = {"interval_s": o.interval_s, "duration_s": o.duration_s, "pid": o.pid,
                 "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks,
-                "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes),
+                "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
                 "stallscope_pid": os.getpid()}
         for name, collector in self.groups.items():  # what a group records about the machine once
             extra = getattr(collector, "meta_options", None)
