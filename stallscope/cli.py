@@ -506,6 +506,8 @@ def cmd_apply(args) -> int:
         if input("apply it? [y/N] ").strip().lower() not in ("y", "yes"):
             print("stallscope: not applied")
             return 0
+    if r.action.get("affects"):
+        print(f"stallscope: this write affects the cache named {', '.join(r.action['affects'])}")
     entry = applier.apply(r.action)
     print(f"stallscope: applied; was {entry['before']}; `stallscope apply --undo` reverts it")
     return 0

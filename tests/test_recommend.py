@@ -1,0 +1,242 @@
+"""Recommendations on synthetic recordings: each rule fires when it should and is silent when it should;
+apply changes the right task only, and undo restores it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import replace
+
+import pytest
+
+from conftest import example, needs_bpf, record_command, run_stallscope
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds, recommend
+from stallscope.analyzer.sample import (
+    LockDelta, OffcpuDelta, ProbeStatus, SlabCache, SlabDelta, TaskDelta, TaskId, TaskInfo,
+)
+from synthetic import SEC, interval, kstack, meta, write_recording
+
+APP, HOG = TaskId(1000, 7 * SEC), TaskId(1001, 7 * SEC)
+INFOS = (TaskInfo(APP, 1000, 1, "latency"), TaskInfo(HOG, 1001, 1, "hog"))
+
+
+def _topology(n_cpus: int, llc_size: int) -> dict:
+    cpus = {str(c): {"core": c, "package": 0, "node": 0, "llc": list(range(c - c % llc_size, c - c % llc_size + llc_size)),
+                     "llc_level": 3, "siblings": [c]} for c in range(n_cpus)}
+    return {"topology": {"online": list(range(n_cpus)), "cpus": cpus},
+            "cpu_busy_pct": {str(c): 90.0 - c for c in range(n_cpus)}, "sched_knobs": {}}
+
+
+def _model(ivs, machine=None, cpus=2, options=None, probes=None) -> Model:
+    m = replace(meta(cpus=cpus, **(options or {})), machine=machine or {})
+    if probes:
+        m = replace(m, probes={**m.probes, **probes})
+    stacks = {s.id: s for iv in ivs for s in iv.stacks}
+    caches = {c.addr: c for iv in ivs for c in iv.slab_caches}
+    return Model.from_intervals(m, ivs, {i.task: i for iv in ivs for i in iv.task_info}, stacks, slab_caches=caches)
+
+
+def _kinds(model, **th):
+    return [(r.kind, r.status) for r in recommend(model, Thresholds(**th))]
+
+
+# ---- pin ----------------------------------------------------------------------------------------
+
+def test_pin_fires_for_a_ping_ponging_thread_and_names_the_least_busy_cache_domain():
+    iv = interval(0, task_info=INFOS, tasks=(TaskDelta(APP, migrations=400, voluntary_switches=500),))
+    recs = [r for r in recommend(_model([iv], _topology(8, 4), cpus=8)) if r.kind == "pin"]
+    assert len(recs) == 1 and recs[0].status == RECOMMENDED and recs[0].target == "latency[1000]"
+    # cpu7 is the least busy; it shares its last-level cache with 4-7
+    assert recs[0].command == "taskset -pc 4,5,6,7 1000"
+    assert recs[0].action == {"type": "affinity", "tid": 1000, "start_time_ns": APP.start_time_ns,
+                              "comm": "latency", "cpus": [4, 5, 6, 7]}
+    assert any("400 CPU migrations" in e for e in recs[0].evidence)
+
+
+def test_pin_says_it_cannot_help_on_a_small_machine_with_one_cache():
+    iv = interval(0, task_info=INFOS, tasks=(TaskDelta(APP, migrations=400),))
+    recs = [r for r in recommend(_model([iv], _topology(2, 2))) if r.kind == "pin"]
+    assert recs and recs[0].status == NOT_HELPFUL and "share one last-level cache" in recs[0].finding
+    assert not recs[0].runtime
+
+
+def test_pin_is_silent_for_a_thread_that_rarely_moves():
+    iv = interval(0, task_info=INFOS, tasks=(TaskDelta(APP, migrations=5),))
+    assert ("pin", RECOMMENDED) not in _kinds(_model([iv], _topology(8, 4), cpus=8))
+
+
+# ---- priority -----------------------------------------------------------------------------------
+
+def _starved(runq_ns: int, p99_slot: int):
+    return interval(0, task_info=INFOS, tasks=(
+        TaskDelta(APP, runq_wait_ns=runq_ns, runq_count=200, voluntary_switches=200, runq_hist=((p99_slot, 200),)),
+        TaskDelta(HOG, involuntary_switches=300)))
+
+
+def test_priority_fires_for_a_latency_thread_behind_a_cpu_hog_and_names_both():
+    recs = [r for r in recommend(_model([_starved(400_000_000, 22)])) if r.kind == "priority"]
+    assert len(recs) == 1
+    r = recs[0]
+    assert r.target == "latency[1000]" and r.command == "renice -n -5 -p 1000"
+    assert "hog[1001]" in " ".join(r.evidence) and "hog[1001]" in r.risk
+    assert r.action["type"] == "nice" and r.action["nice"] == -5
+
+
+def test_priority_is_silent_when_the_thread_gets_its_cpu_quickly():
+    assert not [r for r in recommend(_model([_starved(1_000_000, 12)])) if r.kind == "priority"]
+
+
+# ---- locks, I/O, knobs ---------------------------------------------------------------------------
+
+def _lock_model(total_ns: int):
+    stack = kstack(0x40, "rwsem_down_write_slowpath", "down_write_killable", "vm_mmap_pgoff")
+    return _model([interval(0, task_info=INFOS, stacks=(stack,), tasks=(TaskDelta(APP, offcpu_ns=1),), locks=(
+        LockDelta(APP, 1000, 0xffff888000001000, 0x40, 4, 1, 100, total_ns, 5_000_000, 10_000, 0, total_ns),))])
+
+
+def test_lock_rule_gives_mmap_lock_advice_when_the_lock_is_hot():
+    recs = [r for r in recommend(_lock_model(200_000_000)) if r.kind == "lock"]
+    assert recs and recs[0].target.startswith("mmap_lock") and "munmap" in recs[0].finding
+    assert "MALLOC_MMAP_THRESHOLD_" in recs[0].command
+
+
+def test_lock_rule_is_silent_for_a_cold_lock():
+    assert not [r for r in recommend(_lock_model(1_000_000)) if r.kind == "lock"]
+
+
+def _io_model(total_ns: int):
+    io = kstack(0x50, "__schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault", "handle_mm_fault")
+    return _model([interval(0, task_info=INFOS, stacks=(io,), tasks=(TaskDelta(APP, offcpu_ns=total_ns),),
+                            offcpu=(OffcpuDelta(APP, 1000, 2, 0x50, 0, 30, total_ns, total_ns // 10),))])
+
+
+def test_io_rule_fires_on_io_waits_and_is_silent_without():
+    recs = [r for r in recommend(_io_model(300_000_000)) if r.kind == "io"]
+    assert recs and recs[0].command.startswith("iostat -x") and "Waiting for I/O" in recs[0].finding
+    assert not [r for r in recommend(_io_model(5_000_000)) if r.kind == "io"]
+
+
+def test_sched_knob_only_where_the_knob_exists_and_says_debugfs_is_not_stable():
+    iv = interval(0, task_info=INFOS, migrations=((0, 1, 5000), (1, 0, 5000)))
+    knob = {"migration_cost_ns": {"path": "/sys/kernel/debug/sched/migration_cost_ns", "value": "500000",
+                                  "stable": False}}
+    with_knob = [r for r in recommend(_model([iv], {**_topology(2, 2), "sched_knobs": knob})) if r.kind == "sched_knob"]
+    assert with_knob and "not a stable interface" in with_knob[0].risk
+    assert with_knob[0].command == "echo 1000000 > /sys/kernel/debug/sched/migration_cost_ns"
+    assert not [r for r in recommend(_model([iv], _topology(2, 2))) if r.kind == "sched_knob"]
+
+
+# ---- SLUB ---------------------------------------------------------------------------------------
+
+KMALLOC_512 = SlabCache(0xFFFF888100000000, "kmalloc-512", 512, 512, 1, 16, 0, 0, 52, (0xFFFF888100001000,),
+                        (":0000512", "skbuff_fclone_cache"), (("cpu_partial", 52), ("min_partial", 5)))
+
+
+def _slab_model(cpus: int, switch_pct: int, lock_ns: int):
+    boot = {"min_objects": 4 * (cpus.bit_length() + 1), "min_objects_default": 4 * (cpus.bit_length() + 1),
+            "max_order": 3, "min_order": 0, "present_cpus": cpus, "cmdline": {}}
+    allocs = 100_000
+    iv = interval(0, task_info=INFOS, tasks=(TaskDelta(APP, offcpu_ns=1),), slab_caches=(KMALLOC_512,), slab=(
+        SlabDelta(KMALLOC_512.addr, 1000, False, allocs, 0, allocs, 0, allocs * 400, allocs * 512, 0,
+                  allocs * switch_pct // 100, allocs),), locks=(
+        LockDelta(APP, 1000, KMALLOC_512.nodes[0] + 24, 0, 1, 2, 500, lock_ns, 100_000, 1_000, lock_ns, 0,
+                  cache="kmem_cache_node"),))
+    return _model([iv], cpus=cpus, options={"slab": {"boot": boot, "list_lock_offset": 24}},
+                  probes={"slab": ProbeStatus(True, "tp_btf")})
+
+
+def test_slub_rule_fires_with_slab_evidence_and_proposes_more_than_the_effective_value():
+    recs = [r for r in recommend(_slab_model(32, 20, 50_000_000)) if r.kind == "slub"]
+    boot = next(r for r in recs if r.target == "boot")
+    assert "slub_min_objects=64" in boot.command and not boot.runtime  # 2 x 32 CPUs, above the default 28
+    assert any("kmalloc-512" in e and "20.0%" in e for e in boot.evidence)
+    partial = next(r for r in recs if r.target == "kmalloc-512")
+    assert partial.command == "echo 104 > /sys/kernel/slab/kmalloc-512/cpu_partial"
+    assert "skbuff_fclone_cache" in partial.risk and partial.action["affects"] == ["kmalloc-512", "skbuff_fclone_cache"]
+
+
+def test_slub_rule_never_proposes_a_value_at_or_below_the_kernels_default():
+    """2 CPUs: the default 4 * (fls(2) + 1) = 12 is already above 2 x CPUs = 4."""
+    recs = [r for r in recommend(_slab_model(2, 20, 50_000_000)) if r.kind == "slub"]
+    assert not [r for r in recs if r.target == "boot"]
+
+
+def test_slub_rule_is_silent_without_slab_evidence():
+    assert not [r for r in recommend(_slab_model(32, 2, 50_000_000)) if r.kind == "slub"]
+    assert not [r for r in recommend(_slab_model(32, 20, 0)) if r.kind == "slub"]
+
+
+@needs_bpf
+def test_slub_rule_is_silent_on_a_2_cpu_hackbench_recording(tmp_path, perf_available):
+    doc, _, _ = record_command(tmp_path, [perf_available, "bench", "sched", "messaging", "-g", "2", "-l", "200"],
+                               "--probes", "+slab")
+    assert doc["slab"], "the slab group should have recorded the caches"
+    assert not [r for r in doc["recommendations"] if r["kind"] == "slub" and r["target"] == "boot"]
+
+
+# ---- apply --------------------------------------------------------------------------------------
+
+def _start_time_ns(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        text = f.read()
+    return int(text[text.rfind(")") + 2:].split()[19]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+@pytest.fixture
+def victim():
+    proc = subprocess.Popen(["sleep", "60"])
+    time.sleep(0.1)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _victim_recording(tmp_path, pid: int, start_ns: int, comm: str = "sleep"):
+    tid = TaskId(pid, start_ns)
+    iv = interval(0, task_info=(TaskInfo(tid, pid, 1, comm), TaskInfo(HOG, 1001, 1, "hog")), tasks=(
+        TaskDelta(tid, runq_wait_ns=400_000_000, runq_count=200, voluntary_switches=200, runq_hist=((22, 200),)),
+        TaskDelta(HOG, involuntary_switches=300)))
+    path = tmp_path / "victim.stall"
+    write_recording(path, meta(), [iv])
+    return path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root")
+def test_apply_raises_the_priority_of_the_recorded_task_and_undo_restores_it(tmp_path, victim):
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    path = _victim_recording(tmp_path, victim.pid, _start_time_ns(victim.pid))
+    assert os.getpriority(os.PRIO_PROCESS, victim.pid) == 0
+    out = run_stallscope("apply", str(path), "1", "--yes", env=env).stdout
+    assert "renice -n -5" in out and os.getpriority(os.PRIO_PROCESS, victim.pid) == -5
+    undo = json.loads((tmp_path / "state" / "stallscope" / "undo.jsonl").read_text().splitlines()[-1])
+    assert undo["before"] == {"nice": 0}
+    run_stallscope("apply", "--undo", env=env)
+    assert os.getpriority(os.PRIO_PROCESS, victim.pid) == 0
+
+
+def test_apply_refuses_a_reused_thread_id_and_without_a_terminal_asks_for_yes(tmp_path, victim):
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    wrong = _victim_recording(tmp_path, victim.pid, _start_time_ns(victim.pid) - 50 * SEC)
+    proc = run_stallscope("apply", str(wrong), "1", "--yes", check=False, env=env)
+    assert proc.returncode == 2 and "not the task in the recording" in proc.stderr
+    right = _victim_recording(tmp_path, victim.pid, _start_time_ns(victim.pid))
+    proc = run_stallscope("apply", str(right), "1", check=False, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and "--yes" in proc.stderr
+    assert os.getpriority(os.PRIO_PROCESS, victim.pid) == 0
+
+
+def test_apply_refuses_a_kernel_thread(tmp_path):
+    kthreadd_start = _start_time_ns(2)
+    with open("/proc/2/comm") as f:
+        comm = f.read().strip()
+    path = _victim_recording(tmp_path, 2, kthreadd_start, comm)
+    recs = json.loads(run_stallscope("export", str(path)).stdout)["recommendations"]
+    # the rules leave kernel threads out; apply itself checks PF_KTHREAD as well
+    assert not [r for r in recs if r["target"].endswith("[2]")]
+    from stallscope import apply as applier
+    from stallscope.errors import StallscopeError
+    with pytest.raises(StallscopeError, match="kernel thread"):
+        applier.check_same_task({"tid": 2, "start_time_ns": kthreadd_start, "comm": comm})
