@@ -58,9 +58,28 @@ class Blocker:
     matched: bool = True  # a rule of the cause table matched
 
 
+FUTEX_TIMEOUTS = "Waiting on a futex until its timeout"
+_CONTENDED_FUTEX = "Userspace lock contention"
+
+
+def _woken_by_the_clock(model: Model) -> set[TaskId]:
+    """Tasks whose waits were nearly all ended by a timer or an interrupt, none by another task: a
+    futex wait that ends by its timeout is a poll (an idle runtime's park, `notetsleep`), not a lock."""
+    from stallscope.analyzer.wakers import waker_context
+
+    by: dict[TaskId, list[int]] = {}
+    for w in model.wakeups:
+        e = by.setdefault(w.task, [0, 0])
+        e[0 if waker_context(w.waker.pid, w.waker_stack, w.in_interrupt) == "task" else 1] += w.total_ns
+    return {t for t, (task_ns, clock_ns) in by.items() if clock_ns and clock_ns >= 9 * task_ns}
+
+
 def _attributed(model: Model, tasks: set[TaskId] | None, table: CauseTable | None):
     """(cause, task, ns, count, max, estimated_ns, stack) rows, with unsampled waits shared out per task."""
     rows = []
+    polling = _woken_by_the_clock(model)
+    if tasks is None:  # the recorder's own waits are not the machine's blockers
+        tasks = recorded_tasks(model)
     unsampled: dict[TaskId, list[int]] = {}
     sampled_by_task: dict[TaskId, dict[Cause, int]] = {}
     for w in model.waits:
@@ -72,6 +91,8 @@ def _attributed(model: Model, tasks: set[TaskId] | None, table: CauseTable | Non
             u[1] += w.count
             continue
         cause = classify_wait(w, table)
+        if cause.name == _CONTENDED_FUTEX and w.task in polling:
+            cause = Cause(FUTEX_TIMEOUTS, IDLE, cause.frame)
         rows.append((cause, w.task, w.total_ns, w.count, w.max_ns, 0, w.kstack))
         if w.kstack is not None:
             by = sampled_by_task.setdefault(w.task, {})
@@ -91,8 +112,18 @@ def _attributed(model: Model, tasks: set[TaskId] | None, table: CauseTable | Non
 WAITING_FOR_CPU = Cause("Waiting for CPU", CPU, "", True)
 
 
+def recorded_tasks(model: Model) -> set[TaskId] | None:
+    """Every task but stallscope's own (meta.options.stallscope_pid); None when there is nothing to leave out."""
+    own = model.meta.options.get("stallscope_pid")
+    if not own:
+        return None
+    return {tid for tid, t in model.tasks.items() if t.info.tgid != own}
+
+
 def _cpu_rows(model: Model, tasks: set[TaskId] | None):
     """Run-queue wait as a cause of its own (the CPU side, kept apart from blocked time)."""
+    if tasks is None:
+        tasks = recorded_tasks(model)
     for t in model.tasks.values():
         if t.runq_wait_ns and (tasks is None or t.task in tasks):
             yield (WAITING_FOR_CPU, t.task, t.runq_wait_ns, t.runq_count, t.runq_max_ns, 0, None)

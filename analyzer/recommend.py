@@ -132,6 +132,8 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
     for t in sorted(model.tasks.values(), key=lambda t: -t.runq_wait_ns):
         wakeups = sum(t.runq_hist)
         p99 = _percentile_ns(t.runq_hist, 0.99)
+        if t.runq_max_ns:  # the bucket's upper bound, but never above the longest wait seen
+            p99 = min(p99, t.runq_max_ns)
         rate = t.runq_wait_ns / secs
         starved = rate >= th.runq_wait_per_s_ns or (wakeups >= th.min_wakeups and p99 >= th.runq_p99_ns)
         if not starved or _is_kernel_thread(t) or t.voluntary_switches < th.min_wakeups:
