@@ -13,6 +13,7 @@ from stallscope.analyzer.blockers import rank_blockers, task_causes, wait_cause
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import recommend
+from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.slab import slab_rows
@@ -102,6 +103,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "slab": [_slab_doc(r) for r in slab_rows(model, scope)],
         "oncpu": _oncpu_doc(model, scope),
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
+        "signals": signals_doc(signals(model)),
         "recommendations": [_recommendation_doc(i, r) for i, r in enumerate(recommend(model), 1)
                             if scope is None or _in_scope(r, model, scope)],
     }

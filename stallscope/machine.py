@@ -97,3 +97,74 @@ def sched_knobs() -> dict[str, dict]:
 def describe() -> dict:
     """Taken at the start of a recording."""
     return {"topology": topology(), "sched_knobs": sched_knobs(), "kernel_release": os.uname().release}
+
+
+# ---- the CPU side, as deltas over the recording --------------------------------------------------
+
+PSI_RESOURCES = ("cpu", "memory", "io")
+CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
+MAX_CGROUPS = 2000
+
+
+def pressure() -> dict[str, dict[str, int]]:
+    """/proc/pressure/*: the cumulative stall time (us) of `some` and `full` per resource."""
+    out = {}
+    for res in PSI_RESOURCES:
+        for line in (_read(f"/proc/pressure/{res}") or "").splitlines():
+            kind, _, rest = line.partition(" ")
+            m = re.search(r"total=(\d+)", rest)
+            if m:
+                out.setdefault(res, {})[kind] = int(m.group(1))
+    return out
+
+
+def steal_ns() -> int:
+    """Time the hypervisor ran something else on this VM's CPUs (/proc/stat steal, all CPUs)."""
+    fields = (_read("/proc/stat") or "cpu").splitlines()[0].split()
+    return int(fields[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0
+
+
+def cgroup_throttling() -> dict[str, tuple[int, int]]:
+    """cgroup -> (nr_throttled, throttled ns) from cpu.stat: v2 throttled_usec, v1 throttled_time (ns)."""
+    out: dict[str, tuple[int, int]] = {}
+    seen = 0
+    for root in CGROUP_ROOTS:
+        for dirpath, dirnames, filenames in os.walk(root):
+            depth = dirpath[len(root):].count("/")
+            if depth >= 4:
+                dirnames[:] = []
+            if seen >= MAX_CGROUPS:
+                return out
+            if "cpu.stat" not in filenames:
+                continue
+            seen += 1
+            stat = dict(line.split()[:2] for line in (_read(f"{dirpath}/cpu.stat") or "").splitlines()
+                        if len(line.split()) >= 2)
+            if "nr_throttled" not in stat:
+                continue
+            ns = int(stat.get("throttled_usec", 0)) * 1000 if "throttled_usec" in stat else int(stat.get("throttled_time", 0))
+            out[dirpath] = (int(stat["nr_throttled"]), ns)
+    return out
+
+
+def cpu_side_snapshot() -> dict:
+    return {"psi": pressure(), "steal_ns": steal_ns(), "throttling": cgroup_throttling()}
+
+
+def cpu_side(start: dict, end: dict, seconds: float, cpus: int) -> dict:
+    """What took CPU time from tasks without their being blocked, over the recording: steal, CFS
+    bandwidth throttling per cgroup, and PSI (the share of time some / all tasks stalled)."""
+    secs = max(seconds, 1e-9)
+    psi = {}
+    for res, kinds in end["psi"].items():
+        psi[res] = {f"{k}_pct": round(100.0 * (v - start["psi"].get(res, {}).get(k, 0)) / 1e6 / secs, 2)
+                    for k, v in kinds.items()}
+    steal = end["steal_ns"] - start["steal_ns"]
+    throttled = []
+    for cg, (n, ns) in end["throttling"].items():
+        n0, ns0 = start["throttling"].get(cg, (0, 0))
+        if n > n0:
+            throttled.append({"cgroup": cg, "nr_throttled": n - n0, "throttled_ns": ns - ns0})
+    throttled.sort(key=lambda t: -t["throttled_ns"])
+    return {"psi": psi, "steal_ns": steal, "steal_pct": round(100.0 * steal / 1e9 / secs / max(cpus, 1), 2),
+            "throttled": throttled[:50]}

@@ -106,6 +106,7 @@ class Session:
             start_ns = boottime_ns()
             meta = replace(self._meta(status, start_ns), machine=machine.describe())
             self._cpu_times = machine.cpu_times()
+            self._cpu_side = machine.cpu_side_snapshot()
             for name, st in status.items():
                 if not st.enabled:
                     say(f"probe {name} is off: {st.reason}")
@@ -144,7 +145,9 @@ class Session:
         if self.child is not None and exit_status is None:
             exit_status, rusage = self._finish_child()
         end_ns = boottime_ns()
-        machine_info = {**meta.machine, "cpu_busy_pct": machine.busy_pct(self._cpu_times, machine.cpu_times())}
+        machine_info = {**meta.machine, "cpu_busy_pct": machine.busy_pct(self._cpu_times, machine.cpu_times()),
+                        "cpu_side": machine.cpu_side(self._cpu_side, machine.cpu_side_snapshot(),
+                                                     (end_ns - meta.start_ns) / 1e9, meta.cpus)}
         meta = replace(meta, end_ns=end_ns, machine=machine_info)
         if self.child is not None:
             cmd = dict(meta.options["command"])

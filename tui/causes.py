@@ -6,6 +6,7 @@ from stallscope.analyzer.blockers import process_causes, rank_blockers
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.model import Model
+from stallscope.analyzer.signals import Signals, signals
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
@@ -15,6 +16,7 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
     secs = model.duration_s or 1.0
     lines = [f"{model.duration_s:.1f} s recorded; off-CPU time by cause"
              + (" (idle waits included)" if include_idle else " (idle waits left out: --all shows them)") + "\n\n"]
+    lines.append(signals_text(signals(model)))
     ranked = rank_blockers(model, include_idle=include_idle)
     if unknown:
         unmatched = [b for b in ranked if not b.matched and b.stack is not None]
@@ -40,3 +42,23 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
     if not ranked:
         lines.append("no off-CPU time recorded\n")
     return "".join(lines)
+
+
+def signals_text(s: Signals) -> str:
+    """vmstat's first look, and the CPU side kept apart from blocked time."""
+    lines = [f"context switches {s.cs_per_s:,.0f}/s for {s.runnable_avg:.1f} runnable tasks on average "
+             f"({s.cs_per_runnable:,.0f}/s each{': high, look at the locks' if s.cs_high else ''}); "
+             f"{s.waiting_avg:.2f} tasks waiting for a CPU ({s.runq_pressure:.2f} per CPU); "
+             f"{s.migrations_per_s:,.0f} migrations/s\n"]
+    side = s.cpu_side or {}
+    parts = []
+    if side:
+        parts.append(f"steal {side.get('steal_pct', 0):.1f}% of the CPUs")
+        psi = side.get("psi", {})
+        parts += [f"PSI {res} some {v.get('some_pct', 0):.1f}%" + (f" full {v['full_pct']:.1f}%" if "full_pct" in v else "")
+                  for res, v in sorted(psi.items())]
+        for t in side.get("throttled", [])[:3]:
+            parts.append(f"CFS throttled {printable(t['cgroup'])}: {t['nr_throttled']} times, {fmt_ns(t['throttled_ns'])}")
+    if parts:
+        lines.append("CPU side: " + "; ".join(parts) + "\n")
+    return "".join(lines) + "\n"

@@ -1,0 +1,55 @@
+"""The method's first look, vmstat's, from the recording: context switches against runnable tasks
+(a rate high for the number of runnable tasks points at locking), run-queue pressure, CPU migrations
+(ping-pong), and the CPU side kept apart from blocked time: steal, CFS bandwidth throttling, PSI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stallscope.analyzer.blockers import recorded_tasks
+from stallscope.analyzer.model import Model
+
+# A switch every 200 us per runnable task: far more switching than the CPUs' work needs.
+HIGH_CS_PER_RUNNABLE = 5000.0
+
+
+@dataclass(frozen=True)
+class Signals:
+    cs_per_s: float
+    runnable_avg: float  # vmstat's r: tasks running (CPU busy) plus waiting in run queues, on average
+    waiting_avg: float  # tasks waiting for a CPU, on average (Little's law: run-queue wait / time)
+    cs_per_runnable: float
+    runq_pressure: float  # tasks waiting per CPU
+    migrations_per_s: float
+    top_migrating: tuple[tuple[str, int, float], ...]  # (comm, tid, migrations/s)
+    cpu_side: dict = field(default_factory=dict)  # steal, throttled cgroups, PSI (meta.machine.cpu_side)
+
+    @property
+    def cs_high(self) -> bool:
+        return self.cs_per_runnable >= HIGH_CS_PER_RUNNABLE
+
+
+def signals(model: Model) -> Signals:
+    secs = model.duration_s or 1.0
+    tasks = recorded_tasks(model)
+    mine = [t for tid, t in model.tasks.items() if tasks is None or tid in tasks]
+    waiting = sum(t.runq_wait_ns for t in mine) / 1e9 / secs
+    busy = (model.meta.machine or {}).get("cpu_busy_pct") or {}
+    running = sum(busy.values()) / 100.0 if busy else 0.0
+    runnable = running + waiting
+    cs = model.switches_per_s
+    migrating = sorted(mine, key=lambda t: -t.migrations)[:5]
+    return Signals(
+        cs_per_s=cs, runnable_avg=runnable, waiting_avg=waiting, cs_per_runnable=cs / max(runnable, 1.0),
+        runq_pressure=waiting / max(model.meta.cpus, 1), migrations_per_s=sum(map(sum, model.matrix)) / secs,
+        top_migrating=tuple((t.info.comm, t.task.pid, t.migrations / secs) for t in migrating if t.migrations),
+        cpu_side=(model.meta.machine or {}).get("cpu_side", {}))
+
+
+def signals_doc(s: Signals) -> dict:
+    return {"cs_per_s": round(s.cs_per_s, 1), "runnable_avg": round(s.runnable_avg, 3),
+            "waiting_avg": round(s.waiting_avg, 3), "cs_per_runnable": round(s.cs_per_runnable, 1),
+            "cs_high": s.cs_high, "runq_pressure": round(s.runq_pressure, 3),
+            "migrations_per_s": round(s.migrations_per_s, 1),
+            "top_migrating": [{"comm": c, "pid": p, "migrations_per_s": round(r, 2)} for c, p, r in s.top_migrating],
+            "cpu_side": s.cpu_side}

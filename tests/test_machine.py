@@ -1,0 +1,55 @@
+"""The recording machine's description and the CPU side, from sysfs/procfs texts and snapshots."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from stallscope import machine
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.sample import TaskDelta, TaskInfo
+from stallscope.analyzer.signals import signals
+from synthetic import A, B, interval, meta
+
+
+def test_cpu_lists_parse_as_the_kernel_prints_them():
+    assert machine.parse_cpu_list("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert machine.parse_cpu_list("0") == [0]
+
+
+def test_topology_reads_the_last_level_cache_each_cpu_shares(tmp_path):
+    root = tmp_path / "cpu"
+    (root).mkdir()
+    (root / "online").write_text("0-3\n")
+    for cpu in range(4):
+        base = root / f"cpu{cpu}"
+        for index, (level, shared) in enumerate(((1, str(cpu)), (2, str(cpu)), (3, "0-1" if cpu < 2 else "2-3"))):
+            d = base / "cache" / f"index{index}"
+            d.mkdir(parents=True)
+            (d / "level").write_text(f"{level}\n")
+            (d / "shared_cpu_list").write_text(shared + "\n")
+        (base / "topology").mkdir()
+        (base / "topology" / "core_id").write_text(f"{cpu}\n")
+        (base / "node0").mkdir()
+    topo = machine.topology(str(root))
+    assert topo["online"] == [0, 1, 2, 3]
+    assert topo["cpus"]["3"]["llc"] == [2, 3] and topo["cpus"]["3"]["llc_level"] == 3 and topo["cpus"]["3"]["node"] == 0
+
+
+def test_cpu_side_is_the_difference_of_two_snapshots():
+    start = {"psi": {"cpu": {"some": 1_000_000, "full": 0}}, "steal_ns": 5_000_000_000,
+             "throttling": {"/sys/fs/cgroup/a": (10, 1_000_000), "/sys/fs/cgroup/b": (3, 0)}}
+    end = {"psi": {"cpu": {"some": 1_500_000, "full": 100_000}}, "steal_ns": 5_400_000_000,
+           "throttling": {"/sys/fs/cgroup/a": (30, 81_000_000), "/sys/fs/cgroup/b": (3, 0)}}
+    side = machine.cpu_side(start, end, 2.0, 2)
+    assert side["psi"]["cpu"] == {"some_pct": 25.0, "full_pct": 5.0}
+    assert side["steal_ns"] == 400_000_000 and side["steal_pct"] == 10.0
+    assert side["throttled"] == [{"cgroup": "/sys/fs/cgroup/a", "nr_throttled": 20, "throttled_ns": 80_000_000}]
+
+
+def test_signals_compare_switches_with_runnable_tasks():
+    iv = interval(0, switches=20_000, task_info=(TaskInfo(A, 100, 1, "a"), TaskInfo(B, 100, 1, "b")),
+                  tasks=(TaskDelta(A, runq_wait_ns=500_000_000, migrations=40), TaskDelta(B, runq_wait_ns=500_000_000)))
+    m = replace(meta(), machine={"cpu_busy_pct": {"0": 100.0, "1": 100.0}})
+    s = signals(Model.from_intervals(m, [iv], {i.task: i for i in iv.task_info}, {}))
+    assert s.waiting_avg == 1.0 and s.runnable_avg == 3.0 and round(s.cs_per_runnable) == 6667 and s.cs_high
+    assert s.runq_pressure == 0.5 and s.top_migrating[0][:2] == ("a", 100)
