@@ -213,3 +213,64 @@ def process_causes(model: Model, include_idle: bool = False, table: CauseTable |
            for tgid, causes in by.items()]
     out.sort(key=lambda p: (-p.total_ns, p.tgid))
     return out
+
+
+@dataclass(frozen=True)
+class HeldUpBy:
+    """Who held a blocker's tasks up: the wakers that ended their waits (for blocked causes), the
+    owners of the mutexes they waited on, the CPU hogs they waited behind (for Waiting for CPU)."""
+
+    wakers: tuple[tuple[str, int, int, Stack | None], ...] = ()  # (label, count, total_ns, waker stack)
+    owners: tuple[str, ...] = ()  # "comm[pid]"
+    hogs: tuple[tuple[str, int], ...] = ()  # ("comm[pid]", involuntary switches)
+
+
+def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
+    from stallscope.analyzer.wakers import waker_context, waker_label
+
+    tasks = set(b.tasks)
+    if b.cls == CPU:  # the threads preempted most were running when the scheduler switched
+        mine = recorded_tasks(model)
+        others = [t for t in model.tasks.values() if t.involuntary_switches and (mine is None or t.task in mine)
+                  and not (len(tasks) == 1 and t.task in tasks)]
+        others.sort(key=lambda t: -t.involuntary_switches)
+        return HeldUpBy(hogs=tuple((f"{t.info.comm}[{t.task.pid}]", t.involuntary_switches) for t in others[:n]))
+    by: dict[tuple, list] = {}
+    for w in model.wakeups:
+        if w.task not in tasks:
+            continue
+        ctx = waker_context(w.waker.pid, w.waker_stack, w.in_interrupt)
+        key = (ctx, w.waker.pid if ctx == "task" else 0)
+        e = by.setdefault(key, [waker_label(w.waker.pid, w.waker_comm, w.waker_stack, w.in_interrupt), 0, 0, None])
+        e[1] += w.count
+        e[2] += w.total_ns
+        e[3] = e[3] or w.waker_stack
+    wakers = sorted(by.values(), key=lambda e: -e[2])[:n]
+    owners = sorted({f"{lw.owner_comm}[{lw.owner_pid}]" for lw in model.lock_waits
+                     if lw.task in tasks and lw.owner_pid})
+    return HeldUpBy(wakers=tuple(tuple(e) for e in wakers), owners=tuple(owners[:n]))
+
+
+def runq_percentiles(model: Model, tasks: set[TaskId], qs=(0.5, 0.9, 0.99)) -> dict[str, int]:
+    """Wakeup-to-run latency percentiles of these tasks (upper bounds of log2 buckets, never above the
+    longest wait seen)."""
+    hist = [0] * len(next(iter(model.tasks.values())).runq_hist) if model.tasks else []
+    longest = 0
+    for tid in tasks:
+        t = model.tasks.get(tid)
+        if t is None:
+            continue
+        longest = max(longest, t.runq_max_ns)
+        for i, c in enumerate(t.runq_hist):
+            hist[i] += c
+    total = sum(hist)
+    out = {}
+    for q in qs:
+        seen, bound = 0, 0
+        for slot, c in enumerate(hist):
+            seen += c
+            if total and seen >= q * total:
+                bound = 2 ** (slot + 1)
+                break
+        out[f"p{round(q * 100)}_ns"] = min(bound, longest) if longest else bound
+    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from stallscope.analyzer.blockers import rank_blockers, task_causes, wait_cause
+from stallscope.analyzer.blockers import held_up_by, rank_blockers, runq_percentiles, task_causes, wait_cause
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import recommend
@@ -73,6 +73,8 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "tasks": [{"pid": t.pid, "comm": model.tasks[t].info.comm if t in model.tasks else "?"}
                       for t in b.tasks],
             "stack": stack_texts(b.stack),
+            "latency": _latency_doc(model, b),
+            "held_up_by": _held_up_by_doc(held_up_by(model, b)),
         })
 
     matrix = [list(r) for r in model.matrix]
@@ -107,6 +109,27 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "recommendations": [_recommendation_doc(i, r) for i, r in enumerate(recommend(model), 1)
                             if scope is None or _in_scope(r, model, scope)],
     }
+
+
+def _latency_doc(model: Model, b) -> dict:
+    doc = {"avg_ns": b.total_ns // b.count if b.count else 0, "max_ns": b.max_ns}
+    if b.cls == "cpu":
+        doc.update(runq_percentiles(model, set(b.tasks)))
+    return doc
+
+
+def _without_tracing(frames: list[str]) -> list[str]:
+    """A stack walked from a probe starts in the probe: those frames are ours, not the waker's."""
+    i = 0
+    while i < len(frames) and frames[i].startswith(("bpf_prog_", "bpf_trace_run", "__bpf_trace", "__traceiter_")):
+        i += 1
+    return frames[i:]
+
+
+def _held_up_by_doc(h) -> dict:
+    return {"wakers": [{"waker": label, "count": n, "total_ns": ns, "stack": _without_tracing(stack_texts(stack))}
+                       for label, n, ns, stack in h.wakers],
+            "owners": list(h.owners), "hogs": [{"task": name, "involuntary_switches": n} for name, n in h.hogs]}
 
 
 def _recommendation_doc(number: int, r) -> dict:

@@ -64,14 +64,15 @@ def test_differential_folded_has_both_runs_per_second_on_one_line():
 def test_diff_of_an_example_against_itself_with_an_injected_fsync_ranks_fsync_first(tmp_path):
     """The same sleeper twice; the second run also writes a file with O_DSYNC (dd oflag=dsync):
     its fsync waits are the injected blocker, and the sleeper's own causes do not move enough to lead."""
-    sleeper = [example("sleeper"), "-n", "40", "-m", "10"]
+    sleeper = [example("sleeper"), "-n", "20", "-m", "10"]
     base_dir, new_dir = tmp_path / "base", tmp_path / "new"
     base_dir.mkdir()
     new_dir.mkdir()
-    _, _, base = record_command(base_dir, sleeper)
+    # every stack walked: the test is about ranking changes, not about sampling stacks
+    _, _, base = record_command(base_dir, sleeper, "--stack-rate", "0")
     target = new_dir / "dsync.out"
-    script = (f"{' '.join(sleeper)} & dd if=/dev/zero of={target} bs=4k count=200 oflag=dsync status=none; wait")
-    _, _, new = record_command(new_dir, ["sh", "-c", script])
+    script = (f"{' '.join(sleeper)} & dd if=/dev/zero of={target} bs=4k count=1000 oflag=dsync status=none; wait")
+    _, _, new = record_command(new_dir, ["sh", "-c", script], "--stack-rate", "0")
     doc = json.loads(run_stallscope("diff", str(base), str(new), "--command-only", "--format", "json").stdout)
     # "Waiting for CPU" grows too when the machine is busy with other work (two more runnable tasks
     # here): it is a real change of the run, and the only one allowed ahead of the injected cause

@@ -194,3 +194,17 @@ def test_a_recording_without_a_later_table_reads_it_as_empty(tmp_path):
     db.close()
     model = load_model(str(path))
     assert model.lock_waits == () and model.tasks[A].offcpu_ns == 1_700_000_000
+
+
+def test_a_blocker_says_who_held_it_up_and_waiting_for_cpu_names_the_hogs():
+    from stallscope.analyzer.blockers import held_up_by, runq_percentiles
+
+    model = _model(*two_interval_recording())
+    by = {b.cause: b for b in rank_blockers(model)}
+    pipe = held_up_by(model, by["Reading from a pipe"])
+    assert pipe.wakers[0][0] == "sleeper[100]" and pipe.wakers[0][1] == 50  # A fed B's pipe
+    sleep = held_up_by(model, by["Application requested delay"])
+    assert sleep.wakers[0][0] == "timer"  # the hrtimer woke the sleeper
+    cpu = held_up_by(model, by["Waiting for CPU"])
+    assert cpu.hogs == (("reader[101]", 2),)  # B was preempted twice: it held a CPU
+    assert runq_percentiles(model, {A}) == {"p50_ns": 8192, "p90_ns": 8192, "p99_ns": 8192}
