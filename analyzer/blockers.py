@@ -190,15 +190,18 @@ class ProcessCauses:
     causes: tuple[tuple[str, int, int], ...]  # (cause, total_ns, max_ns), heaviest first
 
 
-def process_causes(model: Model, include_idle: bool = False, table: CauseTable | None = None) -> list[ProcessCauses]:
-    """LatencyTOP's second pane: each process with its own causes, heaviest process first."""
-    by: dict[int, dict[str, list[int]]] = {}
+def process_causes(model: Model, include_idle: bool = False, table: CauseTable | None = None,
+                   by_cgroup: bool = False) -> list[ProcessCauses]:
+    """LatencyTOP's second pane: each process with its own causes, heaviest process first; with
+    `by_cgroup`, each cgroup (`comm` is then the cgroup's path, `tgid` 0)."""
+    by: dict = {}
     for cause, task, ns, _count, mx, _est, _stack in _attributed(model, None, table):
         if cause.cls == IDLE and not include_idle:
             continue
         t = model.tasks.get(task)
         tgid = t.info.tgid if t else task.pid
-        e = by.setdefault(tgid, {}).setdefault(cause.name, [0, 0])
+        key = model.cgroups.get(tgid, "(unknown)") if by_cgroup else tgid
+        e = by.setdefault(key, {}).setdefault(cause.name, [0, 0])
         e[0] += ns
         e[1] = max(e[1], mx)
 
@@ -208,10 +211,11 @@ def process_causes(model: Model, include_idle: bool = False, table: CauseTable |
                 return t.info.comm
         return "?"
 
-    out = [ProcessCauses(tgid, comm(tgid), sum(v[0] for v in causes.values()), max(v[1] for v in causes.values()),
+    out = [ProcessCauses(0 if by_cgroup else key, key if by_cgroup else comm(key), sum(v[0] for v in causes.values()),
+                         max(v[1] for v in causes.values()),
                          tuple(sorted(((c, v[0], v[1]) for c, v in causes.items()), key=lambda x: (-x[1], x[0]))))
-           for tgid, causes in by.items()]
-    out.sort(key=lambda p: (-p.total_ns, p.tgid))
+           for key, causes in by.items()]
+    out.sort(key=lambda p: (-p.total_ns, p.tgid, p.comm))
     return out
 
 

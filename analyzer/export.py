@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from stallscope.analyzer.blockers import held_up_by, rank_blockers, runq_percentiles, task_causes, wait_cause
+from stallscope.analyzer.blockers import held_up_by, process_causes, rank_blockers, runq_percentiles, task_causes, wait_cause
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import recommend
@@ -106,6 +106,9 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "oncpu": _oncpu_doc(model, scope),
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
         "signals": signals_doc(signals(model)),
+        "cgroups": [{"cgroup": p.comm, "total_ns": p.total_ns, "max_ns": p.max_ns,
+                     "causes": [{"cause": c, "total_ns": ns, "max_ns": mx} for c, ns, mx in p.causes]}
+                    for p in process_causes(model, by_cgroup=True)] if model.cgroups else [],
         "recommendations": [_recommendation_doc(i, r) for i, r in enumerate(recommend(model), 1)
                             if scope is None or _in_scope(r, model, scope)],
     }

@@ -135,6 +135,7 @@ class Model:
     slab_caches: dict[int, SlabCache] = field(default_factory=dict)  # by kmem_cache address
     oncpu: tuple[OncpuSamples, ...] = ()
     oncpu_cpus: dict[int, CpuSamples] = field(default_factory=dict)
+    cgroups: dict[int, str] = field(default_factory=dict)  # tgid -> cgroup path, as first seen
 
     @property
     def duration_s(self) -> float:
@@ -160,6 +161,7 @@ class Model:
         locks: dict[tuple, list] = {}
         slab: dict[tuple[int, int, bool], list[int]] = {}
         caches = dict(slab_caches or {})
+        cgroups: dict[int, str] = {}
         oncpu: dict[tuple, list] = {}
         cpus: dict[int, list[int]] = {}
         switches = cpu = count = kswitches = 0
@@ -216,6 +218,8 @@ class Model:
                 e = oncpu.setdefault((o.task, o.tgid, o.kstack, o.ustack), [o.comm, 0, 0])
                 e[1] += o.samples
                 e[2] += o.period_ns
+            for tgid, _start, path in iv.cgroups:
+                cgroups[tgid] = path
             for c in iv.oncpu_cpus:
                 acc = cpus.setdefault(c.cpu, [0, 0, 0, 0, 0])
                 for j, v in enumerate((c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns)):
@@ -260,6 +264,7 @@ class Model:
             oncpu=tuple(OncpuSamples(tid, tgid, e[0], stacks.get(k), stacks.get(u), k, u, e[1], e[2])
                         for (tid, tgid, k, u), e in oncpu.items()),
             oncpu_cpus={cpu: CpuSamples(cpu, *acc) for cpu, acc in sorted(cpus.items())},
+            cgroups=cgroups,
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:

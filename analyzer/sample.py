@@ -211,6 +211,7 @@ class Interval:
     slab_caches: tuple[SlabCache, ...] = ()  # caches first seen in this interval
     oncpu: tuple[OncpuDelta, ...] = ()
     oncpu_cpus: tuple[CpuSamplesDelta, ...] = ()
+    cgroups: tuple[tuple[int, int, str], ...] = ()  # (tgid, leader start ns, cgroup path) of processes first seen
 
     @property
     def duration_ns(self) -> int:

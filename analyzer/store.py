@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS oncpu (
 CREATE TABLE IF NOT EXISTS oncpu_cpus (
     idx INTEGER, cpu INTEGER, samples INTEGER, period_ns INTEGER, idle_samples INTEGER, idle_ns INTEGER,
     event_ns INTEGER);
+CREATE TABLE IF NOT EXISTS cgroups (idx INTEGER, tgid INTEGER, start_ns INTEGER, path TEXT);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -180,6 +181,7 @@ class RecordingWriter:
                  o.period_ns) for o in iv.oncpu])
             db.executemany("INSERT INTO oncpu_cpus VALUES (?,?,?,?,?,?,?)", [
                 (i, c.cpu, c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns) for c in iv.oncpu_cpus])
+            db.executemany("INSERT INTO cgroups VALUES (?,?,?,?)", [(i, *c) for c in iv.cgroups])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
                  json.dumps([[getattr(f, k) for k in _FRAME_FIELDS] for f in s.frames]))
@@ -312,6 +314,8 @@ class Recording:
             "SELECT idx, addr, name, object_size, size, slab_order, objs_per_slab, min_order, sheaf_capacity, "
             "cpu_partial, nodes, aliases, sysfs FROM slab_caches WHERE idx BETWEEN ? AND ?", (first, hi)),
             self._slab_cache) if "slab_caches" in self.tables else {}
+        cgroups = _group(self._rows("SELECT idx, tgid, start_ns, path FROM cgroups WHERE idx BETWEEN ? AND ?",
+                                    (first, hi)), lambda r: (r[1], r[2], r[3])) if "cgroups" in self.tables else {}
         oncpu = _group(self._rows(
             "SELECT idx, pid, start_ns, tgid, comm, kstack, ustack, samples, period_ns FROM oncpu "
             "WHERE idx BETWEEN ? AND ?", (first, hi)),
@@ -335,7 +339,7 @@ class Recording:
             yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
                            wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
                            kswitches or 0, locks.get(idx, ()), slab.get(idx, ()), slab_caches.get(idx, ()),
-                           oncpu.get(idx, ()), oncpu_cpus.get(idx, ()))
+                           oncpu.get(idx, ()), oncpu_cpus.get(idx, ()), cgroups.get(idx, ()))
 
     def _slab_cache(self, r) -> SlabCache:
         try:

@@ -96,6 +96,7 @@ class SchedCollector:
         self._last_cpu_ns = 0
         self._index = 0
         self.last_dead: set[TaskId] = set()  # threads whose final switch the last drain saw
+        self._new_cgroups: list[tuple[int, int, str]] = []
 
     # ---- set-up -------------------------------------------------------
     def start(self) -> dict[str, ProbeStatus]:
@@ -209,8 +210,9 @@ class SchedCollector:
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
             migrations=self._drain_matrix(obj), stacks=stacks, health=self._health.drain(obj),
             programs=self._programs.drain(obj), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
-            kernel_switches=ctxt - self._prev_ctxt,
+            kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups),
         )
+        self._new_cgroups = []
         self._prev_cs, self._last_ns, self._last_cpu_ns, self._prev_ctxt = cs, end_ns, cpu_ns, ctxt
         self._index += 1
         return interval
@@ -232,6 +234,9 @@ class SchedCollector:
             if v.tgid not in self._remembered:
                 self._remembered.add(v.tgid)
                 self.symbolizer.remember(v.tgid, self._leader_start.get(v.tgid, 0))
+                path = process_cgroup(v.tgid)
+                if path is not None:
+                    self._new_cgroups.append((v.tgid, self._leader_start.get(v.tgid, 0), path))
             d = _task_delta(tid, v, prev)
             if d is not None:
                 deltas.append(d)
@@ -416,6 +421,23 @@ def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None) -> Ta
     if prev is not None and d == TaskDelta(task=tid):
         return None
     return d
+
+
+def process_cgroup(tgid: int) -> str | None:
+    """A process's cgroup: the unified (v2) path, else the v1 cpu controller's; None once it is gone."""
+    try:
+        with open(f"/proc/{tgid}/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    v1 = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            return path
+        if "cpu" in controllers.split(","):
+            v1 = path
+    return v1
 
 
 def _proc_ctxt() -> int:

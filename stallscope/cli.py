@@ -137,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(event loops, parked thread pools, kernel threads' main loops) are left out "
                                    "unless --all.")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--by", choices=("cause", "process"), default="cause",
-                   help="one table of causes (default), or each process with its causes")
+    p.add_argument("--by", choices=("cause", "process", "cgroup"), default="cause",
+                   help="one table of causes (default), or each process (or cgroup) with its causes")
     p.add_argument("--all", action="store_true", help="include idle waits")
     p.add_argument("--unknown", action="store_true",
                    help="list the waits no rule matched, with their stacks, so the table can grow")

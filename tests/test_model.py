@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import subprocess
 import sys
 
@@ -208,3 +209,16 @@ def test_a_blocker_says_who_held_it_up_and_waiting_for_cpu_names_the_hogs():
     cpu = held_up_by(model, by["Waiting for CPU"])
     assert cpu.hogs == (("reader[101]", 2),)  # B was preempted twice: it held a CPU
     assert runq_percentiles(model, {A}) == {"p50_ns": 8192, "p90_ns": 8192, "p99_ns": 8192}
+
+
+def test_causes_rank_per_cgroup_and_the_cgroups_survive_the_recording(tmp_path):
+    from stallscope.analyzer.blockers import process_causes
+
+    m, ivs = two_interval_recording()
+    ivs[0] = replace(ivs[0], cgroups=((100, 5 * SEC, "/system.slice/app.service"),))
+    write_recording(tmp_path / "cg.stall", m, ivs)
+    model = load_model(str(tmp_path / "cg.stall"))
+    assert model.cgroups == {100: "/system.slice/app.service"}
+    groups = process_causes(model, by_cgroup=True)
+    assert [g.comm for g in groups] == ["/system.slice/app.service"]
+    assert groups[0].causes[0][0] == "Application requested delay"

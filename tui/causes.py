@@ -25,9 +25,10 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
             lines.append(f"\n{printable(b.cause)}  total {fmt_ns(b.total_ns)}, {b.count} waits, max {fmt_ns(b.max_ns)}\n")
             lines += [f"    {printable(f)}\n" for f in stack_texts(b.stack)[:16]]
         return "".join(lines)
-    if by == "process":
-        for p in process_causes(model, include_idle=include_idle)[:rows]:
-            lines.append(f"{printable(p.comm)}[{p.tgid}]  total {fmt_ns(p.total_ns)} ({fmt_ns(p.total_ns / secs)}/s), "
+    if by in ("process", "cgroup"):
+        for p in process_causes(model, include_idle=include_idle, by_cgroup=by == "cgroup")[:rows]:
+            name = printable(p.comm) if by == "cgroup" else f"{printable(p.comm)}[{p.tgid}]"
+            lines.append(f"{name}  total {fmt_ns(p.total_ns)} ({fmt_ns(p.total_ns / secs)}/s), "
                          f"max {fmt_ns(p.max_ns)}\n")
             for cause, ns, mx in p.causes[:5]:
                 share = 100.0 * ns / p.total_ns if p.total_ns else 0.0
