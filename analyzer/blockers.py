@@ -129,8 +129,11 @@ def _cpu_rows(model: Model, tasks: set[TaskId] | None):
             yield (WAITING_FOR_CPU, t.task, t.runq_wait_ns, t.runq_count, t.runq_max_ns, 0, None)
 
 
+SORTS = {"total": lambda b: b.total_ns, "max": lambda b: b.max_ns, "count": lambda b: b.count}
+
+
 def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
-                  include_idle: bool = True, include_cpu: bool = True) -> list[Blocker]:
+                  include_idle: bool = True, include_cpu: bool = True, sort: str = "total") -> list[Blocker]:
     """Time tasks waited, by cause: blockers (blocked causes and, unless left out, "Waiting for CPU")
     heaviest first, then (unless left out) idle waits heaviest first. `share_pct` is within a class."""
     groups: dict[str, dict] = {}
@@ -156,7 +159,7 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
         top = max(g["stacks"].values(), key=lambda v: v[0])[1] if g["stacks"] else None
         out.append(Blocker(name, g["ns"], g["count"], g["max"], 100.0 * g["ns"] / totals[c.cls],
                            tuple(sorted(g["tasks"])), top, g["est"], c.cls, c.frame, c.matched))
-    out.sort(key=lambda b: (b.cls == IDLE, -b.total_ns, b.cause))
+    out.sort(key=lambda b: (b.cls == IDLE, -SORTS[sort](b), b.cause))
     return out
 
 
@@ -191,7 +194,7 @@ class ProcessCauses:
 
 
 def process_causes(model: Model, include_idle: bool = False, table: CauseTable | None = None,
-                   by_cgroup: bool = False) -> list[ProcessCauses]:
+                   by_cgroup: bool = False, by_thread: bool = False) -> list[ProcessCauses]:
     """LatencyTOP's second pane: each process with its own causes, heaviest process first; with
     `by_cgroup`, each cgroup (`comm` is then the cgroup's path, `tgid` 0)."""
     by: dict = {}
@@ -200,12 +203,14 @@ def process_causes(model: Model, include_idle: bool = False, table: CauseTable |
             continue
         t = model.tasks.get(task)
         tgid = t.info.tgid if t else task.pid
-        key = model.cgroups.get(tgid, "(unknown)") if by_cgroup else tgid
+        key = model.cgroups.get(tgid, "(unknown)") if by_cgroup else task.pid if by_thread else tgid
         e = by.setdefault(key, {}).setdefault(cause.name, [0, 0])
         e[0] += ns
         e[1] = max(e[1], mx)
 
     def comm(tgid: int) -> str:
+        if by_thread:
+            return next((t.info.comm for tid, t in model.tasks.items() if tid.pid == tgid), "?")
         for t in model.tasks.values():
             if t.info.tgid == tgid and (t.info.task.pid == tgid or t.info.comm):
                 return t.info.comm

@@ -26,7 +26,7 @@ class NoiseGuard:
 
 @dataclass(frozen=True)
 class Change:
-    kind: str  # "cause", "lock", "task"
+    kind: str  # "cause", "lock", "cache" (its list_lock waits), "task"
     name: str
     base_ns_per_s: float
     new_ns_per_s: float
@@ -77,6 +77,13 @@ def lock_waits(model: Model, scope: set[TaskId] | None = None) -> dict[str, tupl
     return out
 
 
+def cache_waits(model: Model, scope: set[TaskId] | None = None) -> dict[str, tuple[int, int]]:
+    """Waits on each slab cache's node list_lock (recordings with the slab and locks groups)."""
+    from stallscope.analyzer.slab import slab_rows
+
+    return {r.cache: (r.lock_wait_ns, r.lock_contentions) for r in slab_rows(model, scope) if r.lock_contentions}
+
+
 def task_waits(model: Model, scope: set[TaskId] | None = None, include_idle: bool = False) -> dict[str, tuple[int, int]]:
     """Blocked (idle causes left out unless asked) plus run-queue time by thread name: pids differ
     between runs, names do not."""
@@ -98,7 +105,7 @@ def diff(base: Model, new: Model, guard: NoiseGuard | None = None, include_idle:
     g = guard or NoiseGuard()
     changes = []
     for kind, fn in (("cause", lambda m, sc: cause_waits(m, sc, include_idle)), ("lock", lock_waits),
-                     ("task", lambda m, sc: task_waits(m, sc, include_idle))):
+                     ("cache", cache_waits), ("task", lambda m, sc: task_waits(m, sc, include_idle))):
         changes += _compare(kind, _rates(fn(base, scopes[0]), base.duration_s),
                             _rates(fn(new, scopes[1]), new.duration_s), g)
     changes.sort(key=lambda c: (not c.significant, -c.delta_ns_per_s, c.kind, c.name))

@@ -137,8 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(event loops, parked thread pools, kernel threads' main loops) are left out "
                                    "unless --all.")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--by", choices=("cause", "process", "cgroup"), default="cause",
-                   help="one table of causes (default), or each process (or cgroup) with its causes")
+    p.add_argument("--by", choices=("cause", "process", "thread", "cgroup"), default="cause",
+                   help="one table of causes (default), or each process (thread, cgroup) with its causes")
+    p.add_argument("--sort", choices=("total", "max", "count"), default="total",
+                   help="rank causes by total wait (default), worst single wait, or number of waits")
     p.add_argument("--all", action="store_true", help="include idle waits")
     p.add_argument("--unknown", action="store_true",
                    help="list the waits no rule matched, with their stacks, so the table can grow")
@@ -429,7 +431,7 @@ def cmd_causes(args) -> int:
     from stallscope.analyzer.load import load_model
 
     sys.stdout.write(causes_text(load_model(args.file), by=args.by, include_idle=args.all, unknown=args.unknown,
-                                 rows=args.rows))
+                                 rows=args.rows, sort=args.sort))
     return 0
 
 

@@ -106,11 +106,12 @@ CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/cpu"
 MAX_CGROUPS = 2000
 
 
-def pressure() -> dict[str, dict[str, int]]:
-    """/proc/pressure/*: the cumulative stall time (us) of `some` and `full` per resource."""
+def pressure(base: str = "/proc/pressure", suffix: str = "") -> dict[str, dict[str, int]]:
+    """PSI: the cumulative stall time (us) of `some` and `full` per resource, system-wide
+    (/proc/pressure/RES) or of a cgroup (its RES.pressure)."""
     out = {}
     for res in PSI_RESOURCES:
-        for line in (_read(f"/proc/pressure/{res}") or "").splitlines():
+        for line in (_read(f"{base}/{res}{suffix}") or "").splitlines():
             kind, _, rest = line.partition(" ")
             m = re.search(r"total=(\d+)", rest)
             if m:
@@ -122,6 +123,20 @@ def steal_ns() -> int:
     """Time the hypervisor ran something else on this VM's CPUs (/proc/stat steal, all CPUs)."""
     fields = (_read("/proc/stat") or "cpu").splitlines()[0].split()
     return int(fields[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0
+
+
+def cgroup_pressure() -> dict[str, dict[str, dict[str, int]]]:
+    """Each v2 cgroup's PSI (cpu/memory/io.pressure), the same walk as the throttling one."""
+    out = {}
+    for root in CGROUP_ROOTS:
+        for dirpath, dirnames, filenames in os.walk(root):
+            if dirpath[len(root):].count("/") >= 4:
+                dirnames[:] = []
+            if len(out) >= MAX_CGROUPS:
+                return out
+            if "cpu.pressure" in filenames:
+                out[dirpath] = pressure(dirpath, ".pressure")
+    return out
 
 
 def cgroup_throttling() -> dict[str, tuple[int, int]]:
@@ -148,17 +163,22 @@ def cgroup_throttling() -> dict[str, tuple[int, int]]:
 
 
 def cpu_side_snapshot() -> dict:
-    return {"psi": pressure(), "steal_ns": steal_ns(), "throttling": cgroup_throttling()}
+    return {"psi": pressure(), "steal_ns": steal_ns(), "throttling": cgroup_throttling(),
+            "cgroup_psi": cgroup_pressure()}
 
 
 def cpu_side(start: dict, end: dict, seconds: float, cpus: int) -> dict:
     """What took CPU time from tasks without their being blocked, over the recording: steal, CFS
     bandwidth throttling per cgroup, and PSI (the share of time some / all tasks stalled)."""
     secs = max(seconds, 1e-9)
-    psi = {}
-    for res, kinds in end["psi"].items():
-        psi[res] = {f"{k}_pct": round(100.0 * (v - start["psi"].get(res, {}).get(k, 0)) / 1e6 / secs, 2)
-                    for k, v in kinds.items()}
+    def pct(before: dict, after: dict) -> dict:
+        return {res: {f"{k}_pct": round(100.0 * (v - before.get(res, {}).get(k, 0)) / 1e6 / secs, 2)
+                      for k, v in kinds.items()} for res, kinds in after.items()}
+
+    psi = pct(start["psi"], end["psi"])
+    cgroup_psi = [{"cgroup": cg, **pct(start.get("cgroup_psi", {}).get(cg, {}), p)}
+                  for cg, p in end.get("cgroup_psi", {}).items()]
+    cgroup_psi.sort(key=lambda c: -c.get("cpu", {}).get("some_pct", 0))
     steal = end["steal_ns"] - start["steal_ns"]
     throttled = []
     for cg, (n, ns) in end["throttling"].items():
@@ -167,4 +187,4 @@ def cpu_side(start: dict, end: dict, seconds: float, cpus: int) -> dict:
             throttled.append({"cgroup": cg, "nr_throttled": n - n0, "throttled_ns": ns - ns0})
     throttled.sort(key=lambda t: -t["throttled_ns"])
     return {"psi": psi, "steal_ns": steal, "steal_pct": round(100.0 * steal / 1e9 / secs / max(cpus, 1), 2),
-            "throttled": throttled[:50]}
+            "throttled": throttled[:50], "cgroup_psi": cgroup_psi[:20]}

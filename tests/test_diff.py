@@ -50,6 +50,16 @@ def test_a_one_off_wait_or_a_tiny_change_does_not_lead():
     assert loose[0].significant and loose[0].name in ("Reading from a pipe", "app")
 
 
+def test_a_slab_cache_whose_list_lock_waits_grew_is_in_the_diff():
+    import sys
+    sys.path.insert(0, str(__import__("conftest").ROOT / "tests"))
+    from test_recommend import _slab_model
+
+    changes = diff(_slab_model(2, 20, 1_000_000), _slab_model(2, 20, 400_000_000))
+    cache = next(c for c in changes if c.kind == "cache")
+    assert cache.name == "kmalloc-512" and cache.significant and round(cache.delta_ns_per_s) == 399_000_000
+
+
 def test_differential_folded_has_both_runs_per_second_on_one_line():
     base = _model(2, (SLEEP, 100, 1 * SEC))
     new = _model(1, (SLEEP, 50, 1 * SEC), (PIPE, 10, 200_000_000))

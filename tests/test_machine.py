@@ -44,6 +44,15 @@ def test_cpu_side_is_the_difference_of_two_snapshots():
     assert side["psi"]["cpu"] == {"some_pct": 25.0, "full_pct": 5.0}
     assert side["steal_ns"] == 400_000_000 and side["steal_pct"] == 10.0
     assert side["throttled"] == [{"cgroup": "/sys/fs/cgroup/a", "nr_throttled": 20, "throttled_ns": 80_000_000}]
+    assert side["cgroup_psi"] == []
+
+
+def test_cgroup_pressure_is_per_cgroup_and_per_resource():
+    start = {"psi": {}, "steal_ns": 0, "throttling": {}, "cgroup_psi": {"/cg/a": {"cpu": {"some": 0}}}}
+    end = {"psi": {}, "steal_ns": 0, "throttling": {}, "cgroup_psi": {"/cg/a": {"cpu": {"some": 400_000}},
+                                                                      "/cg/b": {"cpu": {"some": 100_000}}}}
+    side = machine.cpu_side(start, end, 1.0, 2)
+    assert side["cgroup_psi"] == [{"cgroup": "/cg/a", "cpu": {"some_pct": 40.0}}, {"cgroup": "/cg/b", "cpu": {"some_pct": 10.0}}]
 
 
 def test_signals_compare_switches_with_runnable_tasks():

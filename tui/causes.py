@@ -12,12 +12,12 @@ from stallscope.analyzer.untrusted import printable
 
 
 def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unknown: bool = False,
-                rows: int = 20) -> str:
+                rows: int = 20, sort: str = "total") -> str:
     secs = model.duration_s or 1.0
     lines = [f"{model.duration_s:.1f} s recorded; off-CPU time by cause"
              + (" (idle waits included)" if include_idle else " (idle waits left out: --all shows them)") + "\n\n"]
     lines.append(signals_text(signals(model)))
-    ranked = rank_blockers(model, include_idle=include_idle)
+    ranked = rank_blockers(model, include_idle=include_idle, sort=sort)
     if unknown:
         unmatched = [b for b in ranked if not b.matched and b.stack is not None]
         lines.append(f"{len(unmatched)} cause(s) no rule matched; each named by its innermost meaningful frame:\n")
@@ -25,8 +25,9 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
             lines.append(f"\n{printable(b.cause)}  total {fmt_ns(b.total_ns)}, {b.count} waits, max {fmt_ns(b.max_ns)}\n")
             lines += [f"    {printable(f)}\n" for f in stack_texts(b.stack)[:16]]
         return "".join(lines)
-    if by in ("process", "cgroup"):
-        for p in process_causes(model, include_idle=include_idle, by_cgroup=by == "cgroup")[:rows]:
+    if by in ("process", "thread", "cgroup"):
+        for p in process_causes(model, include_idle=include_idle, by_cgroup=by == "cgroup",
+                                by_thread=by == "thread")[:rows]:
             name = printable(p.comm) if by == "cgroup" else f"{printable(p.comm)}[{p.tgid}]"
             lines.append(f"{name}  total {fmt_ns(p.total_ns)} ({fmt_ns(p.total_ns / secs)}/s), "
                          f"max {fmt_ns(p.max_ns)}\n")
