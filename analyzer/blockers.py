@@ -13,7 +13,7 @@ always exact.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable, default_table
 from stallscope.analyzer.model import Model, StackWait
@@ -56,6 +56,13 @@ class Blocker:
     cls: str = BLOCKER  # "blocker", "cpu" (waiting for a CPU: the run queue) or "idle"
     frame: str = ""  # the frame the cause table matched (or that names an unmatched wait)
     matched: bool = True  # a rule of the cause table matched
+    # latency of single waits: log2-bucket upper bounds (never above max_ns) of the waits whose length
+    # was kept (every walked or unwalked wait, not the estimated shares); {} when none was
+    latency: dict = field(default_factory=dict)
+
+    @property
+    def p99_ns(self) -> int:
+        return self.latency.get("p99_ns", 0)
 
 
 FUTEX_TIMEOUTS = "Waiting on a futex until its timeout"
@@ -93,19 +100,19 @@ def _attributed(model: Model, tasks: set[TaskId] | None, table: CauseTable | Non
         cause = classify_wait(w, table)
         if cause.name == _CONTENDED_FUTEX and w.task in polling:
             cause = Cause(FUTEX_TIMEOUTS, IDLE, cause.frame)
-        rows.append((cause, w.task, w.total_ns, w.count, w.max_ns, 0, w.kstack))
+        rows.append((cause, w.task, w.total_ns, w.count, w.max_ns, 0, w.kstack, w.hist))
         if w.kstack is not None:
             by = sampled_by_task.setdefault(w.task, {})
             by[cause] = by.get(cause, 0) + w.total_ns
     for task, (ns, count) in unsampled.items():
         by = sampled_by_task.get(task)
         if not by:
-            rows.append((no_stack_cause(STACK_RATE_LIMITED), task, ns, count, 0, ns, None))
+            rows.append((no_stack_cause(STACK_RATE_LIMITED), task, ns, count, 0, ns, None, ()))
             continue
         total = sum(by.values())
         for cause, part in by.items():
             share = ns * part // total
-            rows.append((cause, task, share, round(count * part / total), 0, share, None))
+            rows.append((cause, task, share, round(count * part / total), 0, share, None, ()))
     return rows
 
 
@@ -126,10 +133,28 @@ def _cpu_rows(model: Model, tasks: set[TaskId] | None):
         tasks = recorded_tasks(model)
     for t in model.tasks.values():
         if t.runq_wait_ns and (tasks is None or t.task in tasks):
-            yield (WAITING_FOR_CPU, t.task, t.runq_wait_ns, t.runq_count, t.runq_max_ns, 0, None)
+            yield (WAITING_FOR_CPU, t.task, t.runq_wait_ns, t.runq_count, t.runq_max_ns, 0, None, t.runq_hist)
 
 
-SORTS = {"total": lambda b: b.total_ns, "max": lambda b: b.max_ns, "count": lambda b: b.count}
+SORTS = {"total": lambda b: b.total_ns, "max": lambda b: b.max_ns, "count": lambda b: b.count,
+         "p99": lambda b: b.p99_ns}
+
+
+def percentiles(hist: dict[int, int], longest: int, qs=(0.5, 0.9, 0.99)) -> dict[str, int]:
+    """From log2(ns) buckets: each quantile's bucket upper bound, never above the longest wait."""
+    total = sum(hist.values())
+    if not total:
+        return {}
+    out = {}
+    for q in qs:
+        seen = 0
+        for slot in sorted(hist):
+            seen += hist[slot]
+            if seen >= q * total:
+                bound = 2 ** (slot + 1)
+                out[f"p{round(q * 100)}_ns"] = min(bound, longest) if longest else bound
+                break
+    return out
 
 
 def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
@@ -140,9 +165,12 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
     rows = _attributed(model, tasks, table)
     if include_cpu:
         rows += list(_cpu_rows(model, tasks))
-    for cause, task, ns, count, mx, est, stack in rows:
+    for cause, task, ns, count, mx, est, stack, hist in rows:
         g = groups.setdefault(cause.name, {"ns": 0, "count": 0, "max": 0, "est": 0, "tasks": set(), "stacks": {},
-                                           "cause": cause})
+                                           "cause": cause, "hist": {}})
+        for slot, c in enumerate(hist):
+            if c:
+                g["hist"][slot] = g["hist"].get(slot, 0) + c
         g["ns"] += ns
         g["count"] += count
         g["max"] = max(g["max"], mx)
@@ -158,7 +186,8 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
             continue
         top = max(g["stacks"].values(), key=lambda v: v[0])[1] if g["stacks"] else None
         out.append(Blocker(name, g["ns"], g["count"], g["max"], 100.0 * g["ns"] / totals[c.cls],
-                           tuple(sorted(g["tasks"])), top, g["est"], c.cls, c.frame, c.matched))
+                           tuple(sorted(g["tasks"])), top, g["est"], c.cls, c.frame, c.matched,
+                           percentiles(g["hist"], g["max"])))
     out.sort(key=lambda b: (b.cls == IDLE, -SORTS[sort](b), b.cause))
     return out
 
@@ -198,7 +227,7 @@ def process_causes(model: Model, include_idle: bool = False, table: CauseTable |
     """LatencyTOP's second pane: each process with its own causes, heaviest process first; with
     `by_cgroup`, each cgroup (`comm` is then the cgroup's path, `tgid` 0)."""
     by: dict = {}
-    for cause, task, ns, _count, mx, _est, _stack in _attributed(model, None, table):
+    for cause, task, ns, _count, mx, _est, _stack, _hist in _attributed(model, None, table):
         if cause.cls == IDLE and not include_idle:
             continue
         t = model.tasks.get(task)

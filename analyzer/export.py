@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from stallscope.analyzer.blockers import held_up_by, process_causes, rank_blockers, runq_percentiles, task_causes, wait_cause
+from stallscope.analyzer.blockers import held_up_by, process_causes, rank_blockers, task_causes, wait_cause
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import recommend
@@ -115,10 +115,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
 
 
 def _latency_doc(model: Model, b) -> dict:
-    doc = {"avg_ns": b.total_ns // b.count if b.count else 0, "max_ns": b.max_ns}
-    if b.cls == "cpu":
-        doc.update(runq_percentiles(model, set(b.tasks)))
-    return doc
+    return {"avg_ns": b.total_ns // b.count if b.count else 0, "max_ns": b.max_ns, **b.latency}
 
 
 def _without_tracing(frames: list[str]) -> list[str]:

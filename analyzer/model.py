@@ -50,6 +50,7 @@ class StackWait:
     max_ns: int
     kstack_id: int = 0  # below 16: why there is no stack (bpf/sched.h STACK_*)
     ustack_id: int = 0
+    hist: tuple[int, ...] = ()  # log2(ns) buckets of these waits (empty in recordings made before it was kept)
 
 
 @dataclass(frozen=True)
@@ -188,10 +189,16 @@ class Model:
                     if 0 <= slot < RUNQ_SLOTS:
                         t["hist"][slot] += c
             for o in iv.offcpu:
-                w = waits.setdefault((o.task, o.tgid, o.state, o.kstack, o.ustack), [0, 0, 0])
+                w = waits.setdefault((o.task, o.tgid, o.state, o.kstack, o.ustack), [0, 0, 0, None])
                 w[0] += o.count
                 w[1] += o.total_ns
                 w[2] = max(w[2], o.max_ns)
+                if o.hist:
+                    if w[3] is None:
+                        w[3] = [0] * RUNQ_SLOTS
+                    for slot, c in o.hist:
+                        if 0 <= slot < RUNQ_SLOTS:
+                            w[3][slot] += c
             for wk in iv.wakers:
                 e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack, wk.in_interrupt),
                                     [wk.waker_comm, 0, 0])
@@ -250,7 +257,8 @@ class Model:
                 totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, e[0]))
         return cls(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
-            waits=tuple(StackWait(tid, tgid, state, stacks.get(k), stacks.get(u), *v, kstack_id=k, ustack_id=u)
+            waits=tuple(StackWait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], kstack_id=k, ustack_id=u,
+                                  hist=tuple(v[3]) if v[3] else ())
                         for (tid, tgid, state, k, u), v in waits.items()),
             wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq)
                           for (tid, waker, wtgid, ks, irq), e in wake.items()),

@@ -60,6 +60,7 @@ class OffcpuDelta:
     count: int
     total_ns: int
     max_ns: int = 0
+    hist: tuple[tuple[int, int], ...] = ()  # (log2 ns slot, waits) of this interval's waits
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS task_deltas (
     runq_latency_ns INTEGER);
 CREATE TABLE IF NOT EXISTS offcpu (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, state INTEGER, kstack INTEGER,
-    ustack INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER);
+    ustack INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, hist TEXT);
 CREATE TABLE IF NOT EXISTS wakers (
     idx INTEGER, pid INTEGER, start_ns INTEGER, waker_pid INTEGER, waker_start_ns INTEGER,
     waker_tgid INTEGER, waker_comm TEXT, waker_kstack INTEGER, count INTEGER, total_ns INTEGER,
@@ -157,9 +157,9 @@ class RecordingWriter:
                  d.runq_wait_ns, d.runq_count, d.runq_max_ns, d.voluntary_switches, d.involuntary_switches,
                  d.migrations, json.dumps(d.runq_hist) if d.runq_hist else None, d.runq_latency_ns)
                 for d in iv.tasks])
-            db.executemany("INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?)", [
+            db.executemany("INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, o.task.pid, o.task.start_time_ns, o.tgid, o.state, _s64(o.kstack), _s64(o.ustack), o.count,
-                 o.total_ns, o.max_ns) for o in iv.offcpu])
+                 o.total_ns, o.max_ns, json.dumps(o.hist) if o.hist else None) for o in iv.offcpu])
             db.executemany("INSERT INTO wakers VALUES (?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, w.task.pid, w.task.start_time_ns, w.waker.pid, w.waker.start_time_ns, w.waker_tgid,
                  w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns, int(w.in_interrupt))
@@ -251,6 +251,17 @@ class Recording:
         except sqlite3.Error as exc:
             raise self._damaged(exc) from None
 
+    def _columns(self, table: str) -> set[str]:
+        return {r[1] for r in self._rows(f"PRAGMA table_info({table})")}
+
+    def _hist(self, text: str | None) -> tuple[tuple[int, int], ...]:
+        if not text:
+            return ()
+        try:
+            return tuple((int(s), int(c)) for s, c in json.loads(text))
+        except (ValueError, TypeError) as exc:
+            raise self._damaged(exc) from None
+
     def stacks(self) -> dict[int, Stack]:
         out = {}
         for sid, kind, truncated, frames in self._rows("SELECT id, kind, truncated, frames FROM stacks"):
@@ -288,10 +299,13 @@ class Recording:
             lambda r: TaskDelta(TaskId(r[1], r[2]), *r[3:12],
                                 runq_hist=tuple(tuple(x) for x in json.loads(r[12])) if r[12] else (),
                                 runq_latency_ns=r[13] or 0))
+        # a column added after a recording was made reads as empty in it
+        hist = "hist" if "hist" in self._columns("offcpu") else "NULL"
         offcpu = _group(self._rows(
-            "SELECT idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns FROM offcpu "
+            f"SELECT idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, {hist} FROM offcpu "
             "WHERE idx BETWEEN ? AND ?", (first, hi)),
-            lambda r: OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9]))
+            lambda r: OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9],
+                                  self._hist(r[10])))
         wakers = _group(self._rows(
             "SELECT idx, pid, start_ns, waker_pid, waker_start_ns, waker_tgid, waker_comm, waker_kstack, count, "
             "total_ns, in_interrupt FROM wakers WHERE idx BETWEEN ? AND ?", (first, hi)),

@@ -51,7 +51,7 @@ class OffcpuKey(ctypes.Structure):
 
 
 class OffcpuVal(ctypes.Structure):
-    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64)]
+    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("hist", u32 * RUNQ_SLOTS)]
 
 
 class WakerKey(ctypes.Structure):

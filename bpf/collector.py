@@ -252,19 +252,22 @@ class SchedCollector:
     def _drain_offcpu(self, obj: BpfObject, dead: set[TaskId]) -> tuple[OffcpuDelta, ...]:
         m = obj.map("offcpu")
         out = []
+        no_hist = (0,) * abi.RUNQ_SLOTS
         for kraw, vraw in m.items_batch():
             k = abi.decode(abi.OffcpuKey, kraw)
             v = abi.decode(abi.OffcpuVal, vraw)
-            pc, pt, pm = self._prev_offcpu.get(kraw, (0, 0, 0))
+            pc, pt, pm, ph = self._prev_offcpu.get(kraw, (0, 0, 0, no_hist))
             tid = TaskId(k.pid, k.start_ns)
+            hist = tuple(v.hist)
             if v.count != pc:
                 out.append(OffcpuDelta(tid, k.tgid, k.state, k.kstack, k.ustack, v.count - pc,
-                                       v.total_ns - pt, v.max_ns if v.max_ns > pm else 0))
+                                       v.total_ns - pt, v.max_ns if v.max_ns > pm else 0,
+                                       tuple((s, c - ph[s]) for s, c in enumerate(hist) if c != ph[s])))
             if tid in dead:
                 m.delete(kraw)
                 self._prev_offcpu.pop(kraw, None)
             else:
-                self._prev_offcpu[kraw] = (v.count, v.total_ns, v.max_ns)
+                self._prev_offcpu[kraw] = (v.count, v.total_ns, v.max_ns, hist)
         return tuple(out)
 
     def _drain_wakers(self, obj: BpfObject, dead: set[TaskId]) -> tuple[WakerDelta, ...]:

@@ -421,6 +421,7 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 {
 	struct task_stats *s;
 	struct tstate *st;
+	__u32 slot;
 	__u64 d;
 
 	st = bpf_task_storage_get(&tstates, next, 0, 0);
@@ -434,8 +435,7 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 			__sync_fetch_and_add(&s->runq_count, 1);
 			update_max(&s->runq_max_ns, d);
 			if (st->runq_from_wakeup) {
-				__u32 slot = log2_slot(d);
-
+				slot = log2_slot(d);
 				if (slot < RUNQ_SLOTS)
 					__sync_fetch_and_add(&s->runq_hist[slot], 1);
 			}
@@ -472,6 +472,9 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 		__sync_fetch_and_add(&v->count, 1);
 		__sync_fetch_and_add(&v->total_ns, d);
 		update_max(&v->max_ns, d);
+		slot = log2_slot(d);
+		if (slot < RUNQ_SLOTS)
+			__sync_fetch_and_add(&v->hist[slot], 1);
 	}
 }
 

@@ -64,6 +64,7 @@ struct offcpu_val {
 	__u64 count;
 	__u64 total_ns;
 	__u64 max_ns;
+	__u32 hist[RUNQ_SLOTS]; /* log2(ns) of each wait: latency percentiles per stack */
 };
 
 /* Who ended a wait: the task running at sched_waking (waker 0 = idle CPU, i.e. an interrupt). */

@@ -139,8 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--by", choices=("cause", "process", "thread", "cgroup"), default="cause",
                    help="one table of causes (default), or each process (thread, cgroup) with its causes")
-    p.add_argument("--sort", choices=("total", "max", "count"), default="total",
-                   help="rank causes by total wait (default), worst single wait, or number of waits")
+    p.add_argument("--sort", choices=("total", "max", "count", "p99"), default="total",
+                   help="rank causes by total wait (default), worst single wait, number of waits, or the 99th "
+                        "percentile of single waits")
     p.add_argument("--all", action="store_true", help="include idle waits")
     p.add_argument("--unknown", action="store_true",
                    help="list the waits no rule matched, with their stacks, so the table can grow")

@@ -25,6 +25,9 @@ def test_pipe_reader_waits_reading_from_a_pipe(tmp_path):
     doc, _, _ = record_command(tmp_path, [example("pipe_reader"), "-n", "50", "-m", "10"], *ALL_STACKS)
     for causes in _causes(doc, "pipe-reader"):
         assert causes[0]["cause"] == "Reading from a pipe", causes[:3]
+    # the writer feeds the pipe every 10 ms: single waits of about 10 ms, in their log2 bucket
+    pipe = next(b for b in doc["blockers"] if b["cause"] == "Reading from a pipe")
+    assert 2 ** 23 <= pipe["latency"]["p50_ns"] <= pipe["latency"]["max_ns"] <= 2 ** 25, pipe["latency"]
 
 
 @needs_bpf

@@ -222,3 +222,13 @@ def test_causes_rank_per_cgroup_and_the_cgroups_survive_the_recording(tmp_path):
     groups = process_causes(model, by_cgroup=True)
     assert [g.comm for g in groups] == ["/system.slice/app.service"]
     assert groups[0].causes[0][0] == "Application requested delay"
+
+
+def test_blocker_percentiles_come_from_the_waits_log2_buckets_and_survive_the_recording(tmp_path):
+    m, ivs = two_interval_recording()
+    # 90 waits of ~10 ms (slot 23) and 10 of ~40 ms (slot 25) on the pipe
+    ivs[0] = replace(ivs[0], offcpu=(ivs[0].offcpu[0], replace(ivs[0].offcpu[1], count=100, hist=((23, 90), (25, 10)),
+                                                                 max_ns=45_000_000)))
+    write_recording(tmp_path / "h.stall", m, ivs)
+    pipe = next(b for b in rank_blockers(load_model(str(tmp_path / "h.stall"))) if b.cause == "Reading from a pipe")
+    assert pipe.latency == {"p50_ns": 2 ** 24, "p90_ns": 2 ** 24, "p99_ns": 45_000_000}
