@@ -115,9 +115,13 @@ def sample_categories(s: OncpuSamples) -> set[str]:
 
 
 def _selected(model: Model, scope: set[TaskId] | None = None, pid: int | None = None) -> list[OncpuSamples]:
-    """Samples of the tasks in `scope`, of process or thread `pid`."""
+    """Samples of the tasks in `scope`, of process or thread `pid`; without either, stallscope's own
+    process (meta.options.stallscope_pid) is left out: the recorder is not the workload."""
+    own = model.meta.options.get("stallscope_pid") if scope is None and pid is None else None
     out = []
     for s in model.oncpu:
+        if own and s.tgid == own:
+            continue
         if scope is not None and s.task not in scope:
             continue
         if pid is not None and pid not in (s.tgid, s.task.pid):

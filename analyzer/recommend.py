@@ -31,6 +31,7 @@ class Thresholds:
     lock_wait_per_s_ns: float = 10e6  # a lock whose waits add up to 10 ms per second
     io_wait_per_s_ns: float = 50e6
     priority_nice: int = -5  # what a starved thread's nice is raised to (not more: see the risk)
+    max_per_rule: int = 5  # the worst few: a list of hundreds helps nobody
     slab_allocs_per_s: float = 10_000.0  # a cache this busy ...
     slab_switch_pct: float = 10.0  # ... whose CPU slab changes this often (the estimate) ...
     slab_lock_wait_per_s_ns: float = 1e6  # ... and whose list_lock is waited on (or:)
@@ -119,9 +120,14 @@ def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
     return out
 
 
-def _hogs(model: Model, exclude: TaskTotals, n: int = 3) -> list[TaskTotals]:
-    """Who held the CPUs: the threads preempted most (they were running when the scheduler switched)."""
-    others = [t for t in model.tasks.values() if t.task != exclude.task and t.involuntary_switches]
+def _hogs(model: Model, starved: TaskTotals, n: int = 3) -> list[TaskTotals]:
+    """Who held the CPUs: threads of other processes preempted far more often than the starved one
+    (they were running when the scheduler switched). Threads that all wait alike (a saturated
+    machine, hackbench) have no hogs: a priority would only move the wait around."""
+    floor = max(50, 5 * starved.involuntary_switches)
+    others = [t for t in model.tasks.values()  # copies of the same program are peers, not hogs
+              if t.info.tgid != starved.info.tgid and t.info.comm != starved.info.comm
+              and t.involuntary_switches >= floor]
     return sorted(others, key=lambda t: -t.involuntary_switches)[:n]
 
 
@@ -139,7 +145,9 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
         if not starved or _is_kernel_thread(t) or t.voluntary_switches < th.min_wakeups:
             continue
         hogs = _hogs(model, t)
-        hog_text = ", ".join(f"{_name(h)} ({h.involuntary_switches} preemptions)" for h in hogs) or "unknown"
+        if not hogs:
+            continue
+        hog_text = ", ".join(f"{_name(h)} ({h.involuntary_switches} preemptions)" for h in hogs)
         evidence = (f"waiting for a CPU {fmt_ns(rate)} per second ({fmt_ns(t.runq_wait_ns)} in {secs:.1f} s)",
                     f"wakeup-to-run latency p99 <= {fmt_ns(p99)} over {wakeups} wakeups; max {fmt_ns(t.runq_max_ns)}",
                     f"it blocks and wakes often ({t.voluntary_switches} voluntary switches): latency-sensitive",
@@ -157,6 +165,8 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
             _verify(_name(t), "its run-queue wait per second and wakeup-to-run p99 should fall"),
             RECOMMENDED, True, {"type": "nice", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
                                 "comm": t.info.comm, "nice": th.priority_nice}))
+        if len(out) >= th.max_per_rule:
+            break
     return out
 
 
