@@ -87,6 +87,25 @@ class LockWaits:
 
 
 @dataclass(frozen=True)
+class FutexWaits:
+    """One thread's futex waits on one futex word, from one user stack and lock call site, over the window."""
+
+    task: TaskId
+    tgid: int
+    uaddr: int
+    op: int
+    stack: Stack | None
+    stack_id: int
+    caller_addr: int
+    caller: str
+    lock_name: str
+    count: int
+    total_ns: int
+    max_ns: int
+    min_ns: int
+
+
+@dataclass(frozen=True)
 class Model:
     meta: RecordingMeta
     start_ns: int
@@ -102,6 +121,7 @@ class Model:
     intervals: int = 0
     kernel_switches: int = 0  # /proc/stat over the same intervals
     lock_waits: tuple[LockWaits, ...] = ()
+    futex_waits: tuple[FutexWaits, ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -122,6 +142,7 @@ class Model:
         health: dict[str, int] = {}
         programs: dict[str, list[int]] = {}
         locks: dict[tuple, list] = {}
+        futexes: dict[tuple, list] = {}
         switches = cpu = count = kswitches = 0
         start_ns = end_ns = 0
         for iv in intervals:
@@ -166,6 +187,15 @@ class Model:
                 e[5] += lk.sleep_ns
                 if lk.owner_pid:
                     e[6], e[7] = lk.owner_pid, lk.owner_comm
+            for fx in iv.futex:
+                e = futexes.setdefault((fx.task, fx.tgid, fx.uaddr, fx.op, fx.ustack, fx.caller_addr),
+                                       ["", "", 0, 0, 0, 0])
+                e[0] = e[0] or fx.caller
+                e[1] = e[1] or fx.lock_name
+                e[2] += fx.count
+                e[3] += fx.total_ns
+                e[4] = max(e[4], fx.max_ns)
+                e[5] = min(e[5], fx.min_ns) if e[5] and fx.min_ns else (e[5] or fx.min_ns)
             for src, dst, c in iv.migrations:
                 if src < n and dst < n:
                     matrix[src][dst] += c
@@ -183,7 +213,7 @@ class Model:
             totals[tid] = TaskTotals(info=info, runq_hist=hist, **t)
         # a wait is attributed at the switch-in after its wakeup, possibly an interval later
         # than the task's own totals moved: such a task is still named
-        for (tid, tgid, *_rest) in waits:
+        for (tid, tgid, *_rest) in list(waits) + list(futexes):
             if tid not in totals:
                 totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, "?"))
         return cls(
@@ -197,6 +227,8 @@ class Model:
             kernel_switches=kswitches,
             lock_waits=tuple(LockWaits(tid, tgid, addr, flags, kind, cache, stacks.get(ks), ks, *e)
                              for (tid, tgid, addr, flags, kind, cache, ks), e in locks.items()),
+            futex_waits=tuple(FutexWaits(tid, tgid, uaddr, op, stacks.get(us), us, caller_addr, *e)
+                              for (tid, tgid, uaddr, op, us, caller_addr), e in futexes.items()),
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:

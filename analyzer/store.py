@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Iterator
 
 from stallscope.analyzer.sample import (
-    Interval, LockDelta, OffcpuDelta, ProbeStatus, ProgramCost, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo,
+    FutexDelta, Interval, LockDelta, OffcpuDelta, ProbeStatus, ProgramCost, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo,
     WakerDelta,
 )
 from stallscope.analyzer.symbols import Frame
@@ -54,6 +54,10 @@ CREATE TABLE IF NOT EXISTS locks (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, addr INTEGER, kstack INTEGER, flags INTEGER,
     kind INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, min_ns INTEGER, spin_ns INTEGER,
     sleep_ns INTEGER, owner_pid INTEGER, owner_comm TEXT, cache TEXT);
+CREATE TABLE IF NOT EXISTS futex (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, uaddr INTEGER, op INTEGER, ustack INTEGER,
+    caller_addr INTEGER, caller TEXT, lock_name TEXT, count INTEGER, total_ns INTEGER, max_ns INTEGER,
+    min_ns INTEGER);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -154,6 +158,10 @@ class RecordingWriter:
                 (i, lk.task.pid, lk.task.start_time_ns, lk.tgid, _s64(lk.addr), _s64(lk.kstack), lk.flags, lk.kind,
                  lk.count, lk.total_ns, lk.max_ns, lk.min_ns, lk.spin_ns, lk.sleep_ns, lk.owner_pid, lk.owner_comm,
                  lk.cache) for lk in iv.locks])
+            db.executemany("INSERT INTO futex VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, fx.task.pid, fx.task.start_time_ns, fx.tgid, _s64(fx.uaddr), fx.op, _s64(fx.ustack),
+                 _s64(fx.caller_addr), fx.caller, fx.lock_name, fx.count, fx.total_ns, fx.max_ns, fx.min_ns)
+                for fx in iv.futex])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
                  json.dumps([[getattr(f, k) for k in _FRAME_FIELDS] for f in s.frames]))
@@ -270,6 +278,11 @@ class Recording:
             "sleep_ns, owner_pid, owner_comm, cache FROM locks WHERE idx BETWEEN ? AND ?", (first, hi)),
             lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:])) \
             if "locks" in self.tables else {}
+        futex = _group(self._rows(
+            "SELECT idx, pid, start_ns, tgid, uaddr, op, ustack, caller_addr, caller, lock_name, count, total_ns, "
+            "max_ns, min_ns FROM futex WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:])) \
+            if "futex" in self.tables else {}
         programs = _group(self._rows(
             "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
             (first, hi)), lambda r: ProgramCost(*r[1:]))
@@ -283,7 +296,7 @@ class Recording:
                 raise self._damaged(exc) from None
             yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
                            wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
-                           kswitches or 0, locks.get(idx, ()))
+                           kswitches or 0, locks.get(idx, ()), futex.get(idx, ()))
 
     def close(self) -> None:
         self.db.close()

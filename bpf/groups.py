@@ -61,9 +61,19 @@ def _locks(symbolizer, o: GroupOptions):
                          kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks)
 
 
+def _futex(symbolizer, o: GroupOptions):
+    from stallscope.bpf.futex_collector import FutexCollector
+
+    return FutexCollector(symbolizer, targ_tgid=o.targ_tgid, stack_walks_per_s=o.stack_walks_per_s,
+                          user_stacks=o.user_stacks, max_stacks=o.max_stacks)
+
+
 GROUPS: dict[str, Group] = {
     "locks": Group("locks", "kernel lock contention per lock, waiter and stack (lock:contention_begin/end)",
                    True, _locks),
+    "futex": Group("futex", "user-space lock waits (futex) per process, futex word, user stack and the function "
+                            "that called pthread_mutex_lock & co (sys_enter/exit + libc uprobes)", True, _futex,
+                   cost="two programs on every system call (sys_enter/sys_exit, ~65 ns of BPF each per call here, filtered by syscall number first) and a uprobe trap on every call of the libc lock functions (~28 us each on this VM)"),
 }
 
 
