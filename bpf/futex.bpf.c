@@ -9,9 +9,14 @@
  *
  * Debian's libc is built without frame pointers, so a frame-pointer walk from
  * the futex syscall skips the function that called pthread_mutex_lock. A uprobe
- * at the entry of the libc lock functions reads the return address at the user
- * stack pointer (the call just pushed it) and keeps it per thread; the futex
- * entry uses it only if that call is provably still active (see caller_of). */
+ * in the libc lock functions, on their calls into the slow path, reads the
+ * return address into the user's function from the lock function's frame
+ * (its size from .eh_frame, passed as the attach cookie) and keeps it per
+ * thread; the futex entry uses it only if that call is provably still active
+ * (see caller_of). An uncontended lock never traps.
+ *
+ * A wait still in progress when the recording stops is not counted: its
+ * sys_exit never runs while we are attached. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -220,29 +225,34 @@ int BPF_PROG(futex_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-/* Entry of pthread_mutex_lock and the other libc lock functions, attached by
- * offset in libc for every process (pid -1). */
+/* A libc lock function on its way to wait: attached at the calls from
+ * pthread_mutex_lock & co into their slow paths (__lll_lock_wait, the futex
+ * wait), so that uncontended locks never trap; or at the function's entry
+ * where the slow-path calls could not be found. The attach cookie is the
+ * canonical frame address's offset from SP there, from the function's
+ * .eh_frame (8 at entry): the return address into the user's function is at
+ * CFA - 8. Attached by offset in libc for every process (pid -1). */
 SEC("uprobe")
 int BPF_KPROBE(lock_call)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct futex_inflight *w;
-	__u64 sp = PT_REGS_SP(ctx), ret;
+	__u64 slot = PT_REGS_SP(ctx) + bpf_get_attach_cookie(ctx) - 8, ret;
 
 	if (!wanted(cur))
 		return 0;
-	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)slot))
 		return 0;
 	w = bpf_task_storage_get(&task_futex, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!w) {
 		__sync_fetch_and_add(&health.storage_errors, 1);
 		return 0;
 	}
-	/* a lock function called from inside another one (timedlock into clocklock):
-	 * the outer call names the user's function */
-	if (caller_of(w, sp))
+	/* a lock function called from inside another one: the outer call names
+	 * the user's function */
+	if (caller_of(w, slot))
 		return 0;
-	w->call_sp = sp;
+	w->call_sp = slot;
 	w->call_ret = ret;
 	return 0;
 }

@@ -17,7 +17,9 @@ import bisect
 import ctypes
 import os
 import re
+import shutil
 import struct
+import subprocess
 import threading
 
 from elftools.elf.elffile import ELFFile
@@ -29,17 +31,16 @@ from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, o
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.libbpf import BpfError, BpfObject
 
-# The libc functions whose callers want a lock; their return address names the
-# user's function. Debian 12's glibc 2.36 exports each under two symbol
-# versions at one address (pthread_mutex_timedlock@@GLIBC_2.34 and
-# @GLIBC_2.2.5): one uprobe per address. Each uprobe costs about 0.1 s to
-# remove (an RCU grace period in the kernel, not parallel), so the list is
-# the common ones; the clock*lock and timed rwlock variants are named from
-# user stacks only.
-LOCK_FUNCTIONS = (
-    "pthread_mutex_lock", "pthread_mutex_timedlock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock",
-    "sem_wait", "sem_timedwait",
-)
+# The libc functions whose callers want a lock; the return address into the
+# user's function names it. Debian 12's glibc 2.36 exports each under two
+# symbol versions at one address: one uprobe per address. Uprobes go on the
+# calls into their slow paths (see slow_path_sites): an uncontended lock never
+# traps, which matters because a uprobe trap costs ~28 us on this VM against
+# ~10 ns for the lock. Each uprobe also costs ~0.1 s to remove (an RCU grace
+# period, serialised in the kernel), so the list is the common ones: the
+# timed and clock variants, semaphores and PI/robust mutexes (reached through
+# tail jumps into shared slow paths) are named from user stacks only.
+LOCK_FUNCTIONS = ("pthread_mutex_lock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock")
 
 # A libc lock function and the futex call under it stay within this much stack.
 CALLER_SP_RANGE = 4096
@@ -62,6 +63,104 @@ def libc_of(pid: int = 0) -> str | None:
             # a process in another mount namespace: its file, through its root
             return f"/proc/{pid}/root{path}" if pid and os.path.exists(f"/proc/{pid}/root{path}") else path
     return None
+
+
+_OBJDUMP_LINE = re.compile(r"^\s*([0-9a-f]+):\s+(call|jmp)\s+([0-9a-f]+) <([^>]*)>\s*$")
+_FDE_LINE = re.compile(r"\bFDE\b.*\bpc=([0-9a-f]+)\.\.([0-9a-f]+)")
+_CFA_ROW = re.compile(r"^([0-9a-f]{8,16}) +(\S+)")
+
+
+def _frames(path: str, tool: str) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """(low pc, high pc, [(address, CFA offset from rsp)]) of each FDE, from `readelf --debug-dump=frames-interp`.
+    Rows whose CFA is not rsp-based (a frame pointer) are left out: no offset is known there."""
+    # readelf exits 1 over sections it cannot dump (no .debug_info): the frames are printed all the same
+    text = subprocess.run([tool, "--debug-dump=frames-interp", path], capture_output=True, text=True,
+                          timeout=30).stdout
+    out: list = []
+    rows: list = []
+    for line in text.splitlines():
+        m = _FDE_LINE.search(line)
+        if m:
+            rows = []
+            out.append((int(m.group(1), 16), int(m.group(2), 16), rows))
+            continue
+        m = _CFA_ROW.match(line)
+        if m and out:
+            cfa = m.group(2)
+            # a CFA on another register (a frame pointer) gives no offset from SP
+            rows.append((int(m.group(1), 16), int(cfa[4:]) if cfa.startswith("rsp+") and cfa[4:].isdigit() else 0))
+    return out
+
+
+def slow_path_sites(path: str, names) -> dict[int, int]:
+    """File offset -> CFA offset (from SP) of each call from the named functions into an internal
+    helper: their slow paths (pthread_mutex_lock calls __lll_lock_wait only when the mutex is taken).
+
+    Calls to exported functions (pthread_testcancel at sem_wait's start) are fast-path work and
+    left out, as are helpers that never enter the kernel. Instruction boundaries come from objdump,
+    frame sizes from .eh_frame through readelf: a uprobe is only ever placed on an instruction.
+    """
+    objdump, readelf = shutil.which("objdump"), shutil.which("readelf")
+    if not objdump or not readelf:
+        return {}
+    wanted = set(names)
+    starts: dict[int, str] = {}
+    targets: dict[str, int] = {}
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        segments = [(s["p_vaddr"], s["p_filesz"], s["p_offset"]) for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+        dynsym = elf.get_section_by_name(".dynsym")
+        for sym in dynsym.iter_symbols() if dynsym is not None else ():
+            if sym["st_info"]["type"] == "STT_FUNC" and sym["st_value"] and sym["st_shndx"] != "SHN_UNDEF":
+                starts[sym["st_value"]] = sym.name
+                if sym.name in wanted:
+                    targets[sym.name] = sym["st_value"]
+    fdes = _frames(path, readelf)
+
+    def fde_of(addr):
+        return next((fde for fde in fdes if fde[0] <= addr < fde[1]), None)
+
+    def disassemble(lo: int, hi: int) -> str:
+        return subprocess.run([objdump, "-d", "--no-show-raw-insn", f"--start-address={lo:#x}",
+                               f"--stop-address={hi:#x}", path], capture_output=True, text=True, timeout=30,
+                              check=True).stdout
+
+    def branches(lo: int, hi: int):
+        for line in disassemble(lo, hi).splitlines():
+            m = _OBJDUMP_LINE.match(line)
+            if m:
+                yield int(m.group(1), 16), m.group(2), int(m.group(3), 16)
+
+    waits: dict[int, bool] = {}
+
+    def makes_syscalls(target: int, depth: int = 0) -> bool:
+        """Whether a helper enters the kernel, itself or through the helper it calls (the futex
+        wait): calls into helpers that do not (priority or robust-list bookkeeping of PI mutexes)
+        are not worth a uprobe, each of which costs ~0.1 s to remove."""
+        if target not in waits:
+            fde = fde_of(target)
+            text = disassemble(fde[0], fde[1]) if fde is not None else ""
+            waits[target] = "\tsyscall" in text or depth < 1 and any(
+                makes_syscalls(int(m.group(3), 16), depth + 1) for m in map(_OBJDUMP_LINE.match, text.splitlines())
+                if m and int(m.group(3), 16) not in starts and not fde[0] <= int(m.group(3), 16) < fde[1])
+        return waits[target]
+
+    sites: dict[int, int] = {}
+    for fde in {fde_of(v)[0]: fde_of(v) for v in targets.values() if fde_of(v) is not None}.values():
+        lo, hi, rows = fde
+        for addr, kind, target in branches(lo, hi):
+            if kind != "call" or lo <= target < hi:
+                continue
+            if target in starts or not makes_syscalls(target):
+                continue
+            cfa = max((r for r in rows if r[0] <= addr), default=None)
+            if cfa is None or not cfa[1]:
+                continue
+            for vaddr, size, offset in segments:
+                if vaddr <= addr < vaddr + size:
+                    sites[addr - vaddr + offset] = cfa[1]
+                    break
+    return sites
 
 
 def function_file_offsets(path: str, names) -> dict[str, int]:
@@ -246,7 +345,8 @@ class FutexCollector:
         self._reader = threading.Thread(target=self._read_new_keys, name="futex-new-keys", daemon=True)
         self._reader.start()
         reason = self._attach_lock_calls(obj)
-        return ProbeStatus(True, "tp_btf" if reason else "tp_btf+uprobe", reason)
+        uprobes = any(link.name == "lock_call" for link in obj.links)
+        return ProbeStatus(True, "tp_btf+uprobe" if uprobes else "tp_btf", reason)
 
     def _read_new_keys(self) -> None:
         while not self._stop.is_set():
@@ -260,29 +360,35 @@ class FutexCollector:
         self._procs.read_early(e.tgid, e.leader_start_ns)
 
     def _attach_lock_calls(self, obj: BpfObject) -> str:
-        """Uprobes at the libc lock functions, for every process mapping that libc; "" or why not."""
+        """Uprobes in the libc lock functions, for every process mapping that libc; "" or why not."""
         libc = libc_of(self.targ_tgid) or libc_of(0)
         if libc is None:
             return "no C library found in the process maps: lock callers are named from user stacks only"
+        note = ""
         try:
-            offsets = function_file_offsets(libc, LOCK_FUNCTIONS)
-        except (OSError, Exception) as exc:  # noqa: BLE001  (pyelftools raises many types)
+            sites = slow_path_sites(libc, LOCK_FUNCTIONS)
+            if not sites:
+                # no objdump/readelf or no .eh_frame: at the entry, where the return address is at SP
+                # (CFA = SP + 8), at the price of a trap on every lock call
+                sites = {off: 8 for off in function_file_offsets(libc, LOCK_FUNCTIONS).values()}
+                note = "slow-path calls not found: uprobes at the lock functions' entry (every lock call traps)"
+        except Exception as exc:  # noqa: BLE001  (pyelftools and the binutils raise many types)
             return f"cannot read {libc} ({exc}): lock callers are named from user stacks only"
-        if not offsets:
+        if not sites:
             return f"no pthread lock functions in {libc}: lock callers are named from user stacks only"
         prog = obj.program("lock_call")
         failed = []
-        for off in sorted(set(offsets.values())):
+        for off, cfa in sorted(sites.items()):
             try:
-                link = prog.attach_uprobe(libc, off, pid=-1)
+                link = prog.attach_uprobe(libc, off, pid=-1, cookie=cfa)
             except BpfError as exc:
                 failed.append(exc.message)
                 continue
             # one link per program in obj.links: its run-time statistics are per program
             (self._uprobe_links if any(x.name == link.name for x in obj.links) else obj.links).append(link)
-        if failed and len(failed) == len(set(offsets.values())):
+        if len(failed) == len(sites):
             return f"uprobes on {libc} failed ({failed[0]}): lock callers are named from user stacks only"
-        return ""
+        return note
 
     def drain(self, dead: set[TaskId]) -> GroupDrain:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""

@@ -66,9 +66,10 @@ def test_futex_probe_reports_its_mechanism_and_cost(convoy_run):
     doc, _, _ = convoy_run
     assert doc["meta"]["probes"]["futex"] == {"enabled": True, "mechanism": "tp_btf+uprobe", "reason": ""}
     progs = doc["meta"]["overhead"]["bpf_programs"]
-    # sys_enter/sys_exit run for every system call of the machine; the uprobe for every lock call
+    # sys_enter/sys_exit run for every system call of the machine; the uprobe only where a lock
+    # call takes its slow path (__lll_lock_wait, which may wait several times in one call)
     assert progs["futex_enter"]["run_cnt"] > 0 and progs["futex_exit"]["run_cnt"] > 0
-    assert progs["lock_call"]["run_cnt"] >= 200  # at least the convoy's own pthread_mutex_lock calls
+    assert progs["lock_call"]["run_cnt"] > 0
 
 
 @needs_bpf
@@ -78,7 +79,7 @@ def test_locks_command_shows_futex_locks_with_their_callers(convoy_run):
     assert f"lock (mutex_convoy[{truth[0]['tgid']}])" in out
     assert "take_lock+0x" in out
     kernel_only = run_stallscope("locks", str(path), "--type", "kernel", "-n", "50").stdout
-    assert "futex" not in kernel_only
+    assert "(mutex_convoy[" not in kernel_only
 
 
 # Each op on its own futex word, three times, timing out after 20 ms where it waits; the workload
@@ -232,3 +233,14 @@ def test_probes_option_turns_the_futex_probe_off(tmp_path):
     assert doc["meta"]["probes"]["futex"]["enabled"] is False
     assert [lk for lk in doc["locks"] if lk["type"] == "futex"] == []
     assert not any(name.startswith(("futex_", "lock_call")) for name in doc["meta"]["overhead"]["bpf_programs"])
+
+
+@needs_bpf
+def test_uncontended_locks_never_reach_the_uprobe(tmp_path):
+    """The uprobes sit on the calls into the slow path: 100,000 free pthread_mutex_lock calls trap none."""
+    script = ("import ctypes\nlibc = ctypes.CDLL(None)\nm = ctypes.create_string_buffer(64)\n"
+              "for _ in range(100000):\n    libc.pthread_mutex_lock(m)\n    libc.pthread_mutex_unlock(m)\n")
+    doc, _, _ = record_command(tmp_path, [sys.executable, "-c", script])
+    assert doc["meta"]["probes"]["futex"]["mechanism"] == "tp_btf+uprobe"
+    # system-wide: other processes' contended locks are counted too, a few hundred at most
+    assert doc["meta"]["overhead"]["bpf_programs"]["lock_call"]["run_cnt"] < 10000
