@@ -143,6 +143,12 @@ class FutexWaitKey(ctypes.Structure):
                 ("pid", u32), ("tgid", u32), ("op", u32), ("pad", u32)]
 
 
+class FutexInflight(ctypes.Structure):
+    _fields_ = [("uaddr", u64), ("begin_ns", u64), ("ustack", u64), ("caller", u64), ("call_sp", u64),
+                ("call_ret", u64), ("start_ns", u64), ("leader_start_ns", u64), ("pid", u32), ("tgid", u32),
+                ("op", u32), ("active", u32)]
+
+
 class FutexWaitVal(ctypes.Structure):
     _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64)]
 
@@ -163,5 +169,5 @@ class FutexConfig(ctypes.Structure):
 
 OBJECT_MIRRORS["futex.bpf.o"] = {
     "futex_wait_key": FutexWaitKey, "futex_wait_val": FutexWaitVal, "futex_health": FutexHealth,
-    "futex_config": FutexConfig, "futex_new_key": FutexNewKey, "stack": Stack,
+    "futex_config": FutexConfig, "futex_new_key": FutexNewKey, "futex_inflight": FutexInflight, "stack": Stack,
 }

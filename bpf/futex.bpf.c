@@ -15,8 +15,8 @@
  * thread; the futex entry uses it only if that call is provably still active
  * (see caller_of). An uncontended lock never traps.
  *
- * A wait still in progress when the recording stops is not counted: its
- * sys_exit never runs while we are attached. */
+ * A wait still in progress when the recording stops is charged by user
+ * space, which detaches these programs and reads each thread's futex_inflight. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -49,18 +49,6 @@ struct futex_health health = {};
 
 #include "maps.bpf.h"
 #include "stacks.bpf.h"
-
-/* A thread's futex wait in progress, and its latest libc lock call. */
-struct futex_inflight {
-	__u64 uaddr;
-	__u64 begin_ns;
-	__u64 ustack;
-	__u64 caller;
-	__u64 call_sp;  /* user SP at entry of the lock function: where the call put its return address */
-	__u64 call_ret; /* that return address */
-	__u32 op;
-	__u32 active;
-};
 
 /* task -> its futex wait and latest lock call */
 struct {
@@ -153,6 +141,10 @@ static __always_inline int begin_wait(void *ctx, struct pt_regs *regs, long id)
 			w->ustack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), BPF_F_USER_STACK));
 		}
 	}
+	w->start_ns = cur->start_boottime;
+	w->leader_start_ns = cur->group_leader->start_boottime;
+	w->pid = cur->pid;
+	w->tgid = cur->tgid;
 	/* the clock read last: the wait excludes our own stack walk */
 	w->begin_ns = bpf_ktime_get_ns();
 	w->active = 1;
@@ -189,10 +181,10 @@ int BPF_PROG(futex_exit, struct pt_regs *regs, long ret)
 	key.uaddr = w->uaddr;
 	key.ustack = w->ustack;
 	key.caller = w->caller;
-	key.start_ns = cur->start_boottime;
-	key.leader_start_ns = cur->group_leader->start_boottime;
-	key.pid = cur->pid;
-	key.tgid = cur->tgid;
+	key.start_ns = w->start_ns;
+	key.leader_start_ns = w->leader_start_ns;
+	key.pid = w->pid;
+	key.tgid = w->tgid;
 	key.op = w->op;
 	v = bpf_map_lookup_elem(&futex_waits, &key);
 	if (!v) {

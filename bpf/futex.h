@@ -47,6 +47,23 @@ struct futex_wait_key {
 	__u32 pad;
 };
 
+/* A thread's futex wait in progress and its latest libc lock call (task storage). User space
+ * reads it when the recording stops, through a pidfd, to charge waits still in progress. */
+struct futex_inflight {
+	__u64 uaddr;
+	__u64 begin_ns;
+	__u64 ustack;
+	__u64 caller;
+	__u64 call_sp;  /* user SP + CFA offset - 8 at the lock call: where its return address is */
+	__u64 call_ret; /* that return address */
+	__u64 start_ns;        /* the waiter's identity, for a wait charged from user space */
+	__u64 leader_start_ns;
+	__u32 pid;
+	__u32 tgid;
+	__u32 op;
+	__u32 active;
+};
+
 struct futex_wait_val {
 	__u64 count;
 	__u64 total_ns;

@@ -21,6 +21,7 @@ import shutil
 import struct
 import subprocess
 import threading
+import time
 
 from elftools.elf.elffile import ELFFile
 
@@ -47,6 +48,22 @@ CALLER_SP_RANGE = 4096
 
 _LIBC = re.compile(r"/libc(\.so\.6|-[0-9.]+\.so)$")
 _STT_OBJECT = 1
+
+
+_PIDFD_THREAD = os.O_EXCL  # include/uapi/linux/pidfd.h: a pidfd for one thread, not its group (6.9+)
+
+
+def _threads(tgid: int = 0):
+    """Thread ids of one process, or of every process."""
+    procs = [str(tgid)] if tgid else [p for p in os.listdir("/proc") if p.isdigit()]
+    for p in procs:
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            if t.isdigit():
+                yield int(t)
 
 
 def libc_of(pid: int = 0) -> str | None:
@@ -317,6 +334,7 @@ class FutexCollector:
         self._names: dict[tuple[int, int, str, int], str] = {}
         self._data = DataSymbols()
         self._uprobe_links: list = []
+        self._charged: list[tuple[abi.FutexInflight, int]] = []
 
     def start(self) -> ProbeStatus:
         """Load and attach; never raises for a kernel that cannot: the status says why."""
@@ -390,6 +408,38 @@ class FutexCollector:
             return f"uprobes on {libc} failed ({failed[0]}): lock callers are named from user stacks only"
         return note
 
+    def charge_in_flight(self) -> None:
+        """The recording stops: charge the waits still in progress up to now, in the last drain.
+
+        The syscall programs are detached first, so that no wait can end, and be counted by the
+        kernel as well, between this read and that drain. Each thread's state is read from task
+        storage through a pidfd (PIDFD_THREAD, 6.9+; before that only thread-group leaders)."""
+        assert self.obj is not None
+        for link in self.obj.links:
+            if link.name in ("futex_enter", "futex_exit"):
+                link.destroy()
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # bpf_ktime_get_ns()'s clock
+        m = self.obj.map("task_futex")
+        for tid in _threads(self.targ_tgid):
+            try:
+                fd = os.pidfd_open(tid, _PIDFD_THREAD)
+            except OSError:
+                try:
+                    fd = os.pidfd_open(tid, 0)
+                except OSError:
+                    continue
+            try:
+                raw = m.lookup(fd.to_bytes(4, "little"))
+            except BpfError:
+                raw = None
+            finally:
+                os.close(fd)
+            if raw is None:
+                continue
+            w = abi.decode(abi.FutexInflight, raw)
+            if w.active and w.pid == tid and now > w.begin_ns:
+                self._charged.append((w, now - w.begin_ns))
+
     def drain(self, dead: set[TaskId]) -> GroupDrain:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
@@ -415,6 +465,15 @@ class FutexCollector:
             else:
                 self._prev[kraw] = (v.count, v.total_ns, v.max_ns, v.min_ns)
                 live.add((k.tgid, k.leader_start_ns))
+        for w, wait_ns in self._charged:
+            leaders[w.tgid] = w.leader_start_ns
+            out.append(FutexDelta(
+                task=TaskId(w.pid, w.start_ns), tgid=w.tgid, uaddr=w.uaddr, op=w.op, ustack=w.ustack,
+                caller_addr=w.caller, caller=self._name(w.tgid, w.leader_start_ns, "code", w.caller),
+                lock_name=self._name(w.tgid, w.leader_start_ns, "data", w.uaddr),
+                count=1, total_ns=wait_ns, max_ns=wait_ns, min_ns=wait_ns))
+            ids.setdefault(w.ustack, ("user", w.tgid))
+        self._charged.clear()
         stacks = self._stacks.read(self.obj.map("stacks"), ids, leaders)
         self._procs.forget_dead(live)
         return GroupDrain({"futex": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))

@@ -5,6 +5,8 @@ attaches what this kernel allows and returns a ProbeStatus (never raising for
 a kernel that cannot: the status says why); `drain(dead)` returns a GroupDrain
 of interval deltas; `close()` detaches. The session, `--probes`, `doctor` and
 the recording's metadata all read this registry, so a new group is one entry.
+A collector may also have `charge_in_flight()`: called once before the last
+drain, to count what is still in progress when the recording stops.
 """
 
 from __future__ import annotations

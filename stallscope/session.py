@@ -121,7 +121,8 @@ class Session:
                         stop = stop or "command exited"
                 if o.pid and not stop and not process_exists(o.pid):
                     stop = f"process {o.pid} exited"
-                on_interval(self._drain())
+                last = bool(stop) or bool(o.max_intervals and intervals + 1 >= o.max_intervals)
+                on_interval(self._drain(last))
                 intervals += 1
                 if o.max_intervals and intervals >= o.max_intervals:
                     stop = stop or "done"
@@ -167,9 +168,11 @@ class Session:
                 collector.close()
         return status
 
-    def _drain(self) -> Interval:
+    def _drain(self, last: bool = False) -> Interval:
         iv = self.collector.drain()
         for collector in self.groups.values():
+            if last and hasattr(collector, "charge_in_flight"):
+                collector.charge_in_flight()  # waits still in progress, counted in this last drain
             d = collector.drain(self.collector.last_dead)
             iv = replace(iv, stacks=iv.stacks + d.stacks, health={**iv.health, **d.health},
                          programs=iv.programs + d.programs,

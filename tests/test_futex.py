@@ -244,3 +244,32 @@ def test_uncontended_locks_never_reach_the_uprobe(tmp_path):
     assert doc["meta"]["probes"]["futex"]["mechanism"] == "tp_btf+uprobe"
     # system-wide: other processes' contended locks are counted too, a few hundred at most
     assert doc["meta"]["overhead"]["bpf_programs"]["lock_call"]["run_cnt"] < 10000
+
+
+BLOCKED_WORKLOAD = textwrap.dedent("""
+    import ctypes, json, os, threading, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    class Timespec(ctypes.Structure):
+        _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+    word = ctypes.c_uint32(0)
+    L = ctypes.c_long
+    print(json.dumps({"role": "blocked", "tgid": os.getpid(), "tid": threading.get_native_id(),
+                      "uaddr": ctypes.addressof(word), "begin_boottime_ns": time.clock_gettime_ns(time.CLOCK_BOOTTIME)}),
+          flush=True)
+    libc.syscall(L(202), L(ctypes.addressof(word)), L(0 | 128), L(0), ctypes.byref(Timespec(4, 0)))
+""")
+
+
+@needs_bpf
+def test_a_wait_still_in_progress_when_the_recording_stops_is_charged_up_to_the_stop(tmp_path):
+    doc, truth, path = record_command(tmp_path, [sys.executable, "-c", BLOCKED_WORKLOAD], "-d", "1.5s")
+    model = load_model(str(path))
+    t = truth[0]
+    waits = [w for w in model.futex_waits if w.tgid == t["tgid"] and w.uaddr == t["uaddr"]]
+    assert sum(w.count for w in waits) == 1
+    charged = sum(w.total_ns for w in waits)
+    # charged in the last drain, right after the scheduler's drain closed the last interval
+    until_end = model.end_ns - t["begin_boottime_ns"]
+    assert until_end > 1_000_000_000
+    assert abs(until_end - charged) < 100_000_000, (charged, until_end)
