@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--type", choices=("all", "kernel", "futex"), default="all", dest="lock_type",
                    help="kernel locks, user-space locks (futex), or both (default)")
     p.add_argument("--sort", choices=("total", "max", "count", "avg"), default="total", help="default: total wait")
-    p.add_argument("-n", "--rows", type=_positive_int, default=20, help="locks to show (default 20)")
+    p.add_argument("-n", "--rows", type=_positive_int, default=20,
+                   help="locks to show of each type, kernel then futex (default 20)")
     p.add_argument("--callers", type=_positive_int, default=3, help="contention points per lock (default 3)")
 
     p = sub.add_parser("doctor", help="what this kernel and these privileges allow",
@@ -251,7 +252,10 @@ def cmd_locks(args) -> int:
         g, probe = probes[0]
         raise StallscopeError(f"{args.file} has no {'futex' if g == 'futex' else 'lock'} data: {probe.reason}",
                               f"record with --probes +{g}")
-    rows = lock_stats(model, args.sort, kind=args.lock_type)[: args.rows]
+    # kernel locks first, then user-space locks, each up to N: a busy process's futexes do not push
+    # the kernel's locks off the table
+    kinds = ("kernel", "futex") if args.lock_type == "all" else (args.lock_type,)
+    rows = [s for kind in kinds for s in lock_stats(model, args.sort, kind=kind)[: args.rows]]
     out = sys.stdout
     out.write(f"{'LOCK':<40} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
               f"{'SPIN':>10} {'SLEEP':>10}\n")
