@@ -150,6 +150,9 @@ def _lock_doc(s) -> dict:
            "tasks": [{"pid": t.pid} for t in s.tasks]}
     if s.owner:
         doc["owner"] = s.owner
+    if s.is_futex:
+        doc["process"] = {"pid": s.pid, "comm": s.comm}
+        doc["function"] = s.function
     return doc
 
 

@@ -1,4 +1,5 @@
-"""Kernel locks as lock_stat shows them, from contention_begin/end aggregates.
+"""Locks as lock_stat shows them: kernel locks from contention_begin/end
+aggregates, user-space locks from futex waits.
 
 A lock is named as a kernel developer would: `mmap_lock` when it is the
 waiter's own mm->mmap_lock; the slab object holding it (`&kmem_cache_node`
@@ -6,15 +7,27 @@ for a slab list_lock, `&mm_struct`, ...); otherwise the contending caller, the
 first frame of the waiter's stack after the lock-internal ones. Nothing is
 shown that cannot be derived (no bounces, no hold times: the tracepoints do
 not see them).
+
+A user-space lock is a futex word of one process, named by the data symbol
+holding it (`lock (mutex_convoy[1234])` for a `static pthread_mutex_t lock`),
+else by its address; its callers are the functions that called the libc lock
+function (a uprobe's proven return address), else the innermost frame of the
+waiter's user stack outside the C library. Its waits are all sleep: a
+pthread mutex spins in user space before the futex call, which no probe here
+sees.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stallscope.analyzer.model import LockWaits, Model
+import os
+import re
+
+from stallscope.analyzer.model import FutexWaits, LockWaits, Model
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.slab import list_lock_caches
+from stallscope.analyzer.symbols import Frame
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 LOCK_KIND_ADDR, LOCK_KIND_MMAP, LOCK_KIND_SLAB = 0, 1, 2
@@ -77,6 +90,58 @@ def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
     return point.split("+")[0] if point else f"{w.addr:#x}"
 
 
+# futex commands that wait (bpf/futex.h), and the futex2 syscalls
+FUTEX_WAIT_OPS = {0: "FUTEX_WAIT", 9: "FUTEX_WAIT_BITSET", 6: "FUTEX_LOCK_PI", 13: "FUTEX_LOCK_PI2",
+                  11: "FUTEX_WAIT_REQUEUE_PI", 0x100: "futex_waitv", 0x101: "futex_wait"}
+_FUTEX_CMD_MASK = ~(128 | 256)  # FUTEX_PRIVATE_FLAG, FUTEX_CLOCK_REALTIME
+_C_LIBRARY = re.compile(r"^(libc\.so|libc-[0-9.]+\.so|libpthread|ld-linux|ld-[0-9.]+\.so)")
+_NOT_CODE = ("[unknown]", "[anon]", "[heap]", "[stack]")
+
+
+def futex_op_waits(op: int) -> bool:
+    """Whether a futex(2) op may put the caller to sleep: what the probe counts as a wait."""
+    return (op & _FUTEX_CMD_MASK) in FUTEX_WAIT_OPS and (op & _FUTEX_CMD_MASK) < 0x100
+
+
+def futex_op_name(op: int) -> str:
+    return FUTEX_WAIT_OPS.get(op, f"op {op}")
+
+
+def user_frames(stack: Stack | None) -> tuple[tuple[Frame, ...], bool]:
+    """The believable frames of a frame-pointer user stack, and whether it was cut.
+
+    Code built without frame pointers (Debian's libc) leaves a stale frame pointer behind, and the
+    walk goes on through whatever it points at: the stack ends at the first address that is not
+    code (no symbol, not in a mapped file), and is then marked truncated rather than shown as garbage.
+    """
+    if stack is None:
+        return (), False
+    for i, f in enumerate(stack.frames):
+        if f.symbol is None and (f.module in _NOT_CODE or f.module_offset is None and not f.module.startswith("/")):
+            return stack.frames[:i], True
+    return stack.frames, stack.truncated
+
+
+def in_c_library(frame: Frame) -> bool:
+    return bool(_C_LIBRARY.match(os.path.basename(frame.module)))
+
+
+def futex_caller(w: FutexWaits) -> str:
+    """Who wanted the lock: the proven caller of the libc lock function, else the innermost user
+    frame outside the C library, else a label saying why there is none."""
+    if w.caller:
+        return w.caller
+    if w.caller_addr:
+        return f"[unknown {w.caller_addr:#x}]"
+    frames, _ = user_frames(w.stack)
+    for f in frames:
+        if not in_c_library(f):
+            return f.text
+    if w.stack is None:
+        return "(stack not sampled)" if w.stack_id == 2 else "(no user stack)"
+    return "(caller not on the stack: no frame pointers)"
+
+
 @dataclass(frozen=True)
 class Caller:
     point: str
@@ -98,6 +163,13 @@ class LockStat:
     callers: tuple[Caller, ...]
     tasks: tuple[TaskId, ...]
     owner: str = ""  # a mutex's owner when contended: "comm[pid]"
+    pid: int = 0  # futex: the process holding the futex word
+    comm: str = ""
+    function: str = ""  # futex: the function of its heaviest caller
+
+    @property
+    def is_futex(self) -> bool:
+        return self.type == "futex"
 
     @property
     def wait_avg_ns(self) -> float:
@@ -110,14 +182,53 @@ SORT_KEYS = {
 }
 
 
-def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = None) -> list[LockStat]:
-    """One row per lock (address and type), heaviest first."""
+LOCK_KINDS = ("all", "kernel", "futex")
+
+
+def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = None,
+               kind: str = "all") -> list[LockStat]:
+    """One row per lock (kernel: address and type; futex: process and futex word), heaviest first."""
     def comm_of(tgid: int) -> str:
         for t in model.tasks.values():
             if t.info.tgid == tgid and t.info.task.pid == tgid:
                 return t.info.comm
         return "?"
 
+    out = _kernel_lock_stats(model, tasks, comm_of) if kind in ("all", "kernel") else []
+    if kind in ("all", "futex"):
+        out += _futex_lock_stats(model, tasks, comm_of)
+    out.sort(key=lambda s: (-SORT_KEYS[sort](s), s.name))
+    return out
+
+
+def _futex_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[LockStat]:
+    groups: dict[tuple[int, int], dict] = {}
+    for w in model.futex_waits:
+        if tasks is not None and w.task not in tasks:
+            continue
+        g = groups.setdefault((w.tgid, w.uaddr), {"name": "", "count": 0, "total": 0, "max": 0, "min": 0,
+                                                  "callers": {}, "tasks": set()})
+        g["name"] = g["name"] or w.lock_name
+        g["count"] += w.count
+        g["total"] += w.total_ns
+        g["max"] = max(g["max"], w.max_ns)
+        g["min"] = min(g["min"], w.min_ns) if g["min"] and w.min_ns else (g["min"] or w.min_ns)
+        g["tasks"].add(w.task)
+        c = g["callers"].setdefault(futex_caller(w), [0, 0])
+        c[0] += w.count
+        c[1] += w.total_ns
+    out = []
+    for (tgid, uaddr), g in groups.items():
+        comm = comm_of(tgid)
+        callers = tuple(Caller(p, c, t) for p, (c, t) in sorted(g["callers"].items(), key=lambda kv: -kv[1][1]))
+        top = callers[0].point if callers and not callers[0].point.startswith(("(", "[")) else ""
+        name = f"{g['name'] or f'futex {uaddr:#x}'} ({comm}[{tgid}])"
+        out.append(LockStat(name, "futex", uaddr, g["count"], g["total"], g["max"], g["min"], 0, g["total"],
+                            callers, tuple(sorted(g["tasks"])), "", tgid, comm, top.split("+")[0]))
+    return out
+
+
+def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[LockStat]:
     node_caches = list_lock_caches(model)
     groups: dict[tuple[int, str], dict] = {}
     for w in model.lock_waits:
@@ -148,5 +259,4 @@ def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = No
         callers = tuple(Caller(p, c, t) for p, (c, t) in sorted(g["callers"].items(), key=lambda kv: -kv[1][1]))
         out.append(LockStat(lock_name(g["named_by"], comm_of, node_caches), typ, addr, g["count"], g["total"], g["max"], g["min"], g["spin"], g["sleep"],
                             callers, tuple(sorted(g["tasks"])), g["owner"]))
-    out.sort(key=lambda s: (-SORT_KEYS[sort](s), s.name))
     return out

@@ -117,6 +117,25 @@ class CpuSamples:
 
 
 @dataclass(frozen=True)
+class FutexWaits:
+    """One thread's futex waits on one futex word, from one user stack and lock call site, over the window."""
+
+    task: TaskId
+    tgid: int
+    uaddr: int
+    op: int
+    stack: Stack | None
+    stack_id: int
+    caller_addr: int
+    caller: str
+    lock_name: str
+    count: int
+    total_ns: int
+    max_ns: int
+    min_ns: int
+
+
+@dataclass(frozen=True)
 class Model:
     meta: RecordingMeta
     start_ns: int
@@ -137,6 +156,7 @@ class Model:
     oncpu: tuple[OncpuSamples, ...] = ()
     oncpu_cpus: dict[int, CpuSamples] = field(default_factory=dict)
     cgroups: dict[int, str] = field(default_factory=dict)  # tgid -> cgroup path, as first seen
+    futex_waits: tuple[FutexWaits, ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -165,6 +185,7 @@ class Model:
         cgroups: dict[int, str] = {}
         oncpu: dict[tuple, list] = {}
         cpus: dict[int, list[int]] = {}
+        futexes: dict[tuple, list] = {}
         switches = cpu = count = kswitches = 0
         start_ns = end_ns = 0
         for iv in intervals:
@@ -231,6 +252,15 @@ class Model:
                 acc = cpus.setdefault(c.cpu, [0, 0, 0, 0, 0])
                 for j, v in enumerate((c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns)):
                     acc[j] += v
+            for fx in iv.futex:
+                e = futexes.setdefault((fx.task, fx.tgid, fx.uaddr, fx.op, fx.ustack, fx.caller_addr),
+                                       ["", "", 0, 0, 0, 0])
+                e[0] = e[0] or fx.caller
+                e[1] = e[1] or fx.lock_name
+                e[2] += fx.count
+                e[3] += fx.total_ns
+                e[4] = max(e[4], fx.max_ns)
+                e[5] = min(e[5], fx.min_ns) if e[5] and fx.min_ns else (e[5] or fx.min_ns)
             for src, dst, c in iv.migrations:
                 if src < n and dst < n:
                     matrix[src][dst] += c
@@ -248,7 +278,7 @@ class Model:
             totals[tid] = TaskTotals(info=info, runq_hist=hist, **t)
         # a wait is attributed at the switch-in after its wakeup, possibly an interval later
         # than the task's own totals moved: such a task is still named
-        for (tid, tgid, *_rest) in waits:
+        for (tid, tgid, *_rest) in list(waits) + list(futexes):
             if tid not in totals:
                 totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, "?"))
         # a thread that ran throughout may never have switched: its samples name it
@@ -273,6 +303,8 @@ class Model:
                         for (tid, tgid, k, u), e in oncpu.items()),
             oncpu_cpus={cpu: CpuSamples(cpu, *acc) for cpu, acc in sorted(cpus.items())},
             cgroups=cgroups,
+            futex_waits=tuple(FutexWaits(tid, tgid, uaddr, op, stacks.get(us), us, caller_addr, *e)
+                              for (tid, tgid, uaddr, op, us, caller_addr), e in futexes.items()),
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:

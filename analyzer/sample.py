@@ -171,6 +171,24 @@ class CpuSamplesDelta:
 
 
 @dataclass(frozen=True)
+class FutexDelta:
+    """One thread's waits on one futex word, from one user stack and lock call site, over one interval."""
+
+    task: TaskId
+    tgid: int
+    uaddr: int  # the futex word (futex_waitv: the first of its vector)
+    op: int  # futex command (FUTEX_WAIT, FUTEX_LOCK_PI, ...) or FUTEX_OP_WAITV / FUTEX_OP_WAIT2 (bpf/futex.h)
+    ustack: int  # user stack id, or a reason below 16
+    caller_addr: int  # return address into the caller of a libc lock function (0: none proven)
+    caller: str  # that address named, `sym+0xoff`, when the process could be read ("" otherwise)
+    lock_name: str  # the futex word's data symbol in its process (`lock`), "" when it has none
+    count: int
+    total_ns: int
+    max_ns: int = 0  # the new maximum if it rose in this interval, else 0
+    min_ns: int = 0  # the new minimum if it fell in this interval, else 0
+
+
+@dataclass(frozen=True)
 class Stack:
     """A symbolised stack, innermost frame first. `id` is the in-kernel content hash."""
 
@@ -213,6 +231,7 @@ class Interval:
     oncpu: tuple[OncpuDelta, ...] = ()
     oncpu_cpus: tuple[CpuSamplesDelta, ...] = ()
     cgroups: tuple[tuple[int, int, str], ...] = ()  # (tgid, leader start ns, cgroup path) of processes first seen
+    futex: tuple[FutexDelta, ...] = ()
 
     @property
     def duration_ns(self) -> int:

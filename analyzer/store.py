@@ -19,8 +19,8 @@ from dataclasses import asdict
 from typing import Iterator
 
 from stallscope.analyzer.sample import (
-    CpuSamplesDelta, Interval, LockDelta, OffcpuDelta, OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta, SlabCache,
-    SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, WakerDelta,
+    CpuSamplesDelta, FutexDelta, Interval, LockDelta, OffcpuDelta, OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta,
+    SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, WakerDelta,
 )
 from stallscope.analyzer.symbols import Frame
 from stallscope.errors import StallscopeError
@@ -69,6 +69,10 @@ CREATE TABLE IF NOT EXISTS oncpu_cpus (
     idx INTEGER, cpu INTEGER, samples INTEGER, period_ns INTEGER, idle_samples INTEGER, idle_ns INTEGER,
     event_ns INTEGER);
 CREATE TABLE IF NOT EXISTS cgroups (idx INTEGER, tgid INTEGER, start_ns INTEGER, path TEXT);
+CREATE TABLE IF NOT EXISTS futex (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, uaddr INTEGER, op INTEGER, ustack INTEGER,
+    caller_addr INTEGER, caller TEXT, lock_name TEXT, count INTEGER, total_ns INTEGER, max_ns INTEGER,
+    min_ns INTEGER);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -182,6 +186,10 @@ class RecordingWriter:
             db.executemany("INSERT INTO oncpu_cpus VALUES (?,?,?,?,?,?,?)", [
                 (i, c.cpu, c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns) for c in iv.oncpu_cpus])
             db.executemany("INSERT INTO cgroups VALUES (?,?,?,?)", [(i, *c) for c in iv.cgroups])
+            db.executemany("INSERT INTO futex VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, fx.task.pid, fx.task.start_time_ns, fx.tgid, _s64(fx.uaddr), fx.op, _s64(fx.ustack),
+                 _s64(fx.caller_addr), fx.caller, fx.lock_name, fx.count, fx.total_ns, fx.max_ns, fx.min_ns)
+                for fx in iv.futex])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
                  json.dumps([[getattr(f, k) for k in _FRAME_FIELDS] for f in s.frames]))
@@ -339,6 +347,11 @@ class Recording:
             "SELECT idx, cpu, samples, period_ns, idle_samples, idle_ns, event_ns FROM oncpu_cpus "
             "WHERE idx BETWEEN ? AND ?", (first, hi)), lambda r: CpuSamplesDelta(*r[1:])) \
             if "oncpu_cpus" in self.tables else {}
+        futex = _group(self._rows(
+            "SELECT idx, pid, start_ns, tgid, uaddr, op, ustack, caller_addr, caller, lock_name, count, total_ns, "
+            "max_ns, min_ns FROM futex WHERE idx BETWEEN ? AND ?", (first, hi)),
+            lambda r: FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:])) \
+            if "futex" in self.tables else {}
         programs = _group(self._rows(
             "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
             (first, hi)), lambda r: ProgramCost(*r[1:]))
@@ -353,7 +366,8 @@ class Recording:
             yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
                            wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
                            kswitches or 0, locks.get(idx, ()), slab.get(idx, ()), slab_caches.get(idx, ()),
-                           oncpu.get(idx, ()), oncpu_cpus.get(idx, ()), cgroups.get(idx, ()))
+                           oncpu.get(idx, ()), oncpu_cpus.get(idx, ()), cgroups.get(idx, ()),
+                           futex.get(idx, ()))
 
     def _slab_cache(self, r) -> SlabCache:
         try:

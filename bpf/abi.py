@@ -189,3 +189,48 @@ OBJECT_MIRRORS["slab.bpf.o"] = {
     "slab_key": SlabKey, "slab_counts": SlabCounts, "slab_cache_info": SlabCacheInfo, "slab_health": SlabHealth,
     "slab_config": SlabConfig,
 }
+
+
+# ---- bpf/futex.h ---------------------------------------------------------
+FUTEX_WAIT, FUTEX_WAKE, FUTEX_FD, FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP = 0, 1, 2, 3, 4, 5
+FUTEX_LOCK_PI, FUTEX_UNLOCK_PI, FUTEX_TRYLOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET = 6, 7, 8, 9, 10
+FUTEX_WAIT_REQUEUE_PI, FUTEX_CMP_REQUEUE_PI, FUTEX_LOCK_PI2 = 11, 12, 13
+FUTEX_PRIVATE_FLAG, FUTEX_CLOCK_REALTIME = 128, 256
+FUTEX_CMD_MASK = ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME)
+FUTEX_WAIT_CMDS = frozenset({FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_LOCK_PI, FUTEX_LOCK_PI2, FUTEX_WAIT_REQUEUE_PI})
+FUTEX_OP_WAITV, FUTEX_OP_WAIT2 = 0x100, 0x101
+
+
+class FutexWaitKey(ctypes.Structure):
+    _fields_ = [("uaddr", u64), ("ustack", u64), ("caller", u64), ("start_ns", u64), ("leader_start_ns", u64),
+                ("pid", u32), ("tgid", u32), ("op", u32), ("pad", u32)]
+
+
+class FutexInflight(ctypes.Structure):
+    _fields_ = [("uaddr", u64), ("begin_ns", u64), ("ustack", u64), ("caller", u64), ("call_sp", u64),
+                ("call_ret", u64), ("start_ns", u64), ("leader_start_ns", u64), ("pid", u32), ("tgid", u32),
+                ("op", u32), ("active", u32)]
+
+
+class FutexWaitVal(ctypes.Structure):
+    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64)]
+
+
+class FutexHealth(ctypes.Structure):
+    _fields_ = [("futex_map_full", u64), ("stack_errors", u64), ("stack_map_full", u64),
+                ("stacks_rate_limited", u64), ("storage_errors", u64), ("futex_read_errors", u64),
+                ("new_key_events_lost", u64)]
+
+
+class FutexNewKey(ctypes.Structure):
+    _fields_ = [("leader_start_ns", u64), ("tgid", u32), ("pad", u32)]
+
+
+class FutexConfig(ctypes.Structure):
+    _fields_ = [("targ_tgid", u32), ("stack_walks_per_s", u32), ("user_stacks", u32), ("caller_sp_range", u32)]
+
+
+OBJECT_MIRRORS["futex.bpf.o"] = {
+    "futex_wait_key": FutexWaitKey, "futex_wait_val": FutexWaitVal, "futex_health": FutexHealth,
+    "futex_config": FutexConfig, "futex_new_key": FutexNewKey, "futex_inflight": FutexInflight, "stack": Stack,
+}

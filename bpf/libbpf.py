@@ -65,6 +65,13 @@ class _LogCapture:
 
 
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+class _UprobeOpts(ctypes.Structure):
+    """struct bpf_uprobe_opts (libbpf.h, 1.1)."""
+
+    _fields_ = [("sz", ctypes.c_size_t), ("ref_ctr_offset", ctypes.c_size_t), ("bpf_cookie", ctypes.c_uint64),
+                ("retprobe", ctypes.c_bool), ("func_name", ctypes.c_char_p)]
+
+
 _RB_SAMPLE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 
 BPF_STATS_RUN_TIME = 0
@@ -211,6 +218,7 @@ class _Lib:
         p("bpf_program__attach", vp, vp)
         p("bpf_program__attach_perf_event", vp, vp, i)
         p("bpf_program__attach_uprobe", vp, vp, ctypes.c_bool, i, cp, sz)
+        p("bpf_program__attach_uprobe_opts", vp, vp, i, cp, sz, ctypes.POINTER(_UprobeOpts))
         p("bpf_link__destroy", i, vp)
         p("bpf_program__attach_iter", vp, vp, vp)
         p("bpf_link__fd", i, vp)
@@ -303,8 +311,14 @@ class Program:
         ptr = self._lib.lib.bpf_program__attach_perf_event(self._ptr, pfd)
         return Link(self._lib, self._lib.check_ptr(f"attach {self.name} to perf event", ptr), self.name)
 
-    def attach_uprobe(self, binary: str, offset: int, pid: int = -1, retprobe: bool = False) -> Link:
-        ptr = self._lib.lib.bpf_program__attach_uprobe(self._ptr, retprobe, pid, binary.encode(), offset)
+    def attach_uprobe(self, binary: str, offset: int, pid: int = -1, retprobe: bool = False, cookie: int = 0) -> Link:
+        """`cookie`: what the program reads with bpf_get_attach_cookie() (5.15+)."""
+        if cookie:
+            opts = _UprobeOpts(sz=ctypes.sizeof(_UprobeOpts), bpf_cookie=cookie, retprobe=retprobe)
+            ptr = self._lib.lib.bpf_program__attach_uprobe_opts(self._ptr, pid, binary.encode(), offset,
+                                                                ctypes.byref(opts))
+        else:
+            ptr = self._lib.lib.bpf_program__attach_uprobe(self._ptr, retprobe, pid, binary.encode(), offset)
         return Link(self._lib, self._lib.check_ptr(f"attach uprobe {self.name} at {binary}+{offset:#x}", ptr), self.name)
 
     def iterate(self) -> bytes:

@@ -189,12 +189,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--undo", action="store_true", help="revert the last change stallscope applied")
     _add_causes_option(p)
 
-    p = sub.add_parser("locks", help="lock_stat-like table of kernel lock contention in a recording",
-                       description="Kernel locks by contention: name, type, contentions, wait min/max/avg/total "
-                                   "with spin and sleep parts, and the top contention points of each lock.")
+    p = sub.add_parser("locks", help="lock_stat-like table of kernel and user-space lock contention in a recording",
+                       description="Locks by contention: name, type, contentions, wait min/max/avg/total "
+                                   "with spin and sleep parts, and the top contention points of each lock. "
+                                   "Kernel locks come from lock:contention_begin/end; user-space locks (type "
+                                   "futex) are futex words of one process, named by the variable holding them "
+                                   "when its executable or library has a symbol for it, with the functions that "
+                                   "called pthread_mutex_lock & co as contention points.")
     p.add_argument("file", metavar="FILE")
+    p.add_argument("--type", choices=("all", "kernel", "futex"), default="all", dest="lock_type",
+                   help="kernel locks, user-space locks (futex), or both (default)")
     p.add_argument("--sort", choices=("total", "max", "count", "avg"), default="total", help="default: total wait")
-    p.add_argument("-n", "--rows", type=_positive_int, default=20, help="locks to show (default 20)")
+    p.add_argument("-n", "--rows", type=_positive_int, default=20,
+                   help="locks to show of each type, kernel then futex (default 20)")
     p.add_argument("--callers", type=_positive_int, default=3, help="contention points per lock (default 3)")
 
     p = sub.add_parser("slab", help="slabinfo-like table of SLUB caches in a recording (--probes +slab)",
@@ -361,10 +368,16 @@ def cmd_locks(args) -> int:
     from stallscope.analyzer.untrusted import printable
 
     model = load_model(args.file)
-    probe = model.meta.probes.get("locks")
-    if probe is not None and not probe.enabled:
-        raise StallscopeError(f"{args.file} has no lock data: {probe.reason}", "record with --probes +locks")
-    rows = lock_stats(model, args.sort)[: args.rows]
+    groups = {"all": ("locks", "futex"), "kernel": ("locks",), "futex": ("futex",)}[args.lock_type]
+    probes = [(g, model.meta.probes.get(g)) for g in groups]
+    if all(p is not None and not p.enabled for _, p in probes):
+        g, probe = probes[0]
+        raise StallscopeError(f"{args.file} has no {'futex' if g == 'futex' else 'lock'} data: {probe.reason}",
+                              f"record with --probes +{g}")
+    # kernel locks first, then user-space locks, each up to N: a busy process's futexes do not push
+    # the kernel's locks off the table
+    kinds = ("kernel", "futex") if args.lock_type == "all" else (args.lock_type,)
+    rows = [s for kind in kinds for s in lock_stats(model, args.sort, kind=kind)[: args.rows]]
     out = sys.stdout
     out.write(f"{'LOCK':<52} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
               f"{'SPIN':>10} {'SLEEP':>10}\n")
@@ -377,7 +390,8 @@ def cmd_locks(args) -> int:
         if s.owner:
             out.write(f"    owner when contended: {printable(s.owner)}\n")
     if not rows:
-        out.write("no kernel lock contention recorded\n")
+        out.write({"all": "no lock contention recorded\n", "kernel": "no kernel lock contention recorded\n",
+                   "futex": "no futex waits recorded\n"}[args.lock_type])
     line = lock_share_line(model)
     if line:
         out.write(line + "\n")

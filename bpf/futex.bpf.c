@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0
+/* User-space lock contention: futex waits, from syscall entry to exit, aggregated
+ * per (waiter, futex word, user stack, lock call site).
+ *
+ * Per-syscall tracepoints (syscalls:sys_enter_futex) exist only in tracefs, not
+ * as raw tracepoints, so this hooks the generic tp_btf/sys_enter and sys_exit,
+ * which fire for every system call on the machine: the syscall number is the
+ * first and, for all other syscalls, the only thing looked at.
+ *
+ * Debian's libc is built without frame pointers, so a frame-pointer walk from
+ * the futex syscall skips the function that called pthread_mutex_lock. A uprobe
+ * in the libc lock functions, on their calls into the slow path, reads the
+ * return address into the user's function from the lock function's frame
+ * (its size from .eh_frame, passed as the attach cookie) and keeps it per
+ * thread; the futex entry uses it only if that call is provably still active
+ * (see caller_of). An uncontended lock never traps.
+ *
+ * A wait still in progress when the recording stops is charged by user
+ * space, which detaches these programs and reads each thread's futex_inflight. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "futex.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Syscall numbers of the architecture (arch/x86/entry/syscalls/syscall_64.tbl,
+ * include/uapi/asm-generic/unistd.h for arm64). */
+#if defined(__TARGET_ARCH_x86)
+#define NR_futex 202
+#define SYSCALL_NR(regs) ((regs)->orig_ax)
+#elif defined(__TARGET_ARCH_arm64)
+#define NR_futex 98
+#define SYSCALL_NR(regs) ((regs)->syscallno)
+#else
+#error "futex syscall numbers for this architecture"
+#endif
+#define NR_futex_waitv 449
+#define NR_futex_wait 455
+
+const volatile struct futex_config cfg = {
+	.stack_walks_per_s = 1000,
+	.user_stacks = 1,
+	.caller_sp_range = 4096,
+};
+
+struct futex_health health = {};
+
+#include "maps.bpf.h"
+#include "stacks.bpf.h"
+
+/* task -> its futex wait and latest lock call */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct futex_inflight);
+} task_futex SEC(".maps");
+
+/* futex_wait_key -> cumulative futex_wait_val */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* user space deletes dead threads' entries */
+	__uint(max_entries, 65536);
+	__type(key, struct futex_wait_key);
+	__type(value, struct futex_wait_val);
+} futex_waits SEC(".maps");
+
+/* keeps struct futex_new_key in the object's BTF, where the ABI test finds it */
+const struct futex_new_key *unused_new_key __attribute__((unused));
+
+/* futex_new_key events: rare (new keys only), read by a thread in user space */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} new_keys SEC(".maps");
+
+static __always_inline bool wanted(struct task_struct *cur)
+{
+	return !cfg.targ_tgid || cur->tgid == cfg.targ_tgid;
+}
+
+/* The lock call remembered at the uprobe, if it is still the one in progress:
+ * the futex call runs deeper on the same stack (below the saved SP, within a
+ * libc function's reach), and the slot still holds the return address. Once
+ * the lock function returned, any later call from its caller's frame overwrites
+ * that slot with another return address; a later call from the same call site
+ * enters the lock function again and refreshes what is kept. */
+static __always_inline __u64 caller_of(struct futex_inflight *w, __u64 sp)
+{
+	__u64 ret;
+
+	if (!w->call_sp || sp >= w->call_sp || w->call_sp - sp > cfg.caller_sp_range)
+		return 0;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)w->call_sp) || ret != w->call_ret)
+		return 0;
+	return ret;
+}
+
+static __always_inline int begin_wait(void *ctx, struct pt_regs *regs, long id)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct futex_inflight *w;
+	struct stack *buf;
+	__u64 uaddr = 0, now;
+	__u32 op;
+
+	if (!wanted(cur))
+		return 0;
+	if (id == NR_futex) {
+		op = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
+		if (op > FUTEX_LOCK_PI2 || !((1U << op) & FUTEX_WAIT_CMDS))
+			return 0;
+		uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	} else if (id == NR_futex_waitv) {
+		/* struct futex_waitv { u64 val; u64 uaddr; u32 flags; u32 reserved; } [nr] */
+		op = FUTEX_OP_WAITV;
+		if (bpf_probe_read_user(&uaddr, sizeof(uaddr), (void *)(PT_REGS_PARM1_CORE_SYSCALL(regs) + 8)))
+			__sync_fetch_and_add(&health.futex_read_errors, 1);
+	} else {
+		op = FUTEX_OP_WAIT2;
+		uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	}
+	w = bpf_task_storage_get(&task_futex, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!w) {
+		__sync_fetch_and_add(&health.storage_errors, 1);
+		return 0;
+	}
+	now = bpf_ktime_get_ns();
+	w->uaddr = uaddr;
+	w->op = op;
+	w->caller = caller_of(w, PT_REGS_SP_CORE(regs));
+	w->ustack = STACK_NONE;
+	if (cfg.user_stacks) {
+		if (!walk_allowed(now)) {
+			w->ustack = STACK_RATE_LIMITED;
+		} else if (!(buf = scratch())) {
+			w->ustack = STACK_FAILED;
+		} else {
+			w->ustack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), BPF_F_USER_STACK));
+		}
+	}
+	w->start_ns = cur->start_boottime;
+	w->leader_start_ns = cur->group_leader->start_boottime;
+	w->pid = cur->pid;
+	w->tgid = cur->tgid;
+	/* the clock read last: the wait excludes our own stack walk */
+	w->begin_ns = bpf_ktime_get_ns();
+	w->active = 1;
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(futex_enter, struct pt_regs *regs, long id)
+{
+	if (id != NR_futex && id != NR_futex_waitv && id != NR_futex_wait)
+		return 0;
+	return begin_wait(ctx, regs, id);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(futex_exit, struct pt_regs *regs, long ret)
+{
+	long id = SYSCALL_NR(regs);
+	struct task_struct *cur;
+	struct futex_wait_key key = {};
+	struct futex_wait_val *v, init = { .min_ns = ~0ULL };
+	struct futex_inflight *w;
+	__u64 now, total;
+
+	if (id != NR_futex && id != NR_futex_waitv && id != NR_futex_wait)
+		return 0;
+	now = bpf_ktime_get_ns();
+	cur = bpf_get_current_task_btf();
+	w = bpf_task_storage_get(&task_futex, cur, 0, 0);
+	if (!w || !w->active)
+		return 0; /* a wake, or a wait that began before we attached */
+	w->active = 0;
+	total = now > w->begin_ns ? now - w->begin_ns : 0;
+	key.uaddr = w->uaddr;
+	key.ustack = w->ustack;
+	key.caller = w->caller;
+	key.start_ns = w->start_ns;
+	key.leader_start_ns = w->leader_start_ns;
+	key.pid = w->pid;
+	key.tgid = w->tgid;
+	key.op = w->op;
+	v = bpf_map_lookup_elem(&futex_waits, &key);
+	if (!v) {
+		struct futex_new_key *e;
+
+		if (bpf_map_update_elem(&futex_waits, &key, &init, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&health.futex_map_full, 1);
+			return 0;
+		}
+		e = bpf_ringbuf_reserve(&new_keys, sizeof(*e), 0);
+		if (e) {
+			e->leader_start_ns = key.leader_start_ns;
+			e->tgid = key.tgid;
+			e->pad = 0;
+			bpf_ringbuf_submit(e, 0);
+		} else {
+			__sync_fetch_and_add(&health.new_key_events_lost, 1);
+		}
+		v = bpf_map_lookup_elem(&futex_waits, &key);
+		if (!v)
+			return 0;
+	}
+	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->total_ns, total);
+	/* one key is one thread: only that thread updates it, so no race on the extremes */
+	if (total > v->max_ns)
+		v->max_ns = total;
+	if (total < v->min_ns)
+		v->min_ns = total;
+	return 0;
+}
+
+/* A libc lock function on its way to wait: attached at the calls from
+ * pthread_mutex_lock & co into their slow paths (__lll_lock_wait, the futex
+ * wait), so that uncontended locks never trap; or at the function's entry
+ * where the slow-path calls could not be found. The attach cookie is the
+ * canonical frame address's offset from SP there, from the function's
+ * .eh_frame (8 at entry): the return address into the user's function is at
+ * CFA - 8. Attached by offset in libc for every process (pid -1). */
+SEC("uprobe")
+int BPF_KPROBE(lock_call)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct futex_inflight *w;
+	__u64 slot = PT_REGS_SP(ctx) + bpf_get_attach_cookie(ctx) - 8, ret;
+
+	if (!wanted(cur))
+		return 0;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)slot))
+		return 0;
+	w = bpf_task_storage_get(&task_futex, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!w) {
+		__sync_fetch_and_add(&health.storage_errors, 1);
+		return 0;
+	}
+	/* a lock function called from inside another one: the outer call names
+	 * the user's function */
+	if (caller_of(w, slot))
+		return 0;
+	w->call_sp = slot;
+	w->call_ret = ret;
+	return 0;
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Structs that cross the BPF/user boundary for the futex (user-space lock) probe.
+ * Mirrored in bpf/abi.py; tests check the sizes against the object's BTF. */
+#ifndef STALLSCOPE_FUTEX_H
+#define STALLSCOPE_FUTEX_H
+
+#include "stacks.h"
+
+/* futex(2) commands (include/uapi/linux/futex.h), op & FUTEX_CMD_MASK */
+#define FUTEX_WAIT            0
+#define FUTEX_WAKE            1
+#define FUTEX_FD              2
+#define FUTEX_REQUEUE         3
+#define FUTEX_CMP_REQUEUE     4
+#define FUTEX_WAKE_OP         5
+#define FUTEX_LOCK_PI         6
+#define FUTEX_UNLOCK_PI       7
+#define FUTEX_TRYLOCK_PI      8
+#define FUTEX_WAIT_BITSET     9
+#define FUTEX_WAKE_BITSET     10
+#define FUTEX_WAIT_REQUEUE_PI 11
+#define FUTEX_CMP_REQUEUE_PI  12
+#define FUTEX_LOCK_PI2        13
+#define FUTEX_PRIVATE_FLAG    128
+#define FUTEX_CLOCK_REALTIME  256
+#define FUTEX_CMD_MASK        (~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME))
+
+/* The commands that may block the caller: one bit per command. FUTEX_TRYLOCK_PI
+ * never sleeps; the wake and requeue commands wake others. */
+#define FUTEX_WAIT_CMDS ((1U << FUTEX_WAIT) | (1U << FUTEX_WAIT_BITSET) | (1U << FUTEX_LOCK_PI) | \
+			 (1U << FUTEX_LOCK_PI2) | (1U << FUTEX_WAIT_REQUEUE_PI))
+
+/* futex_wait_key.op for the futex2 syscalls, which have no command */
+#define FUTEX_OP_WAITV 0x100 /* futex_waitv(2) (5.16+): uaddr is the first futex of the vector */
+#define FUTEX_OP_WAIT2 0x101 /* futex_wait(2) (6.7+) */
+
+/* One thread's waits on one futex word from one user stack and one lock call site. */
+struct futex_wait_key {
+	__u64 uaddr;
+	__u64 ustack;          /* hash into the stacks map, or a STACK_* reason */
+	__u64 caller;          /* return address into the caller of the libc lock function (0: none proven) */
+	__u64 start_ns;        /* waiter's start_boottime: with pid, its identity */
+	__u64 leader_start_ns; /* its process leader's: names the process for the symbolizer */
+	__u32 pid;             /* waiter */
+	__u32 tgid;
+	__u32 op;              /* futex command (op & FUTEX_CMD_MASK), or FUTEX_OP_WAITV / FUTEX_OP_WAIT2 */
+	__u32 pad;
+};
+
+/* A thread's futex wait in progress and its latest libc lock call (task storage). User space
+ * reads it when the recording stops, through a pidfd, to charge waits still in progress. */
+struct futex_inflight {
+	__u64 uaddr;
+	__u64 begin_ns;
+	__u64 ustack;
+	__u64 caller;
+	__u64 call_sp;  /* user SP + CFA offset - 8 at the lock call: where its return address is */
+	__u64 call_ret; /* that return address */
+	__u64 start_ns;        /* the waiter's identity, for a wait charged from user space */
+	__u64 leader_start_ns;
+	__u32 pid;
+	__u32 tgid;
+	__u32 op;
+	__u32 active;
+};
+
+struct futex_wait_val {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+	__u64 min_ns;
+};
+
+/* A process's first wait on a futex word, stack or call site not seen before: user space reads
+ * its maps at once, so that a process that exits before the next interval is still named. */
+struct futex_new_key {
+	__u64 leader_start_ns;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct futex_health {
+	__u64 futex_map_full;
+	__u64 stack_errors;
+	__u64 stack_map_full;
+	__u64 stacks_rate_limited;
+	__u64 storage_errors;
+	__u64 futex_read_errors; /* futex_waitv's vector unreadable: the wait is kept without an address */
+	__u64 new_key_events_lost; /* the ring buffer was full: that process is named only if it lives on */
+};
+
+struct futex_config {
+	__u32 targ_tgid;
+	__u32 stack_walks_per_s;
+	__u32 user_stacks;
+	__u32 caller_sp_range; /* bytes of user stack a libc lock function may use below its return address */
+};
+
+#endif

@@ -1,0 +1,514 @@
+"""The futex collector: loads futex.bpf.o, attaches the syscall hooks and the
+libc lock-call uprobes, and drains the cumulative per-(waiter, futex word,
+user stack, lock call site) aggregates into interval deltas.
+
+Addresses are named while the process can still be read: the caller's
+return address as `sym+0xoff`, the futex word by the data symbol holding it
+(a `static pthread_mutex_t lock` is `lock`), user stacks by the StackReader.
+A process can exit long before the next drain (a short command, or a first
+drain that spends a second reading every process on the machine), so the BPF
+side announces each new aggregate key on a ring buffer and a thread reads the
+process's maps at once; the ELF files themselves outlive it on disk.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import os
+import re
+import shutil
+import struct
+import subprocess
+import threading
+import time
+
+from elftools.elf.elffile import ELFFile
+
+from stallscope.analyzer.sample import FutexDelta, ProbeStatus, TaskId
+from stallscope.analyzer.symbols import SHARED_ELF_CACHE, Frame, Symbolizer, UserSymbols
+from stallscope.bpf import abi
+from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
+from stallscope.bpf.groups import GroupDrain
+from stallscope.bpf.libbpf import BpfError, BpfObject
+
+# The libc functions whose callers want a lock; the return address into the
+# user's function names it. Debian 12's glibc 2.36 exports each under two
+# symbol versions at one address: one uprobe per address. Uprobes go on the
+# calls into their slow paths (see slow_path_sites): an uncontended lock never
+# traps, which matters because a uprobe trap costs ~28 us on this VM against
+# ~10 ns for the lock. Each uprobe also costs ~0.1 s to remove (an RCU grace
+# period, serialised in the kernel), so the list is the common ones: the
+# timed and clock variants, semaphores and PI/robust mutexes (reached through
+# tail jumps into shared slow paths) are named from user stacks only.
+LOCK_FUNCTIONS = ("pthread_mutex_lock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock")
+
+# A libc lock function and the futex call under it stay within this much stack.
+CALLER_SP_RANGE = 4096
+
+_LIBC = re.compile(r"/libc(\.so\.6|-[0-9.]+\.so)$")
+_STT_OBJECT = 1
+
+
+_PIDFD_THREAD = os.O_EXCL  # include/uapi/linux/pidfd.h: a pidfd for one thread, not its group (6.9+)
+
+
+def _threads(tgid: int = 0):
+    """Thread ids of one process, or of every process."""
+    procs = [str(tgid)] if tgid else [p for p in os.listdir("/proc") if p.isdigit()]
+    for p in procs:
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            if t.isdigit():
+                yield int(t)
+
+
+def libc_of(pid: int = 0) -> str | None:
+    """The C library a process maps (our own when pid is 0), as a path we can open."""
+    try:
+        with open(f"/proc/{pid or 'self'}/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) == 6 and _LIBC.search(parts[5]):
+            path = parts[5]
+            # a process in another mount namespace: its file, through its root
+            return f"/proc/{pid}/root{path}" if pid and os.path.exists(f"/proc/{pid}/root{path}") else path
+    return None
+
+
+_OBJDUMP_LINE = re.compile(r"^\s*([0-9a-f]+):\s+(call|jmp)\s+([0-9a-f]+) <([^>]*)>\s*$")
+_FDE_LINE = re.compile(r"\bFDE\b.*\bpc=([0-9a-f]+)\.\.([0-9a-f]+)")
+_CFA_ROW = re.compile(r"^([0-9a-f]{8,16}) +(\S+)")
+
+
+def _frames(path: str, tool: str) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """(low pc, high pc, [(address, CFA offset from rsp)]) of each FDE, from `readelf --debug-dump=frames-interp`.
+    Rows whose CFA is not rsp-based (a frame pointer) are left out: no offset is known there."""
+    # readelf exits 1 over sections it cannot dump (no .debug_info): the frames are printed all the same
+    text = subprocess.run([tool, "--debug-dump=frames-interp", path], capture_output=True, text=True,
+                          timeout=30).stdout
+    out: list = []
+    rows: list = []
+    for line in text.splitlines():
+        m = _FDE_LINE.search(line)
+        if m:
+            rows = []
+            out.append((int(m.group(1), 16), int(m.group(2), 16), rows))
+            continue
+        m = _CFA_ROW.match(line)
+        if m and out:
+            cfa = m.group(2)
+            # a CFA on another register (a frame pointer) gives no offset from SP
+            rows.append((int(m.group(1), 16), int(cfa[4:]) if cfa.startswith("rsp+") and cfa[4:].isdigit() else 0))
+    return out
+
+
+def slow_path_sites(path: str, names) -> dict[int, int]:
+    """File offset -> CFA offset (from SP) of each call from the named functions into an internal
+    helper: their slow paths (pthread_mutex_lock calls __lll_lock_wait only when the mutex is taken).
+
+    Calls to exported functions (pthread_testcancel at sem_wait's start) are fast-path work and
+    left out, as are helpers that never enter the kernel. Instruction boundaries come from objdump,
+    frame sizes from .eh_frame through readelf: a uprobe is only ever placed on an instruction.
+    """
+    objdump, readelf = shutil.which("objdump"), shutil.which("readelf")
+    if not objdump or not readelf:
+        return {}
+    wanted = set(names)
+    starts: dict[int, str] = {}
+    targets: dict[str, int] = {}
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        segments = [(s["p_vaddr"], s["p_filesz"], s["p_offset"]) for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+        dynsym = elf.get_section_by_name(".dynsym")
+        for sym in dynsym.iter_symbols() if dynsym is not None else ():
+            if sym["st_info"]["type"] == "STT_FUNC" and sym["st_value"] and sym["st_shndx"] != "SHN_UNDEF":
+                starts[sym["st_value"]] = sym.name
+                if sym.name in wanted:
+                    targets[sym.name] = sym["st_value"]
+    fdes = _frames(path, readelf)
+
+    def fde_of(addr):
+        return next((fde for fde in fdes if fde[0] <= addr < fde[1]), None)
+
+    def disassemble(lo: int, hi: int) -> str:
+        return subprocess.run([objdump, "-d", "--no-show-raw-insn", f"--start-address={lo:#x}",
+                               f"--stop-address={hi:#x}", path], capture_output=True, text=True, timeout=30,
+                              check=True).stdout
+
+    def branches(lo: int, hi: int):
+        for line in disassemble(lo, hi).splitlines():
+            m = _OBJDUMP_LINE.match(line)
+            if m:
+                yield int(m.group(1), 16), m.group(2), int(m.group(3), 16)
+
+    waits: dict[int, bool] = {}
+
+    def makes_syscalls(target: int, depth: int = 0) -> bool:
+        """Whether a helper enters the kernel, itself or through the helper it calls (the futex
+        wait): calls into helpers that do not (priority or robust-list bookkeeping of PI mutexes)
+        are not worth a uprobe, each of which costs ~0.1 s to remove."""
+        if target not in waits:
+            fde = fde_of(target)
+            text = disassemble(fde[0], fde[1]) if fde is not None else ""
+            waits[target] = "\tsyscall" in text or depth < 1 and any(
+                makes_syscalls(int(m.group(3), 16), depth + 1) for m in map(_OBJDUMP_LINE.match, text.splitlines())
+                if m and int(m.group(3), 16) not in starts and not fde[0] <= int(m.group(3), 16) < fde[1])
+        return waits[target]
+
+    sites: dict[int, int] = {}
+    for fde in {fde_of(v)[0]: fde_of(v) for v in targets.values() if fde_of(v) is not None}.values():
+        lo, hi, rows = fde
+        for addr, kind, target in branches(lo, hi):
+            if kind != "call" or lo <= target < hi:
+                continue
+            if target in starts or not makes_syscalls(target):
+                continue
+            cfa = max((r for r in rows if r[0] <= addr), default=None)
+            if cfa is None or not cfa[1]:
+                continue
+            for vaddr, size, offset in segments:
+                if vaddr <= addr < vaddr + size:
+                    sites[addr - vaddr + offset] = cfa[1]
+                    break
+    return sites
+
+
+def function_file_offsets(path: str, names) -> dict[str, int]:
+    """File offsets (what a uprobe attaches at) of the named functions defined in an ELF file."""
+    wanted = set(names)
+    out: dict[str, int] = {}
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        segments = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+        for table in (".dynsym", ".symtab"):
+            section = elf.get_section_by_name(table)
+            if section is None or section["sh_type"] == "SHT_NOBITS":
+                continue
+            for sym in section.iter_symbols():
+                name = sym.name.split("@")[0]
+                if name not in wanted or name in out or sym["st_info"]["type"] != "STT_FUNC":
+                    continue
+                if sym["st_shndx"] == "SHN_UNDEF" or not sym["st_value"]:
+                    continue
+                for seg in segments:
+                    if seg["p_vaddr"] <= sym["st_value"] < seg["p_vaddr"] + seg["p_filesz"]:
+                        out[name] = sym["st_value"] - seg["p_vaddr"] + seg["p_offset"]
+                        break
+    return out
+
+
+def _object_symbols(path: str) -> list[tuple[int, int, str]]:
+    """(value, size, name) of the data objects in an ELF file's symbol tables.
+
+    Decoded with struct: pyelftools takes most of a millisecond per symbol, and an executable
+    with a full .symtab has tens of thousands.
+    """
+    out = []
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        order = "<" if elf.little_endian else ">"
+        # Elf64_Sym: name, info, other, shndx, value, size; Elf32_Sym: name, value, size, info, other, shndx
+        fmt, pick = ((order + "IBBHQQ", lambda e: (e[0], e[1], e[4], e[5])) if elf.elfclass == 64
+                     else (order + "IIIBBH", lambda e: (e[0], e[3], e[1], e[2])))
+        for name in (".symtab", ".dynsym"):
+            section = elf.get_section_by_name(name)
+            if section is None or section["sh_type"] == "SHT_NOBITS":
+                continue
+            data, strings = section.data(), elf.get_section(section["sh_link"]).data()
+            usable = len(data) - len(data) % struct.calcsize(fmt)
+            for entry in struct.iter_unpack(fmt, data[:usable]):
+                name_at, info, value, size = pick(entry)
+                if info & 0xF != _STT_OBJECT or not value:
+                    continue
+                end = strings.find(b"\0", name_at)
+                sym = strings[name_at:end if end >= 0 else len(strings)].decode("utf-8", "replace")
+                if sym:
+                    out.append((value, max(size, 1), sym))
+    return out
+
+
+class DataSymbols:
+    """Names a data address of a process by the ELF object symbol (global or static variable) holding it."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str, tuple[list[int], list[int], list[str]]] = {}
+
+    def _table(self, path: str):
+        table = self._tables.get(path)
+        if table is None:
+            try:
+                entries = _object_symbols(path)
+            except Exception:  # noqa: BLE001  (a malformed file costs a name, never the collector)
+                entries = []
+            entries.sort()
+            table = ([e[0] for e in entries], [e[0] + e[1] for e in entries], [e[2] for e in entries])
+            self._tables[path] = table
+        return table
+
+    def name(self, maps, addr: int) -> str:
+        """`lock` for an address inside `static pthread_mutex_t lock`; "" when no symbol holds it."""
+        if maps is None:
+            return ""
+        mapping = maps.find(addr)
+        if mapping is None:
+            return ""
+        if not mapping.is_file:
+            # .bss beyond the file's last page is an anonymous mapping right after the file's
+            # writable one, with the same load bias
+            i = maps.mappings.index(mapping)
+            prev = maps.mappings[i - 1] if i > 0 else None
+            if prev is None or not prev.is_file or prev.end != mapping.start:
+                return ""
+            mapping = prev
+        path = mapping.file_path
+        elf = SHARED_ELF_CACHE.get(path)
+        base = elf.vaddr_of_file_offset(mapping.offset) if elf is not None else None
+        if base is None:
+            return ""
+        vaddr = base + (addr - mapping.start)
+        starts, ends, names = self._table(path)
+        i = bisect.bisect_right(starts, vaddr) - 1
+        if i < 0 or vaddr >= ends[i]:
+            return ""
+        off = vaddr - starts[i]
+        return names[i] if off == 0 else f"{names[i]}+{off:#x}"
+
+
+class _Processes:
+    """User symbols of the processes with futex waits: the maps read early (by the ring-buffer
+    thread) when there are some, else the shared Symbolizer's. Also the symbolizer of the
+    StackReader, so user stacks of a process that exited are named from the same maps."""
+
+    def __init__(self, symbolizer: Symbolizer):
+        self.symbolizer = symbolizer
+        self.early: dict[tuple[int, int], UserSymbols] = {}
+
+    def read_early(self, tgid: int, leader_start_ns: int) -> None:
+        key = (tgid, leader_start_ns)
+        if key in self.early or len(self.early) >= 4096:
+            return
+        r = UserSymbols(tgid, leader_start_ns, elf_cache=SHARED_ELF_CACHE)
+        if r.maps is not None:  # read now; a pid reused since is refused by its start time
+            self.early[key] = r
+
+    def process(self, tgid: int, leader_start_ns: int) -> UserSymbols:
+        return self.early.get((tgid, leader_start_ns)) or self.symbolizer.process(tgid, leader_start_ns)
+
+    def kernel(self, addr: int) -> Frame:
+        return self.symbolizer.kernel(addr)
+
+    def stack(self, kind: str, pid: int, start_time_ns: int | None, addrs) -> tuple[Frame, ...]:
+        if kind != "user":
+            return self.symbolizer.stack(kind, pid, start_time_ns, addrs)
+        resolver = self.process(pid, start_time_ns or 0)
+        return tuple(resolver.resolve(a) for a in addrs)
+
+    def forget_dead(self, live: set[tuple[int, int]]) -> None:
+        for key in [k for k in self.early if k not in live]:
+            del self.early[key]
+
+
+class FutexCollector:
+    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = 1000,
+                 user_stacks: bool = True, max_stacks: int = 32768):
+        self.symbolizer = symbolizer
+        self.targ_tgid = targ_tgid
+        self.stack_walks_per_s = stack_walks_per_s
+        self.user_stacks = user_stacks
+        self.obj: BpfObject | None = None
+        self._procs = _Processes(symbolizer)
+        self._stacks = StackReader(self._procs, max_stacks)  # type: ignore[arg-type]
+        self._ring = None
+        self._reader: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._health = HealthDeltas(abi.FutexHealth, prefix="futex.")
+        self._programs = ProgramDeltas()
+        self._prev: dict[bytes, tuple[int, int, int, int]] = {}
+        self._names: dict[tuple[int, int, str, int], str] = {}
+        self._data = DataSymbols()
+        self._uprobe_links: list = []
+        self._charged: list[tuple[abi.FutexInflight, int]] = []
+
+    def start(self) -> ProbeStatus:
+        """Load and attach; never raises for a kernel that cannot: the status says why."""
+        try:
+            obj = BpfObject(object_path("futex.bpf.o"))
+        except BpfError as exc:
+            return ProbeStatus(False, "", exc.message)
+        try:
+            cfg = abi.FutexConfig(targ_tgid=self.targ_tgid, stack_walks_per_s=self.stack_walks_per_s,
+                                  user_stacks=int(self.user_stacks), caller_sp_range=CALLER_SP_RANGE)
+            image = obj.section_map(".rodata").initial_value()
+            ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
+            obj.load()
+            for name in ("futex_enter", "futex_exit"):
+                obj.attach(obj.program(name))
+        except BpfError as exc:
+            obj.close()
+            return ProbeStatus(False, "", exc.message)
+        self.obj = obj
+        try:
+            self._ring = obj.ring_buffer("new_keys", self._on_new_key)
+        except BpfError as exc:
+            obj.close()
+            self.obj = None
+            return ProbeStatus(False, "", exc.message)
+        self._reader = threading.Thread(target=self._read_new_keys, name="futex-new-keys", daemon=True)
+        self._reader.start()
+        reason = self._attach_lock_calls(obj)
+        uprobes = any(link.name == "lock_call" for link in obj.links)
+        return ProbeStatus(True, "tp_btf+uprobe" if uprobes else "tp_btf", reason)
+
+    def _read_new_keys(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._ring.poll(100)
+            except BpfError:
+                return
+
+    def _on_new_key(self, raw: bytes) -> None:
+        e = abi.decode(abi.FutexNewKey, raw)
+        self._procs.read_early(e.tgid, e.leader_start_ns)
+
+    def _attach_lock_calls(self, obj: BpfObject) -> str:
+        """Uprobes in the libc lock functions, for every process mapping that libc; "" or why not."""
+        libc = libc_of(self.targ_tgid) or libc_of(0)
+        if libc is None:
+            return "no C library found in the process maps: lock callers are named from user stacks only"
+        note = ""
+        try:
+            sites = slow_path_sites(libc, LOCK_FUNCTIONS)
+            if not sites:
+                # no objdump/readelf or no .eh_frame: at the entry, where the return address is at SP
+                # (CFA = SP + 8), at the price of a trap on every lock call
+                sites = {off: 8 for off in function_file_offsets(libc, LOCK_FUNCTIONS).values()}
+                note = "slow-path calls not found: uprobes at the lock functions' entry (every lock call traps)"
+        except Exception as exc:  # noqa: BLE001  (pyelftools and the binutils raise many types)
+            return f"cannot read {libc} ({exc}): lock callers are named from user stacks only"
+        if not sites:
+            return f"no pthread lock functions in {libc}: lock callers are named from user stacks only"
+        prog = obj.program("lock_call")
+        failed = []
+        for off, cfa in sorted(sites.items()):
+            try:
+                link = prog.attach_uprobe(libc, off, pid=-1, cookie=cfa)
+            except BpfError as exc:
+                failed.append(exc.message)
+                continue
+            # one link per program in obj.links: its run-time statistics are per program
+            (self._uprobe_links if any(x.name == link.name for x in obj.links) else obj.links).append(link)
+        if len(failed) == len(sites):
+            return f"uprobes on {libc} failed ({failed[0]}): lock callers are named from user stacks only"
+        return note
+
+    def finish(self) -> str:
+        """The recording stops: charge the waits still in progress up to now, in the last drain.
+
+        The syscall programs are detached first, so that no wait can end, and be counted by the
+        kernel as well, between this read and that drain. Each thread's state is read from task
+        storage through a pidfd (PIDFD_THREAD, 6.9+; before that only thread-group leaders)."""
+        assert self.obj is not None
+        for link in self.obj.links:
+            if link.name in ("futex_enter", "futex_exit"):
+                link.destroy()
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # bpf_ktime_get_ns()'s clock
+        m = self.obj.map("task_futex")
+        for tid in _threads(self.targ_tgid):
+            try:
+                fd = os.pidfd_open(tid, _PIDFD_THREAD)
+            except OSError:
+                try:
+                    fd = os.pidfd_open(tid, 0)
+                except OSError:
+                    continue
+            try:
+                raw = m.lookup(fd.to_bytes(4, "little"))
+            except BpfError:
+                raw = None
+            finally:
+                os.close(fd)
+            if raw is None:
+                continue
+            w = abi.decode(abi.FutexInflight, raw)
+            if w.active and w.pid == tid and now > w.begin_ns:
+                self._charged.append((w, now - w.begin_ns))
+        return ""
+
+    def drain(self, dead: set[TaskId]) -> GroupDrain:
+        """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
+        assert self.obj is not None
+        m = self.obj.map("futex_waits")
+        out, ids, leaders, live = [], {}, {}, set()
+        for kraw, vraw in m.items_batch():
+            k = abi.decode(abi.FutexWaitKey, kraw)
+            v = abi.decode(abi.FutexWaitVal, vraw)
+            pc, pt, pmax, pmin = self._prev.get(kraw, (0, 0, 0, 1 << 64))
+            tid = TaskId(k.pid, k.start_ns)
+            if v.count != pc:
+                leaders[k.tgid] = k.leader_start_ns
+                out.append(FutexDelta(
+                    task=tid, tgid=k.tgid, uaddr=k.uaddr, op=k.op, ustack=k.ustack, caller_addr=k.caller,
+                    caller=self._name(k.tgid, k.leader_start_ns, "code", k.caller),
+                    lock_name=self._name(k.tgid, k.leader_start_ns, "data", k.uaddr),
+                    count=v.count - pc, total_ns=v.total_ns - pt,
+                    max_ns=v.max_ns if v.max_ns > pmax else 0, min_ns=v.min_ns if v.min_ns < pmin else 0))
+                ids.setdefault(k.ustack, ("user", k.tgid))
+            if tid in dead:
+                m.delete(kraw)
+                self._prev.pop(kraw, None)
+            else:
+                self._prev[kraw] = (v.count, v.total_ns, v.max_ns, v.min_ns)
+                live.add((k.tgid, k.leader_start_ns))
+        for w, wait_ns in self._charged:
+            leaders[w.tgid] = w.leader_start_ns
+            out.append(FutexDelta(
+                task=TaskId(w.pid, w.start_ns), tgid=w.tgid, uaddr=w.uaddr, op=w.op, ustack=w.ustack,
+                caller_addr=w.caller, caller=self._name(w.tgid, w.leader_start_ns, "code", w.caller),
+                lock_name=self._name(w.tgid, w.leader_start_ns, "data", w.uaddr),
+                count=1, total_ns=wait_ns, max_ns=wait_ns, min_ns=wait_ns))
+            ids.setdefault(w.ustack, ("user", w.tgid))
+        self._charged.clear()
+        stacks = self._stacks.read(self.obj.map("stacks"), ids, leaders)
+        self._procs.forget_dead(live)
+        return GroupDrain({"futex": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
+
+    def _name(self, tgid: int, leader_start_ns: int, kind: str, addr: int) -> str:
+        if not addr:
+            return ""
+        key = (tgid, leader_start_ns, kind, addr)
+        name = self._names.get(key)
+        if name is None:
+            resolver = self._procs.process(tgid, leader_start_ns)
+            if kind == "code":
+                frame = resolver.resolve(addr)
+                name = frame.text if frame.symbol is not None or frame.module_offset is not None else ""
+            else:
+                name = self._data.name(resolver.maps, addr)
+            if len(self._names) >= 1 << 16:
+                self._names.clear()
+            self._names[key] = name
+        return name
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._reader is not None:
+            self._reader.join()
+            self._reader = None
+        # Each uprobe's removal waits for an RCU grace period (~0.1 s here): in parallel, not one by one.
+        if self._uprobe_links:
+            threads = [threading.Thread(target=link.destroy) for link in self._uprobe_links]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        self._uprobe_links.clear()
+        if self.obj:
+            self.obj.close()
+            self.obj = None
