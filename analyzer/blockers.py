@@ -69,7 +69,7 @@ FUTEX_TIMEOUTS = "Waiting on a futex until its timeout"
 _CONTENDED_FUTEX = "Userspace lock contention"
 
 
-def _woken_by_the_clock(model: Model) -> set[TaskId]:
+def woken_by_the_clock(model: Model) -> set[TaskId]:
     """Tasks whose waits were nearly all ended by a timer or an interrupt, none by another task: a
     futex wait that ends by its timeout is a poll (an idle runtime's park, `notetsleep`), not a lock."""
     from stallscope.analyzer.wakers import waker_context
@@ -84,7 +84,7 @@ def _woken_by_the_clock(model: Model) -> set[TaskId]:
 def _attributed(model: Model, tasks: set[TaskId] | None, table: CauseTable | None):
     """(cause, task, ns, count, max, estimated_ns, stack) rows, with unsampled waits shared out per task."""
     rows = []
-    polling = _woken_by_the_clock(model)
+    polling = woken_by_the_clock(model)
     if tasks is None:  # the recorder's own waits are not the machine's blockers
         tasks = recorded_tasks(model)
     unsampled: dict[TaskId, list[int]] = {}

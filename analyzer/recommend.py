@@ -183,12 +183,17 @@ _LOCK_ADVICE = (
 
 
 def rule_lock(model: Model, th: Thresholds) -> list[Recommendation]:
+    from stallscope.analyzer.blockers import woken_by_the_clock
+
     secs = model.duration_s or 1.0
+    polling = woken_by_the_clock(model)
     out = []
     for s in lock_stats(model):
         rate = s.wait_total_ns / secs
         if rate < th.lock_wait_per_s_ns:
             continue
+        if s.type == "futex" and s.tasks and set(s.tasks) <= polling:
+            continue  # waits that end by their timeout: a runtime parked on a futex, not a contended lock
         advice, command = (f"contended at {s.callers[0].point if s.callers else s.name}: shorten the critical "
                            "section there, or split the lock", "")
         for prefix, text, cmd in _LOCK_ADVICE:

@@ -240,3 +240,19 @@ def test_apply_refuses_a_kernel_thread(tmp_path):
     from stallscope.errors import StallscopeError
     with pytest.raises(StallscopeError, match="kernel thread"):
         applier.check_same_task({"tid": 2, "start_time_ns": kthreadd_start, "comm": comm})
+
+
+def _futex_model(woken_by_timer: bool):
+    from stallscope.analyzer.sample import FutexDelta, WakerDelta
+
+    waker = (WakerDelta(APP, TaskId(0, 0), 0, "swapper/0", 0, 40, 900_000_000, True) if woken_by_timer else
+             WakerDelta(APP, HOG, 1001, "hog", 0, 40, 900_000_000, False))
+    return _model([interval(0, task_info=INFOS, tasks=(TaskDelta(APP, offcpu_ns=900_000_000),), wakers=(waker,), futex=(
+        FutexDelta(APP, 1000, 0x7F0000001000, 0, 0, 0x401234, "take_lock+0x30", "lock", 40, 900_000_000,
+                   50_000_000, 1_000_000),))])
+
+
+def test_lock_rule_names_the_function_for_a_contended_futex_but_not_for_a_timeout_poll():
+    recs = [r for r in recommend(_futex_model(False)) if r.kind == "lock"]
+    assert recs and "take_lock" in recs[0].finding and recs[0].target.startswith("lock (")
+    assert not [r for r in recommend(_futex_model(True)) if r.kind == "lock"]
