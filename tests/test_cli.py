@@ -10,7 +10,7 @@ import pytest
 
 from conftest import STALLSCOPE, needs_bpf, run_stallscope
 
-COMMANDS = ["top", "record", "export", "doctor", "causes", "locks"]
+COMMANDS = ["top", "record", "export", "doctor", "causes", "locks", "slab", "profile", "diff", "recommend", "apply"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
