@@ -35,14 +35,6 @@ static const char help[] =
 		"  -m MS       CPU time each burns, in milliseconds (default 1500)\n"
 		"  -h          this help\n";
 
-static long long thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /*
  * The burning functions. noipa: not inlined, not cloned (no .constprop names) and not folded into one
  * by identical-code folding (-fipa-icf is on at -O2), so each keeps its own symbol. Their LCG
@@ -59,7 +51,7 @@ static long long thread_cpu_ns(void)
 			for (i = 0; i < SPIN; i++)                                        \
 				x = x * 6364136223846793005UL + (inc);                    \
 			checks++;                                                         \
-		} while (thread_cpu_ns() < until_ns);                                     \
+		} while (truth_thread_cpu_ns() < until_ns);                                     \
 		*sink = x;                                                                \
 		return checks;                                                            \
 	}
@@ -82,7 +74,7 @@ static void *burner(void *arg)
 	truth_register(&burners[index].tid);
 	pthread_setname_np(pthread_self(), "burner");
 	truth_read(&start);
-	checks = burn_fns[index % 4](thread_cpu_ns() + burn_ms * 1000000LL, &sink);
+	checks = burn_fns[index % 4](truth_thread_cpu_ns() + burn_ms * 1000000LL, &sink);
 	truth_read(&end); /* last thing before the record; see truth.h */
 	truth_record(burn_names[index % 4], checks, 0, &start, &end);
 	return (void *)(sink & 1); /* keeps the result alive */

@@ -51,15 +51,6 @@ static const char help[] =
 		"              THREADS is then at most the CPUs less one\n"
 		"  -h          this help\n";
 
-/* This thread's CPU time, exact (the kernel brings it up to date for the reader). */
-static long long thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* This thread's run-queue wait so far (schedstat field 2), read through a descriptor kept open. */
 static long long runq_wait_ns(int fd)
 {
@@ -97,7 +88,7 @@ static void *churn(void *arg)
 	 * them. Read once around the loop, not per call: each read is a syscall, a preemption point */
 	runq_start = runq_wait_ns(schedstat);
 	wall_start = truth_now_ns();
-	cpu_start = thread_cpu_ns();
+	cpu_start = truth_thread_cpu_ns();
 
 	for (i = 0; i < count; i++) {
 		t0 = truth_now_ns();
@@ -121,7 +112,7 @@ static void *churn(void *arg)
 		munmap_ns += t3 - t2;
 	}
 
-	asleep_ns = truth_now_ns() - wall_start - (thread_cpu_ns() - cpu_start) - (runq_wait_ns(schedstat) - runq_start);
+	asleep_ns = truth_now_ns() - wall_start - (truth_thread_cpu_ns() - cpu_start) - (runq_wait_ns(schedstat) - runq_start);
 	close(schedstat);
 	truth_read(&end); /* last thing before the record; see truth.h */
 	truth_record_extra("mmap-churn", count, mmap_ns + munmap_ns + touch_ns, &start, &end,

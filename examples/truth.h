@@ -66,6 +66,15 @@ struct truth_snapshot {
 };
 
 
+/* The calling thread's CPU time in nanoseconds, exact (the kernel brings it up to date for the reader). */
+static inline long long truth_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 static inline long long truth_now_ns(void)
 {

@@ -57,6 +57,11 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
                         "task's sampled stacks, marked as estimated")
 
 
+def _add_command_only(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--command-only", action="store_true",
+                   help="only the processes of the recorded command (recordings made with `-- CMD`)")
+
+
 def _add_causes_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--causes", action="append", default=[], metavar="TABLE",
                    help="a cause table (TOML, the format of the built-in causes.toml) whose rules join the "
@@ -127,8 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--what", choices=("offcpu", "oncpu"), default="offcpu",
                    help="for --format folded: off-CPU waits (ns, the default) or on-CPU samples (counts)")
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
-    p.add_argument("--command-only", action="store_true",
-                   help="only the tasks of the recorded command (recordings made with `-- CMD`)")
+    _add_command_only(p)
     _add_causes_option(p)
 
     p = sub.add_parser("causes", help="LatencyTOP-like table: why tasks waited, by cause or by process",
@@ -214,8 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "sheaves have none.")
     p.add_argument("file", metavar="FILE")
     p.add_argument("-n", "--rows", type=_positive_int, default=25, help="caches to show (default 25)")
-    p.add_argument("--command-only", action="store_true",
-                   help="only the processes of the recorded command (recordings made with `-- CMD`)")
+    _add_command_only(p)
 
     p = sub.add_parser("profile", help="top on-CPU functions in a recording (the oncpu group's samples)",
                        description="Functions by on-CPU samples, as perf report --no-children (self: where "
@@ -333,12 +336,7 @@ def cmd_export(args) -> int:
     from stallscope.analyzer.load import load_model
 
     model = load_model(args.file)
-    scope = None
-    if args.command_only:
-        cmd = model.meta.options.get("command")
-        if not cmd:
-            raise StallscopeError(f"{args.file} was not recorded with a command", "drop --command-only")
-        scope = model.descendants(cmd["pid"])
+    scope = _command_scope(model, args.file) if args.command_only else None
     if args.format == "json":
         text = to_json(model, scope)
     elif args.what == "oncpu":
@@ -545,12 +543,7 @@ def cmd_slab(args) -> int:
     if probe is None or not probe.enabled:
         why = probe.reason if probe is not None else "recorded before the slab probe existed"
         raise StallscopeError(f"{args.file} has no slab data: {why}", "record with --probes +slab")
-    scope = None
-    if args.command_only:
-        cmd = model.meta.options.get("command")
-        if not cmd:
-            raise StallscopeError(f"{args.file} was not recorded with a command", "drop --command-only")
-        scope = model.descendants(cmd["pid"])
+    scope = _command_scope(model, args.file) if args.command_only else None
     rows = slab_rows(model, scope)
     out = sys.stdout
     out.write(boot_summary(model) + "\n")
