@@ -86,18 +86,23 @@ def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
     busy = machine.get("cpu_busy_pct", {})
     secs = model.duration_s or 1.0
     out = []
+    if not cpus:  # recorded without the machine's topology: no topology-aware advice
+        return out
     for t in sorted(model.tasks.values(), key=lambda t: -t.migrations):
         rate = t.migrations / secs
         if t.migrations < th.min_migrations or rate < th.migrations_per_s or _is_kernel_thread(t):
             continue
+        if len(out) >= th.max_per_rule:
+            break
         evidence = [f"{t.migrations} CPU migrations in {secs:.1f} s ({rate:.0f}/s)",
                     f"{t.voluntary_switches} voluntary and {t.involuntary_switches} involuntary switches"]
         if busy:
             evidence.append("CPU busy over the recording: " + ", ".join(f"cpu{c} {p:.0f}%" for c, p in sorted(busy.items(), key=lambda kv: int(kv[0]))))
         llcs = {tuple(c.get("llc", [])) for c in cpus.values()}
         least = min(busy, key=lambda c: busy[c]) if busy else (next(iter(cpus), "0"))
-        domain = cpus.get(str(least), {}).get("llc", [int(least)])
         single_llc = len(llcs) <= 1
+        # several caches: the least busy CPU's cache domain; one cache for all: its core (SMT siblings)
+        domain = cpus.get(str(least), {}).get("siblings" if single_llc else "llc", [int(least)])
         if single_llc and len(cpus) <= 4:
             out.append(Recommendation(
                 "pin", _name(t), f"{_name(t)} migrates {rate:.0f} times a second, but pinning cannot help much here: "
@@ -109,8 +114,10 @@ def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
             continue
         out.append(Recommendation(
             "pin", _name(t), f"{_name(t)} ping-pongs between CPUs ({rate:.0f} migrations/s): each move refills its caches",
-            tuple(evidence + [f"least busy CPU: cpu{least}; it shares its last-level cache with CPUs "
-                              f"{','.join(map(str, domain))}"]),
+            tuple(evidence + [f"least busy CPU: cpu{least}; "
+                              + (f"one core with CPUs {','.join(map(str, domain))} (all CPUs share one cache)"
+                                 if single_llc else
+                                 f"it shares its last-level cache with CPUs {','.join(map(str, domain))}")]),
             f"taskset -pc {','.join(map(str, domain))} {t.task.pid}",
             "bound to those CPUs the thread waits when they are busy instead of moving; isolating CPUs "
             "overloads the rest (PI-Tool's and Tuna's caveat)",

@@ -256,3 +256,10 @@ def test_lock_rule_names_the_function_for_a_contended_futex_but_not_for_a_timeou
     recs = [r for r in recommend(_futex_model(False)) if r.kind == "lock"]
     assert recs and "take_lock" in recs[0].finding and recs[0].target.startswith("lock (")
     assert not [r for r in recommend(_futex_model(True)) if r.kind == "lock"]
+
+
+def test_pin_on_a_big_machine_with_one_cache_names_one_core_and_without_topology_says_nothing():
+    iv = interval(0, task_info=INFOS, tasks=(TaskDelta(APP, migrations=400),))
+    recs = [r for r in recommend(_model([iv], _topology(8, 8), cpus=8)) if r.kind == "pin"]
+    assert recs and recs[0].status == RECOMMENDED and recs[0].command == "taskset -pc 7 1000"
+    assert not [r for r in recommend(_model([iv], {}, cpus=8)) if r.kind == "pin"]
