@@ -529,7 +529,9 @@ def cmd_apply(args) -> int:
 
 
 def _action_target(action: dict) -> str:
-    return f"{action.get('comm')}[{action['tid']}]" if "tid" in action else action.get("path", "?")
+    from stallscope.analyzer.untrusted import printable
+
+    return printable(f"{action.get('comm')}[{action['tid']}]" if "tid" in action else action.get("path", "?"))
 
 
 def cmd_slab(args) -> int:
