@@ -12,6 +12,7 @@ from dataclasses import asdict
 from stallscope.analyzer.blockers import held_up_by, process_causes, rank_blockers, task_causes, wait_cause
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
+from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs
 from stallscope.analyzer.recommend import recommend
 from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
@@ -97,6 +98,8 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
                 if model.duration_s else 0.0,
                 "bpf_programs": {name: {"run_cnt": r, "run_time_ns": ns, "recursion_misses": m}
                                  for name, (r, ns, m) in sorted(model.programs.items())},
+                **budget_doc(model_costs(model), meta.cpus,
+                             meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)),
             },
         },
         "tasks": tasks,

@@ -156,6 +156,8 @@ class Model:
     oncpu: tuple[OncpuSamples, ...] = ()
     oncpu_cpus: dict[int, CpuSamples] = field(default_factory=dict)
     cgroups: dict[int, str] = field(default_factory=dict)  # tgid -> cgroup path, as first seen
+    # per interval: (seconds, BPF run time ns, program runs, collector CPU ns): the tool's own cost
+    interval_costs: tuple[tuple[float, int, int, int], ...] = ()
     futex_waits: tuple[FutexWaits, ...] = ()
 
     @property
@@ -183,6 +185,7 @@ class Model:
         slab: dict[tuple[int, int, bool], list[int]] = {}
         caches = dict(slab_caches or {})
         cgroups: dict[int, str] = {}
+        costs: list[tuple[float, int, int, int]] = []
         oncpu: dict[tuple, list] = {}
         cpus: dict[int, list[int]] = {}
         futexes: dict[tuple, list] = {}
@@ -246,6 +249,8 @@ class Model:
                 e = oncpu.setdefault((o.task, o.tgid, o.kstack, o.ustack), [o.comm, 0, 0])
                 e[1] += o.samples
                 e[2] += o.period_ns
+            costs.append((iv.duration_ns / 1e9, sum(p.run_time_ns for p in iv.programs),
+                          sum(p.run_cnt for p in iv.programs), iv.collector_cpu_ns))
             for tgid, _start, path in iv.cgroups:
                 cgroups[tgid] = path
             for c in iv.oncpu_cpus:
@@ -302,7 +307,7 @@ class Model:
             oncpu=tuple(OncpuSamples(tid, tgid, e[0], stacks.get(k), stacks.get(u), k, u, e[1], e[2])
                         for (tid, tgid, k, u), e in oncpu.items()),
             oncpu_cpus={cpu: CpuSamples(cpu, *acc) for cpu, acc in sorted(cpus.items())},
-            cgroups=cgroups,
+            cgroups=cgroups, interval_costs=tuple(costs),
             futex_waits=tuple(FutexWaits(tid, tgid, uaddr, op, stacks.get(us), us, caller_addr, *e)
                               for (tid, tgid, uaddr, op, us, caller_addr), e in futexes.items()),
         )

@@ -25,6 +25,16 @@ def duration(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+def _percent(text: str) -> float:
+    try:
+        v = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
+    if not 0 < v <= 100:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 100: {text!r}")
+    return v
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -51,6 +61,10 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample-hz", type=_positive_int, default=99, metavar="N",
                    help="on-CPU sampling frequency per CPU for the oncpu group (default 99; at most the "
                         "kernel's perf_event_max_sample_rate). Each sample walks a kernel and a user stack")
+    p.add_argument("--overhead-budget", type=_percent, default=1.0, metavar="PCT",
+                   help="stallscope's own cost allowed, in %% of the machine's CPU (default 1): BPF run time, "
+                        "an estimate of calling the programs, and the collector, measured every interval and "
+                        "shown in top's status line and the recording (meta.overhead)")
     p.add_argument("--stack-rate", type=int, default=1000, metavar="N",
                    help="walk at most N stacks per second per CPU (default 1000; 0: no limit). A walk costs "
                         "microseconds; waits beyond the budget keep exact totals and are attributed by the "
@@ -593,7 +607,7 @@ def _session_options(args, command, duration_s, max_intervals=None):
     return SessionOptions(interval_s=args.interval, duration_s=duration_s, pid=args.pid, command=command,
                           min_stack_ns=int(args.min_stack_wait * 1e9), user_stacks=not args.no_user_stacks,
                           stack_walks_per_s=max(args.stack_rate, 0), probes=args.probes, sample_hz=args.sample_hz,
-                          max_intervals=max_intervals)
+                          max_intervals=max_intervals, overhead_budget_pct=args.overhead_budget)
 
 
 COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend,

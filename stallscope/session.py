@@ -40,6 +40,7 @@ class SessionOptions:
     probes: frozenset[str] = field(default_factory=default_groups)  # optional groups (bpf/groups.py)
     max_intervals: int | None = None
     sample_hz: int = 99  # on-CPU sampling per CPU (oncpu group)
+    overhead_budget_pct: float = 1.0  # of the machine's CPU; measured and reported every interval
 
 
 @dataclass
@@ -197,7 +198,7 @@ class Session:
         opts = {"interval_s": o.interval_s, "duration_s": o.duration_s, "pid": o.pid,
                 "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks,
                 "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
-                "stallscope_pid": os.getpid()}
+                "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct}
         for name, collector in self.groups.items():  # what a group records about the machine once
             extra = getattr(collector, "meta_options", None)
             if extra is not None:

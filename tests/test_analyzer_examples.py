@@ -26,6 +26,9 @@ def test_pipe_reader_waits_reading_from_a_pipe(tmp_path):
     for causes in _causes(doc, "pipe-reader"):
         assert causes[0]["cause"] == "Reading from a pipe", causes[:3]
     # the writer feeds the pipe every 10 ms: single waits of about 10 ms, in their log2 bucket
+    # the tool's own cost, measured on the real kernel: BPF run time is there, and part of the total
+    o = doc["meta"]["overhead"]
+    assert 0 < o["bpf_pct"] <= o["total_pct"] and o["budget_pct"] == 1.0
     pipe = next(b for b in doc["blockers"] if b["cause"] == "Reading from a pipe")
     assert 2 ** 23 <= pipe["latency"]["p50_ns"] <= pipe["latency"]["max_ns"] <= 2 ** 25, pipe["latency"]
 

@@ -232,3 +232,20 @@ def test_blocker_percentiles_come_from_the_waits_log2_buckets_and_survive_the_re
     write_recording(tmp_path / "h.stall", m, ivs)
     pipe = next(b for b in rank_blockers(load_model(str(tmp_path / "h.stall"))) if b.cause == "Reading from a pipe")
     assert pipe.latency == {"p50_ns": 2 ** 24, "p90_ns": 2 ** 24, "p99_ns": 45_000_000}
+
+
+def test_overhead_is_bpf_run_time_plus_dispatch_plus_collector_against_the_budget(tmp_path):
+    from stallscope.analyzer.overhead import DISPATCH_NS_PER_EVENT, interval_cost
+    from stallscope.analyzer.sample import ProgramCost
+
+    m, ivs = two_interval_recording()  # 2 CPUs, 1 s intervals
+    ivs[0] = replace(ivs[0], programs=(ProgramCost("sched_switch", 100_000, 20_000_000, 0),), collector_cpu_ns=10_000_000)
+    ivs[1] = replace(ivs[1], programs=(ProgramCost("sched_switch", 1_000, 200_000, 0),), collector_cpu_ns=1_000_000)
+    cost = interval_cost(ivs[0], 2)
+    assert cost.dispatch_ns == 100_000 * DISPATCH_NS_PER_EVENT
+    assert round(cost.total_pct, 3) == round(100 * (20e6 + 4e6 + 10e6) / 1e9 / 2, 3)  # 1.7% of 2 CPUs
+    write_recording(tmp_path / "ov.stall", replace(m, options={"overhead_budget_pct": 1.0}), ivs)
+    doc = export.to_json_doc(load_model(str(tmp_path / "ov.stall")))
+    o = doc["meta"]["overhead"]
+    assert o["budget_pct"] == 1.0 and o["over_budget_intervals"] == 1 and round(o["worst_interval_pct"], 1) == 1.7
+    assert round(o["total_pct"], 3) == round(100 * (20.2e6 + 4.04e6 + 11e6) / 1e9 / 2 / 2, 3)

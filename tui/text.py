@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from stallscope.analyzer.blockers import rank_blockers
 from stallscope.analyzer.causes import IDLE
+from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, interval_cost
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
 from stallscope.analyzer.units import fmt_ns
@@ -42,11 +43,13 @@ class LiveText:
     def render(self, model: Model, iv: Interval) -> str:
         tty = hasattr(self.out, "isatty") and self.out.isatty()
         lines = [CLEAR if tty else "\n"]
-        bpf_ns = sum(p.run_time_ns for p in iv.programs)
+        cost = interval_cost(iv, self.meta.cpus)
+        budget = self.meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
         secs = model.duration_s or 1.0
         lines.append(f"stallscope top  interval {iv.index}  {model.switches_per_s:,.0f} cs/s  "
-                     f"{len(model.tasks)} active tasks  cost: BPF {100 * bpf_ns / 1e9 / secs / (self.meta.cpus or 1):.2f}% "
-                     f"of CPUs, collector {100 * iv.collector_cpu_ns / 1e9 / secs:.1f}% of a CPU\n")
+                     f"{len(model.tasks)} active tasks  cost: {cost.total_pct:.2f}% of the CPUs (budget {budget:g}%"
+                     f"{', OVER' if cost.total_pct > budget else ''}): BPF {cost.pct(cost.bpf_ns + cost.dispatch_ns):.2f}%, "
+                     f"collector {100 * iv.collector_cpu_ns / 1e9 / secs:.1f}% of a CPU\n")
         lost = {k: v for k, v in iv.health.items() if v and not k.startswith("reap_")}
         lost.update({f"{p.name}.recursion_misses": p.recursion_misses for p in iv.programs if p.recursion_misses})
         if lost:
