@@ -75,6 +75,8 @@ def contention_point(stack: Stack | None) -> str:
 
 
 def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
+    if w.kind == LOCK_KIND_ADDR and w.symbol:
+        return w.symbol  # a static lock, named by its variable (kallsyms data symbols)
     if w.kind == LOCK_KIND_MMAP:
         return f"mmap_lock ({comm_of(w.tgid)}[{w.tgid}])"
     if w.kind == LOCK_KIND_SLAB and w.cache:

@@ -87,6 +87,7 @@ class LockWaits:
     sleep_ns: int
     owner_pid: int = 0
     owner_comm: str = ""
+    symbol: str = ""  # the static variable at the lock's address, when kallsyms has data symbols
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,8 @@ class Model:
                 e[2] += wk.total_ns
             for lk in iv.locks:
                 e = locks.setdefault((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack),
-                                     [0, 0, 0, 0, 0, 0, 0, ""])
+                                     [0, 0, 0, 0, 0, 0, 0, "", ""])
+                e[8] = e[8] or lk.symbol
                 e[0] += lk.count
                 e[1] += lk.total_ns
                 e[2] = max(e[2], lk.max_ns)

@@ -96,6 +96,7 @@ class LockDelta:
     owner_pid: int = 0  # a mutex's owner when a wait began
     owner_comm: str = ""
     cache: str = ""
+    symbol: str = ""  # the static variable at the lock's address (kallsyms data symbols), "" when none
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS stacks (id INTEGER PRIMARY KEY, kind TEXT, truncated 
 CREATE TABLE IF NOT EXISTS locks (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, addr INTEGER, kstack INTEGER, flags INTEGER,
     kind INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, min_ns INTEGER, spin_ns INTEGER,
-    sleep_ns INTEGER, owner_pid INTEGER, owner_comm TEXT, cache TEXT);
+    sleep_ns INTEGER, owner_pid INTEGER, owner_comm TEXT, cache TEXT, symbol TEXT);
 CREATE TABLE IF NOT EXISTS slab (
     idx INTEGER, cache INTEGER, tgid INTEGER, exiting INTEGER, kmallocs INTEGER, cache_allocs INTEGER, kfrees INTEGER,
     cache_frees INTEGER, bytes_req INTEGER, bytes_alloc INTEGER, failed INTEGER, slab_switches INTEGER,
@@ -169,10 +169,10 @@ class RecordingWriter:
                  w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns, int(w.in_interrupt))
                 for w in iv.wakers])
             db.executemany("INSERT INTO migrations VALUES (?,?,?,?)", [(i, *m) for m in iv.migrations])
-            db.executemany("INSERT INTO locks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+            db.executemany("INSERT INTO locks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, lk.task.pid, lk.task.start_time_ns, lk.tgid, _s64(lk.addr), _s64(lk.kstack), lk.flags, lk.kind,
                  lk.count, lk.total_ns, lk.max_ns, lk.min_ns, lk.spin_ns, lk.sleep_ns, lk.owner_pid, lk.owner_comm,
-                 lk.cache) for lk in iv.locks])
+                 lk.cache, lk.symbol) for lk in iv.locks])
             db.executemany("INSERT INTO slab VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, _s64(d.cache), d.tgid, int(d.exiting), d.kmallocs, d.cache_allocs, d.kfrees, d.cache_frees, d.bytes_req,
                  d.bytes_alloc, d.failed, d.slab_switches, d.switch_allocs) for d in iv.slab])
@@ -323,9 +323,10 @@ class Recording:
             "SELECT idx, src, dst, count FROM migrations WHERE idx BETWEEN ? AND ?", (first, hi)),
             lambda r: (r[1], r[2], r[3]))
         # a table added after a recording was made is empty in it
+        symbol = "symbol" if "locks" in self.tables and "symbol" in self._columns("locks") else "''"
         locks = _group(self._rows(
             "SELECT idx, pid, start_ns, tgid, addr, kstack, flags, kind, count, total_ns, max_ns, min_ns, spin_ns, "
-            "sleep_ns, owner_pid, owner_comm, cache FROM locks WHERE idx BETWEEN ? AND ?", (first, hi)),
+            f"sleep_ns, owner_pid, owner_comm, cache, {symbol} FROM locks WHERE idx BETWEEN ? AND ?", (first, hi)),
             lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:])) \
             if "locks" in self.tables else {}
         slab = _group(self._rows(

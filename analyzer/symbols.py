@@ -848,6 +848,45 @@ def _namespace_pid(pid: int) -> int | None:
 # The collector's one entry point
 
 
+class KernelDataSymbols:
+    """The kernel's data symbols (kallsyms types d/D/b/B: CONFIG_KALLSYMS_ALL), to name a static
+    object such as a lock by its variable. kallsyms gives no sizes: an address is named only within
+    `MAX_OFFSET` of a symbol and inside the range the core kernel's data symbols span (a slab
+    object elsewhere is never given a nearby variable's name)."""
+
+    MAX_OFFSET = 4096
+    TYPES = frozenset("dDbB")
+
+    def __init__(self, starts: list[int], names: list[str]):
+        self._starts, self._names = starts, names
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @classmethod
+    def parse(cls, data: bytes) -> KernelDataSymbols:
+        pairs = []
+        for line in data.decode("ascii", "replace").splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in cls.TYPES:  # core kernel only: module lines have a 4th field
+                try:
+                    addr = int(parts[0], 16)
+                except ValueError:
+                    continue
+                if addr:
+                    pairs.append((addr, parts[2]))
+        pairs.sort()
+        return cls([a for a, _ in pairs], [n for _, n in pairs])
+
+    def resolve(self, addr: int) -> str | None:
+        """`name` or `name+0xoff`, or None when no data symbol is near enough."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i < 0 or addr - self._starts[i] >= self.MAX_OFFSET or addr > self._starts[-1] + self.MAX_OFFSET:
+            return None
+        off = addr - self._starts[i]
+        return self._names[i] if not off else f"{self._names[i]}+{off:#x}"
+
+
 class Symbolizer:
     """Names kernel and user stacks for the collector.
 
@@ -863,6 +902,7 @@ class Symbolizer:
         self._elf_cache = elf_cache if elf_cache is not None else SHARED_ELF_CACHE
         self._kernel: KernelSymbols | None = None
         self._kernel_error: StallscopeError | None = None
+        self._kernel_data: KernelDataSymbols | None = None
         self._processes: OrderedDict[tuple[int, int | None], UserSymbols] = OrderedDict()
 
     @property
@@ -877,6 +917,16 @@ class Symbolizer:
                 self._kernel_error = e
                 raise
         return self._kernel
+
+    def kernel_data(self, addr: int) -> str | None:
+        """The static kernel variable at `addr` (a lock), when kallsyms lists data symbols."""
+        if self._kernel_data is None:
+            try:
+                with open(self._kallsyms_path, "rb") as f:
+                    self._kernel_data = KernelDataSymbols.parse(f.read())
+            except OSError:
+                self._kernel_data = KernelDataSymbols([], [])
+        return self._kernel_data.resolve(addr) if len(self._kernel_data) else None
 
     def kernel(self, addr: int) -> Frame:
         """A kernel frame; raises StallscopeError when kallsyms hides addresses from us."""

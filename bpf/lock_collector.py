@@ -15,6 +15,7 @@ from stallscope.bpf import abi, features
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
 from stallscope.bpf.libbpf import BpfError, BpfObject
+from stallscope.errors import StallscopeError
 
 
 class LockCollector:
@@ -28,6 +29,8 @@ class LockCollector:
         self._health = HealthDeltas(abi.LockHealth, prefix="locks.")
         self._programs = ProgramDeltas()
         self._prev: dict[bytes, tuple[int, ...]] = {}
+        self.symbolizer = symbolizer
+        self._symbols: dict[int, str] = {}
 
     def start(self) -> ProbeStatus:
         """Load and attach; never raises for a kernel that cannot: the status says why."""
@@ -71,7 +74,8 @@ class LockCollector:
                     kind=k.kind, count=v.count - pc, total_ns=v.total_ns - pt,
                     max_ns=v.max_ns if v.max_ns > pmax else 0, min_ns=v.min_ns if v.min_ns < pmin else 0,
                     spin_ns=v.spin_ns - ps, sleep_ns=v.sleep_ns - psl, owner_pid=v.owner_pid,
-                    owner_comm=v.owner_comm.decode(errors="replace"), cache=v.cache.decode(errors="replace")))
+                    owner_comm=v.owner_comm.decode(errors="replace"), cache=v.cache.decode(errors="replace"),
+                    symbol=self._symbol(k.addr) if k.kind == abi.LOCK_KIND_ADDR else ""))
                 ids.setdefault(k.kstack, ("kernel", 0))
             if tid in dead:
                 m.delete(kraw)
@@ -80,6 +84,15 @@ class LockCollector:
                 self._prev[kraw] = (v.count, v.total_ns, v.max_ns, v.min_ns, v.spin_ns, v.sleep_ns)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
+
+    def _symbol(self, addr: int) -> str:
+        """A static lock's variable, when kallsyms lists data symbols (CONFIG_KALLSYMS_ALL)."""
+        if addr not in self._symbols:
+            try:
+                self._symbols[addr] = (self.symbolizer.kernel_data(addr) or "") if self.symbolizer else ""
+            except StallscopeError:
+                self._symbols[addr] = ""
+        return self._symbols[addr]
 
     def finish(self) -> str:
         """The recording stops: charge the waits still in progress (the next drain reads them).

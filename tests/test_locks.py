@@ -154,3 +154,25 @@ def test_contention_point_skips_the_lock_internal_frames():
 def test_unknown_probe_group_is_refused():
     proc = run_stallscope("record", "-o", "/tmp/x.stall", "--probes", "+nosuch", check=False)
     assert proc.returncode == 2 and "no probe group 'nosuch'" in proc.stderr
+
+
+def test_a_static_lock_is_named_by_its_variable_where_kallsyms_lists_data_symbols():
+    """This kernel has no data symbols (no CONFIG_KALLSYMS_ALL); a kallsyms that has them names the lock."""
+    from stallscope.analyzer.model import LockWaits
+    from stallscope.analyzer.locks import lock_name
+    from stallscope.analyzer.sample import TaskId
+    from stallscope.analyzer.symbols import KernelDataSymbols
+
+    kallsyms = (b"ffffffff81000000 T _stext\n"
+                b"ffffffff82a01000 D tasklist_lock\n"
+                b"ffffffff82a01040 d pidmap_lock\n"
+                b"ffffffff83000000 B jiffies_lock\n"
+                b"ffffffffc0001000 d some_module_lock\t[mod]\n")
+    data = KernelDataSymbols.parse(kallsyms)
+    assert data.resolve(0xFFFFFFFF82A01000) == "tasklist_lock"
+    assert data.resolve(0xFFFFFFFF82A01048) == "pidmap_lock+0x8"
+    assert data.resolve(0xFFFF888100000000) is None  # a slab object is nobody's variable
+    assert data.resolve(0xFFFFFFFFC0001000) is None  # module data is not in this table
+    w = LockWaits(TaskId(1, 1), 1, 0xFFFFFFFF82A01000, 1, 0, "", None, 0, 1, 10, 10, 10, 10, 0,
+                  symbol="tasklist_lock")
+    assert lock_name(w, lambda tgid: "x") == "tasklist_lock"
