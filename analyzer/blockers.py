@@ -192,14 +192,21 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
     return out
 
 
-def task_causes(model: Model, task: TaskId, table: CauseTable | None = None) -> list[tuple[Cause, int]]:
-    """One task's waiting time by cause, heaviest first: blocked causes (idle ones included, in their
-    place by time) and "Waiting for CPU"."""
-    by: dict[str, list] = {}
-    for cause, _task, ns, *_rest in _attributed(model, {task}, table) + list(_cpu_rows(model, {task})):
-        e = by.setdefault(cause.name, [cause, 0])
+def causes_by_task(model: Model, tasks: set[TaskId] | None = None,
+                   table: CauseTable | None = None) -> dict[TaskId, list[tuple[Cause, int]]]:
+    """Each task's waiting time by cause, heaviest first: blocked causes (idle ones included, in their
+    place by time) and "Waiting for CPU". One pass over the waits for all tasks."""
+    scope = tasks if tasks is not None else set(model.tasks)
+    by: dict[TaskId, dict[str, list]] = {}
+    for cause, task, ns, *_rest in _attributed(model, scope, table) + list(_cpu_rows(model, scope)):
+        e = by.setdefault(task, {}).setdefault(cause.name, [cause, 0])
         e[1] += ns
-    return sorted(((c, ns) for c, ns in by.values()), key=lambda kv: (-kv[1], kv[0].name))
+    return {task: sorted(((c, ns) for c, ns in causes.values()), key=lambda kv: (-kv[1], kv[0].name))
+            for task, causes in by.items()}
+
+
+def task_causes(model: Model, task: TaskId, table: CauseTable | None = None) -> list[tuple[Cause, int]]:
+    return causes_by_task(model, {task}, table).get(task, [])
 
 
 def blocked_ns_by_task(model: Model, tasks: set[TaskId] | None = None,
@@ -287,28 +294,3 @@ def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
     owners = sorted({f"{lw.owner_comm}[{lw.owner_pid}]" for lw in model.lock_waits
                      if lw.task in tasks and lw.owner_pid})
     return HeldUpBy(wakers=tuple(tuple(e) for e in wakers), owners=tuple(owners[:n]))
-
-
-def runq_percentiles(model: Model, tasks: set[TaskId], qs=(0.5, 0.9, 0.99)) -> dict[str, int]:
-    """Wakeup-to-run latency percentiles of these tasks (upper bounds of log2 buckets, never above the
-    longest wait seen)."""
-    hist = [0] * len(next(iter(model.tasks.values())).runq_hist) if model.tasks else []
-    longest = 0
-    for tid in tasks:
-        t = model.tasks.get(tid)
-        if t is None:
-            continue
-        longest = max(longest, t.runq_max_ns)
-        for i, c in enumerate(t.runq_hist):
-            hist[i] += c
-    total = sum(hist)
-    out = {}
-    for q in qs:
-        seen, bound = 0, 0
-        for slot, c in enumerate(hist):
-            seen += c
-            if total and seen >= q * total:
-                bound = 2 ** (slot + 1)
-                break
-        out[f"p{round(q * 100)}_ns"] = min(bound, longest) if longest else bound
-    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from stallscope.analyzer.blockers import held_up_by, process_causes, rank_blockers, task_causes, wait_cause
+from stallscope.analyzer.blockers import causes_by_task, held_up_by, process_causes, rank_blockers, wait_cause
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs
@@ -44,6 +44,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
     command = meta.options.get("command")
     cmd_tasks = model.descendants(command["pid"]) if command and command.get("pid") else None
 
+    task_cause_lists = causes_by_task(model, scope)
     tasks = []
     for tid in sorted(model.tasks):
         if scope is not None and tid not in scope:
@@ -58,7 +59,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "involuntary_switches": t.involuntary_switches, "migrations": t.migrations,
             "runq_hist_log2_ns": {str(i): c for i, c in enumerate(t.runq_hist) if c},
             "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
-            "causes": [{"cause": c.name, "class": c.cls, "total_ns": ns} for c, ns in task_causes(model, tid)],
+            "causes": [{"cause": c.name, "class": c.cls, "total_ns": ns} for c, ns in task_cause_lists.get(tid, [])],
             "wakers": _wakers(wakers_by_task.get(tid, [])),
         }
         if cmd_tasks is not None:

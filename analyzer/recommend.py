@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from stallscope.analyzer.blockers import rank_blockers
+from stallscope.analyzer.blockers import percentiles, rank_blockers
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
 from stallscope.analyzer.units import fmt_ns
@@ -59,19 +59,6 @@ def _name(t: TaskTotals) -> str:
 def _is_kernel_thread(t: TaskTotals) -> bool:
     """kthreadd (pid 2) and its children are kernel threads; apply checks PF_KTHREAD again."""
     return t.task.pid == 2 or t.info.tgid == 2 or t.info.ptgid == 2
-
-
-def _percentile_ns(hist: tuple[int, ...], q: float) -> float:
-    """The upper bound of the log2 bucket holding quantile q (an upper estimate, by a factor < 2)."""
-    total = sum(hist)
-    if not total:
-        return 0.0
-    seen = 0
-    for slot, c in enumerate(hist):
-        seen += c
-        if seen >= q * total:
-            return float(2 ** (slot + 1))
-    return float(2 ** len(hist))
 
 
 def _verify(target: str, what: str) -> str:
@@ -144,9 +131,7 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
     out = []
     for t in sorted(model.tasks.values(), key=lambda t: -t.runq_wait_ns):
         wakeups = sum(t.runq_hist)
-        p99 = _percentile_ns(t.runq_hist, 0.99)
-        if t.runq_max_ns:  # the bucket's upper bound, but never above the longest wait seen
-            p99 = min(p99, t.runq_max_ns)
+        p99 = percentiles(dict(enumerate(t.runq_hist)), t.runq_max_ns, (0.99,)).get("p99_ns", 0)
         rate = t.runq_wait_ns / secs
         starved = rate >= th.runq_wait_per_s_ns or (wakeups >= th.min_wakeups and p99 >= th.runq_p99_ns)
         if not starved or _is_kernel_thread(t) or t.voluntary_switches < th.min_wakeups:
