@@ -226,9 +226,14 @@ class SchedCollector:
             tid = TaskId(key.pid, key.start_ns)
             prev = self._prev_tasks.get(tid)
             comm = v.comm.decode(errors="replace")
-            if self._info.get(tid) != (comm, v.flags):
+            before = self._info.get(tid)
+            if before != (comm, v.flags):
                 self._info[tid] = (comm, v.flags)
                 infos.append(TaskInfo(tid, v.tgid, v.ptgid, comm, v.flags))
+                if before is not None and before[0] != comm and key.pid == v.tgid and self.symbolizer:
+                    # the leader's name changed: an exec replaced the image, and maps read before it
+                    # (a command is first seen between its fork and its exec) would name nothing
+                    self.symbolizer.process(v.tgid, key.start_ns).refresh(force=True)
             if key.pid == v.tgid:
                 self._leader_start[v.tgid] = key.start_ns
             if v.tgid not in self._remembered:
