@@ -12,7 +12,7 @@ from dataclasses import asdict
 from stallscope.analyzer.blockers import causes_by_task, held_up_by, process_causes, rank_blockers, wait_cause
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
-from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs
+from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc
 from stallscope.analyzer.recommend import recommend
 from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
@@ -101,6 +101,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
                                  for name, (r, ns, m) in sorted(model.programs.items())},
                 **budget_doc(model_costs(model), meta.cpus,
                              meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)),
+                "changes": [tuning_doc(c, model.meta.interval_s) for c in model.tuning],
             },
         },
         "tasks": tasks,

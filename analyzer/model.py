@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, SlabDelta, Stack, TaskId, TaskInfo
+from stallscope.analyzer.sample import (
+    Interval, RecordingMeta, SlabCache, SlabDelta, Stack, TaskId, TaskInfo, TuningChange,
+)
 
 RUNQ_SLOTS = 40
 _SLAB_COUNTS = ("kmallocs", "cache_allocs", "kfrees", "cache_frees", "bytes_req", "bytes_alloc", "failed",
@@ -160,6 +162,7 @@ class Model:
     # per interval: (seconds, BPF run time ns, program runs, collector CPU ns): the tool's own cost
     interval_costs: tuple[tuple[float, int, int, int], ...] = ()
     futex_waits: tuple[FutexWaits, ...] = ()
+    tuning: tuple[TuningChange, ...] = ()  # the overhead budget's steps, in order
 
     @property
     def duration_s(self) -> float:
@@ -187,6 +190,7 @@ class Model:
         caches = dict(slab_caches or {})
         cgroups: dict[int, str] = {}
         costs: list[tuple[float, int, int, int]] = []
+        tuning: list[TuningChange] = []
         oncpu: dict[tuple, list] = {}
         cpus: dict[int, list[int]] = {}
         futexes: dict[tuple, list] = {}
@@ -253,6 +257,7 @@ class Model:
                 e[2] += o.period_ns
             costs.append((iv.duration_ns / 1e9, sum(p.run_time_ns for p in iv.programs),
                           sum(p.run_cnt for p in iv.programs), iv.collector_cpu_ns))
+            tuning.extend(iv.tuning)
             for tgid, _start, path in iv.cgroups:
                 cgroups[tgid] = path
             for c in iv.oncpu_cpus:
@@ -309,7 +314,7 @@ class Model:
             oncpu=tuple(OncpuSamples(tid, tgid, e[0], stacks.get(k), stacks.get(u), k, u, e[1], e[2])
                         for (tid, tgid, k, u), e in oncpu.items()),
             oncpu_cpus={cpu: CpuSamples(cpu, *acc) for cpu, acc in sorted(cpus.items())},
-            cgroups=cgroups, interval_costs=tuple(costs),
+            cgroups=cgroups, interval_costs=tuple(costs), tuning=tuple(tuning),
             futex_waits=tuple(FutexWaits(tid, tgid, uaddr, op, stacks.get(us), us, caller_addr, *e)
                               for (tid, tgid, uaddr, op, us, caller_addr), e in futexes.items()),
         )

@@ -5,7 +5,7 @@ collector's own CPU. Per interval and over a window, against the user's budget."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from stallscope.analyzer.sample import Interval
+from stallscope.analyzer.sample import Interval, Tuning, TuningChange, duration_text
 
 # Calling a BPF program from a tracepoint costs tens of ns that run_time_ns does not include
 # (measured for an empty program: benchmarks/README.md). Charged per event on top of the run time.
@@ -54,3 +54,101 @@ def budget_doc(costs: list[Cost], cpus: int, budget_pct: float) -> dict:
             "worst_interval_pct": round(max((c.total_pct for c in costs), default=0.0), 4),
             "over_budget_intervals": sum(1 for c in costs if c.total_pct > budget_pct),
             "dispatch_ns_per_event": DISPATCH_NS_PER_EVENT}
+
+
+# ---- keeping to the budget -------------------------------------------------------------------
+# Over budget, the probes do less of what is optional: fewer stack walks, walks only for longer waits,
+# fewer on-CPU samples. What is never given up: the exact per-task totals (every event still counts).
+
+MAX_LEVEL = 4
+MIN_WALKS_PER_S = 10  # a floor: some stacks keep coming
+MIN_SAMPLE_HZ = 9
+_MIN_WAIT_NS = (0, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000)  # by level: 0, 1 ms, 10 ms, 100 ms, 1 s
+UNLIMITED_WALKS_START = 1000  # what "no limit" steps down from
+
+
+def tuning_at(start: Tuning, level: int) -> Tuning:
+    """The settings at `level`, from what the user chose (level 0). Each level walks a quarter as many
+    stacks, only for waits ten times longer (never shorter than asked), and halves the sampling rate
+    from level 2 on; none goes below its floor or above the user's choice."""
+    level = max(0, min(level, MAX_LEVEL))
+    if level == 0:
+        return start
+    walks = start.walks_per_s or UNLIMITED_WALKS_START
+    walks = max(walks // 4 ** level, min(MIN_WALKS_PER_S, walks))
+    min_wait = max(start.min_stack_ns, _MIN_WAIT_NS[level])
+    hz = start.sample_hz
+    if level >= 2:
+        hz = max(hz // 2 ** (level - 1), min(MIN_SAMPLE_HZ, hz))
+    return Tuning(level, walks, min_wait, hz)
+
+
+class Governor:
+    """Keeps the measured cost under the budget, one step at a time, and says why at each step.
+
+    Over budget in an interval: one level down (less optional work). At the last level and still
+    over: said once, since what is left is the per-event work that keeps the totals exact. Under half
+    the budget for `recover_after` intervals in a row: one level back up; a step back up that had to
+    be undone soon after doubles the wait before the next (up to `max_recover_after`), so a load that
+    sits near the budget does not see-saw. The first `warmup` intervals are not judged: the collector's
+    start-up (reading every process's symbols) is not what the probes cost."""
+
+    def __init__(self, start: Tuning, budget_pct: float, warmup: int = 1, recover_after: int = 5,
+                 max_recover_after: int = 60):
+        self.start = start
+        self.budget_pct = budget_pct
+        self.current = start
+        self.warmup = warmup
+        self.recover_after = recover_after
+        self.max_recover_after = max_recover_after
+        self._seen = 0
+        self._calm = 0
+        self._since_raise: int | None = None
+        self._floor_said = False
+
+    def observe(self, interval: int, cost: Cost) -> TuningChange | None:
+        """Judge one interval's cost; the change to make, if any."""
+        self._seen += 1
+        if self._since_raise is not None:
+            self._since_raise += 1
+        if self._seen <= self.warmup or self.budget_pct <= 0:
+            return None
+        pct = cost.total_pct
+        level = self.current.level
+        if pct > self.budget_pct:
+            self._calm = 0
+            if level >= MAX_LEVEL:
+                if self._floor_said:
+                    return None
+                self._floor_said = True
+                return TuningChange(interval, self.current,
+                                    f"cost {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget at the "
+                                    "lowest setting: what remains is the per-event work that keeps the totals exact")
+            if self._since_raise is not None and self._since_raise <= self.recover_after:
+                self.recover_after = min(self.recover_after * 2, self.max_recover_after)
+            self._since_raise = None
+            return self._move(interval, level + 1,
+                              f"cost {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget")
+        if level == 0 or pct >= self.budget_pct / 2:
+            self._calm = 0
+            return None
+        self._calm += 1
+        if self._calm < self.recover_after:
+            return None
+        self._calm = 0
+        self._since_raise = 0
+        self._floor_said = False
+        return self._move(interval, level - 1, f"cost {pct:.2f}% of the CPUs has stayed under half the "
+                                               f"{self.budget_pct:g}% budget for {self.recover_after} intervals")
+
+    def _move(self, interval: int, level: int, reason: str) -> TuningChange:
+        self.current = tuning_at(self.start, level)
+        return TuningChange(interval, self.current, reason)
+
+
+def tuning_doc(change: TuningChange, interval_s: float) -> dict:
+    """One step of the budget, for the JSON export (meta.overhead.changes)."""
+    t = change.to
+    return {"after_interval": change.interval, "at_s": round((change.interval + 1) * interval_s, 3),
+            "level": t.level, "stack_walks_per_s": t.walks_per_s, "min_stack_ns": t.min_stack_ns,
+            "sample_hz": t.sample_hz, "reason": change.reason}

@@ -209,6 +209,42 @@ class ProgramCost:
     recursion_misses: int
 
 
+def duration_text(ns: int) -> str:
+    """A duration for people: 0, 250 us, 10 ms, 1.5 s."""
+    if ns == 0:
+        return "0"
+    if ns >= 1_000_000_000:
+        return f"{ns / 1e9:g} s"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:g} ms"
+    return f"{ns / 1e3:g} us"
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What the probes run with: the stack-walk rate (per CPU and object, 0 = no limit), the shortest
+    wait whose stacks are walked, and the on-CPU sampling frequency. Level 0 is what the user chose."""
+
+    level: int
+    walks_per_s: int
+    min_stack_ns: int
+    sample_hz: int
+
+    def describe(self) -> str:
+        walks = "no limit" if self.walks_per_s == 0 else f"{self.walks_per_s}/s per CPU"
+        return (f"stack walks {walks}, stacks for waits >= {duration_text(self.min_stack_ns)}, "
+                f"on-CPU samples {self.sample_hz} Hz")
+
+
+@dataclass(frozen=True)
+class TuningChange:
+    """A step the budget made, stated: from the interval after `interval` on, the probes run with `to`."""
+
+    interval: int
+    to: Tuning
+    reason: str
+
+
 @dataclass(frozen=True)
 class Interval:
     index: int
@@ -233,6 +269,7 @@ class Interval:
     oncpu_cpus: tuple[CpuSamplesDelta, ...] = ()
     cgroups: tuple[tuple[int, int, str], ...] = ()  # (tgid, leader start ns, cgroup path) of processes first seen
     futex: tuple[FutexDelta, ...] = ()
+    tuning: tuple[TuningChange, ...] = ()  # what the overhead budget changed after this interval
 
     @property
     def duration_ns(self) -> int:

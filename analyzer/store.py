@@ -20,7 +20,7 @@ from typing import Iterator
 
 from stallscope.analyzer.sample import (
     CpuSamplesDelta, FutexDelta, Interval, LockDelta, OffcpuDelta, OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta,
-    SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, WakerDelta,
+    SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning, TuningChange, WakerDelta,
 )
 from stallscope.analyzer.symbols import Frame
 from stallscope.errors import StallscopeError
@@ -73,6 +73,8 @@ CREATE TABLE IF NOT EXISTS futex (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, uaddr INTEGER, op INTEGER, ustack INTEGER,
     caller_addr INTEGER, caller TEXT, lock_name TEXT, count INTEGER, total_ns INTEGER, max_ns INTEGER,
     min_ns INTEGER);
+CREATE TABLE IF NOT EXISTS tuning (
+    idx INTEGER, level INTEGER, walks_per_s INTEGER, min_stack_ns INTEGER, sample_hz INTEGER, reason TEXT);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -196,6 +198,8 @@ class RecordingWriter:
                 for s in iv.stacks])
             db.executemany("INSERT INTO programs VALUES (?,?,?,?,?)", [
                 (i, p.name, p.run_cnt, p.run_time_ns, p.recursion_misses) for p in iv.programs])
+            db.executemany("INSERT INTO tuning VALUES (?,?,?,?,?,?)", [
+                (i, c.to.level, c.to.walks_per_s, c.to.min_stack_ns, c.to.sample_hz, c.reason) for c in iv.tuning])
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -356,6 +360,10 @@ class Recording:
         programs = _group(self._rows(
             "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
             (first, hi)), lambda r: ProgramCost(*r[1:]))
+        tuning = _group(self._rows(
+            "SELECT idx, level, walks_per_s, min_stack_ns, sample_hz, reason FROM tuning WHERE idx BETWEEN ? AND ? "
+            "ORDER BY rowid", (first, hi)), lambda r: TuningChange(r[0], Tuning(*r[1:5]), r[5])) \
+            if "tuning" in self.tables else {}
         for idx, start, end, wall, switches, cpu, health, kswitches in self._rows(
                 "SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health, kernel_switches "
                 "FROM intervals "
@@ -368,7 +376,7 @@ class Recording:
                            wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
                            kswitches or 0, locks.get(idx, ()), slab.get(idx, ()), slab_caches.get(idx, ()),
                            oncpu.get(idx, ()), oncpu_cpus.get(idx, ()), cgroups.get(idx, ()),
-                           futex.get(idx, ()))
+                           futex.get(idx, ()), tuning.get(idx, ()))
 
     def _slab_cache(self, r) -> SlabCache:
         try:

@@ -35,12 +35,15 @@ class TaskKey(ctypes.Structure):
 
 class TaskStats(ctypes.Structure):
     _fields_ = [
+        # the probes' scratch state between events: not read here
+        ("block_ts", u64), ("runq_ts", u64), ("pending_ns", u64), ("ustack", u64),
+        ("state", u32), ("woken", u32), ("runq_from_wakeup", u32),
+        ("flags", u32), ("nvcsw", u64), ("nivcsw", u64),
         ("offcpu_ns", u64), ("offcpu_count", u64), ("offcpu_max_ns", u64),
-        ("runq_ns", u64), ("runq_count", u64), ("runq_max_ns", u64), ("run_delay", u64), ("run_delay_base", u64),
-        ("nvcsw", u64), ("nivcsw", u64), ("nvcsw_base", u64), ("nivcsw_base", u64),
-        ("migrations", u64),
-        ("tgid", u32), ("ptgid", u32), ("flags", u32), ("last_cpu", u32),
+        ("runq_ns", u64), ("runq_count", u64), ("runq_max_ns", u64), ("run_delay", u64), ("migrations", u64),
         ("comm", ctypes.c_char * TASK_COMM_LEN),
+        ("tgid", u32), ("ptgid", u32), ("last_cpu", u32), ("pad", u32),
+        ("run_delay_base", u64), ("nvcsw_base", u64), ("nivcsw_base", u64),
         ("runq_hist", u32 * RUNQ_SLOTS),
     ]
 
@@ -67,6 +70,11 @@ class Stack(ctypes.Structure):
     _fields_ = [("ips", u64 * MAX_STACK_DEPTH)]
 
 
+class StackTune(ctypes.Structure):
+    """bpf/stacks.h: the stack-walk knobs every object that walks stacks reads at run time (.data)."""
+    _fields_ = [("min_stack_ns", u64), ("walks_per_s", u32), ("pad", u32)]
+
+
 class SchedHealth(ctypes.Structure):
     _fields_ = [("task_map_full", u64), ("offcpu_map_full", u64), ("waker_map_full", u64),
                 ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("stacks_rate_limited", u64),
@@ -75,16 +83,15 @@ class SchedHealth(ctypes.Structure):
 
 
 class SchedConfig(ctypes.Structure):
-    _fields_ = [("min_stack_ns", u64), ("targ_tgid", u32), ("nr_cpus", u32), ("user_stacks", u32),
-                ("kernel_stacks", u32), ("waker_stacks", u32), ("stack_walks_per_s", u32),
-                ("thread_size", u32), ("pad", u32)]
+    _fields_ = [("targ_tgid", u32), ("nr_cpus", u32), ("user_stacks", u32),
+                ("kernel_stacks", u32), ("waker_stacks", u32), ("thread_size", u32)]
 
 
 # C struct name -> mirror, for the BTF size check.
 MIRRORS = {
     "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal,
     "waker_key": WakerKey, "waker_val": WakerVal, "stack": Stack, "sched_health": SchedHealth,
-    "sched_config": SchedConfig,
+    "sched_config": SchedConfig, "stack_tune": StackTune,
 }
 
 
@@ -116,8 +123,7 @@ class LockHealth(ctypes.Structure):
 
 
 class LockConfig(ctypes.Structure):
-    _fields_ = [("targ_tgid", u32), ("stack_walks_per_s", u32), ("kernel_stacks", u32),
-                ("has_kmem_cache_kfunc", u32)]
+    _fields_ = [("targ_tgid", u32), ("kernel_stacks", u32), ("has_kmem_cache_kfunc", u32)]
 
 
 # ---- bpf/oncpu.h ---------------------------------------------------------
@@ -142,14 +148,14 @@ class OncpuHealth(ctypes.Structure):
 
 
 class OncpuConfig(ctypes.Structure):
-    _fields_ = [("targ_tgid", u32), ("user_stacks", u32), ("kernel_stacks", u32), ("stack_walks_per_s", u32)]
+    _fields_ = [("targ_tgid", u32), ("user_stacks", u32), ("kernel_stacks", u32), ("pad", u32)]
 
 
 # object -> {C struct name -> mirror}
 OBJECT_MIRRORS = {
     "sched.bpf.o": MIRRORS,
     "locks.bpf.o": {"lock_key": LockKey, "lock_val": LockVal, "lock_health": LockHealth,
-                    "lock_config": LockConfig, "stack": Stack},
+                    "lock_config": LockConfig, "stack": Stack, "stack_tune": StackTune},
     "oncpu.bpf.o": {"oncpu_key": OncpuKey, "oncpu_val": OncpuVal, "oncpu_cpu": OncpuCpu,
                     "oncpu_health": OncpuHealth, "oncpu_config": OncpuConfig, "stack": Stack},
 }

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from importlib import resources
 
 from stallscope.analyzer.sample import (
-    Interval, OffcpuDelta, ProbeStatus, ProgramCost, Stack, TaskDelta, TaskId, TaskInfo, WakerDelta,
+    Interval, OffcpuDelta, ProbeStatus, ProgramCost, Stack, TaskDelta, TaskId, TaskInfo, Tuning, WakerDelta,
 )
 from stallscope.analyzer.symbols import Symbolizer
-from stallscope.bpf import abi
+from stallscope.bpf import abi, tune
+from stallscope.bpf.tune import StackTune
 from stallscope.bpf.libbpf import BpfError, BpfObject, RunTimeStats
 from stallscope.errors import StallscopeError
 
@@ -48,7 +49,7 @@ class SchedOptions:
     kernel_stacks: bool = True
     waker_stacks: bool = True
     stack_walks_per_s: int = 1000  # per CPU; 0 = no limit
-    max_tasks: int = 16384
+    max_tasks: int = 32768
     max_stacks: int = 32768
 
 
@@ -130,14 +131,15 @@ class SchedCollector:
     def _configure(self, obj: BpfObject) -> None:
         o = self.options
         cfg = abi.SchedConfig(
-            min_stack_ns=o.min_stack_ns, targ_tgid=o.targ_tgid, nr_cpus=self.nr_cpus,
+            targ_tgid=o.targ_tgid, nr_cpus=self.nr_cpus,
             user_stacks=int(o.user_stacks), kernel_stacks=int(o.kernel_stacks), waker_stacks=int(o.waker_stacks),
-            stack_walks_per_s=o.stack_walks_per_s, thread_size=_thread_size(),
+            thread_size=_thread_size(),
         )
         image = obj.section_map(".rodata").initial_value()
         if len(image) < ctypes.sizeof(cfg):
             raise StallscopeError("sched.bpf.o does not match this stallscope", "run `make install` again")
         ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
+        tune.write(obj, StackTune(o.stack_walks_per_s, o.min_stack_ns))
         obj.map("migration_matrix").set_max_entries(self.nr_cpus * self.nr_cpus)
         obj.map("task_stats").set_max_entries(o.max_tasks)
         obj.map("stacks").set_max_entries(o.max_stacks)
@@ -317,6 +319,11 @@ class SchedCollector:
         if raw is None:
             return 0
         return sum(int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8))
+
+    def retune(self, t: Tuning) -> None:
+        """The overhead budget's step: the running programs read it from their next event on."""
+        if self.obj is not None:
+            tune.write(self.obj, StackTune(t.walks_per_s, t.min_stack_ns))
 
     def close(self) -> None:
         if self._stats:

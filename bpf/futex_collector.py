@@ -25,9 +25,10 @@ import time
 
 from elftools.elf.elffile import ELFFile
 
-from stallscope.analyzer.sample import FutexDelta, ProbeStatus, TaskId
+from stallscope.analyzer.sample import FutexDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import SHARED_ELF_CACHE, Frame, Symbolizer, UserSymbols
-from stallscope.bpf import abi
+from stallscope.bpf import abi, tune
+from stallscope.bpf.tune import StackTune
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.libbpf import BpfError, BpfObject
@@ -347,6 +348,7 @@ class FutexCollector:
                                   user_stacks=int(self.user_stacks), caller_sp_range=CALLER_SP_RANGE)
             image = obj.section_map(".rodata").initial_value()
             ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
+            tune.write(obj, StackTune(self.stack_walks_per_s))
             obj.load()
             for name in ("futex_enter", "futex_exit"):
                 obj.attach(obj.program(name))
@@ -495,6 +497,11 @@ class FutexCollector:
                 self._names.clear()
             self._names[key] = name
         return name
+
+    def retune(self, t: Tuning) -> None:
+        """The overhead budget's step: fewer stack walks from the next event on."""
+        if self.obj is not None:
+            tune.write(self.obj, StackTune(t.walks_per_s))
 
     def close(self) -> None:
         self._stop.set()

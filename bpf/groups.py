@@ -7,7 +7,8 @@ of interval deltas; `close()` detaches. The session, `--probes`, `doctor` and
 the recording's metadata all read this registry, so a new group is one entry.
 A collector may also have `finish() -> str`: called once before the last drain,
 to count what is still in progress when the recording stops; it returns why it
-could not, or "".
+could not, or "". And `retune(tuning)`: the overhead budget's step (analyzer/overhead.py), to
+apply while attached: fewer stack walks (bpf/tune.py), a lower sampling rate.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ctypes
 
-from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId
+from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import Symbolizer
-from stallscope.bpf import abi, features
+from stallscope.bpf import abi, features, tune
+from stallscope.bpf.tune import StackTune
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
 from stallscope.bpf.libbpf import BpfError, BpfObject
@@ -40,10 +41,11 @@ class LockCollector:
         kfunc = features.kfuncs().get("bpf_get_kmem_cache")
         try:
             obj = BpfObject(object_path("locks.bpf.o"))
-            cfg = abi.LockConfig(targ_tgid=self.targ_tgid, stack_walks_per_s=self.stack_walks_per_s,
+            cfg = abi.LockConfig(targ_tgid=self.targ_tgid,
                                  kernel_stacks=int(self.kernel_stacks), has_kmem_cache_kfunc=int(bool(kfunc and kfunc.ok)))
             image = obj.section_map(".rodata").initial_value()
             ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
+            tune.write(obj, StackTune(self.stack_walks_per_s))
             obj.load()
             for prog in obj.programs():
                 if not prog.section.startswith("iter/"):
@@ -104,6 +106,11 @@ class LockCollector:
         except BpfError as exc:  # a kernel without task iterators (5.8+): those waits stay uncounted
             return f"lock waits in progress at stop are not charged: {exc.message}"
         return ""
+
+    def retune(self, t: Tuning) -> None:
+        """The overhead budget's step: fewer stack walks from the next event on."""
+        if self.obj is not None:
+            tune.write(self.obj, StackTune(t.walks_per_s))
 
     def close(self) -> None:
         if self.obj:

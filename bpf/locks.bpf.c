@@ -14,7 +14,6 @@
 char LICENSE[] SEC("license") = "GPL";
 
 const volatile struct lock_config cfg = {
-	.stack_walks_per_s = 1000,
 	.kernel_stacks = 1,
 };
 

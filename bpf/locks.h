@@ -59,7 +59,6 @@ struct lock_health {
 
 struct lock_config {
 	__u32 targ_tgid;
-	__u32 stack_walks_per_s;
 	__u32 kernel_stacks;
 	__u32 has_kmem_cache_kfunc; /* bpf_get_kmem_cache() exists (6.13+) */
 };

@@ -47,8 +47,8 @@ struct oncpu_health {
 struct oncpu_config {
 	__u32 targ_tgid;
 	__u32 user_stacks;
-	__u32 kernel_stacks;
-	__u32 stack_walks_per_s; /* 0: stacks.bpf.h's budget is not used, the sampling rate bounds the walks */
+	__u32 kernel_stacks; /* walks are bounded by the sampling rate, not by stack_tune */
+	__u32 pad;
 };
 
 #endif

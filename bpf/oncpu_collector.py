@@ -16,7 +16,7 @@ import errno
 import os
 import platform
 
-from stallscope.analyzer.sample import CpuSamplesDelta, OncpuDelta, ProbeStatus, TaskId
+from stallscope.analyzer.sample import CpuSamplesDelta, OncpuDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, _possible_cpus, object_path
@@ -108,6 +108,7 @@ class OncpuCollector:
         self.obj: BpfObject | None = None
         self.cpus: list[int] = []
         self._fds: dict[int, int] = {}  # cpu -> perf event fd (owned by its link once attached)
+        self._links: dict = {}  # cpu -> the link of that event
         self._stacks = StackReader(symbolizer, max_stacks)
         self._health = HealthDeltas(abi.OncpuHealth, prefix="oncpu.")
         self._programs = ProgramDeltas()
@@ -138,7 +139,9 @@ class OncpuCollector:
             prog = obj.program("oncpu_sample")
             for cpu in cpus:
                 # libbpf owns the event fd from here: destroying the link disables and closes it
-                obj.links.append(prog.attach_perf_event(fds[cpu]))
+                link = prog.attach_perf_event(fds[cpu])
+                obj.links.append(link)
+                self._links[cpu] = link
                 self._fds[cpu] = fds.pop(cpu)
         except StallscopeError as exc:  # a BpfError, or the object missing: this group off, not the session
             for fd in fds.values():  # the ones not attached; the links close the others
@@ -207,10 +210,36 @@ class OncpuCollector:
         except OSError:
             return 0
 
+    def retune(self, t: Tuning) -> None:
+        """The overhead budget's step: the sampling frequency. Each CPU's event is opened anew at the
+        new frequency and attached before the old one is dropped (changing a frequency-mode event in
+        place with PERF_EVENT_IOC_PERIOD restarts it with a spent period: a burst of samples). Each
+        sample keeps its own period, so time estimates stay right across the change."""
+        if t.sample_hz == self.sample_hz or self.obj is None:
+            return
+        prog = self.obj.program("oncpu_sample")
+        for cpu in list(self._fds):
+            try:
+                fd = open_cpu_clock(cpu, t.sample_hz)
+            except OSError:
+                continue  # this CPU keeps its rate
+            try:
+                link = prog.attach_perf_event(fd)
+            except StallscopeError:
+                os.close(fd)
+                continue
+            old = self._links.get(cpu)
+            self._links[cpu], self._fds[cpu] = link, fd
+            self.obj.links.append(link)
+            if old is not None:
+                old.destroy()  # disables and closes the old event
+        self.sample_hz = t.sample_hz
+
     def close(self) -> None:
         if self.obj:
             self.obj.close()  # destroys the links, which disable and close the events
             self.obj = None
         self._fds = {}
+        self._links = {}
 
 

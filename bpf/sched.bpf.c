@@ -18,7 +18,6 @@
 char LICENSE[] SEC("license") = "GPL";
 
 const volatile struct sched_config cfg = {
-	.min_stack_ns = 0,
 	.nr_cpus = 1,
 	.user_stacks = 1,
 	.kernel_stacks = 1,
@@ -31,34 +30,25 @@ struct sched_health health = {};
 #include "maps.bpf.h"
 #include "stacks.bpf.h"
 
-/* Per-task scratch state between events; freed with the task. */
-struct tstate {
-	__u64 block_ts;      /* switch-out into a sleeping state */
-	__u64 runq_ts;       /* enqueued (wakeup or re-queue at switch-out) */
-	__u64 pending_ns;    /* off-CPU time ended at wakeup, stack attributed at switch-in */
-	__u64 ustack;        /* user stack at the switch-out that began the wait */
-	__u32 state;
-	__u32 woken;         /* the wait ended by a wakeup: a runq wait from it is wakeup latency */
-	__u32 runq_from_wakeup;
-	__u32 pad;
-};
-
-/* task -> tstate */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct tstate);
-} tstates SEC(".maps");
-
-/* task_key -> cumulative task_stats */
+/* task_key -> cumulative task_stats and the task's scratch state. One map for
+ * both: a lookup costs a few cache misses under a busy scheduler, and each
+ * event needs the task's entry once. An entry lives until user space has read
+ * the task's final switch. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC); /* user space deletes: freed after RCU, never reused under a running program */
-	__uint(max_entries, 16384);
+	__uint(max_entries, 32768);
 	__type(key, struct task_key);
 	__type(value, struct task_stats);
 } task_stats SEC(".maps");
+
+/* per-CPU buffer a new task_stats entry is built in (too large for the BPF stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct task_stats);
+} stats_init SEC(".maps");
 
 /* offcpu_key -> cumulative off-CPU time by stacks and state */
 struct {
@@ -182,42 +172,46 @@ static __always_inline struct task_stats *stats_of(struct task_struct *p, int ru
 						   bool voluntary)
 {
 	struct task_key key = { .pid = p->pid, .start_ns = p->start_boottime };
-	struct task_stats *s, init = {};
+	struct task_stats *s, *init;
+	__u32 zero = 0;
 
 	s = bpf_map_lookup_elem(&task_stats, &key);
 	if (s)
 		return s;
-	init.tgid = p->tgid;
-	init.ptgid = p->real_parent ? p->real_parent->tgid : 0;
-	init.nvcsw = init.nvcsw_base = p->nvcsw;
-	init.nivcsw = init.nivcsw_base = p->nivcsw;
-	init.flags = TS_BASE_EXACT;
-	init.run_delay = init.run_delay_base = run_delay_of(p);
+	init = bpf_map_lookup_elem(&stats_init, &zero);
+	if (!init)
+		return NULL;
+	__builtin_memset(init, 0, sizeof(*init));
+	init->tgid = p->tgid;
+	init->ptgid = p->real_parent ? p->real_parent->tgid : 0;
+	init->nvcsw = init->nvcsw_base = p->nvcsw;
+	init->nivcsw = init->nivcsw_base = p->nivcsw;
+	init->flags = TS_BASE_EXACT;
+	init->run_delay = init->run_delay_base = run_delay_of(p);
 	if (!bpf_core_field_exists(p->sched_info))
-		init.flags |= TS_NO_SCHED_INFO;
+		init->flags |= TS_NO_SCHED_INFO;
 	if (running_switch) {
 		/* The counters include the switch being traced; which one was
 		 * incremented is decided by the kernel's own predicate, which the
 		 * tracepoint cannot show exactly (6.14+ reports a signal-pending
 		 * block as RUNNING): the baseline is marked as derived. */
 		if (voluntary)
-			init.nvcsw_base--;
+			init->nvcsw_base--;
 		else
-			init.nivcsw_base--;
-		init.flags = TS_BASE_GUESSED;
+			init->nivcsw_base--;
+		init->flags = TS_BASE_GUESSED;
 	}
-	__builtin_memcpy(init.comm, p->comm, TASK_COMM_LEN);
-	return lookup_or_init(&task_stats, &key, &init, &health.task_map_full);
+	__builtin_memcpy(init->comm, p->comm, TASK_COMM_LEN);
+	return lookup_or_init(&task_stats, &key, init, &health.task_map_full);
 }
 
-static __always_inline struct tstate *tstate_of(struct task_struct *p)
+/* The task's entry if it has one: events other than a switch-out never create it
+ * (a task first seen waking or being switched in has no wait to end). */
+static __always_inline struct task_stats *stats_if_seen(struct task_struct *p)
 {
-	struct tstate *st;
+	struct task_key key = { .pid = p->pid, .start_ns = p->start_boottime };
 
-	st = bpf_task_storage_get(&tstates, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st)
-		__sync_fetch_and_add(&health.storage_errors, 1);
-	return st;
+	return bpf_map_lookup_elem(&task_stats, &key);
 }
 
 static __always_inline void update_max(__u64 *max, __u64 v)
@@ -345,11 +339,12 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 					  unsigned int prev_state, __u64 now)
 {
 	struct task_stats *s;
-	struct tstate *st;
 	bool voluntary = !preempt && prev_state != TASK_RUNNING;
 
 	s = stats_of(prev, 1, voluntary);
-	if (s) {
+	if (!s)
+		return;
+	{
 		/* Both counters were incremented before the tracepoint: read them
 		 * rather than re-derive the kernel's voluntary/involuntary rule.
 		 * A thread that is not its process's leader sets EXIT_DEAD and
@@ -383,36 +378,32 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 	if (prev_state & TASK_DEAD)
 		return;
 
-	st = tstate_of(prev);
-	if (!st)
-		return;
-	st->block_ts = 0;
-	st->runq_ts = 0;
-	st->pending_ns = 0;
-	st->woken = 0;
+	s->block_ts = 0;
+	s->runq_ts = 0;
+	s->pending_ns = 0;
+	s->woken = 0;
 	/* schedstat's run_delay re-queues the task only if task_is_running(prev);
 	 * a task preempted with a sleeping state accrues neither wait. */
 	if (prev->__state == TASK_RUNNING) {
-		st->runq_ts = now;
-		st->runq_from_wakeup = 0;
+		s->runq_ts = now;
+		s->runq_from_wakeup = 0;
 	} else if (prev->__state & TASK_WAKING) {
 		/* Dequeued, then woken before this tracepoint: a block of ~0 ns that
 		 * the kernel counts as voluntary. sched_waking has passed; the
 		 * coming sched_wakeup starts its run-queue wait. */
-		st->woken = 1;
-		if (s)
-			__sync_fetch_and_add(&s->offcpu_count, 1);
+		s->woken = 1;
+		__sync_fetch_and_add(&s->offcpu_count, 1);
 	} else if (!preempt) {
-		st->block_ts = now;
-		st->state = prev_state & STATE_MASK;
-		st->ustack = STACK_NONE;
+		s->block_ts = now;
+		s->state = prev_state & STATE_MASK;
+		s->ustack = STACK_NONE;
 		if (cfg.user_stacks && prev->mm) {
 			struct stack *buf = scratch();
 
 			if (!walk_allowed(now))
-				st->ustack = STACK_RATE_LIMITED;
+				s->ustack = STACK_RATE_LIMITED;
 			else if (buf)
-				st->ustack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), BPF_F_USER_STACK));
+				s->ustack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), BPF_F_USER_STACK));
 		}
 	}
 }
@@ -420,46 +411,42 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 {
 	struct task_stats *s;
-	struct tstate *st;
 	__u32 slot;
 	__u64 d;
 
-	st = bpf_task_storage_get(&tstates, next, 0, 0);
-	if (!st)
+	s = stats_if_seen(next);
+	if (!s)
 		return;
-	if (st->runq_ts && now > st->runq_ts) {
-		d = now - st->runq_ts;
-		s = stats_of(next, 0, false);
-		if (s) {
-			__sync_fetch_and_add(&s->runq_ns, d);
-			__sync_fetch_and_add(&s->runq_count, 1);
-			update_max(&s->runq_max_ns, d);
-			if (st->runq_from_wakeup) {
-				slot = log2_slot(d);
-				if (slot < RUNQ_SLOTS)
-					__sync_fetch_and_add(&s->runq_hist[slot], 1);
-			}
+	if (s->runq_ts && now > s->runq_ts) {
+		d = now - s->runq_ts;
+		__sync_fetch_and_add(&s->runq_ns, d);
+		__sync_fetch_and_add(&s->runq_count, 1);
+		update_max(&s->runq_max_ns, d);
+		if (s->runq_from_wakeup) {
+			slot = log2_slot(d);
+			if (slot < RUNQ_SLOTS)
+				__sync_fetch_and_add(&s->runq_hist[slot], 1);
 		}
 	}
-	st->runq_ts = 0;
-	st->runq_from_wakeup = 0;
+	s->runq_ts = 0;
+	s->runq_from_wakeup = 0;
 
-	if (st->pending_ns) {
+	if (s->pending_ns) {
 		struct offcpu_key key = {
 			.pid = next->pid, .tgid = next->tgid, .start_ns = next->start_boottime,
-			.ustack = st->ustack, .state = st->state,
+			.ustack = s->ustack, .state = s->state,
 		};
 		struct offcpu_val *v, init = {};
 
-		d = st->pending_ns;
-		st->pending_ns = 0;
+		d = s->pending_ns;
+		s->pending_ns = 0;
 		if (cfg.kernel_stacks) {
 			struct stack *buf = scratch();
 
 			/* The task is switched out, so its saved stack is stable and
 			 * shows where it slept; walking it only for waits that turned
 			 * out long keeps the common short switch cheap. */
-			if (d < cfg.min_stack_ns)
+			if (below_min_stack(d))
 				key.kstack = STACK_SHORT;
 			else if (!walk_allowed(now))
 				key.kstack = STACK_RATE_LIMITED;
@@ -538,32 +525,27 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 {
 	struct task_struct *waker = bpf_get_current_task_btf();
 	struct task_stats *s;
-	struct tstate *st;
 	__u64 now, d;
 
 	if (!wanted(p))
 		return 0;
-	st = bpf_task_storage_get(&tstates, p, 0, 0);
-	if (!st) {
+	s = stats_if_seen(p);
+	if (!s) {
 		__sync_fetch_and_add(&health.waking_unknown, 1);
 		return 0;
 	}
-	if (!st->block_ts) {
+	if (!s->block_ts) {
 		__sync_fetch_and_add(&health.waking_unblocked, 1);
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
-	d = now > st->block_ts ? now - st->block_ts : 0;
-	st->block_ts = 0;
-	st->woken = 1;
-	st->pending_ns += d;
-
-	s = stats_of(p, 0, false);
-	if (s) {
-		__sync_fetch_and_add(&s->offcpu_ns, d);
-		__sync_fetch_and_add(&s->offcpu_count, 1);
-		update_max(&s->offcpu_max_ns, d);
-	}
+	d = now > s->block_ts ? now - s->block_ts : 0;
+	s->block_ts = 0;
+	s->woken = 1;
+	s->pending_ns += d;
+	__sync_fetch_and_add(&s->offcpu_ns, d);
+	__sync_fetch_and_add(&s->offcpu_count, 1);
+	update_max(&s->offcpu_max_ns, d);
 
 	{
 		struct waker_key key = {
@@ -578,7 +560,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 		if (cfg.waker_stacks) {
 			struct stack *buf = scratch();
 
-			if (d < cfg.min_stack_ns)
+			if (below_min_stack(d))
 				key.waker_kstack = STACK_SHORT;
 			else if (!walk_allowed(now))
 				key.waker_kstack = STACK_RATE_LIMITED;
@@ -602,24 +584,24 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
-	struct tstate *st;
+	struct task_stats *s;
 
 	if (!wanted(p))
 		return 0;
-	st = bpf_task_storage_get(&tstates, p, 0, 0);
-	if (!st) {
+	s = stats_if_seen(p);
+	if (!s) {
 		if (p->on_cpu)
 			return 0;
-		st = tstate_of(p);
-		if (!st)
+		s = stats_of(p, 0, false);
+		if (!s)
 			return 0;
-		st->woken = 1;
+		s->woken = 1;
 	}
-	if (!st->woken)
+	if (!s->woken)
 		return 0;
-	st->woken = 0;
-	st->runq_ts = bpf_ktime_get_ns();
-	st->runq_from_wakeup = 1;
+	s->woken = 0;
+	s->runq_ts = bpf_ktime_get_ns();
+	s->runq_from_wakeup = 1;
 	return 0;
 }
 
@@ -627,18 +609,15 @@ SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 {
 	struct task_stats *s;
-	struct tstate *st;
 
 	if (!wanted(p))
 		return 0;
 	s = stats_of(p, 0, false);
-	if (s)
-		s->flags |= TS_NEW;
-	st = tstate_of(p);
-	if (!st)
+	if (!s)
 		return 0;
-	st->runq_ts = bpf_ktime_get_ns();
-	st->runq_from_wakeup = 1;
+	s->flags |= TS_NEW;
+	s->runq_ts = bpf_ktime_get_ns();
+	s->runq_from_wakeup = 1;
 	return 0;
 }
 

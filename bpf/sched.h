@@ -26,8 +26,22 @@ struct task_key {
 	__u64 start_ns; /* task->start_boottime */
 };
 
-/* Cumulative per-task totals since attach (user space takes deltas). */
+/* Per task: cumulative totals since attach (user space takes deltas), and the
+ * scratch state between one event and the next. One entry per task, so each
+ * event makes one map lookup; fields are grouped by the event that writes them. */
 struct task_stats {
+	/* scratch (not cumulative; user space ignores it) and the switch-out's writes */
+	__u64 block_ts;       /* switch-out into a sleeping state */
+	__u64 runq_ts;        /* enqueued (wakeup or re-queue at switch-out) */
+	__u64 pending_ns;     /* off-CPU time ended at wakeup, stack attributed at switch-in */
+	__u64 ustack;         /* user stack at the switch-out that began the wait */
+	__u32 state;          /* prev_state at that switch-out */
+	__u32 woken;          /* the wait ended by a wakeup: a runq wait from it is wakeup latency */
+	__u32 runq_from_wakeup;
+	__u32 flags;          /* TS_* */
+	__u64 nvcsw;          /* latest task->nvcsw read at its switch-out */
+	__u64 nivcsw;
+	/* totals */
 	__u64 offcpu_ns;      /* blocked: from switch-out in a sleeping state to the wakeup */
 	__u64 offcpu_count;
 	__u64 offcpu_max_ns;
@@ -35,17 +49,16 @@ struct task_stats {
 	__u64 runq_count;
 	__u64 runq_max_ns;
 	__u64 run_delay;      /* latest task->sched_info.run_delay (schedstat's own run-queue wait) */
-	__u64 run_delay_base; /* when first seen */
-	__u64 nvcsw;          /* latest task->nvcsw read at its switch-out */
-	__u64 nivcsw;
-	__u64 nvcsw_base;     /* counters when first seen */
-	__u64 nivcsw_base;
 	__u64 migrations;     /* sched_migrate_task with orig != dest */
+	/* identity and baselines */
+	char comm[TASK_COMM_LEN];
 	__u32 tgid;
 	__u32 ptgid;          /* parent's tgid at creation (0 if unknown) */
-	__u32 flags;          /* TS_* */
 	__u32 last_cpu;
-	char comm[TASK_COMM_LEN];
+	__u32 pad;
+	__u64 run_delay_base; /* when first seen */
+	__u64 nvcsw_base;     /* counters when first seen */
+	__u64 nivcsw_base;
 	__u32 runq_hist[RUNQ_SLOTS]; /* waits that started at a wakeup (wakeup-to-run latency) */
 };
 
@@ -94,7 +107,7 @@ struct sched_health {
 	__u64 waker_map_full;
 	__u64 stack_map_full;
 	__u64 stack_errors;
-	__u64 storage_errors;
+	__u64 storage_errors;    /* unused since the scratch state moved into task_stats; kept for the layout */
 	__u64 stacks_rate_limited;
 	__u64 reap_unresolved;   /* a zombie leader's final switch raced its reaper, whose read could not be measured (counted) */
 	__u64 reap_pending;      /* ... its parent had yet to read its counters (switch counted) */
@@ -104,17 +117,15 @@ struct sched_health {
 	__u64 waking_unblocked;  /* a wakeup of a task not recorded as blocked (already runnable) */
 };
 
-/* Load-time knobs (.rodata). */
+/* Load-time knobs (.rodata); the stack-walk rate and minimum wait are run-time
+ * knobs (struct stack_tune). */
 struct sched_config {
-	__u64 min_stack_ns;   /* walk the kernel stack only for waits at least this long */
 	__u32 targ_tgid;      /* 0 = every process */
 	__u32 nr_cpus;
 	__u32 user_stacks;    /* collect user stacks at switch-out */
 	__u32 kernel_stacks;
 	__u32 waker_stacks;
-	__u32 stack_walks_per_s; /* per CPU, all kinds together; 0 = no limit */
 	__u32 thread_size;       /* THREAD_SIZE: a task's kernel stack */
-	__u32 pad;
 };
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Stack walks shared by the probe objects: a content-addressed stack map and a
- * per-CPU walk budget. The including object defines `cfg` with
- * `stack_walks_per_s` and `health` with `stack_errors`, `stack_map_full` and
+ * per-CPU walk budget set at run time through `stack_tune`. The including
+ * object defines `health` with `stack_errors`, `stack_map_full` and
  * `stacks_rate_limited`. */
 #ifndef STALLSCOPE_STACKS_BPF_H
 #define STALLSCOPE_STACKS_BPF_H
@@ -26,7 +26,11 @@ struct {
 	__type(value, struct stack);
 } stack_scratch SEC(".maps");
 
-/* per-CPU stack-walk budget: a token bucket refilled at cfg.stack_walks_per_s */
+/* The object's only .data variable: user space writes it before load and,
+ * through the mapped section, while attached (bpf/tune.py). */
+struct stack_tune stack_tune SEC(".data") = { .min_stack_ns = 0, .walks_per_s = 1000 };
+
+/* per-CPU stack-walk budget: a token bucket refilled at stack_tune.walks_per_s */
 struct walk_budget {
 	__u64 last_ns;
 	__u64 milli_tokens;
@@ -45,20 +49,21 @@ struct {
  * per-CPU bucket needs no atomics. Totals never depend on it. */
 static __always_inline bool walk_allowed(__u64 now)
 {
+	__u32 rate = *(volatile __u32 *)&stack_tune.walks_per_s;
 	struct walk_budget *b;
 	__u32 zero = 0;
 	__u64 cap;
 
-	if (!cfg.stack_walks_per_s)
+	if (!rate)
 		return true;
 	b = bpf_map_lookup_elem(&walk_budget, &zero);
 	if (!b)
 		return false;
-	cap = (__u64)cfg.stack_walks_per_s * 100; /* a burst of a tenth of a second, in 1/1000 tokens */
+	cap = (__u64)rate * 100; /* a burst of a tenth of a second, in 1/1000 tokens */
 	if (!b->last_ns) {
 		b->milli_tokens = cap;
 	} else if (now > b->last_ns) {
-		b->milli_tokens += (now - b->last_ns) * cfg.stack_walks_per_s / 1000000;
+		b->milli_tokens += (now - b->last_ns) * rate / 1000000;
 		if (b->milli_tokens > cap)
 			b->milli_tokens = cap;
 	}
@@ -94,6 +99,12 @@ static __always_inline __u64 intern_stack(struct stack *buf, long len)
 	if (bpf_map_update_elem(&stacks, &h, buf, BPF_NOEXIST) == -E2BIG)
 		__sync_fetch_and_add(&health.stack_map_full, 1);
 	return h;
+}
+
+/* Is a wait of `d` ns too short to be worth a stack walk? */
+static __always_inline bool below_min_stack(__u64 d)
+{
+	return d < *(volatile __u64 *)&stack_tune.min_stack_ns;
 }
 
 static __always_inline struct stack *scratch(void)

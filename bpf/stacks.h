@@ -17,4 +17,12 @@ struct stack {
 	__u64 ips[MAX_STACK_DEPTH];
 };
 
+/* Stack-walk knobs that user space may change while the programs run (.data,
+ * memory-mapped): the overhead budget lowers them and says so. */
+struct stack_tune {
+	__u64 min_stack_ns;  /* walk stacks only for waits at least this long (where the object has waits) */
+	__u32 walks_per_s;   /* per CPU, all kinds together; 0 = no limit */
+	__u32 pad;
+};
+
 #endif

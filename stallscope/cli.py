@@ -64,7 +64,12 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overhead-budget", type=_percent, default=1.0, metavar="PCT",
                    help="stallscope's own cost allowed, in %% of the machine's CPU (default 1): BPF run time, "
                         "an estimate of calling the programs, and the collector, measured every interval and "
-                        "shown in top's status line and the recording (meta.overhead)")
+                        "shown in top's status line and the recording (meta.overhead). Over it, stallscope "
+                        "walks fewer stacks, only for longer waits, and samples less often, one step per "
+                        "interval, each step stated; per-task totals stay exact")
+    p.add_argument("--no-degrade", dest="degrade", action="store_false",
+                   help="measure and report the cost against the budget, but never lower the stack walks "
+                        "or the sampling rate")
     p.add_argument("--stack-rate", type=int, default=1000, metavar="N",
                    help="walk at most N stacks per second per CPU (default 1000; 0: no limit). A walk costs "
                         "microseconds; waits beyond the budget keep exact totals and are attributed by the "
@@ -607,7 +612,8 @@ def _session_options(args, command, duration_s, max_intervals=None):
     return SessionOptions(interval_s=args.interval, duration_s=duration_s, pid=args.pid, command=command,
                           min_stack_ns=int(args.min_stack_wait * 1e9), user_stacks=not args.no_user_stacks,
                           stack_walks_per_s=max(args.stack_rate, 0), probes=args.probes, sample_hz=args.sample_hz,
-                          max_intervals=max_intervals, overhead_budget_pct=args.overhead_budget)
+                          max_intervals=max_intervals, overhead_budget_pct=args.overhead_budget,
+                          degrade=args.degrade)
 
 
 COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend,

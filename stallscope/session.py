@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from stallscope import __version__, machine
-from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta
+from stallscope.analyzer.overhead import Governor, interval_cost
+from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta, Tuning
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
@@ -41,6 +42,7 @@ class SessionOptions:
     max_intervals: int | None = None
     sample_hz: int = 99  # on-CPU sampling per CPU (oncpu group)
     overhead_budget_pct: float = 1.0  # of the machine's CPU; measured and reported every interval
+    degrade: bool = True  # over the budget, lower the stack walks and sampling (analyzer/overhead.py)
 
 
 @dataclass
@@ -82,6 +84,9 @@ class Session:
         self.child: subprocess.Popen | None = None
         self.collector: SchedCollector | None = None
         self.groups: dict = {}  # name -> running optional collector
+        o = options
+        self.governor = Governor(Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz), o.overhead_budget_pct) \
+            if o.degrade else None
 
     def _on_signal(self, signum, _frame) -> None:
         self._signals.append(signum)
@@ -129,7 +134,10 @@ class Session:
                     stop = stop or "done"
                 if stop:
                     self._finish_groups()
-                on_interval(self._drain())
+                iv = self._drain()
+                if not stop:
+                    iv = self._keep_to_budget(iv, meta.cpus)
+                on_interval(iv)
                 intervals += 1
                 if stop:
                     self._stop_reason = self._stop_reason or stop
@@ -193,12 +201,31 @@ class Session:
                          **{name: getattr(iv, name) + records for name, records in d.records.items()})
         return iv
 
+    def _keep_to_budget(self, iv: Interval, cpus: int) -> Interval:
+        """Judge the interval's cost; a step the budget takes is applied to every collector, said on
+        stderr, and kept with the interval (the recording, the live view)."""
+        if self.governor is None:
+            return iv
+        before = self.governor.current
+        change = self.governor.observe(iv.index, interval_cost(iv, cpus))
+        if change is None:
+            return iv
+        if change.to != before:
+            self.collector.retune(change.to)
+            for group in self.groups.values():
+                retune = getattr(group, "retune", None)
+                if retune is not None:
+                    retune(change.to)
+        say(f"overhead budget: {change.reason}; now {change.to.describe()}")
+        return replace(iv, tuning=(change,))
+
     def _meta(self, status: dict[str, ProbeStatus], start_ns: int) -> RecordingMeta:
         o = self.options
         opts = {"interval_s": o.interval_s, "duration_s": o.duration_s, "pid": o.pid,
                 "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks,
                 "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
-                "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct}
+                "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct,
+                "degrade": o.degrade}
         for name, collector in self.groups.items():  # what a group records about the machine once
             extra = getattr(collector, "meta_options", None)
             if extra is not None:

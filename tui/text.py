@@ -27,11 +27,15 @@ class LiveText:
         self.meta: RecordingMeta | None = None
         self.tasks: dict[TaskId, TaskInfo] = {}
         self.stacks: dict[int, Stack] = {}
+        self.tuning = None  # the overhead budget's last step, shown until the next
 
     def start(self, meta: RecordingMeta) -> None:
         self.meta = meta
 
+
     def update(self, iv: Interval) -> None:
+        if iv.tuning:
+            self.tuning = iv.tuning[-1]
         for t in iv.task_info:
             self.tasks[t.task] = t
         for s in iv.stacks:
@@ -50,6 +54,9 @@ class LiveText:
                      f"{len(model.tasks)} active tasks  cost: {cost.total_pct:.2f}% of the CPUs (budget {budget:g}%"
                      f"{', OVER' if cost.total_pct > budget else ''}): BPF {cost.pct(cost.bpf_ns + cost.dispatch_ns):.2f}%, "
                      f"collector {100 * iv.collector_cpu_ns / 1e9 / secs:.1f}% of a CPU\n")
+        if self.tuning is not None and (self.tuning.to.level or self.tuning.interval == iv.index):
+            lines.append(f"  budget, level {self.tuning.to.level}: {self.tuning.to.describe()} "
+                         f"({self.tuning.reason}, after interval {self.tuning.interval})\n")
         lost = {k: v for k, v in iv.health.items() if v and not k.startswith("reap_")}
         lost.update({f"{p.name}.recursion_misses": p.recursion_misses for p in iv.programs if p.recursion_misses})
         if lost:

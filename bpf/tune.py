@@ -1,0 +1,48 @@
+"""The stack-walk knobs an object reads at run time (struct stack_tune in bpf/stacks.h, the object's
+only .data variable): written into the section's image before load, and into the loaded map (one
+element) while the programs run; they read it at each event. The overhead budget lowers them
+(analyzer/overhead.py, stallscope/session.py)."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from stallscope.bpf import abi
+from stallscope.bpf.libbpf import BpfObject
+from stallscope.errors import StallscopeError
+
+
+_KEY0 = b"\0\0\0\0"
+
+
+@dataclass(frozen=True)
+class StackTune:
+    walks_per_s: int  # per CPU; 0 = no limit
+    min_stack_ns: int = 0  # walk only for waits at least this long (objects that time waits)
+
+
+def _image(obj: BpfObject) -> ctypes.Array:
+    image = obj.section_map(".data").initial_value()
+    if len(image) != ctypes.sizeof(abi.StackTune):
+        raise StallscopeError("a BPF object does not match this stallscope (its .data is not struct stack_tune)",
+                              "run `make install` again")
+    return image
+
+
+def write(obj: BpfObject, tune: StackTune) -> None:
+    """Before load: the initial value. After: the running programs read it from their next event on
+    (libbpf 1.1 maps the section into this process only for skeletons, so the map is updated)."""
+    raw = abi.StackTune(min_stack_ns=max(int(tune.min_stack_ns), 0), walks_per_s=max(int(tune.walks_per_s), 0))
+    ctypes.memmove(_image(obj), ctypes.addressof(raw), ctypes.sizeof(raw))
+    data = obj.section_map(".data")
+    if data.fd >= 0:
+        data.update(_KEY0, bytes(raw))
+
+
+def read(obj: BpfObject) -> StackTune:
+    """What the programs read: the loaded map's value, or the initial value before load."""
+    data = obj.section_map(".data")
+    raw = data.lookup(_KEY0) if data.fd >= 0 else bytes(_image(obj))
+    v = abi.decode(abi.StackTune, raw)
+    return StackTune(v.walks_per_s, v.min_stack_ns)

@@ -1,0 +1,165 @@
+"""The overhead budget: over it, the probes do less of what is optional (stack walks, sampling), one
+stated step at a time; the per-task totals stay exact whatever is sampled."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import STALLSCOPE, example, needs_bpf, run_stallscope
+from stallscope.analyzer.overhead import MAX_LEVEL, MIN_WALKS_PER_S, Cost, Governor, tuning_at
+from stallscope.analyzer.sample import Tuning
+
+START = Tuning(0, 1000, 0, 99)
+
+
+def _cost(pct: float, cpus: int = 2) -> Cost:
+    """An interval of 1 s costing `pct` of `cpus` CPUs, all of it BPF run time."""
+    return Cost(1.0, cpus, int(pct / 100 * cpus * 1e9), 0, 0)
+
+
+def test_each_level_does_less_and_never_less_than_its_floor():
+    levels = [tuning_at(START, n) for n in range(MAX_LEVEL + 1)]
+    assert levels[0] == START
+    for a, b in zip(levels, levels[1:]):
+        assert b.level == a.level + 1
+        assert b.walks_per_s <= a.walks_per_s and b.min_stack_ns >= a.min_stack_ns and b.sample_hz <= a.sample_hz
+        assert (b.walks_per_s, b.min_stack_ns, b.sample_hz) != (a.walks_per_s, a.min_stack_ns, a.sample_hz)
+    assert levels[-1].walks_per_s == MIN_WALKS_PER_S and levels[-1].sample_hz >= 9
+    assert tuning_at(START, MAX_LEVEL + 3) == levels[-1]
+    # what the user asked for is never exceeded: a longer minimum wait stays, a low rate is not raised
+    mine = Tuning(0, 5, 50_000_000, 7)
+    for n in range(1, MAX_LEVEL + 1):
+        t = tuning_at(mine, n)
+        assert t.walks_per_s <= 5 and t.min_stack_ns >= 50_000_000 and t.sample_hz <= 7
+    # "no limit" steps down to a limit
+    assert tuning_at(Tuning(0, 0, 0, 99), 1).walks_per_s > 0
+
+
+def test_over_budget_lowers_the_stack_walks_and_says_why():
+    gov = Governor(START, budget_pct=1.0)
+    assert gov.observe(0, _cost(30.0)) is None  # the first interval holds the collector's start-up
+    change = gov.observe(1, _cost(2.5))
+    assert change is not None and change.interval == 1
+    assert change.to.level == 1 and change.to.walks_per_s < START.walks_per_s
+    assert "2.50%" in change.reason and "over the 1% budget" in change.reason
+    assert "stack walks 250/s per CPU" in change.to.describe()
+    assert gov.observe(2, _cost(0.9)) is None  # under budget, not yet calm: stays
+    assert gov.current.level == 1
+
+
+def test_at_the_lowest_level_it_says_so_once():
+    gov = Governor(START, budget_pct=1.0, warmup=0)
+    steps = [gov.observe(i, _cost(5.0)) for i in range(MAX_LEVEL + 3)]
+    assert [s.to.level for s in steps[:MAX_LEVEL]] == list(range(1, MAX_LEVEL + 1))
+    floor = steps[MAX_LEVEL]
+    assert floor is not None and floor.to.level == MAX_LEVEL and "lowest setting" in floor.reason
+    assert steps[MAX_LEVEL + 1:] == [None, None]
+
+
+def test_calm_intervals_step_back_up_and_a_see_saw_backs_off():
+    gov = Governor(START, budget_pct=1.0, warmup=0, recover_after=3)
+    gov.observe(0, _cost(2.0))
+    assert gov.current.level == 1
+    assert [gov.observe(i, _cost(0.2)) for i in (1, 2)] == [None, None]
+    up = gov.observe(3, _cost(0.2))
+    assert up is not None and up.to.level == 0 and "half" in up.reason
+    # over again right after the step up: down again, and the next step up waits twice as long
+    gov.observe(4, _cost(2.0))
+    assert gov.current.level == 1 and gov.recover_after == 6
+    assert all(gov.observe(i, _cost(0.2)) is None for i in range(5, 10))
+    assert gov.observe(10, _cost(0.2)).to.level == 0
+    # between half the budget and the budget: no change either way
+    gov2 = Governor(START, budget_pct=1.0, warmup=0, recover_after=1)
+    gov2.observe(0, _cost(2.0))
+    assert all(gov2.observe(i, _cost(0.7)) is None for i in range(1, 20)) and gov2.current.level == 1
+
+
+def test_a_zero_budget_never_changes_anything():
+    gov = Governor(START, budget_pct=0.0, warmup=0)
+    assert all(gov.observe(i, _cost(50.0)) is None for i in range(10))
+
+
+def _assert_causes_add_up(task: dict) -> None:
+    """The causes hold the task's whole wait: its stacks, sampled or not, never lose a wait. A wait
+    whose switch-in falls between the last drain's read of the totals and of the per-stack map is
+    in the totals only: at most one of the task's waits."""
+    causes = sum(c["total_ns"] for c in task["causes"])
+    total = task["offcpu_ns"] + task["runq_wait_ns"]
+    assert total - max(task["offcpu_max_ns"], task["runq_max_ns"]) <= causes <= total, (causes, total)
+
+
+@needs_bpf
+def test_a_running_collector_takes_the_new_settings():
+    """The step reaches the loaded programs: their .data holds the new knobs (read back from the
+    mapped section), and the stack-walk budget they keep honours it."""
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf import tune
+    from stallscope.bpf.collector import SchedCollector, SchedOptions
+
+    c = SchedCollector(SchedOptions(stack_walks_per_s=1000, min_stack_ns=0), Symbolizer())
+    c.start()
+    try:
+        assert tune.read(c.obj) == tune.StackTune(1000, 0)
+        c.retune(Tuning(3, 15, 100_000_000, 12))
+        assert tune.read(c.obj) == tune.StackTune(15, 100_000_000)
+        c.drain()
+        import time
+        time.sleep(1.0)
+        iv = c.drain()
+        # at 15 walks a second per CPU and walks only for waits of 100 ms or more, nearly every wait
+        # of a running system is short or over the walk budget
+        sampled = sum(o.count for o in iv.offcpu if o.kstack >= 16)
+        total = sum(o.count for o in iv.offcpu)
+        assert total > 0 and sampled <= 15 * 2 * c.nr_cpus + 1, (sampled, total)
+    finally:
+        c.close()
+
+
+@needs_bpf
+def test_over_budget_recording_states_each_step_and_keeps_exact_totals(tmp_path):
+    """A budget no recording can keep: every judged interval steps down, each step is in the
+    recording with its reason, and the threads' totals still match what they measured themselves."""
+    import json
+    import subprocess
+
+    out = tmp_path / "run.stall"
+    truth_file = tmp_path / "truth.jsonl"
+    with open(truth_file, "w") as stdout:
+        proc = subprocess.run([STALLSCOPE, "record", "-o", str(out), "-i", "0.2", "--overhead-budget", "0.0001",
+                               "--", example("sleeper"), "-n", "250", "-m", "15"],
+                              stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "overhead budget: cost" in proc.stderr and "over the 0.0001% budget" in proc.stderr
+    doc = json.loads(run_stallscope("export", str(out)).stdout)
+    changes = doc["meta"]["overhead"]["changes"]
+    assert changes, doc["meta"]["overhead"]
+    assert [c["level"] for c in changes][:MAX_LEVEL] == list(range(1, min(len(changes), MAX_LEVEL) + 1))
+    assert changes[0]["stack_walks_per_s"] == 250 and changes[0]["after_interval"] >= 1
+    assert all("budget" in c["reason"] for c in changes)
+    # the totals: every wait still counted, whatever its stack became
+    truth = [json.loads(line) for line in truth_file.read_text().splitlines() if line.startswith("{")]
+    t = next(x for x in truth if x["role"] == "sleeper")
+    ours = next(x for x in doc["tasks"] if x["pid"] == t["tid"] and x.get("in_command"))
+    blocks = t["end"]["voluntary_switches"] - t["start"]["voluntary_switches"]
+    assert blocks - 1 <= ours["offcpu_count"] <= blocks
+    assert ours["offcpu_ns"] <= t["blocked_ns"] * 1.02
+    assert ours["offcpu_ns"] >= 0.8 * t["blocked_ns"]
+    _assert_causes_add_up(ours)
+
+
+@needs_bpf
+@pytest.mark.parametrize("rate", ["1", "0"])
+def test_sampled_stacks_keep_the_totals(tmp_path, rate):
+    """One stack walk a second per CPU, or every wait walked: the same exact totals, and the
+    causes add up to them either way."""
+    from conftest import record_command
+
+    doc, truth, _ = record_command(tmp_path, [example("sleeper"), "-n", "80", "-m", "10"], "--stack-rate", rate)
+    t = next(x for x in truth if x["role"] == "sleeper")
+    ours = next(x for x in doc["tasks"] if x["pid"] == t["tid"] and x.get("in_command"))
+    blocks = t["end"]["voluntary_switches"] - t["start"]["voluntary_switches"]
+    assert blocks - 1 <= ours["offcpu_count"] <= blocks
+    assert 0.8 * t["blocked_ns"] <= ours["offcpu_ns"] <= t["blocked_ns"] * 1.02
+    _assert_causes_add_up(ours)
+    if rate == "1":
+        assert doc["meta"]["health"].get("stacks_rate_limited", 0) > 0
