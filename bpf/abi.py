@@ -233,7 +233,7 @@ class FutexNewKey(ctypes.Structure):
 
 
 class FutexConfig(ctypes.Structure):
-    _fields_ = [("targ_tgid", u32), ("stack_walks_per_s", u32), ("user_stacks", u32), ("caller_sp_range", u32)]
+    _fields_ = [("targ_tgid", u32), ("pad", u32), ("user_stacks", u32), ("caller_sp_range", u32)]
 
 
 OBJECT_MIRRORS["futex.bpf.o"] = {

@@ -2,10 +2,17 @@
 /* User-space lock contention: futex waits, from syscall entry to exit, aggregated
  * per (waiter, futex word, user stack, lock call site).
  *
- * Per-syscall tracepoints (syscalls:sys_enter_futex) exist only in tracefs, not
- * as raw tracepoints, so this hooks the generic tp_btf/sys_enter and sys_exit,
- * which fire for every system call on the machine: the syscall number is the
- * first and, for all other syscalls, the only thing looked at.
+ * Two ways in, the first this kernel allows (user space picks, see
+ * bpf/futex_collector.py):
+ * - tracepoint: classic tracepoint programs on syscalls:sys_enter_futex,
+ *   sys_exit_futex and the futex_waitv / futex_wait pairs, attached through
+ *   perf_event_open of their tracefs ids. perf_syscall_enter() tests a bitmap
+ *   of enabled syscalls before it runs any program (kernel/trace/trace_syscalls.c),
+ *   so other system calls run no BPF; they still take the syscall-tracepoint
+ *   slow path (syscall_trace_enter/exit) while any syscall tracepoint is on.
+ * - tp_btf: the generic tp_btf/sys_enter and sys_exit, which fire for every
+ *   system call on the machine, filtered by syscall number (per-syscall events
+ *   exist only as tracefs tracepoints, not raw tracepoints).
  *
  * Debian's libc is built without frame pointers, so a frame-pointer walk from
  * the futex syscall skips the function that called pthread_mutex_lock. A uprobe
@@ -40,7 +47,6 @@ char LICENSE[] SEC("license") = "GPL";
 #define NR_futex_wait 455
 
 const volatile struct futex_config cfg = {
-	.stack_walks_per_s = 1000,
 	.user_stacks = 1,
 	.caller_sp_range = 4096,
 };
@@ -98,29 +104,41 @@ static __always_inline __u64 caller_of(struct futex_inflight *w, __u64 sp)
 	return ret;
 }
 
-static __always_inline int begin_wait(void *ctx, struct pt_regs *regs, long id)
+#define OP_NONE 0xffffffffU
+
+/* What a futex system call waits as: its command if it may block the caller, FUTEX_OP_WAITV /
+ * FUTEX_OP_WAIT2 for the futex2 calls, or OP_NONE (a wake, a requeue, not a futex call). Decided
+ * before anything else is read: most futex calls are wakes, and each read costs. */
+static __always_inline __u32 wait_op(long id, __u64 op_arg)
+{
+	__u32 op;
+
+	if (id == NR_futex) {
+		op = (__u32)op_arg & FUTEX_CMD_MASK;
+		return op <= FUTEX_LOCK_PI2 && ((1U << op) & FUTEX_WAIT_CMDS) ? op : OP_NONE;
+	}
+	if (id == NR_futex_waitv)
+		return FUTEX_OP_WAITV;
+	if (id == NR_futex_wait)
+		return FUTEX_OP_WAIT2;
+	return OP_NONE;
+}
+
+/* A futex wait begins: `arg0` is the call's first argument (the futex word, or futex_waitv's
+ * vector), `sp` the user stack pointer. */
+static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct futex_inflight *w;
 	struct stack *buf;
-	__u64 uaddr = 0, now;
-	__u32 op;
+	__u64 uaddr = arg0, now;
 
 	if (!wanted(cur))
 		return 0;
-	if (id == NR_futex) {
-		op = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
-		if (op > FUTEX_LOCK_PI2 || !((1U << op) & FUTEX_WAIT_CMDS))
-			return 0;
-		uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	} else if (id == NR_futex_waitv) {
-		/* struct futex_waitv { u64 val; u64 uaddr; u32 flags; u32 reserved; } [nr] */
-		op = FUTEX_OP_WAITV;
-		if (bpf_probe_read_user(&uaddr, sizeof(uaddr), (void *)(PT_REGS_PARM1_CORE_SYSCALL(regs) + 8)))
-			__sync_fetch_and_add(&health.futex_read_errors, 1);
-	} else {
-		op = FUTEX_OP_WAIT2;
-		uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	/* struct futex_waitv { u64 val; u64 uaddr; u32 flags; u32 reserved; } [nr] */
+	if (op == FUTEX_OP_WAITV && bpf_probe_read_user(&uaddr, sizeof(uaddr), (void *)(arg0 + 8))) {
+		uaddr = 0;
+		__sync_fetch_and_add(&health.futex_read_errors, 1);
 	}
 	w = bpf_task_storage_get(&task_futex, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!w) {
@@ -130,7 +148,7 @@ static __always_inline int begin_wait(void *ctx, struct pt_regs *regs, long id)
 	now = bpf_ktime_get_ns();
 	w->uaddr = uaddr;
 	w->op = op;
-	w->caller = caller_of(w, PT_REGS_SP_CORE(regs));
+	w->caller = caller_of(w, sp);
 	w->ustack = STACK_NONE;
 	if (cfg.user_stacks) {
 		if (!walk_allowed(now)) {
@@ -151,31 +169,20 @@ static __always_inline int begin_wait(void *ctx, struct pt_regs *regs, long id)
 	return 0;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(futex_enter, struct pt_regs *regs, long id)
+/* A futex system call returns: its wait, if one began, is added to the aggregates. */
+static __always_inline int end_wait(void)
 {
-	if (id != NR_futex && id != NR_futex_waitv && id != NR_futex_wait)
-		return 0;
-	return begin_wait(ctx, regs, id);
-}
-
-SEC("tp_btf/sys_exit")
-int BPF_PROG(futex_exit, struct pt_regs *regs, long ret)
-{
-	long id = SYSCALL_NR(regs);
 	struct task_struct *cur;
 	struct futex_wait_key key = {};
 	struct futex_wait_val *v, init = { .min_ns = ~0ULL };
 	struct futex_inflight *w;
 	__u64 now, total;
 
-	if (id != NR_futex && id != NR_futex_waitv && id != NR_futex_wait)
-		return 0;
-	now = bpf_ktime_get_ns();
 	cur = bpf_get_current_task_btf();
 	w = bpf_task_storage_get(&task_futex, cur, 0, 0);
 	if (!w || !w->active)
 		return 0; /* a wake, or a wait that began before we attached */
+	now = bpf_ktime_get_ns();
 	w->active = 0;
 	total = now > w->begin_ns ? now - w->begin_ns : 0;
 	key.uaddr = w->uaddr;
@@ -215,6 +222,54 @@ int BPF_PROG(futex_exit, struct pt_regs *regs, long ret)
 	if (total < v->min_ns)
 		v->min_ns = total;
 	return 0;
+}
+
+static __always_inline bool is_futex(long id)
+{
+	return id == NR_futex || id == NR_futex_waitv || id == NR_futex_wait;
+}
+
+/* tracepoint: attached to sys_enter_futex, sys_enter_futex_waitv and sys_enter_futex_wait. The
+ * context is the perf record of kernel/trace/trace_syscalls.c (its tracefs format): the user's
+ * registers are not in it, the task's saved ones give the stack pointer. */
+SEC("tracepoint/syscalls/sys_enter_futex")
+int futex_enter(struct syscall_trace_enter *ctx)
+{
+	__u32 op = wait_op(ctx->nr, ctx->args[1]);
+	struct pt_regs *regs;
+
+	if (op == OP_NONE)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return begin_wait(ctx, op, ctx->args[0], PT_REGS_SP_CORE(regs));
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex")
+int futex_exit(struct syscall_trace_exit *ctx)
+{
+	return end_wait();
+}
+
+/* tp_btf: run for every system call of the machine; the number is the first test */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(futex_sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 op;
+
+	if (!is_futex(id))
+		return 0;
+	op = wait_op(id, id == NR_futex ? PT_REGS_PARM2_CORE_SYSCALL(regs) : 0);
+	if (op == OP_NONE)
+		return 0;
+	return begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs));
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(futex_sys_exit, struct pt_regs *regs, long ret)
+{
+	if (!is_futex(SYSCALL_NR(regs)))
+		return 0;
+	return end_wait();
 }
 
 /* A libc lock function on its way to wait: attached at the calls from

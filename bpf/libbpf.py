@@ -12,6 +12,10 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import platform
+import shutil
+import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -183,6 +187,7 @@ class _Lib:
         self.log = _LogCapture()
         self._libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         self._libc.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p]
+        self._libc.syscall.restype = ctypes.c_long
         self._print_cb = _PRINT_FN(self._on_print)
         self._proto()
         lib.libbpf_set_print(self._print_cb)
@@ -310,6 +315,17 @@ class Program:
     def attach_perf_event(self, pfd: int) -> Link:
         ptr = self._lib.lib.bpf_program__attach_perf_event(self._ptr, pfd)
         return Link(self._lib, self._lib.check_ptr(f"attach {self.name} to perf event", ptr), self.name)
+
+    def attach_tracepoint_id(self, tp_id: int, label: str = "") -> Link:
+        """Attach a tracepoint program (SEC("tracepoint/...")) to the tracefs event with this id
+        (see tracepoint_ids); one program may be attached to several events."""
+        pfd = open_tracepoint_event(tp_id)
+        ptr = self._lib.lib.bpf_program__attach_perf_event(self._ptr, pfd)
+        if not ptr:
+            err = ctypes.get_errno() or errno.EINVAL
+            os.close(pfd)
+            raise BpfError(f"attach {self.name} to tracepoint {label or tp_id}", err, self._lib.log.take())
+        return Link(self._lib, ptr, self.name)  # the link owns the perf event and closes it
 
     def attach_uprobe(self, binary: str, offset: int, pid: int = -1, retprobe: bool = False, cookie: int = 0) -> Link:
         """`cookie`: what the program reads with bpf_get_attach_cookie() (5.15+)."""
@@ -572,6 +588,70 @@ class BpfObject:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# Where tracefs is usually mounted; libbpf 1.1 looks in the same two places.
+TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241, "ppc64le": 319, "s390x": 331, "riscv64": 241}
+PERF_TYPE_TRACEPOINT = 2
+PERF_FLAG_FD_CLOEXEC = 8
+
+
+class _PerfEventAttr(ctypes.Structure):
+    """struct perf_event_attr up to config1 (PERF_ATTR_SIZE_VER0): all a tracepoint event needs."""
+
+    _fields_ = [("type", ctypes.c_uint32), ("size", ctypes.c_uint32), ("config", ctypes.c_uint64),
+                ("sample_period", ctypes.c_uint64), ("sample_type", ctypes.c_uint64),
+                ("read_format", ctypes.c_uint64), ("flags", ctypes.c_uint64),
+                ("wakeup_events", ctypes.c_uint32), ("bp_type", ctypes.c_uint32), ("config1", ctypes.c_uint64)]
+
+
+def tracepoint_ids(category: str, names) -> dict[str, int]:
+    """The ids of tracefs events (events/CATEGORY/NAME/id), what perf_event_open takes as a
+    PERF_TYPE_TRACEPOINT config; an event this kernel lacks is left out.
+
+    Where tracefs is not mounted they are read from a tracefs mounted in a private mount namespace
+    (unshare(1)), which leaves the system's mounts as they are: the ids are the kernel's, the same
+    in every mount. Raises BpfError when no tracefs can be read at all."""
+    names = list(names)
+    for root in TRACEFS_DIRS:
+        if os.path.isdir(f"{root}/events"):
+            return {n: int(open(f"{root}/events/{category}/{n}/id").read()) for n in names
+                    if os.path.exists(f"{root}/events/{category}/{n}/id")}
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        raise BpfError("tracefs is not mounted and unshare(1) is missing", errno.ENOENT,
+                       hint="mount -t tracefs nodev /sys/kernel/tracing")
+    mnt = tempfile.mkdtemp(prefix="stallscope-tracefs-")
+    script = ('mount -t tracefs nodev "$0" || exit 1; d="$0/events/$1"; shift; '
+              'for n; do [ -r "$d/$n/id" ] && echo "$n $(cat "$d/$n/id")"; done; exit 0')
+    try:
+        r = subprocess.run([unshare, "--mount", "--propagation", "private", "sh", "-c", script, mnt, category,
+                            *names], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BpfError(f"read tracepoint ids in a private mount namespace ({exc})", errno.ENOENT) from None
+    finally:
+        os.rmdir(mnt)
+    if r.returncode:
+        raise BpfError(f"tracefs is not mounted and cannot be mounted privately ({r.stderr.strip()})",
+                       errno.ENOENT, hint="mount -t tracefs nodev /sys/kernel/tracing")
+    return {n: int(i) for n, i in (line.split() for line in r.stdout.splitlines())}
+
+
+def open_tracepoint_event(tp_id: int) -> int:
+    """A perf event on one tracepoint for every task (pid -1, cpu 0: a BPF program attached to it
+    runs on every CPU, as with libbpf's bpf_program__attach_tracepoint); raises BpfError."""
+    nr = _PERF_EVENT_OPEN.get(platform.machine())
+    if nr is None:
+        raise BpfError(f"perf_event_open number unknown on {platform.machine()}", errno.ENOSYS)
+    attr = _PerfEventAttr(type=PERF_TYPE_TRACEPOINT, size=ctypes.sizeof(_PerfEventAttr), config=tp_id)
+    libc = _Lib.get()._libc
+    fd = libc.syscall(ctypes.c_long(nr), ctypes.byref(attr), ctypes.c_int(-1), ctypes.c_int(0), ctypes.c_int(-1),
+                      ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
+    if fd < 0:
+        raise BpfError(f"perf_event_open of tracepoint {tp_id}", ctypes.get_errno())
+    return fd
 
 
 class RunTimeStats:
