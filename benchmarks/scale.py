@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +88,7 @@ class SyntheticLoad:
 # 1M context switches a second through the analyzer (scenario "analyzer").
 ANALYZER_LOAD = SyntheticLoad()
 # A moderately busy server over an hour (scenario "hour"): a hundred threads active each second, about
-# 600 delta rows a second (2.2 million in the hour). Recordings of this 2-CPU VM under other people's
+# 600 delta rows a second (2.1 million in the hour). Recordings of this 2-CPU VM under other people's
 # hackbench hold ~28,000 rows a second: scale the figures by the rows.
 HOUR_LOAD = SyntheticLoad(events_per_s=20_000, cpus=4, tasks=100, processes=30, waits_per_task=2,
                           wakers_per_task=2, kernel_stacks=1500, user_stacks=1000, new_stacks_per_s=1,
@@ -787,9 +787,9 @@ def _threads_section(r: dict) -> list[str]:
              f"`stallscope record -d {r['record_s']}s` (default probes: "
              f"{', '.join(k for k, v in sorted(r.get('probes', {}).items()) if v)}).", "",
              "| measure | value |", "| --- | ---: |",
-             f"| threads seen (comm `idle`) / threads that exist | {seen.get('idle_threads', '?'):,} / "
-             f"{r['threads']:,} {'(all)' if ok else '**(MISSING THREADS)**'} |",
-             f"| threads of the process seen / alive / switched between the truth reads | "
+             f"| threads with their own task entry (named `idle`) / threads that exist | "
+             f"{seen.get('idle_threads', '?'):,} / {r['threads']:,} {'(all)' if ok else '**(MISSING)**'} |",
+             f"| threads of the process seen at all (a nameless one: waits only) / alive / switched between the truth reads | "
              f"{seen.get('threads', '?')} / {truth['threads_alive']} / {truth['threads_switched']} |",
              f"| voluntary switches of the process: recorded / truth (a wider window) | "
              f"{seen.get('voluntary_switches', 0):,} / {truth['voluntary_switches']:,} |",
@@ -798,7 +798,8 @@ def _threads_section(r: dict) -> list[str]:
              f"| recorder peak RSS (wait4 ru_maxrss) | {mib(r['recorder_maxrss_kib'])} |",
              f"| recorder CPU (user+sys, start-up included) / wall | {_fmt_s(r['recorder_cpu_s'])} / "
              f"{r['recorder_wall_s']:.1f} s = {(r['recorder_cpu_s'] or 0) / r['recorder_wall_s']:.2f} CPU s per s |",
-             f"| collector CPU per interval (median / max, intervals 2..n-1) | {statistics.median(steady):,.0f} ms / "
+             f"| collector CPU per interval (median / max, {'intervals 2..n-1' if len(cpu) > 2 else 'all intervals'}) "
+             f"| {statistics.median(steady):,.0f} ms / "
              f"{max(steady):,.0f} ms |",
              f"| first interval's collector CPU (every thread and stack new) | {cpu[0]:,.0f} ms |",
              f"| intervals recorded / duration | {r.get('intervals', '?')} / {r.get('duration_s', 0):.1f} s |",
@@ -870,15 +871,18 @@ def _hour_section(r: dict) -> list[str]:
         f"second; {load['new_tasks_per_s']} threads exit and start a second. {rows:,} delta rows in all "
         f"({rows / r['seconds']:,.0f} per interval). For scale: recordings of this 2-CPU VM under other people's "
         "hackbench hold ~28,000 rows a second, mostly wakers (16.7k), locks (6.5k), off-CPU (2.7k), on-CPU (2.7k).", "",
-        "| step | wall | peak RSS | output |", "| --- | ---: | ---: | ---: |"]
+        "| step | wall | CPU | peak RSS | output |", "| --- | ---: | ---: | ---: | ---: |"]
     for i, x in enumerate(w):
-        lines.append(f"| write recording {i + 1} (store only: {x['store_s']:.1f} s; generating: {x['generate_s']:.1f} s) "
-                     f"| {x['wall_s']:.1f} s | {mib(x['maxrss_kib'])} | {x['file_bytes'] / 2**20:,.0f} MiB |")
+        lines.append(f"| write recording {i + 1}: {x.get('block', '?')} intervals through the store ({x['store_s']:.1f} s; "
+                     f"generating them {x['generate_s']:.1f} s), the rest copied in SQL ({x.get('copy_s', 0):.1f} s) "
+                     f"| {x['wall_s']:.1f} s | | {mib(x['maxrss_kib'])} | {x['file_bytes'] / 2**20:,.0f} MiB |")
     ex, d = r["export"], r["diff"]
-    lines.append(f"| `stallscope export --format json` (recording 1) | {ex['wall_s']:.1f} s | {mib(ex['maxrss_kib'])} | "
-                 f"{ex['json_bytes'] / 2**20:,.1f} MiB{'' if ex['returncode'] == 0 else ' (FAILED rc ' + str(ex['returncode']) + ')'} |")
-    lines.append(f"| `stallscope diff` (recording 1 vs 2) | {d['wall_s']:.1f} s | {mib(d['maxrss_kib'])} | "
-                 f"{d['stdout_lines']} lines{'' if d['returncode'] == 0 else ' (FAILED rc ' + str(d['returncode']) + ')'} |")
+    lines.append(f"| `stallscope export --format json` (recording 1) | {ex['wall_s']:.1f} s | {ex.get('cpu_s', 0):.1f} s "
+                 f"| {mib(ex['maxrss_kib'])} | {ex['json_bytes'] / 2**20:,.1f} MiB"
+                 f"{'' if ex['returncode'] == 0 else ' (FAILED rc ' + str(ex['returncode']) + ')'} |")
+    lines.append(f"| `stallscope diff` (recording 1 vs 2) | {d['wall_s']:.1f} s | {d.get('cpu_s', 0):.1f} s "
+                 f"| {mib(d['maxrss_kib'])} | {d['stdout_lines']} lines"
+                 f"{'' if d['returncode'] == 0 else ' (FAILED rc ' + str(d['returncode']) + ')'} |")
     lines += ["", "Rows per table: " + ", ".join(f"{k} {v:,}" for k, v in r["rows"].items() if v) + ".", ""]
     for name in ("export", "diff"):
         if r[name]["returncode"] != 0:
