@@ -301,82 +301,85 @@ class Recording:
         return self._rows("SELECT COUNT(*) FROM intervals")[0][0]
 
     def intervals(self, first: int = 0, last: int | None = None) -> Iterator[Interval]:
-        """Intervals in [first, last], each rebuilt with its deltas (stacks and task info separate)."""
+        """Intervals in [first, last], each rebuilt with its deltas (stacks and task info separate).
+
+        Streamed: each table is read in interval order by a cursor of its own and merged, so only the
+        interval being yielded is held in memory, not the whole window (an hour's recording holds
+        millions of rows)."""
         hi = last if last is not None else 1 << 62
-        tasks = _group(self._rows(
+        window = (first, hi)
+        tasks = self._stream(
             "SELECT idx, pid, start_ns, offcpu_ns, offcpu_count, offcpu_max_ns, runq_wait_ns, runq_count, "
             "runq_max_ns, voluntary_switches, involuntary_switches, migrations, runq_hist, runq_latency_ns "
-            "FROM task_deltas "
-            "WHERE idx BETWEEN ? AND ?", (first, hi)),
+            "FROM task_deltas", window,
             lambda r: TaskDelta(TaskId(r[1], r[2]), *r[3:12],
                                 runq_hist=tuple(tuple(x) for x in json.loads(r[12])) if r[12] else (),
                                 runq_latency_ns=r[13] or 0))
         # a column added after a recording was made reads as empty in it
         hist = "hist" if "hist" in self._columns("offcpu") else "NULL"
-        offcpu = _group(self._rows(
-            f"SELECT idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, {hist} FROM offcpu "
-            "WHERE idx BETWEEN ? AND ?", (first, hi)),
+        offcpu = self._stream(
+            f"SELECT idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, {hist} FROM offcpu",
+            window,
             lambda r: OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9],
                                   self._hist(r[10])))
-        wakers = _group(self._rows(
+        wakers = self._stream(
             "SELECT idx, pid, start_ns, waker_pid, waker_start_ns, waker_tgid, waker_comm, waker_kstack, count, "
-            "total_ns, in_interrupt FROM wakers WHERE idx BETWEEN ? AND ?", (first, hi)),
+            "total_ns, in_interrupt FROM wakers", window,
             lambda r: WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9],
                                  bool(r[10])))
-        migrations = _group(self._rows(
-            "SELECT idx, src, dst, count FROM migrations WHERE idx BETWEEN ? AND ?", (first, hi)),
-            lambda r: (r[1], r[2], r[3]))
+        migrations = self._stream("SELECT idx, src, dst, count FROM migrations", window, lambda r: (r[1], r[2], r[3]))
         # a table added after a recording was made is empty in it
         symbol = "symbol" if "locks" in self.tables and "symbol" in self._columns("locks") else "''"
-        locks = _group(self._rows(
+        locks = self._stream(
             "SELECT idx, pid, start_ns, tgid, addr, kstack, flags, kind, count, total_ns, max_ns, min_ns, spin_ns, "
-            f"sleep_ns, owner_pid, owner_comm, cache, {symbol} FROM locks WHERE idx BETWEEN ? AND ?", (first, hi)),
-            lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:])) \
-            if "locks" in self.tables else {}
-        slab = _group(self._rows(
-            "SELECT idx, cache, tgid, exiting, kmallocs, cache_allocs, kfrees, cache_frees, bytes_req, bytes_alloc, failed, "
-            "slab_switches, switch_allocs FROM slab WHERE idx BETWEEN ? AND ?", (first, hi)),
-            lambda r: SlabDelta(_u64(r[1]), r[2], bool(r[3]), *r[4:])) if "slab" in self.tables else {}
-        slab_caches = _group(self._rows(
+            f"sleep_ns, owner_pid, owner_comm, cache, {symbol} FROM locks", window,
+            lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:]), "locks")
+        slab = self._stream(
+            "SELECT idx, cache, tgid, exiting, kmallocs, cache_allocs, kfrees, cache_frees, bytes_req, bytes_alloc, "
+            "failed, slab_switches, switch_allocs FROM slab", window,
+            lambda r: SlabDelta(_u64(r[1]), r[2], bool(r[3]), *r[4:]), "slab")
+        slab_caches = self._stream(
             "SELECT idx, addr, name, object_size, size, slab_order, objs_per_slab, min_order, sheaf_capacity, "
-            "cpu_partial, nodes, aliases, sysfs FROM slab_caches WHERE idx BETWEEN ? AND ?", (first, hi)),
-            self._slab_cache) if "slab_caches" in self.tables else {}
-        cgroups = _group(self._rows("SELECT idx, tgid, start_ns, path FROM cgroups WHERE idx BETWEEN ? AND ?",
-                                    (first, hi)), lambda r: (r[1], r[2], r[3])) if "cgroups" in self.tables else {}
-        oncpu = _group(self._rows(
-            "SELECT idx, pid, start_ns, tgid, comm, kstack, ustack, samples, period_ns FROM oncpu "
-            "WHERE idx BETWEEN ? AND ?", (first, hi)),
-            lambda r: OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8])) \
-            if "oncpu" in self.tables else {}
-        oncpu_cpus = _group(self._rows(
-            "SELECT idx, cpu, samples, period_ns, idle_samples, idle_ns, event_ns FROM oncpu_cpus "
-            "WHERE idx BETWEEN ? AND ?", (first, hi)), lambda r: CpuSamplesDelta(*r[1:])) \
-            if "oncpu_cpus" in self.tables else {}
-        futex = _group(self._rows(
+            "cpu_partial, nodes, aliases, sysfs FROM slab_caches", window, self._slab_cache, "slab_caches")
+        cgroups = self._stream("SELECT idx, tgid, start_ns, path FROM cgroups", window, lambda r: (r[1], r[2], r[3]),
+                               "cgroups")
+        oncpu = self._stream(
+            "SELECT idx, pid, start_ns, tgid, comm, kstack, ustack, samples, period_ns FROM oncpu", window,
+            lambda r: OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8]), "oncpu")
+        oncpu_cpus = self._stream(
+            "SELECT idx, cpu, samples, period_ns, idle_samples, idle_ns, event_ns FROM oncpu_cpus", window,
+            lambda r: CpuSamplesDelta(*r[1:]), "oncpu_cpus")
+        futex = self._stream(
             "SELECT idx, pid, start_ns, tgid, uaddr, op, ustack, caller_addr, caller, lock_name, count, total_ns, "
-            "max_ns, min_ns FROM futex WHERE idx BETWEEN ? AND ?", (first, hi)),
-            lambda r: FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:])) \
-            if "futex" in self.tables else {}
-        programs = _group(self._rows(
-            "SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs WHERE idx BETWEEN ? AND ?",
-            (first, hi)), lambda r: ProgramCost(*r[1:]))
-        tuning = _group(self._rows(
-            "SELECT idx, level, walks_per_s, min_stack_ns, sample_hz, reason FROM tuning WHERE idx BETWEEN ? AND ? "
-            "ORDER BY rowid", (first, hi)), lambda r: TuningChange(r[0], Tuning(*r[1:5]), r[5])) \
-            if "tuning" in self.tables else {}
-        for idx, start, end, wall, switches, cpu, health, kswitches in self._rows(
-                "SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health, kernel_switches "
-                "FROM intervals "
-                "WHERE idx BETWEEN ? AND ? ORDER BY idx", (first, hi)):
+            "max_ns, min_ns FROM futex", window,
+            lambda r: FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:]), "futex")
+        programs = self._stream("SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs", window,
+                                lambda r: ProgramCost(*r[1:]))
+        tuning = self._stream("SELECT idx, level, walks_per_s, min_stack_ns, sample_hz, reason FROM tuning", window,
+                              lambda r: TuningChange(r[0], Tuning(*r[1:5]), r[5]), "tuning")
+        rows = self._stream("SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health, "
+                            "kernel_switches FROM intervals", window, lambda r: r)
+        for idx, start, end, wall, switches, cpu, health, kswitches in rows.all():
             try:
                 h = json.loads(health) if health else {}
             except ValueError as exc:
                 raise self._damaged(exc) from None
-            yield Interval(idx, start, end, wall, switches, tasks.get(idx, ()), (), offcpu.get(idx, ()),
-                           wakers.get(idx, ()), migrations.get(idx, ()), (), h, programs.get(idx, ()), cpu,
-                           kswitches or 0, locks.get(idx, ()), slab.get(idx, ()), slab_caches.get(idx, ()),
-                           oncpu.get(idx, ()), oncpu_cpus.get(idx, ()), cgroups.get(idx, ()),
-                           futex.get(idx, ()), tuning.get(idx, ()))
+            yield Interval(idx, start, end, wall, switches, tasks.take(idx), (), offcpu.take(idx),
+                           wakers.take(idx), migrations.take(idx), (), h, programs.take(idx), cpu,
+                           kswitches or 0, locks.take(idx), slab.take(idx), slab_caches.take(idx),
+                           oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
+                           futex.take(idx), tuning.take(idx))
+
+    def _stream(self, select: str, window: tuple[int, int], make, table: str | None = None) -> _ByInterval:
+        """`select`'s rows in the window, in interval order, made into records; empty when `table` (a
+        table added after some recordings were made) is missing from this one."""
+        if table is not None and table not in self.tables:
+            return _ByInterval(iter(()), make, self._damaged)
+        try:
+            cursor = self.db.execute(f"{select} WHERE idx BETWEEN ? AND ? ORDER BY idx", window)
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+        return _ByInterval(cursor, make, self._damaged)
 
     def _slab_cache(self, r) -> SlabCache:
         try:
@@ -391,11 +394,37 @@ class Recording:
         self.db.close()
 
 
-def _group(rows, make) -> dict[int, tuple]:
-    out: dict[int, list] = {}
-    for r in rows:
-        out.setdefault(r[0], []).append(make(r))
-    return {k: tuple(v) for k, v in out.items()}
+class _ByInterval:
+    """Rows ordered by their interval (column 0), handed out one interval at a time."""
+
+    def __init__(self, rows, make, damaged):
+        self._rows = rows
+        self._make = make
+        self._damaged = damaged
+        self._head = None
+
+    def _next(self):
+        try:
+            return next(self._rows, None)
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+
+    def take(self, idx: int) -> tuple:
+        """The records of interval `idx`; rows of earlier intervals (none without an interval row) are skipped."""
+        out = []
+        row = self._head if self._head is not None else self._next()
+        while row is not None and row[0] <= idx:
+            if row[0] == idx:
+                out.append(self._make(row))
+            row = self._next()
+        self._head = row
+        return tuple(out)
+
+    def all(self) -> Iterator:
+        row = self._head if self._head is not None else self._next()
+        while row is not None:
+            yield row
+            row = self._next()
 
 
 def _meta_from_json(doc: dict) -> RecordingMeta:

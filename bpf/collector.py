@@ -83,9 +83,10 @@ class SchedCollector:
         self.status: dict[str, ProbeStatus] = {}
         self._stats: RunTimeStats | None = None
         self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
+        self._prev_task_raw: dict[TaskId, bytes] = {}
         self._info: dict[TaskId, tuple[str, int]] = {}
-        self._prev_offcpu: dict[bytes, tuple[int, int, int]] = {}
-        self._prev_wakers: dict[bytes, tuple[int, int]] = {}
+        self._prev_offcpu: dict[bytes, bytes] = {}  # key -> the value as last read
+        self._prev_wakers: dict[bytes, bytes] = {}
         self._prev_matrix: list[int] = [0] * (self.nr_cpus * self.nr_cpus)
         self._prev_cs = 0
         self._health = HealthDeltas(abi.SchedHealth)
@@ -224,8 +225,12 @@ class SchedCollector:
         deltas, infos, dead = [], [], set()
         for kraw, vraw in m.items_batch():
             key = abi.decode(abi.TaskKey, kraw)
-            v = abi.decode(abi.TaskStats, vraw)
             tid = TaskId(key.pid, key.start_ns)
+            if self._prev_task_raw.get(tid) == vraw:
+                # unchanged since the last drain (a sleeping thread): no delta, same name and flags, and
+                # not dead (a dead entry is deleted when first read)
+                continue
+            v = abi.decode(abi.TaskStats, vraw)
             prev = self._prev_tasks.get(tid)
             comm = v.comm.decode(errors="replace")
             before = self._info.get(tid)
@@ -251,9 +256,11 @@ class SchedCollector:
                 dead.add(tid)
                 m.delete(kraw)
                 self._prev_tasks.pop(tid, None)
+                self._prev_task_raw.pop(tid, None)
                 self._info.pop(tid, None)
             else:
                 self._prev_tasks[tid] = v
+                self._prev_task_raw[tid] = vraw
         return tuple(deltas), tuple(infos), dead
 
     def _drain_offcpu(self, obj: BpfObject, dead: set[TaskId]) -> tuple[OffcpuDelta, ...]:
@@ -262,19 +269,25 @@ class SchedCollector:
         no_hist = (0,) * abi.RUNQ_SLOTS
         for kraw, vraw in m.items_batch():
             k = abi.decode(abi.OffcpuKey, kraw)
-            v = abi.decode(abi.OffcpuVal, vraw)
-            pc, pt, pm, ph = self._prev_offcpu.get(kraw, (0, 0, 0, no_hist))
             tid = TaskId(k.pid, k.start_ns)
-            hist = tuple(v.hist)
-            if v.count != pc:
-                out.append(OffcpuDelta(tid, k.tgid, k.state, k.kstack, k.ustack, v.count - pc,
-                                       v.total_ns - pt, v.max_ns if v.max_ns > pm else 0,
-                                       tuple((s, c - ph[s]) for s, c in enumerate(hist) if c != ph[s])))
+            before = self._prev_offcpu.get(kraw)
+            if vraw != before:  # unchanged entries (most, with many sleeping threads) cost no decoding
+                v = abi.decode(abi.OffcpuVal, vraw)
+                if before is None:
+                    pc, pt, pm, ph = 0, 0, 0, no_hist
+                else:
+                    p = abi.decode(abi.OffcpuVal, before)
+                    pc, pt, pm, ph = p.count, p.total_ns, p.max_ns, tuple(p.hist)
+                if v.count != pc:
+                    hist = tuple(v.hist)  # indexing a ctypes array is slow: once, as a tuple
+                    out.append(OffcpuDelta(tid, k.tgid, k.state, k.kstack, k.ustack, v.count - pc,
+                                           v.total_ns - pt, v.max_ns if v.max_ns > pm else 0,
+                                           tuple((s, c - ph[s]) for s, c in enumerate(hist) if c != ph[s])))
             if tid in dead:
                 m.delete(kraw)
                 self._prev_offcpu.pop(kraw, None)
             else:
-                self._prev_offcpu[kraw] = (v.count, v.total_ns, v.max_ns, hist)
+                self._prev_offcpu[kraw] = vraw
         return tuple(out)
 
     def _drain_wakers(self, obj: BpfObject, dead: set[TaskId]) -> tuple[WakerDelta, ...]:
@@ -282,19 +295,22 @@ class SchedCollector:
         out = []
         for kraw, vraw in m.items_batch():
             k = abi.decode(abi.WakerKey, kraw)
-            v = abi.decode(abi.WakerVal, vraw)
-            pc, pt = self._prev_wakers.get(kraw, (0, 0))
             tid = TaskId(k.pid, k.start_ns)
-            if v.count != pc:
-                out.append(WakerDelta(tid, TaskId(k.waker_pid, k.waker_start_ns), k.waker_tgid,
-                                      v.waker_comm.decode(errors="replace"), k.waker_kstack,
-                                      v.count - pc, v.total_ns - pt,
-                                      bool(k.waker_flags & abi.WAKER_IN_INTERRUPT)))
+            before = self._prev_wakers.get(kraw)
+            if vraw != before:
+                v = abi.decode(abi.WakerVal, vraw)
+                p = abi.decode(abi.WakerVal, before) if before is not None else None
+                pc, pt = (p.count, p.total_ns) if p is not None else (0, 0)
+                if v.count != pc:
+                    out.append(WakerDelta(tid, TaskId(k.waker_pid, k.waker_start_ns), k.waker_tgid,
+                                          v.waker_comm.decode(errors="replace"), k.waker_kstack,
+                                          v.count - pc, v.total_ns - pt,
+                                          bool(k.waker_flags & abi.WAKER_IN_INTERRUPT)))
             if tid in dead:
                 m.delete(kraw)
                 self._prev_wakers.pop(kraw, None)
             else:
-                self._prev_wakers[kraw] = (v.count, v.total_ns)
+                self._prev_wakers[kraw] = vraw
         return tuple(out)
 
     def _drain_matrix(self, obj: BpfObject) -> tuple[tuple[int, int, int], ...]:

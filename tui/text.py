@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from stallscope.analyzer.blockers import rank_blockers
 from stallscope.analyzer.causes import IDLE
+from stallscope.analyzer.export import TS_DEAD
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, interval_cost
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
@@ -43,6 +44,15 @@ class LiveText:
         model = Model.from_intervals(self.meta, [iv], self.tasks, self.stacks)
         self.out.write(self.render(model, iv))
         self.out.flush()
+        self.forget(iv)
+
+    def forget(self, iv: Interval) -> None:
+        """Drop the names of threads that exited in this interval: the collector reports a thread's last
+        deltas in the interval that marks it dead, so no later interval refers to it, and a view that runs
+        for days under task churn (hundreds of new threads a second) keeps only the living ones."""
+        for t in iv.task_info:
+            if t.flags & TS_DEAD:
+                self.tasks.pop(t.task, None)
 
     def render(self, model: Model, iv: Interval) -> str:
         tty = hasattr(self.out, "isatty") and self.out.isatty()

@@ -1,0 +1,96 @@
+"""The scale benchmark's pure parts: the synthetic load it claims, the SQL copy that makes an hour, the
+report (the benchmark itself runs on demand: python -m benchmarks.scale)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from conftest import ROOT
+
+from stallscope.analyzer.load import load_model
+
+_spec = importlib.util.spec_from_file_location("scale", ROOT / "benchmarks" / "scale.py")
+scale = importlib.util.module_from_spec(_spec)
+sys.modules["scale"] = scale  # dataclasses look their module up
+_spec.loader.exec_module(scale)
+
+SMALL = scale.SyntheticLoad(events_per_s=100_003, cpus=4, tasks=50, processes=5, waits_per_task=3, wakers_per_task=2,
+                            kernel_stacks=40, user_stacks=20, new_stacks_per_s=4, locks_per_s=7, lock_events_per_s=70,
+                            futex_per_s=3, oncpu_per_s=5, new_tasks_per_s=6)
+
+
+def test_each_synthetic_second_carries_the_stated_switches_in_the_stated_entries():
+    src = scale.SyntheticSource(SMALL)
+    for i in range(3):
+        iv = src.interval(i)
+        assert iv.switches == SMALL.events_per_s
+        assert sum(o.count for o in iv.offcpu) == SMALL.events_per_s  # one off-CPU wait per switch
+        assert sum(t.voluntary_switches + t.involuntary_switches for t in iv.tasks) == SMALL.events_per_s
+        assert sum(w.count for w in iv.wakers) == sum(t.voluntary_switches for t in iv.tasks)
+        assert sum(lk.count for lk in iv.locks) == SMALL.lock_events_per_s
+        expected = SMALL.entries_per_interval()
+        assert len(iv.offcpu) == expected["offcpu"] and len(iv.wakers) == expected["wakers"]
+        assert len(iv.tasks) == SMALL.tasks and len(iv.locks) == SMALL.locks_per_s
+
+
+def test_synthetic_stacks_are_described_before_use_and_threads_churn_at_the_stated_rate():
+    src = scale.SyntheticSource(SMALL)
+    described: set[int] = set()
+    for i in range(4):
+        iv = src.interval(i)
+        described |= {s.id for s in iv.stacks}
+        used = {o.kstack for o in iv.offcpu} | {o.ustack for o in iv.offcpu} | {w.waker_kstack for w in iv.wakers}
+        assert used <= described and all(sid >= 16 for sid in used)
+        if i:
+            assert len(iv.stacks) == SMALL.new_stacks_per_s
+            dead = [t for t in iv.task_info if t.flags & 8]
+            assert len(dead) == SMALL.new_tasks_per_s and len(iv.task_info) == 2 * SMALL.new_tasks_per_s
+    assert len(scale.SyntheticSource(SMALL).interval(0).stacks) == SMALL.kernel_stacks + SMALL.user_stacks
+
+
+def test_an_hour_is_a_block_written_through_the_store_and_copied_with_new_threads(tmp_path):
+    path = tmp_path / "hour.stall"
+    out = scale.worker_hour_write(10, str(path), seed=3, block=4, load=SMALL)
+    assert out["block"] == 4 and out["file_bytes"] > 0
+    model = load_model(str(path))
+    assert model.intervals == 10 and model.duration_s == 10.0
+    assert model.switches == 10 * SMALL.events_per_s
+    born = {t.pid for t in model.tasks if t.pid >= 1000 + SMALL.tasks}
+    # threads born in the block (6 a second from its second interval; a few exit in the second they start)
+    # come back renumbered in each copy: the whole block in the first, its first two seconds in the second
+    block = {p for p in born if p < scale.PID_SHIFT}
+    assert 3 * SMALL.new_tasks_per_s - 3 <= len(block) <= 3 * SMALL.new_tasks_per_s
+    assert {p - scale.PID_SHIFT for p in born if scale.PID_SHIFT <= p < 2 * scale.PID_SHIFT} == block
+    assert set() < {p - 2 * scale.PID_SHIFT for p in born if p >= 2 * scale.PID_SHIFT} < block
+    assert all(model.tasks[t].info.comm.startswith("worker-") for t in model.tasks if t.pid in born)
+
+
+def test_helpers_read_proc_status_perf_bench_and_growth():
+    assert scale.status_kib("Name:\tx\nVmHWM:\t  123456 kB\nVmRSS:\t  1000 kB\n", "VmHWM") == 123456
+    assert scale.status_kib("Name:\tx\n", "VmHWM") is None
+    assert scale.parse_total_time("# 20 sender and receiver processes per group\n\n     Total time: 1.234 [sec]\n") == 1.234
+    assert scale.parse_total_time("nothing") is None
+    assert scale.slope_per_step([10, 12, 14, 16]) == 2.0 and scale.slope_per_step([5]) == 0.0
+    s = scale.summary([0.3, 0.1, 0.2])
+    assert s["median"] == 0.2 and s["max"] == 0.3 and s["n"] == 3
+    doc = {"tasks": [{"pid": 1, "tgid": 1, "comm": "main"}, {"pid": 2, "tgid": 1, "comm": "idle"},
+                     {"pid": 3, "tgid": 1, "comm": "idle"}, {"pid": 4, "tgid": 4, "comm": "idle"}]}
+    assert scale.threads_seen(doc, 1) == 3 and scale.threads_seen(doc, 1, "idle") == 2
+
+
+def test_the_report_states_the_load_and_the_per_second_cost():
+    src = scale.SyntheticSource(SMALL)
+    step = {"wall_s": 0.5, "cpu_s": 0.4}
+    per = [{"generate": step, "model": step, "rank": step, "render": step, "store": step, "entries": 1000,
+            "rss_kib": 100_000 + 1024 * i, "view_tasks": 50, "view_stacks": 60} for i in range(3)]
+    env = {"started": "t0", "finished": "t1", "host": "h", "kernel": "6.18", "cpus": 2, "cpu_model": "cpu",
+           "mem_kib": 1 << 20, "python": "3.11", "commit": "abc", "loadavg_start": ["1.0", "2.0", "3.0"],
+           "loadavg_end": ["4.0", "5.0", "6.0"]}
+    analyzer = {"load": scale.asdict(SMALL), "setup_s": 0.1, "intervals": per, "file_bytes": 1 << 20,
+                "maxrss_kib": 200_000, "child_maxrss_kib": 210_000, "child_wall_s": 3.0}
+    text = scale.report({"analyzer": analyzer, "errors": {}}, env, ["python", "-m", "benchmarks.scale"])
+    assert "Load average (1, 5, 15 min) at start: 1.0 2.0 3.0" in text and "kernel 6.18" in text and "abc" in text
+    assert "100,003 context switches" in text and "1,024 KiB more per simulated second" in text
+    assert "| live view (`top`): model + render (render ranks) | 0.800 s" in text
+    assert src.meta.cpus == SMALL.cpus

@@ -1,0 +1,91 @@
+"""The scheduler collector's deltas from cumulative map entries, with the maps faked (no BPF needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stallscope.bpf import abi, collector
+from stallscope.analyzer.sample import TaskId
+
+
+def _raw(s) -> bytes:
+    return bytes(memoryview(s).cast("B"))
+
+
+class FakeMap:
+    def __init__(self, items):
+        self.items = list(items)
+        self.deleted: list[bytes] = []
+
+    def items_batch(self):
+        return list(self.items)
+
+    def delete(self, key: bytes) -> None:
+        self.deleted.append(key)
+        self.items = [(k, v) for k, v in self.items if k != key]
+
+
+class FakeObj:
+    def __init__(self, **maps):
+        self.maps = maps
+
+    def map(self, name):
+        return self.maps[name]
+
+
+class NoSymbols:
+    def remember(self, *_args):
+        return True
+
+
+def _entries(switches: dict[int, int], flags: dict[int, int] | None = None) -> FakeObj:
+    """One thread per pid with `switches` voluntary switches, one off-CPU entry and one waker entry each."""
+    tasks, offcpu, wakers = [], [], []
+    for pid, n in switches.items():
+        v = abi.TaskStats(tgid=500, nvcsw=n, flags=abi.TS_BASE_EXACT | (flags or {}).get(pid, 0))
+        v.comm = b"idle"
+        tasks.append((_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v)))
+        ov = abi.OffcpuVal(count=n, total_ns=1000 * n, max_ns=1000)
+        ov.hist[9] = n
+        offcpu.append((_raw(abi.OffcpuKey(pid=pid, start_ns=pid, tgid=500, state=1, kstack=99, ustack=98)), _raw(ov)))
+        wakers.append((_raw(abi.WakerKey(pid=pid, start_ns=pid, waker_pid=0)), _raw(abi.WakerVal(count=n, total_ns=7 * n))))
+    return FakeObj(task_stats=FakeMap(tasks), offcpu=FakeMap(offcpu), wakers=FakeMap(wakers))
+
+
+def _drain(c, obj):
+    tasks, infos, dead = c._drain_tasks(obj)
+    return tasks, infos, dead, c._drain_offcpu(obj, dead), c._drain_wakers(obj, dead)
+
+
+@pytest.fixture
+def sched(monkeypatch):
+    monkeypatch.setattr(collector, "process_cgroup", lambda tgid: None)
+    return collector.SchedCollector(collector.SchedOptions(), NoSymbols())
+
+
+def test_sleeping_threads_give_no_deltas_and_their_values_are_not_decoded(sched, monkeypatch):
+    """10,000 idle threads: entries unchanged since the last drain are compared as bytes, not decoded."""
+    sched_before = {pid: 3 for pid in range(1, 6)}
+    tasks, infos, _, offcpu, wakers = _drain(sched, _entries(sched_before))
+    assert len(tasks) == len(infos) == len(offcpu) == len(wakers) == 5
+    decoded = []
+    real = abi.decode
+    monkeypatch.setattr(abi, "decode", lambda t, raw: decoded.append(t) or real(t, raw))
+    tasks, infos, _, offcpu, wakers = _drain(sched, _entries({**sched_before, 3: 7}))
+    assert [d.task for d in tasks] == [TaskId(3, 3)] and tasks[0].voluntary_switches == 4
+    assert [(o.count, o.total_ns, o.hist) for o in offcpu] == [(4, 4000, ((9, 4),))]
+    assert [(w.count, w.total_ns) for w in wakers] == [(4, 28)]
+    assert infos == ()
+    assert decoded.count(abi.TaskStats) == 1  # only the thread that ran
+    assert decoded.count(abi.OffcpuVal) == 2 and decoded.count(abi.WakerVal) == 2  # its new value and the previous
+
+
+def test_a_thread_that_exits_is_reported_once_and_its_entries_deleted(sched):
+    obj = _entries({1: 2, 2: 2})
+    _drain(sched, obj)
+    obj = _entries({1: 2, 2: 5}, flags={2: abi.TS_DEAD})
+    tasks, infos, dead, offcpu, wakers = _drain(sched, obj)
+    assert dead == {TaskId(2, 2)} and [t.flags & abi.TS_DEAD for t in infos] == [abi.TS_DEAD]
+    assert tasks[0].voluntary_switches == 3 and offcpu[0].count == 3 and wakers[0].count == 3
+    assert len(obj.map("task_stats").deleted) == len(obj.map("offcpu").deleted) == len(obj.map("wakers").deleted) == 1
+    assert _drain(sched, _entries({1: 2}))[0] == ()
