@@ -89,6 +89,8 @@ int main(int argc, char **argv)
 		default: fprintf(stderr, help, argv[0]); return 2;
 		}
 	}
+	/* ten thousand threads must not outlive whoever started them (a benchmark killed by a timeout) */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	wakeups = calloc(nthreads, sizeof(*wakeups));
 	if (!wakeups) {
 		perror("calloc");
