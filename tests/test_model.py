@@ -249,3 +249,23 @@ def test_overhead_is_bpf_run_time_plus_dispatch_plus_collector_against_the_budge
     o = doc["meta"]["overhead"]
     assert o["budget_pct"] == 1.0 and o["over_budget_intervals"] == 1 and round(o["worst_interval_pct"], 1) == 1.7
     assert round(o["total_pct"], 3) == round(100 * (20.2e6 + 4.04e6 + 11e6) / 1e9 / 2 / 2, 3)
+
+
+def test_a_long_running_top_forgets_exited_tasks_and_keeps_the_stacks_it_uses_most_recently():
+    import io
+
+    from stallscope.analyzer.sample import TS_DEAD
+    from stallscope.tui.text import LiveText
+    from synthetic import kstack
+
+    m, ivs = two_interval_recording()
+    view = LiveText(out=io.StringIO(), max_stacks=3)
+    view.start(m)
+    view.update(ivs[0])
+    assert set(view.tasks) == {A, B} and set(view.stacks) == {SLEEP.id, PIPE.id, TIMER.id}
+    # A exits; a new stack arrives while SLEEP, the oldest, is still in use: PIPE, unused longest, goes
+    extra = kstack(0x4000, "__schedule", "schedule", "futex_wait")
+    view.update(interval(1, task_info=(replace(INFOS[0], flags=TS_DEAD),), stacks=(extra,),
+                         offcpu=(OffcpuDelta(B, 100, 1, SLEEP.id, 0, 1, 1000, 1000),)))
+    assert set(view.tasks) == {B}
+    assert set(view.stacks) == {SLEEP.id, TIMER.id, extra.id}
