@@ -390,10 +390,8 @@ class StackReader:
                 continue
             ips = [ip for ip in abi.decode(abi.Stack, raw).ips if ip]
             truncated = len(ips) >= abi.MAX_STACK_DEPTH
-            if kind == "kernel":
-                frames = tuple(self.symbolizer.kernel(ip) for ip in ips)
-            else:
-                frames = self.symbolizer.stack("user", tgid, leader_start.get(tgid, 0), ips)
+            frames = self.symbolizer.stack(kind, tgid if kind == "user" else 0,
+                                           leader_start.get(tgid, 0) if kind == "user" else 0, ips)
             out.append(Stack(sid, kind, tuple(frames), truncated))
         # Content-addressed: once copied, an entry may go; the kernel re-adds a stack
         # only if it is seen again. Trim only when the map fills.
