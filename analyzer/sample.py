@@ -29,6 +29,14 @@ class TaskInfo:
     comm: str
     flags: int = 0  # TS_* from bpf/sched.h (exact baseline, exited, ...)
 
+    @property
+    def dead(self) -> bool:
+        """Its final switch was seen: nothing more will be recorded for it."""
+        return bool(self.flags & TS_DEAD)
+
+
+TS_DEAD = 8  # bpf/sched.h
+
 
 @dataclass(frozen=True)
 class TaskDelta:

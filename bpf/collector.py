@@ -27,6 +27,7 @@ from stallscope.bpf.libbpf import BpfError, BpfObject, RunTimeStats
 from stallscope.errors import StallscopeError
 
 CLOCK_BOOTTIME = 7
+_NO_HIST = (0,) * abi.RUNQ_SLOTS
 
 
 def boottime_ns() -> int:
@@ -83,10 +84,12 @@ class SchedCollector:
         self.status: dict[str, ProbeStatus] = {}
         self._stats: RunTimeStats | None = None
         self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
-        self._prev_task_raw: dict[TaskId, bytes] = {}
         self._info: dict[TaskId, tuple[str, int]] = {}
-        self._prev_offcpu: dict[bytes, bytes] = {}  # key -> the value as last read
-        self._prev_wakers: dict[bytes, bytes] = {}
+        self._prev_task_raw: dict[bytes, bytes] = {}
+        # key bytes -> (value bytes, task, the previous totals): unchanged entries are skipped by
+        # comparing bytes; the task says whether its entry goes with a dead thread
+        self._prev_offcpu: dict[bytes, tuple[bytes, TaskId, tuple]] = {}
+        self._prev_wakers: dict[bytes, tuple[bytes, TaskId, tuple[int, int]]] = {}
         self._prev_matrix: list[int] = [0] * (self.nr_cpus * self.nr_cpus)
         self._prev_cs = 0
         self._health = HealthDeltas(abi.SchedHealth)
@@ -98,6 +101,7 @@ class SchedCollector:
         self._last_cpu_ns = 0
         self._index = 0
         self.last_dead: set[TaskId] = set()  # threads whose final switch the last drain saw
+        self._dead_before: set[TaskId] = set()
         self._new_cgroups: list[tuple[int, int, str]] = []
 
     # ---- set-up -------------------------------------------------------
@@ -207,6 +211,9 @@ class SchedCollector:
         for w in wakers:
             stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
         stacks = self._stacks.read(obj.map("stacks"), stack_ids, self._leader_start)
+        # Kept one drain longer: the other threads of a process may be seen dead only in the next one.
+        self._forget_dead_processes(self._dead_before)
+        self._dead_before = dead
         cpu_ns = _own_cpu_ns()
         interval = Interval(
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
@@ -222,15 +229,16 @@ class SchedCollector:
 
     def _drain_tasks(self, obj: BpfObject):
         m = obj.map("task_stats")
-        deltas, infos, dead = [], [], set()
+        deltas, infos, dead, gone = [], [], set(), []
+        prev_raw = self._prev_task_raw
         for kraw, vraw in m.items_batch():
-            key = abi.decode(abi.TaskKey, kraw)
-            tid = TaskId(key.pid, key.start_ns)
-            if self._prev_task_raw.get(tid) == vraw:
-                # unchanged since the last drain (a sleeping thread): no delta, same name and flags, and
-                # not dead (a dead entry is deleted when first read)
+            # An entry whose bytes did not change since the last drain has no delta, no new name and
+            # no new flags: most of a busy machine's tasks in any one interval. Compare, do not decode.
+            if prev_raw.get(kraw) == vraw:
                 continue
+            key = abi.decode(abi.TaskKey, kraw)
             v = abi.decode(abi.TaskStats, vraw)
+            tid = TaskId(key.pid, key.start_ns)
             prev = self._prev_tasks.get(tid)
             comm = v.comm.decode(errors="replace")
             before = self._info.get(tid)
@@ -254,63 +262,79 @@ class SchedCollector:
                 deltas.append(d)
             if v.flags & abi.TS_DEAD:
                 dead.add(tid)
-                m.delete(kraw)
+                gone.append(kraw)
+                prev_raw.pop(kraw, None)
                 self._prev_tasks.pop(tid, None)
-                self._prev_task_raw.pop(tid, None)
                 self._info.pop(tid, None)
             else:
+                prev_raw[kraw] = vraw
                 self._prev_tasks[tid] = v
-                self._prev_task_raw[tid] = vraw
+        m.delete_many(gone)
         return tuple(deltas), tuple(infos), dead
+
+    def _forget_dead_processes(self, dead: set[TaskId]) -> None:
+        """A drain after the one that read a leader's last entries, what was kept per process goes
+        (the symbolizer keeps its maps in its own bounded cache): these would otherwise grow with every
+        process the machine ever ran. A pid reused later is a new process."""
+        for tid in dead:
+            if self._leader_start.get(tid.pid) == tid.start_time_ns:
+                del self._leader_start[tid.pid]
+                self._remembered.discard(tid.pid)
 
     def _drain_offcpu(self, obj: BpfObject, dead: set[TaskId]) -> tuple[OffcpuDelta, ...]:
         m = obj.map("offcpu")
-        out = []
-        no_hist = (0,) * abi.RUNQ_SLOTS
+        out, gone = [], []
+        prevs = self._prev_offcpu
         for kraw, vraw in m.items_batch():
+            prev = prevs.get(kraw)
+            if prev is not None and prev[0] == vraw:  # unchanged: nothing to decode
+                if prev[1] in dead:
+                    gone.append(kraw)
+                    del prevs[kraw]
+                continue
             k = abi.decode(abi.OffcpuKey, kraw)
+            v = abi.decode(abi.OffcpuVal, vraw)
+            pc, pt, pm, ph = prev[2] if prev is not None else (0, 0, 0, _NO_HIST)
             tid = TaskId(k.pid, k.start_ns)
-            before = self._prev_offcpu.get(kraw)
-            if vraw != before:  # unchanged entries (most, with many sleeping threads) cost no decoding
-                v = abi.decode(abi.OffcpuVal, vraw)
-                if before is None:
-                    pc, pt, pm, ph = 0, 0, 0, no_hist
-                else:
-                    p = abi.decode(abi.OffcpuVal, before)
-                    pc, pt, pm, ph = p.count, p.total_ns, p.max_ns, tuple(p.hist)
-                if v.count != pc:
-                    hist = tuple(v.hist)  # indexing a ctypes array is slow: once, as a tuple
-                    out.append(OffcpuDelta(tid, k.tgid, k.state, k.kstack, k.ustack, v.count - pc,
-                                           v.total_ns - pt, v.max_ns if v.max_ns > pm else 0,
-                                           tuple((s, c - ph[s]) for s, c in enumerate(hist) if c != ph[s])))
+            hist = tuple(v.hist)
+            if v.count != pc:
+                out.append(OffcpuDelta(tid, k.tgid, k.state, k.kstack, k.ustack, v.count - pc,
+                                       v.total_ns - pt, v.max_ns if v.max_ns > pm else 0,
+                                       tuple((s, c - ph[s]) for s, c in enumerate(hist) if c != ph[s])))
             if tid in dead:
-                m.delete(kraw)
-                self._prev_offcpu.pop(kraw, None)
+                gone.append(kraw)
+                prevs.pop(kraw, None)
             else:
-                self._prev_offcpu[kraw] = vraw
+                prevs[kraw] = (vraw, tid, (v.count, v.total_ns, v.max_ns, hist))
+        m.delete_many(gone)
         return tuple(out)
 
     def _drain_wakers(self, obj: BpfObject, dead: set[TaskId]) -> tuple[WakerDelta, ...]:
         m = obj.map("wakers")
-        out = []
+        out, gone = [], []
+        prevs = self._prev_wakers
         for kraw, vraw in m.items_batch():
+            prev = prevs.get(kraw)
+            if prev is not None and prev[0] == vraw:
+                if prev[1] in dead:
+                    gone.append(kraw)
+                    del prevs[kraw]
+                continue
             k = abi.decode(abi.WakerKey, kraw)
+            v = abi.decode(abi.WakerVal, vraw)
+            pc, pt = prev[2] if prev is not None else (0, 0)
             tid = TaskId(k.pid, k.start_ns)
-            before = self._prev_wakers.get(kraw)
-            if vraw != before:
-                v = abi.decode(abi.WakerVal, vraw)
-                p = abi.decode(abi.WakerVal, before) if before is not None else None
-                pc, pt = (p.count, p.total_ns) if p is not None else (0, 0)
-                if v.count != pc:
-                    out.append(WakerDelta(tid, TaskId(k.waker_pid, k.waker_start_ns), k.waker_tgid,
-                                          v.waker_comm.decode(errors="replace"), k.waker_kstack,
-                                          v.count - pc, v.total_ns - pt,
-                                          bool(k.waker_flags & abi.WAKER_IN_INTERRUPT)))
+            if v.count != pc:
+                out.append(WakerDelta(tid, TaskId(k.waker_pid, k.waker_start_ns), k.waker_tgid,
+                                      v.waker_comm.decode(errors="replace"), k.waker_kstack,
+                                      v.count - pc, v.total_ns - pt,
+                                      bool(k.waker_flags & abi.WAKER_IN_INTERRUPT)))
             if tid in dead:
-                m.delete(kraw)
-                self._prev_wakers.pop(kraw, None)
+                gone.append(kraw)
+                prevs.pop(kraw, None)
             else:
-                self._prev_wakers[kraw] = vraw
+                prevs[kraw] = (vraw, tid, (v.count, v.total_ns))
+        m.delete_many(gone)
         return tuple(out)
 
     def _drain_matrix(self, obj: BpfObject) -> tuple[tuple[int, int, int], ...]:
@@ -373,17 +397,14 @@ class StackReader:
                 continue
             ips = [ip for ip in abi.decode(abi.Stack, raw).ips if ip]
             truncated = len(ips) >= abi.MAX_STACK_DEPTH
-            if kind == "kernel":
-                frames = tuple(self.symbolizer.kernel(ip) for ip in ips)
-            else:
-                frames = self.symbolizer.stack("user", tgid, leader_start.get(tgid, 0), ips)
+            frames = self.symbolizer.stack(kind, tgid if kind == "user" else 0,
+                                           leader_start.get(tgid, 0) if kind == "user" else 0, ips)
             out.append(Stack(sid, kind, tuple(frames), truncated))
         # Content-addressed: once copied, an entry may go; the kernel re-adds a stack
         # only if it is seen again. Trim only when the map fills.
         self._since_trim += len(out)
         if self._since_trim > self.max_stacks // 2:
-            for sid in list(self._known):
-                m.delete(sid.to_bytes(8, "little"))
+            m.delete_many([sid.to_bytes(8, "little") for sid in self._known])
             self._since_trim = 0
         return tuple(out)
 

@@ -346,7 +346,9 @@ class FutexCollector:
         self._stop = threading.Event()
         self._health = HealthDeltas(abi.FutexHealth, prefix="futex.")
         self._programs = ProgramDeltas()
-        self._prev: dict[bytes, tuple[int, int, int, int]] = {}
+        # key bytes -> (value bytes, task, previous totals, (tgid, leader start)): unchanged entries
+        # are skipped by their bytes
+        self._prev: dict[bytes, tuple] = {}
         self._names: dict[tuple[int, int, str, int], str] = {}
         self._data = DataSymbols()
         self._uprobe_links: list = []
@@ -501,10 +503,19 @@ class FutexCollector:
         assert self.obj is not None
         m = self.obj.map("futex_waits")
         out, ids, leaders, live = [], {}, {}, set()
+        gone, prevs = [], self._prev
         for kraw, vraw in m.items_batch():
+            prev = prevs.get(kraw)
+            if prev is not None and prev[0] == vraw:  # unchanged since the last drain: nothing to decode
+                if prev[1] in dead:
+                    gone.append(kraw)
+                    del prevs[kraw]
+                else:
+                    live.add(prev[3])
+                continue
             k = abi.decode(abi.FutexWaitKey, kraw)
             v = abi.decode(abi.FutexWaitVal, vraw)
-            pc, pt, pmax, pmin = self._prev.get(kraw, (0, 0, 0, 1 << 64))
+            pc, pt, pmax, pmin = prev[2] if prev is not None else (0, 0, 0, 1 << 64)
             tid = TaskId(k.pid, k.start_ns)
             if v.count != pc:
                 leaders[k.tgid] = k.leader_start_ns
@@ -516,11 +527,12 @@ class FutexCollector:
                     max_ns=v.max_ns if v.max_ns > pmax else 0, min_ns=v.min_ns if v.min_ns < pmin else 0))
                 ids.setdefault(k.ustack, ("user", k.tgid))
             if tid in dead:
-                m.delete(kraw)
-                self._prev.pop(kraw, None)
+                gone.append(kraw)
+                prevs.pop(kraw, None)
             else:
-                self._prev[kraw] = (v.count, v.total_ns, v.max_ns, v.min_ns)
+                prevs[kraw] = (vraw, tid, (v.count, v.total_ns, v.max_ns, v.min_ns), (k.tgid, k.leader_start_ns))
                 live.add((k.tgid, k.leader_start_ns))
+        m.delete_many(gone)
         for w, wait_ns in self._charged:
             leaders[w.tgid] = w.leader_start_ns
             out.append(FutexDelta(

@@ -429,6 +429,35 @@ class Map:
             raise BpfError(f"delete from map {self.name}", -rc)
         return rc == 0
 
+    def delete_many(self, keys: list[bytes]) -> int:
+        """Delete these keys in as few BPF_MAP_DELETE_BATCH calls as possible (one when all exist);
+        keys already gone are skipped. Falls back to one delete per key where unsupported.
+        Returns how many were deleted."""
+        ks = self.key_size
+        keys = [k for k in keys if len(k) == ks]
+        if not keys:
+            return 0
+        buf = ctypes.create_string_buffer(b"".join(keys), ks * len(keys))
+        opts = _BatchOpts(ctypes.sizeof(_BatchOpts), 0, 0)
+        deleted = start = 0
+        while start < len(keys):
+            count = ctypes.c_uint32(len(keys) - start)
+            rc = self._lib.lib.bpf_map_delete_batch(self.fd, ctypes.byref(buf, start * ks), ctypes.byref(count),
+                                                    ctypes.byref(opts))
+            if rc >= 0:
+                return deleted + len(keys) - start
+            # the kernel stops at the first key it cannot delete; `count` is how many it did before it
+            done = min(count.value, len(keys) - start)
+            deleted += done
+            err = -rc
+            if err == errno.ENOENT:
+                start += done + 1
+                continue
+            if err in (errno.EINVAL, 524):  # ENOTSUPP: no batch operations for this map type
+                return deleted + sum(self.delete(k) for k in keys[start + done:])
+            raise BpfError(f"batch delete from map {self.name}", err)
+        return deleted
+
     def keys(self) -> Iterator[bytes]:
         prev = None
         nxt = ctypes.create_string_buffer(self.key_size)

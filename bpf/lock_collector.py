@@ -29,7 +29,8 @@ class LockCollector:
         self._stacks = StackReader(symbolizer, max_stacks)
         self._health = HealthDeltas(abi.LockHealth, prefix="locks.")
         self._programs = ProgramDeltas()
-        self._prev: dict[bytes, tuple[int, ...]] = {}
+        # key bytes -> (value bytes, task, previous totals): unchanged entries are skipped by their bytes
+        self._prev: dict[bytes, tuple[bytes, TaskId, tuple[int, ...]]] = {}
         self.symbolizer = symbolizer
         self._symbols: dict[int, str] = {}
 
@@ -64,11 +65,18 @@ class LockCollector:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
         m = self.obj.map("locks")
-        out, ids = [], {}
+        out, ids, gone = [], {}, []
+        prevs = self._prev
         for kraw, vraw in m.items_batch():
+            prev = prevs.get(kraw)
+            if prev is not None and prev[0] == vraw:  # unchanged since the last drain: nothing to decode
+                if prev[1] in dead:
+                    gone.append(kraw)
+                    del prevs[kraw]
+                continue
             k = abi.decode(abi.LockKey, kraw)
             v = abi.decode(abi.LockVal, vraw)
-            pc, pt, pmax, pmin, ps, psl = self._prev.get(kraw, (0, 0, 0, 1 << 64, 0, 0))
+            pc, pt, pmax, pmin, ps, psl = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0)
             tid = TaskId(k.pid, k.start_ns)
             if v.count != pc:
                 out.append(LockDelta(
@@ -80,10 +88,11 @@ class LockCollector:
                     symbol=self._symbol(k.addr) if k.kind == abi.LOCK_KIND_ADDR else ""))
                 ids.setdefault(k.kstack, ("kernel", 0))
             if tid in dead:
-                m.delete(kraw)
-                self._prev.pop(kraw, None)
+                gone.append(kraw)
+                prevs.pop(kraw, None)
             else:
-                self._prev[kraw] = (v.count, v.total_ns, v.max_ns, v.min_ns, v.spin_ns, v.sleep_ns)
+                prevs[kraw] = (vraw, tid, (v.count, v.total_ns, v.max_ns, v.min_ns, v.spin_ns, v.sleep_ns))
+        m.delete_many(gone)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
 

@@ -112,7 +112,9 @@ class OncpuCollector:
         self._stacks = StackReader(symbolizer, max_stacks)
         self._health = HealthDeltas(abi.OncpuHealth, prefix="oncpu.")
         self._programs = ProgramDeltas()
-        self._prev: dict[bytes, tuple[int, int]] = {}
+        # key bytes -> (value bytes, task, previous totals): unchanged entries are skipped by their bytes
+        self._prev: dict[bytes, tuple[bytes, TaskId, tuple[int, int]]] = {}
+        self._dead_before: set[TaskId] = set()
         self._prev_cpu: dict[int, tuple[int, int, int, int, int]] = {}
         self._leader_start: dict[int, int] = {}
 
@@ -158,11 +160,18 @@ class OncpuCollector:
         assert self.obj is not None
         cpus = self._drain_cpus()
         m = self.obj.map("oncpu")
-        out, ids = [], {}
+        out, ids, gone = [], {}, []
+        prevs = self._prev
         for kraw, vraw in m.items_batch():
+            prev = prevs.get(kraw)
+            if prev is not None and prev[0] == vraw:  # unchanged since the last drain: nothing to decode
+                if prev[1] in dead:
+                    gone.append(kraw)
+                    del prevs[kraw]
+                continue
             k = abi.decode(abi.OncpuKey, kraw)
             v = abi.decode(abi.OncpuVal, vraw)
-            ps, pp = self._prev.get(kraw, (0, 0))
+            ps, pp = prev[2] if prev is not None else (0, 0)
             tid = TaskId(k.pid, k.start_ns)
             if k.pid == k.tgid:
                 self._leader_start[k.tgid] = k.start_ns
@@ -172,11 +181,17 @@ class OncpuCollector:
                 ids.setdefault(k.kstack, ("kernel", 0))
                 ids.setdefault(k.ustack, ("user", k.tgid))
             if tid in dead:
-                m.delete(kraw)
-                self._prev.pop(kraw, None)
+                gone.append(kraw)
+                prevs.pop(kraw, None)
             else:
-                self._prev[kraw] = (v.samples, v.period_ns)
+                prevs[kraw] = (vraw, tid, (v.samples, v.period_ns))
+        m.delete_many(gone)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, self._leader_start)
+        # a leader dead since the drain before this one: its threads' last samples have been read
+        for tid in self._dead_before:
+            if self._leader_start.get(tid.pid) == tid.start_time_ns:
+                del self._leader_start[tid.pid]
+        self._dead_before = dead
         return GroupDrain({"oncpu": tuple(out), "oncpu_cpus": cpus}, stacks, self._health.drain(self.obj),
                           self._programs.drain(self.obj))
 

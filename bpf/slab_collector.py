@@ -195,8 +195,7 @@ class SlabCollector:
         m = self.obj.map("counts")
         slot = ctypes.sizeof(abi.SlabCounts) + (-ctypes.sizeof(abi.SlabCounts)) % 8
         exited = {t.pid for t in dead}
-        for kraw in self._retired:  # read for the last time one drain ago
-            m.delete(kraw)
+        m.delete_many(self._retired)  # read for the last time one drain ago
         self._retired = []
         out = []
         for kraw, vraw in m.items_batch(value_size=slot * self.nr_cpus):

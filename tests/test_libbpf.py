@@ -47,6 +47,19 @@ def test_maps_update_lookup_batch_and_delete(probe_object):
         assert sorted(int.from_bytes(k, "little") for k in m.keys()) == [i for i in range(10) if i != 3]
 
 
+def test_delete_many_deletes_in_batches_and_skips_keys_already_gone(probe_object):
+    with BpfObject(probe_object) as obj:
+        obj.load()
+        m = obj.map("numbers")
+        for i in range(10):
+            m.update(i.to_bytes(8, "little"), b"\0" * 8)
+        m.delete((4).to_bytes(8, "little"))
+        # 4 is gone and 42 never existed: the batch stops at each and goes on after it
+        assert m.delete_many([i.to_bytes(8, "little") for i in (1, 4, 5, 42, 7)]) == 3
+        assert sorted(int.from_bytes(k, "little") for k in m.keys()) == [0, 2, 3, 6, 8, 9]
+        assert m.delete_many([]) == 0
+
+
 def test_full_map_reports_the_kernels_error(probe_object):
     with BpfObject(probe_object) as obj:
         obj.load()

@@ -81,24 +81,6 @@ def test_store_round_trip_keeps_everything(tmp_path):
     assert load_model(str(path)).tasks == _model(m, ivs).tasks
 
 
-def test_store_streams_intervals_in_order_with_gaps_and_windows(tmp_path):
-    """Each table is read by its own cursor in interval order: an interval with no rows in a table gets
-    none, and a window starts and ends where asked."""
-    m, ivs = two_interval_recording()
-    quiet = interval(2, tasks=(TaskDelta(B, voluntary_switches=1),))  # no off-CPU, waker or migration rows
-    last = replace(ivs[1], index=3, start_ns=3 * SEC, end_ns=4 * SEC, migrations=((1, 0, 2),))
-    path = tmp_path / "gaps.stall"
-    write_recording(path, m, [*ivs, quiet, last])
-    rec = Recording(str(path))
-    back = list(rec.intervals())
-    assert [iv.index for iv in back] == [0, 1, 2, 3]
-    assert back[2].offcpu == () and back[2].wakers == () and back[2].tasks == quiet.tasks
-    assert back[3].offcpu == last.offcpu and back[3].migrations == ((1, 0, 2),) and back[0].migrations == ((0, 1, 1),)
-    window = list(rec.intervals(1, 2))
-    assert [iv.index for iv in window] == [1, 2] and window[0].offcpu == ivs[1].offcpu
-    assert load_model(str(path), 1, 2).switches == 2000
-
-
 def test_stack_ids_above_2_63_survive_the_store(tmp_path):
     m, _ = two_interval_recording()
     big = type(SLEEP)(0xF000000000000001, "kernel", SLEEP.frames)
@@ -267,6 +249,44 @@ def test_overhead_is_bpf_run_time_plus_dispatch_plus_collector_against_the_budge
     o = doc["meta"]["overhead"]
     assert o["budget_pct"] == 1.0 and o["over_budget_intervals"] == 1 and round(o["worst_interval_pct"], 1) == 1.7
     assert round(o["total_pct"], 3) == round(100 * (20.2e6 + 4.04e6 + 11e6) / 1e9 / 2 / 2, 3)
+
+
+def test_a_long_running_top_forgets_exited_tasks_and_keeps_the_stacks_it_uses_most_recently():
+    import io
+
+    from stallscope.analyzer.sample import TS_DEAD
+    from stallscope.tui.text import LiveText
+    from synthetic import kstack
+
+    m, ivs = two_interval_recording()
+    view = LiveText(out=io.StringIO(), max_stacks=3)
+    view.start(m)
+    view.update(ivs[0])
+    assert set(view.tasks) == {A, B} and set(view.stacks) == {SLEEP.id, PIPE.id, TIMER.id}
+    # A exits; a new stack arrives while SLEEP, the oldest, is still in use: PIPE, unused longest, goes
+    extra = kstack(0x4000, "__schedule", "schedule", "futex_wait")
+    view.update(interval(1, task_info=(replace(INFOS[0], flags=TS_DEAD),), stacks=(extra,),
+                         offcpu=(OffcpuDelta(B, 100, 1, SLEEP.id, 0, 1, 1000, 1000),)))
+    assert set(view.tasks) == {B}
+    assert set(view.stacks) == {SLEEP.id, TIMER.id, extra.id}
+
+
+def test_store_streams_intervals_in_order_with_gaps_and_windows(tmp_path):
+    """Each table is read by its own cursor in interval order: an interval with no rows in a table gets
+    none, and a window starts and ends where asked."""
+    m, ivs = two_interval_recording()
+    quiet = interval(2, tasks=(TaskDelta(B, voluntary_switches=1),))  # no off-CPU, waker or migration rows
+    last = replace(ivs[1], index=3, start_ns=3 * SEC, end_ns=4 * SEC, migrations=((1, 0, 2),))
+    path = tmp_path / "gaps.stall"
+    write_recording(path, m, [*ivs, quiet, last])
+    rec = Recording(str(path))
+    back = list(rec.intervals())
+    assert [iv.index for iv in back] == [0, 1, 2, 3]
+    assert back[2].offcpu == () and back[2].wakers == () and back[2].tasks == quiet.tasks
+    assert back[3].offcpu == last.offcpu and back[3].migrations == ((1, 0, 2),) and back[0].migrations == ((0, 1, 1),)
+    window = list(rec.intervals(1, 2))
+    assert [iv.index for iv in window] == [1, 2] and window[0].offcpu == ivs[1].offcpu
+    assert load_model(str(path), 1, 2).switches == 2000
 
 
 def test_the_live_view_forgets_threads_once_they_exit_but_names_them_in_their_last_interval():

@@ -193,3 +193,18 @@ def test_migration_matrix_holds_every_migration(sleeper_run):
     # the matrix only
     per_thread = sum(t["migrations"] for t in doc["tasks"])
     assert per_thread > 0 and 0 <= doc["migrations"]["total"] - per_thread <= 3
+
+
+def test_the_collector_forgets_a_process_one_drain_after_its_leader_exited():
+    """What the collector keeps per process stays bounded on a machine that runs many short ones."""
+    from stallscope.analyzer.sample import TaskId
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf.collector import SchedCollector, SchedOptions
+
+    c = SchedCollector(SchedOptions(), Symbolizer())
+    c._leader_start.update({500: 7, 600: 9})
+    c._remembered.update({500, 600})
+    c._forget_dead_processes({TaskId(500, 7), TaskId(601, 9)})  # a leader, and a thread of another process
+    assert c._leader_start == {600: 9} and c._remembered == {600}
+    c._forget_dead_processes({TaskId(600, 8)})  # a later process with a reused pid is not this one
+    assert c._leader_start == {600: 9}

@@ -540,3 +540,13 @@ def test_symbolizer_forgets_the_least_recently_used_process_beyond_its_bound(tmp
 def test_symbolizer_rejects_an_unknown_stack_kind():
     with pytest.raises(ValueError):
         Symbolizer().stack("bpf", 1, None, [0x10])
+
+
+def test_processes_with_the_same_maps_share_one_parse_and_an_exec_reads_new_ones():
+    text = ("55d0c0a00000-55d0c0a01000 r-xp 00001000 08:01 1234 /usr/bin/forked\n"
+            "7f0000000000-7f0000001000 r-xp 00000000 00:00 0 [vdso]\n")
+    parent, child = ProcessMaps.parse(1000, text), ProcessMaps.parse(1001, text)
+    assert child.mappings is parent.mappings and child.pid == 1001
+    after_exec = ProcessMaps.parse(1001, text.replace("/usr/bin/forked", "/usr/bin/other"))
+    assert after_exec.mappings is not parent.mappings
+    assert after_exec.find(0x55D0C0A00010).path == "/usr/bin/other"

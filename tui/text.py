@@ -6,9 +6,10 @@ where it prints one frame after another without escape codes).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from stallscope.analyzer.blockers import rank_blockers
 from stallscope.analyzer.causes import IDLE
-from stallscope.analyzer.export import TS_DEAD
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, interval_cost
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
@@ -21,18 +22,22 @@ CLEAR = "\x1b[H\x1b[2J"
 class LiveText:
     """`hide_tgid`: stallscope's own process, whose cost the status line shows instead."""
 
-    def __init__(self, rows: int = 15, out=None, hide_tgid: int | None = None):
+    # Stacks are sent once, when first seen, and referred to by id afterwards; the view keeps the ones
+    # used most recently, up to this many (a few hundred bytes each: frames are shared).
+    MAX_STACKS = 1 << 16
+
+    def __init__(self, rows: int = 15, out=None, hide_tgid: int | None = None, max_stacks: int = MAX_STACKS):
         self.hide_tgid = hide_tgid
         self.rows = rows
         self.out = out
         self.meta: RecordingMeta | None = None
         self.tasks: dict[TaskId, TaskInfo] = {}
-        self.stacks: dict[int, Stack] = {}
+        self.stacks: OrderedDict[int, Stack] = OrderedDict()
+        self.max_stacks = max_stacks
         self.tuning = None  # the overhead budget's last step, shown until the next
 
     def start(self, meta: RecordingMeta) -> None:
         self.meta = meta
-
 
     def update(self, iv: Interval) -> None:
         if iv.tuning:
@@ -44,15 +49,20 @@ class LiveText:
         model = Model.from_intervals(self.meta, [iv], self.tasks, self.stacks)
         self.out.write(self.render(model, iv))
         self.out.flush()
-        self.forget(iv)
+        self._forget(iv)
 
-    def forget(self, iv: Interval) -> None:
-        """Drop the names of threads that exited in this interval: the collector reports a thread's last
-        deltas in the interval that marks it dead, so no later interval refers to it, and a view that runs
-        for days under task churn (hundreds of new threads a second) keeps only the living ones."""
+    def _forget(self, iv: Interval) -> None:
+        """What a long-running top keeps stays bounded: a task whose final switch this interval
+        showed is never seen again; stacks go least recently used first."""
         for t in iv.task_info:
-            if t.flags & TS_DEAD:
+            if t.dead:
                 self.tasks.pop(t.task, None)
+        used = [o.kstack for o in iv.offcpu] + [o.ustack for o in iv.offcpu] + [w.waker_kstack for w in iv.wakers]
+        for sid in used:
+            if sid in self.stacks:
+                self.stacks.move_to_end(sid)
+        while len(self.stacks) > self.max_stacks:
+            self.stacks.popitem(last=False)
 
     def render(self, model: Model, iv: Interval) -> str:
         tty = hasattr(self.out, "isatty") and self.out.isatty()
