@@ -24,6 +24,10 @@ class FakeMap:
         self.deleted.append(key)
         self.items = [(k, v) for k, v in self.items if k != key]
 
+    def delete_many(self, keys) -> None:
+        for key in keys:
+            self.delete(key)
+
 
 class FakeObj:
     def __init__(self, **maps):
