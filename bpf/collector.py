@@ -34,6 +34,21 @@ def boottime_ns() -> int:
     return time.clock_gettime_ns(CLOCK_BOOTTIME)
 
 
+def changed_entries(m, prevs: dict, dead: set, gone: list):
+    """A cumulative map's entries whose bytes changed since the last drain, each with what was kept
+    of it then (`prevs[key]`: the value's bytes, its task, ...; None for a new entry). Unchanged
+    entries (most, with many sleeping threads) are not decoded; one of a thread that died is queued
+    in `gone` for deletion and forgotten."""
+    for kraw, vraw in m.items_batch():
+        prev = prevs.get(kraw)
+        if prev is not None and prev[0] == vraw:
+            if prev[1] in dead:
+                gone.append(kraw)
+                del prevs[kraw]
+            continue
+        yield kraw, vraw, prev
+
+
 def object_path(name: str) -> str:
     """The compiled CO-RE object shipped as package data."""
     path = resources.files("stallscope.bpf").joinpath(name)
@@ -285,13 +300,7 @@ class SchedCollector:
         m = obj.map("offcpu")
         out, gone = [], []
         prevs = self._prev_offcpu
-        for kraw, vraw in m.items_batch():
-            prev = prevs.get(kraw)
-            if prev is not None and prev[0] == vraw:  # unchanged: nothing to decode
-                if prev[1] in dead:
-                    gone.append(kraw)
-                    del prevs[kraw]
-                continue
+        for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
             k = abi.decode(abi.OffcpuKey, kraw)
             v = abi.decode(abi.OffcpuVal, vraw)
             pc, pt, pm, ph = prev[2] if prev is not None else (0, 0, 0, _NO_HIST)
@@ -313,13 +322,7 @@ class SchedCollector:
         m = obj.map("wakers")
         out, gone = [], []
         prevs = self._prev_wakers
-        for kraw, vraw in m.items_batch():
-            prev = prevs.get(kraw)
-            if prev is not None and prev[0] == vraw:
-                if prev[1] in dead:
-                    gone.append(kraw)
-                    del prevs[kraw]
-                continue
+        for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
             k = abi.decode(abi.WakerKey, kraw)
             v = abi.decode(abi.WakerVal, vraw)
             pc, pt = prev[2] if prev is not None else (0, 0)

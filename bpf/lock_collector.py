@@ -14,7 +14,7 @@ from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
 from stallscope.bpf.tune import StackTune
 from stallscope.bpf.groups import GroupDrain
-from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
+from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, changed_entries, object_path
 from stallscope.bpf.libbpf import BpfError, BpfObject
 from stallscope.errors import StallscopeError
 
@@ -67,13 +67,7 @@ class LockCollector:
         m = self.obj.map("locks")
         out, ids, gone = [], {}, []
         prevs = self._prev
-        for kraw, vraw in m.items_batch():
-            prev = prevs.get(kraw)
-            if prev is not None and prev[0] == vraw:  # unchanged since the last drain: nothing to decode
-                if prev[1] in dead:
-                    gone.append(kraw)
-                    del prevs[kraw]
-                continue
+        for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
             k = abi.decode(abi.LockKey, kraw)
             v = abi.decode(abi.LockVal, vraw)
             pc, pt, pmax, pmin, ps, psl = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0)

@@ -19,7 +19,9 @@ import platform
 from stallscope.analyzer.sample import CpuSamplesDelta, OncpuDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi
-from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, _possible_cpus, object_path
+from stallscope.bpf.collector import (
+    HealthDeltas, ProgramDeltas, StackReader, _possible_cpus, changed_entries, object_path,
+)
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.libbpf import BpfObject
 from stallscope.errors import StallscopeError
@@ -162,13 +164,7 @@ class OncpuCollector:
         m = self.obj.map("oncpu")
         out, ids, gone = [], {}, []
         prevs = self._prev
-        for kraw, vraw in m.items_batch():
-            prev = prevs.get(kraw)
-            if prev is not None and prev[0] == vraw:  # unchanged since the last drain: nothing to decode
-                if prev[1] in dead:
-                    gone.append(kraw)
-                    del prevs[kraw]
-                continue
+        for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
             k = abi.decode(abi.OncpuKey, kraw)
             v = abi.decode(abi.OncpuVal, vraw)
             ps, pp = prev[2] if prev is not None else (0, 0)
