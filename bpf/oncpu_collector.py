@@ -111,6 +111,7 @@ class OncpuCollector:
         self.cpus: list[int] = []
         self._fds: dict[int, int] = {}  # cpu -> perf event fd (owned by its link once attached)
         self._links: dict = {}  # cpu -> the link of that event
+        self._event_base: dict[int, int] = {}  # cpu -> ns counted by the events a retune replaced
         self._stacks = StackReader(symbolizer, max_stacks)
         self._health = HealthDeltas(abi.OncpuHealth, prefix="oncpu.")
         self._programs = ProgramDeltas()
@@ -217,7 +218,7 @@ class OncpuCollector:
         if fd is None:
             return 0
         try:
-            return int.from_bytes(os.read(fd, 8), "little")
+            return self._event_base.get(cpu, 0) + int.from_bytes(os.read(fd, 8), "little")
         except OSError:
             return 0
 
@@ -240,6 +241,7 @@ class OncpuCollector:
                 os.close(fd)
                 continue
             old = self._links.get(cpu)
+            self._event_base[cpu] = self._event_ns(cpu)  # what the old event counted goes on
             self._links[cpu], self._fds[cpu] = link, fd
             self.obj.links.append(link)
             if old is not None:

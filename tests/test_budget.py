@@ -163,3 +163,30 @@ def test_sampled_stacks_keep_the_totals(tmp_path, rate):
     _assert_causes_add_up(ours)
     if rate == "1":
         assert doc["meta"]["health"].get("stacks_rate_limited", 0) > 0
+
+
+@needs_bpf
+def test_a_lower_sampling_rate_keeps_the_cpu_time_counted():
+    """The on-CPU events are reopened at the new rate: the time they count carries over, and the
+    samples come at about the new rate."""
+    import time
+
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf.oncpu_collector import OncpuCollector
+
+    c = OncpuCollector(Symbolizer(), sample_hz=99)
+    assert c.start().enabled
+    try:
+        time.sleep(0.3)
+        before = {cpu: c._event_ns(cpu) for cpu in c.cpus}
+        c.drain(set())
+        c.retune(Tuning(2, 62, 10_000_000, 49))
+        assert c.sample_hz == 49
+        time.sleep(1.0)
+        after = {cpu: c._event_ns(cpu) for cpu in c.cpus}
+        assert all(after[cpu] >= before[cpu] for cpu in c.cpus), (before, after)
+        d = c.drain(set())
+        samples = sum(x.samples for x in d.records.get("oncpu_cpus", ()))
+        assert 0 < samples <= 60 * len(c.cpus), samples  # 49 Hz for about a second, not 99
+    finally:
+        c.close()
