@@ -417,25 +417,30 @@ def _now() -> str:
 
 # ---- environment and output ---------------------------------------------------------------------
 
-def environment(stallscope: tuple[str, ...], source: Path) -> dict:
-    def out(argv: list[str]) -> str:
-        try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return "?"
+def command_output(argv: list[str]) -> str:
+    """What a command printed, stripped; "?" when it cannot run."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
 
-    cpu_model = "?"
+
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "?"
+
+
+def environment(stallscope: tuple[str, ...], source: Path) -> dict:
+    out = command_output
     commit = out(["git", "-C", str(source), "rev-parse", "--short", "HEAD"])
     dirty = out(["git", "-C", str(source), "status", "--porcelain", "--", ".", ":(exclude)benchmarks"])
     return {
-        "host": platform.node(), "kernel": platform.release(), "cpu_model": cpu_model, "cpus": os.cpu_count(),
+        "host": platform.node(), "kernel": platform.release(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
         "python": platform.python_version(), "perf": out(["perf", "--version"]),
         "stallscope": out([*stallscope, "--version"]) or "?", "stallscope_command": shlex.join(stallscope),
         "source": str(source),

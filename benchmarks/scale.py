@@ -36,6 +36,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from benchmarks.overhead import command_output, cpu_model
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("threads", "analyzer", "hour")
 _TOTAL_TIME_PREFIX = "Total time:"
@@ -728,21 +730,11 @@ def scenario_hour(args, stallscope: list[str], tmp: Path) -> dict:
 # ---- environment and report -----------------------------------------------------------------------------
 
 def environment() -> dict:
-    def out(argv: list[str]) -> str:
-        try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return "?"
-
-    cpu_model = "?"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu_model = line.split(":", 1)[1].strip()
-            break
+    out = command_output
     commit = out(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
     dirty = out(["git", "-C", str(ROOT), "status", "--porcelain", "--", ".", ":(exclude)benchmarks"])
     mem_kib = status_kib(Path("/proc/meminfo").read_text(), "MemTotal")
-    return {"host": platform.node(), "kernel": platform.release(), "cpu_model": cpu_model, "cpus": os.cpu_count(),
+    return {"host": platform.node(), "kernel": platform.release(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
             "mem_kib": mem_kib, "python": platform.python_version(),
             "commit": (commit + (" with uncommitted changes" if dirty else "")) if commit else "not a git checkout",
             "loadavg_start": Path("/proc/loadavg").read_text().split()[:3], "started": _now()}

@@ -10,6 +10,7 @@ from conftest import ROOT
 
 from stallscope.analyzer.load import load_model
 
+sys.path.insert(0, str(ROOT))  # scale.py imports benchmarks.overhead, as `python -m benchmarks.scale` does
 _spec = importlib.util.spec_from_file_location("scale", ROOT / "benchmarks" / "scale.py")
 scale = importlib.util.module_from_spec(_spec)
 sys.modules["scale"] = scale  # dataclasses look their module up
