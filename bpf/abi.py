@@ -33,6 +33,18 @@ class TaskKey(ctypes.Structure):
     _fields_ = [("pid", u32), ("pad", u32), ("start_ns", u64)]
 
 
+class OffcpuVal(ctypes.Structure):
+    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("hist", u32 * RUNQ_SLOTS)]
+
+
+TASK_OFFCPU_SLOTS = 3
+
+
+class OffcpuSlot(ctypes.Structure):
+    """A task's own off-CPU aggregate for one key without stacks (bpf/sched.h)."""
+    _fields_ = [("kstack", u64), ("ustack", u64), ("state", u32), ("used", u32), ("val", OffcpuVal)]
+
+
 class TaskStats(ctypes.Structure):
     _fields_ = [
         # the probes' scratch state between events: not read here
@@ -42,19 +54,16 @@ class TaskStats(ctypes.Structure):
         ("offcpu_ns", u64), ("offcpu_count", u64), ("offcpu_max_ns", u64),
         ("runq_ns", u64), ("runq_count", u64), ("runq_max_ns", u64), ("run_delay", u64), ("migrations", u64),
         ("comm", ctypes.c_char * TASK_COMM_LEN),
-        ("tgid", u32), ("ptgid", u32), ("last_cpu", u32), ("pad", u32),
+        ("tgid", u32), ("ptgid", u32), ("last_cpu", u32), ("changed", u32),
         ("run_delay_base", u64), ("nvcsw_base", u64), ("nivcsw_base", u64),
         ("runq_hist", u32 * RUNQ_SLOTS),
+        ("slots", OffcpuSlot * TASK_OFFCPU_SLOTS),
     ]
 
 
 class OffcpuKey(ctypes.Structure):
     _fields_ = [("pid", u32), ("tgid", u32), ("start_ns", u64), ("kstack", u64), ("ustack", u64),
                 ("state", u32), ("pad", u32)]
-
-
-class OffcpuVal(ctypes.Structure):
-    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("hist", u32 * RUNQ_SLOTS)]
 
 
 class WakerKey(ctypes.Structure):
@@ -89,7 +98,7 @@ class SchedConfig(ctypes.Structure):
 
 # C struct name -> mirror, for the BTF size check.
 MIRRORS = {
-    "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal,
+    "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal, "offcpu_slot": OffcpuSlot,
     "waker_key": WakerKey, "waker_val": WakerVal, "stack": Stack, "sched_health": SchedHealth,
     "sched_config": SchedConfig, "stack_tune": StackTune,
 }

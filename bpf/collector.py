@@ -23,11 +23,23 @@ from stallscope.analyzer.sample import (
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, tune
 from stallscope.bpf.tune import StackTune
-from stallscope.bpf.libbpf import BpfError, BpfObject, RunTimeStats
+from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeStats
 from stallscope.errors import StallscopeError
 
 CLOCK_BOOTTIME = 7
 _NO_HIST = (0,) * abi.RUNQ_SLOTS
+_NO_WAITS = (0, 0, 0, _NO_HIST)
+
+
+def _offcpu_totals(v: abi.OffcpuVal) -> tuple:
+    return v.count, v.total_ns, v.max_ns, tuple(v.hist)
+
+
+def _offcpu_delta(tid: TaskId, k, now: tuple, before: tuple) -> OffcpuDelta:
+    """The waits of one off-CPU key (a map key, or a task's own slot) since `before`."""
+    (c, t, m, h), (pc, pt, pm, ph) = now, before
+    return OffcpuDelta(tid, k.tgid, k.state, k.kstack, k.ustack, c - pc, t - pt, m if m > pm else 0,
+                       tuple((s, n - ph[s]) for s, n in enumerate(h) if n != ph[s]))
 
 
 def boottime_ns() -> int:
@@ -47,6 +59,25 @@ def changed_entries(m, prevs: dict, dead: set, gone: list):
                 del prevs[kraw]
             continue
         yield kraw, vraw, prev
+
+
+def _slot_deltas(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None):
+    """Off-CPU deltas of the waits a task kept in its own slots (keys without stacks)."""
+    for i, sl in enumerate(v.slots):
+        if not sl.used:
+            break
+        before = _offcpu_totals(prev.slots[i].val) if prev is not None and prev.slots[i].used else _NO_WAITS
+        if sl.val.count != before[0]:
+            key = _SlotKey(v.tgid, sl.state, sl.kstack, sl.ustack)
+            yield _offcpu_delta(tid, key, _offcpu_totals(sl.val), before)
+
+
+@dataclass(frozen=True)
+class _SlotKey:
+    tgid: int
+    state: int
+    kstack: int
+    ustack: int
 
 
 def object_path(name: str) -> str:
@@ -118,6 +149,8 @@ class SchedCollector:
         self.last_dead: set[TaskId] = set()  # threads whose final switch the last drain saw
         self._dead_before: set[TaskId] = set()
         self._new_cgroups: list[tuple[int, int, str]] = []
+        self._dump: IterLink | None = None  # dump_tasks: the live tasks' entries
+        self._slot_deltas: list[OffcpuDelta] = []  # from the tasks' own slots, drained with the offcpu map
 
     # ---- set-up -------------------------------------------------------
     def start(self) -> dict[str, ProbeStatus]:
@@ -127,19 +160,29 @@ class SchedCollector:
         self._configure(obj)
         for prog in obj.programs():
             prog.autoload = prog.name not in failed
-        if "sched_switch" in failed:
-            reason = failed["sched_switch"]
-            obj.close()
-            self.obj = None
-            raise StallscopeError(f"the scheduler probes cannot run: {reason}", "see `stallscope doctor`")
+        for essential in ("sched_switch", "dump_tasks"):
+            if essential in failed:
+                reason = failed[essential]
+                obj.close()
+                self.obj = None
+                raise StallscopeError(f"the scheduler probes cannot run: {reason}", "see `stallscope doctor`")
         obj.load()
         for prog in obj.programs():
             if prog.name in failed:
                 continue
             try:
-                obj.attach(prog)
+                if prog.section.startswith("iter/"):
+                    self._dump = prog.attach_iter()
+                    obj.links.append(self._dump)
+                else:
+                    obj.attach(prog)
             except BpfError as exc:
                 failed[prog.name] = str(exc)
+        if self._dump is None:
+            obj.close()
+            self.obj = None
+            raise StallscopeError(f"the scheduler probes cannot run: {failed.get('dump_tasks', 'no task iterator')}",
+                                  "see `stallscope doctor`")
         self._stats = RunTimeStats()
         self.status = self._group_status(failed)
         self._last_ns = boottime_ns()
@@ -161,7 +204,7 @@ class SchedCollector:
         ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
         tune.write(obj, StackTune(o.stack_walks_per_s, o.min_stack_ns))
         obj.map("migration_matrix").set_max_entries(self.nr_cpus * self.nr_cpus)
-        obj.map("task_stats").set_max_entries(o.max_tasks)
+        obj.map("task_final").set_max_entries(o.max_tasks)
         obj.map("stacks").set_max_entries(o.max_stacks)
 
     def _probe_programs(self, path: str) -> dict[str, str]:
@@ -242,11 +285,21 @@ class SchedCollector:
         self._index += 1
         return interval
 
+    def _task_entries(self, obj: BpfObject) -> tuple[list[tuple[bytes, bytes]], Map]:
+        """The entries events changed since the last drain: the live tasks' (dump_tasks writes
+        each as its key then its value), then those of tasks whose final switch came since."""
+        ks, vs = ctypes.sizeof(abi.TaskKey), ctypes.sizeof(abi.TaskStats)
+        rec = ks + vs
+        raw = self._dump.read() if self._dump is not None else b""
+        live = [(raw[i:i + ks], raw[i + ks:i + rec]) for i in range(0, len(raw) - rec + 1, rec)]
+        final = obj.map("task_final")
+        return live + final.items_batch(), final
+
     def _drain_tasks(self, obj: BpfObject):
-        m = obj.map("task_stats")
+        entries, final = self._task_entries(obj)
         deltas, infos, dead, gone = [], [], set(), []
         prev_raw = self._prev_task_raw
-        for kraw, vraw in m.items_batch():
+        for kraw, vraw in entries:
             # An entry whose bytes did not change since the last drain has no delta, no new name and
             # no new flags: most of a busy machine's tasks in any one interval. Compare, do not decode.
             if prev_raw.get(kraw) == vraw:
@@ -275,6 +328,7 @@ class SchedCollector:
             d = _task_delta(tid, v, prev)
             if d is not None:
                 deltas.append(d)
+            self._slot_deltas.extend(_slot_deltas(tid, v, prev))
             if v.flags & abi.TS_DEAD:
                 dead.add(tid)
                 gone.append(kraw)
@@ -284,7 +338,7 @@ class SchedCollector:
             else:
                 prev_raw[kraw] = vraw
                 self._prev_tasks[tid] = v
-        m.delete_many(gone)
+        final.delete_many(gone)
         return tuple(deltas), tuple(infos), dead
 
     def _forget_dead_processes(self, dead: set[TaskId]) -> None:
@@ -303,19 +357,18 @@ class SchedCollector:
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
             k = abi.decode(abi.OffcpuKey, kraw)
             v = abi.decode(abi.OffcpuVal, vraw)
-            pc, pt, pm, ph = prev[2] if prev is not None else (0, 0, 0, _NO_HIST)
             tid = TaskId(k.pid, k.start_ns)
-            hist = tuple(v.hist)
-            if v.count != pc:
-                out.append(OffcpuDelta(tid, k.tgid, k.state, k.kstack, k.ustack, v.count - pc,
-                                       v.total_ns - pt, v.max_ns if v.max_ns > pm else 0,
-                                       tuple((s, c - ph[s]) for s, c in enumerate(hist) if c != ph[s])))
+            now = _offcpu_totals(v)
+            if v.count != (prev[2][0] if prev is not None else 0):
+                out.append(_offcpu_delta(tid, k, now, prev[2] if prev is not None else _NO_WAITS))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (v.count, v.total_ns, v.max_ns, hist))
+                prevs[kraw] = (vraw, tid, now)
         m.delete_many(gone)
+        out.extend(self._slot_deltas)
+        self._slot_deltas = []
         return tuple(out)
 
     def _drain_wakers(self, obj: BpfObject, dead: set[TaskId]) -> tuple[WakerDelta, ...]:

@@ -282,6 +282,21 @@ class Link:
             self._ptr = None
 
 
+class IterLink(Link):
+    """An attached iterator program: each read() walks everything once (a new iterator fd)."""
+
+    def read(self) -> bytes:
+        lib = self._lib.lib
+        fd = self._lib.check(f"create iterator {self.name}", lib.bpf_iter_create(lib.bpf_link__fd(self._ptr)))
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+
 class Program:
     def __init__(self, obj: "BpfObject", ptr: int):
         self._obj, self._ptr = obj, ptr
@@ -337,20 +352,16 @@ class Program:
             ptr = self._lib.lib.bpf_program__attach_uprobe(self._ptr, retprobe, pid, binary.encode(), offset)
         return Link(self._lib, self._lib.check_ptr(f"attach uprobe {self.name} at {binary}+{offset:#x}", ptr), self.name)
 
+    def attach_iter(self) -> "IterLink":
+        """Attach an iterator program (SEC("iter/...")); each IterLink.read() runs it once."""
+        ptr = self._lib.lib.bpf_program__attach_iter(self._ptr, None)
+        return IterLink(self._lib, self._lib.check_ptr(f"attach iterator {self.name}", ptr), self.name)
+
     def iterate(self) -> bytes:
-        """Run an iterator program (SEC("iter/...")) once over everything it walks; returns what it wrote."""
-        lib = self._lib.lib
-        link = Link(self._lib, self._lib.check_ptr(f"attach iterator {self.name}",
-                                                   lib.bpf_program__attach_iter(self._ptr, None)), self.name)
+        """Run an iterator program once over everything it walks; returns what it wrote."""
+        link = self.attach_iter()
         try:
-            fd = self._lib.check(f"create iterator {self.name}", lib.bpf_iter_create(lib.bpf_link__fd(link._ptr)))
-            try:
-                chunks = []
-                while chunk := os.read(fd, 65536):
-                    chunks.append(chunk)
-                return b"".join(chunks)
-            finally:
-                os.close(fd)
+            return link.read()
         finally:
             link.destroy()
 

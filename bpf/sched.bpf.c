@@ -28,19 +28,31 @@ const volatile struct sched_config cfg = {
 struct sched_health health = {};
 
 #include "maps.bpf.h"
+
+#define WRITE_ONCE_U32(x, v) (*(volatile __u32 *)&(x) = (v))
 #include "stacks.bpf.h"
 
-/* task_key -> cumulative task_stats and the task's scratch state. One map for
- * both: a lookup costs a few cache misses under a busy scheduler, and each
- * event needs the task's entry once. An entry lives until user space has read
- * the task's final switch. */
+/* Per task: cumulative task_stats and the task's scratch state, in the task's
+ * own storage. A hash lookup cost several cache misses on every switch under a
+ * busy scheduler; task storage is reached from the task_struct the tracepoint
+ * already holds. User space reads it through the dump_tasks iterator, once per
+ * interval; entries go with their task. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_stats);
+} task_stats SEC(".maps");
+
+/* task_key -> the entry of a task at its final switch-out, kept until user
+ * space has read it and deletes it (the task and its storage may be gone). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC); /* user space deletes: freed after RCU, never reused under a running program */
 	__uint(max_entries, 32768);
 	__type(key, struct task_key);
 	__type(value, struct task_stats);
-} task_stats SEC(".maps");
+} task_final SEC(".maps");
 
 /* per-CPU buffer a new task_stats entry is built in (too large for the BPF stack) */
 struct {
@@ -171,11 +183,10 @@ static __always_inline __u64 run_delay_of(struct task_struct *p)
 static __always_inline struct task_stats *stats_of(struct task_struct *p, int running_switch,
 						   bool voluntary)
 {
-	struct task_key key = { .pid = p->pid, .start_ns = p->start_boottime };
 	struct task_stats *s, *init;
 	__u32 zero = 0;
 
-	s = bpf_map_lookup_elem(&task_stats, &key);
+	s = bpf_task_storage_get(&task_stats, p, 0, 0);
 	if (s)
 		return s;
 	init = bpf_map_lookup_elem(&stats_init, &zero);
@@ -202,16 +213,26 @@ static __always_inline struct task_stats *stats_of(struct task_struct *p, int ru
 		init->flags = TS_BASE_GUESSED;
 	}
 	__builtin_memcpy(init->comm, p->comm, TASK_COMM_LEN);
-	return lookup_or_init(&task_stats, &key, init, &health.task_map_full);
+	init->changed = 1;
+	s = bpf_task_storage_get(&task_stats, p, init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		__sync_fetch_and_add(&health.storage_errors, 1);
+	return s;
 }
 
 /* The task's entry if it has one: events other than a switch-out never create it
  * (a task first seen waking or being switched in has no wait to end). */
 static __always_inline struct task_stats *stats_if_seen(struct task_struct *p)
 {
-	struct task_key key = { .pid = p->pid, .start_ns = p->start_boottime };
+	return bpf_task_storage_get(&task_stats, p, 0, 0);
+}
 
-	return bpf_map_lookup_elem(&task_stats, &key);
+/* An event changed the entry's totals: the next dump reads it. Set after the
+ * writes, so a dump that clears the mark before copying never misses them. */
+static __always_inline void mark_changed(struct task_stats *s)
+{
+	asm volatile("" ::: "memory");
+	WRITE_ONCE_U32(s->changed, 1);
 }
 
 static __always_inline void update_max(__u64 *max, __u64 v)
@@ -369,14 +390,19 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 		s->last_cpu = bpf_get_smp_processor_id();
 		__builtin_memcpy(s->comm, prev->comm, TASK_COMM_LEN);
 		if (prev_state & TASK_DEAD) {
+			struct task_key key = { .pid = prev->pid, .start_ns = prev->start_boottime };
+
 			if (prev->pid != prev->tgid)
 				add_dead_thread(prev->tgid, s, prev->min_flt);
-			/* last: once user space sees it, it reads the entry a final time and deletes it */
+			/* The entry's last state goes where user space reads it a final
+			 * time and deletes it; the dump skips it from now on. */
 			s->flags |= TS_DEAD;
+			s->changed = 0;
+			if (bpf_map_update_elem(&task_final, &key, s, BPF_ANY) == -E2BIG)
+				__sync_fetch_and_add(&health.task_map_full, 1);
+			return;
 		}
 	}
-	if (prev_state & TASK_DEAD)
-		return;
 
 	s->block_ts = 0;
 	s->runq_ts = 0;
@@ -406,6 +432,75 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 				s->ustack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), BPF_F_USER_STACK));
 		}
 	}
+	mark_changed(s);
+}
+
+/* The task's own slot for waits without stacks under this key, claimed on
+ * first use; NULL when every slot holds another key (the offcpu map then).
+ * Most waits have no stack walked (the walk budget is spent, or the wait was
+ * short): kept here, they cost no hash lookup. Only the task's own switch-in
+ * writes its slots, and a slot keeps its key for the task's life, so a key is
+ * either in a slot or in the map, never both. */
+static __always_inline struct offcpu_val *own_slot(struct task_stats *s, const struct offcpu_key *key)
+{
+	int i;
+
+	for (i = 0; i < TASK_OFFCPU_SLOTS; i++) {
+		struct offcpu_slot *sl = &s->slots[i];
+
+		if (!sl->used) {
+			sl->kstack = key->kstack;
+			sl->ustack = key->ustack;
+			sl->state = key->state;
+			asm volatile("" ::: "memory");
+			WRITE_ONCE_U32(sl->used, 1);
+			return &sl->val;
+		}
+		if (sl->kstack == key->kstack && sl->ustack == key->ustack && sl->state == key->state)
+			return &sl->val;
+	}
+	return NULL;
+}
+
+/* The wait that ended at the task's wakeup, charged at its switch-in to its
+ * kernel stack (walked now, if long enough and the budget allows), its user
+ * stack (taken at the switch-out) and its state. */
+static __always_inline void charge_wait(struct task_stats *s, struct task_struct *next, __u64 now)
+{
+	struct offcpu_key key = {
+		.pid = next->pid, .tgid = next->tgid, .start_ns = next->start_boottime,
+		.ustack = s->ustack, .state = s->state,
+	};
+	struct offcpu_val *v = NULL, init = {};
+	__u64 d = s->pending_ns;
+	__u32 slot;
+
+	s->pending_ns = 0;
+	if (cfg.kernel_stacks) {
+		struct stack *buf = scratch();
+
+		/* The task is switched out, so its saved stack is stable and
+		 * shows where it slept; walking it only for waits that turned
+		 * out long keeps the common short switch cheap. */
+		if (below_min_stack(d))
+			key.kstack = STACK_SHORT;
+		else if (!walk_allowed(now))
+			key.kstack = STACK_RATE_LIMITED;
+		else if (buf)
+			key.kstack = intern_stack(buf, bpf_get_task_stack(next, buf, sizeof(*buf), 0));
+	}
+	if (key.kstack < STACK_ID_MIN && key.ustack < STACK_ID_MIN)
+		v = own_slot(s, &key);
+	if (!v)
+		v = lookup_or_init(&offcpu, &key, &init, &health.offcpu_map_full);
+	if (!v)
+		return;
+	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->total_ns, d);
+	update_max(&v->max_ns, d);
+	slot = log2_slot(d);
+	if (slot < RUNQ_SLOTS)
+		__sync_fetch_and_add(&v->hist[slot], 1);
 }
 
 static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
@@ -430,39 +525,9 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 	}
 	s->runq_ts = 0;
 	s->runq_from_wakeup = 0;
-
-	if (s->pending_ns) {
-		struct offcpu_key key = {
-			.pid = next->pid, .tgid = next->tgid, .start_ns = next->start_boottime,
-			.ustack = s->ustack, .state = s->state,
-		};
-		struct offcpu_val *v, init = {};
-
-		d = s->pending_ns;
-		s->pending_ns = 0;
-		if (cfg.kernel_stacks) {
-			struct stack *buf = scratch();
-
-			/* The task is switched out, so its saved stack is stable and
-			 * shows where it slept; walking it only for waits that turned
-			 * out long keeps the common short switch cheap. */
-			if (below_min_stack(d))
-				key.kstack = STACK_SHORT;
-			else if (!walk_allowed(now))
-				key.kstack = STACK_RATE_LIMITED;
-			else if (buf)
-				key.kstack = intern_stack(buf, bpf_get_task_stack(next, buf, sizeof(*buf), 0));
-		}
-		v = lookup_or_init(&offcpu, &key, &init, &health.offcpu_map_full);
-		if (!v)
-			return;
-		__sync_fetch_and_add(&v->count, 1);
-		__sync_fetch_and_add(&v->total_ns, d);
-		update_max(&v->max_ns, d);
-		slot = log2_slot(d);
-		if (slot < RUNQ_SLOTS)
-			__sync_fetch_and_add(&v->hist[slot], 1);
-	}
+	if (s->pending_ns)
+		charge_wait(s, next, now);
+	mark_changed(s);
 }
 
 SEC("tp_btf/sched_switch")
@@ -546,6 +611,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	__sync_fetch_and_add(&s->offcpu_ns, d);
 	__sync_fetch_and_add(&s->offcpu_count, 1);
 	update_max(&s->offcpu_max_ns, d);
+	mark_changed(s);
 
 	{
 		struct waker_key key = {
@@ -618,6 +684,7 @@ int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 	s->flags |= TS_NEW;
 	s->runq_ts = bpf_ktime_get_ns();
 	s->runq_from_wakeup = 1;
+	mark_changed(s);
 	return 0;
 }
 
@@ -634,8 +701,10 @@ int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
 	if (orig == (__u32)dest_cpu || !wanted(p))
 		return 0;
 	s = stats_of(p, 0, false);
-	if (s)
+	if (s) {
 		__sync_fetch_and_add(&s->migrations, 1);
+		mark_changed(s);
+	}
 	if (orig < cfg.nr_cpus && (__u32)dest_cpu < cfg.nr_cpus) {
 		idx = orig * cfg.nr_cpus + dest_cpu;
 		cell = bpf_map_lookup_elem(&migration_matrix, &idx);
@@ -690,5 +759,33 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	 * task's last switch-out; a thread that releases itself is not read
 	 * again before it goes (see on_switch_out). */
 	s->run_delay = run_delay_of(p);
+	mark_changed(s);
+	return 0;
+}
+
+/* User space's read of the live tasks' entries, once per interval: each entry
+ * an event changed since the last dump, as its task_key then its task_stats.
+ * The mark is cleared before the copy, so an event racing the copy marks it
+ * again; a record that did not fit is retried by the kernel on the next read,
+ * so its mark is restored. */
+SEC("iter/task")
+int dump_tasks(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *t = ctx->task;
+	struct task_key key = {};
+	struct task_stats *s;
+
+	if (!t)
+		return 0;
+	s = bpf_task_storage_get(&task_stats, t, 0, 0);
+	if (!s || !s->changed || (s->flags & TS_DEAD))
+		return 0;
+	WRITE_ONCE_U32(s->changed, 0);
+	asm volatile("" ::: "memory");
+	key.pid = t->pid;
+	key.start_ns = t->start_boottime;
+	if (bpf_seq_write(seq, &key, sizeof(key)) || bpf_seq_write(seq, s, sizeof(*s)))
+		WRITE_ONCE_U32(s->changed, 1);
 	return 0;
 }

@@ -19,6 +19,36 @@
 #define TS_NO_SCHED_INFO 32 /* kernel without CONFIG_SCHED_INFO: run_delay unavailable */
 #define TS_REAP_RESOLVED 64 /* final switch counted as the reaping parent folded it into rusage */
 
+/* Off-CPU time per (task, kernel stack, user stack, state). Stack 0 = not collected. */
+struct offcpu_key {
+	__u32 pid;
+	__u32 tgid;
+	__u64 start_ns;
+	__u64 kstack; /* hash into the stacks map */
+	__u64 ustack;
+	__u32 state;  /* prev_state at switch-out */
+	__u32 pad;
+};
+
+struct offcpu_val {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+	__u32 hist[RUNQ_SLOTS]; /* log2(ns) of each wait: latency percentiles per stack */
+};
+
+/* A task's own off-CPU aggregate for one key without stacks (both stack ids
+ * below STACK_ID_MIN): what the offcpu map would hold under that key. */
+#define TASK_OFFCPU_SLOTS 3
+
+struct offcpu_slot {
+	__u64 kstack;
+	__u64 ustack;
+	__u32 state;
+	__u32 used;   /* set once the key is written: the slot is the key's for the task's life */
+	struct offcpu_val val;
+};
+
 /* Identity of a task: PID reuse never merges two tasks. */
 struct task_key {
 	__u32 pid;
@@ -27,8 +57,9 @@ struct task_key {
 };
 
 /* Per task: cumulative totals since attach (user space takes deltas), and the
- * scratch state between one event and the next. One entry per task, so each
- * event makes one map lookup; fields are grouped by the event that writes them. */
+ * scratch state between one event and the next. One entry per task, in its
+ * task storage, so each event makes one lookup that reaches it from the task
+ * itself; fields are grouped by the event that writes them. */
 struct task_stats {
 	/* scratch (not cumulative; user space ignores it) and the switch-out's writes */
 	__u64 block_ts;       /* switch-out into a sleeping state */
@@ -55,29 +86,12 @@ struct task_stats {
 	__u32 tgid;
 	__u32 ptgid;          /* parent's tgid at creation (0 if unknown) */
 	__u32 last_cpu;
-	__u32 pad;
+	__u32 changed;        /* an event changed the totals since the last dump (cleared by dump_tasks) */
 	__u64 run_delay_base; /* when first seen */
 	__u64 nvcsw_base;     /* counters when first seen */
 	__u64 nivcsw_base;
 	__u32 runq_hist[RUNQ_SLOTS]; /* waits that started at a wakeup (wakeup-to-run latency) */
-};
-
-/* Off-CPU time per (task, kernel stack, user stack, state). Stack 0 = not collected. */
-struct offcpu_key {
-	__u32 pid;
-	__u32 tgid;
-	__u64 start_ns;
-	__u64 kstack; /* hash into the stacks map */
-	__u64 ustack;
-	__u32 state;  /* prev_state at switch-out */
-	__u32 pad;
-};
-
-struct offcpu_val {
-	__u64 count;
-	__u64 total_ns;
-	__u64 max_ns;
-	__u32 hist[RUNQ_SLOTS]; /* log2(ns) of each wait: latency percentiles per stack */
+	struct offcpu_slot slots[TASK_OFFCPU_SLOTS]; /* off-CPU time without stacks, by key */
 };
 
 /* Who ended a wait: the task running at sched_waking (waker 0 = idle CPU, i.e. an interrupt). */
@@ -102,12 +116,12 @@ struct waker_val {
 
 /* Self-reported losses (.bss): shown to the user, never silent. */
 struct sched_health {
-	__u64 task_map_full;
+	__u64 task_map_full;     /* task_final full: a dead task's last totals lost */
 	__u64 offcpu_map_full;
 	__u64 waker_map_full;
 	__u64 stack_map_full;
 	__u64 stack_errors;
-	__u64 storage_errors;    /* unused since the scratch state moved into task_stats; kept for the layout */
+	__u64 storage_errors;    /* a task's storage could not be created (no memory, or the storage was busy) */
 	__u64 stacks_rate_limited;
 	__u64 reap_unresolved;   /* a zombie leader's final switch raced its reaper, whose read could not be measured (counted) */
 	__u64 reap_pending;      /* ... its parent had yet to read its counters (switch counted) */

@@ -29,9 +29,19 @@ class FakeMap:
             self.delete(key)
 
 
+class FakeDump:
+    """dump_tasks: the live tasks' entries, each as its key then its value."""
+
+    def __init__(self, items):
+        self.data = b"".join(k + v for k, v in items)
+
+    def read(self) -> bytes:
+        return self.data
+
+
 class FakeObj:
-    def __init__(self, **maps):
-        self.maps = maps
+    def __init__(self, dump: FakeDump, **maps):
+        self.dump, self.maps = dump, maps
 
     def map(self, name):
         return self.maps[name]
@@ -44,19 +54,20 @@ class NoSymbols:
 
 def _entries(switches: dict[int, int], flags: dict[int, int] | None = None) -> FakeObj:
     """One thread per pid with `switches` voluntary switches, one off-CPU entry and one waker entry each."""
-    tasks, offcpu, wakers = [], [], []
+    live, final, offcpu, wakers = [], [], [], []
     for pid, n in switches.items():
         v = abi.TaskStats(tgid=500, nvcsw=n, flags=abi.TS_BASE_EXACT | (flags or {}).get(pid, 0))
         v.comm = b"idle"
-        tasks.append((_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v)))
+        (final if v.flags & abi.TS_DEAD else live).append((_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v)))
         ov = abi.OffcpuVal(count=n, total_ns=1000 * n, max_ns=1000)
         ov.hist[9] = n
         offcpu.append((_raw(abi.OffcpuKey(pid=pid, start_ns=pid, tgid=500, state=1, kstack=99, ustack=98)), _raw(ov)))
         wakers.append((_raw(abi.WakerKey(pid=pid, start_ns=pid, waker_pid=0)), _raw(abi.WakerVal(count=n, total_ns=7 * n))))
-    return FakeObj(task_stats=FakeMap(tasks), offcpu=FakeMap(offcpu), wakers=FakeMap(wakers))
+    return FakeObj(FakeDump(live), task_final=FakeMap(final), offcpu=FakeMap(offcpu), wakers=FakeMap(wakers))
 
 
 def _drain(c, obj):
+    c._dump = obj.dump
     tasks, infos, dead = c._drain_tasks(obj)
     return tasks, infos, dead, c._drain_offcpu(obj, dead), c._drain_wakers(obj, dead)
 
@@ -91,5 +102,5 @@ def test_a_thread_that_exits_is_reported_once_and_its_entries_deleted(sched):
     tasks, infos, dead, offcpu, wakers = _drain(sched, obj)
     assert dead == {TaskId(2, 2)} and [t.flags & abi.TS_DEAD for t in infos] == [abi.TS_DEAD]
     assert tasks[0].voluntary_switches == 3 and offcpu[0].count == 3 and wakers[0].count == 3
-    assert len(obj.map("task_stats").deleted) == len(obj.map("offcpu").deleted) == len(obj.map("wakers").deleted) == 1
+    assert len(obj.map("task_final").deleted) == len(obj.map("offcpu").deleted) == len(obj.map("wakers").deleted) == 1
     assert _drain(sched, _entries({1: 2}))[0] == ()
