@@ -79,6 +79,11 @@ class Stack(ctypes.Structure):
     _fields_ = [("ips", u64 * MAX_STACK_DEPTH)]
 
 
+class WalkBudget(ctypes.Structure):
+    """bpf/stacks.bpf.h: one CPU's stack-walk token bucket and the walks it refused."""
+    _fields_ = [("last_ns", u64), ("milli_tokens", u64), ("limited", u64)]
+
+
 class StackTune(ctypes.Structure):
     """bpf/stacks.h: the stack-walk knobs every object that walks stacks reads at run time (.data)."""
     _fields_ = [("min_stack_ns", u64), ("walks_per_s", u32), ("pad", u32)]
@@ -100,7 +105,7 @@ class SchedConfig(ctypes.Structure):
 MIRRORS = {
     "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal, "offcpu_slot": OffcpuSlot,
     "waker_key": WakerKey, "waker_val": WakerVal, "stack": Stack, "sched_health": SchedHealth,
-    "sched_config": SchedConfig, "stack_tune": StackTune,
+    "sched_config": SchedConfig, "stack_tune": StackTune, "walk_budget": WalkBudget,
 }
 
 

@@ -465,6 +465,17 @@ class StackReader:
         return tuple(out)
 
 
+def _walks_refused(obj: BpfObject) -> int:
+    """Stack walks the per-CPU budget refused (bpf/stacks.bpf.h walk_budget.limited), all CPUs."""
+    try:
+        m = obj.map("walk_budget")
+    except (BpfError, KeyError):
+        return 0
+    stride = (m.value_size + 7) & ~7
+    raw = m.lookup(b"\0\0\0\0", value_size=stride * _possible_cpus()) or b""
+    return sum(abi.decode(abi.WalkBudget, raw[i:i + stride]).limited for i in range(0, len(raw) - stride + 1, stride))
+
+
 class HealthDeltas:
     """The .bss loss counters of one object, as deltas per interval."""
 
@@ -479,6 +490,8 @@ class HealthDeltas:
             return {}
         h = abi.decode(self.struct_type, raw)
         now = {self.prefix + name: getattr(h, name) for name, _ in self.struct_type._fields_ if name != "pad"}
+        if "stacks_rate_limited" in dict(self.struct_type._fields_):
+            now[self.prefix + "stacks_rate_limited"] = _walks_refused(obj)
         out = {k: v - self._prev.get(k, 0) for k, v in now.items() if v != self._prev.get(k, 0)}
         self._prev = now
         return out

@@ -83,7 +83,7 @@ struct futex_health {
 	__u64 futex_map_full;
 	__u64 stack_errors;
 	__u64 stack_map_full;
-	__u64 stacks_rate_limited;
+	__u64 stacks_rate_limited; /* 0 here: counted per CPU in walk_budget.limited, read in its place */
 	__u64 storage_errors;
 	__u64 futex_read_errors; /* futex_waitv's vector unreadable: the wait is kept without an address */
 	__u64 new_key_events_lost; /* the ring buffer was full: that process is named only if it lives on */

@@ -50,7 +50,7 @@ struct lock_health {
 	__u64 lock_map_full;
 	__u64 stack_errors;
 	__u64 stack_map_full;
-	__u64 stacks_rate_limited;
+	__u64 stacks_rate_limited; /* 0 here: counted per CPU in walk_budget.limited, read in its place */
 	__u64 storage_errors;
 	__u64 spin_nesting_overflow; /* more nested spin waits on one CPU than we keep */
 	__u64 unmatched_ends;        /* contention_end with no begin seen (began before attach) */

@@ -122,7 +122,7 @@ struct sched_health {
 	__u64 stack_map_full;
 	__u64 stack_errors;
 	__u64 storage_errors;    /* a task's storage could not be created (no memory, or the storage was busy) */
-	__u64 stacks_rate_limited;
+	__u64 stacks_rate_limited; /* 0 here: counted per CPU in walk_budget.limited, read in its place */
 	__u64 reap_unresolved;   /* a zombie leader's final switch raced its reaper, whose read could not be measured (counted) */
 	__u64 reap_pending;      /* ... its parent had yet to read its counters (switch counted) */
 	__u64 reap_exact;        /* ... its parent's read was measured and included it */

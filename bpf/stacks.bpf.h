@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Stack walks shared by the probe objects: a content-addressed stack map and a
  * per-CPU walk budget set at run time through `stack_tune`. The including
- * object defines `health` with `stack_errors`, `stack_map_full` and
- * `stacks_rate_limited`. */
+ * object defines `health` with `stack_errors` and `stack_map_full`; the walks
+ * refused are counted per CPU in `walk_budget`. */
 #ifndef STALLSCOPE_STACKS_BPF_H
 #define STALLSCOPE_STACKS_BPF_H
 
@@ -34,6 +34,7 @@ struct stack_tune stack_tune SEC(".data") = { .min_stack_ns = 0, .walks_per_s = 
 struct walk_budget {
 	__u64 last_ns;
 	__u64 milli_tokens;
+	__u64 limited; /* walks refused: read by user space as health.stacks_rate_limited */
 };
 
 struct {
@@ -69,7 +70,9 @@ static __always_inline bool walk_allowed(__u64 now)
 	}
 	b->last_ns = now;
 	if (b->milli_tokens < 1000) {
-		__sync_fetch_and_add(&health.stacks_rate_limited, 1);
+		/* counted per CPU: a shared counter's cache line would bounce
+		 * between CPUs on every refused walk */
+		b->limited++;
 		return false;
 	}
 	b->milli_tokens -= 1000;

@@ -104,3 +104,32 @@ def test_a_thread_that_exits_is_reported_once_and_its_entries_deleted(sched):
     assert tasks[0].voluntary_switches == 3 and offcpu[0].count == 3 and wakers[0].count == 3
     assert len(obj.map("task_final").deleted) == len(obj.map("offcpu").deleted) == len(obj.map("wakers").deleted) == 1
     assert _drain(sched, _entries({1: 2}))[0] == ()
+
+
+def _with_slots(pid: int, slots: list[tuple[int, int, int, int, int]], flags: int = 0) -> FakeObj:
+    """One thread whose waits without stacks sit in its own slots: (kstack, ustack, state, count, total_ns)."""
+    v = abi.TaskStats(tgid=500, nvcsw=sum(s[3] for s in slots), flags=abi.TS_BASE_EXACT | flags)
+    for i, (kstack, ustack, state, count, total) in enumerate(slots):
+        sl = v.slots[i]
+        sl.kstack, sl.ustack, sl.state, sl.used = kstack, ustack, state, 1
+        sl.val.count, sl.val.total_ns, sl.val.max_ns = count, total, total // max(count, 1)
+        sl.val.hist[10] = count
+    item = (_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v))
+    live, final = ([], [item]) if flags & abi.TS_DEAD else ([item], [])
+    return FakeObj(FakeDump(live), task_final=FakeMap(final), offcpu=FakeMap([]), wakers=FakeMap([]))
+
+
+def test_waits_kept_in_a_tasks_own_slots_come_out_as_offcpu_deltas(sched):
+    """Waits without stacks never reach the offcpu map: the task's slots give the same deltas."""
+    rl = 2  # STACK_RATE_LIMITED
+    _, _, _, offcpu, _ = _drain(sched, _with_slots(7, [(rl, rl, 1, 4, 4000)]))
+    assert [(o.task, o.state, o.kstack, o.ustack, o.count, o.total_ns, o.hist) for o in offcpu] == \
+        [(TaskId(7, 7), 1, rl, rl, 4, 4000, ((10, 4),))]
+    # a second key claims the next slot; the first key's delta is only what was added
+    _, _, _, offcpu, _ = _drain(sched, _with_slots(7, [(rl, rl, 1, 6, 5000), (1, rl, 2, 1, 50)]))
+    assert [(o.state, o.kstack, o.count, o.total_ns, o.hist) for o in offcpu] == \
+        [(1, rl, 2, 1000, ((10, 2),)), (2, 1, 1, 50, ((10, 1),))]
+    # the final record of a dead thread gives its last waits, then nothing is kept of it
+    _, _, dead, offcpu, _ = _drain(sched, _with_slots(7, [(rl, rl, 1, 7, 5100), (1, rl, 2, 1, 50)], abi.TS_DEAD))
+    assert dead == {TaskId(7, 7)} and [(o.count, o.total_ns) for o in offcpu] == [(1, 100)]
+    assert TaskId(7, 7) not in sched._prev_tasks

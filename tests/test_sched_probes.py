@@ -208,3 +208,46 @@ def test_the_collector_forgets_a_process_one_drain_after_its_leader_exited():
     assert c._leader_start == {600: 9} and c._remembered == {600}
     c._forget_dead_processes({TaskId(600, 8)})  # a later process with a reused pid is not this one
     assert c._leader_start == {600: 9}
+
+
+def test_the_task_dump_reads_only_the_entries_events_changed():
+    """Once per interval dump_tasks hands over the live tasks' entries, but only those an event
+    changed since the last dump: a thread blocked throughout an interval is not read again, and is
+    read once it has run."""
+    import threading
+    import time
+
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf import abi
+    from stallscope.bpf.collector import SchedCollector, SchedOptions
+
+    c = SchedCollector(SchedOptions(), Symbolizer())
+    c.start()
+    r, w = os.pipe()
+    tids: list[int] = []
+
+    def reader():
+        tids.append(threading.get_native_id())
+        os.read(r, 1)  # blocked until the first write
+        os.read(r, 1)
+
+    def dumped() -> set[int]:
+        live, _final = c._task_entries(c.obj)
+        return {abi.decode(abi.TaskKey, k).pid for k, _ in live}
+
+    t = threading.Thread(target=reader)
+    try:
+        t.start()
+        time.sleep(0.3)
+        assert tids and tids[0] in dumped()  # its switch-out into the read
+        time.sleep(0.3)
+        assert tids[0] not in dumped()  # blocked since: nothing changed
+        os.write(w, b"x")
+        time.sleep(0.3)
+        assert tids[0] in dumped()  # woken, ran, blocked again
+    finally:
+        os.write(w, b"x")
+        t.join()
+        os.close(r)
+        os.close(w)
+        c.close()
