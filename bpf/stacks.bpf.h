@@ -28,7 +28,7 @@ struct {
 
 /* The object's only .data variable: user space writes it before load and,
  * through the mapped section, while attached (bpf/tune.py). */
-struct stack_tune stack_tune SEC(".data") = { .min_stack_ns = 0, .walks_per_s = 1000 };
+struct stack_tune stack_tune SEC(".data") = { .min_stack_ns = 0, .walks_per_s = 250 };
 
 /* per-CPU stack-walk budget: a token bucket refilled at stack_tune.walks_per_s */
 struct walk_budget {
