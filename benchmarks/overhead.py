@@ -54,6 +54,13 @@ class Condition:
     exports_overhead: bool = False  # the temp file is a stallscope recording to read the BPF cost from
     joined: bool = False  # the workload is passed as one shell-quoted argument (bpftrace -c)
 
+    @property
+    def bpftrace_script(self) -> str:
+        """The script of a bpftrace peer (`bpftrace -q -e SCRIPT -c`), else ""."""
+        if self.prefix[:1] == ("bpftrace",) and "-e" in self.prefix:
+            return self.prefix[self.prefix.index("-e") + 1]
+        return ""
+
     def command(self, workload: Workload, tmpfile: str = TMPFILE) -> list[str]:
         prefix = [tmpfile if a == TMPFILE else a for a in self.prefix]
         if not self.joined:
@@ -236,6 +243,81 @@ def overhead_from_export(doc: dict) -> dict:
     }
 
 
+# ---- a peer's own BPF cost ----------------------------------------------------------------------------
+# The pairs time a bpftrace peer as users run it (`bpftrace -c WORKLOAD`); its programs' cost per event
+# is measured in separate runs, so that reading it costs the timed runs nothing: the tracer is started
+# alone, the workload runs once it has attached, and the kernel's run-time statistics of the programs it
+# loaded are read before it is stopped (they go with its programs).
+
+BPF_STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
+ATTACH_WAIT_S = 30.0
+
+
+class PeerCostError(Exception):
+    pass
+
+
+def bpf_program_stats() -> dict[int, dict]:
+    """Every loaded BPF program by id: name, run_cnt, run_time_ns (bpftool; counts need stats on)."""
+    try:
+        out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, timeout=30,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise PeerCostError(f"bpftool prog show: {exc}") from exc
+    return {p["id"]: {"name": p.get("name", str(p["id"])), "run_cnt": p.get("run_cnt", 0),
+                      "run_time_ns": p.get("run_time_ns", 0)} for p in json.loads(out or "[]")}
+
+
+class bpf_stats_on:
+    """kernel.bpf_stats_enabled=1 while inside; the earlier value restored after."""
+
+    def __enter__(self):
+        try:
+            with open(BPF_STATS_SYSCTL) as f:
+                self.before = f.read().strip()
+            with open(BPF_STATS_SYSCTL, "w") as f:
+                f.write("1")
+        except OSError as exc:
+            raise PeerCostError(f"cannot turn on BPF run-time statistics: {exc}") from exc
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with open(BPF_STATS_SYSCTL, "w") as f:
+            f.write(self.before)
+
+
+def peer_cost_run(condition: Condition, workload: Workload, timeout_s: float) -> dict:
+    """One workload run under a bpftrace peer started alone: its programs' run counts and times."""
+    with bpf_stats_on():
+        before = set(bpf_program_stats())
+        tracer = subprocess.Popen(["bpftrace", "-q", "-e", condition.bpftrace_script], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+        try:
+            deadline = time.monotonic() + ATTACH_WAIT_S
+            while not set(bpf_program_stats()) - before:
+                if tracer.poll() is not None:
+                    raise PeerCostError(f"bpftrace exited with status {tracer.returncode}: "
+                                        f"{_tail(tracer.stderr.read())}")
+                if time.monotonic() > deadline:
+                    raise PeerCostError(f"bpftrace loaded no program in {ATTACH_WAIT_S:.0f} s")
+                time.sleep(0.2)
+            time.sleep(1.0)  # every probe of the script attached, not only the first
+            code, _out, err, wall_s = run_once(list(workload.argv), timeout_s)
+            if code != 0:
+                raise PeerCostError(f"workload exit status {code}: {_tail(err)}")
+            progs: dict[str, dict] = {}
+            for pid, p in bpf_program_stats().items():
+                if pid in before or not p["run_cnt"]:
+                    continue
+                agg = progs.setdefault(p["name"], {"run_cnt": 0, "run_time_ns": 0})
+                agg["run_cnt"] += p["run_cnt"]
+                agg["run_time_ns"] += p["run_time_ns"]
+        finally:
+            _stop_group(tracer)
+    return {"duration_s": wall_s, "bpf_programs": progs}
+
+
 def check_available(condition: Condition, tmpdir: Path) -> str:
     """Empty if the condition can trace `true`; else the reason it cannot."""
     if not condition.prefix:
@@ -363,6 +445,9 @@ class Experiment:
     interrupted: bool = False
     started: str = ""
     finished: str = ""
+    peer_cost_runs: int = 0
+    # (workload, condition) -> per run {"duration_s", "bpf_programs"}: a bpftrace peer's own BPF cost
+    peer_costs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
 
 
 def run_pair(workload: Workload, condition: Condition, index: int, baseline: Condition, tmpdir: Path,
@@ -398,6 +483,19 @@ def run_experiment(exp: Experiment, stallscope: tuple[str, ...], timeout_s: floa
                         pair = run_pair(workload, cond, index, baseline, tmpdir, stallscope, timeout_s)
                         exp.pairs.append(pair)
                         log(_pair_line(pair, exp.pairs_wanted))
+            for workload in exp.workloads:
+                for cond in active:
+                    if not cond.bpftrace_script:
+                        continue
+                    runs = exp.peer_costs.setdefault((workload.name, cond.name), [])
+                    for _ in range(exp.peer_cost_runs):
+                        try:
+                            runs.append(peer_cost_run(cond, workload, timeout_s))
+                        except PeerCostError as exc:
+                            log(f"{workload.name} / {cond.name}: BPF cost run failed: {exc}")
+                            break
+                    if runs:
+                        log(f"{workload.name} / {cond.name}: BPF cost measured in {len(runs)} run(s)")
         except KeyboardInterrupt:
             exp.interrupted = True
             log("interrupted: reporting the pairs measured so far")
@@ -478,6 +576,7 @@ def raw_document(exp: Experiment, env: dict, argv: list[str]) -> dict:
         "interrupted": exp.interrupted, "pairs_wanted": exp.pairs_wanted, "unavailable": exp.unavailable,
         "commands": {w.name: {c.name: shlex.join(c.command(w)) for c in exp.conditions} for w in exp.workloads},
         "pairs": [dict(asdict(p), ok=p.ok, ratio=p.ratio if p.ok else None) for p in exp.pairs],
+        "peer_costs": {f"{w}/{c}": runs for (w, c), runs in exp.peer_costs.items()},
     }
 
 
@@ -549,31 +648,47 @@ def report(exp: Experiment, env: dict, argv: list[str], note: str = "") -> str:
     return "\n".join(lines)
 
 
+def _cost_table(overheads: list[dict]) -> list[str]:
+    lines = ["| program | runs | events per run | ns per event | events/s | BPF ms per run | recursion misses |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for c in program_costs(overheads):
+        lines.append(f"| {c.program} | {c.runs} | {c.events_per_run:,.0f} | {c.ns_per_event:,.0f} "
+                     f"| {c.events_per_s:,.0f} | {c.ms_per_run:,.1f} | {c.recursion_misses} |")
+    return lines
+
+
 def _bpf_section(exp: Experiment) -> list[str]:
     lines = []
     for w in exp.workloads:
-        traced = [p.traced for p in exp.pairs if p.workload == w.name and p.ok and p.traced.overhead is not None]
-        if not traced:
+        for cond in exp.conditions:
+            traced = [p.traced for p in exp.pairs
+                      if p.workload == w.name and p.condition == cond.name and p.ok and p.traced.overhead is not None]
+            if not traced:
+                continue
+            overheads = [r.overhead for r in traced]
+            lines += [f"## BPF cost per event: {w.name} / {cond.name} ({len(traced)} recordings)", "",
+                      f"Medians: workload Total time {statistics.median(r.total_s for r in traced):.3f} s, "
+                      f"recording duration {statistics.median(o['duration_s'] for o in overheads):.3f} s, "
+                      f"context switches recorded {statistics.median(o['switches'] or 0 for o in overheads):,.0f}.",
+                      ""]
+            lines += _cost_table(overheads)
+            share = bpf_share_of_workload([(r.overhead, r.total_s) for r in traced])
+            lines += ["", f"All programs together ran for {share:.3f} CPU s per second of the workload's Total "
+                          f"time (median; {os.cpu_count()} CPUs)."]
+            cpu = collector_cpu(overheads)
+            if cpu:
+                lines.append(f"Collector (stallscope's user space, from attach to exit): "
+                             f"{statistics.median(o['collector_cpu_s'] for o in overheads):.3f} CPU s per run; "
+                             f"{cpu[0]:.3f} CPU s per second of the recording's duration (median; min {cpu[1]:.3f}, "
+                             f"max {cpu[2]:.3f}).")
+            lines.append("")
+    for (wname, cname), runs in exp.peer_costs.items():
+        if not runs:
             continue
-        overheads = [r.overhead for r in traced]
-        lines += [f"## BPF cost per event: {w.name} ({len(traced)} stallscope recordings)", "",
-                  f"Medians: workload Total time {statistics.median(r.total_s for r in traced):.3f} s, "
-                  f"recording duration {statistics.median(o['duration_s'] for o in overheads):.3f} s, "
-                  f"context switches recorded {statistics.median(o['switches'] or 0 for o in overheads):,.0f}.", "",
-                  "| program | runs | events per run | ns per event | events/s | BPF ms per run | recursion misses |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for c in program_costs(overheads):
-            lines.append(f"| {c.program} | {c.runs} | {c.events_per_run:,.0f} | {c.ns_per_event:,.0f} "
-                         f"| {c.events_per_s:,.0f} | {c.ms_per_run:,.1f} | {c.recursion_misses} |")
-        share = bpf_share_of_workload([(r.overhead, r.total_s) for r in traced])
-        lines += ["", f"All programs together ran for {share:.3f} CPU s per second of the workload's Total time "
-                      f"(median; {os.cpu_count()} CPUs)."]
-        cpu = collector_cpu(overheads)
-        if cpu:
-            lines.append(f"Collector (stallscope's user space, from attach to exit): "
-                         f"{statistics.median(o['collector_cpu_s'] for o in overheads):.3f} CPU s per run; "
-                         f"{cpu[0]:.3f} CPU s per second of the recording's duration (median; min {cpu[1]:.3f}, "
-                         f"max {cpu[2]:.3f}).")
+        lines += [f"## BPF cost per event: {wname} / {cname} ({len(runs)} separate runs, not timed in the pairs)",
+                  "", "The peer started alone; the workload ran once its programs had attached; their "
+                  "statistics were read before it stopped. Events/s are over the workload's wall time.", ""]
+        lines += _cost_table(runs)
         lines.append("")
     if lines:
         lines += ["Medians over runs. `run_time_ns` (kernel.bpf_stats) excludes the dispatch cost of calling "
@@ -602,6 +717,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                          "baseline-vs-baseline")
     ap.add_argument("--noise", action="store_true", help="add baseline-vs-baseline pairs (the noise floor)")
     ap.add_argument("--pairs", type=int, default=None, help="pairs per condition and workload (default 15)")
+    ap.add_argument("--peer-cost-runs", type=int, default=5, metavar="N",
+                    help="after the pairs, N separate runs per bpftrace peer and workload that read the peer's own "
+                         "BPF cost per event (default 5; 0: none)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 pairs and smaller -l")
     ap.add_argument("--messaging-loops", type=int, default=None, help="-l for messaging (default 600)")
     ap.add_argument("--pipe-loops", type=int, default=None, help="-l for pipe (default 60000)")
@@ -663,7 +781,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown workload or condition: {', '.join(unknown)}", file=sys.stderr)
         return 2
 
-    exp = Experiment([known_w[n] for n in names_w], [known_c[n] for n in names_c], args.pairs)
+    exp = Experiment([known_w[n] for n in names_w], [known_c[n] for n in names_c], args.pairs,
+                     peer_cost_runs=max(args.peer_cost_runs, 0))
     env = environment(stallscope, args.source)
     # SIGTERM (and SIGINT even when started in the background, where it is inherited as ignored) stop the
     # experiment like Ctrl-C: the runs are in their own sessions, so nothing else stops them.

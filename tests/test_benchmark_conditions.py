@@ -41,3 +41,21 @@ def test_perf_lock_records_both_contention_tracepoints_system_wide():
     argv = conditions(("stallscope",))["perf-lock"].command(WORKLOAD, "/tmp/p")
     assert argv[:4] == ["perf", "record", "-a", "-g"]
     assert "lock:contention_begin" in argv and "lock:contention_end" in argv and "/tmp/p" in argv
+
+
+def test_a_bpftrace_peer_gives_its_script_for_the_separate_cost_runs():
+    known = conditions(("stallscope",))
+    for name, script in BPFTRACE_PEERS.items():
+        assert known[name].bpftrace_script == script
+    assert known["perf-sched"].bpftrace_script == "" and known["stallscope"].bpftrace_script == ""
+
+
+def test_the_report_shows_a_peers_own_cost_per_event_apart_from_stallscopes():
+    exp = overhead.Experiment([Workload("messaging", ("perf",))], [conditions(("stallscope",))["bpftrace-offcpu"]], 0)
+    exp.peer_costs[("messaging", "bpftrace-offcpu")] = [
+        {"duration_s": 2.0, "bpf_programs": {"sched_switch": {"run_cnt": 1000, "run_time_ns": 5_000_000}}},
+        {"duration_s": 2.0, "bpf_programs": {"sched_switch": {"run_cnt": 1000, "run_time_ns": 7_000_000}}},
+    ]
+    text = "\n".join(overhead._bpf_section(exp))
+    assert "## BPF cost per event: messaging / bpftrace-offcpu (2 separate runs" in text
+    assert "| sched_switch | 2 | 1,000 | 6,000 | 500 | 6.0 | 0 |" in text
