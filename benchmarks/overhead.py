@@ -115,6 +115,8 @@ def optional_groups(stallscope: tuple[str, ...]) -> list[str]:
 # The peers, as bpftrace scripts on the same tracepoints (tracefs ones: bpftrace 0.17 needs tracefs).
 # Each clears its maps at exit: printing them is not part of what tracing costs the workload.
 BPFTRACE_PEERS = {
+    # the floor: a count of context switches and nothing else
+    "bpftrace-count": "tracepoint:sched:sched_switch { @c = count(); } END { clear(@c); }",
     # offcputime: time from switch-out to switch-in per (kernel stack at switch-out, comm)
     "bpftrace-offcpu": (
         "tracepoint:sched:sched_switch { @start[args->prev_pid] = nsecs; @stk[args->prev_pid] = kstack; "
@@ -446,6 +448,7 @@ class Experiment:
     started: str = ""
     finished: str = ""
     peer_cost_runs: int = 0
+    cost_only: list[Condition] = field(default_factory=list)  # bpftrace peers measured for BPF cost, not paired
     # (workload, condition) -> per run {"duration_s", "bpf_programs"}: a bpftrace peer's own BPF cost
     peer_costs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
 
@@ -484,7 +487,7 @@ def run_experiment(exp: Experiment, stallscope: tuple[str, ...], timeout_s: floa
                         exp.pairs.append(pair)
                         log(_pair_line(pair, exp.pairs_wanted))
             for workload in exp.workloads:
-                for cond in active:
+                for cond in active + exp.cost_only:
                     if not cond.bpftrace_script:
                         continue
                     runs = exp.peer_costs.setdefault((workload.name, cond.name), [])
@@ -713,13 +716,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="comma-separated traced conditions: stallscope (the default probe set), stallscope-sched "
                          "(scheduler probes only), stallscope+GROUP (scheduler probes and that group), groups "
                          "(stallscope-sched and stallscope+GROUP for every group), perf-sched, perf-lock, "
-                         "bpftrace-offcpu, bpftrace-runqlat, bpftrace-klockstat, peers (all five), "
+                         "bpftrace-count (the floor), bpftrace-offcpu, bpftrace-runqlat, bpftrace-klockstat, peers (all six), "
                          "baseline-vs-baseline")
     ap.add_argument("--noise", action="store_true", help="add baseline-vs-baseline pairs (the noise floor)")
     ap.add_argument("--pairs", type=int, default=None, help="pairs per condition and workload (default 15)")
     ap.add_argument("--peer-cost-runs", type=int, default=5, metavar="N",
                     help="after the pairs, N separate runs per bpftrace peer and workload that read the peer's own "
                          "BPF cost per event (default 5; 0: none)")
+    ap.add_argument("--cost-peers", default="", metavar="PEERS",
+                    help="comma-separated bpftrace peers whose BPF cost per event is measured in the separate runs "
+                         "without timing them in pairs (e.g. bpftrace-count,bpftrace-offcpu)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 pairs and smaller -l")
     ap.add_argument("--messaging-loops", type=int, default=None, help="-l for messaging (default 600)")
     ap.add_argument("--pipe-loops", type=int, default=None, help="-l for pipe (default 60000)")
@@ -781,8 +787,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown workload or condition: {', '.join(unknown)}", file=sys.stderr)
         return 2
 
+    cost_only = [n for n in filter(None, args.cost_peers.split(",")) if n not in names_c]
+    bad = [n for n in cost_only if n not in BPFTRACE_PEERS]
+    if bad:
+        print(f"--cost-peers takes bpftrace peers only ({', '.join(BPFTRACE_PEERS)}): {', '.join(bad)}",
+              file=sys.stderr)
+        return 2
     exp = Experiment([known_w[n] for n in names_w], [known_c[n] for n in names_c], args.pairs,
-                     peer_cost_runs=max(args.peer_cost_runs, 0))
+                     peer_cost_runs=max(args.peer_cost_runs, 0), cost_only=[known_c[n] for n in cost_only])
     env = environment(stallscope, args.source)
     # SIGTERM (and SIGINT even when started in the background, where it is inherited as ignored) stop the
     # experiment like Ctrl-C: the runs are in their own sessions, so nothing else stops them.
