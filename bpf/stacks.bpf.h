@@ -60,7 +60,10 @@ static __always_inline bool walk_allowed(__u64 now)
 	b = bpf_map_lookup_elem(&walk_budget, &zero);
 	if (!b)
 		return false;
-	cap = (__u64)rate * 100; /* a burst of a tenth of a second, in 1/1000 tokens */
+	/* A second's worth of walks may be saved up, in 1/1000 tokens: a quiet CPU
+	 * walks every wait, and a burst after a quiet spell gets its stacks,
+	 * while the rate over any longer stretch stays at walks_per_s. */
+	cap = (__u64)rate * 1000;
 	if (!b->last_ns) {
 		b->milli_tokens = cap;
 	} else if (now > b->last_ns) {
