@@ -95,7 +95,7 @@ class SchedOptions:
     user_stacks: bool = True
     kernel_stacks: bool = True
     waker_stacks: bool = True
-    stack_walks_per_s: int = 250  # per CPU; 0 = no limit
+    stack_walks_per_s: int = 1000  # per CPU; 0 = no limit
     max_tasks: int = 32768
     max_stacks: int = 32768
 

@@ -330,7 +330,7 @@ class _Processes:
 
 
 class FutexCollector:
-    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = 250,
+    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = 1000,
                  user_stacks: bool = True, max_stacks: int = 32768, mechanisms: tuple[str, ...] = MECHANISMS):
         self.symbolizer = symbolizer
         self.mechanisms = mechanisms

@@ -24,7 +24,7 @@ class GroupOptions:
     """What every optional collector may honour; the ones it does not need it ignores."""
 
     targ_tgid: int = 0
-    stack_walks_per_s: int = 250
+    stack_walks_per_s: int = 1000
     user_stacks: bool = True
     kernel_stacks: bool = True
     max_stacks: int = 32768

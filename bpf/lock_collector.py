@@ -20,7 +20,7 @@ from stallscope.errors import StallscopeError
 
 
 class LockCollector:
-    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = 250,
+    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = 1000,
                  kernel_stacks: bool = True, max_stacks: int = 32768):
         self.targ_tgid = targ_tgid
         self.stack_walks_per_s = stack_walks_per_s

@@ -28,7 +28,7 @@ struct {
 
 /* The object's only .data variable: user space writes it before load and,
  * through the mapped section, while attached (bpf/tune.py). */
-struct stack_tune stack_tune SEC(".data") = { .min_stack_ns = 0, .walks_per_s = 250 };
+struct stack_tune stack_tune SEC(".data") = { .min_stack_ns = 0, .walks_per_s = 1000 };
 
 /* per-CPU stack-walk budget: a token bucket refilled at stack_tune.walks_per_s */
 struct walk_budget {
@@ -60,10 +60,7 @@ static __always_inline bool walk_allowed(__u64 now)
 	b = bpf_map_lookup_elem(&walk_budget, &zero);
 	if (!b)
 		return false;
-	/* A second's worth of walks may be saved up, in 1/1000 tokens: a quiet CPU
-	 * walks every wait, and a burst after a quiet spell gets its stacks,
-	 * while the rate over any longer stretch stays at walks_per_s. */
-	cap = (__u64)rate * 1000;
+	cap = (__u64)rate * 100; /* a burst of a tenth of a second, in 1/1000 tokens */
 	if (!b->last_ns) {
 		b->milli_tokens = cap;
 	} else if (now > b->last_ns) {

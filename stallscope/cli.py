@@ -70,8 +70,8 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-degrade", dest="degrade", action="store_false",
                    help="measure and report the cost against the budget, but never lower the stack walks "
                         "or the sampling rate")
-    p.add_argument("--stack-rate", type=int, default=250, metavar="N",
-                   help="walk at most N stacks per second per CPU (default 250; 0: no limit). A walk costs "
+    p.add_argument("--stack-rate", type=int, default=1000, metavar="N",
+                   help="walk at most N stacks per second per CPU (default 1000; 0: no limit). A walk costs "
                         "microseconds (5-7 us of kernel unwinding on a busy 2-CPU VM); waits beyond the budget "
                         "keep exact totals and are attributed by the task's sampled stacks, marked as estimated")
 

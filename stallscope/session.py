@@ -37,7 +37,7 @@ class SessionOptions:
     command: list[str] = field(default_factory=list)
     min_stack_ns: int = 0
     user_stacks: bool = True
-    stack_walks_per_s: int = 250
+    stack_walks_per_s: int = 1000
     probes: frozenset[str] = field(default_factory=default_groups)  # optional groups (bpf/groups.py)
     max_intervals: int | None = None
     sample_hz: int = 99  # on-CPU sampling per CPU (oncpu group)
