@@ -253,6 +253,8 @@ class SchedCollector:
         assert self.obj is not None, "start() first"
         obj = self.obj
         tasks, infos, dead = self._drain_tasks(obj)
+        # right after the tasks' counters, so that few migrations fall between the two reads
+        migrations = self._drain_matrix(obj)
         self.last_dead = dead
         offcpu = self._drain_offcpu(obj, dead)
         wakers = self._drain_wakers(obj, dead)
@@ -276,7 +278,7 @@ class SchedCollector:
         interval = Interval(
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
-            migrations=self._drain_matrix(obj), stacks=stacks, health=self._health.drain(obj),
+            migrations=migrations, stacks=stacks, health=self._health.drain(obj),
             programs=self._programs.drain(obj), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
             kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups),
         )

@@ -189,8 +189,8 @@ def test_migration_matrix_holds_every_migration(sleeper_run):
     matrix = doc["migrations"]["matrix"]
     assert len(matrix) == doc["meta"]["cpus"] and all(len(row) == len(matrix) for row in matrix)
     assert all(matrix[i][i] == 0 for i in range(len(matrix)))
-    # the last drain reads the threads' counters before the matrix: a migration in between is in
-    # the matrix only
+    # the last drain reads the threads' counters just before the matrix: a migration in between is
+    # in the matrix only
     per_thread = sum(t["migrations"] for t in doc["tasks"])
     assert per_thread > 0 and 0 <= doc["migrations"]["total"] - per_thread <= 3
 
