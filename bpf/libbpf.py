@@ -293,6 +293,8 @@ class IterLink(Link):
             while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
             return b"".join(chunks)
+        except OSError as exc:
+            raise BpfError(f"read iterator {self.name}", exc.errno or errno.EIO) from None
         finally:
             os.close(fd)
 
