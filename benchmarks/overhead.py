@@ -266,8 +266,12 @@ def bpf_program_stats() -> dict[int, dict]:
                              check=True).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         raise PeerCostError(f"bpftool prog show: {exc}") from exc
+    try:
+        progs = json.loads(out or "[]")
+    except ValueError as exc:
+        raise PeerCostError(f"bpftool prog show printed no JSON: {exc}") from exc
     return {p["id"]: {"name": p.get("name", str(p["id"])), "run_cnt": p.get("run_cnt", 0),
-                      "run_time_ns": p.get("run_time_ns", 0)} for p in json.loads(out or "[]")}
+                      "run_time_ns": p.get("run_time_ns", 0)} for p in progs}
 
 
 class bpf_stats_on:
@@ -284,8 +288,11 @@ class bpf_stats_on:
         return self
 
     def __exit__(self, *exc) -> None:
-        with open(BPF_STATS_SYSCTL, "w") as f:
-            f.write(self.before)
+        try:
+            with open(BPF_STATS_SYSCTL, "w") as f:
+                f.write(self.before)
+        except OSError as err:
+            print(f"could not restore kernel.bpf_stats_enabled={self.before}: {err}", file=sys.stderr)
 
 
 def peer_cost_run(condition: Condition, workload: Workload, timeout_s: float) -> dict:

@@ -35,10 +35,11 @@ def _offcpu_totals(v: abi.OffcpuVal) -> tuple:
     return v.count, v.total_ns, v.max_ns, tuple(v.hist)
 
 
-def _offcpu_delta(tid: TaskId, k, now: tuple, before: tuple) -> OffcpuDelta:
+def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, now: tuple,
+                  before: tuple) -> OffcpuDelta:
     """The waits of one off-CPU key (a map key, or a task's own slot) since `before`."""
     (c, t, m, h), (pc, pt, pm, ph) = now, before
-    return OffcpuDelta(tid, k.tgid, k.state, k.kstack, k.ustack, c - pc, t - pt, m if m > pm else 0,
+    return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, m if m > pm else 0,
                        tuple((s, n - ph[s]) for s, n in enumerate(h) if n != ph[s]))
 
 
@@ -68,16 +69,7 @@ def _slot_deltas(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None):
             break
         before = _offcpu_totals(prev.slots[i].val) if prev is not None and prev.slots[i].used else _NO_WAITS
         if sl.val.count != before[0]:
-            key = _SlotKey(v.tgid, sl.state, sl.kstack, sl.ustack)
-            yield _offcpu_delta(tid, key, _offcpu_totals(sl.val), before)
-
-
-@dataclass(frozen=True)
-class _SlotKey:
-    tgid: int
-    state: int
-    kstack: int
-    ustack: int
+            yield _offcpu_delta(tid, v.tgid, sl.state, sl.kstack, sl.ustack, _offcpu_totals(sl.val), before)
 
 
 def object_path(name: str) -> str:
@@ -131,7 +123,6 @@ class SchedCollector:
         self._stats: RunTimeStats | None = None
         self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
         self._info: dict[TaskId, tuple[str, int]] = {}
-        self._prev_task_raw: dict[bytes, bytes] = {}
         # key bytes -> (value bytes, task, the previous totals): unchanged entries are skipped by
         # comparing bytes; the task says whether its entry goes with a dead thread
         self._prev_offcpu: dict[bytes, tuple[bytes, TaskId, tuple]] = {}
@@ -300,12 +291,9 @@ class SchedCollector:
     def _drain_tasks(self, obj: BpfObject):
         entries, final = self._task_entries(obj)
         deltas, infos, dead, gone = [], [], set(), []
-        prev_raw = self._prev_task_raw
+        # Only entries an event changed arrive (dump_tasks skips the others): most of a busy
+        # machine's tasks in any one interval are neither read nor decoded.
         for kraw, vraw in entries:
-            # An entry whose bytes did not change since the last drain has no delta, no new name and
-            # no new flags: most of a busy machine's tasks in any one interval. Compare, do not decode.
-            if prev_raw.get(kraw) == vraw:
-                continue
             key = abi.decode(abi.TaskKey, kraw)
             v = abi.decode(abi.TaskStats, vraw)
             tid = TaskId(key.pid, key.start_ns)
@@ -334,11 +322,9 @@ class SchedCollector:
             if v.flags & abi.TS_DEAD:
                 dead.add(tid)
                 gone.append(kraw)
-                prev_raw.pop(kraw, None)
                 self._prev_tasks.pop(tid, None)
                 self._info.pop(tid, None)
             else:
-                prev_raw[kraw] = vraw
                 self._prev_tasks[tid] = v
         final.delete_many(gone)
         return tuple(deltas), tuple(infos), dead
@@ -362,7 +348,8 @@ class SchedCollector:
             tid = TaskId(k.pid, k.start_ns)
             now = _offcpu_totals(v)
             if v.count != (prev[2][0] if prev is not None else 0):
-                out.append(_offcpu_delta(tid, k, now, prev[2] if prev is not None else _NO_WAITS))
+                out.append(_offcpu_delta(tid, k.tgid, k.state, k.kstack, k.ustack, now,
+                                         prev[2] if prev is not None else _NO_WAITS))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
@@ -471,7 +458,7 @@ def _walks_refused(obj: BpfObject) -> int:
     """Stack walks the per-CPU budget refused (bpf/stacks.bpf.h walk_budget.limited), all CPUs."""
     try:
         m = obj.map("walk_budget")
-    except (BpfError, KeyError):
+    except BpfError:
         return 0
     stride = (m.value_size + 7) & ~7
     raw = m.lookup(b"\0\0\0\0", value_size=stride * _possible_cpus()) or b""

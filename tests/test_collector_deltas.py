@@ -52,13 +52,18 @@ class NoSymbols:
         return True
 
 
-def _entries(switches: dict[int, int], flags: dict[int, int] | None = None) -> FakeObj:
-    """One thread per pid with `switches` voluntary switches, one off-CPU entry and one waker entry each."""
+def _entries(switches: dict[int, int], flags: dict[int, int] | None = None, dumped=None) -> FakeObj:
+    """One thread per pid with `switches` voluntary switches, one off-CPU entry and one waker entry each.
+    The task dump holds the live threads in `dumped` (all by default): those an event changed."""
     live, final, offcpu, wakers = [], [], [], []
     for pid, n in switches.items():
         v = abi.TaskStats(tgid=500, nvcsw=n, flags=abi.TS_BASE_EXACT | (flags or {}).get(pid, 0))
         v.comm = b"idle"
-        (final if v.flags & abi.TS_DEAD else live).append((_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v)))
+        item = (_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v))
+        if v.flags & abi.TS_DEAD:
+            final.append(item)
+        elif dumped is None or pid in dumped:
+            live.append(item)
         ov = abi.OffcpuVal(count=n, total_ns=1000 * n, max_ns=1000)
         ov.hist[9] = n
         offcpu.append((_raw(abi.OffcpuKey(pid=pid, start_ns=pid, tgid=500, state=1, kstack=99, ustack=98)), _raw(ov)))
@@ -79,14 +84,15 @@ def sched(monkeypatch):
 
 
 def test_sleeping_threads_give_no_deltas_and_their_values_are_not_decoded(sched, monkeypatch):
-    """10,000 idle threads: entries unchanged since the last drain are compared as bytes, not decoded."""
+    """10,000 idle threads: the dump leaves out the tasks no event changed, and the maps' entries
+    unchanged since the last drain are compared as bytes, not decoded."""
     sched_before = {pid: 3 for pid in range(1, 6)}
     tasks, infos, _, offcpu, wakers = _drain(sched, _entries(sched_before))
     assert len(tasks) == len(infos) == len(offcpu) == len(wakers) == 5
     decoded = []
     real = abi.decode
     monkeypatch.setattr(abi, "decode", lambda t, raw: decoded.append(t) or real(t, raw))
-    tasks, infos, _, offcpu, wakers = _drain(sched, _entries({**sched_before, 3: 7}))
+    tasks, infos, _, offcpu, wakers = _drain(sched, _entries({**sched_before, 3: 7}, dumped={3}))
     assert [d.task for d in tasks] == [TaskId(3, 3)] and tasks[0].voluntary_switches == 4
     assert [(o.count, o.total_ns, o.hist) for o in offcpu] == [(4, 4000, ((9, 4),))]
     assert [(w.count, w.total_ns) for w in wakers] == [(4, 28)]
