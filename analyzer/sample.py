@@ -240,7 +240,7 @@ class Tuning:
 
     def describe(self) -> str:
         walks = "no limit" if self.walks_per_s == 0 else f"{self.walks_per_s}/s per CPU"
-        return (f"stack walks {walks}, stacks for waits >= {duration_text(self.min_stack_ns)}, "
+        return (f"stack walks {walks}, stacks and wakers for waits >= {duration_text(self.min_stack_ns)}, "
                 f"on-CPU samples {self.sample_hz} Hz")
 
 

@@ -61,6 +61,8 @@ _SHN_UNDEF = 0
 DEBUG_ROOT = "/usr/lib/debug"
 PERF_MAP_DIR = "/tmp"
 USER_REFRESH_INTERVAL_S = 1.0
+# How long a mapped file found for one process stands for the same (device, inode, path) in others.
+MAPPED_RECHECK_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -596,9 +598,12 @@ class ElfCache:
     path is read again. Files that are not ELF are cached too (as None) so they are not re-read.
     """
 
-    def __init__(self, max_files: int = 512):
+    def __init__(self, max_files: int = 512, clock: Callable[[], float] = time.monotonic):
         self.max_files = max_files
         self._entries: OrderedDict[tuple, ElfSymbols | None] = OrderedDict()
+        # (dev, inode, path) as /proc/PID/maps lists them -> (file key, when last checked)
+        self._mapped: OrderedDict[tuple, tuple[tuple, float]] = OrderedDict()
+        self._clock = clock
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -610,6 +615,36 @@ class ElfCache:
         except OSError:
             return None
         return self._get_or_load(("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), lambda: ElfSymbols.from_file(path))
+
+    def get_mapped(self, mapping: Mapping, open_path: Callable[[], str | None]) -> ElfSymbols | None:
+        """The ELF of a file mapping, found without touching the file system when a process mapped
+        the same file (its device and inode, as maps lists them) in the last MAPPED_RECHECK_S: the
+        hundreds of processes a program forks map the same libraries, and each stat of each of them
+        cost more than the rest of reading the process. Past that, the file is found and checked
+        again (a library rewritten in place is read again). `open_path` says where to read it."""
+        ident = (mapping.dev, mapping.inode, mapping.path)
+        now = self._clock()
+        with self._lock:
+            seen = self._mapped.get(ident)
+            if seen is not None and now - seen[1] < MAPPED_RECHECK_S and seen[0] in self._entries:
+                self._mapped.move_to_end(ident)
+                self._entries.move_to_end(seen[0])
+                return self._entries[seen[0]]
+        path = open_path()
+        if path is None:
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        key = ("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        elf = self._get_or_load(key, lambda: ElfSymbols.from_file(path))
+        with self._lock:
+            self._mapped[ident] = (key, now)
+            self._mapped.move_to_end(ident)
+            while len(self._mapped) > self.max_files:
+                self._mapped.popitem(last=False)
+        return elf
 
     def get_image(self, image: bytes) -> ElfSymbols | None:
         # Every process of one ABI maps the same vdso image: key it by content.
@@ -909,8 +944,7 @@ class UserSymbols:
     def _elf_of(self, mapping: Mapping) -> ElfSymbols | None:
         key = (mapping.path, mapping.inode)
         if key not in self._elfs:
-            path = self._open_path(mapping)
-            self._elfs[key] = self._elf_cache.get(path) if path is not None else None
+            self._elfs[key] = self._elf_cache.get_mapped(mapping, lambda: self._open_path(mapping))
         return self._elfs[key]
 
     def _open_path(self, mapping: Mapping) -> str | None:

@@ -27,12 +27,13 @@ from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeSta
 from stallscope.errors import StallscopeError
 
 CLOCK_BOOTTIME = 7
-_NO_HIST = (0,) * abi.RUNQ_SLOTS
+_NO_HIST = [0] * abi.RUNQ_SLOTS
+_SLOTS = range(abi.RUNQ_SLOTS)
 _NO_WAITS = (0, 0, 0, _NO_HIST)
 
 
 def _offcpu_totals(v: abi.OffcpuVal) -> tuple:
-    return v.count, v.total_ns, v.max_ns, tuple(v.hist)
+    return v.count, v.total_ns, v.max_ns, v.hist[:]  # a list: a ctypes array indexes slowly
 
 
 def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, now: tuple,
@@ -40,7 +41,7 @@ def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, 
     """The waits of one off-CPU key (a map key, or a task's own slot) since `before`."""
     (c, t, m, h), (pc, pt, pm, ph) = now, before
     return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, m if m > pm else 0,
-                       tuple((s, n - ph[s]) for s, n in enumerate(h) if n != ph[s]))
+                       tuple([(s, n - p) for s, n, p in zip(_SLOTS, h, ph) if n != p]))
 
 
 def boottime_ns() -> int:
@@ -67,7 +68,12 @@ def _slot_deltas(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None):
     for i, sl in enumerate(v.slots):
         if not sl.used:
             break
-        before = _offcpu_totals(prev.slots[i].val) if prev is not None and prev.slots[i].used else _NO_WAITS
+        before = _NO_WAITS
+        if prev is not None and prev.slots[i].used:
+            was = prev.slots[i].val
+            if sl.val.count == was.count:  # most slots of a changed task: decoded no further
+                continue
+            before = _offcpu_totals(was)
         if sl.val.count != before[0]:
             yield _offcpu_delta(tid, v.tgid, sl.state, sl.kstack, sl.ustack, _offcpu_totals(sl.val), before)
 
@@ -513,8 +519,8 @@ def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None) -> Ta
         vol = v.nvcsw - prev.nvcsw
         invol = v.nivcsw - prev.nivcsw
         base = prev
-    hist = tuple((s, v.runq_hist[s] - base.runq_hist[s]) for s in range(abi.RUNQ_SLOTS)
-                 if v.runq_hist[s] != base.runq_hist[s])
+    now_h, base_h = v.runq_hist[:], base.runq_hist[:]  # lists: a ctypes array indexes slowly
+    hist = () if now_h == base_h else tuple((s, n - base_h[s]) for s, n in enumerate(now_h) if n != base_h[s])
     d = TaskDelta(
         task=tid,
         offcpu_ns=v.offcpu_ns - base.offcpu_ns,

@@ -613,6 +613,13 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	update_max(&s->offcpu_max_ns, d);
 	mark_changed(s);
 
+	/* Who woke it, recorded for the waits that get stacks: at least the
+	 * minimum wait for stacks long. A busy scheduler has a waker entry per
+	 * (wakee, waker) pair, each a hash update here and a record to drain;
+	 * the overhead budget raises the minimum to shed them. The totals above
+	 * stay exact. */
+	if (below_min_stack(d))
+		return 0;
 	{
 		struct waker_key key = {
 			.pid = p->pid, .start_ns = p->start_boottime,
@@ -626,9 +633,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 		if (cfg.waker_stacks) {
 			struct stack *buf = scratch();
 
-			if (below_min_stack(d))
-				key.waker_kstack = STACK_SHORT;
-			else if (!walk_allowed(now))
+			if (!walk_allowed(now))
 				key.waker_kstack = STACK_RATE_LIMITED;
 			else if (buf)
 				key.waker_kstack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), 0));

@@ -10,6 +10,7 @@ import time
 
 from stallscope import __version__
 from stallscope.errors import StallscopeError
+from stallscope.priority import DEFAULT_NICE
 
 EXIT_ERROR = 2
 
@@ -35,6 +36,16 @@ def _percent(text: str) -> float:
     return v
 
 
+def _nice(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not -20 <= v <= 19:
+        raise argparse.ArgumentTypeError(f"a nice value is -20..19, not {v}")
+    return v
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -51,8 +62,9 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-p", "--pid", type=_positive_int, default=0, metavar="PID",
                    help="trace only this process (its threads); default: the whole system")
     p.add_argument("--min-stack-wait", type=duration, default=0.0, metavar="TIME",
-                   help="walk stacks only for waits at least this long (default 0: every wait); "
-                        "totals stay exact, shorter waits are grouped as '(stack not collected)'")
+                   help="walk stacks and record wakers only for waits at least this long (default 0: every "
+                        "wait); totals stay exact, shorter waits are grouped as "
+                        "'(wait shorter than --min-stack-wait)'")
     p.add_argument("--no-user-stacks", action="store_true", help="do not collect user stacks")
     p.add_argument("--probes", type=_probe_spec, default=DEFAULT_PROBES, metavar="SPEC",
                    help="optional probe groups on top of the scheduler probes: +GROUP adds, -GROUP removes; "
@@ -70,6 +82,12 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-degrade", dest="degrade", action="store_false",
                    help="measure and report the cost against the budget, but never lower the stack walks "
                         "or the sampling rate")
+    p.add_argument("--nice", type=_nice, default=DEFAULT_NICE, metavar="N",
+                   help=f"stallscope's own scheduling priority while it traces, -20..19 (default "
+                        f"{DEFAULT_NICE}, as atop runs): among hundreds of runnable tasks an ordinary process "
+                        "gets a sliver of a CPU and each interval stretches to tens of seconds. What stallscope "
+                        "spends is measured and held to --overhead-budget as far as its steps go; a command "
+                        "run with -- CMD keeps the caller's priority")
     p.add_argument("--stack-rate", type=int, default=1000, metavar="N",
                    help="walk at most N stacks per second per CPU (default 1000; 0: no limit). A walk costs "
                         "microseconds (5-7 us of kernel unwinding on a busy 2-CPU VM); waits beyond the budget "
@@ -613,7 +631,7 @@ def _session_options(args, command, duration_s, max_intervals=None):
                           min_stack_ns=int(args.min_stack_wait * 1e9), user_stacks=not args.no_user_stacks,
                           stack_walks_per_s=max(args.stack_rate, 0), probes=args.probes, sample_hz=args.sample_hz,
                           max_intervals=max_intervals, overhead_budget_pct=args.overhead_budget,
-                          degrade=args.degrade)
+                          degrade=args.degrade, nice=args.nice)
 
 
 COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend,

@@ -25,6 +25,7 @@ from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
 from stallscope.bpf.groups import GROUPS, GroupOptions, default_groups
 from stallscope.errors import StallscopeError
+from stallscope.priority import DEFAULT_NICE, at_nice, own_nice, set_own_nice
 
 FORMAT_VERSION = 1
 
@@ -43,6 +44,7 @@ class SessionOptions:
     sample_hz: int = 99  # on-CPU sampling per CPU (oncpu group)
     overhead_budget_pct: float = 1.0  # of the machine's CPU; measured and reported every interval
     degrade: bool = True  # over the budget, lower the stack walks and sampling (analyzer/overhead.py)
+    nice: int | None = DEFAULT_NICE  # the session's own priority (stallscope/priority.py); None: unchanged
 
 
 @dataclass
@@ -106,6 +108,8 @@ class Session:
         exit_status = None
         rusage = None
         intervals = 0
+        self._nice_before = own_nice()
+        self._raise_priority()
         try:
             status = collector.start()
             status = {**status, **self._start_optional(symbolizer)}
@@ -151,6 +155,7 @@ class Session:
             collector.close()
             for group in self.groups.values():
                 group.close()
+            set_own_nice(self._nice_before)
         if self.child is not None and exit_status is None:
             exit_status, rusage = self._finish_child()
         end_ns = boottime_ns()
@@ -225,7 +230,7 @@ class Session:
                 "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks,
                 "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
                 "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct,
-                "degrade": o.degrade}
+                "degrade": o.degrade, "nice": own_nice()}
         for name, collector in self.groups.items():  # what a group records about the machine once
             extra = getattr(collector, "meta_options", None)
             if extra is not None:
@@ -236,10 +241,22 @@ class Session:
             start_wall=time.time(), start_ns=start_ns, interval_s=o.interval_s, probes=status, options=opts,
         )
 
+    def _raise_priority(self) -> None:
+        """Before the probes load (the verifier, too, waits for a CPU on a busy machine)."""
+        nice = self.options.nice
+        if nice is None or nice == self._nice_before:
+            return
+        why = set_own_nice(nice)
+        if why:
+            say(f"cannot run at nice {nice} ({why}): on a busy machine the intervals may stretch; "
+                "run as root, or pass --nice to choose another priority")
+
     def _spawn(self, argv: list[str]) -> subprocess.Popen:
         try:
-            # Started only now, with the probes attached; it keeps our stdin/stdout/stderr.
-            return subprocess.Popen(argv)
+            # Started only now, with the probes attached; it keeps our stdin/stdout/stderr, and the
+            # caller's priority rather than the one stallscope raised for itself.
+            with at_nice(self._nice_before):
+                return subprocess.Popen(argv)
         except OSError as exc:
             raise StallscopeError(f"cannot run {argv[0]}: {exc.strerror}", "check the command and its path") from None
 

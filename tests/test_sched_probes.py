@@ -36,9 +36,9 @@ def _steal_ns() -> int:
     return int(fields[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
-def _record_with_steal(tmp_path, argv):
+def _record_with_steal(tmp_path, argv, *extra):
     before = _steal_ns()
-    doc, truth, path = record_command(tmp_path, argv)
+    doc, truth, path = record_command(tmp_path, argv, *extra)
     doc["_test_steal_ns"] = _steal_ns() - before
     return doc, truth, path
 
@@ -116,7 +116,6 @@ def test_pipe_reader_is_woken_by_the_writer_and_the_sleeper_by_a_timer(pipe_run,
 
     doc, truth, _ = sleeper_run
     ours = _task(doc, _truth(truth, "sleeper")["tid"])
-    # A timer ends every sleep: an interrupt, never the task it happened to land on.
     # A timer ends every sleep: an interrupt, never the task it happened to land on. On a saturated
     # machine the timer softirq may run in ksoftirqd, which is then rightly the waker.
     assert sum(w["count"] for w in ours["wakers"]) >= ours["offcpu_count"] - 1  # a TASK_WAKING block has no waker
@@ -251,3 +250,31 @@ def test_the_task_dump_reads_only_the_entries_events_changed():
         os.close(r)
         os.close(w)
         c.close()
+
+
+def test_wakers_are_recorded_for_the_waits_long_enough_for_stacks(tmp_path):
+    """--min-stack-wait (which the overhead budget raises) sheds the waker records of shorter waits:
+    each is a hash update per wakeup and a record to drain. The task's own totals stay exact."""
+    argv = [example("sleeper"), "-n", "20", "-m", "20"]
+    (tmp_path / "above").mkdir()
+    (tmp_path / "below").mkdir()
+    doc, truth, _ = _record_with_steal(tmp_path / "above", argv, "--min-stack-wait", "60ms")
+    t = _truth(truth, "sleeper")
+    ours = _task(doc, t["tid"])
+    blocks = t["end"]["voluntary_switches"] - t["start"]["voluntary_switches"]
+    assert blocks - 1 <= ours["offcpu_count"] <= blocks
+    _assert_inside_the_calls(doc, ours, t)
+    # The 20 ms sleeps are below the minimum: no waker, unless the host stalled one past it.
+    assert all(w["total_ns"] >= 60_000_000 * w["count"] for w in ours["wakers"]), ours["wakers"]
+    assert sum(w["count"] for w in ours["wakers"]) <= 2
+
+    doc, truth, _ = record_command(tmp_path / "below", argv, "--min-stack-wait", "5ms")
+    ours = _task(doc, _truth(truth, "sleeper")["tid"])
+    assert sum(w["count"] for w in ours["wakers"]) >= ours["offcpu_count"] - 1  # a TASK_WAKING block has no waker
+
+
+def test_stallscope_traces_at_a_raised_priority_and_the_command_runs_at_the_callers(tmp_path):
+    doc, _, _ = record_command(tmp_path, ["sh", "-c", "echo nice=$(cut -d' ' -f19 /proc/self/stat)"])
+    assert doc["meta"]["options"]["nice"] == -20
+    printed = (tmp_path / "truth.jsonl").read_text()
+    assert f"nice={os.getpriority(os.PRIO_PROCESS, 0)}" in printed, printed

@@ -550,3 +550,33 @@ def test_processes_with_the_same_maps_share_one_parse_and_an_exec_reads_new_ones
     after_exec = ProcessMaps.parse(1001, text.replace("/usr/bin/forked", "/usr/bin/other"))
     assert after_exec.mappings is not parent.mappings
     assert after_exec.find(0x55D0C0A00010).path == "/usr/bin/other"
+
+
+def test_a_file_mapped_by_many_processes_is_found_once_then_checked_again_later(program_binary, run_program,
+                                                                                monkeypatch):
+    """The hundreds of processes a program forks map the same libraries: after the first, a mapping
+    of the same (device, inode, path) takes no stat, until MAPPED_RECHECK_S has passed."""
+    from stallscope.analyzer import symbols
+
+    program = run_program(program_binary)
+    now = [100.0]
+    cache = symbols.ElfCache(clock=lambda: now[0])
+    stats = []
+    real_stat = os.stat
+    monkeypatch.setattr(symbols.os, "stat", lambda p, *a, **k: (stats.append(p), real_stat(p, *a, **k))[1])
+    first = UserSymbols(program.pid, elf_cache=cache)
+    assert first.remember()
+    files = [m for m in first.maps.mappings if m.is_executable and m.is_file]
+    assert files and stats
+    assert first.resolve(program.addrs["known_function"]).text == "known_function"
+
+    stats.clear()
+    second = UserSymbols(program.pid, elf_cache=cache)  # another process mapping the same files
+    assert second.remember()
+    assert not [p for p in stats if not p.startswith(f"/proc/{program.pid}/stat")], stats
+    assert second.resolve(program.addrs["known_function"]).text == "known_function"
+
+    now[0] += symbols.MAPPED_RECHECK_S
+    stats.clear()
+    assert UserSymbols(program.pid, elf_cache=cache).remember()
+    assert any(p == m.file_path or p.endswith(m.file_path) for p in stats for m in files), stats
