@@ -56,7 +56,7 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def _add_trace_options(p: argparse.ArgumentParser) -> None:
+def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
     p.add_argument("-i", "--interval", type=duration, default=1.0, metavar="INTERVAL",
                    help="drain the in-kernel aggregates every INTERVAL (default 1s)")
     p.add_argument("-p", "--pid", type=_positive_int, default=0, metavar="PID",
@@ -82,12 +82,17 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-degrade", dest="degrade", action="store_false",
                    help="measure and report the cost against the budget, but never lower the stack walks "
                         "or the sampling rate")
-    p.add_argument("--nice", type=_nice, default=DEFAULT_NICE, metavar="N",
-                   help=f"stallscope's own scheduling priority while it traces, -20..19 (default "
-                        f"{DEFAULT_NICE}, as atop runs): among hundreds of runnable tasks an ordinary process "
-                        "gets a sliver of a CPU and each interval stretches to tens of seconds. What stallscope "
-                        "spends is measured and held to --overhead-budget as far as its steps go; a command "
-                        "run with -- CMD keeps the caller's priority")
+    if live:
+        nice_help = (f"stallscope's own scheduling priority, -20..19 (default {DEFAULT_NICE}, as atop runs): "
+                     "among hundreds of runnable tasks an ordinary process gets a sliver of a CPU and each "
+                     "refresh would stretch to tens of seconds. What stallscope spends is measured and held to "
+                     "--overhead-budget as far as its steps go")
+    else:
+        nice_help = ("stallscope's own scheduling priority, -20..19 (default: the caller's). At the caller's, "
+                     "on a saturated machine the intervals stretch (the totals stay exact) rather than the "
+                     f"drains taking CPU from the work being recorded; --nice {DEFAULT_NICE} keeps them at "
+                     "INTERVAL. A command run with -- CMD keeps the caller's priority")
+    p.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N", help=nice_help)
     p.add_argument("--stack-rate", type=int, default=1000, metavar="N",
                    help="walk at most N stacks per second per CPU (default 1000; 0: no limit). A walk costs "
                         "microseconds (5-7 us of kernel unwinding on a busy 2-CPU VM); waits beyond the budget "
@@ -143,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("top", help="live ranking of what makes tasks wait",
                        description="Live ranking of blockers and waiting tasks, refreshed every interval.")
-    _add_trace_options(p)
+    _add_trace_options(p, live=True)
     p.add_argument("-n", "--iterations", type=_positive_int, default=None, metavar="N",
                    help="stop after N refreshes (default: until Ctrl-C)")
     p.add_argument("--rows", type=_positive_int, default=15, help="rows per table (default 15)")
@@ -156,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the recording file to write")
     p.add_argument("-d", "--duration", type=duration, default=None, metavar="SECONDS",
                    help="stop after this long (e.g. 30, 30s, 2m); default: until Ctrl-C or the command exits")
-    _add_trace_options(p)
+    _add_trace_options(p, live=False)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                    help="run and record this command")
 

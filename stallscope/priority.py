@@ -1,11 +1,13 @@
 """stallscope's own scheduling priority while it traces.
 
 On a machine with hundreds of runnable tasks an ordinary process gets a sliver of a CPU: the
-collector's one-second intervals stretch to tens of seconds and a live view stops being live. So a
-session runs at a raised priority (a lower nice value, as atop does), and what it may spend stays
-bounded by the overhead budget. Linux keeps a nice value per thread: it is set on the thread that
-runs the session before that thread starts any other, so the collector's threads inherit it; a
-command stallscope starts is forked at the caller's priority, not ours.
+collector's one-second intervals stretch to tens of seconds and a live view stops being live. So
+`top` runs at a raised priority (nice -20, as atop does), with what it spends measured against the
+overhead budget. A recording keeps the caller's priority unless asked: its intervals may stretch, its
+totals stay exact, and its drains do not take CPU from the work being recorded. Linux keeps a nice
+value per thread: it is set on the thread that runs the session before that thread starts any other,
+so the collector's threads inherit it; a command stallscope starts is forked at the caller's
+priority, not ours.
 """
 
 from __future__ import annotations

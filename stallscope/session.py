@@ -25,7 +25,7 @@ from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
 from stallscope.bpf.groups import GROUPS, GroupOptions, default_groups
 from stallscope.errors import StallscopeError
-from stallscope.priority import DEFAULT_NICE, at_nice, own_nice, set_own_nice
+from stallscope.priority import at_nice, own_nice, set_own_nice
 
 FORMAT_VERSION = 1
 
@@ -44,7 +44,7 @@ class SessionOptions:
     sample_hz: int = 99  # on-CPU sampling per CPU (oncpu group)
     overhead_budget_pct: float = 1.0  # of the machine's CPU; measured and reported every interval
     degrade: bool = True  # over the budget, lower the stack walks and sampling (analyzer/overhead.py)
-    nice: int | None = DEFAULT_NICE  # the session's own priority (stallscope/priority.py); None: unchanged
+    nice: int | None = None  # the session's own priority (stallscope/priority.py); None: the caller's
 
 
 @dataclass

@@ -9,10 +9,11 @@ calls, switch counts and migrations exactly, run-queue wait with schedstat.
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
-from conftest import example, needs_bpf, record_command
+from conftest import STALLSCOPE, example, needs_bpf, record_command
 
 pytestmark = needs_bpf
 
@@ -273,8 +274,26 @@ def test_wakers_are_recorded_for_the_waits_long_enough_for_stacks(tmp_path):
     assert sum(w["count"] for w in ours["wakers"]) >= ours["offcpu_count"] - 1  # a TASK_WAKING block has no waker
 
 
-def test_stallscope_traces_at_a_raised_priority_and_the_command_runs_at_the_callers(tmp_path):
-    doc, _, _ = record_command(tmp_path, ["sh", "-c", "echo nice=$(cut -d' ' -f19 /proc/self/stat)"])
-    assert doc["meta"]["options"]["nice"] == -20
-    printed = (tmp_path / "truth.jsonl").read_text()
-    assert f"nice={os.getpriority(os.PRIO_PROCESS, 0)}" in printed, printed
+def test_a_recording_keeps_the_callers_priority_unless_asked_and_the_command_always_does(tmp_path):
+    caller = os.getpriority(os.PRIO_PROCESS, 0)
+    argv = ["sh", "-c", "echo nice=$(cut -d' ' -f19 /proc/self/stat)"]
+    for name, extra, ours in (("default", (), caller), ("raised", ("--nice", "-7"), -7)):
+        (tmp_path / name).mkdir()
+        doc, _, _ = record_command(tmp_path / name, argv, *extra)
+        assert doc["meta"]["options"]["nice"] == ours
+        printed = (tmp_path / name / "truth.jsonl").read_text()
+        assert f"nice={caller}" in printed, printed
+
+
+def test_top_refreshes_at_a_raised_priority():
+    """Live triage must stay live on a saturated machine: top takes nice -20 unless told otherwise."""
+    proc = subprocess.Popen([STALLSCOPE, "top", "-n", "2", "-i", "0.5"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline()  # the first refresh: the session is running
+        with open(f"/proc/{proc.pid}/stat") as f:
+            nice = int(f.read().rsplit(")", 1)[1].split()[16])
+    finally:
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert nice == -20
