@@ -52,9 +52,9 @@ class TaskStats(ctypes.Structure):
         ("state", u32), ("woken", u32), ("runq_from_wakeup", u32),
         ("flags", u32), ("nvcsw", u64), ("nivcsw", u64),
         ("offcpu_ns", u64), ("offcpu_count", u64), ("offcpu_max_ns", u64),
-        ("runq_ns", u64), ("runq_count", u64), ("runq_max_ns", u64), ("run_delay", u64), ("migrations", u64),
-        ("comm", ctypes.c_char * TASK_COMM_LEN),
-        ("tgid", u32), ("ptgid", u32), ("last_cpu", u32), ("changed", u32),
+        ("runq_ns", u64), ("runq_count", u64), ("runq_max_ns", u64), ("run_delay", u64),
+        ("changed", u32), ("tgid", u32),
+        ("migrations", u64), ("comm", ctypes.c_char * TASK_COMM_LEN), ("ptgid", u32), ("pad", u32),
         ("run_delay_base", u64), ("nvcsw_base", u64), ("nivcsw_base", u64),
         ("runq_hist", u32 * RUNQ_SLOTS),
         ("slots", OffcpuSlot * TASK_OFFCPU_SLOTS),
@@ -98,7 +98,7 @@ class SchedHealth(ctypes.Structure):
 
 class SchedConfig(ctypes.Structure):
     _fields_ = [("targ_tgid", u32), ("nr_cpus", u32), ("user_stacks", u32),
-                ("kernel_stacks", u32), ("waker_stacks", u32), ("thread_size", u32)]
+                ("kernel_stacks", u32), ("waker_stacks", u32), ("thread_size", u32), ("comm_at_switch", u32)]
 
 
 # C struct name -> mirror, for the BTF size check.

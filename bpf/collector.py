@@ -98,16 +98,6 @@ class SchedOptions:
     max_stacks: int = 32768
 
 
-# Program -> the probe group it serves. A group runs if its programs load.
-PROGRAM_GROUPS = {
-    "sched_switch": "offcpu",
-    "sched_waking": "offcpu",
-    "sched_wakeup": "runq",
-    "sched_wakeup_new": "runq",
-    "sched_migrate_task": "migrations",
-    "sched_process_exit": "offcpu",
-    "sched_process_wait": "switches",
-}
 SCHED_GROUPS = ("offcpu", "runq", "switches", "wakers", "migrations")
 
 
@@ -154,7 +144,7 @@ class SchedCollector:
         path = object_path("sched.bpf.o")
         failed = self._probe_programs(path)
         self.obj = obj = BpfObject(path)
-        self._configure(obj)
+        self._configure(obj, comm_at_switch="task_rename" in failed)
         for prog in obj.programs():
             prog.autoload = prog.name not in failed
         for essential in ("sched_switch", "dump_tasks"):
@@ -188,12 +178,12 @@ class SchedCollector:
         self._prev_ctxt = _proc_ctxt()
         return self.status
 
-    def _configure(self, obj: BpfObject) -> None:
+    def _configure(self, obj: BpfObject, comm_at_switch: bool = False) -> None:
         o = self.options
         cfg = abi.SchedConfig(
             targ_tgid=o.targ_tgid, nr_cpus=self.nr_cpus,
             user_stacks=int(o.user_stacks), kernel_stacks=int(o.kernel_stacks), waker_stacks=int(o.waker_stacks),
-            thread_size=_thread_size(),
+            thread_size=_thread_size(), comm_at_switch=int(comm_at_switch),
         )
         image = obj.section_map(".rodata").initial_value()
         if len(image) < ctypes.sizeof(cfg):

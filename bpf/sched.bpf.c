@@ -387,8 +387,8 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 			s->nvcsw = prev->nvcsw;
 			s->nivcsw = prev->nivcsw;
 		}
-		s->last_cpu = bpf_get_smp_processor_id();
-		__builtin_memcpy(s->comm, prev->comm, TASK_COMM_LEN);
+		if (cfg.comm_at_switch)
+			__builtin_memcpy(s->comm, prev->comm, TASK_COMM_LEN);
 		if (prev_state & TASK_DEAD) {
 			struct task_key key = { .pid = prev->pid, .start_ns = prev->start_boottime };
 
@@ -689,6 +689,27 @@ int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 	s->flags |= TS_NEW;
 	s->runq_ts = bpf_ktime_get_ns();
 	s->runq_from_wakeup = 1;
+	mark_changed(s);
+	return 0;
+}
+
+/* A task's name changes by exec, prctl(PR_SET_NAME) or a write to
+ * /proc/PID/comm, each through __set_task_comm(), which fires this before it
+ * copies `comm` into the task: the entry keeps the name without a copy at
+ * every switch-out (a cold cache line of task_struct under a busy scheduler). */
+SEC("tp_btf/task_rename")
+int BPF_PROG(task_rename, struct task_struct *task, const char *comm)
+{
+	char name[TASK_COMM_LEN] = {};
+	struct task_stats *s;
+
+	if (!wanted(task))
+		return 0;
+	s = stats_if_seen(task);
+	if (!s)
+		return 0;
+	bpf_probe_read_kernel_str(name, sizeof(name), comm);
+	__builtin_memcpy(s->comm, name, TASK_COMM_LEN);
 	mark_changed(s);
 	return 0;
 }

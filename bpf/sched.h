@@ -61,7 +61,9 @@ struct task_key {
  * task storage, so each event makes one lookup that reaches it from the task
  * itself; fields are grouped by the event that writes them. */
 struct task_stats {
-	/* scratch (not cumulative; user space ignores it) and the switch-out's writes */
+	/* What the switch, waking and wakeup events touch, together in the first
+	 * 128 bytes: the scratch state between one event and the next (user space
+	 * ignores it), then the counters they keep. */
 	__u64 block_ts;       /* switch-out into a sleeping state */
 	__u64 runq_ts;        /* enqueued (wakeup or re-queue at switch-out) */
 	__u64 pending_ns;     /* off-CPU time ended at wakeup, stack attributed at switch-in */
@@ -80,13 +82,13 @@ struct task_stats {
 	__u64 runq_count;
 	__u64 runq_max_ns;
 	__u64 run_delay;      /* latest task->sched_info.run_delay (schedstat's own run-queue wait) */
-	__u64 migrations;     /* sched_migrate_task with orig != dest */
-	/* identity and baselines */
-	char comm[TASK_COMM_LEN];
-	__u32 tgid;
-	__u32 ptgid;          /* parent's tgid at creation (0 if unknown) */
-	__u32 last_cpu;
 	__u32 changed;        /* an event changed the totals since the last dump (cleared by dump_tasks) */
+	__u32 tgid;
+	/* written less often: migrations, a rename, creation */
+	__u64 migrations;     /* sched_migrate_task with orig != dest */
+	char comm[TASK_COMM_LEN]; /* at creation, then at each rename (task_rename) */
+	__u32 ptgid;          /* parent's tgid at creation (0 if unknown) */
+	__u32 pad;
 	__u64 run_delay_base; /* when first seen */
 	__u64 nvcsw_base;     /* counters when first seen */
 	__u64 nivcsw_base;
@@ -140,6 +142,7 @@ struct sched_config {
 	__u32 kernel_stacks;
 	__u32 waker_stacks;
 	__u32 thread_size;       /* THREAD_SIZE: a task's kernel stack */
+	__u32 comm_at_switch;    /* no task_rename tracepoint: copy the name at every switch-out */
 };
 
 #endif

@@ -297,3 +297,11 @@ def test_top_refreshes_at_a_raised_priority():
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert nice == -20
+
+
+def test_a_task_renamed_after_it_was_first_seen_is_named_by_its_new_name(tmp_path):
+    """The shell blocks (waiting for its child) under its own name, then execs `sleep`: the name
+    arrives by task_rename, not by a copy at every switch."""
+    doc, _, _ = record_command(tmp_path, ["sh", "-c", "sleep 0.3; exec sleep 0.3"])
+    pid = doc["meta"]["options"]["command"]["pid"]
+    assert _task(doc, pid)["comm"] == "sleep"
