@@ -7,7 +7,7 @@ import pytest
 
 from conftest import STALLSCOPE, example, needs_bpf, run_stallscope
 from stallscope.analyzer.overhead import MAX_LEVEL, MIN_WALKS_PER_S, Cost, Governor, tuning_at
-from stallscope.analyzer.sample import Tuning
+from stallscope.analyzer.sample import ProgramCost, Tuning
 from stallscope.bpf.collector import SchedOptions
 
 START = Tuning(0, 1000, 0, 99)
@@ -39,12 +39,13 @@ def test_each_level_does_less_and_never_less_than_its_floor():
 def test_over_budget_lowers_the_stack_walks_and_says_why():
     gov = Governor(START, budget_pct=1.0)
     assert gov.observe(0, _cost(30.0)) is None  # the first interval holds the collector's start-up
-    change = gov.observe(1, _cost(2.5))
-    assert change is not None and change.interval == 1
+    assert gov.observe(1, _cost(10.0)) is None  # the second pays for storing or showing what it found
+    change = gov.observe(2, _cost(2.5))
+    assert change is not None and change.interval == 2
     assert change.to.level == 1 and change.to.walks_per_s < START.walks_per_s
     assert "2.50%" in change.reason and "over the 1% budget" in change.reason
     assert "stack walks 250/s per CPU" in change.to.describe()
-    assert gov.observe(2, _cost(0.9)) is None  # under budget, not yet calm: stays
+    assert gov.observe(3, _cost(0.9)) is None  # under budget, not yet calm: stays
     assert gov.current.level == 1
 
 
@@ -136,7 +137,7 @@ def test_over_budget_recording_states_each_step_and_keeps_exact_totals(tmp_path)
     assert changes, doc["meta"]["overhead"]
     assert [c["level"] for c in changes][:MAX_LEVEL] == list(range(1, min(len(changes), MAX_LEVEL) + 1))
     default_walks = SchedOptions().stack_walks_per_s
-    assert changes[0]["stack_walks_per_s"] == default_walks // 4 and changes[0]["after_interval"] >= 1
+    assert changes[0]["stack_walks_per_s"] == default_walks // 4 and changes[0]["after_interval"] >= 2
     assert all("budget" in c["reason"] for c in changes)
     # the totals: every wait still counted, whatever its stack became
     truth = [json.loads(line) for line in truth_file.read_text().splitlines() if line.startswith("{")]
@@ -195,3 +196,20 @@ def test_a_lower_sampling_rate_keeps_the_cpu_time_counted():
         assert 0 < samples <= 60 * len(c.cpus), samples  # 49 Hz for about a second, not 99
     finally:
         c.close()
+
+
+def test_top_says_its_start_up_intervals_are_over_the_budget_but_not_judged():
+    import io
+
+    from stallscope.tui.text import LiveText
+    from synthetic import interval, two_interval_recording
+
+    m, _ = two_interval_recording()
+    view = LiveText(out=io.StringIO())
+    view.start(m)
+    costly = (ProgramCost("sched_switch", 1000, 500_000_000, 0),)  # 25% of 2 CPUs for 1 s
+    for i in range(3):
+        view.update(interval(i, programs=costly))
+    heads = [line for line in view.out.getvalue().splitlines() if line.startswith("stallscope top")]
+    assert ["OVER: start-up, not judged" in h for h in heads] == [True, True, False], heads
+    assert "OVER)" in heads[2]

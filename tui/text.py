@@ -10,7 +10,7 @@ from collections import OrderedDict
 
 from stallscope.analyzer.blockers import rank_blockers
 from stallscope.analyzer.causes import IDLE
-from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, interval_cost
+from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, START_UP_INTERVALS, interval_cost
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
 from stallscope.analyzer.units import fmt_ns
@@ -72,7 +72,7 @@ class LiveText:
         secs = model.duration_s or 1.0
         lines.append(f"stallscope top  interval {iv.index}  {model.switches_per_s:,.0f} cs/s  "
                      f"{len(model.tasks)} active tasks  cost: {cost.total_pct:.2f}% of the CPUs (budget {budget:g}%"
-                     f"{', OVER' if cost.total_pct > budget else ''}): BPF {cost.pct(cost.bpf_ns + cost.dispatch_ns):.2f}%, "
+                     f"{_over(cost.total_pct, budget, iv.index)}): BPF {cost.pct(cost.bpf_ns + cost.dispatch_ns):.2f}%, "
                      f"collector {100 * iv.collector_cpu_ns / 1e9 / secs:.1f}% of a CPU\n")
         if self.tuning is not None and (self.tuning.to.level or self.tuning.interval == iv.index):
             lines.append(f"  budget, level {self.tuning.to.level}: {self.tuning.to.describe()} "
@@ -99,3 +99,10 @@ class LiveText:
                          f"{fmt_ns(t.runq_wait_ns / secs):>9} {t.voluntary_switches:>6} "
                          f"{t.involuntary_switches:>6} {t.migrations:>5}\n")
         return "".join(lines)
+
+
+def _over(pct: float, budget: float, index: int) -> str:
+    """Over the budget: said, and for the start-up intervals the budget does not judge, said so."""
+    if pct <= budget:
+        return ""
+    return ", OVER: start-up, not judged" if index < START_UP_INTERVALS else ", OVER"
