@@ -26,7 +26,8 @@ CAPABILITIES = {
 # Tracepoints each probe group needs; checked in BTF (tp_btf needs btf_trace_<name>).
 TRACEPOINTS = {
     "sched": ["sched_switch", "sched_waking", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task",
-              "sched_process_exit"],
+              "sched_process_exit", "sched_process_wait"],
+    "task": ["task_rename"],  # without it, names are copied at every switch-out instead
     "lock": ["contention_begin", "contention_end"],
     "kmem": ["kmem_cache_alloc", "kmem_cache_free", "kmalloc", "kfree"],
     "syscalls": ["sys_enter", "sys_exit"],
