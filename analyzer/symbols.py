@@ -610,11 +610,17 @@ class ElfCache:
         return len(self._entries)
 
     def get(self, path: str) -> ElfSymbols | None:
+        found = self._file(path)
+        return found[1] if found is not None else None
+
+    def _file(self, path: str) -> tuple[tuple, ElfSymbols | None] | None:
+        """(the file's key, its ELF) for a path; None when it cannot be read."""
         try:
             st = os.stat(path)
         except OSError:
             return None
-        return self._get_or_load(("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), lambda: ElfSymbols.from_file(path))
+        key = ("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        return key, self._get_or_load(key, lambda: ElfSymbols.from_file(path))
 
     def get_mapped(self, mapping: Mapping, open_path: Callable[[], str | None]) -> ElfSymbols | None:
         """The ELF of a file mapping, found without touching the file system when a process mapped
@@ -631,14 +637,10 @@ class ElfCache:
                 self._entries.move_to_end(seen[0])
                 return self._entries[seen[0]]
         path = open_path()
-        if path is None:
+        found = self._file(path) if path is not None else None
+        if found is None:
             return None
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        key = ("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        elf = self._get_or_load(key, lambda: ElfSymbols.from_file(path))
+        key, elf = found
         with self._lock:
             self._mapped[ident] = (key, now)
             self._mapped.move_to_end(ident)
