@@ -20,12 +20,13 @@ from stallscope.analyzer.model import Model, StackWait
 from stallscope.analyzer.sample import Stack, TaskId
 
 # Reserved stack ids (bpf/sched.h): why a wait has no stack.
-STACK_NONE, STACK_SHORT, STACK_RATE_LIMITED, STACK_FAILED, STACK_ID_MIN = 0, 1, 2, 3, 16
+STACK_NONE, STACK_SHORT, STACK_RATE_LIMITED, STACK_FAILED, STACK_OWN, STACK_ID_MIN = 0, 1, 2, 3, 4, 16
 NO_STACK_LABELS = {
     STACK_NONE: "(kernel stacks off)",
     STACK_SHORT: "(wait shorter than --min-stack-wait)",
     STACK_RATE_LIMITED: "(stack not sampled)",
     STACK_FAILED: "(stack walk failed)",
+    STACK_OWN: "(stallscope's own wait: no stack walked)",
 }
 LOST_STACK = "(stack lost: map full)"
 

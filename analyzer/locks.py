@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import os
 import re
 
+from stallscope.analyzer.blockers import NO_STACK_LABELS, STACK_OWN, STACK_RATE_LIMITED
 from stallscope.analyzer.model import FutexWaits, LockWaits, Model
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.slab import list_lock_caches
@@ -140,7 +141,7 @@ def futex_caller(w: FutexWaits) -> str:
         if not in_c_library(f):
             return f.text
     if w.stack is None:
-        return "(stack not sampled)" if w.stack_id == 2 else "(no user stack)"
+        return NO_STACK_LABELS[w.stack_id] if w.stack_id in (STACK_RATE_LIMITED, STACK_OWN) else "(no user stack)"
     return "(caller not on the stack: no frame pointers)"
 
 

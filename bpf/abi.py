@@ -16,6 +16,7 @@ STACK_NONE = 0
 STACK_SHORT = 1
 STACK_RATE_LIMITED = 2
 STACK_FAILED = 3
+STACK_OWN = 4
 STACK_ID_MIN = 16
 
 TS_BASE_EXACT = 1
@@ -98,7 +99,8 @@ class SchedHealth(ctypes.Structure):
 
 class SchedConfig(ctypes.Structure):
     _fields_ = [("targ_tgid", u32), ("nr_cpus", u32), ("user_stacks", u32),
-                ("kernel_stacks", u32), ("waker_stacks", u32), ("thread_size", u32), ("comm_at_switch", u32)]
+                ("kernel_stacks", u32), ("waker_stacks", u32), ("thread_size", u32), ("comm_at_switch", u32),
+                ("self_tgid", u32)]
 
 
 # C struct name -> mirror, for the BTF size check.
@@ -247,7 +249,7 @@ class FutexNewKey(ctypes.Structure):
 
 
 class FutexConfig(ctypes.Structure):
-    _fields_ = [("targ_tgid", u32), ("pad", u32), ("user_stacks", u32), ("caller_sp_range", u32)]
+    _fields_ = [("targ_tgid", u32), ("self_tgid", u32), ("user_stacks", u32), ("caller_sp_range", u32)]
 
 
 OBJECT_MIRRORS["futex.bpf.o"] = {

@@ -22,7 +22,7 @@ from stallscope.analyzer.sample import (
 )
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, tune
-from stallscope.bpf.tune import StackTune
+from stallscope.bpf.tune import DEFAULT_WALKS_PER_S, StackTune
 from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeStats
 from stallscope.errors import StallscopeError
 
@@ -93,7 +93,7 @@ class SchedOptions:
     user_stacks: bool = True
     kernel_stacks: bool = True
     waker_stacks: bool = True
-    stack_walks_per_s: int = 1000  # per CPU; 0 = no limit
+    stack_walks_per_s: int = DEFAULT_WALKS_PER_S  # per CPU; 0 = no limit
     max_tasks: int = 32768
     max_stacks: int = 32768
 
@@ -183,7 +183,7 @@ class SchedCollector:
         cfg = abi.SchedConfig(
             targ_tgid=o.targ_tgid, nr_cpus=self.nr_cpus,
             user_stacks=int(o.user_stacks), kernel_stacks=int(o.kernel_stacks), waker_stacks=int(o.waker_stacks),
-            thread_size=_thread_size(), comm_at_switch=int(comm_at_switch),
+            thread_size=_thread_size(), comm_at_switch=int(comm_at_switch), self_tgid=os.getpid(),
         )
         image = obj.section_map(".rodata").initial_value()
         if len(image) < ctypes.sizeof(cfg):

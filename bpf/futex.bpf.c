@@ -151,7 +151,9 @@ static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp)
 	w->caller = caller_of(w, sp);
 	w->ustack = STACK_NONE;
 	if (cfg.user_stacks) {
-		if (!walk_allowed(now)) {
+		if (cfg.self_tgid && cur->tgid == cfg.self_tgid) {
+			w->ustack = STACK_OWN; /* the budget is for the traced tasks */
+		} else if (!walk_allowed(now)) {
 			w->ustack = STACK_RATE_LIMITED;
 		} else if (!(buf = scratch())) {
 			w->ustack = STACK_FAILED;

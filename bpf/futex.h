@@ -91,7 +91,7 @@ struct futex_health {
 
 struct futex_config {
 	__u32 targ_tgid;
-	__u32 pad; /* the stack-walk rate is a run-time knob (struct stack_tune) */
+	__u32 self_tgid; /* stallscope's own process: no stack walks (the rate is a run-time knob, struct stack_tune) */
 	__u32 user_stacks;
 	__u32 caller_sp_range; /* bytes of user stack a libc lock function may use below its return address */
 };

@@ -33,7 +33,7 @@ from elftools.elf.elffile import ELFFile
 from stallscope.analyzer.sample import FutexDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import SHARED_ELF_CACHE, Frame, Symbolizer, UserSymbols
 from stallscope.bpf import abi, tune
-from stallscope.bpf.tune import StackTune
+from stallscope.bpf.tune import DEFAULT_WALKS_PER_S, StackTune
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.libbpf import BpfError, BpfObject, tracepoint_ids
@@ -330,7 +330,7 @@ class _Processes:
 
 
 class FutexCollector:
-    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = 1000,
+    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = DEFAULT_WALKS_PER_S,
                  user_stacks: bool = True, max_stacks: int = 32768, mechanisms: tuple[str, ...] = MECHANISMS):
         self.symbolizer = symbolizer
         self.mechanisms = mechanisms
@@ -391,7 +391,7 @@ class FutexCollector:
         those attached; raises BpfError."""
         obj = BpfObject(object_path("futex.bpf.o"))
         try:
-            cfg = abi.FutexConfig(targ_tgid=self.targ_tgid,
+            cfg = abi.FutexConfig(targ_tgid=self.targ_tgid, self_tgid=os.getpid(),
                                   user_stacks=int(self.user_stacks), caller_sp_range=CALLER_SP_RANGE)
             image = obj.section_map(".rodata").initial_value()
             ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from stallscope.analyzer.sample import ProbeStatus, ProgramCost, Stack, TaskId
+from stallscope.bpf.tune import DEFAULT_WALKS_PER_S
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class GroupOptions:
     """What every optional collector may honour; the ones it does not need it ignores."""
 
     targ_tgid: int = 0
-    stack_walks_per_s: int = 1000
+    stack_walks_per_s: int = DEFAULT_WALKS_PER_S
     user_stacks: bool = True
     kernel_stacks: bool = True
     max_stacks: int = 32768

@@ -12,7 +12,7 @@ import ctypes
 from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
-from stallscope.bpf.tune import StackTune
+from stallscope.bpf.tune import DEFAULT_WALKS_PER_S, StackTune
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, changed_entries, object_path
 from stallscope.bpf.libbpf import BpfError, BpfObject
@@ -20,7 +20,7 @@ from stallscope.errors import StallscopeError
 
 
 class LockCollector:
-    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = 1000,
+    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = DEFAULT_WALKS_PER_S,
                  kernel_stacks: bool = True, max_stacks: int = 32768):
         self.targ_tgid = targ_tgid
         self.stack_walks_per_s = stack_walks_per_s

@@ -152,6 +152,14 @@ static __always_inline bool wanted(struct task_struct *p)
 	return !cfg.targ_tgid || p->tgid == cfg.targ_tgid;
 }
 
+/* stallscope's own tasks: counted like any other, but the stack-walk budget and
+ * the waker map are kept for the tasks being traced (its start-up alone would
+ * spend a quiet machine's walks) */
+static __always_inline bool own_task(struct task_struct *p)
+{
+	return cfg.self_tgid && p->tgid == cfg.self_tgid;
+}
+
 static __always_inline __u32 log2_slot(__u64 v)
 {
 	__u32 r = 0;
@@ -426,7 +434,9 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 		if (cfg.user_stacks && prev->mm) {
 			struct stack *buf = scratch();
 
-			if (!walk_allowed(now))
+			if (own_task(prev))
+				s->ustack = STACK_OWN;
+			else if (!walk_allowed(now))
 				s->ustack = STACK_RATE_LIMITED;
 			else if (buf)
 				s->ustack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), BPF_F_USER_STACK));
@@ -484,6 +494,8 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 		 * out long keeps the common short switch cheap. */
 		if (below_min_stack(d))
 			key.kstack = STACK_SHORT;
+		else if (own_task(next))
+			key.kstack = STACK_OWN;
 		else if (!walk_allowed(now))
 			key.kstack = STACK_RATE_LIMITED;
 		else if (buf)
@@ -617,8 +629,8 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	 * minimum wait for stacks long. A busy scheduler has a waker entry per
 	 * (wakee, waker) pair, each a hash update here and a record to drain;
 	 * the overhead budget raises the minimum to shed them. The totals above
-	 * stay exact. */
-	if (below_min_stack(d))
+	 * stay exact. Nor for stallscope's own waits. */
+	if (below_min_stack(d) || own_task(p))
 		return 0;
 	{
 		struct waker_key key = {

@@ -143,6 +143,7 @@ struct sched_config {
 	__u32 waker_stacks;
 	__u32 thread_size;       /* THREAD_SIZE: a task's kernel stack */
 	__u32 comm_at_switch;    /* no task_rename tracepoint: copy the name at every switch-out */
+	__u32 self_tgid;         /* stallscope's own process: its waits get no stack walk and no waker */
 };
 
 #endif

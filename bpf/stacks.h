@@ -11,6 +11,7 @@
 #define STACK_SHORT       1 /* the wait was shorter than min_stack_ns */
 #define STACK_RATE_LIMITED 2 /* the per-CPU stack-walk budget was spent */
 #define STACK_FAILED      3 /* the walk returned nothing */
+#define STACK_OWN         4 /* a wait of stallscope's own process: not walked, the budget is for the others */
 #define STACK_ID_MIN      16
 
 struct stack {

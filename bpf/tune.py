@@ -15,6 +15,11 @@ from stallscope.errors import StallscopeError
 
 _KEY0 = b"\0\0\0\0"
 
+# Stack walks per second per CPU, each object's own budget (--stack-rate). A walk cost 12-17 us under
+# `perf bench sched messaging` on a 2-CPU VM (cold unwinder data, a new stack stored): 1000/s took 1.2%
+# of each CPU, more than the default overhead budget by itself; 250/s is a quarter of that.
+DEFAULT_WALKS_PER_S = 250
+
 
 @dataclass(frozen=True)
 class StackTune:

@@ -24,6 +24,7 @@ from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
 from stallscope.bpf.groups import GROUPS, GroupOptions, default_groups
+from stallscope.bpf.tune import DEFAULT_WALKS_PER_S
 from stallscope.errors import StallscopeError
 from stallscope.priority import at_nice, own_nice, set_own_nice
 
@@ -38,7 +39,7 @@ class SessionOptions:
     command: list[str] = field(default_factory=list)
     min_stack_ns: int = 0
     user_stacks: bool = True
-    stack_walks_per_s: int = 1000
+    stack_walks_per_s: int = DEFAULT_WALKS_PER_S
     probes: frozenset[str] = field(default_factory=default_groups)  # optional groups (bpf/groups.py)
     max_intervals: int | None = None
     sample_hz: int = 99  # on-CPU sampling per CPU (oncpu group)

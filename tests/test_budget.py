@@ -213,3 +213,38 @@ def test_top_says_its_start_up_intervals_are_over_the_budget_but_not_judged():
     heads = [line for line in view.out.getvalue().splitlines() if line.startswith("stallscope top")]
     assert ["OVER: start-up, not judged" in h for h in heads] == [True, True, False], heads
     assert "OVER)" in heads[2]
+
+
+@needs_bpf
+def test_the_walk_budget_is_kept_for_the_traced_tasks(tmp_path):
+    """stallscope's own waits (loading the probes, reading /proc, writing the recording) are counted
+    like any other task's, but get no stack walk and no waker entry: before, its start-up alone spent
+    most of a quiet machine's walks in the first second. The traced command's waits still get stacks."""
+    from conftest import record_command
+    from stallscope.analyzer.store import Recording
+    from stallscope.bpf import abi
+
+    doc, truth, path = record_command(tmp_path, [example("sleeper"), "-n", "40", "-m", "10"])
+    own = doc["meta"]["options"]["stallscope_pid"]
+    rec = Recording(str(path))
+    try:
+        tasks = rec.tasks()
+        intervals = list(rec.intervals())
+    finally:
+        rec.close()
+    ours = [o for iv in intervals for o in iv.offcpu if o.tgid == own]
+    assert sum(o.count for o in ours) > 0
+    assert {o.kstack for o in ours} == {abi.STACK_OWN}, {o.kstack for o in ours}
+    assert {o.ustack for o in ours} == {abi.STACK_OWN}, {o.ustack for o in ours}
+    assert not [w for iv in intervals for w in iv.wakers if tasks[w.task].tgid == own]
+    # its threads' futex waits (the interpreter's lock) likewise
+    assert {f.ustack for iv in intervals for f in iv.futex if f.tgid == own} <= {abi.STACK_OWN}
+    own_task = next(t for t in doc["tasks"] if t["tgid"] == own and t["pid"] == own)
+    assert own_task["offcpu_count"] > 0
+    assert {c["cause"] for c in own_task["causes"] if c["class"] != "cpu"} == \
+        {"(stallscope's own wait: no stack walked)"}, own_task["causes"]
+    # the command's sleeps keep their stacks and their waker
+    sleeper = next(x for x in truth if x["role"] == "sleeper")
+    t = next(x for x in doc["tasks"] if x["pid"] == sleeper["tid"] and x.get("in_command"))
+    assert t["causes"][0]["cause"] == "Application requested delay", t["causes"]
+    assert t["wakers"], t
