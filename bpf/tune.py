@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from stallscope.bpf import abi
-from stallscope.bpf.libbpf import BpfObject
 from stallscope.errors import StallscopeError
+
+if TYPE_CHECKING:  # the CLI reads the default below without loading the libbpf bindings
+    from stallscope.bpf.libbpf import BpfObject
 
 
 _KEY0 = b"\0\0\0\0"
