@@ -4,6 +4,7 @@ collector's own CPU. Per interval and over a window, against the user's budget."
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from stallscope.analyzer.sample import Interval, Tuning, TuningChange, duration_text
 
@@ -84,10 +85,19 @@ def tuning_at(start: Tuning, level: int) -> Tuning:
     return Tuning(level, walks, min_wait, hz)
 
 
-class Governor:
-    """Keeps the measured cost under the budget, one step at a time, and says why at each step.
+def levels_down(pct: float, budget_pct: float) -> int:
+    """How many levels an interval's overshoot calls for: one for a cost up to 4 times the budget, and
+    one more for each further factor of 4 (each level walks a quarter as many stacks). Under a hackbench
+    loop the cost was 11-16 times the default budget: one level an interval took 4 intervals to reach
+    the lowest, each of them at that cost."""
+    ratio = pct / budget_pct
+    return max(1, math.ceil(math.log(ratio, 4) - 1e-9)) if ratio > 1 else 1
 
-    Over budget in an interval: one level down (less optional work). At the last level and still
+
+class Governor:
+    """Keeps the measured cost under the budget, by steps sized to the overshoot, and says why at each.
+
+    Over budget in an interval: down by `levels_down` levels (less optional work). At the last level and still
     over: said once, since what is left is the per-event work that keeps the totals exact. Under half
     the budget for `recover_after` intervals in a row: one level back up; a step back up that had to
     be undone soon after doubles the wait before the next (up to `max_recover_after`), so a load that
@@ -130,8 +140,10 @@ class Governor:
             if self._since_raise is not None and self._since_raise <= self.recover_after:
                 self.recover_after = min(self.recover_after * 2, self.max_recover_after)
             self._since_raise = None
-            return self._move(interval, level + 1,
-                              f"cost {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget")
+            n = min(levels_down(pct, self.budget_pct), MAX_LEVEL - level)
+            return self._move(interval, level + n,
+                              f"cost {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget" +
+                              (f" ({pct / self.budget_pct:.1f} times it: {n} levels down)" if n > 1 else ""))
         if level == 0 or pct >= self.budget_pct / 2:
             self._calm = 0
             return None

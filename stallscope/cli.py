@@ -78,8 +78,8 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
                    help="stallscope's own cost allowed, in %% of the machine's CPU (default 1): BPF run time, "
                         "an estimate of calling the programs, and the collector, measured every interval and "
                         "shown in top's status line and the recording (meta.overhead). Over it, stallscope "
-                        "walks fewer stacks, only for longer waits, and samples less often, one step per "
-                        "interval, each step stated; per-task totals stay exact")
+                        "walks fewer stacks, only for longer waits, and samples less often, in steps sized to the "
+                        "overshoot (one level per factor of 4 over), each step stated; per-task totals stay exact")
     p.add_argument("--no-degrade", dest="degrade", action="store_false",
                    help="measure and report the cost against the budget, but never lower the stack walks "
                         "or the sampling rate")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import STALLSCOPE, example, needs_bpf, run_stallscope
-from stallscope.analyzer.overhead import MAX_LEVEL, MIN_WALKS_PER_S, Cost, Governor, tuning_at
+from stallscope.analyzer.overhead import MAX_LEVEL, MIN_WALKS_PER_S, Cost, Governor, levels_down, tuning_at
 from stallscope.analyzer.sample import ProgramCost, Tuning
 from stallscope.bpf.collector import SchedOptions
 
@@ -51,11 +51,30 @@ def test_over_budget_lowers_the_stack_walks_and_says_why():
 
 def test_at_the_lowest_level_it_says_so_once():
     gov = Governor(START, budget_pct=1.0, warmup=0)
-    steps = [gov.observe(i, _cost(5.0)) for i in range(MAX_LEVEL + 3)]
+    steps = [gov.observe(i, _cost(3.0)) for i in range(MAX_LEVEL + 3)]
     assert [s.to.level for s in steps[:MAX_LEVEL]] == list(range(1, MAX_LEVEL + 1))
     floor = steps[MAX_LEVEL]
     assert floor is not None and floor.to.level == MAX_LEVEL and "lowest setting" in floor.reason
     assert steps[MAX_LEVEL + 1:] == [None, None]
+
+
+def test_the_step_is_sized_to_the_overshoot():
+    """One level per factor of 4 over the budget (each level walks a quarter as many stacks): a cost far
+    over it reaches the lowest setting in one interval rather than one level an interval."""
+    assert [levels_down(pct, 1.0) for pct in (1.01, 4.0, 4.1, 16.0, 16.5, 64.0, 65.0)] == [1, 1, 2, 2, 3, 3, 4]
+    assert levels_down(0.5, 1.0) == 1
+    gov = Governor(START, budget_pct=1.0, warmup=0)
+    change = gov.observe(0, _cost(12.0))  # what the default set cost under a hackbench loop
+    assert change.to == tuning_at(START, 2)
+    assert "12.0 times it: 2 levels down" in change.reason
+    change = gov.observe(1, _cost(1000.0))  # never past the lowest level
+    assert change.to.level == MAX_LEVEL and "2 levels down" in change.reason
+    assert "lowest setting" in gov.observe(2, _cost(1000.0)).reason
+    # back up one level at a time, as before
+    calm = Governor(START, budget_pct=1.0, warmup=0, recover_after=1)
+    calm.observe(0, _cost(100.0))
+    assert calm.current.level == MAX_LEVEL
+    assert calm.observe(1, _cost(0.1)).to.level == MAX_LEVEL - 1
 
 
 def test_calm_intervals_step_back_up_and_a_see_saw_backs_off():
@@ -119,8 +138,9 @@ def test_a_running_collector_takes_the_new_settings():
 
 @needs_bpf
 def test_over_budget_recording_states_each_step_and_keeps_exact_totals(tmp_path):
-    """A budget no recording can keep: every judged interval steps down, each step is in the
-    recording with its reason, and the threads' totals still match what they measured themselves."""
+    """A budget no recording can keep: the first judged interval steps straight down to the lowest
+    level (the cost is thousands of times the budget), the step is in the recording with its reason,
+    and the threads' totals still match what they measured themselves."""
     import json
     import subprocess
 
@@ -135,9 +155,10 @@ def test_over_budget_recording_states_each_step_and_keeps_exact_totals(tmp_path)
     doc = json.loads(run_stallscope("export", str(out)).stdout)
     changes = doc["meta"]["overhead"]["changes"]
     assert changes, doc["meta"]["overhead"]
-    assert [c["level"] for c in changes][:MAX_LEVEL] == list(range(1, min(len(changes), MAX_LEVEL) + 1))
-    default_walks = SchedOptions().stack_walks_per_s
-    assert changes[0]["stack_walks_per_s"] == default_walks // 4 and changes[0]["after_interval"] >= 2
+    assert changes[0]["level"] == MAX_LEVEL and f"{MAX_LEVEL} levels down" in changes[0]["reason"]
+    lowest = tuning_at(Tuning(0, SchedOptions().stack_walks_per_s, 0, 99), MAX_LEVEL)
+    assert changes[0]["stack_walks_per_s"] == lowest.walks_per_s and changes[0]["after_interval"] >= 2
+    assert changes[0]["min_stack_ns"] == lowest.min_stack_ns
     assert all("budget" in c["reason"] for c in changes)
     # the totals: every wait still counted, whatever its stack became
     truth = [json.loads(line) for line in truth_file.read_text().splitlines() if line.startswith("{")]
