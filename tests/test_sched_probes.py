@@ -37,6 +37,12 @@ def _steal_ns() -> int:
     return int(fields[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
+# Every stack walked: these tests check what the probes measure and which stack a wait has, not how
+# stacks are sampled (tests/test_budget.py does); at the default rate the machine's other tasks may
+# spend the walks of the moment.
+ALL_STACKS = ("--stack-rate", "0")
+
+
 def _record_with_steal(tmp_path, argv, *extra):
     before = _steal_ns()
     doc, truth, path = record_command(tmp_path, argv, *extra)
@@ -46,12 +52,14 @@ def _record_with_steal(tmp_path, argv, *extra):
 
 @pytest.fixture(scope="module")
 def sleeper_run(tmp_path_factory):
-    return _record_with_steal(tmp_path_factory.mktemp("sleeper"), [example("sleeper"), "-n", "100", "-m", "20"])
+    return _record_with_steal(tmp_path_factory.mktemp("sleeper"), [example("sleeper"), "-n", "100", "-m", "20"],
+                              *ALL_STACKS)
 
 
 @pytest.fixture(scope="module")
 def pipe_run(tmp_path_factory):
-    return _record_with_steal(tmp_path_factory.mktemp("pipe"), [example("pipe_reader"), "-n", "100", "-m", "10"])
+    return _record_with_steal(tmp_path_factory.mktemp("pipe"), [example("pipe_reader"), "-n", "100", "-m", "10"],
+                              *ALL_STACKS)
 
 
 def _stack_text(doc: dict, tid: int) -> str:
