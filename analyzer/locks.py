@@ -251,7 +251,7 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
         g["spin"] += w.spin_ns
         g["sleep"] += w.sleep_ns
         g["tasks"].add(w.task)
-        point = contention_point(w.stack) or "(stack not sampled)"
+        point = contention_point(w.stack) or NO_STACK_LABELS.get(w.stack_id, "(stack not sampled)")
         c = g["callers"].setdefault(point, [0, 0])
         c[0] += w.count
         c[1] += w.total_ns

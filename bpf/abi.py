@@ -139,7 +139,7 @@ class LockHealth(ctypes.Structure):
 
 
 class LockConfig(ctypes.Structure):
-    _fields_ = [("targ_tgid", u32), ("kernel_stacks", u32), ("has_kmem_cache_kfunc", u32)]
+    _fields_ = [("targ_tgid", u32), ("kernel_stacks", u32), ("has_kmem_cache_kfunc", u32), ("self_tgid", u32)]
 
 
 # ---- bpf/oncpu.h ---------------------------------------------------------

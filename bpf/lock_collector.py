@@ -8,6 +8,7 @@ off with the reason; the other probes go on.
 from __future__ import annotations
 
 import ctypes
+import os
 
 from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import Symbolizer
@@ -42,7 +43,7 @@ class LockCollector:
         kfunc = features.kfuncs().get("bpf_get_kmem_cache")
         try:
             obj = BpfObject(object_path("locks.bpf.o"))
-            cfg = abi.LockConfig(targ_tgid=self.targ_tgid,
+            cfg = abi.LockConfig(targ_tgid=self.targ_tgid, self_tgid=os.getpid(),
                                  kernel_stacks=int(self.kernel_stacks), has_kmem_cache_kfunc=int(bool(kfunc and kfunc.ok)))
             image = obj.section_map(".rodata").initial_value()
             ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))

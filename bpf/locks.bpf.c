@@ -99,12 +99,14 @@ static __always_inline void name_lock(struct lock_wait *w, struct task_struct *c
 	}
 }
 
-static __always_inline __u64 waiter_stack(void *ctx, __u64 now)
+static __always_inline __u64 waiter_stack(void *ctx, struct task_struct *cur, __u64 now)
 {
 	struct stack *buf;
 
 	if (!cfg.kernel_stacks)
 		return STACK_NONE;
+	if (cfg.self_tgid && cur->tgid == cfg.self_tgid)
+		return STACK_OWN; /* the budget is for the traced tasks */
 	if (!walk_allowed(now))
 		return STACK_RATE_LIMITED;
 	buf = scratch();
@@ -192,7 +194,7 @@ int BPF_PROG(contention_begin, void *lock, unsigned int flags)
 	w->cache[0] = 0;
 	w->owner_comm[0] = 0;
 	name_lock(w, cur, lock, flags);
-	w->kstack = waiter_stack(ctx, now);
+	w->kstack = waiter_stack(ctx, cur, now);
 	return 0;
 }
 

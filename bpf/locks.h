@@ -61,6 +61,7 @@ struct lock_config {
 	__u32 targ_tgid;
 	__u32 kernel_stacks;
 	__u32 has_kmem_cache_kfunc; /* bpf_get_kmem_cache() exists (6.13+) */
+	__u32 self_tgid; /* stallscope's own process: its contentions get no stack walk */
 };
 
 #endif

@@ -238,8 +238,8 @@ def test_top_says_its_start_up_intervals_are_over_the_budget_but_not_judged():
 
 @needs_bpf
 def test_the_walk_budget_is_kept_for_the_traced_tasks(tmp_path):
-    """stallscope's own waits (loading the probes, reading /proc, writing the recording) are counted
-    like any other task's, but get no stack walk and no waker entry: before, its start-up alone spent
+    """stallscope's own waits (loading the probes, reading /proc, writing the recording) and lock
+    contentions are counted like any other task's, but get no stack walk and no waker entry: before, its start-up alone spent
     most of a quiet machine's walks in the first second. The traced command's waits still get stacks."""
     from conftest import record_command
     from stallscope.analyzer.store import Recording
@@ -258,8 +258,9 @@ def test_the_walk_budget_is_kept_for_the_traced_tasks(tmp_path):
     assert {o.kstack for o in ours} == {abi.STACK_OWN}, {o.kstack for o in ours}
     assert {o.ustack for o in ours} == {abi.STACK_OWN}, {o.ustack for o in ours}
     assert not [w for iv in intervals for w in iv.wakers if tasks[w.task].tgid == own]
-    # its threads' futex waits (the interpreter's lock) likewise
+    # its threads' futex waits (the interpreter's lock) and kernel lock contentions likewise
     assert {f.ustack for iv in intervals for f in iv.futex if f.tgid == own} <= {abi.STACK_OWN}
+    assert {w.kstack for iv in intervals for w in iv.locks if w.tgid == own} <= {abi.STACK_OWN}
     own_task = next(t for t in doc["tasks"] if t["tgid"] == own and t["pid"] == own)
     assert own_task["offcpu_count"] > 0
     assert {c["cause"] for c in own_task["causes"] if c["class"] != "cpu"} == \
