@@ -43,8 +43,8 @@ class LockCollector:
         kfunc = features.kfuncs().get("bpf_get_kmem_cache")
         try:
             obj = BpfObject(object_path("locks.bpf.o"))
-            cfg = abi.LockConfig(targ_tgid=self.targ_tgid, self_tgid=os.getpid(),
-                                 kernel_stacks=int(self.kernel_stacks), has_kmem_cache_kfunc=int(bool(kfunc and kfunc.ok)))
+            cfg = abi.LockConfig(targ_tgid=self.targ_tgid, self_tgid=os.getpid(), kernel_stacks=int(self.kernel_stacks),
+                                 has_kmem_cache_kfunc=int(bool(kfunc and kfunc.ok)))
             image = obj.section_map(".rodata").initial_value()
             ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
             tune.write(obj, StackTune(self.stack_walks_per_s))

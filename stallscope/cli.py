@@ -95,7 +95,8 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
                      "INTERVAL. A command run with -- CMD keeps the caller's priority")
     p.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N", help=nice_help)
     p.add_argument("--stack-rate", type=int, default=DEFAULT_WALKS_PER_S, metavar="N",
-                   help=f"walk at most N stacks per second per CPU (default {DEFAULT_WALKS_PER_S}; 0: no limit). "
+                   help=f"walk at most N stacks per second per CPU in each of the scheduler, lock and futex probes "
+                        f"(default {DEFAULT_WALKS_PER_S}; 0: no limit). "
                         "A walk costs microseconds (12-17 us under a busy scheduler on a 2-CPU VM: 1000/s took "
                         "1.2%% of each CPU); waits beyond the budget keep exact totals and are attributed by the "
                         "task's sampled stacks, marked as estimated")
