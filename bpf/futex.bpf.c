@@ -151,8 +151,8 @@ static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp)
 	w->caller = caller_of(w, sp);
 	w->ustack = STACK_NONE;
 	if (cfg.user_stacks) {
-		if (cfg.self_tgid && cur->tgid == cfg.self_tgid) {
-			w->ustack = STACK_OWN; /* the budget is for the traced tasks */
+		if (own_task(cur)) {
+			w->ustack = STACK_OWN;
 		} else if (!walk_allowed(now)) {
 			w->ustack = STACK_RATE_LIMITED;
 		} else if (!(buf = scratch())) {

@@ -105,8 +105,8 @@ static __always_inline __u64 waiter_stack(void *ctx, struct task_struct *cur, __
 
 	if (!cfg.kernel_stacks)
 		return STACK_NONE;
-	if (cfg.self_tgid && cur->tgid == cfg.self_tgid)
-		return STACK_OWN; /* the budget is for the traced tasks */
+	if (own_task(cur))
+		return STACK_OWN;
 	if (!walk_allowed(now))
 		return STACK_RATE_LIMITED;
 	buf = scratch();

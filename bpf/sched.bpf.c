@@ -152,14 +152,6 @@ static __always_inline bool wanted(struct task_struct *p)
 	return !cfg.targ_tgid || p->tgid == cfg.targ_tgid;
 }
 
-/* stallscope's own tasks: counted like any other, but the stack-walk budget and
- * the waker map are kept for the tasks being traced (its start-up alone would
- * spend a quiet machine's walks) */
-static __always_inline bool own_task(struct task_struct *p)
-{
-	return cfg.self_tgid && p->tgid == cfg.self_tgid;
-}
-
 static __always_inline __u32 log2_slot(__u64 v)
 {
 	__u32 r = 0;

@@ -104,6 +104,13 @@ static __always_inline __u64 intern_stack(struct stack *buf, long len)
 	return h;
 }
 
+/* A task of stallscope's own process: counted like any other, but not walked
+ * (nor, in the scheduler object, given a waker entry): the budget is for the
+ * tasks being traced, and the recorder's start-up alone would spend a quiet
+ * machine's walks. A macro, as only the objects that use it have
+ * `cfg.self_tgid`. */
+#define own_task(p) (cfg.self_tgid && (p)->tgid == cfg.self_tgid)
+
 /* Is a wait of `d` ns too short to be worth a stack walk? */
 static __always_inline bool below_min_stack(__u64 d)
 {
