@@ -76,7 +76,7 @@ def test_a_latency_thread_behind_cpu_hogs_waits_for_cpu_and_gets_a_priority_reco
 @needs_bpf
 def test_on_a_quiet_machine_no_idle_wait_ranks_first(tmp_path):
     out = tmp_path / "quiet.stall"
-    run_stallscope("record", "-o", str(out), "-d", "1")
+    run_stallscope("record", "-o", str(out), "-d", "1", *ALL_STACKS)
     import json
 
     doc = json.loads(run_stallscope("export", str(out)).stdout)
