@@ -5,6 +5,7 @@ objects' BTF so a change on one side cannot silently misread the other.
 """
 
 import ctypes
+import struct
 
 TASK_COMM_LEN = 16
 MAX_STACK_DEPTH = 64
@@ -113,6 +114,39 @@ MIRRORS = {
 
 def decode(struct_type, raw: bytes):
     return struct_type.from_buffer_copy(raw[: ctypes.sizeof(struct_type)])
+
+
+_STRUCT_CODES = {ctypes.c_uint32: "I", ctypes.c_uint64: "Q", ctypes.c_char: "s"}
+
+
+def unpacker(struct_type) -> struct.Struct:
+    """A struct.Struct reading the same bytes as a flat ctypes mirror, one value per field in order
+    (padding skipped): a `char[N]` field is its N bytes, NULs included; an array of integers is its
+    elements in turn. Drains read thousands of entries a second, and a ctypes decode with its
+    attribute reads costs several times one unpack."""
+    fmt, at = "<", 0
+    for name, ftype in struct_type._fields_:
+        field = getattr(struct_type, name)
+        if field.offset > at:
+            fmt += f"{field.offset - at}x"
+        length, elem = getattr(ftype, "_length_", None), getattr(ftype, "_type_", None)
+        if length is not None and elem in _STRUCT_CODES:
+            code = _STRUCT_CODES[elem]
+            fmt += f"{length}s" if code == "s" else f"{length}{code}"
+        elif ftype in _STRUCT_CODES:
+            fmt += _STRUCT_CODES[ftype]
+        else:
+            raise TypeError(f"{struct_type.__name__}.{name}: no flat layout for {ftype.__name__}")
+        at = field.offset + field.size
+    if ctypes.sizeof(struct_type) > at:
+        fmt += f"{ctypes.sizeof(struct_type) - at}x"
+    return struct.Struct(fmt)
+
+
+def c_string(raw: bytes) -> str:
+    """A `char[N]` field's text, as the ctypes mirror reads it (up to the first NUL)."""
+    end = raw.find(b"\0")
+    return (raw if end < 0 else raw[:end]).decode(errors="replace")
 
 
 # ---- bpf/locks.h ---------------------------------------------------------

@@ -30,6 +30,8 @@ CLOCK_BOOTTIME = 7
 _NO_HIST = [0] * abi.RUNQ_SLOTS
 _SLOTS = range(abi.RUNQ_SLOTS)
 _NO_WAITS = (0, 0, 0, _NO_HIST)
+_OFFCPU_KEY, _OFFCPU_VAL = abi.unpacker(abi.OffcpuKey), abi.unpacker(abi.OffcpuVal)
+_WAKER_KEY, _WAKER_VAL = abi.unpacker(abi.WakerKey), abi.unpacker(abi.WakerVal)
 
 
 def _offcpu_totals(v: abi.OffcpuVal) -> tuple:
@@ -338,13 +340,14 @@ class SchedCollector:
         m = obj.map("offcpu")
         out, gone = [], []
         prevs = self._prev_offcpu
+        key_of, val_of = _OFFCPU_KEY.unpack, _OFFCPU_VAL.unpack
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
-            k = abi.decode(abi.OffcpuKey, kraw)
-            v = abi.decode(abi.OffcpuVal, vraw)
-            tid = TaskId(k.pid, k.start_ns)
-            now = _offcpu_totals(v)
-            if v.count != (prev[2][0] if prev is not None else 0):
-                out.append(_offcpu_delta(tid, k.tgid, k.state, k.kstack, k.ustack, now,
+            pid, tgid, start_ns, kstack, ustack, state, _ = key_of(kraw)
+            v = val_of(vraw)
+            tid = TaskId(pid, start_ns)
+            now = (v[0], v[1], v[2], list(v[3:]))
+            if v[0] != (prev[2][0] if prev is not None else 0):
+                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, now,
                                          prev[2] if prev is not None else _NO_WAITS))
             if tid in dead:
                 gone.append(kraw)
@@ -360,21 +363,21 @@ class SchedCollector:
         m = obj.map("wakers")
         out, gone = [], []
         prevs = self._prev_wakers
+        key_of, val_of = _WAKER_KEY.unpack, _WAKER_VAL.unpack
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
-            k = abi.decode(abi.WakerKey, kraw)
-            v = abi.decode(abi.WakerVal, vraw)
+            pid, waker_pid, start_ns, waker_start_ns, waker_kstack, waker_tgid, waker_flags = key_of(kraw)
+            count, total_ns, waker_comm = val_of(vraw)
             pc, pt = prev[2] if prev is not None else (0, 0)
-            tid = TaskId(k.pid, k.start_ns)
-            if v.count != pc:
-                out.append(WakerDelta(tid, TaskId(k.waker_pid, k.waker_start_ns), k.waker_tgid,
-                                      v.waker_comm.decode(errors="replace"), k.waker_kstack,
-                                      v.count - pc, v.total_ns - pt,
-                                      bool(k.waker_flags & abi.WAKER_IN_INTERRUPT)))
+            tid = TaskId(pid, start_ns)
+            if count != pc:
+                out.append(WakerDelta(tid, TaskId(waker_pid, waker_start_ns), waker_tgid,
+                                      abi.c_string(waker_comm), waker_kstack, count - pc, total_ns - pt,
+                                      bool(waker_flags & abi.WAKER_IN_INTERRUPT)))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (v.count, v.total_ns))
+                prevs[kraw] = (vraw, tid, (count, total_ns))
         m.delete_many(gone)
         return tuple(out)
 

@@ -20,6 +20,9 @@ from stallscope.bpf.libbpf import BpfError, BpfObject
 from stallscope.errors import StallscopeError
 
 
+_LOCK_KEY, _LOCK_VAL = abi.unpacker(abi.LockKey), abi.unpacker(abi.LockVal)
+
+
 class LockCollector:
     def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = DEFAULT_WALKS_PER_S,
                  kernel_stacks: bool = True, max_stacks: int = 32768):
@@ -34,6 +37,7 @@ class LockCollector:
         self._prev: dict[bytes, tuple[bytes, TaskId, tuple[int, ...]]] = {}
         self.symbolizer = symbolizer
         self._symbols: dict[int, str] = {}
+        self._texts: dict[bytes, str] = {}
 
     def start(self) -> ProbeStatus:
         """Load and attach; never raises for a kernel that cannot: the status says why."""
@@ -68,32 +72,44 @@ class LockCollector:
         m = self.obj.map("locks")
         out, ids, gone = [], {}, []
         prevs = self._prev
+        key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, self._text
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
-            k = abi.decode(abi.LockKey, kraw)
-            v = abi.decode(abi.LockVal, vraw)
+            addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
+            count, total, vmax, vmin, spin, sleep, owner_pid, _, owner_comm, cache = val_of(vraw)
             pc, pt, pmax, pmin, ps, psl = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0)
-            tid = TaskId(k.pid, k.start_ns)
-            if v.count != pc:
+            tid = TaskId(pid, start_ns)
+            if count != pc:
                 out.append(LockDelta(
-                    task=tid, tgid=k.tgid, addr=k.addr, kstack=k.kstack, flags=k.flags,
-                    kind=k.kind, count=v.count - pc, total_ns=v.total_ns - pt,
-                    max_ns=v.max_ns if v.max_ns > pmax else 0, min_ns=v.min_ns if v.min_ns < pmin else 0,
-                    spin_ns=v.spin_ns - ps, sleep_ns=v.sleep_ns - psl, owner_pid=v.owner_pid,
-                    owner_comm=v.owner_comm.decode(errors="replace"), cache=v.cache.decode(errors="replace"),
-                    symbol=self._symbol(k.addr) if k.kind == abi.LOCK_KIND_ADDR else ""))
-                ids.setdefault(k.kstack, ("kernel", 0))
+                    task=tid, tgid=tgid, addr=addr, kstack=kstack, flags=flags,
+                    kind=kind, count=count - pc, total_ns=total - pt,
+                    max_ns=vmax if vmax > pmax else 0, min_ns=vmin if vmin < pmin else 0,
+                    spin_ns=spin - ps, sleep_ns=sleep - psl, owner_pid=owner_pid,
+                    owner_comm=text(owner_comm), cache=text(cache),
+                    symbol=self._symbol(addr) if kind == abi.LOCK_KIND_ADDR else ""))
+                ids.setdefault(kstack, ("kernel", 0))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (v.count, v.total_ns, v.max_ns, v.min_ns, v.spin_ns, v.sleep_ns))
+                prevs[kraw] = (vraw, tid, (count, total, vmax, vmin, spin, sleep))
         m.delete_many(gone)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
 
+    def _text(self, raw: bytes) -> str:
+        """A name field's text; a few distinct names (owners, caches) recur in thousands of entries."""
+        name = self._texts.get(raw)
+        if name is None:
+            if len(self._texts) >= 1 << 14:
+                self._texts.clear()
+            name = self._texts[raw] = abi.c_string(raw)
+        return name
+
     def _symbol(self, addr: int) -> str:
         """A static lock's variable, when kallsyms lists data symbols (CONFIG_KALLSYMS_ALL)."""
         if addr not in self._symbols:
+            if len(self._symbols) >= 1 << 16:  # a lock per socket, inode, ...: addresses come and go
+                self._symbols.clear()
             try:
                 self._symbols[addr] = (self.symbolizer.kernel_data(addr) or "") if self.symbolizer else ""
             except StallscopeError:

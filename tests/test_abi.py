@@ -49,3 +49,21 @@ def test_prog_info_matches_the_uapi_header(tmp_path):
     assert BpfProgInfo.run_cnt.offset == run_cnt
     assert BpfProgInfo.recursion_misses.offset == misses
     assert ctypes.sizeof(BpfProgInfo) >= size
+
+
+@pytest.mark.parametrize("mirror", [abi.LockKey, abi.LockVal, abi.OffcpuKey, abi.OffcpuVal, abi.WakerKey,
+                                    abi.WakerVal], ids=lambda m: m.__name__)
+def test_unpacker_reads_what_the_ctypes_mirror_reads(mirror):
+    raw = bytes((i * 37 + 11) % 251 for i in range(ctypes.sizeof(mirror)))  # no NUL: names run full length
+    raw = raw[:-3] + b"\0ab"  # ... but a NUL in the last field cuts it where ctypes does
+    values = list(abi.unpacker(mirror).unpack(raw))
+    c = abi.decode(mirror, raw)
+    for name, ftype in mirror._fields_:
+        want = getattr(c, name)
+        if getattr(ftype, "_length_", None) and ftype._type_ is ctypes.c_char:
+            assert abi.c_string(values.pop(0)) == want.decode(errors="replace"), name
+        elif getattr(ftype, "_length_", None):
+            assert [values.pop(0) for _ in range(ftype._length_)] == list(want), name
+        else:
+            assert values.pop(0) == want, name
+    assert values == []
