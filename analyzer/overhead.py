@@ -31,6 +31,11 @@ class Cost:
     def total_pct(self) -> float:
         return self.pct(self.bpf_ns + self.dispatch_ns + self.collector_ns)
 
+    @property
+    def probes_pct(self) -> float:
+        """What the BPF programs cost, run time and dispatch, without the collector."""
+        return self.pct(self.bpf_ns + self.dispatch_ns)
+
 
 def interval_cost(iv: Interval, cpus: int) -> Cost:
     runs = sum(p.run_cnt for p in iv.programs)
@@ -101,10 +106,13 @@ class Governor:
     over: said once, since what is left is the per-event work that keeps the totals exact. Under half
     the budget for `recover_after` intervals in a row: one level back up; a step back up that had to
     be undone soon after doubles the wait before the next (up to `max_recover_after`), so a load that
-    sits near the budget does not see-saw. The first `warmup` intervals are not judged: they hold the
-    collector's start-up, which is not what the probes cost. The first drain reads every process's maps
-    and files; the second interval pays for storing or showing all that the first one found (an idle
-    machine's `top` spent 19.5% of a CPU there, against 1.5% from the third on)."""
+    sits near the budget does not see-saw. In the first `warmup` intervals only the probes' own cost is
+    judged, and only to step down: those intervals hold the collector's start-up, which is not what
+    tracing costs. The first drain reads every process's maps and files; the second interval pays for
+    storing or showing all that the first one found (an idle machine's `top` spent 19.5% of a CPU
+    there, against 1.5% from the third on). The probes' cost is what they cost from the first event
+    on: on a busy machine, waiting two intervals to judge it kept a short command traced at the full
+    stack-walk rate for most of its run."""
 
     def __init__(self, start: Tuning, budget_pct: float, warmup: int = START_UP_INTERVALS, recover_after: int = 5,
                  max_recover_after: int = 60):
@@ -124,10 +132,14 @@ class Governor:
         self._seen += 1
         if self._since_raise is not None:
             self._since_raise += 1
-        if self._seen <= self.warmup or self.budget_pct <= 0:
+        if self.budget_pct <= 0:
             return None
-        pct = cost.total_pct
+        warming = self._seen <= self.warmup
+        pct = cost.probes_pct if warming else cost.total_pct
+        if warming and pct <= self.budget_pct:
+            return None
         level = self.current.level
+        what = "the probes' cost (start-up: the collector not judged)" if warming else "cost"
         if pct > self.budget_pct:
             self._calm = 0
             if level >= MAX_LEVEL:
@@ -135,14 +147,14 @@ class Governor:
                     return None
                 self._floor_said = True
                 return TuningChange(interval, self.current,
-                                    f"cost {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget at the "
+                                    f"{what} {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget at the "
                                     "lowest setting: what remains is the per-event work that keeps the totals exact")
             if self._since_raise is not None and self._since_raise <= self.recover_after:
                 self.recover_after = min(self.recover_after * 2, self.max_recover_after)
             self._since_raise = None
             n = min(levels_down(pct, self.budget_pct), MAX_LEVEL - level)
             return self._move(interval, level + n,
-                              f"cost {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget" +
+                              f"{what} {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget" +
                               (f" ({pct / self.budget_pct:.1f} times it: {n} levels down)" if n > 1 else ""))
         if level == 0 or pct >= self.budget_pct / 2:
             self._calm = 0

@@ -703,6 +703,11 @@ _PARSED_MAPS: OrderedDict[str, tuple[Mapping, ...]] = OrderedDict()
 _PARSED_MAPS_LOCK = threading.Lock()
 
 
+# A parent's maps older than this are not handed to its children: it may have mapped other files
+# since (a child then reads its own).
+INHERIT_MAX_AGE_S = 10.0
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessMaps:
     """The memory mappings of a process, as /proc/PID/maps listed them when read."""
@@ -855,6 +860,22 @@ class UserSymbols:
         if not self._maps_read:
             self.refresh(force=True)
         return self._maps
+
+    def inherit(self, parent: UserSymbols) -> bool:
+        """Take the maps of the process this one was forked from, when it has not exec'd since: a
+        fork copies the address space, so the parent's maps name the child's code without a read of
+        its own (/proc/PID/maps costs the kernel a line per mapping, for each of a fork-heavy
+        program's hundreds of children). An address they do not hold reads the child's own maps, as
+        for any process whose maps changed. Returns whether the parent's maps were there to take."""
+        if not parent._maps_read or parent._maps is None or self._clock() - parent._last_refresh > INHERIT_MAX_AGE_S:
+            return False
+        self._maps = ProcessMaps(self.pid, parent._maps.mappings)
+        self._maps_read = True
+        self._last_refresh = float("-inf")  # the first miss reads the child's own maps
+        self._elfs = dict(parent._elfs)
+        if parent._vdso_read:  # at the same address in the child: fork keeps the layout
+            self._vdso, self._vdso_read = parent._vdso, True
+        return True
 
     def remember(self) -> bool:
         """Read now everything that dies with the process: maps, its ELF files, its vdso.
@@ -1108,6 +1129,16 @@ class Symbolizer:
                 raise
         return self._kernel
 
+    def preload_kernel(self) -> None:
+        """Read kallsyms now, text and data symbols, rather than at the first drain: a recording's
+        command starts after this, so the work does not take CPU from it. A failure is kept for the
+        first use to raise."""
+        try:
+            self.kernel_symbols
+        except StallscopeError:
+            pass
+        self.kernel_data(0)
+
     def kernel_data(self, addr: int) -> str | None:
         """The static kernel variable at `addr` (a lock), when kallsyms lists data symbols."""
         if self._kernel_data is None:
@@ -1140,6 +1171,15 @@ class Symbolizer:
     def remember(self, pid: int, start_time_ns: int | None) -> bool:
         """Read a process now (e.g. at exec), so its stacks can be named after it exits."""
         return self.process(pid, start_time_ns).remember()
+
+    def remember_fork(self, pid: int, start_time_ns: int | None, parent: int, parent_start_ns: int | None) -> bool:
+        """Remember a process forked, with no exec since, from one already read: with its parent's
+        maps (see UserSymbols.inherit), else by reading its own."""
+        known = self._processes.get((parent, parent_start_ns))
+        child = self.process(pid, start_time_ns)
+        if known is not None:
+            child.inherit(known)
+        return child.remember()  # after inherit(), its ELF files and vdso are the parent's: nothing read
 
     def stack(self, kind: str, pid: int, start_time_ns: int | None, addrs) -> tuple[Frame, ...]:
         if kind == "kernel":

@@ -27,6 +27,7 @@ TS_DEAD = 8
 TS_NEW = 16
 TS_NO_SCHED_INFO = 32
 TS_REAP_RESOLVED = 64
+TS_RENAMED = 128
 
 u32, u64 = ctypes.c_uint32, ctypes.c_uint64
 

@@ -309,7 +309,12 @@ class SchedCollector:
                 self._leader_start[v.tgid] = key.start_ns
             if v.tgid not in self._remembered:
                 self._remembered.add(v.tgid)
-                self.symbolizer.remember(v.tgid, self._leader_start.get(v.tgid, 0))
+                if (key.pid == v.tgid and v.flags & abi.TS_NEW and not v.flags & abi.TS_RENAMED
+                        and v.ptgid in self._remembered):
+                    # forked while we watched, no exec since: its parent's maps are its own
+                    self.symbolizer.remember_fork(v.tgid, key.start_ns, v.ptgid, self._leader_start.get(v.ptgid, 0))
+                else:
+                    self.symbolizer.remember(v.tgid, self._leader_start.get(v.tgid, 0))
                 path = process_cgroup(v.tgid)
                 if path is not None:
                     self._new_cgroups.append((v.tgid, self._leader_start.get(v.tgid, 0), path))

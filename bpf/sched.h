@@ -18,6 +18,7 @@
 #define TS_NEW          16 /* created after the probes were attached (sched_wakeup_new) */
 #define TS_NO_SCHED_INFO 32 /* kernel without CONFIG_SCHED_INFO: run_delay unavailable */
 #define TS_REAP_RESOLVED 64 /* final switch counted as the reaping parent folded it into rusage */
+#define TS_RENAMED      128 /* task_rename seen: an exec, or a new name (its maps may differ from its parent's) */
 
 /* Off-CPU time per (task, kernel stack, user stack, state). Stack 0 = not collected. */
 struct offcpu_key {

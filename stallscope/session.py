@@ -125,6 +125,7 @@ class Session:
         try:
             status = collector.start()
             status = {**status, **self._start_optional(symbolizer)}
+            symbolizer.preload_kernel()
             settle_gc()
             start_ns = boottime_ns()
             meta = replace(self._meta(status, start_ns), machine=machine.describe())

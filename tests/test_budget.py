@@ -18,6 +18,11 @@ def _cost(pct: float, cpus: int = 2) -> Cost:
     return Cost(1.0, cpus, int(pct / 100 * cpus * 1e9), 0, 0)
 
 
+def _collector_cost(pct: float, cpus: int = 2) -> Cost:
+    """An interval of 1 s costing `pct` of `cpus` CPUs, all of it the collector's (start-up)."""
+    return Cost(1.0, cpus, 0, 0, int(pct / 100 * cpus * 1e9))
+
+
 def test_each_level_does_less_and_never_less_than_its_floor():
     levels = [tuning_at(START, n) for n in range(MAX_LEVEL + 1)]
     assert levels[0] == START
@@ -38,8 +43,8 @@ def test_each_level_does_less_and_never_less_than_its_floor():
 
 def test_over_budget_lowers_the_stack_walks_and_says_why():
     gov = Governor(START, budget_pct=1.0)
-    assert gov.observe(0, _cost(30.0)) is None  # the first interval holds the collector's start-up
-    assert gov.observe(1, _cost(10.0)) is None  # the second pays for storing or showing what it found
+    assert gov.observe(0, _collector_cost(30.0)) is None  # the first interval holds the collector's start-up
+    assert gov.observe(1, _collector_cost(10.0)) is None  # the second pays for storing or showing what it found
     change = gov.observe(2, _cost(2.5))
     assert change is not None and change.interval == 2
     assert change.to.level == 1 and change.to.walks_per_s < START.walks_per_s
@@ -138,9 +143,10 @@ def test_a_running_collector_takes_the_new_settings():
 
 @needs_bpf
 def test_over_budget_recording_states_each_step_and_keeps_exact_totals(tmp_path):
-    """A budget no recording can keep: the first judged interval steps straight down to the lowest
-    level (the cost is thousands of times the budget), the step is in the recording with its reason,
-    and the threads' totals still match what they measured themselves."""
+    """A budget no recording can keep: the first interval steps straight down to the lowest level
+    (the probes' own cost is thousands of times the budget; the collector's start-up is not judged),
+    the step is in the recording with its reason, and the threads' totals still match what they
+    measured themselves."""
     import json
     import subprocess
 
@@ -151,13 +157,14 @@ def test_over_budget_recording_states_each_step_and_keeps_exact_totals(tmp_path)
                                "--", example("sleeper"), "-n", "250", "-m", "15"],
                               stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "overhead budget: cost" in proc.stderr and "over the 0.0001% budget" in proc.stderr
+    assert "overhead budget: the probes' cost" in proc.stderr and "over the 0.0001% budget" in proc.stderr
     doc = json.loads(run_stallscope("export", str(out)).stdout)
     changes = doc["meta"]["overhead"]["changes"]
     assert changes, doc["meta"]["overhead"]
     assert changes[0]["level"] == MAX_LEVEL and f"{MAX_LEVEL} levels down" in changes[0]["reason"]
     lowest = tuning_at(Tuning(0, SchedOptions().stack_walks_per_s, 0, 99), MAX_LEVEL)
-    assert changes[0]["stack_walks_per_s"] == lowest.walks_per_s and changes[0]["after_interval"] >= 2
+    assert changes[0]["stack_walks_per_s"] == lowest.walks_per_s and changes[0]["after_interval"] == 0
+    assert "collector not judged" in changes[0]["reason"]
     assert changes[0]["min_stack_ns"] == lowest.min_stack_ns
     assert all("budget" in c["reason"] for c in changes)
     # the totals: every wait still counted, whatever its stack became
@@ -219,6 +226,23 @@ def test_a_lower_sampling_rate_keeps_the_cpu_time_counted():
         c.close()
 
 
+def test_the_probes_own_cost_is_judged_from_the_first_interval():
+    """A busy machine's short command must not run at the full walk rate while the collector warms up:
+    in the start-up intervals the probes' cost alone is judged, and only to step down."""
+    gov = Governor(START, budget_pct=1.0)
+    startup = Cost(1.0, 2, int(0.026 * 2e9), 1000 * 40, int(0.4e9))  # BPF 2.6% + the collector's start-up
+    change = gov.observe(0, startup)
+    assert change is not None and change.to.level == 1, change
+    assert "probes' cost" in change.reason and "2.60%" in change.reason and "collector not judged" in change.reason
+    assert gov.observe(1, Cost(1.0, 2, int(0.004 * 2e9), 0, int(0.3e9))) is None  # probes under it: no verdict
+    assert gov.current.level == 1
+    # start-up intervals under the budget never count towards a step back up
+    calm = Governor(START, budget_pct=1.0, recover_after=1)
+    calm.observe(0, _cost(3.0))
+    assert calm.observe(1, _cost(0.1)) is None and calm.current.level == 1
+    assert calm.observe(2, _cost(0.1)).to.level == 0
+
+
 def test_top_says_its_start_up_intervals_are_over_the_budget_but_not_judged():
     import io
 
@@ -232,7 +256,7 @@ def test_top_says_its_start_up_intervals_are_over_the_budget_but_not_judged():
     for i in range(3):
         view.update(interval(i, programs=costly))
     heads = [line for line in view.out.getvalue().splitlines() if line.startswith("stallscope top")]
-    assert ["OVER: start-up, not judged" in h for h in heads] == [True, True, False], heads
+    assert ["OVER: start-up, collector not judged" in h for h in heads] == [True, True, False], heads
     assert "OVER)" in heads[2]
 
 

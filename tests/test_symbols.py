@@ -580,3 +580,56 @@ def test_a_file_mapped_by_many_processes_is_found_once_then_checked_again_later(
     stats.clear()
     assert UserSymbols(program.pid, elf_cache=cache).remember()
     assert any(p == m.file_path or p.endswith(m.file_path) for p in stats for m in files), stats
+
+
+def test_a_forked_child_is_named_from_its_parents_maps_and_reads_its_own_only_on_a_miss(monkeypatch):
+    """hackbench's 400 children, a server's workers: a fork without exec copies the address space, so
+    the parent's maps name the child's code without the kernel listing the child's maps again."""
+    import ctypes
+    import mmap
+    import signal
+
+    libc = ctypes.CDLL(None)
+    addr = ctypes.cast(libc.nanosleep, ctypes.c_void_p).value
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child maps one page of its own, which the parent never had, then waits
+        page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_EXEC)  # noqa: F841
+        os.write(w, b"!")
+        time.sleep(30)
+        os._exit(0)
+    try:
+        os.read(r, 1)
+        symbolizer = Symbolizer()
+        parent_start = process_start_time_ns(os.getpid())
+        assert symbolizer.remember(os.getpid(), parent_start)
+        reads = []
+        real = ProcessMaps.read
+        monkeypatch.setattr(ProcessMaps, "read", classmethod(lambda cls, p: reads.append(p) or real.__func__(cls, p)))
+        child_start = process_start_time_ns(pid)
+        assert symbolizer.remember_fork(pid, child_start, os.getpid(), parent_start)
+        assert reads == []  # the parent's maps, not a read of the child's
+        frame = symbolizer.user(pid, child_start, addr)
+        assert frame.symbol == symbolizer.user(os.getpid(), parent_start, addr).symbol and frame.symbol
+        assert reads == []
+        with open(f"/proc/{pid}/maps") as f:  # the child's own page: not in the parent's maps
+            own = [int(line.split("-")[0], 16) for line in f if " ---p " not in line]
+        parent_maps = symbolizer.process(os.getpid(), parent_start).maps
+        only_child = next(a for a in own if parent_maps.find(a) is None)
+        symbolizer.user(pid, child_start, only_child)
+        assert reads == [pid]  # a miss reads the child's own maps, once
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(r)
+        os.close(w)
+
+
+def test_a_parents_stale_maps_are_not_handed_to_a_child():
+    clock = [100.0]
+    parent = UserSymbols(1, clock=lambda: clock[0])
+    parent._maps, parent._maps_read, parent._last_refresh = ProcessMaps(1, ()), True, 100.0
+    child = UserSymbols(2, clock=lambda: clock[0])
+    assert child.inherit(parent)
+    clock[0] += 60
+    assert not UserSymbols(3, clock=lambda: clock[0]).inherit(parent)

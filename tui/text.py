@@ -102,7 +102,8 @@ class LiveText:
 
 
 def _over(pct: float, budget: float, index: int) -> str:
-    """Over the budget: said, and for the start-up intervals the budget does not judge, said so."""
+    """Over the budget: said, and for the start-up intervals, where the budget judges the probes' own
+    cost but not the collector's, said so."""
     if pct <= budget:
         return ""
-    return ", OVER: start-up, not judged" if index < START_UP_INTERVALS else ", OVER"
+    return ", OVER: start-up, collector not judged" if index < START_UP_INTERVALS else ", OVER"
