@@ -2,10 +2,14 @@
 libc lock-call uprobes, and drains the cumulative per-(waiter, futex word,
 user stack, lock call site) aggregates into interval deltas.
 
-The syscall hooks are the first of MECHANISMS this kernel allows: classic
-tracepoint programs on the futex system calls' own tracefs events (only futex
-calls run BPF), else tp_btf on the generic sys_enter/sys_exit (every system
-call of the machine runs two programs). Both record the same data.
+The waits are seen by the first of MECHANISMS this kernel allows: at the
+scheduler (sched_switch: a sleep inside a futex call, its arguments read from
+the task's saved registers; no system call is traced), else classic tracepoint
+programs on the futex system calls' own tracefs events (only futex calls run
+BPF, but every system call takes the syscall-tracepoint slow path), else
+tp_btf on the generic sys_enter/sys_exit (every system call of the machine
+runs two programs). They record the same keys; the scheduler sees only the
+waits that slept, the syscall hooks also the calls that returned at once.
 
 Addresses are named while the process can still be read: the caller's
 return address as `sym+0xoff`, the futex word by the data symbol holding it
@@ -49,11 +53,13 @@ from stallscope.bpf.libbpf import BpfError, BpfObject, tracepoint_ids
 # tail jumps into shared slow paths) are named from user stacks only.
 LOCK_FUNCTIONS = ("pthread_mutex_lock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock")
 
-# The ways into the futex system calls, cheapest first, and their programs (enter, exit). Measured
-# on this 2-CPU VM (CPU time of a getppid() loop): 251 ns untraced, 337 ns with the tracepoints (the
-# syscall tracepoints' slow path alone: no program runs), 660 ns with tp_btf (two programs per call).
-MECHANISMS = ("tracepoint", "tp_btf")
-PROGRAMS = {"tracepoint": ("futex_enter", "futex_exit"), "tp_btf": ("futex_sys_enter", "futex_sys_exit")}
+# The ways to see futex waits, cheapest first, and their programs (the one that begins a wait first).
+# Measured on this 2-CPU VM (CPU time of a getppid() loop): 251 ns untraced, 337 ns with the
+# tracepoints (the syscall tracepoints' slow path alone: no program runs), 660 ns with tp_btf (two
+# programs per call); sched_switch adds nothing to a system call, one program to each context switch.
+MECHANISMS = ("sched_switch", "tracepoint", "tp_btf")
+PROGRAMS = {"sched_switch": ("futex_switch",), "tracepoint": ("futex_enter", "futex_exit"),
+            "tp_btf": ("futex_sys_enter", "futex_sys_exit")}
 # futex(2), futex_waitv(2) (5.16+), futex_wait(2) (6.7+): syscalls:sys_{enter,exit}_NAME
 SYSCALLS = ("futex", "futex_waitv", "futex_wait")
 

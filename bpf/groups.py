@@ -99,10 +99,13 @@ GROUPS: dict[str, Group] = {
                    True, _oncpu, "a kernel and a user stack walk per sample, 6-14 us measured here: "
                                  "0.06-0.14% of each CPU at 99 Hz, in proportion to --sample-hz"),
     "futex": Group("futex", "user-space lock waits (futex) per process, futex word, user stack and the function "
-                            "that called pthread_mutex_lock & co (syscalls:sys_enter/exit_futex tracepoints, "
-                            "else tp_btf/sys_enter/exit; libc uprobes)", True, _futex,
-                   cost="with the futex system calls' own tracepoints only futex calls run BPF (~70 ns per "
-                        "wake, ~500 ns per wait, enter and exit together), but every system call takes the "
+                            "that called pthread_mutex_lock & co (tp_btf/sched_switch: sleeps inside a futex call; "
+                            "else the syscalls:sys_enter/exit_futex tracepoints, else tp_btf/sys_enter/exit; "
+                            "libc uprobes)", True, _futex,
+                   cost="at sched_switch, one more program on each context switch (185-196 ns of BPF under "
+                        "hackbench here) and nothing on system calls; "
+                        "the syscall fallbacks: with the futex system calls' own tracepoints only futex calls "
+                        "run BPF (~70 ns per wake, ~500 ns per wait), but every system call takes the "
                         "syscall-tracepoint slow path while they are on (a getppid() ~250 -> ~340 ns here); "
                         "the tp_btf fallback runs two programs on every system call (getppid() ~660 ns); a "
                         "uprobe trap (~30 us on this VM) only where a pthread mutex/rwlock lock call takes its "

@@ -64,11 +64,12 @@ def test_convoy_lock_is_named_by_its_variable_process_and_the_function_that_took
 @needs_bpf
 def test_futex_probe_reports_its_mechanism_and_cost(convoy_run):
     doc, _, _ = convoy_run
-    assert doc["meta"]["probes"]["futex"] == {"enabled": True, "mechanism": "tracepoint+uprobe", "reason": ""}
+    assert doc["meta"]["probes"]["futex"] == {"enabled": True, "mechanism": "sched_switch+uprobe", "reason": ""}
     progs = doc["meta"]["overhead"]["bpf_programs"]
-    # the syscall programs run for the futex system calls of the machine; the uprobe only where a lock
-    # call takes its slow path (__lll_lock_wait, which may wait several times in one call)
-    assert progs["futex_enter"]["run_cnt"] > 0 and progs["futex_exit"]["run_cnt"] > 0
+    # the scheduler program runs at each context switch, no program on system calls; the uprobe only
+    # where a lock call takes its slow path (__lll_lock_wait, which may wait several times in one call)
+    assert progs["futex_switch"]["run_cnt"] > 0
+    assert not {"futex_enter", "futex_exit", "futex_sys_enter", "futex_sys_exit"} & set(progs)
     assert progs["lock_call"]["run_cnt"] > 0
 
 
@@ -241,7 +242,7 @@ def test_uncontended_locks_never_reach_the_uprobe(tmp_path):
     script = ("import ctypes\nlibc = ctypes.CDLL(None)\nm = ctypes.create_string_buffer(64)\n"
               "for _ in range(100000):\n    libc.pthread_mutex_lock(m)\n    libc.pthread_mutex_unlock(m)\n")
     doc, _, _ = record_command(tmp_path, [sys.executable, "-c", script])
-    assert doc["meta"]["probes"]["futex"]["mechanism"] == "tracepoint+uprobe"
+    assert doc["meta"]["probes"]["futex"]["mechanism"] == "sched_switch+uprobe"
     # system-wide: other processes' contended locks are counted too, a few hundred at most
     assert doc["meta"]["overhead"]["bpf_programs"]["lock_call"]["run_cnt"] < 10000
 
