@@ -105,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         print(json.dumps(runs, indent=1))
     for key in ("steady_pct", "startup_cpu_s", "first_interval_pct", "total_cpu_s", "peak_rss_mib"):
-        vals = [r[key] for r in runs if r[key] is not None]
-        print(f"{key:20} median {statistics.median(vals):8.2f}   runs {vals}")
+        vals = [r[key] for r in runs if r.get(key) is not None]
+        if vals:  # top reports only its steady state
+            print(f"{key:20} median {statistics.median(vals):8.2f}   runs {vals}")
     return 0
 
 

@@ -75,6 +75,11 @@ def workloads(messaging_loops: int, pipe_loops: int) -> dict[str, Workload]:
         "messaging": Workload("messaging", ("perf", "bench", "sched", "messaging", "-g", "10",
                                             "-l", str(messaging_loops))),
         "pipe": Workload("pipe", ("perf", "bench", "sched", "pipe", "-l", str(pipe_loops))),
+        # Both ends on one CPU: every switch goes straight from one to the other, with no idle CPU to
+        # wake. On a VM, waking an idle vCPU dominates the two-CPU pipe, and any tracer that keeps the
+        # CPUs busier makes it faster; pinned, the pipe measures the cost per context switch.
+        "pipe-1cpu": Workload("pipe-1cpu", ("taskset", "-c", "0", "perf", "bench", "sched", "pipe",
+                                            "-l", str(pipe_loops))),
     }
 
 
@@ -718,7 +723,8 @@ def _bpf_section(exp: Experiment) -> list[str]:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.overhead", description=__doc__.splitlines()[0])
-    ap.add_argument("--workloads", default="messaging,pipe", help="comma-separated: messaging, pipe")
+    ap.add_argument("--workloads", default="messaging,pipe",
+                    help="comma-separated: messaging, pipe, pipe-1cpu (both ends of the pipe on CPU 0)")
     ap.add_argument("--conditions", default="stallscope,perf-sched",
                     help="comma-separated traced conditions: stallscope (the default probe set), stallscope-sched "
                          "(scheduler probes only), stallscope+GROUP (scheduler probes and that group), groups "
