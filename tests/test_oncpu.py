@@ -4,6 +4,7 @@ profile views on synthetic samples with known answers."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import time
@@ -207,8 +208,10 @@ def _perf_script_samples(perf: str, data, comm: str) -> list[list[str]]:
 @needs_bpf
 def test_lock_and_slab_shares_agree_with_perf_record_on_the_same_run(tmp_path, perf_available):
     """perf samples hackbench with its own cpu-clock events beside ours, at the same frequency; the
-    same classification over its callchains gives the same shares, within sampling noise (~200
-    samples in each category here: 1 point is several standard deviations)."""
+    same classification over its callchains gives the same shares, within sampling noise. The two
+    samplers fire at different instants, so the shares are two independent estimates: with ~2,000
+    samples each and a share of 2-6%, their difference has a standard deviation of 0.5-0.7 points
+    (measured: differences up to 1.1 points in 6 runs, both signs). Allowed: 4 of them."""
     data = tmp_path / "perf.data"
     doc, _, path = record_command(tmp_path, [perf_available, "record", "-q", "-e", "cpu-clock", "-F", "999", "-g",
                                              "-a", "-o", str(data), "--", perf_available, "bench", "sched",
@@ -234,7 +237,9 @@ def test_lock_and_slab_shares_agree_with_perf_record_on_the_same_run(tmp_path, p
         perf_pct = 100 * sum(cat in perf_categories(f) for f in theirs) / len(theirs)
         ours_pct = 100 * sum(s.samples for s in ours if cat in sample_categories(s)) / n_ours
         assert perf_pct > 0.3, f"hackbench should show {cat}"
-        assert abs(ours_pct - perf_pct) <= 1.0, f"{cat}: ours {ours_pct:.2f}%, perf {perf_pct:.2f}%"
+        p = (ours_pct * n_ours + perf_pct * len(theirs)) / 100 / (n_ours + len(theirs))
+        sd_pct = 100 * math.sqrt(p * (1 - p) * (1 / n_ours + 1 / len(theirs)))
+        assert abs(ours_pct - perf_pct) <= 4 * sd_pct, f"{cat}: ours {ours_pct:.2f}%, perf {perf_pct:.2f}% (sd {sd_pct:.2f})"
 
 
 # ---- synthetic samples: exact answers ---------------------------------------------------------
