@@ -65,7 +65,8 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
     p.add_argument("--min-stack-wait", type=duration, default=0.0, metavar="TIME",
                    help="walk stacks and record wakers only for waits at least this long (default 0: every "
                         "wait); totals stay exact, shorter waits are grouped as "
-                        "'(wait shorter than --min-stack-wait)'")
+                        "'(wait shorter than --min-stack-wait)', as are those under the minimum the overhead "
+                        "budget sets when it steps down")
     p.add_argument("--no-user-stacks", action="store_true", help="do not collect user stacks")
     p.add_argument("--probes", type=_probe_spec, default=DEFAULT_PROBES, metavar="SPEC",
                    help="optional probe groups on top of the scheduler probes: +GROUP adds, -GROUP removes; "
@@ -79,7 +80,8 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
                         "an estimate of calling the programs, and the collector, measured every interval and "
                         "shown in top's status line and the recording (meta.overhead). Over it, stallscope "
                         "walks fewer stacks, only for longer waits, and samples less often, in steps sized to the "
-                        "overshoot (one level per factor of 4 over), each step stated; per-task totals stay exact")
+                        "overshoot (one level per factor of 4 over), each step stated; per-task totals stay exact. "
+                        "The first two intervals judge only the probes' cost, not the collector's start-up")
     p.add_argument("--no-degrade", dest="degrade", action="store_false",
                    help="measure and report the cost against the budget, but never lower the stack walks "
                         "or the sampling rate")
