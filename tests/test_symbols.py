@@ -593,8 +593,9 @@ def test_a_forked_child_is_named_from_its_parents_maps_and_reads_its_own_only_on
     addr = ctypes.cast(libc.nanosleep, ctypes.c_void_p).value
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child maps one page of its own, which the parent never had, then waits
-        page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_EXEC)  # noqa: F841
+    size = 64 << 20  # large, so that nothing the parent maps after the fork can cover its start
+    if pid == 0:  # the child maps a region of its own, which the parent never had, then waits
+        region = mmap.mmap(-1, size, prot=mmap.PROT_READ | mmap.PROT_EXEC)  # noqa: F841
         os.write(w, b"!")
         time.sleep(30)
         os._exit(0)
@@ -612,10 +613,10 @@ def test_a_forked_child_is_named_from_its_parents_maps_and_reads_its_own_only_on
         frame = symbolizer.user(pid, child_start, addr)
         assert frame.symbol == symbolizer.user(os.getpid(), parent_start, addr).symbol and frame.symbol
         assert reads == []
-        with open(f"/proc/{pid}/maps") as f:  # the child's own page: not in the parent's maps
-            own = [int(line.split("-")[0], 16) for line in f if " ---p " not in line]
-        parent_maps = symbolizer.process(os.getpid(), parent_start).maps
-        only_child = next(a for a in own if parent_maps.find(a) is None)
+        with open(f"/proc/{pid}/maps") as f:  # the child's own region: not in the parent's maps
+            spans = [[int(x, 16) for x in line.split()[0].split("-")] for line in f]
+        only_child = next(start for start, end in spans if end - start == size)
+        assert symbolizer.process(os.getpid(), parent_start).maps.find(only_child) is None
         symbolizer.user(pid, child_start, only_child)
         assert reads == [pid]  # a miss reads the child's own maps, once
     finally:
