@@ -139,6 +139,7 @@ class SchedCollector:
         self._dead_before: set[TaskId] = set()
         self._new_cgroups: list[tuple[int, int, str]] = []
         self._dump: IterLink | None = None  # dump_tasks: the live tasks' entries
+        self._renames_seen = False  # task_rename attached: TS_RENAMED tells an exec'd child from a fork
         self._slot_deltas: list[OffcpuDelta] = []  # from the tasks' own slots, drained with the offcpu map
 
     # ---- set-up -------------------------------------------------------
@@ -173,6 +174,7 @@ class SchedCollector:
             raise StallscopeError(f"the scheduler probes cannot run: {failed.get('dump_tasks', 'no task iterator')}",
                                   "see `stallscope doctor`")
         self._stats = RunTimeStats()
+        self._renames_seen = "task_rename" not in failed
         self.status = self._group_status(failed)
         self._last_ns = boottime_ns()
         self._last_cpu_ns = _own_cpu_ns()
@@ -309,8 +311,8 @@ class SchedCollector:
                 self._leader_start[v.tgid] = key.start_ns
             if v.tgid not in self._remembered:
                 self._remembered.add(v.tgid)
-                if (key.pid == v.tgid and v.flags & abi.TS_NEW and not v.flags & abi.TS_RENAMED
-                        and v.ptgid in self._remembered):
+                if (self._renames_seen and key.pid == v.tgid and v.flags & abi.TS_NEW
+                        and not v.flags & abi.TS_RENAMED and v.ptgid in self._remembered):
                     # forked while we watched, no exec since: its parent's maps are its own
                     self.symbolizer.remember_fork(v.tgid, key.start_ns, v.ptgid, self._leader_start.get(v.ptgid, 0))
                 else:

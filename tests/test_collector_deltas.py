@@ -150,3 +150,41 @@ def test_waits_kept_in_a_tasks_own_slots_come_out_as_offcpu_deltas(sched):
     _, _, dead, offcpu, _ = _drain(sched, _with_slots(7, [(rl, rl, 1, 7, 5100), (1, rl, 2, 1, 50)], abi.TS_DEAD))
     assert dead == {TaskId(7, 7)} and [(o.count, o.total_ns) for o in offcpu] == [(1, 100)]
     assert TaskId(7, 7) not in sched._prev_tasks
+
+
+class CallsRecorded:
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def remember(self, *args):
+        self.calls.append(("remember", *args))
+        return True
+
+    def remember_fork(self, *args):
+        self.calls.append(("remember_fork", *args))
+        return True
+
+
+def _process(pid: int, ptgid: int, flags: int) -> tuple[bytes, bytes]:
+    v = abi.TaskStats(tgid=pid, ptgid=ptgid, flags=abi.TS_BASE_EXACT | flags)
+    v.comm = b"worker"
+    return _raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v)
+
+
+@pytest.mark.parametrize("renames_seen", [True, False])
+def test_a_child_forked_while_watched_takes_its_parents_maps_unless_it_was_renamed(monkeypatch, renames_seen):
+    """A fork copies the address space: a new process with no rename (no exec) since is named from
+    its parent's maps. One renamed, one that existed before the probes, or any process where the
+    rename tracepoint is missing (TS_RENAMED never set) reads its own."""
+    monkeypatch.setattr(collector, "process_cgroup", lambda tgid: None)
+    symbols = CallsRecorded()
+    c = collector.SchedCollector(collector.SchedOptions(), symbols)
+    c._renames_seen = renames_seen
+    obj = FakeObj(FakeDump([_process(500, 1, 0), _process(600, 500, abi.TS_NEW),
+                            _process(601, 500, abi.TS_NEW | abi.TS_RENAMED), _process(602, 999, abi.TS_NEW)]),
+                  task_final=FakeMap([]))
+    c._dump = obj.dump
+    c._drain_tasks(obj)
+    forked = ("remember_fork", 600, 600, 500, 500)
+    assert symbols.calls == [("remember", 500, 500), forked if renames_seen else ("remember", 600, 600),
+                             ("remember", 601, 601), ("remember", 602, 602)]
