@@ -93,7 +93,7 @@ GROUPS: dict[str, Group] = {
                    True, _locks),
     "slab": Group("slab", "SLUB allocations and frees per cache and process, the CPU-slab switch estimate, "
                   "cache configuration (kmem:kmalloc, kmem_cache_alloc, kfree, kmem_cache_free)",
-                  False, _slab, cost="runs on every allocation and free, 150-410 ns of BPF each; hackbench (perf bench sched messaging -g 10) ran +66% slower than untraced against +16% with the default set (median of 12 pairs on a loaded machine; benchmarks/RESULTS-slab.md)"),
+                  False, _slab, cost="runs on every allocation and free, 150-410 ns of BPF each; hackbench (perf bench sched messaging -g 10) ran +74% slower with the scheduler probes and this group than untraced, against +4.3% with the default set (medians of 10 pairs; benchmarks/RESULTS-groups.md)"),
     "oncpu": Group("oncpu", "on-CPU samples: kernel and user stacks per thread from a cpu-clock perf event "
                             "per CPU (--sample-hz, default 99)",
                    True, _oncpu, "a kernel and a user stack walk per sample, 6-14 us measured here: "
@@ -102,7 +102,7 @@ GROUPS: dict[str, Group] = {
                             "that called pthread_mutex_lock & co (tp_btf/sched_switch: sleeps inside a futex call; "
                             "else the syscalls:sys_enter/exit_futex tracepoints, else tp_btf/sys_enter/exit; "
                             "libc uprobes)", True, _futex,
-                   cost="at sched_switch, one more program on each context switch (185-196 ns of BPF under "
+                   cost="at sched_switch, one more program on each context switch (160-220 ns of BPF under "
                         "hackbench here) and nothing on system calls; "
                         "the syscall fallbacks: with the futex system calls' own tracepoints only futex calls "
                         "run BPF (~70 ns per wake, ~500 ns per wait), but every system call takes the "
