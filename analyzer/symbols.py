@@ -1129,15 +1129,17 @@ class Symbolizer:
                 raise
         return self._kernel
 
-    def preload_kernel(self) -> None:
-        """Read kallsyms now, text and data symbols, rather than at the first drain: a recording's
-        command starts after this, so the work does not take CPU from it. A failure is kept for the
-        first use to raise."""
+    def preload_kernel(self, data: bool = False) -> None:
+        """Read kallsyms now, rather than at the first drain: a recording's command starts after
+        this, so the work does not take CPU from it. `data`: the data symbols too (the lock probe
+        names static locks by them; their parse is ~60 ms more). A failure is kept for the first use
+        to raise."""
         try:
             self.kernel_symbols
         except StallscopeError:
             pass
-        self.kernel_data(0)
+        if data:
+            self.kernel_data(0)
 
     def kernel_data(self, addr: int) -> str | None:
         """The static kernel variable at `addr` (a lock), when kallsyms lists data symbols."""

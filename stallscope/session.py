@@ -125,7 +125,7 @@ class Session:
         try:
             status = collector.start()
             status = {**status, **self._start_optional(symbolizer)}
-            symbolizer.preload_kernel()
+            symbolizer.preload_kernel(data="locks" in self.groups)
             settle_gc()
             start_ns = boottime_ns()
             meta = replace(self._meta(status, start_ns), machine=machine.describe())

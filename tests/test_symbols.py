@@ -634,3 +634,24 @@ def test_a_parents_stale_maps_are_not_handed_to_a_child():
     assert child.inherit(parent)
     clock[0] += 60
     assert not UserSymbols(3, clock=lambda: clock[0]).inherit(parent)
+
+
+def test_preloading_reads_kallsyms_once_and_data_symbols_only_when_asked(tmp_path, monkeypatch):
+    """Before a recording's command starts: the text symbols always (every kernel stack needs them),
+    the data symbols only for the lock probe; a later lookup reads the file no more."""
+    import builtins
+
+    path = tmp_path / "kallsyms"
+    path.write_text("ffffffff81000000 T _stext\nffffffff81000100 T schedule\nffffffff82000000 D some_lock\n")
+    reads = []
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda p, *a, **kw: (reads.append(p) if str(p) == str(path) else None)
+                        or real_open(p, *a, **kw))
+    s = Symbolizer(kallsyms_path=str(path))
+    s.preload_kernel()
+    assert len(reads) == 1 and s._kernel_data is None
+    s.preload_kernel(data=True)
+    assert len(reads) == 2
+    assert s.kernel(0xFFFFFFFF81000105).text == "schedule+0x5"
+    assert s.kernel_data(0xFFFFFFFF82000000) == "some_lock"
+    assert len(reads) == 2
