@@ -36,7 +36,7 @@ bpf/vmlinux.h:
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
 bpf/%.bpf.o: bpf/%.bpf.c bpf/vmlinux.h $(BPF_HDRS)
-	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Ibpf -c $< -o $@.tmp && mv $@.tmp $@
+	$(CLANG) -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) -Ibpf -c $< -o $@.tmp && mv $@.tmp $@
 
 examples/bin/%: examples/%.c examples/truth.h
 	@mkdir -p examples/bin

@@ -1,147 +1,124 @@
-"""Blockers: off-CPU time grouped by cause, ranked.
+"""Blockers: the time tasks waited, grouped by cause, ranked.
 
-A wait's cause comes from the cause table (analyzer/causes.py, causes.toml): the highest-priority
-rule matching a frame of its kernel stack (and, for some, its user stack and state). Causes of class
-"idle" (a task with nothing to do: an event loop in epoll, a parked thread pool, a kernel thread's
-main loop) rank after every blocker, so a quiet machine's idle waits never lead.
+A wait's cause comes from the cause table (analyzer/causes.py, causes.toml): from the stack when the
+wait was drawn for a walk, from what the task was doing otherwise (analyzer/attribution.py says how the
+two meet, and what is estimated). Causes of class "idle" (a task with nothing to do: an event loop in
+epoll, a parked thread pool, a kernel thread's main loop) rank after every blocker, so a quiet
+machine's idle waits never lead. Run-queue wait is a cause of its own, "Waiting for CPU".
 
-Stack walks are rate-limited in the kernel; a task's waits whose stacks were
-not sampled are shared among that task's sampled causes in proportion to their
-sampled time (an estimate, kept apart in `estimated_ns`). Per-task totals are
-always exact.
+One denominator for every share: the waiting time of the tasks in view over the window, that is their
+blocked time outside idle causes plus their run-queue wait. Idle waits are not waiting (nothing was
+there to do): shown, they have a time and no share. Blocked time is charged to the intervals a wait
+spans, so a task's rate never exceeds 1 s/s.
+stallscope's own tasks are never in view (analyzer/scope.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable, default_table
-from stallscope.analyzer.model import Model, StackWait
-from stallscope.analyzer.sample import Stack, TaskId
+from stallscope.analyzer.attribution import (
+    LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, no_stack_cause,
+)
+from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.sample import (  # noqa: F401 (re-exported: the reasons a wait has no stack)
+    STACK_FAILED, STACK_ID_MIN, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack,
+    TaskId,
+)
+from stallscope.analyzer.scope import in_scope, recorded_tasks
+from stallscope.analyzer.wakers import waker_context, waker_label
 
-# Reserved stack ids (bpf/sched.h): why a wait has no stack.
-STACK_NONE, STACK_SHORT, STACK_RATE_LIMITED, STACK_FAILED, STACK_OWN, STACK_ID_MIN = 0, 1, 2, 3, 4, 16
-NO_STACK_LABELS = {
-    STACK_NONE: "(kernel stacks off)",
-    STACK_SHORT: "(wait shorter than --min-stack-wait)",
-    STACK_RATE_LIMITED: "(stack not sampled)",
-    STACK_FAILED: "(stack walk failed)",
-    STACK_OWN: "(stallscope's own wait: no stack walked)",
-}
-LOST_STACK = "(stack lost: map full)"
-
-
-def no_stack_cause(stack_id: int) -> Cause:
-    return Cause(NO_STACK_LABELS.get(stack_id, LOST_STACK), BLOCKER, "", matched=False)
-
-
-def classify_wait(w: StackWait, table: CauseTable | None = None) -> Cause:
-    cause = (table or default_table()).classify(w.kstack, w.ustack, w.state)
-    return cause if cause is not None else no_stack_cause(w.kstack_id)
-
-
-def wait_cause(w: StackWait, table: CauseTable | None = None) -> str:
-    return classify_wait(w, table).name
+__all__ = ["IDLE", "Blocker", "LOST_STACK", "NO_STACK_LABELS", "classify_wait", "no_stack_cause", "rank_blockers",
+           "causes_by_task", "task_causes", "blocked_ns_by_task", "process_causes", "held_up_by", "percentiles",
+           "recorded_tasks", "Denominator", "denominator", "wait_cause"]
 
 
 @dataclass(frozen=True)
 class Blocker:
     cause: str
-    total_ns: int  # measured on sampled stacks plus the estimated share of unsampled waits
-    count: int
+    total_ns: int  # measured plus estimated: the time its tasks waited for it in the window
+    count: int  # waits that ended (for an estimated part, its estimated count)
     max_ns: int
-    share_pct: float  # of all off-CPU time of the class (blockers, or idle waits) in the window
+    share_pct: float  # of the one denominator (Denominator): the waiting time; 0 for idle causes
     tasks: tuple[TaskId, ...]
-    stack: Stack | None  # the heaviest stack of this cause
-    estimated_ns: int = 0  # the part of total_ns attributed from waits whose stack was not sampled
+    stack: Stack | None  # the heaviest walked stack of this cause
+    estimated_ns: int = 0  # of total_ns: undrawn waits' time shared out to it (attribution.py)
     cls: str = BLOCKER  # "blocker", "cpu" (waiting for a CPU: the run queue) or "idle"
-    frame: str = ""  # the frame the cause table matched (or that names an unmatched wait)
+    frame: str = ""  # the frame the cause table matched (or the evidence that named it)
     matched: bool = True  # a rule of the cause table matched
     # latency of single waits: log2-bucket upper bounds (never above max_ns) of the waits whose length
-    # was kept (every walked or unwalked wait, not the estimated shares); {} when none was
+    # was kept (every wait, drawn or not, undrawn ones in the shares they were given); {} when none was
     latency: dict = field(default_factory=dict)
+    error_ns: int = 0  # one standard error of the estimated part
+    method: str = "stack"  # "stack": named from walked stacks; "evidence": from what the tasks were doing
 
     @property
     def p99_ns(self) -> int:
         return self.latency.get("p99_ns", 0)
 
 
-FUTEX_TIMEOUTS = "Waiting on a futex until its timeout"
-_CONTENDED_FUTEX = "Userspace lock contention"
-
-
-def woken_by_the_clock(model: Model) -> set[TaskId]:
-    """Tasks whose waits were nearly all ended by a timer or an interrupt, none by another task: a
-    futex wait that ends by its timeout is a poll (an idle runtime's park, `notetsleep`), not a lock."""
-    from stallscope.analyzer.wakers import waker_context
-
-    by: dict[TaskId, list[int]] = {}
-    for w in model.wakeups:
-        e = by.setdefault(w.task, [0, 0])
-        e[0 if waker_context(w.waker.pid, w.waker_stack, w.in_interrupt) == "task" else 1] += w.total_ns
-    return {t for t, (task_ns, clock_ns) in by.items() if clock_ns and clock_ns >= 9 * task_ns}
-
-
-def _attributed(model: Model, tasks: set[TaskId] | None, table: CauseTable | None):
-    """(cause, task, ns, count, max, estimated_ns, stack) rows, with unsampled waits shared out per task."""
-    rows = []
-    polling = woken_by_the_clock(model)
-    if tasks is None:  # the recorder's own waits are not the machine's blockers
-        tasks = recorded_tasks(model)
-    unsampled: dict[TaskId, list[int]] = {}
-    sampled_by_task: dict[TaskId, dict[Cause, int]] = {}
-    for w in model.waits:
-        if tasks is not None and w.task not in tasks:
-            continue
-        if w.kstack is None and w.kstack_id == STACK_RATE_LIMITED:
-            u = unsampled.setdefault(w.task, [0, 0])
-            u[0] += w.total_ns
-            u[1] += w.count
-            continue
-        cause = classify_wait(w, table)
-        if cause.name == _CONTENDED_FUTEX and w.task in polling:
-            cause = Cause(FUTEX_TIMEOUTS, IDLE, cause.frame)
-        rows.append((cause, w.task, w.total_ns, w.count, w.max_ns, 0, w.kstack, w.hist))
-        if w.kstack is not None:
-            by = sampled_by_task.setdefault(w.task, {})
-            by[cause] = by.get(cause, 0) + w.total_ns
-    for task, (ns, count) in unsampled.items():
-        by = sampled_by_task.get(task)
-        if not by:
-            rows.append((no_stack_cause(STACK_RATE_LIMITED), task, ns, count, 0, ns, None, ()))
-            continue
-        total = sum(by.values())
-        for cause, part in by.items():
-            share = ns * part // total
-            rows.append((cause, task, share, round(count * part / total), 0, share, None, ()))
-    return rows
+def wait_cause(model: Model, w, table: CauseTable | None = None) -> str:
+    return classify_wait(model, w, table).name
 
 
 WAITING_FOR_CPU = Cause("Waiting for CPU", CPU, "", True)
 
 
-def recorded_tasks(model: Model) -> set[TaskId] | None:
-    """Every task but stallscope's own (meta.options.stallscope_pid); None when there is nothing to leave out."""
-    own = model.meta.options.get("stallscope_pid")
-    if not own:
-        return None
-    return {tid for tid, t in model.tasks.items() if t.info.tgid != own}
-
-
-def _cpu_rows(model: Model, tasks: set[TaskId] | None):
+def _cpu_parts(model: Model, tasks: set[TaskId] | None) -> list[Part]:
     """Run-queue wait as a cause of its own (the CPU side, kept apart from blocked time)."""
-    if tasks is None:
-        tasks = recorded_tasks(model)
+    out = []
     for t in model.tasks.values():
         if t.runq_wait_ns and (tasks is None or t.task in tasks):
-            yield (WAITING_FOR_CPU, t.task, t.runq_wait_ns, t.runq_count, t.runq_max_ns, 0, None, t.runq_hist)
+            out.append(Part(WAITING_FOR_CPU, t.task, t.runq_wait_ns, 0, 0.0, t.runq_count, t.runq_max_ns, {},
+                            {i: c for i, c in enumerate(t.runq_hist) if c}))
+    return out
+
+
+def parts(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
+          include_cpu: bool = True) -> list[Part]:
+    """Blocked parts of the tasks in view, then their run-queue wait."""
+    scope = in_scope(model, tasks)
+    out = attribute(model, scope, table)
+    return out + _cpu_parts(model, scope) if include_cpu else out
+
+
+@dataclass(frozen=True)
+class Denominator:
+    """What every share is a share of: `total_ns`, the time the tasks in view waited."""
+
+    blocked_ns: int  # outside idle causes
+    runq_ns: int
+    idle_ns: int  # idle causes: not waiting, in no share
+
+    @property
+    def total_ns(self) -> int:
+        return self.blocked_ns + self.runq_ns
+
+    def describe(self) -> str:
+        from stallscope.analyzer.units import fmt_ns
+
+        return (f"shares are of the {fmt_ns(self.total_ns)} waited: blocked {fmt_ns(self.blocked_ns)} + "
+                f"waiting for a CPU {fmt_ns(self.runq_ns)} (idle waits, {fmt_ns(self.idle_ns)}, have none)")
+
+
+def denominator(all_parts: list[Part]) -> Denominator:
+    blocked = runq = idle = 0.0
+    for p in all_parts:
+        if p.cause.cls == CPU:
+            runq += p.ns
+        elif p.cause.cls == IDLE:
+            idle += p.ns
+        else:
+            blocked += p.ns
+    return Denominator(round(blocked), round(runq), round(idle))
 
 
 SORTS = {"total": lambda b: b.total_ns, "max": lambda b: b.max_ns, "count": lambda b: b.count,
          "p99": lambda b: b.p99_ns}
 
 
-def percentiles(hist: dict[int, int], longest: int, qs=(0.5, 0.9, 0.99)) -> dict[str, int]:
+def percentiles(hist: dict[int, float], longest: int, qs=(0.5, 0.9, 0.99)) -> dict[str, int]:
     """From log2(ns) buckets: each quantile's bucket upper bound, never above the longest wait."""
     total = sum(hist.values())
     if not total:
@@ -151,7 +128,7 @@ def percentiles(hist: dict[int, int], longest: int, qs=(0.5, 0.9, 0.99)) -> dict
         seen = 0
         for slot in sorted(hist):
             seen += hist[slot]
-            if seen >= q * total:
+            if seen >= q * total - 1e-9:
                 bound = 2 ** (slot + 1)
                 out[f"p{round(q * 100)}_ns"] = min(bound, longest) if longest else bound
                 break
@@ -159,36 +136,41 @@ def percentiles(hist: dict[int, int], longest: int, qs=(0.5, 0.9, 0.99)) -> dict
 
 
 def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
-                  include_idle: bool = True, include_cpu: bool = True, sort: str = "total") -> list[Blocker]:
+                  include_idle: bool = True, include_cpu: bool = True, sort: str = "total",
+                  all_parts: list[Part] | None = None) -> list[Blocker]:
     """Time tasks waited, by cause: blockers (blocked causes and, unless left out, "Waiting for CPU")
-    heaviest first, then (unless left out) idle waits heaviest first. `share_pct` is within a class."""
+    heaviest first, then (unless left out) idle waits heaviest first. Every share is of the one
+    denominator (`denominator`)."""
+    if all_parts is None:
+        all_parts = parts(model, tasks, table, include_cpu)
+    denom = denominator(all_parts).total_ns or 1
     groups: dict[str, dict] = {}
-    rows = _attributed(model, tasks, table)
-    if include_cpu:
-        rows += list(_cpu_rows(model, tasks))
-    for cause, task, ns, count, mx, est, stack, hist in rows:
-        g = groups.setdefault(cause.name, {"ns": 0, "count": 0, "max": 0, "est": 0, "tasks": set(), "stacks": {},
-                                           "cause": cause, "hist": {}})
-        for slot, c in enumerate(hist):
-            if c:
-                g["hist"][slot] = g["hist"].get(slot, 0) + c
-        g["ns"] += ns
-        g["count"] += count
-        g["max"] = max(g["max"], mx)
-        g["est"] += est
-        g["tasks"].add(task)
-        if stack is not None:
-            g["stacks"][stack.id] = (g["stacks"].get(stack.id, (0, stack))[0] + ns, stack)
-    totals = {cls: sum(g["ns"] for g in groups.values() if g["cause"].cls == cls) or 1 for cls in (BLOCKER, IDLE, CPU)}
+    for p in all_parts:
+        if p.cause.cls == IDLE and not include_idle:
+            continue
+        g = groups.setdefault(p.cause.name, {"ns": 0.0, "est": 0.0, "var": 0.0, "count": 0.0, "max": 0, "tasks": set(),
+                                             "stacks": {}, "cause": p.cause, "hist": {}, "methods": set()})
+        g["ns"] += p.ns
+        g["est"] += p.estimated_ns
+        g["var"] += p.var_ns2
+        g["count"] += p.count
+        g["max"] = max(g["max"], p.max_ns)
+        g["tasks"].add(p.task)
+        g["methods"].add(p.cause.method)
+        for slot, c in p.hist.items():
+            g["hist"][slot] = g["hist"].get(slot, 0) + c
+        for sid, (ns, stack) in p.stacks.items():
+            e = g["stacks"].setdefault(sid, [0, stack])
+            e[0] += ns
     out = []
     for name, g in groups.items():
         c = g["cause"]
-        if c.cls == IDLE and not include_idle:
-            continue
         top = max(g["stacks"].values(), key=lambda v: v[0])[1] if g["stacks"] else None
-        out.append(Blocker(name, g["ns"], g["count"], g["max"], 100.0 * g["ns"] / totals[c.cls],
-                           tuple(sorted(g["tasks"])), top, g["est"], c.cls, c.frame, c.matched,
-                           percentiles(g["hist"], g["max"])))
+        method = "stack" if "stack" in g["methods"] else "evidence"
+        share = 0.0 if c.cls == IDLE else 100.0 * g["ns"] / denom
+        out.append(Blocker(name, round(g["ns"]), round(g["count"]), g["max"], share,
+                           tuple(sorted(g["tasks"])), top, round(g["est"]), c.cls, c.frame, c.matched,
+                           percentiles(g["hist"], g["max"]), error_ns(g["var"]), method))
     out.sort(key=lambda b: (b.cls == IDLE, -SORTS[sort](b), b.cause))
     return out
 
@@ -196,13 +178,13 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
 def causes_by_task(model: Model, tasks: set[TaskId] | None = None,
                    table: CauseTable | None = None) -> dict[TaskId, list[tuple[Cause, int]]]:
     """Each task's waiting time by cause, heaviest first: blocked causes (idle ones included, in their
-    place by time) and "Waiting for CPU". One pass over the waits for all tasks."""
+    place by time) and "Waiting for CPU". stallscope's own tasks are left out unless asked for."""
     scope = tasks if tasks is not None else set(model.tasks)
     by: dict[TaskId, dict[str, list]] = {}
-    for cause, task, ns, *_rest in _attributed(model, scope, table) + list(_cpu_rows(model, scope)):
-        e = by.setdefault(task, {}).setdefault(cause.name, [cause, 0])
-        e[1] += ns
-    return {task: sorted(((c, ns) for c, ns in causes.values()), key=lambda kv: (-kv[1], kv[0].name))
+    for p in attribute(model, scope, table) + _cpu_parts(model, scope):
+        e = by.setdefault(p.task, {}).setdefault(p.cause.name, [p.cause, 0.0])
+        e[1] += p.ns
+    return {task: sorted(((c, round(ns)) for c, ns in causes.values()), key=lambda kv: (-kv[1], kv[0].name))
             for task, causes in by.items()}
 
 
@@ -212,13 +194,14 @@ def task_causes(model: Model, task: TaskId, table: CauseTable | None = None) -> 
 
 def blocked_ns_by_task(model: Model, tasks: set[TaskId] | None = None,
                        table: CauseTable | None = None) -> dict[TaskId, tuple[int, int]]:
-    """Each task's off-CPU time and waits outside idle causes: what held it up."""
-    out: dict[TaskId, tuple[int, int]] = {}
-    for cause, task, ns, count, *_rest in _attributed(model, tasks, table):
-        if cause.cls != IDLE:
-            t, n = out.get(task, (0, 0))
-            out[task] = (t + ns, n + count)
-    return out
+    """Each task's blocked time and waits outside idle causes: what held it up."""
+    out: dict[TaskId, list[float]] = {}
+    for p in attribute(model, in_scope(model, tasks), table):
+        if p.cause.cls != IDLE:
+            e = out.setdefault(p.task, [0.0, 0.0])
+            e[0] += p.ns
+            e[1] += p.count
+    return {t: (round(ns), round(n)) for t, (ns, n) in out.items()}
 
 
 @dataclass(frozen=True)
@@ -231,19 +214,20 @@ class ProcessCauses:
 
 
 def process_causes(model: Model, include_idle: bool = False, table: CauseTable | None = None,
-                   by_cgroup: bool = False, by_thread: bool = False) -> list[ProcessCauses]:
+                   by_cgroup: bool = False, by_thread: bool = False,
+                   tasks: set[TaskId] | None = None) -> list[ProcessCauses]:
     """LatencyTOP's second pane: each process with its own causes, heaviest process first; with
     `by_cgroup`, each cgroup (`comm` is then the cgroup's path, `tgid` 0)."""
     by: dict = {}
-    for cause, task, ns, _count, mx, _est, _stack, _hist in _attributed(model, None, table):
-        if cause.cls == IDLE and not include_idle:
+    for p in attribute(model, in_scope(model, tasks), table):
+        if p.cause.cls == IDLE and not include_idle:
             continue
-        t = model.tasks.get(task)
-        tgid = t.info.tgid if t else task.pid
-        key = model.cgroups.get(tgid, "(unknown)") if by_cgroup else task.pid if by_thread else tgid
-        e = by.setdefault(key, {}).setdefault(cause.name, [0, 0])
-        e[0] += ns
-        e[1] = max(e[1], mx)
+        t = model.tasks.get(p.task)
+        tgid = t.info.tgid if t else p.task.pid
+        key = model.cgroups.get(tgid, "(unknown)") if by_cgroup else p.task.pid if by_thread else tgid
+        e = by.setdefault(key, {}).setdefault(p.cause.name, [0.0, 0])
+        e[0] += p.ns
+        e[1] = max(e[1], p.max_ns)
 
     def comm(tgid: int) -> str:
         if by_thread:
@@ -253,9 +237,9 @@ def process_causes(model: Model, include_idle: bool = False, table: CauseTable |
                 return t.info.comm
         return "?"
 
-    out = [ProcessCauses(0 if by_cgroup else key, key if by_cgroup else comm(key), sum(v[0] for v in causes.values()),
-                         max(v[1] for v in causes.values()),
-                         tuple(sorted(((c, v[0], v[1]) for c, v in causes.items()), key=lambda x: (-x[1], x[0]))))
+    out = [ProcessCauses(0 if by_cgroup else key, key if by_cgroup else comm(key),
+                         round(sum(v[0] for v in causes.values())), max(v[1] for v in causes.values()),
+                         tuple(sorted(((c, round(v[0]), v[1]) for c, v in causes.items()), key=lambda x: (-x[1], x[0]))))
            for key, causes in by.items()]
     out.sort(key=lambda p: (-p.total_ns, p.tgid, p.comm))
     return out
@@ -272,8 +256,6 @@ class HeldUpBy:
 
 
 def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
-    from stallscope.analyzer.wakers import waker_context, waker_label
-
     tasks = set(b.tasks)
     if b.cls == CPU:  # the threads preempted most were running when the scheduler switched
         mine = recorded_tasks(model)
@@ -289,7 +271,7 @@ def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
         key = (ctx, w.waker.pid if ctx == "task" else 0)
         e = by.setdefault(key, [waker_label(w.waker.pid, w.waker_comm, w.waker_stack, w.in_interrupt), 0, 0, None])
         e[1] += w.count
-        e[2] += w.total_ns
+        e[2] += w.weighted
         e[3] = e[3] or w.waker_stack
     wakers = sorted(by.values(), key=lambda e: -e[2])[:n]
     owners = sorted({f"{lw.owner_comm}[{lw.owner_pid}]" for lw in model.lock_waits

@@ -1,9 +1,13 @@
-"""Causes: why a task waited, from the frames of its off-CPU stack (LatencyTOP's idea, today's kernels).
+"""Causes: why a task waited, from the frames of its off-CPU stack (LatencyTOP's idea, today's kernels),
+and from what it was doing when it blocked (its system call, the kind of file, a kernel thread's
+function: analyzer/why.py), which every wait has, walked or not.
 
 The rules live in a data file, `causes.toml` beside this module; users add their own in
 $XDG_CONFIG_HOME/stallscope/causes.toml or a file named with --causes. Every rule that matches a
-stack competes: the highest priority wins (LatencyTOP's rule too), ties go to the rule whose frame is
-innermost. A stack no rule matches is named by its innermost meaningful frame, marked unmatched, so
+wait competes: the highest priority wins (LatencyTOP's rule too), ties go to the rule whose frame is
+innermost, then to rules with frames over those without. A rule without frames matches on the wait's
+evidence alone, so it also names waits that have no stack. A stack no rule matches is named by its
+innermost meaningful frame, a wait without a stack by its evidence, marked unmatched, so
 `stallscope causes --unknown` can list what the table should learn next.
 """
 
@@ -16,20 +20,14 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
+from stallscope.analyzer.frames import LOCK_INTERNAL, SLEEP_MACHINERY, bare
 from stallscope.analyzer.sample import Stack
+from stallscope.analyzer.why import CONTEXTS, FD_KINDS, FUTEX_FLAGS, NO_WHY, WOKEN_BY, Why
 from stallscope.errors import StallscopeError
 
 BLOCKER, IDLE = "blocker", "idle"
 CPU = "cpu"  # not from stacks: run-queue wait ("Waiting for CPU"), kept apart from blocked time
 CLASSES = (BLOCKER, IDLE)
-
-# Frames that say *how* a task sleeps, not *why*: skipped when a wait is named by its frame.
-SLEEP_MACHINERY = (
-    "__schedule", "schedule", "preempt_schedule", "io_schedule", "__cond_resched", "schedule_timeout",
-    "schedule_hrtimeout", "schedule_preempt_disabled", "do_task_dead", "bit_wait", "out_of_line_wait_on_bit",
-    "__wait_on_bit", "wait_woken", "__wait_event", "__wait_for_common", "wait_for_completion",
-    "finish_task_switch", "__switch_to", "__traceiter_", "__bpf_trace_", "bpf_trace_run",
-)
 
 # Who holds a lock, told from the caller that waits for it (the lock probe names locks by address;
 # a stack alone has only the callers).
@@ -48,14 +46,6 @@ _FILE_I_RWSEM_USERS = (
     "ext4_buffered_write_iter", "ext4_file_write_iter", "generic_file_write_iter", "xfs_ilock",
     "shmem_file_write_iter", "btrfs_do_write_iter", "do_truncate", "ext4_dio_write_iter",
 )
-_SUFFIX = re.compile(r"\.(constprop|isra|part|cold|llvm|lto_priv|localalias)\b.*$")
-
-
-def bare(symbol: str | None) -> str:
-    """The function name without the compiler's clone suffixes (`.constprop.0`, `.isra.0`, ...)."""
-    return _SUFFIX.sub("", symbol or "")
-
-
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -66,6 +56,17 @@ class Rule:
     state: int = 0
     innermost: bool = False  # only the innermost meaningful frame counts: a call site, not a frame anywhere
     source: str = "built-in"
+    # evidence (analyzer/why.py): every one given must hold
+    syscalls: tuple[str, ...] = ()  # the system call the task blocked in
+    fd: tuple[str, ...] = ()  # the kind of file its descriptor names (FD_KINDS)
+    context: tuple[str, ...] = ()  # CONTEXTS: syscall, fault, kthread, kworker-idle, kworker
+    futex: tuple[str, ...] = ()  # FUTEX_FLAGS the futex wait has: tid, lockword, timeout
+    functions: tuple[str, ...] = ()  # a kernel thread's function or work item (globs)
+    woken_by: str = ""  # how most of the waits ended: task, interrupt, exiting task
+
+    @property
+    def evidence(self) -> bool:
+        return bool(self.syscalls or self.fd or self.context or self.futex or self.functions or self.woken_by)
 
 
 def _compile(patterns: tuple[str, ...]) -> re.Pattern | None:
@@ -77,8 +78,9 @@ def _compile(patterns: tuple[str, ...]) -> re.Pattern | None:
 class Cause:
     name: str  # what the user reads: "Reading from a pipe", "rwsem contention: mmap_lock"
     cls: str  # "blocker" or "idle"
-    frame: str  # the frame that matched (or named an unmatched wait), `sym+0xoff`
-    matched: bool = True  # False: no rule matched; named by its innermost meaningful frame
+    frame: str  # the frame that matched (or named an unmatched wait), `sym+0xoff`; or the evidence
+    matched: bool = True  # False: no rule matched; named by its innermost meaningful frame, or its evidence
+    method: str = "stack"  # "stack": from a walked stack; "evidence": from what the task was doing
 
 
 class CauseTable:
@@ -101,9 +103,11 @@ class CauseTable:
                 if cls_ not in CLASSES:
                     raise ValueError(f"class must be one of {', '.join(CLASSES)}")
                 rules.append(Rule(str(entry["name"]), cls_, int(entry.get("priority", 50)),
-                                  tuple(str(f) for f in entry.get("frames", [])),
-                                  tuple(str(f) for f in entry.get("user_frames", [])),
-                                  int(entry.get("state", 0)), bool(entry.get("innermost", False)), source))
+                                  _strings(entry, "frames"), _strings(entry, "user_frames"),
+                                  int(entry.get("state", 0)), bool(entry.get("innermost", False)), source,
+                                  _strings(entry, "syscalls"), _strings(entry, "fd", FD_KINDS),
+                                  _strings(entry, "context", CONTEXTS), _strings(entry, "futex", tuple(FUTEX_FLAGS)),
+                                  _strings(entry, "functions"), _one_of(entry, "woken_by", WOKEN_BY)))
             except (KeyError, TypeError, ValueError) as exc:
                 raise StallscopeError(f"cause table {source}: entry {i + 1} is invalid ({exc})",
                                       "each [[cause]] needs a name, and frames as a list of strings") from None
@@ -128,20 +132,21 @@ class CauseTable:
             rules += cls.parse(text, path)
         return cls(rules)
 
-    def classify(self, kstack: Stack | None, ustack: Stack | None = None, state: int = 0) -> Cause | None:
-        """The cause of a wait with this stack, or None when there is no kernel stack."""
-        if kstack is None or not kstack.frames:
-            return None
-        key = (kstack, ustack, state)  # the stacks themselves: ids are only unique within one recording
+    def classify(self, kstack: Stack | None, ustack: Stack | None = None, state: int = 0,
+                 why: Why = NO_WHY) -> Cause | None:
+        """The cause of a wait with this stack (None for none: `kstack` None or without frames) and
+        evidence; None when neither names it."""
+        stack = kstack if kstack is not None and kstack.frames else None
+        key = (stack, ustack, state, why)  # the stacks themselves: ids are only unique within one recording
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._classify(kstack, ustack, state)
+            hit = self._classify(stack, ustack, state, why)
             if len(self._cache) < 65536:
                 self._cache[key] = hit
         return hit
 
-    def _classify(self, kstack: Stack, ustack: Stack | None, state: int) -> Cause:
-        names = [bare(f.symbol) for f in kstack.frames]
+    def _classify(self, kstack: Stack | None, ustack: Stack | None, state: int, why: Why) -> Cause | None:
+        names = [bare(f.symbol) for f in kstack.frames] if kstack is not None else []
         first = next((i for i, n in enumerate(names) if n and not n.startswith(SLEEP_MACHINERY)), 0)
         unames = [bare(f.symbol) for f in ustack.frames] if ustack else []
         best: tuple[Rule, int] | None = None
@@ -152,8 +157,12 @@ class CauseTable:
                 continue
             if user_frames is not None and not any(u and user_frames.match(u) for u in unames):
                 continue
+            if rule.evidence and not _evidence_holds(rule, why):
+                continue
             if frames is None:
-                idx = 0
+                idx = len(names) + 1  # frames, where a rule names them, are the stronger evidence
+            elif not names:
+                continue
             elif rule.innermost:
                 if not (names[first] and frames.match(names[first])):
                     continue
@@ -165,17 +174,62 @@ class CauseTable:
             if best is None or idx < best[1]:
                 best = (rule, idx)
         if best is None:
+            if kstack is None:
+                text = why.describe()
+                return Cause(f"In {text}", BLOCKER, text, matched=False, method="evidence") if text else None
             frame = innermost_frame(kstack)
             return Cause(bare(frame.split("+")[0]) or frame, BLOCKER, frame, matched=False)
         rule, idx = best
-        return Cause(_render(rule.name, kstack), rule.cls, kstack.frames[idx].text)
+        if idx < len(names):
+            return Cause(_render(rule.name, kstack, why), rule.cls, kstack.frames[idx].text)
+        return Cause(_render(rule.name, kstack, why), rule.cls, why.describe() or rule.name,
+                     method="stack" if kstack is not None else "evidence")
 
 
-def _render(name: str, stack: Stack) -> str:
+def _strings(entry: dict, key: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    value = entry.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    out = tuple(str(v) for v in value)
+    bad = [v for v in out if allowed is not None and v not in allowed]
+    if bad:
+        raise ValueError(f"{key} {bad[0]!r} is not one of {', '.join(a for a in allowed if a)}")
+    return out
+
+
+def _one_of(entry: dict, key: str, allowed: tuple[str, ...]) -> str:
+    value = str(entry.get(key, ""))
+    if value and value not in allowed:
+        raise ValueError(f"{key} {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _evidence_holds(rule: Rule, why: Why) -> bool:
+    if rule.syscalls and why.syscall not in rule.syscalls:
+        return False
+    if rule.fd and why.fd not in rule.fd:
+        return False
+    if rule.context and why.context not in rule.context:
+        return False
+    if rule.futex and not set(rule.futex) <= why.flags:
+        return False
+    if rule.functions and not any(fnmatch.fnmatchcase(why.function, f) for f in rule.functions):
+        return False
+    if rule.woken_by and why.woken_by != rule.woken_by:
+        return False
+    return True
+
+
+def _render(name: str, stack: Stack | None, why: Why = NO_WHY) -> str:
     if "{lock}" in name:
-        name = name.replace("{lock}", lock_of(stack))
+        name = name.replace("{lock}", lock_of(stack) if stack is not None else "?")
     if "{frame}" in name:
-        name = name.replace("{frame}", bare(innermost_frame(stack).split("+")[0]))
+        name = name.replace("{frame}", bare(innermost_frame(stack).split("+")[0]) if stack is not None
+                            else why.function or why.syscall or "?")
+    if "{function}" in name:
+        name = name.replace("{function}", why.function or "?")
+    if "{syscall}" in name:
+        name = name.replace("{syscall}", why.syscall or "?")
     return name
 
 
@@ -196,8 +250,6 @@ def lock_of(stack: Stack) -> str:
         return "directory i_rwsem"
     if any(n.startswith(_FILE_I_RWSEM_USERS) for n in names):
         return "inode i_rwsem"
-    from stallscope.analyzer.locks import LOCK_INTERNAL
-
     for n in names:  # the caller: past the sleeping and the lock's own frames
         if n and not n.startswith(SLEEP_MACHINERY) and not n.startswith(LOCK_INTERNAL):
             return n

@@ -9,21 +9,27 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from stallscope.analyzer.blockers import causes_by_task, held_up_by, process_causes, rank_blockers, wait_cause
+from stallscope.analyzer.blockers import (
+    IDLE, causes_by_task, denominator, held_up_by, parts, process_causes, rank_blockers, wait_cause,
+)
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc
 from stallscope.analyzer.recommend import recommend
 from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
-from stallscope.analyzer.sample import Stack, TaskId
+from stallscope.analyzer.sample import TS_DEAD, TS_EXITING, Stack, TaskId
+from stallscope.analyzer.scope import own_tasks
 from stallscope.analyzer.slab import slab_rows
 from stallscope.analyzer.untrusted import printable
 from stallscope.analyzer.wakers import waker_context
 
-JSON_VERSION = 1
-TS_DEAD = 8
-TS_EXITING = 4
+# 2: blockers' share_pct is of one denominator (meta.shares: blocked outside idle causes plus run-queue
+# wait; null for idle causes), where version 1 took shares within each class; blocked time is charged to
+# the intervals a wait spans; locks' sleep_ns is blocked_ns + runnable_ns (version 1 called it blocked).
+JSON_VERSION = 2
+POLICIES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE", 6: "SCHED_DEADLINE",
+            7: "SCHED_EXT"}
 
 
 def stack_texts(stack: Stack | None) -> list[str]:
@@ -45,6 +51,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
     cmd_tasks = model.descendants(command["pid"]) if command and command.get("pid") else None
 
     task_cause_lists = causes_by_task(model, scope)
+    own = own_tasks(model)
     tasks = []
     for tid in sorted(model.tasks):
         if scope is not None and tid not in scope:
@@ -59,6 +66,8 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "involuntary_switches": t.involuntary_switches, "migrations": t.migrations,
             "runq_hist_log2_ns": {str(i): c for i, c in enumerate(t.runq_hist) if c},
             "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
+            "run_ns": t.run_ns, "policy": POLICIES.get(t.info.policy, str(t.info.policy)), "nice": t.info.nice,
+            "rt_priority": t.info.rt_priority, "stallscope": tid in own,
             "causes": [{"cause": c.name, "class": c.cls, "total_ns": ns} for c, ns in task_cause_lists.get(tid, [])],
             "wakers": _wakers(wakers_by_task.get(tid, [])),
         }
@@ -67,11 +76,14 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         tasks.append(entry)
 
     blockers = []
-    for b in rank_blockers(model, scope):
+    all_parts = parts(model, scope)
+    shares = denominator(all_parts)
+    for b in rank_blockers(model, scope, all_parts=all_parts):
         blockers.append({
             "cause": b.cause, "class": b.cls, "frame": b.frame, "matched": b.matched,
             "total_ns": b.total_ns, "count": b.count, "max_ns": b.max_ns,
-            "share_pct": round(b.share_pct, 3), "estimated_ns": b.estimated_ns,
+            "share_pct": None if b.cls == IDLE else round(b.share_pct, 3), "estimated_ns": b.estimated_ns,
+            "estimated_error_ns": b.error_ns, "method": b.method,
             "tasks": [{"pid": t.pid, "comm": model.tasks[t].info.comm if t in model.tasks else "?"}
                       for t in b.tasks],
             "stack": stack_texts(b.stack),
@@ -93,6 +105,9 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "switches": model.switches, "switches_per_s": round(model.switches_per_s, 3),
             "switches_kernel": model.kernel_switches,
             "health": dict(sorted(model.health.items())),
+            "shares": {"of": "waiting: blocked outside idle causes, plus run-queue wait",
+                       "waiting_ns": shares.total_ns, "blocked_ns": shares.blocked_ns, "runq_ns": shares.runq_ns,
+                       "idle_ns": shares.idle_ns},
             "overhead": {
                 "collector_cpu_s": round(model.collector_cpu_ns / 1e9, 6),
                 "collector_cpu_pct": round(100 * model.collector_cpu_ns / 1e9 / model.duration_s, 3)
@@ -147,12 +162,21 @@ def _in_scope(r, model: Model, scope: set[TaskId]) -> bool:
     return tid is None or any(t.pid == tid for t in scope)
 
 
+def _split(ns: int) -> int | None:
+    return ns if ns >= 0 else None
+
+
 def _lock_doc(s) -> dict:
     doc = {"name": s.name, "type": s.type, "addr": f"{s.addr:#x}", "contentions": s.contentions,
            "wait_total_ns": s.wait_total_ns, "wait_max_ns": s.wait_max_ns, "wait_min_ns": s.wait_min_ns,
            "wait_avg_ns": round(s.wait_avg_ns), "spin_ns": s.spin_ns, "sleep_ns": s.sleep_ns,
-           "callers": [{"caller": c.point, "contentions": c.count, "wait_total_ns": c.total_ns} for c in s.callers],
+           "blocked_ns": _split(s.blocked_ns), "runnable_ns": _split(s.runnable_ns),
+           "callers": [{"caller": c.point, "contentions": c.count, "wait_total_ns": c.total_ns,
+                        "estimated_ns": c.estimated_ns, "spin_ns": c.spin_ns, "blocked_ns": _split(c.blocked_ns),
+                        "runnable_ns": _split(c.runnable_ns)} for c in s.callers],
            "tasks": [{"pid": t.pid} for t in s.tasks]}
+    if s.is_futex:
+        doc["timed_poll"] = s.timed_poll
     if s.owner:
         doc["owner"] = s.owner
     if s.is_futex:
@@ -222,7 +246,7 @@ def to_folded(model: Model, scope: set[TaskId] | None = None) -> str:
         parts += [_folded_frame(x) for x in reversed(stack_texts(w.ustack))]
         parts += [_folded_frame(x) + "_[k]" for x in reversed(stack_texts(w.kstack))]
         if w.kstack is None:
-            parts.append(_folded_frame(wait_cause(w)))
+            parts.append(_folded_frame(wait_cause(model, w)))
         key = ";".join(parts)
         lines[key] = lines.get(key, 0) + w.total_ns
     return "".join(f"{k} {v}\n" for k, v in sorted(lines.items()))

@@ -10,6 +10,6 @@ def load_model(path: str, first: int = 0, last: int | None = None) -> Model:
     rec = Recording(path)
     try:
         return Model.from_intervals(rec.meta, rec.intervals(first, last), rec.tasks(), rec.stacks(),
-                                    slab_caches=rec.slab_caches())
+                                    slab_caches=rec.slab_caches(), functions=rec.functions())
     finally:
         rec.close()

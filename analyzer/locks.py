@@ -24,25 +24,18 @@ from dataclasses import dataclass
 import os
 import re
 
-from stallscope.analyzer.blockers import NO_STACK_LABELS, STACK_OWN, STACK_RATE_LIMITED
+from stallscope.analyzer.attribution import NO_STACK_LABELS, SHARABLE
+from stallscope.analyzer.frames import LOCK_INTERNAL
+from stallscope.analyzer.sample import STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED
 from stallscope.analyzer.model import FutexWaits, LockWaits, Model
 from stallscope.analyzer.sample import Stack, TaskId
+from stallscope.analyzer.scope import in_scope
 from stallscope.analyzer.slab import list_lock_caches
 from stallscope.analyzer.symbols import Frame
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
+FUTEX_F_TIMEOUT = 1  # bpf/futex.h: the wait call had a timeout
 LOCK_KIND_ADDR, LOCK_KIND_MMAP, LOCK_KIND_SLAB = 0, 1, 2
-
-# Frames that take or wait for the lock rather than want it; the tracing frames on top.
-LOCK_INTERNAL = (
-    "bpf_", "__bpf_", "__traceiter_", "trace_contention", "perf_trace_", "queued_spin_lock", "native_queued",
-    "__pv_queued", "pv_queued", "_raw_spin_lock", "_raw_read_lock", "_raw_write_lock", "queued_read_lock",
-    "queued_write_lock", "do_raw_spin_lock", "__mutex_lock", "mutex_lock", "__ww_mutex_lock", "ww_mutex_lock",
-    "mutex_spin_on_owner", "osq_lock", "rwsem_down_", "down_read", "down_write", "__down", "down",
-    "rwsem_optimistic_spin", "percpu_down_", "__percpu_down", "rt_mutex", "__rt_mutex", "rtlock_",
-    "mmap_read_lock", "mmap_write_lock", "raw_spin_rq_lock", "_raw_spin_rq_lock", "lock_mm_and_find_vma_internal", "contention_begin",
-)
-
 
 def lock_type(flags: int) -> str:
     if flags & LCB_F_PERCPU:
@@ -150,6 +143,10 @@ class Caller:
     point: str
     count: int
     total_ns: int
+    estimated_ns: int = 0  # of total_ns: contentions not drawn for a stack, shared out by the drawn ones
+    spin_ns: int = 0  # on a CPU
+    blocked_ns: int = -1  # the waiter blocked; -1: not known (recorded before the split was kept)
+    runnable_ns: int = -1  # the waiter woken, waiting for a CPU
 
 
 @dataclass(frozen=True)
@@ -158,17 +155,20 @@ class LockStat:
     type: str
     addr: int
     contentions: int
-    wait_total_ns: int
+    wait_total_ns: int  # perf's definition: contention_begin to contention_end (futex: the wait call)
     wait_max_ns: int
     wait_min_ns: int
-    spin_ns: int
-    sleep_ns: int
+    spin_ns: int  # on a CPU
+    sleep_ns: int  # off a CPU: blocked_ns + runnable_ns
     callers: tuple[Caller, ...]
     tasks: tuple[TaskId, ...]
     owner: str = ""  # a mutex's owner when contended: "comm[pid]"
     pid: int = 0  # futex: the process holding the futex word
     comm: str = ""
     function: str = ""  # futex: the function of its heaviest caller
+    blocked_ns: int = -1  # the waiters blocked (-1: not known: a recording made before the split was kept)
+    runnable_ns: int = -1  # the waiters woken, waiting for a CPU: waiting for a CPU, not for the lock
+    timed_poll: bool = False  # futex: timed waits nearly all ended by their timeout (a poll, not a contended lock)
 
     @property
     def is_futex(self) -> bool:
@@ -178,30 +178,87 @@ class LockStat:
     def wait_avg_ns(self) -> float:
         return self.wait_total_ns / self.contentions if self.contentions else 0.0
 
+    @property
+    def split(self) -> bool:
+        return self.blocked_ns >= 0
+
+    @property
+    def lock_wait_ns(self) -> int:
+        """The time waiting for the lock itself: spinning and blocked, without the run-queue wait after
+        the wakeup (all of it when the split is not known)."""
+        return self.wait_total_ns - max(self.runnable_ns, 0)
+
 
 SORT_KEYS = {
     "total": lambda s: s.wait_total_ns, "max": lambda s: s.wait_max_ns, "count": lambda s: s.contentions,
-    "avg": lambda s: s.wait_avg_ns,
+    "avg": lambda s: s.wait_avg_ns, "blocked": lambda s: max(s.blocked_ns, 0), "lock": lambda s: s.lock_wait_ns,
 }
 
 
 LOCK_KINDS = ("all", "kernel", "futex")
+TIMED_POLL_SHARE = 0.9  # of a futex's timed waits ended from an interrupt: it is a poll
 
 
 def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = None,
                kind: str = "all") -> list[LockStat]:
-    """One row per lock (kernel: address and type; futex: process and futex word), heaviest first."""
+    """One row per lock (kernel: address and type; futex: process and futex word), heaviest first.
+    stallscope's own waits are left out (analyzer/scope.py)."""
     def comm_of(tgid: int) -> str:
         for t in model.tasks.values():
             if t.info.tgid == tgid and t.info.task.pid == tgid:
                 return t.info.comm
         return "?"
 
-    out = _kernel_lock_stats(model, tasks, comm_of) if kind in ("all", "kernel") else []
+    scope = in_scope(model, tasks)
+    out = _kernel_lock_stats(model, scope, comm_of) if kind in ("all", "kernel") else []
     if kind in ("all", "futex"):
-        out += _futex_lock_stats(model, tasks, comm_of)
+        out += _futex_lock_stats(model, scope, comm_of)
     out.sort(key=lambda s: (-SORT_KEYS[sort](s), s.name))
     return out
+
+
+class _Callers:
+    """A lock's contention points: measured where a contention was drawn for a stack walk, and the
+    undrawn contentions shared among them by what each drawn one stands for (as attribution.py does for
+    causes); contentions that could not be drawn keep their own label."""
+
+    def __init__(self):
+        self.drawn: dict[str, list] = {}  # point -> [count, total, spin, blocked, runnable, weight]
+        self.undrawn = [0, 0, 0, 0, 0]
+        self.alone: dict[str, list] = {}
+
+    def add(self, point: str | None, label: str, count: int, total: int, spin: int, blocked: int, runnable: int,
+            weighted: int, sharable: bool) -> None:
+        if point:
+            e = self.drawn.setdefault(point, [0, 0, 0, 0, 0, 0])
+            beyond = max(weighted - total, 0)
+            for i, v in enumerate((count, total, spin, blocked, runnable, beyond if weighted else total)):
+                e[i] += v
+        elif sharable:
+            for i, v in enumerate((count, total, spin, blocked, runnable)):
+                self.undrawn[i] += v
+        else:
+            e = self.alone.setdefault(label, [0, 0, 0, 0, 0])
+            for i, v in enumerate((count, total, spin, blocked, runnable)):
+                e[i] += v
+
+    def result(self, split: bool) -> tuple[Caller, ...]:
+        weights = {p: e[5] for p, e in self.drawn.items()}
+        if not any(weights.values()):
+            weights = {p: e[1] or 1 for p, e in self.drawn.items()}
+        total_w = sum(weights.values()) or 1
+        out = []
+        for p, e in self.drawn.items():
+            share = weights[p] / total_w
+            extra = [v * share for v in self.undrawn]
+            out.append(Caller(p, round(e[0] + extra[0]), round(e[1] + extra[1]), round(extra[1]),
+                              round(e[2] + extra[2]), round(e[3] + extra[3]) if split else -1,
+                              round(e[4] + extra[4]) if split else -1))
+        if not self.drawn and self.undrawn[0]:
+            self.alone[NO_STACK_LABELS[STACK_NOT_DRAWN]] = self.undrawn
+        for label, e in self.alone.items():
+            out.append(Caller(label, e[0], e[1], 0, e[2], e[3] if split else -1, e[4] if split else -1))
+        return tuple(sorted(out, key=lambda c: -c.total_ns))
 
 
 def _futex_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[LockStat]:
@@ -210,24 +267,39 @@ def _futex_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[
         if tasks is not None and w.task not in tasks:
             continue
         g = groups.setdefault((w.tgid, w.uaddr), {"name": "", "count": 0, "total": 0, "max": 0, "min": 0,
-                                                  "callers": {}, "tasks": set()})
+                                                  "callers": {}, "tasks": set(), "blocked": 0, "runnable": 0,
+                                                  "split": True, "timed": 0, "irq": 0})
         g["name"] = g["name"] or w.lock_name
         g["count"] += w.count
         g["total"] += w.total_ns
         g["max"] = max(g["max"], w.max_ns)
         g["min"] = min(g["min"], w.min_ns) if g["min"] and w.min_ns else (g["min"] or w.min_ns)
         g["tasks"].add(w.task)
-        c = g["callers"].setdefault(futex_caller(w), [0, 0])
+        g["split"] = g["split"] and w.split
+        g["blocked"] += max(w.blocked_ns, 0)
+        g["runnable"] += max(w.runnable_ns, 0)
+        if w.flags & FUTEX_F_TIMEOUT:
+            g["timed"] += w.count
+            g["irq"] += w.woken_irq
+        c = g["callers"].setdefault(futex_caller(w), [0, 0, 0, 0])
         c[0] += w.count
         c[1] += w.total_ns
+        c[2] += max(w.blocked_ns, 0)
+        c[3] += max(w.runnable_ns, 0)
     out = []
     for (tgid, uaddr), g in groups.items():
         comm = comm_of(tgid)
-        callers = tuple(Caller(p, c, t) for p, (c, t) in sorted(g["callers"].items(), key=lambda kv: -kv[1][1]))
+        split = g["split"]
+        callers = tuple(Caller(p, c, t, 0, t - b - r if split else 0, b if split else -1, r if split else -1)
+                        for p, (c, t, b, r) in sorted(g["callers"].items(), key=lambda kv: -kv[1][1]))
         top = callers[0].point if callers and not callers[0].point.startswith(("(", "[")) else ""
         name = f"{g['name'] or f'futex {uaddr:#x}'} ({comm}[{tgid}])"
-        out.append(LockStat(name, "futex", uaddr, g["count"], g["total"], g["max"], g["min"], 0, g["total"],
-                            callers, tuple(sorted(g["tasks"])), "", tgid, comm, top.split("+")[0]))
+        sleep = g["blocked"] + g["runnable"] if split else g["total"]
+        out.append(LockStat(name, "futex", uaddr, g["count"], g["total"], g["max"], g["min"], g["total"] - sleep,
+                            sleep, callers, tuple(sorted(g["tasks"])), "", tgid, comm, top.split("+")[0],
+                            g["blocked"] if split else -1, g["runnable"] if split else -1,
+                            g["count"] > 0 and g["timed"] >= TIMED_POLL_SHARE * g["count"]
+                            and g["irq"] >= TIMED_POLL_SHARE * g["timed"]))
     return out
 
 
@@ -239,7 +311,8 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
             continue
         key = (w.addr, lock_type(w.flags))
         g = groups.setdefault(key, {"named_by": None, "count": 0, "total": 0, "max": 0, "min": 0,
-                                    "spin": 0, "sleep": 0, "callers": {}, "tasks": set(), "owner": ""})
+                                    "spin": 0, "sleep": 0, "callers": _Callers(), "tasks": set(), "owner": "",
+                                    "blocked": 0, "runnable": 0, "split": True})
         # named by its heaviest wait with a stack (a stackless one names only by address)
         best = g["named_by"]
         if best is None or (w.stack is not None and (best.stack is None or w.total_ns > best.total_ns)):
@@ -250,16 +323,21 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
         g["min"] = min(g["min"], w.min_ns) if g["min"] and w.min_ns else (g["min"] or w.min_ns)
         g["spin"] += w.spin_ns
         g["sleep"] += w.sleep_ns
+        g["split"] = g["split"] and w.split
+        g["blocked"] += max(w.blocked_ns, 0)
+        g["runnable"] += max(w.runnable_ns, 0)
         g["tasks"].add(w.task)
-        point = contention_point(w.stack) or NO_STACK_LABELS.get(w.stack_id, "(stack not sampled)")
-        c = g["callers"].setdefault(point, [0, 0])
-        c[0] += w.count
-        c[1] += w.total_ns
+        point = contention_point(w.stack) if w.stack is not None and w.stack.frames else None
+        g["callers"].add(point, NO_STACK_LABELS.get(w.stack_id, "(stack lost: map full)"), w.count, w.total_ns,
+                         w.spin_ns, max(w.blocked_ns, 0), max(w.runnable_ns, 0), w.weighted_ns,
+                         w.stack_id in SHARABLE or w.stack is not None)
         if w.owner_pid:
             g["owner"] = f"{w.owner_comm}[{w.owner_pid}]"
     out = []
     for (addr, typ), g in groups.items():
-        callers = tuple(Caller(p, c, t) for p, (c, t) in sorted(g["callers"].items(), key=lambda kv: -kv[1][1]))
-        out.append(LockStat(lock_name(g["named_by"], comm_of, node_caches), typ, addr, g["count"], g["total"], g["max"], g["min"], g["spin"], g["sleep"],
-                            callers, tuple(sorted(g["tasks"])), g["owner"]))
+        split = g["split"]
+        out.append(LockStat(lock_name(g["named_by"], comm_of, node_caches), typ, addr, g["count"], g["total"],
+                            g["max"], g["min"], g["spin"], g["sleep"], g["callers"].result(split),
+                            tuple(sorted(g["tasks"])), g["owner"], blocked_ns=g["blocked"] if split else -1,
+                            runnable_ns=g["runnable"] if split else -1))
     return out

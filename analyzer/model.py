@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from stallscope.analyzer.sample import (
-    Interval, RecordingMeta, SlabCache, SlabDelta, Stack, TaskId, TaskInfo, TuningChange,
+    NO_LINK, Interval, RecordingMeta, SlabCache, SlabDelta, Stack, TaskId, TaskInfo, TuningChange, WaitLink,
 )
 
 RUNQ_SLOTS = 40
+# Slack for the invariants below: a dump is read some microseconds after its interval's end is stamped.
+INVARIANT_SLACK_NS = 5_000_000
 _SLAB_COUNTS = ("kmallocs", "cache_allocs", "kfrees", "cache_frees", "bytes_req", "bytes_alloc", "failed",
                 "slab_switches", "switch_allocs")
 
@@ -32,6 +34,7 @@ class TaskTotals:
     migrations: int = 0
     runq_hist: tuple[int, ...] = (0,) * RUNQ_SLOTS  # log2(ns) buckets of wakeup-to-run latency
     runq_latency_ns: int = 0
+    run_ns: int = 0  # on a CPU (se.sum_exec_runtime); 0 in recordings made before it was kept
 
     @property
     def task(self) -> TaskId:
@@ -40,7 +43,11 @@ class TaskTotals:
 
 @dataclass(frozen=True)
 class StackWait:
-    """Off-CPU time of one task in one (kernel stack, user stack, state)."""
+    """Off-CPU time of one task in one (kernel stack, user stack, state, why, function).
+
+    `count`, `total_ns`, `max_ns` and `hist` describe the waits that ended in the window, each whole;
+    `charged_ns` is the blocked time that falls in the window (parts of waits in progress included,
+    parts before the window not): what rates and shares are made of."""
 
     task: TaskId
     tgid: int
@@ -53,11 +60,22 @@ class StackWait:
     kstack_id: int = 0  # below 16: why there is no stack (bpf/sched.h STACK_*)
     ustack_id: int = 0
     hist: tuple[int, ...] = ()  # log2(ns) buckets of these waits (empty in recordings made before it was kept)
+    why: int = 0  # WHY_* (bpf/sched.h): what the task was doing when it blocked
+    func: str = ""  # a kernel thread's function or work function, named
+    charged_ns: int = -1  # -1: as total_ns (built by hand)
+    weighted_ns: int = 0  # walked stacks: the estimated time of the waits they stand for (sum of d/p)
+    var_us2: int = 0  # its variance (us^2)
+    woken: tuple[int, int, int] = (0, 0, 0)  # waits ended by a task, an interrupt, an exiting task
+
+    @property
+    def charged(self) -> int:
+        return self.total_ns if self.charged_ns < 0 else self.charged_ns
 
 
 @dataclass(frozen=True)
 class Wakeups:
-    """The wakeups of one task by one waker over the window."""
+    """The wakeups of one task by one waker (and the waker's own last wait before it) over the window,
+    for the waits drawn for a stack walk: `weighted_ns` and the link's parts are weighted by 1/p."""
 
     task: TaskId
     waker: TaskId
@@ -67,6 +85,17 @@ class Wakeups:
     count: int
     total_ns: int
     in_interrupt: bool = False
+    exiting: bool = False
+    link: WaitLink = NO_LINK
+    link_stack: Stack | None = None
+    weighted_ns: int = -1  # -1: as total_ns
+    link_blocked_ns: int = 0
+    link_runq_ns: int = 0
+    wakee: WaitLink = NO_LINK  # the wakee's wait's stratum: state, why, func (an address; `Model.functions`)
+
+    @property
+    def weighted(self) -> int:
+        return self.total_ns if self.weighted_ns < 0 else self.weighted_ns
 
 
 @dataclass(frozen=True)
@@ -85,11 +114,20 @@ class LockWaits:
     total_ns: int
     max_ns: int
     min_ns: int
-    spin_ns: int
-    sleep_ns: int
+    spin_ns: int  # on a CPU
+    sleep_ns: int  # off a CPU: blocked + runnable
     owner_pid: int = 0
     owner_comm: str = ""
     symbol: str = ""  # the static variable at the lock's address, when kallsyms has data symbols
+    blocked_ns: int = -1  # the waiter blocked; -1: recorded before the split was kept
+    runnable_ns: int = -1  # the waiter woken and waiting for a CPU
+    weighted_ns: int = 0  # walked stacks: sum of d/p
+    var_us2: int = 0
+
+    @property
+    def split(self) -> bool:
+        """Whether the off-CPU part is split into blocked and runnable (recordings since it was kept)."""
+        return self.blocked_ns >= 0
 
 
 @dataclass(frozen=True)
@@ -136,6 +174,14 @@ class FutexWaits:
     total_ns: int
     max_ns: int
     min_ns: int
+    flags: int = 0  # FUTEX_F_* (bpf/futex.h)
+    blocked_ns: int = -1  # of total_ns, the waiter blocked; -1: recorded before the split was kept
+    runnable_ns: int = -1
+    woken_irq: int = 0  # waits ended from an interrupt
+
+    @property
+    def split(self) -> bool:
+        return self.blocked_ns >= 0
 
 
 @dataclass(frozen=True)
@@ -163,6 +209,7 @@ class Model:
     interval_costs: tuple[tuple[float, int, int, int], ...] = ()
     futex_waits: tuple[FutexWaits, ...] = ()
     tuning: tuple[TuningChange, ...] = ()  # the overhead budget's steps, in order
+    functions: dict[int, str] = field(default_factory=dict)  # kernel function address -> name
 
     @property
     def duration_s(self) -> float:
@@ -175,9 +222,11 @@ class Model:
     @classmethod
     def from_intervals(cls, meta: RecordingMeta, intervals: Iterable[Interval],
                        task_info: dict[TaskId, TaskInfo], stacks: dict[int, Stack],
-                       slab_caches: dict[int, SlabCache] | None = None) -> "Model":
+                       slab_caches: dict[int, SlabCache] | None = None,
+                       functions: dict[int, str] | None = None) -> "Model":
         """`slab_caches`: caches described anywhere in the recording (each is described once, when
-        first seen, possibly before the window); those described inside the window are added."""
+        first seen, possibly before the window); those described inside the window are added. The
+        same for `functions`."""
         tasks: dict[TaskId, dict] = {}
         waits: dict[tuple, list[int]] = {}
         wake: dict[tuple, list] = {}
@@ -188,6 +237,7 @@ class Model:
         locks: dict[tuple, list] = {}
         slab: dict[tuple[int, int, bool], list[int]] = {}
         caches = dict(slab_caches or {})
+        funcs = dict(functions or {})
         cgroups: dict[int, str] = {}
         costs: list[tuple[float, int, int, int]] = []
         tuning: list[TuningChange] = []
@@ -208,9 +258,10 @@ class Model:
                 t = tasks.setdefault(d.task, {"hist": [0] * RUNQ_SLOTS, "offcpu_ns": 0, "offcpu_count": 0,
                                               "offcpu_max_ns": 0, "runq_wait_ns": 0, "runq_count": 0,
                                               "runq_max_ns": 0, "voluntary_switches": 0,
-                                              "involuntary_switches": 0, "migrations": 0, "runq_latency_ns": 0})
+                                              "involuntary_switches": 0, "migrations": 0, "runq_latency_ns": 0,
+                                              "run_ns": 0})
                 for k in ("offcpu_ns", "offcpu_count", "runq_wait_ns", "runq_count", "voluntary_switches",
-                          "involuntary_switches", "migrations", "runq_latency_ns"):
+                          "involuntary_switches", "migrations", "runq_latency_ns", "run_ns"):
                     t[k] += getattr(d, k)
                 t["offcpu_max_ns"] = max(t["offcpu_max_ns"], d.offcpu_max_ns)
                 t["runq_max_ns"] = max(t["runq_max_ns"], d.runq_max_ns)
@@ -218,10 +269,16 @@ class Model:
                     if 0 <= slot < RUNQ_SLOTS:
                         t["hist"][slot] += c
             for o in iv.offcpu:
-                w = waits.setdefault((o.task, o.tgid, o.state, o.kstack, o.ustack), [0, 0, 0, None])
+                w = waits.setdefault((o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func),
+                                     [0, 0, 0, None, 0, 0, 0, [0, 0, 0]])
                 w[0] += o.count
                 w[1] += o.total_ns
                 w[2] = max(w[2], o.max_ns)
+                w[4] += o.charged
+                w[5] += o.weighted_ns
+                w[6] += o.var_us2
+                for j, woken in enumerate(o.woken):
+                    w[7][j] += woken
                 if o.hist:
                     if w[3] is None:
                         w[3] = [0] * RUNQ_SLOTS
@@ -229,13 +286,24 @@ class Model:
                         if 0 <= slot < RUNQ_SLOTS:
                             w[3][slot] += c
             for wk in iv.wakers:
-                e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack, wk.in_interrupt),
-                                    [wk.waker_comm, 0, 0])
+                e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack, wk.in_interrupt, wk.exiting,
+                                     wk.link, wk.wakee), [wk.waker_comm, 0, 0, 0, 0, 0])
                 e[1] += wk.count
                 e[2] += wk.total_ns
+                e[3] += wk.weighted
+                e[4] += wk.link_blocked_ns
+                e[5] += wk.link_runq_ns
+            funcs.update(iv.functions)
             for lk in iv.locks:
                 e = locks.setdefault((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack),
-                                     [0, 0, 0, 0, 0, 0, 0, "", ""])
+                                     [0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, 0])
+                if lk.blocked_ns is None or e[9] < 0:
+                    e[9] = e[10] = -1
+                else:
+                    e[9] += lk.blocked_ns
+                    e[10] += lk.runnable_ns or 0
+                e[11] += lk.weighted_ns
+                e[12] += lk.var_us2
                 e[8] = e[8] or lk.symbol
                 e[0] += lk.count
                 e[1] += lk.total_ns
@@ -265,8 +333,14 @@ class Model:
                 for j, v in enumerate((c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns)):
                     acc[j] += v
             for fx in iv.futex:
-                e = futexes.setdefault((fx.task, fx.tgid, fx.uaddr, fx.op, fx.ustack, fx.caller_addr),
-                                       ["", "", 0, 0, 0, 0])
+                e = futexes.setdefault((fx.task, fx.tgid, fx.uaddr, fx.op, fx.ustack, fx.caller_addr, fx.flags),
+                                       ["", "", 0, 0, 0, 0, 0, 0, 0])
+                if fx.blocked_ns is None or e[6] < 0:
+                    e[6] = e[7] = -1
+                else:
+                    e[6] += fx.blocked_ns
+                    e[7] += fx.runnable_ns or 0
+                e[8] += fx.woken_irq
                 e[0] = e[0] or fx.caller
                 e[1] = e[1] or fx.lock_name
                 e[2] += fx.count
@@ -278,6 +352,7 @@ class Model:
                     matrix[src][dst] += c
             for k, v in iv.health.items():
                 health[k] = health.get(k, 0) + v
+            _check_invariants(meta, iv, health)
             for p in iv.programs:
                 acc = programs.setdefault(p.name, [0, 0, 0])
                 acc[0] += p.run_cnt
@@ -300,10 +375,13 @@ class Model:
         return cls(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
             waits=tuple(StackWait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], kstack_id=k, ustack_id=u,
-                                  hist=tuple(v[3]) if v[3] else ())
-                        for (tid, tgid, state, k, u), v in waits.items()),
-            wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq)
-                          for (tid, waker, wtgid, ks, irq), e in wake.items()),
+                                  hist=tuple(v[3]) if v[3] else (), why=why,
+                                  func=funcs.get(func, f"{func:#x}") if func else "", charged_ns=v[4],
+                                  weighted_ns=v[5], var_us2=v[6], woken=tuple(v[7]))
+                        for (tid, tgid, state, k, u, why, func), v in waits.items()),
+            wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq, exiting, link,
+                                  stacks.get(link.kstack), e[3], e[4], e[5], wakee)
+                          for (tid, waker, wtgid, ks, irq, exiting, link, wakee), e in wake.items()),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
             kernel_switches=kswitches,
@@ -315,8 +393,9 @@ class Model:
                         for (tid, tgid, k, u), e in oncpu.items()),
             oncpu_cpus={cpu: CpuSamples(cpu, *acc) for cpu, acc in sorted(cpus.items())},
             cgroups=cgroups, interval_costs=tuple(costs), tuning=tuple(tuning),
-            futex_waits=tuple(FutexWaits(tid, tgid, uaddr, op, stacks.get(us), us, caller_addr, *e)
-                              for (tid, tgid, uaddr, op, us, caller_addr), e in futexes.items()),
+            futex_waits=tuple(FutexWaits(tid, tgid, uaddr, op, stacks.get(us), us, caller_addr, *e[:6], flags, *e[6:])
+                              for (tid, tgid, uaddr, op, us, caller_addr, flags), e in futexes.items()),
+            functions=funcs,
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:
@@ -331,3 +410,20 @@ class Model:
                     procs.add(info.tgid)
                     changed = True
         return {info.task for info in infos if info.tgid in procs}
+
+
+def _check_invariants(meta: RecordingMeta, iv: Interval, health: dict[str, int]) -> None:
+    """What cannot be, counted on the raw values (never clamped): a task blocked longer than the
+    interval charged to it (a rate above 1 s/s), a single wait longer than the recording, a lock wait
+    split into more than its length."""
+    limit = iv.duration_ns + INVARIANT_SLACK_NS
+    span = (meta.end_ns or iv.end_ns) - meta.start_ns + INVARIANT_SLACK_NS
+    bad_rate = sum(1 for d in iv.tasks if d.offcpu_ns > limit)
+    too_long = (sum(1 for d in iv.tasks if d.offcpu_max_ns > span) + sum(1 for o in iv.offcpu if o.max_ns > span)
+                + sum(1 for lk in iv.locks if lk.max_ns > span) + sum(1 for f in iv.futex if f.max_ns > span))
+    bad_split = sum(1 for lk in iv.locks if lk.blocked_ns is not None
+                    and lk.blocked_ns + (lk.runnable_ns or 0) > lk.total_ns)
+    for key, n in (("invariant.offcpu_rate_above_1s_per_s", bad_rate), ("invariant.wait_longer_than_recording", too_long),
+                   ("invariant.lock_split_above_total", bad_split)):
+        if n:
+            health[key] = health.get(key, 0) + n

@@ -64,30 +64,35 @@ def budget_doc(costs: list[Cost], cpus: int, budget_pct: float) -> dict:
 
 
 # ---- keeping to the budget -------------------------------------------------------------------
-# Over budget, the probes do less of what is optional: fewer stack walks, walks only for longer waits,
-# fewer on-CPU samples. What is never given up: the exact per-task totals (every event still counts).
+# Over budget, the probes do less of what is optional: fewer waits drawn for a stack walk (a larger T in
+# p = min(1, d/T), so the walks still follow where the time goes and every estimate stays unbiased), fewer
+# user stacks at a wait's start, fewer on-CPU samples. What is never given up: the exact per-task totals
+# (every event still counts), and no wait is left out because it was short (--min-stack-wait is the
+# user's alone: a floor on length would leave short waits' causes unseen, not estimated).
 
 MAX_LEVEL = 4
 MIN_WALKS_PER_S = 10  # a floor: some stacks keep coming
 MIN_SAMPLE_HZ = 9
-_MIN_WAIT_NS = (0, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000)  # by level: 0, 1 ms, 10 ms, 100 ms, 1 s
-UNLIMITED_WALKS_START = 1000  # what "no limit" steps down from
+MAX_SAMPLE_NS = 10_000_000_000
+UNLIMITED_SAMPLE_START = 100_000  # what "every wait" (T = 0) steps up from
+UNLIMITED_USER_WALKS_START = 1000  # what "no limit" steps down from
 
 
 def tuning_at(start: Tuning, level: int) -> Tuning:
-    """The settings at `level`, from what the user chose (level 0). Each level walks a quarter as many
-    stacks, only for waits ten times longer (never shorter than asked), and halves the sampling rate
-    from level 2 on; none goes below its floor or above the user's choice."""
+    """The settings at `level`, from what the user chose (level 0). Each level draws waits with a T ten
+    times larger (about a tenth of the walks where waits are short), walks a quarter as many user stacks
+    at a wait's start, and halves the sampling rate from level 2 on; none goes below its floor or past
+    the user's choice. The walk cap and the minimum wait stay the user's."""
     level = max(0, min(level, MAX_LEVEL))
     if level == 0:
         return start
-    walks = start.walks_per_s or UNLIMITED_WALKS_START
-    walks = max(walks // 4 ** level, min(MIN_WALKS_PER_S, walks))
-    min_wait = max(start.min_stack_ns, _MIN_WAIT_NS[level])
+    sample = min((start.sample_ns or UNLIMITED_SAMPLE_START) * 10 ** level, max(MAX_SAMPLE_NS, start.sample_ns))
+    users = start.user_walks_per_s or UNLIMITED_USER_WALKS_START
+    users = max(users // 4 ** level, min(MIN_WALKS_PER_S, users))
     hz = start.sample_hz
     if level >= 2:
         hz = max(hz // 2 ** (level - 1), min(MIN_SAMPLE_HZ, hz))
-    return Tuning(level, walks, min_wait, hz)
+    return Tuning(level, start.walks_per_s, start.min_stack_ns, hz, sample, users)
 
 
 def levels_down(pct: float, budget_pct: float) -> int:
@@ -178,4 +183,5 @@ def tuning_doc(change: TuningChange, interval_s: float) -> dict:
     t = change.to
     return {"after_interval": change.interval, "at_s": round((change.interval + 1) * interval_s, 3),
             "level": t.level, "stack_walks_per_s": t.walks_per_s, "min_stack_ns": t.min_stack_ns,
-            "sample_hz": t.sample_hz, "reason": change.reason}
+            "sample_hz": t.sample_hz, "stack_scale_ns": t.sample_ns, "user_stack_walks_per_s": t.user_walks_per_s,
+            "reason": change.reason}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from stallscope.analyzer.blockers import percentiles, rank_blockers
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
+from stallscope.analyzer.scope import in_scope, restrict
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
@@ -175,16 +176,13 @@ _LOCK_ADVICE = (
 
 
 def rule_lock(model: Model, th: Thresholds) -> list[Recommendation]:
-    from stallscope.analyzer.blockers import woken_by_the_clock
-
     secs = model.duration_s or 1.0
-    polling = woken_by_the_clock(model)
     out = []
     for s in lock_stats(model):
         rate = s.wait_total_ns / secs
         if rate < th.lock_wait_per_s_ns:
             continue
-        if s.type == "futex" and s.tasks and set(s.tasks) <= polling:
+        if s.timed_poll:
             continue  # waits that end by their timeout: a runtime parked on a futex, not a contended lock
         advice, command = (f"contended at {s.callers[0].point if s.callers else s.name}: shorten the critical "
                            "section there, or split the lock", "")
@@ -331,12 +329,13 @@ def rule_slub(model: Model, th: Thresholds) -> list[Recommendation]:
 RULES = (rule_pin, rule_priority, rule_slub, rule_lock, rule_io, rule_sched_knob)
 
 
-def recommend(model: Model, th: Thresholds | None = None) -> list[Recommendation]:
-    """Every rule's findings: the ones to apply first, then the ones that cannot help here."""
+def recommend(model: Model, th: Thresholds | None = None, tasks: set | None = None) -> list[Recommendation]:
+    """Every rule's findings for `tasks` (None: every task), the ones to apply first, then the ones that
+    cannot help here. stallscope itself is never advised on (analyzer/scope.py)."""
     th = th or Thresholds()
-    own = model.meta.options.get("stallscope_pid")
-    if own:  # the recorder itself is not advised
-        model = replace(model, tasks={k: v for k, v in model.tasks.items() if v.info.tgid != own})
+    scope = in_scope(model, tasks)
+    if scope is not None:
+        model = restrict(model, scope)
     out = [r for rule in RULES for r in rule(model, th)]
     return sorted(out, key=lambda r: (r.status != RECOMMENDED, KINDS.index(r.kind)))
 

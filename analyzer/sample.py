@@ -28,6 +28,9 @@ class TaskInfo:
     ptgid: int  # parent process at creation, 0 when unknown
     comm: str
     flags: int = 0  # TS_* from bpf/sched.h (exact baseline, exited, ...)
+    policy: int = 0  # SCHED_OTHER 0, FIFO 1, RR 2, BATCH 3, IDLE 5, DEADLINE 6, EXT 7 (at its latest switch-out)
+    nice: int = 0
+    rt_priority: int = 0
 
     @property
     def dead(self) -> bool:
@@ -35,7 +38,11 @@ class TaskInfo:
         return bool(self.flags & TS_DEAD)
 
 
-TS_DEAD = 8  # bpf/sched.h
+TS_EXITING, TS_DEAD = 4, 8  # bpf/sched.h
+
+# Reserved stack ids (bpf/stacks.h): why a record has no stack; a real stack's id is at least STACK_ID_MIN.
+STACK_NONE, STACK_SHORT, STACK_RATE_LIMITED, STACK_FAILED, STACK_OWN, STACK_NOT_DRAWN = 0, 1, 2, 3, 4, 5
+STACK_ID_MIN = 16
 
 
 @dataclass(frozen=True)
@@ -54,11 +61,15 @@ class TaskDelta:
     migrations: int = 0
     runq_hist: tuple[tuple[int, int], ...] = ()  # (log2 ns slot, count), wakeup-to-run latency
     runq_latency_ns: int = 0  # measured with ktime from enqueue to switch-in
+    run_ns: int = 0  # time on a CPU (se.sum_exec_runtime, read at its switch-outs)
 
 
 @dataclass(frozen=True)
 class OffcpuDelta:
-    """Off-CPU time of one task in one (kernel stack, user stack, state). Stack 0: not collected."""
+    """Off-CPU time of one task in one (kernel stack, user stack, state, why, func). Stack ids below 16
+    say why there is none (bpf/stacks.h). `count`, `total_ns`, `max_ns` and `hist` describe the waits
+    that ended (each whole); `charged_ns` is the blocked time this interval holds: the waits' parts not
+    already charged while they went on, and the parts of waits still going on (count 0)."""
 
     task: TaskId
     tgid: int
@@ -69,11 +80,36 @@ class OffcpuDelta:
     total_ns: int
     max_ns: int = 0
     hist: tuple[tuple[int, int], ...] = ()  # (log2 ns slot, waits) of this interval's waits
+    why: int = 0  # WHY_* (bpf/sched.h): what the task was doing when it blocked; 0 in older recordings
+    func: int = 0  # a kernel thread's function or work function (address; `Interval.functions` names it)
+    charged_ns: int | None = None  # None (older recordings): total_ns
+    weighted_ns: int = 0  # keys with a walked stack: sum of d/p, the waits' estimated time
+    var_us2: int = 0  # its variance, us^2
+    woken: tuple[int, int, int] = (0, 0, 0)  # waits ended by a task, an interrupt, an exiting task
+
+    @property
+    def charged(self) -> int:
+        return self.total_ns if self.charged_ns is None else self.charged_ns
+
+
+@dataclass(frozen=True)
+class WaitLink:
+    """The waker's own last wait before it ran (a wait chain's next link): its kernel stack (or a
+    reason below 16), function, state and why, as in OffcpuDelta; all 0 when not known."""
+
+    kstack: int = 0
+    func: int = 0
+    state: int = 0
+    why: int = 0
+
+
+NO_LINK = WaitLink()
 
 
 @dataclass(frozen=True)
 class WakerDelta:
-    """Wakeups of one task by one waker; waker pid 0 means an interrupt on an idle CPU."""
+    """Wakeups of one task by one waker; waker pid 0 means an interrupt on an idle CPU. Recorded for the
+    waits drawn for a stack walk, so each time here is weighted by 1/p as well (`weighted_ns`...)."""
 
     task: TaskId
     waker: TaskId
@@ -83,6 +119,16 @@ class WakerDelta:
     count: int
     total_ns: int  # off-CPU time these wakeups ended
     in_interrupt: bool = False  # sched_waking ran on an interrupt stack: the waker is an interrupt
+    exiting: bool = False  # the waker was in its exit
+    link: WaitLink = NO_LINK
+    weighted_ns: int | None = None  # sum of d/p; None (older recordings): total_ns
+    link_blocked_ns: int = 0  # weighted: the part the waker was itself blocked in `link`
+    link_runq_ns: int = 0  # weighted: ... and then waited for a CPU
+    wakee: WaitLink = NO_LINK  # the wakee's wait's state, why and func (its stratum); kstack 0
+
+    @property
+    def weighted(self) -> int:
+        return self.total_ns if self.weighted_ns is None else self.weighted_ns
 
 
 @dataclass(frozen=True)
@@ -99,12 +145,16 @@ class LockDelta:
     total_ns: int
     max_ns: int = 0  # the new maximum if it rose in this interval, else 0
     min_ns: int = 0  # the new minimum if it fell in this interval, else 0
-    spin_ns: int = 0
-    sleep_ns: int = 0
+    spin_ns: int = 0  # on a CPU: total - sleep
+    sleep_ns: int = 0  # off a CPU: blocked + runnable (before those were kept: the mutex's sleep phase)
     owner_pid: int = 0  # a mutex's owner when a wait began
     owner_comm: str = ""
     cache: str = ""
     symbol: str = ""  # the static variable at the lock's address (kallsyms data symbols), "" when none
+    blocked_ns: int | None = None  # the waiter blocked (None: recorded before the split was kept)
+    runnable_ns: int | None = None  # the waiter woken, waiting for a CPU
+    weighted_ns: int = 0  # walked stacks: sum of d/p
+    var_us2: int = 0
 
 
 @dataclass(frozen=True)
@@ -195,6 +245,10 @@ class FutexDelta:
     total_ns: int
     max_ns: int = 0  # the new maximum if it rose in this interval, else 0
     min_ns: int = 0  # the new minimum if it fell in this interval, else 0
+    flags: int = 0  # FUTEX_F_* (bpf/futex.h): 1 the call had a timeout
+    blocked_ns: int | None = None  # of total: the waiter blocked (None: recorded before the split was kept)
+    runnable_ns: int | None = None  # ... woken, waiting for a CPU
+    woken_irq: int = 0  # waits ended from an interrupt (with a timeout: timed out)
 
 
 @dataclass(frozen=True)
@@ -230,18 +284,24 @@ def duration_text(ns: int) -> str:
 
 @dataclass(frozen=True)
 class Tuning:
-    """What the probes run with: the stack-walk rate (per CPU and object, 0 = no limit), the shortest
-    wait whose stacks are walked, and the on-CPU sampling frequency. Level 0 is what the user chose."""
+    """What the probes run with: the stack-walk rate cap (per CPU and object, 0 = no limit), the shortest
+    wait whose stacks are walked, the on-CPU sampling frequency, T (a wait of d ns is drawn for a walk
+    with probability min(1, d/T)) and the user stacks walked per second per CPU at switch-out. Level 0
+    is what the user chose."""
 
     level: int
     walks_per_s: int
     min_stack_ns: int
     sample_hz: int
+    sample_ns: int = 0
+    user_walks_per_s: int = 0
 
     def describe(self) -> str:
-        walks = "no limit" if self.walks_per_s == 0 else f"{self.walks_per_s}/s per CPU"
-        return (f"stack walks {walks}, stacks and wakers for waits >= {duration_text(self.min_stack_ns)}, "
-                f"on-CPU samples {self.sample_hz} Hz")
+        walks = "no cap" if self.walks_per_s == 0 else f"at most {self.walks_per_s}/s per CPU"
+        users = "no cap" if self.user_walks_per_s == 0 else f"{self.user_walks_per_s}/s per CPU"
+        drawn = "every wait" if not self.sample_ns else f"waits drawn with p = min(1, d/{duration_text(self.sample_ns)})"
+        floor = f" (none under {duration_text(self.min_stack_ns)})" if self.min_stack_ns else ""
+        return (f"stacks for {drawn}{floor}, {walks}; user stacks {users}; on-CPU samples {self.sample_hz} Hz")
 
 
 @dataclass(frozen=True)
@@ -278,6 +338,7 @@ class Interval:
     cgroups: tuple[tuple[int, int, str], ...] = ()  # (tgid, leader start ns, cgroup path) of processes first seen
     futex: tuple[FutexDelta, ...] = ()
     tuning: tuple[TuningChange, ...] = ()  # what the overhead budget changed after this interval
+    functions: tuple[tuple[int, str], ...] = ()  # kernel function addresses first referenced (OffcpuDelta.func), named
 
     @property
     def duration_ns(self) -> int:

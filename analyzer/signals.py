@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stallscope.analyzer.blockers import recorded_tasks
 from stallscope.analyzer.model import Model
+from stallscope.analyzer.scope import recorded_tasks
 
 # A switch every 200 us per runnable task: far more switching than the CPUs' work needs.
 HIGH_CS_PER_RUNNABLE = 5000.0

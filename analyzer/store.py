@@ -20,12 +20,14 @@ from typing import Iterator
 
 from stallscope.analyzer.sample import (
     CpuSamplesDelta, FutexDelta, Interval, LockDelta, OffcpuDelta, OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta,
-    SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning, TuningChange, WakerDelta,
+    SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning, TuningChange, WaitLink, WakerDelta,
 )
 from stallscope.analyzer.symbols import Frame
 from stallscope.errors import StallscopeError
 
 FORMAT_VERSION = 1
+# what reading a damaged file raises: SQLite's errors, and text that is not UTF-8 (a scribbled schema)
+_READ_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 APPLICATION_ID = 0x53544C4C  # "STLL": lets `file` and we tell our databases from others
 
 _SCHEMA = """
@@ -35,25 +37,30 @@ CREATE TABLE IF NOT EXISTS intervals (
     switches INTEGER, collector_cpu_ns INTEGER, health TEXT, kernel_switches INTEGER);
 CREATE TABLE IF NOT EXISTS tasks (
     pid INTEGER, start_ns INTEGER, tgid INTEGER, ptgid INTEGER, comm TEXT, flags INTEGER,
-    first_idx INTEGER, PRIMARY KEY (pid, start_ns));
+    first_idx INTEGER, policy INTEGER, nice INTEGER, rt_priority INTEGER, PRIMARY KEY (pid, start_ns));
 CREATE TABLE IF NOT EXISTS task_deltas (
     idx INTEGER, pid INTEGER, start_ns INTEGER, offcpu_ns INTEGER, offcpu_count INTEGER,
     offcpu_max_ns INTEGER, runq_wait_ns INTEGER, runq_count INTEGER, runq_max_ns INTEGER,
     voluntary_switches INTEGER, involuntary_switches INTEGER, migrations INTEGER, runq_hist TEXT,
-    runq_latency_ns INTEGER);
+    runq_latency_ns INTEGER, run_ns INTEGER);
 CREATE TABLE IF NOT EXISTS offcpu (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, state INTEGER, kstack INTEGER,
-    ustack INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, hist TEXT);
+    ustack INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, hist TEXT, why INTEGER, func INTEGER,
+    charged_ns INTEGER, weighted_ns INTEGER, var_us2 INTEGER, woken TEXT);
 CREATE TABLE IF NOT EXISTS wakers (
     idx INTEGER, pid INTEGER, start_ns INTEGER, waker_pid INTEGER, waker_start_ns INTEGER,
     waker_tgid INTEGER, waker_comm TEXT, waker_kstack INTEGER, count INTEGER, total_ns INTEGER,
-    in_interrupt INTEGER);
+    in_interrupt INTEGER, exiting INTEGER, link_kstack INTEGER, link_func INTEGER, link_state INTEGER,
+    link_why INTEGER, weighted_ns INTEGER, link_blocked_ns INTEGER, link_runq_ns INTEGER, wakee_func INTEGER,
+    wakee_state INTEGER, wakee_why INTEGER);
+CREATE TABLE IF NOT EXISTS functions (addr INTEGER PRIMARY KEY, name TEXT);
 CREATE TABLE IF NOT EXISTS migrations (idx INTEGER, src INTEGER, dst INTEGER, count INTEGER);
 CREATE TABLE IF NOT EXISTS stacks (id INTEGER PRIMARY KEY, kind TEXT, truncated INTEGER, frames TEXT);
 CREATE TABLE IF NOT EXISTS locks (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, addr INTEGER, kstack INTEGER, flags INTEGER,
     kind INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, min_ns INTEGER, spin_ns INTEGER,
-    sleep_ns INTEGER, owner_pid INTEGER, owner_comm TEXT, cache TEXT, symbol TEXT);
+    sleep_ns INTEGER, owner_pid INTEGER, owner_comm TEXT, cache TEXT, symbol TEXT, blocked_ns INTEGER,
+    runnable_ns INTEGER, weighted_ns INTEGER, var_us2 INTEGER);
 CREATE TABLE IF NOT EXISTS slab (
     idx INTEGER, cache INTEGER, tgid INTEGER, exiting INTEGER, kmallocs INTEGER, cache_allocs INTEGER, kfrees INTEGER,
     cache_frees INTEGER, bytes_req INTEGER, bytes_alloc INTEGER, failed INTEGER, slab_switches INTEGER,
@@ -72,9 +79,10 @@ CREATE TABLE IF NOT EXISTS cgroups (idx INTEGER, tgid INTEGER, start_ns INTEGER,
 CREATE TABLE IF NOT EXISTS futex (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, uaddr INTEGER, op INTEGER, ustack INTEGER,
     caller_addr INTEGER, caller TEXT, lock_name TEXT, count INTEGER, total_ns INTEGER, max_ns INTEGER,
-    min_ns INTEGER);
+    min_ns INTEGER, flags INTEGER, blocked_ns INTEGER, runnable_ns INTEGER, woken_irq INTEGER);
 CREATE TABLE IF NOT EXISTS tuning (
-    idx INTEGER, level INTEGER, walks_per_s INTEGER, min_stack_ns INTEGER, sample_hz INTEGER, reason TEXT);
+    idx INTEGER, level INTEGER, walks_per_s INTEGER, min_stack_ns INTEGER, sample_hz INTEGER, reason TEXT,
+    sample_ns INTEGER, user_walks_per_s INTEGER);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -163,26 +171,33 @@ class RecordingWriter:
                         json.dumps(iv.health, sort_keys=True), iv.kernel_switches))
             for t in iv.task_info:
                 db.execute(
-                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?) ON CONFLICT (pid, start_ns) DO UPDATE SET "
-                    "comm=excluded.comm, flags=excluded.flags, tgid=excluded.tgid",
-                    (t.task.pid, t.task.start_time_ns, t.tgid, t.ptgid, t.comm, t.flags, i))
-            db.executemany("INSERT INTO task_deltas VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (pid, start_ns) DO UPDATE SET "
+                    "comm=excluded.comm, flags=excluded.flags, tgid=excluded.tgid, policy=excluded.policy, "
+                    "nice=excluded.nice, rt_priority=excluded.rt_priority",
+                    (t.task.pid, t.task.start_time_ns, t.tgid, t.ptgid, t.comm, t.flags, i, t.policy, t.nice,
+                     t.rt_priority))
+            db.executemany("INSERT INTO task_deltas VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, d.task.pid, d.task.start_time_ns, d.offcpu_ns, d.offcpu_count, d.offcpu_max_ns,
                  d.runq_wait_ns, d.runq_count, d.runq_max_ns, d.voluntary_switches, d.involuntary_switches,
-                 d.migrations, _hist_text(d.runq_hist), d.runq_latency_ns)
+                 d.migrations, _hist_text(d.runq_hist), d.runq_latency_ns, d.run_ns)
                 for d in iv.tasks])
-            db.executemany("INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?,?)", [
+            db.executemany("INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, o.task.pid, o.task.start_time_ns, o.tgid, o.state, _s64(o.kstack), _s64(o.ustack), o.count,
-                 o.total_ns, o.max_ns, _hist_text(o.hist)) for o in iv.offcpu])
-            db.executemany("INSERT INTO wakers VALUES (?,?,?,?,?,?,?,?,?,?,?)", [
+                 o.total_ns, o.max_ns, _hist_text(o.hist), o.why, _s64(o.func), o.charged_ns, o.weighted_ns,
+                 o.var_us2, None if not any(o.woken) else "%d,%d,%d" % o.woken) for o in iv.offcpu])
+            db.executemany("INSERT INTO wakers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, w.task.pid, w.task.start_time_ns, w.waker.pid, w.waker.start_time_ns, w.waker_tgid,
-                 w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns, int(w.in_interrupt))
+                 w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns, int(w.in_interrupt), int(w.exiting),
+                 _s64(w.link.kstack), _s64(w.link.func), w.link.state, w.link.why, w.weighted_ns, w.link_blocked_ns,
+                 w.link_runq_ns, _s64(w.wakee.func), w.wakee.state, w.wakee.why)
                 for w in iv.wakers])
+            db.executemany("INSERT OR IGNORE INTO functions VALUES (?,?)",
+                           [(_s64(addr), name) for addr, name in iv.functions])
             db.executemany("INSERT INTO migrations VALUES (?,?,?,?)", [(i, *m) for m in iv.migrations])
-            db.executemany("INSERT INTO locks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+            db.executemany("INSERT INTO locks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, lk.task.pid, lk.task.start_time_ns, lk.tgid, _s64(lk.addr), _s64(lk.kstack), lk.flags, lk.kind,
                  lk.count, lk.total_ns, lk.max_ns, lk.min_ns, lk.spin_ns, lk.sleep_ns, lk.owner_pid, lk.owner_comm,
-                 lk.cache, lk.symbol) for lk in iv.locks])
+                 lk.cache, lk.symbol, lk.blocked_ns, lk.runnable_ns, lk.weighted_ns, lk.var_us2) for lk in iv.locks])
             db.executemany("INSERT INTO slab VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, _s64(d.cache), d.tgid, int(d.exiting), d.kmallocs, d.cache_allocs, d.kfrees, d.cache_frees, d.bytes_req,
                  d.bytes_alloc, d.failed, d.slab_switches, d.switch_allocs) for d in iv.slab])
@@ -196,9 +211,10 @@ class RecordingWriter:
             db.executemany("INSERT INTO oncpu_cpus VALUES (?,?,?,?,?,?,?)", [
                 (i, c.cpu, c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns) for c in iv.oncpu_cpus])
             db.executemany("INSERT INTO cgroups VALUES (?,?,?,?)", [(i, *c) for c in iv.cgroups])
-            db.executemany("INSERT INTO futex VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+            db.executemany("INSERT INTO futex VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, fx.task.pid, fx.task.start_time_ns, fx.tgid, _s64(fx.uaddr), fx.op, _s64(fx.ustack),
-                 _s64(fx.caller_addr), fx.caller, fx.lock_name, fx.count, fx.total_ns, fx.max_ns, fx.min_ns)
+                 _s64(fx.caller_addr), fx.caller, fx.lock_name, fx.count, fx.total_ns, fx.max_ns, fx.min_ns,
+                 fx.flags, fx.blocked_ns, fx.runnable_ns, fx.woken_irq)
                 for fx in iv.futex])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
@@ -206,8 +222,9 @@ class RecordingWriter:
                 for s in iv.stacks])
             db.executemany("INSERT INTO programs VALUES (?,?,?,?,?)", [
                 (i, p.name, p.run_cnt, p.run_time_ns, p.recursion_misses) for p in iv.programs])
-            db.executemany("INSERT INTO tuning VALUES (?,?,?,?,?,?)", [
-                (i, c.to.level, c.to.walks_per_s, c.to.min_stack_ns, c.to.sample_hz, c.reason) for c in iv.tuning])
+            db.executemany("INSERT INTO tuning VALUES (?,?,?,?,?,?,?,?)", [
+                (i, c.to.level, c.to.walks_per_s, c.to.min_stack_ns, c.to.sample_hz, c.reason, c.to.sample_ns,
+                 c.to.user_walks_per_s) for c in iv.tuning])
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -243,7 +260,7 @@ class Recording:
             if "meta" not in tables:
                 raise StallscopeError(f"{path} is not a stallscope recording", "it is an SQLite database of something else")
             rows = dict(self.db.execute("SELECT key, value FROM meta"))
-        except sqlite3.Error as exc:
+        except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
         if "format_version" not in rows or "meta" not in rows:
             raise StallscopeError(f"{path} is not a stallscope recording", "it has no stallscope metadata")
@@ -268,11 +285,14 @@ class Recording:
     def _rows(self, sql: str, args=()) -> list[tuple]:
         try:
             return self.db.execute(sql, args).fetchall()
-        except sqlite3.Error as exc:
+        except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
 
     def _columns(self, table: str) -> set[str]:
-        return {r[1] for r in self._rows(f"PRAGMA table_info({table})")}
+        cache = self.__dict__.setdefault("_column_cache", {})
+        if table not in cache:
+            cache[table] = {r[1] for r in self._rows(f"PRAGMA table_info({table})")}
+        return cache[table]
 
     def _hist(self, text: str | None) -> tuple[tuple[int, int], ...]:
         if not text:
@@ -293,9 +313,20 @@ class Recording:
         return out
 
     def tasks(self) -> dict[TaskId, TaskInfo]:
-        return {TaskId(pid, st): TaskInfo(TaskId(pid, st), tgid, ptgid, comm, flags)
-                for pid, st, tgid, ptgid, comm, flags in
-                self._rows("SELECT pid, start_ns, tgid, ptgid, comm, flags FROM tasks")}
+        sched = ", ".join(self._col("tasks", c, "0") for c in ("policy", "nice", "rt_priority"))
+        return {TaskId(pid, st): TaskInfo(TaskId(pid, st), tgid, ptgid, comm, flags, policy or 0, nice or 0, rt or 0)
+                for pid, st, tgid, ptgid, comm, flags, policy, nice, rt in
+                self._rows(f"SELECT pid, start_ns, tgid, ptgid, comm, flags, {sched} FROM tasks")}
+
+    def functions(self) -> dict[int, str]:
+        """Kernel functions named in the recording (a kernel thread's, a work item's), by address."""
+        if "functions" not in self.tables:
+            return {}
+        return {_u64(addr): name for addr, name in self._rows("SELECT addr, name FROM functions")}
+
+    def _col(self, table: str, column: str, default: str) -> str:
+        """`column`, or `default` in a recording made before the column was added."""
+        return column if column in self._columns(table) else default
 
     def slab_caches(self) -> dict[int, SlabCache]:
         """Every cache described in the recording (each once, when first seen), by address."""
@@ -318,30 +349,41 @@ class Recording:
         window = (first, hi)
         tasks = self._stream(
             "SELECT idx, pid, start_ns, offcpu_ns, offcpu_count, offcpu_max_ns, runq_wait_ns, runq_count, "
-            "runq_max_ns, voluntary_switches, involuntary_switches, migrations, runq_hist, runq_latency_ns "
-            "FROM task_deltas", window,
+            "runq_max_ns, voluntary_switches, involuntary_switches, migrations, runq_hist, runq_latency_ns, "
+            f"{self._col('task_deltas', 'run_ns', '0')} FROM task_deltas", window,
             lambda r: TaskDelta(TaskId(r[1], r[2]), *r[3:12],
                                 runq_hist=tuple(tuple(x) for x in json.loads(r[12])) if r[12] else (),
-                                runq_latency_ns=r[13] or 0))
-        # a column added after a recording was made reads as empty in it
-        hist = "hist" if "hist" in self._columns("offcpu") else "NULL"
+                                runq_latency_ns=r[13] or 0, run_ns=r[14] or 0))
+        # a column added after a recording was made reads as empty in it (charged_ns: NULL, the wait's total)
+        extra = ", ".join(self._col("offcpu", c, d) for c, d in (
+            ("hist", "NULL"), ("why", "0"), ("func", "0"), ("charged_ns", "NULL"), ("weighted_ns", "0"),
+            ("var_us2", "0"), ("woken", "NULL")))
         offcpu = self._stream(
-            f"SELECT idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, {hist} FROM offcpu",
+            f"SELECT idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, {extra} FROM offcpu",
             window,
             lambda r: OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9],
-                                  self._hist(r[10])))
+                                  self._hist(r[10]), r[11] or 0, _u64(r[12] or 0), r[13], r[14] or 0, r[15] or 0,
+                                  self._woken(r[16])))
+        link = ", ".join(self._col("wakers", c, d) for c, d in (
+            ("exiting", "0"), ("link_kstack", "0"), ("link_func", "0"), ("link_state", "0"), ("link_why", "0"),
+            ("weighted_ns", "NULL"), ("link_blocked_ns", "0"), ("link_runq_ns", "0"), ("wakee_func", "0"),
+            ("wakee_state", "0"), ("wakee_why", "0")))
         wakers = self._stream(
             "SELECT idx, pid, start_ns, waker_pid, waker_start_ns, waker_tgid, waker_comm, waker_kstack, count, "
-            "total_ns, in_interrupt FROM wakers", window,
+            f"total_ns, in_interrupt, {link} FROM wakers", window,
             lambda r: WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9],
-                                 bool(r[10])))
+                                 bool(r[10]), bool(r[11]), WaitLink(_u64(r[12] or 0), _u64(r[13] or 0), r[14] or 0,
+                                                                    r[15] or 0), r[16], r[17] or 0, r[18] or 0,
+                                 WaitLink(0, _u64(r[19] or 0), r[20] or 0, r[21] or 0)))
         migrations = self._stream("SELECT idx, src, dst, count FROM migrations", window, lambda r: (r[1], r[2], r[3]))
         # a table added after a recording was made is empty in it
-        symbol = "symbol" if "locks" in self.tables and "symbol" in self._columns("locks") else "''"
+        split = ", ".join(self._col("locks", c, d) for c, d in (
+            ("symbol", "''"), ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0")))
         locks = self._stream(
             "SELECT idx, pid, start_ns, tgid, addr, kstack, flags, kind, count, total_ns, max_ns, min_ns, spin_ns, "
-            f"sleep_ns, owner_pid, owner_comm, cache, {symbol} FROM locks", window,
-            lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:]), "locks")
+            f"sleep_ns, owner_pid, owner_comm, cache, {split} FROM locks", window,
+            lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:18], r[18], r[19],
+                                r[20] or 0, r[21] or 0), "locks")
         slab = self._stream(
             "SELECT idx, cache, tgid, exiting, kmallocs, cache_allocs, kfrees, cache_frees, bytes_req, bytes_alloc, "
             "failed, slab_switches, switch_allocs FROM slab", window,
@@ -357,14 +399,19 @@ class Recording:
         oncpu_cpus = self._stream(
             "SELECT idx, cpu, samples, period_ns, idle_samples, idle_ns, event_ns FROM oncpu_cpus", window,
             lambda r: CpuSamplesDelta(*r[1:]), "oncpu_cpus")
+        split = ", ".join(self._col("futex", c, d) for c, d in (
+            ("flags", "0"), ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("woken_irq", "0")))
         futex = self._stream(
             "SELECT idx, pid, start_ns, tgid, uaddr, op, ustack, caller_addr, caller, lock_name, count, total_ns, "
-            "max_ns, min_ns FROM futex", window,
-            lambda r: FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:]), "futex")
+            f"max_ns, min_ns, {split} FROM futex", window,
+            lambda r: FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:14],
+                                 r[14] or 0, r[15], r[16], r[17] or 0), "futex")
         programs = self._stream("SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs", window,
                                 lambda r: ProgramCost(*r[1:]))
-        tuning = self._stream("SELECT idx, level, walks_per_s, min_stack_ns, sample_hz, reason FROM tuning", window,
-                              lambda r: TuningChange(r[0], Tuning(*r[1:5]), r[5]), "tuning")
+        tuning = self._stream(
+            "SELECT idx, level, walks_per_s, min_stack_ns, sample_hz, reason, "
+            f"{self._col('tuning', 'sample_ns', '0')}, {self._col('tuning', 'user_walks_per_s', '0')} FROM tuning",
+            window, lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0), r[5]), "tuning")
         rows = self._stream("SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health, "
                             "kernel_switches FROM intervals", window, lambda r: r)
         for idx, start, end, wall, switches, cpu, health, kswitches in rows.all():
@@ -378,6 +425,15 @@ class Recording:
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
                            futex.take(idx), tuning.take(idx))
 
+    def _woken(self, text: str | None) -> tuple[int, int, int]:
+        if not text:
+            return (0, 0, 0)
+        try:
+            a, b, c = (int(x) for x in text.split(","))
+        except ValueError as exc:
+            raise self._damaged(exc) from None
+        return (a, b, c)
+
     def _stream(self, select: str, window: tuple[int, int], make, table: str | None = None) -> _ByInterval:
         """`select`'s rows in the window, in interval order, made into records; empty when `table` (a
         table added after some recordings were made) is missing from this one."""
@@ -385,7 +441,7 @@ class Recording:
             return _ByInterval(iter(()), make, self._damaged)
         try:
             cursor = self.db.execute(f"{select} WHERE idx BETWEEN ? AND ? ORDER BY idx", window)
-        except sqlite3.Error as exc:
+        except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
         return _ByInterval(cursor, make, self._damaged)
 
@@ -414,7 +470,7 @@ class _ByInterval:
     def _next(self):
         try:
             return next(self._rows, None)
-        except sqlite3.Error as exc:
+        except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
 
     def take(self, idx: int) -> tuple:

@@ -12,12 +12,14 @@ MAX_STACK_DEPTH = 64
 RUNQ_SLOTS = 40
 
 WAKER_IN_INTERRUPT = 1
+WAKER_EXITING = 2
 
 STACK_NONE = 0
 STACK_SHORT = 1
 STACK_RATE_LIMITED = 2
 STACK_FAILED = 3
 STACK_OWN = 4
+STACK_NOT_DRAWN = 5
 STACK_ID_MIN = 16
 
 TS_BASE_EXACT = 1
@@ -29,7 +31,16 @@ TS_NO_SCHED_INFO = 32
 TS_REAP_RESOLVED = 64
 TS_RENAMED = 128
 
-u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+u32, u64, s32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+
+# offcpu_key.why (bpf/sched.h): what a task was doing when it blocked
+WHY_SYSCALL_MASK = 0x3FF
+WHY_CTX_SHIFT, WHY_CTX_MASK = 10, 7 << 10
+WHY_CTX_NONE, WHY_CTX_SYSCALL, WHY_CTX_FAULT, WHY_CTX_KTHREAD, WHY_CTX_KWORKER_IDLE, WHY_CTX_KWORKER = range(6)
+WHY_FD_SHIFT, WHY_FD_MASK = 13, 15 << 13
+WHY_FUTEX_TID, WHY_FUTEX_LOCKWORD, WHY_TIMEOUT, WHY_FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 << 20
+WOKE_TASK, WOKE_IRQ, WOKE_EXITING = 0, 1, 2
+DUMP_TASK, DUMP_OPEN = 1, 2
 
 
 class TaskKey(ctypes.Structure):
@@ -37,27 +48,44 @@ class TaskKey(ctypes.Structure):
 
 
 class OffcpuVal(ctypes.Structure):
-    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("hist", u32 * RUNQ_SLOTS)]
+    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("charged_ns", u64), ("weighted_ns", u64),
+                ("var_us2", u64), ("woken", u32 * 3), ("pad", u32), ("hist", u32 * RUNQ_SLOTS)]
 
 
-TASK_OFFCPU_SLOTS = 3
+TASK_OFFCPU_SLOTS = 4
 
 
 class OffcpuSlot(ctypes.Structure):
     """A task's own off-CPU aggregate for one key without stacks (bpf/sched.h)."""
-    _fields_ = [("kstack", u64), ("ustack", u64), ("state", u32), ("used", u32), ("val", OffcpuVal)]
+    _fields_ = [("kstack", u64), ("ustack", u64), ("state", u32), ("why", u32), ("func", u64), ("used", u32),
+                ("pad", u32), ("val", OffcpuVal)]
+
+
+class OpenWait(ctypes.Structure):
+    """bpf/sched.h: a blocked task's wait so far, handed over by the dump."""
+    _fields_ = [("pid", u32), ("tgid", u32), ("start_ns", u64), ("charged_ns", u64), ("open_ns", u64),
+                ("kstack", u64), ("ustack", u64), ("state", u32), ("why", u32), ("func", u64)]
+
+
+class DumpHeader(ctypes.Structure):
+    _fields_ = [("kind", u32), ("size", u32)]
 
 
 class TaskStats(ctypes.Structure):
     _fields_ = [
         # the probes' scratch state between events: not read here
-        ("block_ts", u64), ("runq_ts", u64), ("pending_ns", u64), ("ustack", u64),
-        ("state", u32), ("woken", u32), ("runq_from_wakeup", u32),
+        ("block_ts", u64), ("mark", u64), ("runq_ts", u64), ("pending_ns", u64), ("pending_rest", u64),
+        ("ustack", u64), ("kstack_open", u64), ("draw_ns", u64), ("func", u64), ("open_pending", u64),
+        ("state", u32), ("why", u32), ("woken", u32), ("runq_from_wakeup", u32), ("woke", u32), ("no_walk", u32),
         ("flags", u32), ("nvcsw", u64), ("nivcsw", u64),
+        ("last_block_ts", u64), ("last_woken_ts", u64), ("last_run_ts", u64), ("last_kstack", u64),
+        ("last_func", u64), ("last_state", u32), ("last_why", u32),
+        ("fd_file", u64), ("fd", u32), ("fd_kind", u32),
         ("offcpu_ns", u64), ("offcpu_count", u64), ("offcpu_max_ns", u64),
         ("runq_ns", u64), ("runq_count", u64), ("runq_max_ns", u64), ("run_delay", u64),
         ("changed", u32), ("tgid", u32),
-        ("migrations", u64), ("comm", ctypes.c_char * TASK_COMM_LEN), ("ptgid", u32), ("pad", u32),
+        ("migrations", u64), ("run_ns", u64), ("run_base", u64), ("comm", ctypes.c_char * TASK_COMM_LEN),
+        ("ptgid", u32), ("policy", u32), ("nice", s32), ("rt_priority", u32),
         ("run_delay_base", u64), ("nvcsw_base", u64), ("nivcsw_base", u64),
         ("runq_hist", u32 * RUNQ_SLOTS),
         ("slots", OffcpuSlot * TASK_OFFCPU_SLOTS),
@@ -66,16 +94,19 @@ class TaskStats(ctypes.Structure):
 
 class OffcpuKey(ctypes.Structure):
     _fields_ = [("pid", u32), ("tgid", u32), ("start_ns", u64), ("kstack", u64), ("ustack", u64),
-                ("state", u32), ("pad", u32)]
+                ("state", u32), ("why", u32), ("func", u64)]
 
 
 class WakerKey(ctypes.Structure):
     _fields_ = [("pid", u32), ("waker_pid", u32), ("start_ns", u64), ("waker_start_ns", u64),
-                ("waker_kstack", u64), ("waker_tgid", u32), ("waker_flags", u32)]
+                ("waker_kstack", u64), ("waker_tgid", u32), ("waker_flags", u32), ("link_kstack", u64),
+                ("link_func", u64), ("link_state", u32), ("link_why", u32), ("wakee_func", u64),
+                ("wakee_state", u32), ("wakee_why", u32)]
 
 
 class WakerVal(ctypes.Structure):
-    _fields_ = [("count", u64), ("total_ns", u64), ("waker_comm", ctypes.c_char * TASK_COMM_LEN)]
+    _fields_ = [("count", u64), ("total_ns", u64), ("weighted_ns", u64), ("link_blocked_ns", u64),
+                ("link_runq_ns", u64), ("waker_comm", ctypes.c_char * TASK_COMM_LEN)]
 
 
 class Stack(ctypes.Structure):
@@ -89,14 +120,15 @@ class WalkBudget(ctypes.Structure):
 
 class StackTune(ctypes.Structure):
     """bpf/stacks.h: the stack-walk knobs every object that walks stacks reads at run time (.data)."""
-    _fields_ = [("min_stack_ns", u64), ("walks_per_s", u32), ("pad", u32)]
+    _fields_ = [("min_stack_ns", u64), ("sample_ns", u64), ("walks_per_s", u32), ("user_walks_per_s", u32)]
 
 
 class SchedHealth(ctypes.Structure):
     _fields_ = [("task_map_full", u64), ("offcpu_map_full", u64), ("waker_map_full", u64),
                 ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("stacks_rate_limited", u64),
                 ("reap_unresolved", u64), ("reap_pending", u64), ("reap_exact", u64), ("reap_after_read", u64),
-                ("waking_unknown", u64), ("waking_unblocked", u64)]
+                ("waking_unknown", u64), ("waking_unblocked", u64), ("waits_drawn", u64), ("waking_missed", u64),
+                ("open_walks", u64)]
 
 
 class SchedConfig(ctypes.Structure):
@@ -109,7 +141,8 @@ class SchedConfig(ctypes.Structure):
 MIRRORS = {
     "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal, "offcpu_slot": OffcpuSlot,
     "waker_key": WakerKey, "waker_val": WakerVal, "stack": Stack, "sched_health": SchedHealth,
-    "sched_config": SchedConfig, "stack_tune": StackTune, "walk_budget": WalkBudget,
+    "sched_config": SchedConfig, "stack_tune": StackTune, "walk_budget": WalkBudget, "open_wait": OpenWait,
+    "dump_header": DumpHeader,
 }
 
 
@@ -163,7 +196,8 @@ class LockKey(ctypes.Structure):
 
 class LockVal(ctypes.Structure):
     _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64), ("spin_ns", u64),
-                ("sleep_ns", u64), ("owner_pid", u32), ("pad", u32), ("owner_comm", ctypes.c_char * TASK_COMM_LEN),
+                ("sleep_ns", u64), ("blocked_ns", u64), ("runnable_ns", u64), ("weighted_ns", u64), ("var_us2", u64),
+                ("owner_pid", u32), ("pad", u32), ("owner_comm", ctypes.c_char * TASK_COMM_LEN),
                 ("cache", ctypes.c_char * LOCK_NAME_LEN)]
 
 
@@ -260,17 +294,21 @@ FUTEX_OP_WAITV, FUTEX_OP_WAIT2 = 0x100, 0x101
 
 class FutexWaitKey(ctypes.Structure):
     _fields_ = [("uaddr", u64), ("ustack", u64), ("caller", u64), ("start_ns", u64), ("leader_start_ns", u64),
-                ("pid", u32), ("tgid", u32), ("op", u32), ("pad", u32)]
+                ("pid", u32), ("tgid", u32), ("op", u32), ("flags", u32)]
+
+
+FUTEX_F_TIMEOUT = 1
 
 
 class FutexInflight(ctypes.Structure):
     _fields_ = [("uaddr", u64), ("begin_ns", u64), ("ustack", u64), ("caller", u64), ("call_sp", u64),
                 ("call_ret", u64), ("start_ns", u64), ("leader_start_ns", u64), ("pid", u32), ("tgid", u32),
-                ("op", u32), ("active", u32)]
+                ("op", u32), ("active", u32), ("flags", u32), ("pad", u32), ("blocked0", u64), ("runq0", u64)]
 
 
 class FutexWaitVal(ctypes.Structure):
-    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64)]
+    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64), ("blocked_ns", u64),
+                ("runnable_ns", u64), ("woken_irq", u64)]
 
 
 class FutexHealth(ctypes.Structure):

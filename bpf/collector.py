@@ -18,32 +18,39 @@ from dataclasses import dataclass
 from importlib import resources
 
 from stallscope.analyzer.sample import (
-    Interval, OffcpuDelta, ProbeStatus, ProgramCost, Stack, TaskDelta, TaskId, TaskInfo, Tuning, WakerDelta,
+    Interval, OffcpuDelta, ProbeStatus, ProgramCost, Stack, TaskDelta, TaskId, TaskInfo, Tuning, WaitLink,
+    WakerDelta,
 )
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, tune
-from stallscope.bpf.tune import DEFAULT_WALKS_PER_S, StackTune
+from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeStats
 from stallscope.errors import StallscopeError
 
 CLOCK_BOOTTIME = 7
 _NO_HIST = [0] * abi.RUNQ_SLOTS
 _SLOTS = range(abi.RUNQ_SLOTS)
-_NO_WAITS = (0, 0, 0, _NO_HIST)
+_NO_WAITS = (0, 0, 0, 0, 0, 0, 0, 0, 0, _NO_HIST)
 _OFFCPU_KEY, _OFFCPU_VAL = abi.unpacker(abi.OffcpuKey), abi.unpacker(abi.OffcpuVal)
 _WAKER_KEY, _WAKER_VAL = abi.unpacker(abi.WakerKey), abi.unpacker(abi.WakerVal)
+_OPEN_WAIT = abi.unpacker(abi.OpenWait)
+_HEADER = abi.unpacker(abi.DumpHeader)
+_TASK_RECORD = ctypes.sizeof(abi.TaskKey) + ctypes.sizeof(abi.TaskStats)
 
 
 def _offcpu_totals(v: abi.OffcpuVal) -> tuple:
-    return v.count, v.total_ns, v.max_ns, v.hist[:]  # a list: a ctypes array indexes slowly
+    """(count, total, max, charged, weighted, var, woken task, irq, exiting, hist) of a value."""
+    return (v.count, v.total_ns, v.max_ns, v.charged_ns, v.weighted_ns, v.var_us2, *v.woken,
+            v.hist[:])  # a list: a ctypes array indexes slowly
 
 
-def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, now: tuple,
+def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, why: int, func: int, now: tuple,
                   before: tuple) -> OffcpuDelta:
     """The waits of one off-CPU key (a map key, or a task's own slot) since `before`."""
-    (c, t, m, h), (pc, pt, pm, ph) = now, before
+    (c, t, m, ch, w, var, w0, w1, w2, h), (pc, pt, pm, pch, pw, pvar, p0, p1, p2, ph) = now, before
     return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, m if m > pm else 0,
-                       tuple([(s, n - p) for s, n, p in zip(_SLOTS, h, ph) if n != p]))
+                       tuple([(s, n - p) for s, n, p in zip(_SLOTS, h, ph) if n != p]), why, func, ch - pch,
+                       w - pw, var - pvar, (w0 - p0, w1 - p1, w2 - p2))
 
 
 def boottime_ns() -> int:
@@ -77,7 +84,8 @@ def _slot_deltas(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None):
                 continue
             before = _offcpu_totals(was)
         if sl.val.count != before[0]:
-            yield _offcpu_delta(tid, v.tgid, sl.state, sl.kstack, sl.ustack, _offcpu_totals(sl.val), before)
+            yield _offcpu_delta(tid, v.tgid, sl.state, sl.kstack, sl.ustack, sl.why, sl.func, _offcpu_totals(sl.val),
+                                before)
 
 
 def object_path(name: str) -> str:
@@ -91,11 +99,10 @@ def object_path(name: str) -> str:
 @dataclass(frozen=True)
 class SchedOptions:
     targ_tgid: int = 0
-    min_stack_ns: int = 0
     user_stacks: bool = True
     kernel_stacks: bool = True
     waker_stacks: bool = True
-    stack_walks_per_s: int = DEFAULT_WALKS_PER_S  # per CPU; 0 = no limit
+    stack_tune: StackTune = DEFAULT_TUNE  # which waits get stacks (bpf/tune.py)
     max_tasks: int = 32768
     max_stacks: int = 32768
 
@@ -141,6 +148,8 @@ class SchedCollector:
         self._dump: IterLink | None = None  # dump_tasks: the live tasks' entries
         self._renames_seen = False  # task_rename attached: TS_RENAMED tells an exec'd child from a fork
         self._slot_deltas: list[OffcpuDelta] = []  # from the tasks' own slots, drained with the offcpu map
+        self._open_deltas: list[OffcpuDelta] = []  # waits in progress charged by the dump
+        self._named_functions: set[int] = set()
 
     # ---- set-up -------------------------------------------------------
     def start(self) -> dict[str, ProbeStatus]:
@@ -193,7 +202,7 @@ class SchedCollector:
         if len(image) < ctypes.sizeof(cfg):
             raise StallscopeError("sched.bpf.o does not match this stallscope", "run `make install` again")
         ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
-        tune.write(obj, StackTune(o.stack_walks_per_s, o.min_stack_ns))
+        tune.write(obj, o.stack_tune)
         obj.map("migration_matrix").set_max_entries(self.nr_cpus * self.nr_cpus)
         obj.map("task_final").set_max_entries(o.max_tasks)
         obj.map("stacks").set_max_entries(o.max_stacks)
@@ -259,9 +268,13 @@ class SchedCollector:
         for o in offcpu:
             stack_ids.setdefault(o.kstack, ("kernel", 0))
             stack_ids.setdefault(o.ustack, ("user", o.tgid))
+        funcs = {o.func for o in offcpu if o.func}
         for w in wakers:
             stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
+            stack_ids.setdefault(w.link.kstack, ("kernel", 0))
+            funcs.update(f for f in (w.link.func, w.wakee.func) if f)
         stacks = self._stacks.read(obj.map("stacks"), stack_ids, self._leader_start)
+        functions = self._functions(funcs)
         # Kept one drain longer: the other threads of a process may be seen dead only in the next one.
         self._forget_dead_processes(self._dead_before)
         self._dead_before = dead
@@ -271,38 +284,63 @@ class SchedCollector:
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
             migrations=migrations, stacks=stacks, health=self._health.drain(obj),
             programs=self._programs.drain(obj), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
-            kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups),
+            kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups), functions=functions,
         )
         self._new_cgroups = []
         self._prev_cs, self._last_ns, self._last_cpu_ns, self._prev_ctxt = cs, end_ns, cpu_ns, ctxt
         self._index += 1
         return interval
 
-    def _task_entries(self, obj: BpfObject) -> tuple[list[tuple[bytes, bytes]], Map]:
-        """The entries events changed since the last drain: the live tasks' (dump_tasks writes
-        each as its key then its value), then those of tasks whose final switch came since."""
-        ks, vs = ctypes.sizeof(abi.TaskKey), ctypes.sizeof(abi.TaskStats)
-        rec = ks + vs
+    def _functions(self, addrs: set[int]) -> tuple[tuple[int, str], ...]:
+        """Kernel functions (a kernel thread's, a work item's) not named before, named."""
+        out = []
+        for addr in addrs - self._named_functions:
+            self._named_functions.add(addr)
+            try:
+                name = self.symbolizer.kernel(addr).symbol
+            except StallscopeError:
+                name = None
+            out.append((addr, name or f"{addr:#x}"))
+        return tuple(out)
+
+    def _task_entries(self, obj: BpfObject) -> tuple[list[tuple[bytes, bytes]], list[tuple], Map]:
+        """The entries events changed since the last drain: the live tasks' (dump_tasks writes each
+        as its key then its value), then those of tasks whose final switch came since; and the
+        waits in progress the dump charged (OpenWait fields, unpacked)."""
+        ks, hs = ctypes.sizeof(abi.TaskKey), _HEADER.size
         raw = self._dump.read() if self._dump is not None else b""
-        live = [(raw[i:i + ks], raw[i + ks:i + rec]) for i in range(0, len(raw) - rec + 1, rec)]
+        live, opened, at, end = [], [], 0, len(raw)
+        while at + hs <= end:
+            kind, size = _HEADER.unpack_from(raw, at)
+            at += hs
+            if at + size > end:
+                break
+            if kind == abi.DUMP_TASK and size == _TASK_RECORD:
+                live.append((raw[at:at + ks], raw[at + ks:at + size]))
+            elif kind == abi.DUMP_OPEN and size == _OPEN_WAIT.size:
+                opened.append(_OPEN_WAIT.unpack_from(raw, at))
+            at += size
         final = obj.map("task_final")
-        return live + final.items_batch(), final
+        return live + final.items_batch(), opened, final
 
     def _drain_tasks(self, obj: BpfObject):
-        entries, final = self._task_entries(obj)
+        entries, opened, final = self._task_entries(obj)
         deltas, infos, dead, gone = [], [], set(), []
+        seen: set[TaskId] = set()
         # Only entries an event changed arrive (dump_tasks skips the others): most of a busy
         # machine's tasks in any one interval are neither read nor decoded.
         for kraw, vraw in entries:
             key = abi.decode(abi.TaskKey, kraw)
             v = abi.decode(abi.TaskStats, vraw)
             tid = TaskId(key.pid, key.start_ns)
+            seen.add(tid)
             prev = self._prev_tasks.get(tid)
             comm = v.comm.decode(errors="replace")
             before = self._info.get(tid)
-            if before != (comm, v.flags):
-                self._info[tid] = (comm, v.flags)
-                infos.append(TaskInfo(tid, v.tgid, v.ptgid, comm, v.flags))
+            now_info = (comm, v.flags, v.policy, v.nice, v.rt_priority)
+            if before != now_info:
+                self._info[tid] = now_info
+                infos.append(TaskInfo(tid, v.tgid, v.ptgid, comm, v.flags, v.policy, v.nice, v.rt_priority))
                 if before is not None and before[0] != comm and key.pid == v.tgid and self.symbolizer:
                     # the leader's name changed: an exec replaced the image, and maps read before it
                     # (a command is first seen between its fork and its exec) would name nothing
@@ -332,6 +370,17 @@ class SchedCollector:
             else:
                 self._prev_tasks[tid] = v
         final.delete_many(gone)
+        # Waits in progress: the part since the last dump is this interval's, charged to the wait's
+        # key; a task whose entry came too already has it in its totals.
+        for pid, tgid, start_ns, charged, _open_ns, kstack, ustack, state, why, func in opened:
+            tid = TaskId(pid, start_ns)
+            self._open_deltas.append(OffcpuDelta(tid, tgid, state, kstack, ustack, 0, 0, 0, (), why, func, charged))
+            if tid in seen:
+                continue
+            prev = self._prev_tasks.get(tid)
+            if prev is not None:
+                prev.offcpu_ns += charged
+            deltas.append(TaskDelta(tid, offcpu_ns=charged))
         return tuple(deltas), tuple(infos), dead
 
     def _forget_dead_processes(self, dead: set[TaskId]) -> None:
@@ -349,12 +398,12 @@ class SchedCollector:
         prevs = self._prev_offcpu
         key_of, val_of = _OFFCPU_KEY.unpack, _OFFCPU_VAL.unpack
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
-            pid, tgid, start_ns, kstack, ustack, state, _ = key_of(kraw)
+            pid, tgid, start_ns, kstack, ustack, state, why, func = key_of(kraw)
             v = val_of(vraw)
             tid = TaskId(pid, start_ns)
-            now = (v[0], v[1], v[2], list(v[3:]))
+            now = (*v[:9], list(v[10:]))  # v[9] is the pad
             if v[0] != (prev[2][0] if prev is not None else 0):
-                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, now,
+                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, why, func, now,
                                          prev[2] if prev is not None else _NO_WAITS))
             if tid in dead:
                 gone.append(kraw)
@@ -363,7 +412,8 @@ class SchedCollector:
                 prevs[kraw] = (vraw, tid, now)
         m.delete_many(gone)
         out.extend(self._slot_deltas)
-        self._slot_deltas = []
+        out.extend(self._open_deltas)
+        self._slot_deltas, self._open_deltas = [], []
         return tuple(out)
 
     def _drain_wakers(self, obj: BpfObject, dead: set[TaskId]) -> tuple[WakerDelta, ...]:
@@ -372,19 +422,23 @@ class SchedCollector:
         prevs = self._prev_wakers
         key_of, val_of = _WAKER_KEY.unpack, _WAKER_VAL.unpack
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
-            pid, waker_pid, start_ns, waker_start_ns, waker_kstack, waker_tgid, waker_flags = key_of(kraw)
-            count, total_ns, waker_comm = val_of(vraw)
-            pc, pt = prev[2] if prev is not None else (0, 0)
+            (pid, waker_pid, start_ns, waker_start_ns, waker_kstack, waker_tgid, waker_flags, link_kstack,
+             link_func, link_state, link_why, wakee_func, wakee_state, wakee_why) = key_of(kraw)
+            count, total_ns, weighted, blocked, runq, waker_comm = val_of(vraw)
+            pc, pt, pw, pb, pr = prev[2] if prev is not None else (0, 0, 0, 0, 0)
             tid = TaskId(pid, start_ns)
             if count != pc:
                 out.append(WakerDelta(tid, TaskId(waker_pid, waker_start_ns), waker_tgid,
                                       abi.c_string(waker_comm), waker_kstack, count - pc, total_ns - pt,
-                                      bool(waker_flags & abi.WAKER_IN_INTERRUPT)))
+                                      bool(waker_flags & abi.WAKER_IN_INTERRUPT),
+                                      bool(waker_flags & abi.WAKER_EXITING),
+                                      WaitLink(link_kstack, link_func, link_state, link_why), weighted - pw,
+                                      blocked - pb, runq - pr, WaitLink(0, wakee_func, wakee_state, wakee_why)))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (count, total_ns))
+                prevs[kraw] = (vraw, tid, (count, total_ns, weighted, blocked, runq))
         m.delete_many(gone)
         return tuple(out)
 
@@ -411,10 +465,14 @@ class SchedCollector:
             return 0
         return sum(int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8))
 
+    def state_map_fd(self) -> int:
+        """The tasks' state (task storage), for the lock and futex objects to read (bpf/sched_state.bpf.h)."""
+        return self.obj.map("task_stats").fd if self.obj is not None else -1
+
     def retune(self, t: Tuning) -> None:
         """The overhead budget's step: the running programs read it from their next event on."""
         if self.obj is not None:
-            tune.write(self.obj, StackTune(t.walks_per_s, t.min_stack_ns))
+            tune.write(self.obj, tune.of_tuning(t))
 
     def close(self) -> None:
         if self._stats:
@@ -460,14 +518,15 @@ class StackReader:
         return tuple(out)
 
 
-def _walks_refused(obj: BpfObject) -> int:
-    """Stack walks the per-CPU budget refused (bpf/stacks.bpf.h walk_budget.limited), all CPUs."""
+def _walks_refused(obj: BpfObject, budget: int = 0) -> int:
+    """Stack walks a per-CPU budget refused (bpf/stacks.bpf.h walk_budget[budget].limited: 0 the walks,
+    1 the user stacks at a wait's start), all CPUs."""
     try:
         m = obj.map("walk_budget")
     except BpfError:
         return 0
     stride = (m.value_size + 7) & ~7
-    raw = m.lookup(b"\0\0\0\0", value_size=stride * _possible_cpus()) or b""
+    raw = m.lookup(budget.to_bytes(4, "little"), value_size=stride * _possible_cpus()) or b""
     return sum(abi.decode(abi.WalkBudget, raw[i:i + stride]).limited for i in range(0, len(raw) - stride + 1, stride))
 
 
@@ -487,6 +546,9 @@ class HealthDeltas:
         now = {self.prefix + name: getattr(h, name) for name, _ in self.struct_type._fields_ if name != "pad"}
         if "stacks_rate_limited" in dict(self.struct_type._fields_):
             now[self.prefix + "stacks_rate_limited"] = _walks_refused(obj)
+            refused_user = _walks_refused(obj, 1)
+            if refused_user or self.prefix + "user_stacks_rate_limited" in self._prev:
+                now[self.prefix + "user_stacks_rate_limited"] = refused_user
         out = {k: v - self._prev.get(k, 0) for k, v in now.items() if v != self._prev.get(k, 0)}
         self._prev = now
         return out
@@ -533,6 +595,7 @@ def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None) -> Ta
         runq_max_ns=v.runq_max_ns if v.runq_max_ns > base.runq_max_ns else 0,
         voluntary_switches=vol, involuntary_switches=invol,
         migrations=v.migrations - base.migrations, runq_hist=hist,
+        run_ns=v.run_ns - (base.run_ns if prev is not None else v.run_base),
     )
     if prev is not None and d == TaskDelta(task=tid):
         return None

@@ -57,6 +57,7 @@ struct futex_health health = {};
 
 #include "maps.bpf.h"
 #include "stacks.bpf.h"
+#include "sched_state.bpf.h"
 
 /* task -> its futex wait and latest lock call */
 struct {
@@ -126,12 +127,22 @@ static __always_inline __u32 wait_op(long id, __u64 op_arg)
 	return OP_NONE;
 }
 
+/* FUTEX_F_TIMEOUT when the call has a timeout: futex(2)'s 4th argument, futex_waitv(2)'s
+ * 4th, futex_wait(2)'s 5th. */
+static __always_inline __u32 call_flags(long id, __u64 arg3, __u64 arg4)
+{
+	if (id == NR_futex_wait)
+		return arg4 ? FUTEX_F_TIMEOUT : 0;
+	return arg3 ? FUTEX_F_TIMEOUT : 0;
+}
+
 /* A futex wait begins: `arg0` is the call's first argument (the futex word, or futex_waitv's
  * vector), `sp` the user stack pointer. */
-static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp)
+static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp, __u32 flags)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct futex_inflight *w;
+	struct sched_mark mark;
 	struct stack *buf;
 	__u64 uaddr = arg0, now;
 
@@ -150,12 +161,14 @@ static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp)
 	now = bpf_ktime_get_ns();
 	w->uaddr = uaddr;
 	w->op = op;
+	w->flags = flags;
 	w->caller = caller_of(w, sp);
 	w->ustack = STACK_NONE;
 	if (cfg.user_stacks) {
+		/* before the wait's length is known: from the user-stack budget */
 		if (own_task(cur)) {
 			w->ustack = STACK_OWN;
-		} else if (!walk_allowed(now)) {
+		} else if (!budget_allows(now, BUDGET_USER)) {
 			w->ustack = STACK_RATE_LIMITED;
 		} else if (!(buf = scratch())) {
 			w->ustack = STACK_FAILED;
@@ -169,21 +182,36 @@ static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp)
 	w->tgid = cur->tgid;
 	/* the clock read last: the wait excludes our own stack walk */
 	w->begin_ns = bpf_ktime_get_ns();
+	sched_mark_of(cur, w->begin_ns, &mark);
+	w->blocked0 = mark.blocked_ns;
+	w->runq0 = mark.runq_ns;
 	w->active = 1;
 	return 0;
 }
 
 /* A wait ends (its futex system call returns, or its task runs again): it is added to the
  * aggregates. `w` is the task's own state, with a wait in progress. */
-static __always_inline int end_wait_of(struct futex_inflight *w)
+/* `switched`: the wait is a sleep, from the switch-out to the switch-in, off a CPU throughout:
+ * what was not blocked was runnable (the scheduler's run-queue counter may be read here before
+ * its own program on this switch adds the last part). */
+static __always_inline int end_wait_of(struct futex_inflight *w, struct task_struct *t, bool switched)
 {
 	struct futex_wait_key key = {};
 	struct futex_wait_val *v, init = { .min_ns = ~0ULL };
-	__u64 now, total;
+	struct sched_mark begin, end;
+	struct task_stats *s;
+	__u64 now, total, blocked, runnable;
 
 	now = bpf_ktime_get_ns();
 	w->active = 0;
 	total = now > w->begin_ns ? now - w->begin_ns : 0;
+	begin.blocked_ns = w->blocked0;
+	begin.runq_ns = w->runq0;
+	sched_mark_of(t, now, &end);
+	sched_split(&begin, &end, total, &blocked, &runnable);
+	if (switched)
+		runnable = total - blocked;
+	s = bpf_task_storage_get(&task_stats, t, 0, 0);
 	key.uaddr = w->uaddr;
 	key.ustack = w->ustack;
 	key.caller = w->caller;
@@ -192,6 +220,7 @@ static __always_inline int end_wait_of(struct futex_inflight *w)
 	key.pid = w->pid;
 	key.tgid = w->tgid;
 	key.op = w->op;
+	key.flags = w->flags;
 	v = bpf_map_lookup_elem(&futex_waits, &key);
 	if (!v) {
 		struct futex_new_key *e;
@@ -215,6 +244,10 @@ static __always_inline int end_wait_of(struct futex_inflight *w)
 	}
 	__sync_fetch_and_add(&v->count, 1);
 	__sync_fetch_and_add(&v->total_ns, total);
+	__sync_fetch_and_add(&v->blocked_ns, blocked);
+	__sync_fetch_and_add(&v->runnable_ns, runnable);
+	if (s && s->woke == WOKE_IRQ && blocked)
+		__sync_fetch_and_add(&v->woken_irq, 1);
 	/* one key is one thread: only that thread updates it, so no race on the extremes */
 	if (total > v->max_ns)
 		v->max_ns = total;
@@ -226,11 +259,12 @@ static __always_inline int end_wait_of(struct futex_inflight *w)
 /* A futex system call returns: its wait, if one began, is added to the aggregates. */
 static __always_inline int end_wait(void)
 {
-	struct futex_inflight *w = bpf_task_storage_get(&task_futex, bpf_get_current_task_btf(), 0, 0);
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct futex_inflight *w = bpf_task_storage_get(&task_futex, cur, 0, 0);
 
 	if (!w || !w->active)
 		return 0; /* a wake, or a wait that began before we attached */
-	return end_wait_of(w);
+	return end_wait_of(w, cur, false);
 }
 
 static __always_inline bool is_futex(long id)
@@ -262,12 +296,13 @@ int BPF_PROG(futex_switch, bool preempt, struct task_struct *prev, struct task_s
 		if (is_futex(id)) {
 			op = wait_op(id, id == NR_futex ? PT_REGS_PARM2_CORE_SYSCALL(regs) : 0);
 			if (op != OP_NONE)
-				begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs));
+				begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs),
+					   call_flags(id, PT_REGS_PARM4_CORE_SYSCALL(regs), PT_REGS_PARM5_CORE_SYSCALL(regs)));
 		}
 	}
 	w = bpf_task_storage_get(&task_futex, next, 0, 0);
 	if (w && w->active)
-		end_wait_of(w);
+		end_wait_of(w, next, true);
 	return 0;
 }
 
@@ -279,11 +314,17 @@ int futex_enter(struct syscall_trace_enter *ctx)
 {
 	__u32 op = wait_op(ctx->nr, ctx->args[1]);
 	struct pt_regs *regs;
+	__u64 a3, a4;
 
 	if (op == OP_NONE)
 		return 0;
+	/* each argument loaded on its own: the verifier refuses a context access at a computed offset */
+	a3 = ctx->args[3];
+	asm volatile("" : "+r"(a3));
+	a4 = ctx->args[4];
+	asm volatile("" : "+r"(a4));
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return begin_wait(ctx, op, ctx->args[0], PT_REGS_SP_CORE(regs));
+	return begin_wait(ctx, op, ctx->args[0], PT_REGS_SP_CORE(regs), call_flags(ctx->nr, a3, a4));
 }
 
 SEC("tracepoint/syscalls/sys_exit_futex")
@@ -303,7 +344,8 @@ int BPF_PROG(futex_sys_enter, struct pt_regs *regs, long id)
 	op = wait_op(id, id == NR_futex ? PT_REGS_PARM2_CORE_SYSCALL(regs) : 0);
 	if (op == OP_NONE)
 		return 0;
-	return begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs));
+	return begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs),
+			  call_flags(id, PT_REGS_PARM4_CORE_SYSCALL(regs), PT_REGS_PARM5_CORE_SYSCALL(regs)));
 }
 
 SEC("tp_btf/sys_exit")

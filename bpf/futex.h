@@ -44,8 +44,10 @@ struct futex_wait_key {
 	__u32 pid;             /* waiter */
 	__u32 tgid;
 	__u32 op;              /* futex command (op & FUTEX_CMD_MASK), or FUTEX_OP_WAITV / FUTEX_OP_WAIT2 */
-	__u32 pad;
+	__u32 flags;           /* FUTEX_F_*: what the call's arguments tell */
 };
+
+#define FUTEX_F_TIMEOUT 1  /* the call has a timeout: a timed wait (a poll, a park) */
 
 /* A thread's futex wait in progress and its latest libc lock call (task storage). User space
  * reads it when the recording stops, through a pidfd, to charge waits still in progress. */
@@ -62,6 +64,10 @@ struct futex_inflight {
 	__u32 tgid;
 	__u32 op;
 	__u32 active;
+	__u32 flags;
+	__u32 pad;
+	__u64 blocked0;        /* the scheduler's marks when the wait began (sched_state.bpf.h) */
+	__u64 runq0;
 };
 
 struct futex_wait_val {
@@ -69,6 +75,9 @@ struct futex_wait_val {
 	__u64 total_ns;
 	__u64 max_ns;
 	__u64 min_ns;
+	__u64 blocked_ns;   /* of total: the waiter blocked */
+	__u64 runnable_ns;  /* ... woken, waiting for a CPU (the rest: on a CPU, in the call) */
+	__u64 woken_irq;    /* waits ended from an interrupt (with FUTEX_F_TIMEOUT: timed out) */
 };
 
 /* A process's first wait on a futex word, stack or call site not seen before: user space reads

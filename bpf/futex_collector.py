@@ -37,7 +37,7 @@ from elftools.elf.elffile import ELFFile
 from stallscope.analyzer.sample import FutexDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import SHARED_ELF_CACHE, Frame, Symbolizer, UserSymbols
 from stallscope.bpf import abi, tune
-from stallscope.bpf.tune import DEFAULT_WALKS_PER_S, StackTune
+from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.libbpf import BpfError, BpfObject, tracepoint_ids
@@ -336,13 +336,15 @@ class _Processes:
 
 
 class FutexCollector:
-    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = DEFAULT_WALKS_PER_S,
+    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_tune: StackTune = DEFAULT_TUNE,
+                 sched_state_fd: int = -1,
                  user_stacks: bool = True, max_stacks: int = 32768, mechanisms: tuple[str, ...] = MECHANISMS):
         self.symbolizer = symbolizer
         self.mechanisms = mechanisms
         self.mechanism = ""
         self.targ_tgid = targ_tgid
-        self.stack_walks_per_s = stack_walks_per_s
+        self.stack_tune = stack_tune
+        self.sched_state_fd = sched_state_fd
         self.user_stacks = user_stacks
         self.obj: BpfObject | None = None
         self._procs = _Processes(symbolizer)
@@ -401,7 +403,9 @@ class FutexCollector:
                                   user_stacks=int(self.user_stacks), caller_sp_range=CALLER_SP_RANGE)
             image = obj.section_map(".rodata").initial_value()
             ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
-            tune.write(obj, StackTune(self.stack_walks_per_s))
+            tune.write(obj, self.stack_tune)
+            if self.sched_state_fd >= 0:
+                obj.map("task_stats").reuse_fd(self.sched_state_fd)
             for prog in obj.programs():
                 prog.autoload = prog.name in PROGRAMS[mech] or prog.name == "lock_call"
             obj.load()
@@ -521,7 +525,7 @@ class FutexCollector:
                 continue
             k = abi.decode(abi.FutexWaitKey, kraw)
             v = abi.decode(abi.FutexWaitVal, vraw)
-            pc, pt, pmax, pmin = prev[2] if prev is not None else (0, 0, 0, 1 << 64)
+            pc, pt, pmax, pmin, pb, pr, pi = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0, 0)
             tid = TaskId(k.pid, k.start_ns)
             if v.count != pc:
                 leaders[k.tgid] = k.leader_start_ns
@@ -530,13 +534,16 @@ class FutexCollector:
                     caller=self._name(k.tgid, k.leader_start_ns, "code", k.caller),
                     lock_name=self._name(k.tgid, k.leader_start_ns, "data", k.uaddr),
                     count=v.count - pc, total_ns=v.total_ns - pt,
-                    max_ns=v.max_ns if v.max_ns > pmax else 0, min_ns=v.min_ns if v.min_ns < pmin else 0))
+                    max_ns=v.max_ns if v.max_ns > pmax else 0, min_ns=v.min_ns if v.min_ns < pmin else 0,
+                    flags=k.flags, blocked_ns=v.blocked_ns - pb, runnable_ns=v.runnable_ns - pr,
+                    woken_irq=v.woken_irq - pi))
                 ids.setdefault(k.ustack, ("user", k.tgid))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (v.count, v.total_ns, v.max_ns, v.min_ns), (k.tgid, k.leader_start_ns))
+                prevs[kraw] = (vraw, tid, (v.count, v.total_ns, v.max_ns, v.min_ns, v.blocked_ns, v.runnable_ns,
+                                           v.woken_irq), (k.tgid, k.leader_start_ns))
                 live.add((k.tgid, k.leader_start_ns))
         m.delete_many(gone)
         for w, wait_ns in self._charged:
@@ -545,7 +552,8 @@ class FutexCollector:
                 task=TaskId(w.pid, w.start_ns), tgid=w.tgid, uaddr=w.uaddr, op=w.op, ustack=w.ustack,
                 caller_addr=w.caller, caller=self._name(w.tgid, w.leader_start_ns, "code", w.caller),
                 lock_name=self._name(w.tgid, w.leader_start_ns, "data", w.uaddr),
-                count=1, total_ns=wait_ns, max_ns=wait_ns, min_ns=wait_ns))
+                count=1, total_ns=wait_ns, max_ns=wait_ns, min_ns=wait_ns, flags=w.flags,
+                blocked_ns=wait_ns))  # asleep in the call when the recording stopped
             ids.setdefault(w.ustack, ("user", w.tgid))
         self._charged.clear()
         stacks = self._stacks.read(self.obj.map("stacks"), ids, leaders)
@@ -572,7 +580,7 @@ class FutexCollector:
     def retune(self, t: Tuning) -> None:
         """The overhead budget's step: fewer stack walks from the next event on."""
         if self.obj is not None:
-            tune.write(self.obj, StackTune(t.walks_per_s))
+            tune.write(self.obj, tune.of_tuning(t))
 
     def close(self) -> None:
         self._stop.set()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from stallscope.analyzer.sample import ProbeStatus, ProgramCost, Stack, TaskId
-from stallscope.bpf.tune import DEFAULT_WALKS_PER_S
+from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 
 
 @dataclass(frozen=True)
@@ -25,11 +25,12 @@ class GroupOptions:
     """What every optional collector may honour; the ones it does not need it ignores."""
 
     targ_tgid: int = 0
-    stack_walks_per_s: int = DEFAULT_WALKS_PER_S
+    stack_tune: StackTune = DEFAULT_TUNE
     user_stacks: bool = True
     kernel_stacks: bool = True
     max_stacks: int = 32768
     sample_hz: int = 99  # on-CPU sampling frequency per CPU
+    sched_state_fd: int = -1  # the scheduler object's task storage (bpf/sched_state.bpf.h), shared before load
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,8 @@ class Group:
 def _locks(symbolizer, o: GroupOptions):
     from stallscope.bpf.lock_collector import LockCollector
 
-    return LockCollector(symbolizer, targ_tgid=o.targ_tgid, stack_walks_per_s=o.stack_walks_per_s,
-                         kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks)
+    return LockCollector(symbolizer, targ_tgid=o.targ_tgid, stack_tune=o.stack_tune,
+                         kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks, sched_state_fd=o.sched_state_fd)
 
 
 def _slab(symbolizer, o: GroupOptions):
@@ -84,7 +85,7 @@ def _oncpu(symbolizer, o: GroupOptions):
 def _futex(symbolizer, o: GroupOptions):
     from stallscope.bpf.futex_collector import FutexCollector
 
-    return FutexCollector(symbolizer, targ_tgid=o.targ_tgid, stack_walks_per_s=o.stack_walks_per_s,
+    return FutexCollector(symbolizer, targ_tgid=o.targ_tgid, stack_tune=o.stack_tune, sched_state_fd=o.sched_state_fd,
                           user_stacks=o.user_stacks, max_stacks=o.max_stacks)
 
 

@@ -231,6 +231,7 @@ class _Lib:
         p("bpf_map__fd", i, vp)
         p("bpf_map__name", cp, vp)
         p("bpf_map__set_max_entries", i, vp, u32)
+        p("bpf_map__reuse_fd", i, vp, i)
         p("bpf_map__max_entries", u32, vp)
         p("bpf_map__key_size", u32, vp)
         p("bpf_map__value_size", u32, vp)
@@ -413,6 +414,10 @@ class Map:
 
     def set_max_entries(self, n: int) -> None:
         self._lib.check(f"resize map {self.name}", self._lib.lib.bpf_map__set_max_entries(self._ptr, n))
+
+    def reuse_fd(self, fd: int) -> None:
+        """Before load: this map is the one behind `fd` (another object's), not a new one."""
+        self._lib.check(f"share map {self.name}", self._lib.lib.bpf_map__reuse_fd(self._ptr, fd))
 
     def initial_value(self) -> ctypes.Array:
         """The writable image of a .rodata/.data/.bss map before load (mmap'ed after)."""

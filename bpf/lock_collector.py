@@ -13,7 +13,7 @@ import os
 from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
-from stallscope.bpf.tune import DEFAULT_WALKS_PER_S, StackTune
+from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, changed_entries, object_path
 from stallscope.bpf.libbpf import BpfError, BpfObject
@@ -24,10 +24,11 @@ _LOCK_KEY, _LOCK_VAL = abi.unpacker(abi.LockKey), abi.unpacker(abi.LockVal)
 
 
 class LockCollector:
-    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_walks_per_s: int = DEFAULT_WALKS_PER_S,
-                 kernel_stacks: bool = True, max_stacks: int = 32768):
+    def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_tune: StackTune = DEFAULT_TUNE,
+                 kernel_stacks: bool = True, max_stacks: int = 32768, sched_state_fd: int = -1):
         self.targ_tgid = targ_tgid
-        self.stack_walks_per_s = stack_walks_per_s
+        self.sched_state_fd = sched_state_fd
+        self.stack_tune = stack_tune
         self.kernel_stacks = kernel_stacks
         self.obj: BpfObject | None = None
         self._stacks = StackReader(symbolizer, max_stacks)
@@ -51,7 +52,9 @@ class LockCollector:
                                  has_kmem_cache_kfunc=int(bool(kfunc and kfunc.ok)))
             image = obj.section_map(".rodata").initial_value()
             ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
-            tune.write(obj, StackTune(self.stack_walks_per_s))
+            tune.write(obj, self.stack_tune)
+            if self.sched_state_fd >= 0:
+                obj.map("task_stats").reuse_fd(self.sched_state_fd)
             obj.load()
             for prog in obj.programs():
                 if not prog.section.startswith("iter/"):
@@ -63,7 +66,10 @@ class LockCollector:
                 pass
             return ProbeStatus(False, "", exc.message)
         self.obj = obj
-        reason = "" if kfunc and kfunc.ok else "no bpf_get_kmem_cache (6.13+): slab-held locks are not named"
+        reasons = [] if kfunc and kfunc.ok else ["no bpf_get_kmem_cache (6.13+): slab-held locks are not named"]
+        if self.sched_state_fd < 0:
+            reasons.append("without the scheduler's task state: waits are not split into blocked and runnable")
+        reason = "; ".join(reasons)
         return ProbeStatus(True, "tp_btf", reason)
 
     def drain(self, dead: set[TaskId]) -> GroupDrain:
@@ -75,8 +81,10 @@ class LockCollector:
         key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, self._text
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
             addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
-            count, total, vmax, vmin, spin, sleep, owner_pid, _, owner_comm, cache = val_of(vraw)
-            pc, pt, pmax, pmin, ps, psl = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0)
+            (count, total, vmax, vmin, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm,
+             cache) = val_of(vraw)
+            pc, pt, pmax, pmin, ps, psl, pb, pr, pw, pv = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0, 0,
+                                                                                           0, 0, 0)
             tid = TaskId(pid, start_ns)
             if count != pc:
                 out.append(LockDelta(
@@ -85,13 +93,14 @@ class LockCollector:
                     max_ns=vmax if vmax > pmax else 0, min_ns=vmin if vmin < pmin else 0,
                     spin_ns=spin - ps, sleep_ns=sleep - psl, owner_pid=owner_pid,
                     owner_comm=text(owner_comm), cache=text(cache),
-                    symbol=self._symbol(addr) if kind == abi.LOCK_KIND_ADDR else ""))
+                    symbol=self._symbol(addr) if kind == abi.LOCK_KIND_ADDR else "", blocked_ns=blocked - pb,
+                    runnable_ns=runnable - pr, weighted_ns=weighted - pw, var_us2=var - pv))
                 ids.setdefault(kstack, ("kernel", 0))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (count, total, vmax, vmin, spin, sleep))
+                prevs[kraw] = (vraw, tid, (count, total, vmax, vmin, spin, sleep, blocked, runnable, weighted, var))
         m.delete_many(gone)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
@@ -130,7 +139,7 @@ class LockCollector:
     def retune(self, t: Tuning) -> None:
         """The overhead budget's step: fewer stack walks from the next event on."""
         if self.obj is not None:
-            tune.write(self.obj, StackTune(t.walks_per_s))
+            tune.write(self.obj, tune.of_tuning(t))
 
     def close(self) -> None:
         if self.obj:

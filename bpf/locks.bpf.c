@@ -21,6 +21,7 @@ struct lock_health health = {};
 
 #include "maps.bpf.h"
 #include "stacks.bpf.h"
+#include "sched_state.bpf.h"
 
 extern struct kmem_cache *bpf_get_kmem_cache(__u64 addr) __ksym __weak;
 
@@ -28,8 +29,7 @@ extern struct kmem_cache *bpf_get_kmem_cache(__u64 addr) __ksym __weak;
 struct lock_wait {
 	__u64 addr;
 	__u64 begin_ns;
-	__u64 sleep_ns;  /* when the sleep part began (0: spinning) */
-	__u64 kstack;
+	struct sched_mark at_begin; /* the waiter's blocked and run-queue time when it began */
 	__u32 flags;
 	__u32 kind;
 	__u32 owner_pid;
@@ -99,32 +99,59 @@ static __always_inline void name_lock(struct lock_wait *w, struct task_struct *c
 	}
 }
 
-static __always_inline __u64 waiter_stack(void *ctx, struct task_struct *cur, __u64 now)
+/* The waiter's stack, walked when the contention ends (the waiter is still inside the lock's
+ * slow path, on the same call chain as at its begin) for the contentions drawn by length:
+ * p = min(1, d/T), each standing for max(d, T). `ctx` NULL: a task not running (stop). */
+static __always_inline __u64 waiter_stack(void *ctx, struct task_struct *t, __u64 now, __u64 d, __u64 *weight,
+					  __u64 *var)
 {
 	struct stack *buf;
+	__u64 tscale;
 
+	*weight = *var = 0;
 	if (!cfg.kernel_stacks)
 		return STACK_NONE;
-	if (own_task(cur))
+	if (own_task(t))
 		return STACK_OWN;
-	if (!walk_allowed(now))
+	if (below_min_stack(d))
+		return STACK_SHORT;
+	if (!drawn(d, weight, &tscale)) {
+		*weight = 0;
+		return STACK_NOT_DRAWN;
+	}
+	if (!walk_allowed(now)) {
+		*weight = 0;
 		return STACK_RATE_LIMITED;
+	}
 	buf = scratch();
-	if (!buf)
+	if (!buf) {
+		*weight = 0;
 		return STACK_FAILED;
+	}
+	*var = draw_var_us2(d, tscale);
+	if (!ctx)
+		return intern_stack(buf, bpf_get_task_stack(t, buf, sizeof(*buf), 0));
 	return intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), 0));
 }
 
-static __always_inline void account(struct lock_wait *w, struct task_struct *cur, __u64 now)
+/* `spin`: a pure spin wait (per CPU): on a CPU throughout, no scheduler marks needed. */
+static __always_inline void account(void *ctx, struct lock_wait *w, struct task_struct *cur, __u64 now, bool spin)
 {
 	struct lock_key key = {
-		.addr = w->addr, .kstack = w->kstack, .start_ns = cur->start_boottime, .pid = cur->pid, .tgid = cur->tgid,
+		.addr = w->addr, .start_ns = cur->start_boottime, .pid = cur->pid, .tgid = cur->tgid,
 		.flags = w->flags, .kind = w->kind,
 	};
 	struct lock_val *v, init = {};
 	__u64 total = now > w->begin_ns ? now - w->begin_ns : 0;
-	__u64 sleep = w->sleep_ns && now > w->sleep_ns ? now - w->sleep_ns : 0;
+	__u64 blocked = 0, runnable = 0, weight, var;
 
+	if (!spin) {
+		struct sched_mark at_end;
+
+		sched_mark_of(cur, now, &at_end);
+		sched_split(&w->at_begin, &at_end, total, &blocked, &runnable);
+	}
+	key.kstack = waiter_stack(ctx, cur, now, total, &weight, &var);
 	init.min_ns = ~0ULL;
 	__builtin_memcpy(init.cache, w->cache, sizeof(init.cache));
 	v = lookup_or_init(&locks, &key, &init, &health.lock_map_full);
@@ -132,8 +159,14 @@ static __always_inline void account(struct lock_wait *w, struct task_struct *cur
 		return;
 	__sync_fetch_and_add(&v->count, 1);
 	__sync_fetch_and_add(&v->total_ns, total);
-	__sync_fetch_and_add(&v->sleep_ns, sleep);
-	__sync_fetch_and_add(&v->spin_ns, total - sleep);
+	__sync_fetch_and_add(&v->sleep_ns, blocked + runnable);
+	__sync_fetch_and_add(&v->spin_ns, total - blocked - runnable);
+	__sync_fetch_and_add(&v->blocked_ns, blocked);
+	__sync_fetch_and_add(&v->runnable_ns, runnable);
+	if (weight) {
+		__sync_fetch_and_add(&v->weighted_ns, weight);
+		__sync_fetch_and_add(&v->var_us2, var);
+	}
 	/* maxima and minima race only between CPUs waiting on one lock from one
 	 * stack at once; the lost update is the less extreme value */
 	if (total > v->max_ns)
@@ -179,22 +212,17 @@ int BPF_PROG(contention_begin, void *lock, unsigned int flags)
 			__sync_fetch_and_add(&health.storage_errors, 1);
 			return 0;
 		}
-		if (w->active && w->addr == (__u64)lock) {
-			/* the mutex stops spinning and goes to sleep: same wait */
-			if (!w->sleep_ns)
-				w->sleep_ns = now;
-			return 0;
-		}
+		if (w->active && w->addr == (__u64)lock)
+			return 0; /* the mutex stops spinning and goes to sleep: same wait */
+		sched_mark_of(cur, now, &w->at_begin);
 	}
 	w->addr = (__u64)lock;
 	w->begin_ns = now;
-	w->sleep_ns = (flags & LCB_F_SPIN) ? 0 : now;
 	w->flags = flags;
 	w->active = 1;
 	w->cache[0] = 0;
 	w->owner_comm[0] = 0;
 	name_lock(w, cur, lock, flags);
-	w->kstack = waiter_stack(ctx, cur, now);
 	return 0;
 }
 
@@ -216,7 +244,7 @@ int BPF_PROG(contention_end, void *lock, int ret)
 			w = &sw->w[(d - 1) & (SPIN_NESTING - 1)];
 			if (w->addr == (__u64)lock) {
 				sw->depth = d - 1;
-				account(w, cur, now);
+				account(ctx, w, cur, now, true);
 				return 0;
 			}
 		}
@@ -224,7 +252,7 @@ int BPF_PROG(contention_end, void *lock, int ret)
 	w = bpf_task_storage_get(&task_waits, cur, 0, 0);
 	if (w && w->active && w->addr == (__u64)lock) {
 		w->active = 0;
-		account(w, cur, now);
+		account(ctx, w, cur, now, false);
 		return 0;
 	}
 	__sync_fetch_and_add(&health.unmatched_ends, 1);
@@ -247,7 +275,7 @@ int charge_open_waits(struct bpf_iter__task *ctx)
 	if (!w || !w->active)
 		return 0;
 	w->active = 0;
-	account(w, t, bpf_ktime_get_ns());
+	account(NULL, w, t, bpf_ktime_get_ns(), false);
 	__sync_fetch_and_add(&health.open_waits_charged, 1);
 	return 0;
 }

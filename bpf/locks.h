@@ -6,7 +6,9 @@
 
 #include "stacks.h"
 
+#ifndef TASK_COMM_LEN
 #define TASK_COMM_LEN 16
+#endif
 #define LOCK_NAME_LEN 32
 
 /* lock:contention_begin flags (include/trace/events/lock.h) */
@@ -33,13 +35,21 @@ struct lock_key {
 	__u32 kind;    /* LOCK_KIND_* */
 };
 
+/* A contention's time, perf's way: from contention_begin to contention_end, which fires once
+ * the waiter has run again and taken the lock. Split by the waiter's state while it lasted:
+ * on a CPU (spinning, a mutex's optimistic spin), blocked, and runnable (woken, waiting for a
+ * CPU), from the scheduler's per-task counters (sched_state.bpf.h). */
 struct lock_val {
 	__u64 count;
 	__u64 total_ns;
 	__u64 max_ns;
 	__u64 min_ns;
-	__u64 spin_ns;   /* spinning, including a mutex's optimistic spin */
-	__u64 sleep_ns;  /* blocked */
+	__u64 spin_ns;   /* on a CPU: total - sleep */
+	__u64 sleep_ns;  /* off a CPU: blocked + runnable */
+	__u64 blocked_ns;
+	__u64 runnable_ns;
+	__u64 weighted_ns; /* keys with a walked stack: sum of d/p (a contention of d is walked with p = min(1, d/T)) */
+	__u64 var_us2;     /* its variance */
 	__u32 owner_pid; /* a mutex's owner when the last contention began (0: unknown) */
 	__u32 pad;
 	char owner_comm[TASK_COMM_LEN];

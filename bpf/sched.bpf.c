@@ -14,6 +14,9 @@
 #define TASK_WAKING 0x200
 #define EXIT_DEAD 0x10
 #define STATE_MASK 0xfff
+#define PF_EXITING 0x00000004   /* include/linux/sched.h */
+#define PF_WQ_WORKER 0x00000020
+#define PF_KTHREAD 0x00200000
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -31,6 +34,7 @@ struct sched_health health = {};
 
 #define WRITE_ONCE_U32(x, v) (*(volatile __u32 *)&(x) = (v))
 #include "stacks.bpf.h"
+#include "why.bpf.h"
 
 /* Per task: cumulative task_stats and the task's scratch state, in the task's
  * own storage. A hash lookup cost several cache misses on every switch under a
@@ -62,6 +66,14 @@ struct {
 	__type(value, struct task_stats);
 } stats_init SEC(".maps");
 
+/* all zeros, never written: what a new entry starts from (too large for an inlined memset) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct task_stats);
+} stats_zero SEC(".maps");
+
 /* offcpu_key -> cumulative off-CPU time by stacks and state */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -80,6 +92,10 @@ struct {
 	__type(value, struct waker_val);
 } wakers SEC(".maps");
 
+
+/* keep the dump's record types in the object's BTF, where the ABI test finds them */
+const struct open_wait *unused_open_wait __attribute__((unused));
+const struct dump_header *unused_dump_header __attribute__((unused));
 
 /* orig_cpu * nr_cpus + dest_cpu -> migrations; resized to nr_cpus^2 before load */
 struct {
@@ -183,22 +199,27 @@ static __always_inline __u64 run_delay_of(struct task_struct *p)
 static __always_inline struct task_stats *stats_of(struct task_struct *p, int running_switch,
 						   bool voluntary)
 {
-	struct task_stats *s, *init;
+	struct task_stats *s, *init, *zeros;
 	__u32 zero = 0;
 
 	s = bpf_task_storage_get(&task_stats, p, 0, 0);
 	if (s)
 		return s;
 	init = bpf_map_lookup_elem(&stats_init, &zero);
-	if (!init)
+	zeros = bpf_map_lookup_elem(&stats_zero, &zero);
+	if (!init || !zeros)
 		return NULL;
-	__builtin_memset(init, 0, sizeof(*init));
+	bpf_probe_read_kernel(init, sizeof(*init), zeros);
 	init->tgid = p->tgid;
 	init->ptgid = p->real_parent ? p->real_parent->tgid : 0;
 	init->nvcsw = init->nvcsw_base = p->nvcsw;
 	init->nivcsw = init->nivcsw_base = p->nivcsw;
 	init->flags = TS_BASE_EXACT;
 	init->run_delay = init->run_delay_base = run_delay_of(p);
+	init->run_ns = init->run_base = p->se.sum_exec_runtime;
+	init->policy = p->policy;
+	init->nice = p->static_prio - 120;
+	init->rt_priority = p->rt_priority;
 	if (!bpf_core_field_exists(p->sched_info))
 		init->flags |= TS_NO_SCHED_INFO;
 	if (running_switch) {
@@ -356,6 +377,28 @@ unresolved:
 	__sync_fetch_and_add(&health.reap_unresolved, 1);
 }
 
+/* The wait that began at block_ts ends now: `m` is how far a dump had charged it. The
+ * task's totals take the rest; the wait's key is charged at the switch-in. */
+static __always_inline __u64 close_wait(struct task_stats *s, __u64 now, __u64 m, __u32 woke)
+{
+	__u64 bt = s->block_ts, d = now > bt ? now - bt : 0, rest = now > m ? now - m : 0;
+
+	if (rest > d)
+		rest = d;
+	s->block_ts = 0;
+	s->woken = 1;
+	s->woke = woke;
+	s->pending_ns = d;
+	s->pending_rest = rest;
+	s->last_block_ts = bt;
+	s->last_woken_ts = now;
+	__sync_fetch_and_add(&s->offcpu_ns, rest);
+	__sync_fetch_and_add(&s->offcpu_count, 1);
+	update_max(&s->offcpu_max_ns, d);
+	mark_changed(s);
+	return d;
+}
+
 static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_struct *prev,
 					  unsigned int prev_state, __u64 now)
 {
@@ -404,10 +447,16 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 		}
 	}
 
+	/* the previous wait's waking was never seen (a program recursion miss): closed at the
+	 * switch-in that followed it, so nothing is left open here */
 	s->block_ts = 0;
 	s->runq_ts = 0;
 	s->pending_ns = 0;
 	s->woken = 0;
+	s->run_ns = prev->se.sum_exec_runtime;
+	s->policy = prev->policy;
+	s->nice = prev->static_prio - 120;
+	s->rt_priority = prev->rt_priority;
 	/* schedstat's run_delay re-queues the task only if task_is_running(prev);
 	 * a task preempted with a sleeping state accrues neither wait. */
 	if (prev->__state == TASK_RUNNING) {
@@ -422,17 +471,26 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 	} else if (!preempt) {
 		s->block_ts = now;
 		s->state = prev_state & STATE_MASK;
+		s->kstack_open = 0;
+		s->draw_ns = 0;
+		wait_evidence(s, prev);
 		s->ustack = STACK_NONE;
 		if (cfg.user_stacks && prev->mm) {
 			struct stack *buf = scratch();
 
+			/* Taken now or never (another task's user stack cannot be walked), before the
+			 * wait's length is known: from a budget of its own, so that user stacks of
+			 * short waits never spend the walks kept for the long ones. */
 			if (own_task(prev))
 				s->ustack = STACK_OWN;
-			else if (!walk_allowed(now))
+			else if (!budget_allows(now, BUDGET_USER))
 				s->ustack = STACK_RATE_LIMITED;
 			else if (buf)
 				s->ustack = intern_stack(buf, bpf_get_stack(ctx, buf, sizeof(*buf), BPF_F_USER_STACK));
 		}
+		/* last: a dump that sees the mark finds the wait's key complete */
+		asm volatile("" ::: "memory");
+		*(volatile __u64 *)&s->mark = now;
 	}
 	mark_changed(s);
 }
@@ -454,27 +512,30 @@ static __always_inline struct offcpu_val *own_slot(struct task_stats *s, const s
 			sl->kstack = key->kstack;
 			sl->ustack = key->ustack;
 			sl->state = key->state;
+			sl->why = key->why;
+			sl->func = key->func;
 			asm volatile("" ::: "memory");
 			WRITE_ONCE_U32(sl->used, 1);
 			return &sl->val;
 		}
-		if (sl->kstack == key->kstack && sl->ustack == key->ustack && sl->state == key->state)
+		if (sl->kstack == key->kstack && sl->ustack == key->ustack && sl->state == key->state &&
+		    sl->why == key->why && sl->func == key->func)
 			return &sl->val;
 	}
 	return NULL;
 }
 
 /* The wait that ended at the task's wakeup, charged at its switch-in to its
- * kernel stack (walked now, if long enough and the budget allows), its user
- * stack (taken at the switch-out) and its state. */
+ * kernel stack (walked now if the wait was drawn, unless a dump walked it while
+ * it went on), its user stack (taken at the switch-out), its state and why. */
 static __always_inline void charge_wait(struct task_stats *s, struct task_struct *next, __u64 now)
 {
 	struct offcpu_key key = {
 		.pid = next->pid, .tgid = next->tgid, .start_ns = next->start_boottime,
-		.ustack = s->ustack, .state = s->state,
+		.ustack = s->ustack, .state = s->state, .why = s->why, .func = s->func,
 	};
 	struct offcpu_val *v = NULL, init = {};
-	__u64 d = s->pending_ns;
+	__u64 d = s->pending_ns, t = s->draw_ns, weight = 0;
 	__u32 slot;
 
 	s->pending_ns = 0;
@@ -482,25 +543,42 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 		struct stack *buf = scratch();
 
 		/* The task is switched out, so its saved stack is stable and
-		 * shows where it slept; walking it only for waits that turned
-		 * out long keeps the common short switch cheap. */
-		if (below_min_stack(d))
+		 * shows where it slept; walking it only for the waits drawn
+		 * (by their length) keeps the common short switch cheap. */
+		if (s->kstack_open)
+			key.kstack = s->kstack_open;
+		else if (below_min_stack(d))
 			key.kstack = STACK_SHORT;
 		else if (own_task(next))
 			key.kstack = STACK_OWN;
-		else if (!walk_allowed(now))
-			key.kstack = STACK_RATE_LIMITED;
+		else if (s->no_walk)
+			key.kstack = s->no_walk;
 		else if (buf)
 			key.kstack = intern_stack(buf, bpf_get_task_stack(next, buf, sizeof(*buf), 0));
+		if (key.kstack >= STACK_ID_MIN)
+			weight = s->kstack_open ? d : (d > t ? d : t);
 	}
 	if (key.kstack < STACK_ID_MIN && key.ustack < STACK_ID_MIN)
 		v = own_slot(s, &key);
 	if (!v)
 		v = lookup_or_init(&offcpu, &key, &init, &health.offcpu_map_full);
+	/* the next link of wait chains through this task's wakeups of others */
+	s->last_kstack = key.kstack;
+	s->last_func = key.func;
+	s->last_state = key.state;
+	s->last_why = key.why;
 	if (!v)
 		return;
 	__sync_fetch_and_add(&v->count, 1);
 	__sync_fetch_and_add(&v->total_ns, d);
+	__sync_fetch_and_add(&v->charged_ns, s->pending_rest);
+	if (weight) {
+		__sync_fetch_and_add(&v->weighted_ns, weight);
+		if (!s->kstack_open)
+			__sync_fetch_and_add(&v->var_us2, draw_var_us2(d, t));
+	}
+	if (s->woke < 3)
+		__sync_fetch_and_add(&v->woken[s->woke & 3], 1);
 	update_max(&v->max_ns, d);
 	slot = log2_slot(d);
 	if (slot < RUNQ_SLOTS)
@@ -516,6 +594,18 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 	s = stats_if_seen(next);
 	if (!s)
 		return;
+	if (s->mark) {
+		/* runs again, yet its waking was never seen (a program recursion miss):
+		 * the wait ends here, its time counted up to now */
+		__u64 m = __sync_lock_test_and_set(&s->mark, 0);
+
+		if (m) {
+			__sync_fetch_and_add(&health.waking_missed, 1);
+			close_wait(s, now, m, WOKE_TASK);
+			s->no_walk = STACK_NOT_DRAWN;
+		}
+	}
+	s->last_run_ts = now;
 	if (s->runq_ts && now > s->runq_ts) {
 		d = now - s->runq_ts;
 		__sync_fetch_and_add(&s->runq_ns, d);
@@ -586,6 +676,30 @@ static __always_inline bool interrupted_user_mode(struct task_struct *cur)
 #endif
 }
 
+/* The part of the wakee's wait `[from, now]` during which the waker was itself blocked in
+ * its last wait, and then waited for a CPU, weighted as the wakee's wait was drawn. */
+static __always_inline void link_overlap(struct task_stats *w, __u64 from, __u64 now, __u64 d, __u64 t,
+					 __u64 *blocked, __u64 *runq)
+{
+	__u64 a, b;
+
+	*blocked = *runq = 0;
+	if (!w || !w->last_woken_ts)
+		return;
+	a = w->last_block_ts > from ? w->last_block_ts : from;
+	b = w->last_woken_ts < now ? w->last_woken_ts : now;
+	if (b > a)
+		*blocked = b - a;
+	a = w->last_woken_ts > from ? w->last_woken_ts : from;
+	b = w->last_run_ts < now ? w->last_run_ts : now;
+	if (w->last_run_ts >= w->last_woken_ts && b > a)
+		*runq = b - a;
+	if (t > d && d) { /* weight 1/p = T/d; overlap <= d < T keeps the product in range */
+		*blocked = *blocked * t / d;
+		*runq = *runq * t / d;
+	}
+}
+
 /* sched_waking runs in the waker's context (sched_wakeup often runs on the
  * target CPU with another task current), so the waker is recorded here, and
  * the wakee's blocked time ends here. */
@@ -594,7 +708,8 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 {
 	struct task_struct *waker = bpf_get_current_task_btf();
 	struct task_stats *s;
-	__u64 now, d;
+	__u64 now, d, m, t, weight, from;
+	__u32 woke, flags = 0;
 
 	if (!wanted(p))
 		return 0;
@@ -603,41 +718,70 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 		__sync_fetch_and_add(&health.waking_unknown, 1);
 		return 0;
 	}
-	if (!s->block_ts) {
+	/* claims the wait: a dump charging it at the same time loses the exchange */
+	m = s->mark ? __sync_lock_test_and_set(&s->mark, 0) : 0;
+	if (!m) {
 		__sync_fetch_and_add(&health.waking_unblocked, 1);
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
-	d = now > s->block_ts ? now - s->block_ts : 0;
-	s->block_ts = 0;
-	s->woken = 1;
-	s->pending_ns += d;
-	__sync_fetch_and_add(&s->offcpu_ns, d);
-	__sync_fetch_and_add(&s->offcpu_count, 1);
-	update_max(&s->offcpu_max_ns, d);
-	mark_changed(s);
+	if (on_interrupt_stack(ctx, waker) || interrupted_user_mode(waker)) {
+		woke = WOKE_IRQ;
+		flags = WAKER_IN_INTERRUPT;
+	} else if (waker->flags & PF_EXITING) {
+		woke = WOKE_EXITING;
+		flags = WAKER_EXITING;
+	} else {
+		woke = WOKE_TASK;
+	}
+	from = s->block_ts;
+	d = close_wait(s, now, m, woke);
 
-	/* Who woke it, recorded for the waits that get stacks: at least the
-	 * minimum wait for stacks long, and with the waker's stack or not at
-	 * all. A busy scheduler has a waker entry per (wakee, waker) pair, each
-	 * a hash update here (600-850 ns under hackbench) and a record to
-	 * drain; the stack-walk budget bounds them with the walks, and the
-	 * overhead budget's minimum wait sheds them further. The totals above
-	 * stay exact. Nor for stallscope's own waits. */
-	if (below_min_stack(d) || own_task(p))
+	/* Which waits get a stack (and a waker entry): drawn by length, p = min(1, d/T),
+	 * within the per-CPU walk budget. A wait a dump already walked keeps that stack.
+	 * Never for stallscope's own waits. The totals above stay exact. */
+	s->draw_ns = 0;
+	s->no_walk = 0;
+	if (s->kstack_open) {
+		t = 0;
+		weight = d;
+	} else if (below_min_stack(d)) {
+		s->no_walk = STACK_SHORT;
 		return 0;
-	if (cfg.waker_stacks && !walk_allowed(now))
+	} else if (own_task(p)) {
+		s->no_walk = STACK_OWN;
+		return 0;
+	} else if (!drawn(d, &weight, &t)) {
+		s->no_walk = STACK_NOT_DRAWN;
+		return 0;
+	} else if (!walk_allowed(now)) {
+		s->no_walk = STACK_RATE_LIMITED;
+		return 0;
+	} else {
+		s->draw_ns = t;
+		__sync_fetch_and_add(&health.waits_drawn, 1);
+	}
+	if (!cfg.waker_stacks && !cfg.kernel_stacks)
 		return 0;
 	{
+		struct task_stats *ws = woke == WOKE_IRQ ? NULL : stats_if_seen(waker);
 		struct waker_key key = {
 			.pid = p->pid, .start_ns = p->start_boottime,
 			.waker_pid = waker->pid, .waker_tgid = waker->tgid,
 			.waker_start_ns = waker->pid ? waker->start_boottime : 0,
-			.waker_flags = (on_interrupt_stack(ctx, waker) || interrupted_user_mode(waker)) ?
-				       WAKER_IN_INTERRUPT : 0,
+			.waker_flags = flags,
+			.wakee_func = s->func, .wakee_state = s->state, .wakee_why = s->why,
 		};
 		struct waker_val *v, init = {};
+		__u64 blocked, runq;
 
+		if (ws && ws->last_woken_ts) {
+			key.link_kstack = ws->last_kstack;
+			key.link_func = ws->last_func;
+			key.link_state = ws->last_state;
+			key.link_why = ws->last_why;
+		}
+		link_overlap(ws, from, now, d, t, &blocked, &runq);
 		if (cfg.waker_stacks) {
 			struct stack *buf = scratch();
 
@@ -650,6 +794,9 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 			return 0;
 		__sync_fetch_and_add(&v->count, 1);
 		__sync_fetch_and_add(&v->total_ns, d);
+		__sync_fetch_and_add(&v->weighted_ns, weight);
+		__sync_fetch_and_add(&v->link_blocked_ns, blocked);
+		__sync_fetch_and_add(&v->link_runq_ns, runq);
 	}
 	return 0;
 }
@@ -796,29 +943,88 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	return 0;
 }
 
-/* User space's read of the live tasks' entries, once per interval: each entry
- * an event changed since the last dump, as its task_key then its task_stats.
- * The mark is cleared before the copy, so an event racing the copy marks it
- * again; a record that did not fit is retried by the kernel on the next read,
- * so its mark is restored. */
+/* A blocked task's wait so far, charged at each dump: the part since the last one goes to
+ * the interval now ending (user space adds it to the task and to the wait's key), so a wait
+ * spanning intervals is charged to each. A wait already T long is drawn whatever its end
+ * (p = 1), so its stack is walked now, once: a task stuck for minutes shows where. The
+ * exchange on `mark` makes each nanosecond charged once, here or at the waking. Returns
+ * the time to hand over (0: no record). */
+static __always_inline __u64 charge_open(struct task_struct *t, struct task_stats *s, struct open_wait *ow)
+{
+	__u64 m = *(volatile __u64 *)&s->mark, now = bpf_ktime_get_ns(), bt, tsample, open, pending;
+
+	if (m && now > m && __sync_val_compare_and_swap(&s->mark, m, now) == m) {
+		__sync_fetch_and_add(&s->offcpu_ns, now - m);
+		__sync_fetch_and_add(&s->open_pending, now - m);
+	}
+	pending = s->open_pending;
+	if (!pending)
+		return 0;
+	bt = s->block_ts;
+	open = bt && now > bt ? now - bt : 0;
+	tsample = *(volatile __u64 *)&stack_tune.sample_ns;
+	if (!s->kstack_open && bt && cfg.kernel_stacks && !own_task(t) && open >= tsample &&
+	    !below_min_stack(open) && walk_allowed(now)) {
+		struct stack *buf = scratch();
+
+		if (buf) {
+			s->kstack_open = intern_stack(buf, bpf_get_task_stack(t, buf, sizeof(*buf), 0));
+			__sync_fetch_and_add(&health.open_walks, 1);
+		}
+	}
+	ow->pid = t->pid;
+	ow->tgid = t->tgid;
+	ow->start_ns = t->start_boottime;
+	ow->charged_ns = pending;
+	ow->open_ns = open;
+	ow->kstack = s->kstack_open ? s->kstack_open : own_task(t) ? STACK_OWN : STACK_NOT_DRAWN;
+	ow->ustack = s->ustack;
+	ow->state = s->state;
+	ow->why = s->why;
+	ow->func = s->func;
+	return pending;
+}
+
+/* User space's read of the live tasks' entries, once per interval: a wait in progress
+ * (charge_open), then the entry if an event changed it since the last dump, as its task_key
+ * then its task_stats. The mark is cleared before the copy, so an event racing the copy marks
+ * it again. When a task's records do not fit, the kernel drops all of them and runs this
+ * again for the task with the next read: nothing is taken as handed over until every write
+ * went through. */
 SEC("iter/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
+	struct dump_header ohdr = { .kind = DUMP_OPEN, .size = sizeof(struct open_wait) };
+	struct dump_header hdr = { .kind = DUMP_TASK, .size = sizeof(struct task_key) + sizeof(struct task_stats) };
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *t = ctx->task;
 	struct task_key key = {};
+	struct open_wait ow = {};
 	struct task_stats *s;
+	__u64 pending;
+	__u32 changed;
 
 	if (!t)
 		return 0;
 	s = bpf_task_storage_get(&task_stats, t, 0, 0);
-	if (!s || !s->changed || (s->flags & TS_DEAD))
+	if (!s || (s->flags & TS_DEAD))
 		return 0;
-	WRITE_ONCE_U32(s->changed, 0);
-	asm volatile("" ::: "memory");
-	key.pid = t->pid;
-	key.start_ns = t->start_boottime;
-	if (bpf_seq_write(seq, &key, sizeof(key)) || bpf_seq_write(seq, s, sizeof(*s)))
-		WRITE_ONCE_U32(s->changed, 1);
+	pending = charge_open(t, s, &ow);
+	if (pending && (bpf_seq_write(seq, &ohdr, sizeof(ohdr)) || bpf_seq_write(seq, &ow, sizeof(ow))))
+		return 0;
+	changed = s->changed;
+	if (changed) {
+		WRITE_ONCE_U32(s->changed, 0);
+		asm volatile("" ::: "memory");
+		key.pid = t->pid;
+		key.start_ns = t->start_boottime;
+		if (bpf_seq_write(seq, &hdr, sizeof(hdr)) || bpf_seq_write(seq, &key, sizeof(key)) ||
+		    bpf_seq_write(seq, s, sizeof(*s))) {
+			WRITE_ONCE_U32(s->changed, 1);
+			return 0;
+		}
+	}
+	if (pending)
+		__sync_fetch_and_sub(&s->open_pending, pending);
 	return 0;
 }

@@ -20,7 +20,49 @@
 #define TS_REAP_RESOLVED 64 /* final switch counted as the reaping parent folded it into rusage */
 #define TS_RENAMED      128 /* task_rename seen: an exec, or a new name (its maps may differ from its parent's) */
 
-/* Off-CPU time per (task, kernel stack, user stack, state). Stack 0 = not collected. */
+/* Why a task waits, read without a stack walk (offcpu_key.why): what it was doing when
+ * it blocked, at its switch-out. The system call comes from the registers it saved at
+ * entry, the file kind from the call's file descriptor, a kernel thread's function
+ * from its kthread (or workqueue worker) structure. */
+#define WHY_SYSCALL_MASK 0x3ff          /* bits 0-9: the system call number (WHY_CTX_SYSCALL) */
+#define WHY_CTX_SHIFT    10             /* bits 10-12: where the task blocked */
+#define WHY_CTX_MASK     (7U << WHY_CTX_SHIFT)
+#define WHY_CTX_NONE     0              /* not known (a compat system call, a user task in no call) */
+#define WHY_CTX_SYSCALL  1              /* in a system call: bits 0-9 */
+#define WHY_CTX_FAULT    2              /* in an exception taken from user mode: a page fault */
+#define WHY_CTX_KTHREAD  3              /* a kernel thread: offcpu_key.func is its thread function */
+#define WHY_CTX_KWORKER_IDLE 4          /* a workqueue worker between work items */
+#define WHY_CTX_KWORKER  5              /* a workqueue worker inside a work item: func is the work function */
+#define WHY_FD_SHIFT     13             /* bits 13-16: the kind of file the call's descriptor names */
+#define WHY_FD_MASK      (15U << WHY_FD_SHIFT)
+#define WHY_FD_NONE      0
+#define WHY_FD_PIPE      1              /* a pipe or FIFO */
+#define WHY_FD_SOCKET    2
+#define WHY_FD_FILE      3              /* a regular file */
+#define WHY_FD_DIR       4
+#define WHY_FD_CHR       5              /* a character device (a terminal, /dev/...) */
+#define WHY_FD_BLK       6
+#define WHY_FD_EVENTFD   7
+#define WHY_FD_TIMERFD   8
+#define WHY_FD_SIGNALFD  9
+#define WHY_FD_EPOLL     10
+#define WHY_FD_INOTIFY   11
+#define WHY_FD_IO_URING  12
+#define WHY_FD_ANON      13             /* another anonymous inode */
+#define WHY_FUTEX_TID    (1U << 17)     /* a futex wait on a word holding the TID of a live thread of the
+					 * waiter's own process (glibc's pthread_join waits on pd->tid) */
+#define WHY_FUTEX_LOCKWORD (1U << 18)   /* FUTEX_WAIT for the value 2: glibc's contended-lock word (__lll_lock_wait) */
+#define WHY_TIMEOUT      (1U << 19)     /* the call has a timeout (futex) */
+#define WHY_FUTEX_ZERO   (1U << 20)     /* a futex wait for the value 0: glibc's condition variables and semaphores */
+
+/* How a wait ended (counted in offcpu_val by kind of waker). */
+#define WOKE_TASK    0
+#define WOKE_IRQ     1 /* sched_waking ran in an interrupt (a timer, a device, a softirq on the IRQ stack) */
+#define WOKE_EXITING 2 /* by a task in its exit: a thread join's end, a parent woken by its child */
+
+/* Off-CPU time per (task, kernel stack, user stack, state, why). Stack ids below
+ * STACK_ID_MIN say why there is none. (task, state, why, func) is a wait's stratum:
+ * its waits' exact time, shared out by the stacks drawn among them. */
 struct offcpu_key {
 	__u32 pid;
 	__u32 tgid;
@@ -28,26 +70,66 @@ struct offcpu_key {
 	__u64 kstack; /* hash into the stacks map */
 	__u64 ustack;
 	__u32 state;  /* prev_state at switch-out */
-	__u32 pad;
+	__u32 why;    /* WHY_*: what the task was doing, read without a walk */
+	__u64 func;   /* a kernel thread's function or work function (WHY_CTX_KTHREAD, WHY_CTX_KWORKER) */
 };
 
+/* Waits that ended, each whole; and the time charged, which also holds the parts of
+ * waits in progress that user space charged at each dump (open_wait), less those. A
+ * stack is walked for a wait with probability p = min(1, d/T) (T: stack_tune.sample_ns):
+ * keys with a stack also sum d/p (the Horvitz-Thompson estimate of their waits' time)
+ * and its variance term, so what is estimated from them says its own error. */
 struct offcpu_val {
 	__u64 count;
-	__u64 total_ns;
+	__u64 total_ns;     /* the waits' lengths */
 	__u64 max_ns;
+	__u64 charged_ns;   /* the waits' time not yet charged as open (see open_wait) */
+	__u64 weighted_ns;  /* sum of d/p (keys with a walked stack) */
+	__u64 var_us2;      /* sum of (1 - p) / p^2 * d^2, in us^2 */
+	__u32 woken[3];     /* waits ended by WOKE_TASK, WOKE_IRQ, WOKE_EXITING */
+	__u32 pad;
 	__u32 hist[RUNQ_SLOTS]; /* log2(ns) of each wait: latency percentiles per stack */
 };
 
 /* A task's own off-CPU aggregate for one key without stacks (both stack ids
  * below STACK_ID_MIN): what the offcpu map would hold under that key. */
-#define TASK_OFFCPU_SLOTS 3
+#define TASK_OFFCPU_SLOTS 4
 
 struct offcpu_slot {
 	__u64 kstack;
 	__u64 ustack;
 	__u32 state;
+	__u32 why;
+	__u64 func;
 	__u32 used;   /* set once the key is written: the slot is the key's for the task's life */
+	__u32 pad;
 	struct offcpu_val val;
+};
+
+/* What the dump hands over for a task blocked when it runs: the part of its wait since
+ * the last dump, charged to the interval now ending, under the key the wait has so far
+ * (kstack STACK_NOT_DRAWN until a stack is walked for it). At the wait's end, only the
+ * rest is charged (offcpu_val.charged_ns): a wait spanning intervals is charged to each. */
+struct open_wait {
+	__u32 pid;
+	__u32 tgid;
+	__u64 start_ns;
+	__u64 charged_ns; /* this dump's part */
+	__u64 open_ns;    /* the wait so far */
+	__u64 kstack;
+	__u64 ustack;
+	__u32 state;
+	__u32 why;
+	__u64 func;
+};
+
+/* dump_tasks writes records of two kinds, each after this header */
+#define DUMP_TASK 1 /* struct task_key then struct task_stats */
+#define DUMP_OPEN 2 /* struct open_wait */
+
+struct dump_header {
+	__u32 kind;
+	__u32 size; /* bytes that follow */
 };
 
 /* Identity of a task: PID reuse never merges two tasks. */
@@ -66,17 +148,37 @@ struct task_stats {
 	 * 128 bytes: the scratch state between one event and the next (user space
 	 * ignores it), then the counters they keep. */
 	__u64 block_ts;       /* switch-out into a sleeping state */
+	__u64 mark;           /* blocked: the wait is charged up to here (block_ts, or the last dump); 0 otherwise */
 	__u64 runq_ts;        /* enqueued (wakeup or re-queue at switch-out) */
-	__u64 pending_ns;     /* off-CPU time ended at wakeup, stack attributed at switch-in */
+	__u64 pending_ns;     /* the wait ended at wakeup, stack attributed at switch-in */
+	__u64 pending_rest;   /* the part of it not charged by a dump */
 	__u64 ustack;         /* user stack at the switch-out that began the wait */
+	__u64 kstack_open;    /* kernel stack walked by a dump while the wait went on (0: none) */
+	__u64 draw_ns;        /* T when the wait was drawn for a walk (0: not drawn) */
+	__u64 func;           /* offcpu_key.func of the wait */
+	__u64 open_pending;   /* charged by dumps, not yet handed over (a record that did not fit) */
 	__u32 state;          /* prev_state at that switch-out */
+	__u32 why;            /* WHY_* of the wait */
 	__u32 woken;          /* the wait ended by a wakeup: a runq wait from it is wakeup latency */
 	__u32 runq_from_wakeup;
+	__u32 woke;           /* WOKE_* of the wait that ended */
+	__u32 no_walk;        /* why the wait that ended gets no walk (STACK_*), 0: drawn, walked at switch-in */
 	__u32 flags;          /* TS_* */
 	__u64 nvcsw;          /* latest task->nvcsw read at its switch-out */
 	__u64 nivcsw;
+	/* the task's last wait that ended, for the wait chains through its wakeups of others */
+	__u64 last_block_ts;  /* it began */
+	__u64 last_woken_ts;  /* it was woken */
+	__u64 last_run_ts;    /* it ran again */
+	__u64 last_kstack;
+	__u64 last_func;
+	__u32 last_state;
+	__u32 last_why;
+	__u64 fd_file;        /* the file of the last descriptor looked up, and its WHY_FD_ kind */
+	__u32 fd;
+	__u32 fd_kind;
 	/* totals */
-	__u64 offcpu_ns;      /* blocked: from switch-out in a sleeping state to the wakeup */
+	__u64 offcpu_ns;      /* blocked: from switch-out in a sleeping state to the wakeup, charged as it goes */
 	__u64 offcpu_count;
 	__u64 offcpu_max_ns;
 	__u64 runq_ns;        /* measured: from enqueue (wakeup or re-queue) to switch-in, ktime */
@@ -87,9 +189,13 @@ struct task_stats {
 	__u32 tgid;
 	/* written less often: migrations, a rename, creation */
 	__u64 migrations;     /* sched_migrate_task with orig != dest */
+	__u64 run_ns;         /* latest se.sum_exec_runtime read at its switch-out: time on a CPU */
+	__u64 run_base;       /* ... when first seen */
 	char comm[TASK_COMM_LEN]; /* at creation, then at each rename (task_rename) */
 	__u32 ptgid;          /* parent's tgid at creation (0 if unknown) */
-	__u32 pad;
+	__u32 policy;         /* scheduling policy (SCHED_*), nice and real-time priority at the latest switch-out */
+	__s32 nice;
+	__u32 rt_priority;
 	__u64 run_delay_base; /* when first seen */
 	__u64 nvcsw_base;     /* counters when first seen */
 	__u64 nivcsw_base;
@@ -97,7 +203,9 @@ struct task_stats {
 	struct offcpu_slot slots[TASK_OFFCPU_SLOTS]; /* off-CPU time without stacks, by key */
 };
 
-/* Who ended a wait: the task running at sched_waking (waker 0 = idle CPU, i.e. an interrupt). */
+/* Who ended a wait: the task running at sched_waking (waker 0 = idle CPU, i.e. an interrupt),
+ * recorded for the waits drawn for a stack walk. With the waker's own last wait before it ran:
+ * the next link of a wait chain (a lock holder that was itself blocked on I/O). */
 struct waker_key {
 	__u32 pid;         /* wakee */
 	__u32 waker_pid;
@@ -106,13 +214,25 @@ struct waker_key {
 	__u64 waker_kstack;
 	__u32 waker_tgid;
 	__u32 waker_flags; /* WAKER_* */
+	__u64 link_kstack; /* the waker's last wait: its kernel stack (or a STACK_* reason), */
+	__u64 link_func;   /* ... its offcpu_key.func, */
+	__u32 link_state;  /* ... state */
+	__u32 link_why;    /* ... and why; all 0 when the waker's last wait is unknown */
+	__u64 wakee_func;  /* the wakee's wait's stratum (offcpu_key.state, why, func): which of its */
+	__u32 wakee_state; /* waits, and so which causes, this waker ended */
+	__u32 wakee_why;
 };
 
 #define WAKER_IN_INTERRUPT 1 /* sched_waking ran on an interrupt stack, not the current task's */
+#define WAKER_EXITING      2 /* the waker was in its exit (PF_EXITING) */
 
+/* Every time below is weighted by 1/p, as the wakee's wait was drawn with p. */
 struct waker_val {
 	__u64 count;
-	__u64 total_ns; /* off-CPU time of the wakee ended by this waker */
+	__u64 total_ns;    /* off-CPU time of the wakee ended by this waker (unweighted) */
+	__u64 weighted_ns; /* ... weighted: sum of d/p */
+	__u64 link_blocked_ns; /* of it, the time the waker was itself blocked in its last wait */
+	__u64 link_runq_ns;    /* ... and waited for a CPU after that wait */
 	char waker_comm[TASK_COMM_LEN];
 };
 
@@ -132,6 +252,9 @@ struct sched_health {
 	__u64 reap_after_read;   /* ... its parent's read was measured and came before it */
 	__u64 waking_unknown;    /* a wakeup of a task never seen switching out (blocked before attach) */
 	__u64 waking_unblocked;  /* a wakeup of a task not recorded as blocked (already runnable) */
+	__u64 waits_drawn;       /* waits drawn for a stack walk (p = min(1, d/T)) */
+	__u64 waking_missed;     /* a wait whose waking was never seen (a program recursion miss): closed at its switch-in */
+	__u64 open_walks;        /* stacks walked by the dump for waits still in progress */
 };
 
 /* Load-time knobs (.rodata); the stack-walk rate and minimum wait are run-time

@@ -30,16 +30,20 @@ struct {
  * through the mapped section, while attached (bpf/tune.py). */
 struct stack_tune stack_tune SEC(".data") = { .min_stack_ns = 0, .walks_per_s = 1000 };
 
-/* per-CPU stack-walk budget: a token bucket refilled at stack_tune.walks_per_s */
+/* per-CPU stack-walk budgets: token buckets refilled at stack_tune.walks_per_s
+ * (BUDGET_WALKS) and user_walks_per_s (BUDGET_USER) */
 struct walk_budget {
 	__u64 last_ns;
 	__u64 milli_tokens;
 	__u64 limited; /* walks refused: read by user space as health.stacks_rate_limited */
 };
 
+#define BUDGET_WALKS 0 /* walks chosen with a wait's length known (or a lock's, a waker's) */
+#define BUDGET_USER  1 /* user stacks walked when a wait begins, before its length is known */
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct walk_budget);
 } walk_budget SEC(".maps");
@@ -48,16 +52,16 @@ struct {
  * unwinding) against ~1 us for the rest of an event; a per-CPU token bucket
  * bounds their rate. Tracing programs run with migration disabled, so the
  * per-CPU bucket needs no atomics. Totals never depend on it. */
-static __always_inline bool walk_allowed(__u64 now)
+static __always_inline bool budget_allows(__u64 now, __u32 which)
 {
-	__u32 rate = *(volatile __u32 *)&stack_tune.walks_per_s;
+	__u32 rate = which == BUDGET_USER ? *(volatile __u32 *)&stack_tune.user_walks_per_s
+					  : *(volatile __u32 *)&stack_tune.walks_per_s;
 	struct walk_budget *b;
-	__u32 zero = 0;
 	__u64 cap;
 
 	if (!rate)
 		return true;
-	b = bpf_map_lookup_elem(&walk_budget, &zero);
+	b = bpf_map_lookup_elem(&walk_budget, &which);
 	if (!b)
 		return false;
 	cap = (__u64)rate * 100; /* a burst of a tenth of a second, in 1/1000 tokens */
@@ -77,6 +81,43 @@ static __always_inline bool walk_allowed(__u64 now)
 	}
 	b->milli_tokens -= 1000;
 	return true;
+}
+
+static __always_inline bool walk_allowed(__u64 now)
+{
+	return budget_allows(now, BUDGET_WALKS);
+}
+
+/* Is a wait of `d` ns drawn for a stack walk? With probability min(1, d/T): long waits
+ * always, short ones in proportion to their length, so the walks spent follow where the
+ * time goes and a drawn wait stands for d/p = max(d, T) ns (its weight, *weight_ns).
+ * T = 0 draws every wait. */
+static __always_inline bool drawn(__u64 d, __u64 *weight_ns, __u64 *t_ns)
+{
+	__u64 t = *(volatile __u64 *)&stack_tune.sample_ns;
+
+	*t_ns = t;
+	*weight_ns = d;
+	if (!t || d >= t)
+		return true;
+	/* u < d/T with u uniform in [0, 2^32): d < T < 2^64 / 2^32 keeps the product exact */
+	if (t > 0xffffffffULL) {
+		if ((__u64)bpf_get_prandom_u32() * (t >> 32) >= d)
+			return false;
+	} else if ((__u64)bpf_get_prandom_u32() * t >= d << 32) {
+		return false;
+	}
+	*weight_ns = t;
+	return true;
+}
+
+/* The variance term of a drawn wait of d ns (weight max(d, T)): (1 - p) / p^2 * d^2 = T (T - d)
+ * for d < T, in us^2. */
+static __always_inline __u64 draw_var_us2(__u64 d, __u64 t)
+{
+	if (!t || d >= t)
+		return 0;
+	return ((t - d) / 1000) * (t / 1000);
 }
 
 /* Hash the frames in the scratch buffer and store them once. Returns

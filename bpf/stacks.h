@@ -12,6 +12,7 @@
 #define STACK_RATE_LIMITED 2 /* the per-CPU stack-walk budget was spent */
 #define STACK_FAILED      3 /* the walk returned nothing */
 #define STACK_OWN         4 /* a wait of stallscope's own process: not walked, the budget is for the others */
+#define STACK_NOT_DRAWN   5 /* not drawn for a walk: a wait of d ns is drawn with probability min(1, d/T) */
 #define STACK_ID_MIN      16
 
 struct stack {
@@ -22,8 +23,9 @@ struct stack {
  * memory-mapped): the overhead budget lowers them and says so. */
 struct stack_tune {
 	__u64 min_stack_ns;  /* walk stacks only for waits at least this long (where the object has waits) */
-	__u32 walks_per_s;   /* per CPU, all kinds together; 0 = no limit */
-	__u32 pad;
+	__u64 sample_ns;     /* T: a wait of d ns is drawn for a walk with probability min(1, d/T); 0 = every wait */
+	__u32 walks_per_s;   /* per CPU, all kinds together; 0 = no limit: a cap on top of the drawing */
+	__u32 user_walks_per_s; /* user stacks walked before a wait's length is known, per CPU; 0 = no limit */
 };
 
 #endif

@@ -10,7 +10,7 @@ import time
 
 from stallscope import __version__
 from stallscope.errors import StallscopeError
-from stallscope.bpf.tune import DEFAULT_WALKS_PER_S
+from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.priority import DEFAULT_NICE
 
 EXIT_ERROR = 2
@@ -25,6 +25,13 @@ def duration(text: str) -> float:
     if not m or float(m.group(1)) <= 0:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 2m, 500ms)")
     return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _duration_or_zero(text: str) -> float:
+    """A duration, or 0."""
+    if text.strip() in ("0", "0s"):
+        return 0.0
+    return duration(text)
 
 
 def _percent(text: str) -> float:
@@ -63,10 +70,18 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
     p.add_argument("-p", "--pid", type=_positive_int, default=0, metavar="PID",
                    help="trace only this process (its threads); default: the whole system")
     p.add_argument("--min-stack-wait", type=duration, default=0.0, metavar="TIME",
-                   help="walk stacks and record wakers only for waits at least this long (default 0: every "
-                        "wait); totals stay exact, shorter waits are grouped as "
-                        "'(wait shorter than --min-stack-wait)', as are those under the minimum the overhead "
-                        "budget sets when it steps down")
+                   help="walk stacks and record wakers only for waits at least this long (default 0: any "
+                        "wait may be drawn); totals stay exact, shorter waits are named by what the task was "
+                        "doing (its system call, file, kernel function) only")
+    p.add_argument("--stack-scale", type=_duration_or_zero, default=DEFAULT_SAMPLE_NS / 1e9, metavar="TIME",
+                   help=f"T: a wait of d gets a kernel stack (and its waker) with probability min(1, d/T), so "
+                        f"the walks follow where the time goes, and each wait drawn stands for max(d, T) in the "
+                        f"estimates, with their error stated (default {DEFAULT_SAMPLE_NS / 1e6:g}ms; 0: every "
+                        "wait). The overhead budget raises it tenfold per step")
+    p.add_argument("--user-stack-rate", type=int, default=DEFAULT_USER_WALKS_PER_S, metavar="N",
+                   help=f"user stacks walked per second per CPU when a wait begins, before its length is known "
+                        f"(default {DEFAULT_USER_WALKS_PER_S}; 0: no limit): their own budget, apart from the "
+                        "kernel stacks drawn by length")
     p.add_argument("--no-user-stacks", action="store_true", help="do not collect user stacks")
     p.add_argument("--probes", type=_probe_spec, default=DEFAULT_PROBES, metavar="SPEC",
                    help="optional probe groups on top of the scheduler probes: +GROUP adds, -GROUP removes; "
@@ -97,11 +112,11 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
                      "INTERVAL. A command run with -- CMD keeps the caller's priority")
     p.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N", help=nice_help)
     p.add_argument("--stack-rate", type=int, default=DEFAULT_WALKS_PER_S, metavar="N",
-                   help=f"walk at most N stacks per second per CPU in each of the scheduler, lock and futex probes "
-                        f"(default {DEFAULT_WALKS_PER_S}; 0: no limit). "
-                        "A walk costs microseconds (12-17 us under a busy scheduler on a 2-CPU VM: 1000/s took "
-                        "1.2%% of each CPU); waits beyond the budget keep exact totals and are attributed by the "
-                        "task's sampled stacks, marked as estimated")
+                   help=f"a cap on the waits drawn for a stack walk: at most N per second per CPU in each of the "
+                        f"scheduler, lock and futex probes (default {DEFAULT_WALKS_PER_S}; 0: no cap). A walk "
+                        "costs microseconds (2 us on a quiet 2-CPU VM, 12-17 us under a busy scheduler); a wait "
+                        "drawn past the cap keeps its exact time and what the task was doing, and the overhead "
+                        "budget raises --stack-scale so that the cap rarely binds")
 
 
 def _add_command_only(p: argparse.ArgumentParser) -> None:
@@ -197,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unknown", action="store_true",
                    help="list the waits no rule matched, with their stacks, so the table can grow")
     p.add_argument("-n", "--rows", type=_positive_int, default=20, help="rows to show (default 20)")
+    _add_command_only(p)
     _add_causes_option(p)
 
     p = sub.add_parser("diff", help="what got worse between two recordings (regression hunting)",
@@ -226,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and how to verify it. Numbered: `stallscope apply FILE N` carries out a run-time "
                                    "one. Findings that cannot help on this machine are listed last, saying why.")
     p.add_argument("file", metavar="FILE")
+    _add_command_only(p)
     _add_causes_option(p)
 
     p = sub.add_parser("apply", help="carry out (or undo) a run-time recommendation",
@@ -254,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--rows", type=_positive_int, default=20,
                    help="locks to show of each type, kernel then futex (default 20)")
     p.add_argument("--callers", type=_positive_int, default=3, help="contention points per lock (default 3)")
+    _add_command_only(p)
 
     p = sub.add_parser("slab", help="slabinfo-like table of SLUB caches in a recording (--probes +slab)",
                        description="SLUB caches by activity, as recorded with `--probes +slab`: cache, aliases, "
@@ -277,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by", choices=("self", "inclusive"), default="self", help="sort by (default: self)")
     p.add_argument("--pid", type=_positive_int, default=None, metavar="PID",
                    help="only this process (tgid) or thread")
+    _add_command_only(p)
 
     p = sub.add_parser("doctor", help="what this kernel and these privileges allow",
                        description="Kernel, BTF, privileges, attach mechanisms and each probe's state. "
@@ -422,7 +441,8 @@ def cmd_locks(args) -> int:
     # kernel locks first, then user-space locks, each up to N: a busy process's futexes do not push
     # the kernel's locks off the table
     kinds = ("kernel", "futex") if args.lock_type == "all" else (args.lock_type,)
-    rows = [s for kind in kinds for s in lock_stats(model, args.sort, kind=kind)[: args.rows]]
+    scope = _command_scope(model, args.file) if args.command_only else None
+    rows = [s for kind in kinds for s in lock_stats(model, args.sort, tasks=scope, kind=kind)[: args.rows]]
     out = sys.stdout
     out.write(f"{'LOCK':<52} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
               f"{'SPIN':>10} {'SLEEP':>10}\n")
@@ -466,18 +486,19 @@ def cmd_profile(args) -> int:
     out.write(f"; {summary.missed_samples} missed\n" if summary.missed_samples else "\n")
     out.write("  busy: " + ", ".join(f"CPU{c.cpu} {100 * (c.samples - c.idle_samples) / c.samples:.1f}%"
                                      for c in model.oncpu_cpus.values() if c.samples) + "\n")
-    tasks = task_oncpu(model, pid=args.pid)
+    tasks_in = _command_scope(model, args.file) if args.command_only else None
+    tasks = task_oncpu(model, tasks_in, pid=args.pid)
     selected = sum(t.samples for t in tasks)
-    scope = f"process/thread {args.pid}" if args.pid else "all threads"
+    scope = (f"process/thread {args.pid}" if args.pid else "all threads") + (" of the command" if tasks_in else "")
     out.write(f"{selected} samples of {scope}")
     for cat, label in (("lock_spin", "lock spinning"), ("slab_slow_path", "SLUB slow path")):
-        n, pct = category_share(model, cat, pid=args.pid)
+        n, pct = category_share(model, cat, tasks_in, pid=args.pid)
         out.write(f"; {label} {pct:.1f}% ({n})")
     out.write("\n")
     for t in tasks[:5]:
         out.write(f"  {printable(t.comm)}[{t.task.pid}] {fmt_ns(t.oncpu_ns)} on CPU ({t.samples} samples)\n")
     out.write(f"\n{'SELF%':>7} {'SELF':>8} {'INCL%':>7} {'INCL':>8}  FUNCTION\n")
-    for f in top_functions(model, args.by, pid=args.pid, limit=args.rows):
+    for f in top_functions(model, args.by, tasks_in, pid=args.pid, limit=args.rows):
         suffix = "_[k]" if f.kind == "kernel" else ""
         out.write(f"{f.self_pct:>6.2f}% {f.self_samples:>8} {f.inclusive_pct:>6.2f}% {f.inclusive_samples:>8}  "
                   f"{printable(f.function)}{suffix}\n")
@@ -490,8 +511,10 @@ def cmd_causes(args) -> int:
     from stallscope.tui.causes import causes_text
     from stallscope.analyzer.load import load_model
 
-    sys.stdout.write(causes_text(load_model(args.file), by=args.by, include_idle=args.all, unknown=args.unknown,
-                                 rows=args.rows, sort=args.sort))
+    model = load_model(args.file)
+    scope = _command_scope(model, args.file) if args.command_only else None
+    sys.stdout.write(causes_text(model, by=args.by, include_idle=args.all, unknown=args.unknown,
+                                 rows=args.rows, sort=args.sort, tasks=scope))
     return 0
 
 
@@ -532,7 +555,9 @@ def cmd_recommend(args) -> int:
     from stallscope.analyzer.recommend import recommend
     from stallscope.tui.recommend import recommendations_text
 
-    sys.stdout.write(recommendations_text(recommend(load_model(args.file))))
+    model = load_model(args.file)
+    scope = _command_scope(model, args.file) if args.command_only else None
+    sys.stdout.write(recommendations_text(recommend(model, tasks=scope)))
     return 0
 
 
@@ -639,7 +664,8 @@ def _session_options(args, command, duration_s, max_intervals=None):
 
     return SessionOptions(interval_s=args.interval, duration_s=duration_s, pid=args.pid, command=command,
                           min_stack_ns=int(args.min_stack_wait * 1e9), user_stacks=not args.no_user_stacks,
-                          stack_walks_per_s=max(args.stack_rate, 0), probes=args.probes, sample_hz=args.sample_hz,
+                          stack_walks_per_s=max(args.stack_rate, 0), stack_scale_ns=int(args.stack_scale * 1e9),
+                          user_walks_per_s=max(args.user_stack_rate, 0), probes=args.probes, sample_hz=args.sample_hz,
                           max_intervals=max_intervals, overhead_budget_pct=args.overhead_budget,
                           degrade=args.degrade, nice=args.nice)
 

@@ -96,7 +96,8 @@ def sched_knobs() -> dict[str, dict]:
 
 def describe() -> dict:
     """Taken at the start of a recording."""
-    return {"topology": topology(), "sched_knobs": sched_knobs(), "kernel_release": os.uname().release}
+    return {"topology": topology(), "sched_knobs": sched_knobs(), "kernel_release": os.uname().release,
+            "arch": os.uname().machine}
 
 
 # ---- the CPU side, as deltas over the recording --------------------------------------------------

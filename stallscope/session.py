@@ -25,7 +25,8 @@ from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
 from stallscope.bpf.groups import GROUPS, GroupOptions, default_groups
-from stallscope.bpf.tune import DEFAULT_WALKS_PER_S
+from stallscope.bpf import tune
+from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.errors import StallscopeError
 from stallscope.priority import at_nice, own_nice, set_own_nice
 
@@ -40,7 +41,9 @@ class SessionOptions:
     command: list[str] = field(default_factory=list)
     min_stack_ns: int = 0
     user_stacks: bool = True
-    stack_walks_per_s: int = DEFAULT_WALKS_PER_S
+    stack_walks_per_s: int = DEFAULT_WALKS_PER_S  # a cap per CPU and probe object; 0 = none
+    stack_scale_ns: int = DEFAULT_SAMPLE_NS  # T: a wait of d ns gets a stack with probability min(1, d/T)
+    user_walks_per_s: int = DEFAULT_USER_WALKS_PER_S  # user stacks at a wait's start, per CPU
     probes: frozenset[str] = field(default_factory=default_groups)  # optional groups (bpf/groups.py)
     max_intervals: int | None = None
     sample_hz: int = 99  # on-CPU sampling per CPU (oncpu group)
@@ -99,8 +102,8 @@ class Session:
         self.collector: SchedCollector | None = None
         self.groups: dict = {}  # name -> running optional collector
         o = options
-        self.governor = Governor(Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz), o.overhead_budget_pct) \
-            if o.degrade else None
+        self.tuning = Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz, o.stack_scale_ns, o.user_walks_per_s)
+        self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
 
     def _on_signal(self, signum, _frame) -> None:
         self._signals.append(signum)
@@ -114,8 +117,8 @@ class Session:
             raise StallscopeError(f"no process with PID {o.pid}", "check the PID with `ps -e`")
         symbolizer = Symbolizer()
         self.collector = collector = SchedCollector(
-            SchedOptions(targ_tgid=o.pid, min_stack_ns=o.min_stack_ns, user_stacks=o.user_stacks,
-                         stack_walks_per_s=o.stack_walks_per_s), symbolizer)
+            SchedOptions(targ_tgid=o.pid, user_stacks=o.user_stacks, stack_tune=tune.of_tuning(self.tuning)),
+            symbolizer)
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         exit_status = None
         rusage = None
@@ -189,8 +192,8 @@ class Session:
     def _start_optional(self, symbolizer: Symbolizer) -> dict[str, ProbeStatus]:
         """Each optional group that was asked for; one that cannot run is off with its reason."""
         o = self.options
-        gopts = GroupOptions(targ_tgid=o.pid, stack_walks_per_s=o.stack_walks_per_s, user_stacks=o.user_stacks,
-                             sample_hz=o.sample_hz)
+        gopts = GroupOptions(targ_tgid=o.pid, stack_tune=tune.of_tuning(self.tuning), user_stacks=o.user_stacks,
+                             sample_hz=o.sample_hz, sched_state_fd=self.collector.state_map_fd())
         status = {}
         for name, group in GROUPS.items():
             if name not in o.probes:
@@ -242,7 +245,8 @@ class Session:
         o = self.options
         opts = {"interval_s": o.interval_s, "duration_s": o.duration_s, "pid": o.pid,
                 "min_stack_ns": o.min_stack_ns, "user_stacks": o.user_stacks,
-                "stack_walks_per_s": o.stack_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
+                "stack_walks_per_s": o.stack_walks_per_s, "stack_scale_ns": o.stack_scale_ns,
+                "user_stack_walks_per_s": o.user_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
                 "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct,
                 "degrade": o.degrade, "nice": own_nice()}
         for name, collector in self.groups.items():  # what a group records about the machine once

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import example, needs_bpf, record_command, run_stallscope
+from conftest import ALL_STACKS, example, needs_bpf, record_command, run_stallscope
 
 # Every stack walked: these tests check how waits are classified, not how stacks are sampled (a
 # busy machine spends the walk budget on other tasks' waits; see --stack-rate).
-ALL_STACKS = ("--stack-rate", "0")
 
 
 def _causes(doc: dict, comm: str, cls_out: tuple[str, ...] = ()) -> list[list[dict]]:

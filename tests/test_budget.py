@@ -1,5 +1,6 @@
-"""The overhead budget: over it, the probes do less of what is optional (stack walks, sampling), one
-stated step at a time; the per-task totals stay exact whatever is sampled."""
+"""The overhead budget: over it, the probes do less of what is optional (fewer waits drawn for a stack
+walk, fewer user stacks, less sampling), one stated step at a time; the per-task totals stay exact
+whatever is drawn, and no wait is left out for being short."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from stallscope.analyzer.overhead import MAX_LEVEL, MIN_WALKS_PER_S, Cost, Gover
 from stallscope.analyzer.sample import ProgramCost, Tuning
 from stallscope.bpf.collector import SchedOptions
 
-START = Tuning(0, 1000, 0, 99)
+START = Tuning(0, 1000, 0, 99, 1_000_000, 100)
 
 
 def _cost(pct: float, cpus: int = 2) -> Cost:
@@ -24,21 +25,26 @@ def _collector_cost(pct: float, cpus: int = 2) -> Cost:
 
 
 def test_each_level_does_less_and_never_less_than_its_floor():
+    """Each level draws waits with a T ten times larger: fewer walks, every wait still eligible, so
+    nothing is left out for being short (the user's minimum wait and walk cap are never changed)."""
     levels = [tuning_at(START, n) for n in range(MAX_LEVEL + 1)]
     assert levels[0] == START
     for a, b in zip(levels, levels[1:]):
         assert b.level == a.level + 1
-        assert b.walks_per_s <= a.walks_per_s and b.min_stack_ns >= a.min_stack_ns and b.sample_hz <= a.sample_hz
-        assert (b.walks_per_s, b.min_stack_ns, b.sample_hz) != (a.walks_per_s, a.min_stack_ns, a.sample_hz)
-    assert levels[-1].walks_per_s == MIN_WALKS_PER_S and levels[-1].sample_hz >= 9
+        assert b.sample_ns == 10 * a.sample_ns and b.user_walks_per_s <= a.user_walks_per_s
+        assert b.sample_hz <= a.sample_hz
+        assert (b.walks_per_s, b.min_stack_ns) == (START.walks_per_s, START.min_stack_ns)
+    assert levels[-1].user_walks_per_s == MIN_WALKS_PER_S and levels[-1].sample_hz >= 9
     assert tuning_at(START, MAX_LEVEL + 3) == levels[-1]
-    # what the user asked for is never exceeded: a longer minimum wait stays, a low rate is not raised
-    mine = Tuning(0, 5, 50_000_000, 7)
+    # what the user asked for is never exceeded: a low rate is not raised, a long T not shortened
+    mine = Tuning(0, 5, 50_000_000, 7, 20_000_000_000, 3)
     for n in range(1, MAX_LEVEL + 1):
         t = tuning_at(mine, n)
-        assert t.walks_per_s <= 5 and t.min_stack_ns >= 50_000_000 and t.sample_hz <= 7
-    # "no limit" steps down to a limit
-    assert tuning_at(Tuning(0, 0, 0, 99), 1).walks_per_s > 0
+        assert t.user_walks_per_s <= 3 and t.min_stack_ns == 50_000_000 and t.sample_hz <= 7
+        assert t.sample_ns >= 20_000_000_000
+    # "every wait" and "no limit" step to a limit
+    assert tuning_at(Tuning(0, 0, 0, 99, 0, 0), 1).sample_ns > 0
+    assert tuning_at(Tuning(0, 0, 0, 99, 0, 0), 1).user_walks_per_s > 0
 
 
 def test_over_budget_lowers_the_stack_walks_and_says_why():
@@ -47,9 +53,9 @@ def test_over_budget_lowers_the_stack_walks_and_says_why():
     assert gov.observe(1, _collector_cost(10.0)) is None  # the second pays for storing or showing what it found
     change = gov.observe(2, _cost(2.5))
     assert change is not None and change.interval == 2
-    assert change.to.level == 1 and change.to.walks_per_s < START.walks_per_s
+    assert change.to.level == 1 and change.to.sample_ns == 10 * START.sample_ns
     assert "2.50%" in change.reason and "over the 1% budget" in change.reason
-    assert "stack walks 250/s per CPU" in change.to.describe()
+    assert "p = min(1, d/10 ms)" in change.to.describe() and "user stacks 25/s per CPU" in change.to.describe()
     assert gov.observe(3, _cost(0.9)) is None  # under budget, not yet calm: stays
     assert gov.current.level == 1
 
@@ -122,18 +128,18 @@ def test_a_running_collector_takes_the_new_settings():
     from stallscope.bpf import tune
     from stallscope.bpf.collector import SchedCollector, SchedOptions
 
-    c = SchedCollector(SchedOptions(stack_walks_per_s=1000, min_stack_ns=0), Symbolizer())
+    c = SchedCollector(SchedOptions(stack_tune=tune.StackTune(1000, 0, 1_000_000, 100)), Symbolizer())
     c.start()
     try:
-        assert tune.read(c.obj) == tune.StackTune(1000, 0)
-        c.retune(Tuning(3, 15, 100_000_000, 12))
-        assert tune.read(c.obj) == tune.StackTune(15, 100_000_000)
+        assert tune.read(c.obj) == tune.StackTune(1000, 0, 1_000_000, 100)
+        c.retune(Tuning(3, 15, 0, 12, 1_000_000_000, 2))
+        assert tune.read(c.obj) == tune.StackTune(15, 0, 1_000_000_000, 2)
         c.drain()
         import time
         time.sleep(1.0)
         iv = c.drain()
-        # at 15 walks a second per CPU and walks only for waits of 100 ms or more, nearly every wait
-        # of a running system is short or over the walk budget
+        # at 15 walks a second per CPU, and waits drawn with p = d / 1 s, nearly every wait of a running
+        # system is left undrawn (the dump may walk a few waits still going on after 1 s)
         sampled = sum(o.count for o in iv.offcpu if o.kstack >= 16)
         total = sum(o.count for o in iv.offcpu)
         assert total > 0 and sampled <= 15 * 2 * c.nr_cpus + 1, (sampled, total)
@@ -162,10 +168,12 @@ def test_over_budget_recording_states_each_step_and_keeps_exact_totals(tmp_path)
     changes = doc["meta"]["overhead"]["changes"]
     assert changes, doc["meta"]["overhead"]
     assert changes[0]["level"] == MAX_LEVEL and f"{MAX_LEVEL} levels down" in changes[0]["reason"]
-    lowest = tuning_at(Tuning(0, SchedOptions().stack_walks_per_s, 0, 99), MAX_LEVEL)
-    assert changes[0]["stack_walks_per_s"] == lowest.walks_per_s and changes[0]["after_interval"] == 0
+    t0 = SchedOptions().stack_tune
+    lowest = tuning_at(Tuning(0, t0.walks_per_s, 0, 99, t0.sample_ns, t0.user_walks_per_s), MAX_LEVEL)
+    assert changes[0]["stack_scale_ns"] == lowest.sample_ns and changes[0]["after_interval"] == 0
+    assert changes[0]["user_stack_walks_per_s"] == lowest.user_walks_per_s
     assert "collector not judged" in changes[0]["reason"]
-    assert changes[0]["min_stack_ns"] == lowest.min_stack_ns
+    assert changes[0]["min_stack_ns"] == 0  # short waits are never left out
     assert all("budget" in c["reason"] for c in changes)
     # the totals: every wait still counted, whatever its stack became
     truth = [json.loads(line) for line in truth_file.read_text().splitlines() if line.startswith("{")]
@@ -182,21 +190,21 @@ def test_over_budget_recording_states_each_step_and_keeps_exact_totals(tmp_path)
 
 
 @needs_bpf
-@pytest.mark.parametrize("rate", ["1", "0"])
-def test_sampled_stacks_keep_the_totals(tmp_path, rate):
-    """One stack walk a second per CPU, or every wait walked: the same exact totals, and the
+@pytest.mark.parametrize("scale", ["1s", "0"])
+def test_sampled_stacks_keep_the_totals(tmp_path, scale):
+    """Waits of 10 ms drawn with p = 1/100, or every wait walked: the same exact totals, and the
     causes add up to them either way."""
     from conftest import record_command
 
-    doc, truth, _ = record_command(tmp_path, [example("sleeper"), "-n", "80", "-m", "10"], "--stack-rate", rate)
+    doc, truth, _ = record_command(tmp_path, [example("sleeper"), "-n", "80", "-m", "10"], "--stack-scale", scale)
     t = next(x for x in truth if x["role"] == "sleeper")
     ours = next(x for x in doc["tasks"] if x["pid"] == t["tid"] and x.get("in_command"))
     blocks = t["end"]["voluntary_switches"] - t["start"]["voluntary_switches"]
     assert blocks - 1 <= ours["offcpu_count"] <= blocks
     assert 0.8 * t["blocked_ns"] <= ours["offcpu_ns"] <= t["blocked_ns"] * 1.02
     _assert_causes_add_up(ours)
-    if rate == "1":
-        assert doc["meta"]["health"].get("stacks_rate_limited", 0) > 0
+    if scale == "1s":
+        assert doc["meta"]["health"].get("waits_drawn", 0) < ours["offcpu_count"] / 4
 
 
 @needs_bpf
@@ -286,9 +294,9 @@ def test_the_walk_budget_is_kept_for_the_traced_tasks(tmp_path):
     assert {f.ustack for iv in intervals for f in iv.futex if f.tgid == own} <= {abi.STACK_OWN}
     assert {w.kstack for iv in intervals for w in iv.locks if w.tgid == own} <= {abi.STACK_OWN}
     own_task = next(t for t in doc["tasks"] if t["tgid"] == own and t["pid"] == own)
-    assert own_task["offcpu_count"] > 0
-    assert {c["cause"] for c in own_task["causes"] if c["class"] != "cpu"} == \
-        {"(stallscope's own wait: no stack walked)"}, own_task["causes"]
+    assert own_task["offcpu_count"] > 0 and own_task["stallscope"] is True
+    # named by what it was doing, never ranked among the machine's blockers
+    assert own_task["causes"] and not [b for b in doc["blockers"] for x in b["tasks"] if x["pid"] == own]
     # the command's sleeps keep their stacks and their waker
     sleeper = next(x for x in truth if x["role"] == "sleeper")
     t = next(x for x in doc["tasks"] if x["pid"] == sleeper["tid"] and x.get("in_command"))

@@ -30,10 +30,12 @@ class FakeMap:
 
 
 class FakeDump:
-    """dump_tasks: the live tasks' entries, each as its key then its value."""
+    """dump_tasks: the waits in progress, then the live tasks' entries, each as its key then its value,
+    every record after its header."""
 
-    def __init__(self, items):
-        self.data = b"".join(k + v for k, v in items)
+    def __init__(self, items, opened=()):
+        self.data = b"".join(_raw(abi.DumpHeader(kind=abi.DUMP_OPEN, size=len(_raw(o)))) + _raw(o) for o in opened)
+        self.data += b"".join(_raw(abi.DumpHeader(kind=abi.DUMP_TASK, size=len(k + v))) + k + v for k, v in items)
 
     def read(self) -> bytes:
         return self.data

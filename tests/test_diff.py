@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import example, needs_bpf, record_command, run_stallscope
+from conftest import ALL_STACKS, example, needs_bpf, record_command, run_stallscope
 from stallscope.analyzer.diff import NoiseGuard, diff, differential_folded
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import OffcpuDelta, TaskDelta, TaskId, TaskInfo
@@ -79,10 +79,10 @@ def test_diff_of_an_example_against_itself_with_an_injected_fsync_ranks_fsync_fi
     base_dir.mkdir()
     new_dir.mkdir()
     # every stack walked: the test is about ranking changes, not about sampling stacks
-    _, _, base = record_command(base_dir, sleeper, "--stack-rate", "0")
+    _, _, base = record_command(base_dir, sleeper, *ALL_STACKS)
     target = new_dir / "dsync.out"
     script = (f"{' '.join(sleeper)} & dd if=/dev/zero of={target} bs=4k count=1000 oflag=dsync status=none; wait")
-    _, _, new = record_command(new_dir, ["sh", "-c", script], "--stack-rate", "0")
+    _, _, new = record_command(new_dir, ["sh", "-c", script], *ALL_STACKS)
     doc = json.loads(run_stallscope("diff", str(base), str(new), "--command-only", "--format", "json").stdout)
     # "Waiting for CPU" grows too when the machine is busy with other work (two more runnable tasks
     # here): it is a real change of the run, and the only one allowed ahead of the injected cause

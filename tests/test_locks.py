@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import example, needs_bpf, record_command, run_stallscope
+from conftest import ALL_STACKS, example, needs_bpf, record_command, run_stallscope
 from stallscope.analyzer.load import load_model
 from stallscope.analyzer.locks import contention_point, lock_type
 from stallscope.analyzer.sample import Stack
@@ -21,7 +21,7 @@ def churn_run(tmp_path_factory):
         pytest.skip("needs root to record")
     tmp = tmp_path_factory.mktemp("churn")
     # every stack walked (no rate limit): the callers must be there to be checked
-    return record_command(tmp, [example("mmap_churn"), "-n", "500"], "--stack-rate", "0")
+    return record_command(tmp, [example("mmap_churn"), "-n", "500"], *ALL_STACKS)
 
 
 @needs_bpf

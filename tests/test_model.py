@@ -93,7 +93,7 @@ def test_stack_ids_above_2_63_survive_the_store(tmp_path):
 
 def test_json_export_has_the_documented_keys():
     doc = export.to_json_doc(_model(*two_interval_recording()))
-    assert doc["format"] == "stallscope" and doc["version"] == 1
+    assert doc["format"] == "stallscope" and doc["version"] == 2
     assert {"kernel", "cpus", "duration_s", "probes"} <= set(doc["meta"])
     assert doc["meta"]["probes"]["offcpu"] == {"enabled": True, "mechanism": "tp_btf", "reason": ""}
     task_keys = {"pid", "tgid", "start_time_ns", "comm", "offcpu_ns", "runq_wait_ns", "voluntary_switches",

@@ -242,14 +242,14 @@ def test_apply_refuses_a_kernel_thread(tmp_path):
         applier.check_same_task({"tid": 2, "start_time_ns": kthreadd_start, "comm": comm})
 
 
-def _futex_model(woken_by_timer: bool):
-    from stallscope.analyzer.sample import FutexDelta, WakerDelta
+def _futex_model(timed_out: bool):
+    """40 waits on one futex: a contended lock's, or a poll's, each a timed wait ended by its timer."""
+    from stallscope.analyzer.sample import FutexDelta
 
-    waker = (WakerDelta(APP, TaskId(0, 0), 0, "swapper/0", 0, 40, 900_000_000, True) if woken_by_timer else
-             WakerDelta(APP, HOG, 1001, "hog", 0, 40, 900_000_000, False))
-    return _model([interval(0, task_info=INFOS, tasks=(TaskDelta(APP, offcpu_ns=900_000_000),), wakers=(waker,), futex=(
+    return _model([interval(0, task_info=INFOS, tasks=(TaskDelta(APP, offcpu_ns=900_000_000),), futex=(
         FutexDelta(APP, 1000, 0x7F0000001000, 0, 0, 0x401234, "take_lock+0x30", "lock", 40, 900_000_000,
-                   50_000_000, 1_000_000),))])
+                   50_000_000, 1_000_000, flags=1 if timed_out else 0, blocked_ns=890_000_000, runnable_ns=10_000_000,
+                   woken_irq=40 if timed_out else 0),))])
 
 
 def test_lock_rule_names_the_function_for_a_contended_futex_but_not_for_a_timeout_poll():

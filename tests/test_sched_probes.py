@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import STALLSCOPE, example, needs_bpf, record_command
+from conftest import ALL_STACKS, STALLSCOPE, example, needs_bpf, record_command
 
 pytestmark = needs_bpf
 
@@ -40,7 +40,6 @@ def _steal_ns() -> int:
 # Every stack walked: these tests check what the probes measure and which stack a wait has, not how
 # stacks are sampled (tests/test_budget.py does); at the default rate the machine's other tasks may
 # spend the walks of the moment.
-ALL_STACKS = ("--stack-rate", "0")
 
 
 def _record_with_steal(tmp_path, argv, *extra):
@@ -222,8 +221,9 @@ def test_the_collector_forgets_a_process_one_drain_after_its_leader_exited():
 
 def test_the_task_dump_reads_only_the_entries_events_changed():
     """Once per interval dump_tasks hands over the live tasks' entries, but only those an event
-    changed since the last dump: a thread blocked throughout an interval is not read again, and is
-    read once it has run."""
+    changed since the last dump: a thread blocked throughout an interval is not read again (only the
+    part of its wait since the last dump is handed over, in a record of a few words), and is read once
+    it has run."""
     import threading
     import time
 
@@ -241,8 +241,12 @@ def test_the_task_dump_reads_only_the_entries_events_changed():
         os.read(r, 1)  # blocked until the first write
         os.read(r, 1)
 
+    opened: dict[int, int] = {}
+
     def dumped() -> set[int]:
-        live, _final = c._task_entries(c.obj)
+        live, waits, _final = c._task_entries(c.obj)
+        opened.clear()
+        opened.update({pid: charged for pid, _tgid, _start, charged, *_rest in waits})
         return {abi.decode(abi.TaskKey, k).pid for k, _ in live}
 
     t = threading.Thread(target=reader)
@@ -252,11 +256,12 @@ def test_the_task_dump_reads_only_the_entries_events_changed():
         assert tids and tids[0] in dumped()  # its switch-out into the read
         time.sleep(0.3)
         assert tids[0] not in dumped()  # blocked since: nothing changed
+        assert 0.2e9 <= opened.get(tids[0], 0) <= 0.6e9  # but the wait so far is charged to this interval
         os.write(w, b"x")
         time.sleep(0.3)
         assert tids[0] in dumped()  # woken, ran, blocked again
     finally:
-        os.write(w, b"x")
+        os.write(w, b"xx")
         t.join()
         os.close(r)
         os.close(w)

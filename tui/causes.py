@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stallscope.analyzer.blockers import process_causes, rank_blockers
+from stallscope.analyzer.blockers import denominator, parts, process_causes, rank_blockers
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.model import Model
@@ -12,12 +12,14 @@ from stallscope.analyzer.untrusted import printable
 
 
 def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unknown: bool = False,
-                rows: int = 20, sort: str = "total") -> str:
+                rows: int = 20, sort: str = "total", tasks=None) -> str:
     secs = model.duration_s or 1.0
-    lines = [f"{model.duration_s:.1f} s recorded; off-CPU time by cause"
-             + (" (idle waits included)" if include_idle else " (idle waits left out: --all shows them)") + "\n\n"]
+    lines = [f"{model.duration_s:.1f} s recorded; waiting time by cause"
+             + (" (idle waits included)" if include_idle else " (idle waits left out: --all shows them)")
+             + (" of the recorded command's tasks" if tasks is not None else "") + "\n\n"]
     lines.append(signals_text(signals(model)))
-    ranked = rank_blockers(model, include_idle=include_idle, sort=sort)
+    all_parts = parts(model, tasks)
+    ranked = rank_blockers(model, tasks, include_idle=include_idle, sort=sort, all_parts=all_parts)
     if unknown:
         unmatched = [b for b in ranked if not b.matched and b.stack is not None]
         lines.append(f"{len(unmatched)} cause(s) no rule matched; each named by its innermost meaningful frame:\n")
@@ -27,7 +29,7 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
         return "".join(lines)
     if by in ("process", "thread", "cgroup"):
         for p in process_causes(model, include_idle=include_idle, by_cgroup=by == "cgroup",
-                                by_thread=by == "thread")[:rows]:
+                                by_thread=by == "thread", tasks=tasks)[:rows]:
             name = printable(p.comm) if by == "cgroup" else f"{printable(p.comm)}[{p.tgid}]"
             lines.append(f"{name}  total {fmt_ns(p.total_ns)} ({fmt_ns(p.total_ns / secs)}/s), "
                          f"max {fmt_ns(p.max_ns)}\n")
@@ -35,14 +37,24 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
                 share = 100.0 * ns / p.total_ns if p.total_ns else 0.0
                 lines.append(f"    {printable(cause)[:50]:<50} {fmt_ns(mx):>9} max  {share:5.1f}%\n")
         return "".join(lines)
-    lines.append(f"{'CAUSE':<50} {'MAX':>9} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6} {'COUNT':>8}  TASKS\n")
+    lines.append(f"SHARE: {denominator(all_parts).describe()}\n")
+    lines.append(f"{'CAUSE':<50} {'MAX':>9} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6} {'ESTIMATED':>16} "
+                 f"{'COUNT':>8}  TASKS\n")
+    estimated = False
     for b in ranked[:rows]:
         names = ", ".join(sorted({printable(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
         label = printable(b.cause) + (" [idle]" if b.cls == IDLE else "")
+        share = "     -" if b.cls == IDLE else f"{b.share_pct:5.1f}%"
+        est = f"{fmt_ns(b.estimated_ns)} ±{fmt_ns(1.96 * b.error_ns)}" if b.estimated_ns else "-"
+        estimated = estimated or bool(b.estimated_ns)
         lines.append(f"{label[:50]:<50} {fmt_ns(b.max_ns):>9} {fmt_ns(b.total_ns):>10} {fmt_ns(b.total_ns / secs):>9} "
-                     f"{b.share_pct:5.1f}% {b.count:>8}  {names[:60]}\n")
+                     f"{share} {est:>16} {b.count:>8}  {names[:60]}\n")
     if not ranked:
         lines.append("no off-CPU time recorded\n")
+    if estimated:
+        lines.append("ESTIMATED: the part of TOTAL from waits not drawn for a stack walk, shared out by the drawn waits "
+                     "of the same task doing the same thing (same system call, file kind, state), with its 95% "
+                     "margin; see docs/causes.md\n")
     return "".join(lines)
 
 

@@ -35,6 +35,7 @@ class LiveText:
         self.stacks: OrderedDict[int, Stack] = OrderedDict()
         self.max_stacks = max_stacks
         self.tuning = None  # the overhead budget's last step, shown until the next
+        self.functions: dict[int, str] = {}  # kernel functions named so far (a kernel thread's, a work item's)
 
     def start(self, meta: RecordingMeta) -> None:
         self.meta = meta
@@ -46,7 +47,8 @@ class LiveText:
             self.tasks[t.task] = t
         for s in iv.stacks:
             self.stacks[s.id] = s
-        model = Model.from_intervals(self.meta, [iv], self.tasks, self.stacks)
+        self.functions.update(iv.functions)
+        model = Model.from_intervals(self.meta, [iv], self.tasks, self.stacks, functions=self.functions)
         self.out.write(self.render(model, iv))
         self.out.flush()
         self._forget(iv)

@@ -1,0 +1,180 @@
+"""Which cause each task's blocked time goes to, measured where a stack was walked and estimated, with
+its error, where none was.
+
+Every wait has its exact time and its evidence (what the task was doing when it blocked: analyzer/why.py);
+a wait of d ns is drawn for a stack walk with probability p = min(1, d/T) (bpf/stacks.bpf.h). The waits
+of one task with one state and one piece of evidence form a stratum. In a stratum:
+
+- a drawn wait's time is its cause's, measured;
+- the undrawn waits' time (exact, as a sum) is shared among the causes of the stratum's drawn waits in
+  proportion to what each drawn wait stands for beyond itself, d/p - d (Horvitz-Thompson): a short wait
+  drawn with p = 1/10 stands for nine like it. So a wait is only ever charged to a cause seen in waits
+  of the same task doing the same thing; the estimate's variance comes from the same terms
+  (sum of (1 - p)/p^2 d^2, kept per key), by linearising the ratio;
+- a stratum with no drawn wait is named by its evidence alone (the cause table's evidence rules: a
+  read() on a pipe is "Reading from a pipe"), measured, never estimated.
+
+Waits shorter than --min-stack-wait, stallscope's own, and those of recordings made with stacks off
+can never be drawn: they are named by their evidence too, not shared. A recording made before waits
+were drawn by length (no weights) shares its unwalked waits by the walked ones' time, as it did then.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from stallscope.analyzer.causes import BLOCKER, Cause, CauseTable, default_table
+from stallscope.analyzer.model import Model, StackWait
+from stallscope.analyzer.sample import (
+    STACK_FAILED, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack, TaskId,
+)
+from stallscope.analyzer.why import decode
+
+NO_STACK_LABELS = {
+    STACK_NONE: "(kernel stacks off)",
+    STACK_SHORT: "(wait shorter than --min-stack-wait)",
+    STACK_RATE_LIMITED: "(stack not sampled)",
+    STACK_FAILED: "(stack walk failed)",
+    STACK_OWN: "(stallscope's own wait: no stack walked)",
+    STACK_NOT_DRAWN: "(not drawn for a stack walk)",
+}
+LOST_STACK = "(stack lost: map full)"
+# reasons a wait has no stack that do not depend on what it was: such waits may be shared out by the
+# drawn waits of their stratum
+SHARABLE = frozenset({STACK_NOT_DRAWN, STACK_RATE_LIMITED, STACK_FAILED})
+
+
+def no_stack_cause(stack_id: int) -> Cause:
+    return Cause(NO_STACK_LABELS.get(stack_id, LOST_STACK), BLOCKER, "", matched=False, method="evidence")
+
+
+@dataclass
+class Part:
+    """One task's blocked time for one cause in the window: measured (drawn waits, and strata named by
+    their evidence) plus estimated (undrawn waits shared out), with the estimate's variance."""
+
+    cause: Cause
+    task: TaskId
+    ns: float = 0.0
+    estimated_ns: float = 0.0
+    var_ns2: float = 0.0
+    count: float = 0.0
+    max_ns: int = 0
+    stacks: dict = field(default_factory=dict)  # stack id -> [charged ns, Stack]
+    hist: dict = field(default_factory=dict)  # log2 slot -> waits
+
+
+def _arch(model: Model) -> str | None:
+    return (model.meta.machine or {}).get("arch")
+
+
+def wait_evidence(model: Model, w: StackWait):
+    return decode(w.why, w.func, w.woken, _arch(model))
+
+
+def classify_wait(model: Model, w: StackWait, table: CauseTable | None = None) -> Cause:
+    """One wait record's cause: from its stack when it has one, else from its evidence."""
+    cause = (table or default_table()).classify(w.kstack, w.ustack, w.state, wait_evidence(model, w))
+    return cause if cause is not None else no_stack_cause(w.kstack_id)
+
+
+def _drawn(w: StackWait) -> bool:
+    return w.kstack is not None and bool(w.kstack.frames)
+
+
+def attribute(model: Model, tasks: set[TaskId] | None, table: CauseTable | None = None) -> list[Part]:
+    """Every (task, cause) part of the blocked time of `tasks` (None: every task) in the window."""
+    table = table or default_table()
+    arch = _arch(model)
+    strata: dict[tuple, list[StackWait]] = {}
+    for w in model.waits:
+        if tasks is None or w.task in tasks:
+            strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
+    parts: dict[tuple[TaskId, str], Part] = {}
+
+    def part(cause: Cause, task: TaskId) -> Part:
+        p = parts.get((task, cause.name))
+        if p is None:
+            p = parts[(task, cause.name)] = Part(cause, task)
+        return p
+
+    for (task, state, why, func), waits in strata.items():
+        drawn, shared, alone = [], [], []
+        for w in waits:
+            if _drawn(w):
+                drawn.append(w)
+            elif w.kstack_id in SHARABLE or w.kstack is not None:
+                shared.append(w)
+            else:
+                alone.append(w)
+        if not drawn:
+            alone += shared
+            shared = []
+        for w in drawn:
+            p = part(classify_wait(model, w, table), task)
+            _add_measured(p, w)
+        if shared:
+            _share(model, table, drawn, shared, part, task)
+        if alone:
+            woken = tuple(sum(w.woken[i] for w in alone) for i in range(3))
+            cause = table.classify(None, None, state, decode(why, func, woken, arch))
+            for w in alone:
+                p = part(cause if cause is not None else no_stack_cause(w.kstack_id), task)
+                _add_measured(p, w, stack=False)
+    return list(parts.values())
+
+
+def _add_measured(p: Part, w: StackWait, stack: bool = True) -> None:
+    p.ns += w.charged
+    p.count += w.count
+    p.max_ns = max(p.max_ns, w.max_ns)
+    for slot, c in enumerate(w.hist):
+        if c:
+            p.hist[slot] = p.hist.get(slot, 0) + c
+    if stack and w.kstack is not None:
+        e = p.stacks.setdefault(w.kstack.id, [0, w.kstack])
+        e[0] += w.charged
+
+
+def _share(model: Model, table: CauseTable, drawn: list[StackWait], shared: list[StackWait], part, task) -> None:
+    """The undrawn waits of a stratum, shared among its drawn waits' causes (see the module's doc)."""
+    undrawn_ns = sum(w.charged for w in shared)
+    undrawn_count = sum(w.count for w in shared)
+    undrawn_hist: dict[int, int] = {}
+    for w in shared:
+        for slot, c in enumerate(w.hist):
+            if c:
+                undrawn_hist[slot] = undrawn_hist.get(slot, 0) + c
+    causes = [classify_wait(model, w, table) for w in drawn]
+    beyond = [max(w.weighted_ns - w.total_ns, 0) for w in drawn]  # what each stands for beyond itself
+    total_beyond = sum(beyond)
+    by_length = total_beyond <= 0
+    weights = beyond if not by_length else [w.weighted_ns or w.total_ns or w.charged or 1 for w in drawn]
+    total = sum(weights) or 1
+    share_of: dict[str, float] = {}
+    cause_of: dict[str, Cause] = {}
+    for c, wt in zip(causes, weights):
+        share_of[c.name] = share_of.get(c.name, 0.0) + wt / total
+        cause_of[c.name] = c
+    for name, share in share_of.items():
+        p = part(cause_of[name], task)
+        est = undrawn_ns * share
+        p.ns += est
+        p.estimated_ns += est
+        p.count += undrawn_count * share
+        for slot, c in undrawn_hist.items():
+            p.hist[slot] = p.hist.get(slot, 0) + c * share
+        if by_length:
+            # every drawn wait had p = 1 (none stands for others): the undrawn ones are shared by the drawn
+            # ones' time, with a multinomial error over the draws
+            p.var_ns2 += undrawn_ns ** 2 * share * (1 - share) / max(len(drawn), 1)
+        else:
+            # Var(U * D_c / D) ~ (U / D)^2 * sum_k V_k (1[k in c] - D_c / D)^2, V_k in ns^2
+            p.var_ns2 += (undrawn_ns / total_beyond) ** 2 * sum(
+                w.var_us2 * 1e6 * ((1.0 if c.name == name else 0.0) - share) ** 2 for w, c in zip(drawn, causes))
+
+
+def error_ns(var_ns2: float) -> int:
+    """One standard error."""
+    return int(math.sqrt(var_ns2)) if var_ns2 > 0 else 0

@@ -1,0 +1,32 @@
+"""Kernel frames by what they say about a wait: how a task sleeps (not why), a lock's own internals
+(not who wanted the lock), and function names without the compiler's clone suffixes. The cause table
+(causes.py) and the lock table (locks.py) both read stacks past these frames."""
+
+from __future__ import annotations
+
+import re
+
+# Frames that say *how* a task sleeps, not *why*: skipped when a wait is named by its frame.
+SLEEP_MACHINERY = (
+    "__schedule", "schedule", "preempt_schedule", "io_schedule", "__cond_resched", "schedule_timeout",
+    "schedule_hrtimeout", "schedule_preempt_disabled", "do_task_dead", "bit_wait", "out_of_line_wait_on_bit",
+    "__wait_on_bit", "wait_woken", "__wait_event", "__wait_for_common", "wait_for_completion",
+    "finish_task_switch", "__switch_to", "__traceiter_", "__bpf_trace_", "bpf_trace_run",
+)
+
+# Frames that take or wait for the lock rather than want it; the tracing frames on top.
+LOCK_INTERNAL = (
+    "bpf_", "__bpf_", "__traceiter_", "trace_contention", "perf_trace_", "queued_spin_lock", "native_queued",
+    "__pv_queued", "pv_queued", "_raw_spin_lock", "_raw_read_lock", "_raw_write_lock", "queued_read_lock",
+    "queued_write_lock", "do_raw_spin_lock", "__mutex_lock", "mutex_lock", "__ww_mutex_lock", "ww_mutex_lock",
+    "mutex_spin_on_owner", "osq_lock", "rwsem_down_", "down_read", "down_write", "__down", "down",
+    "rwsem_optimistic_spin", "percpu_down_", "__percpu_down", "rt_mutex", "__rt_mutex", "rtlock_",
+    "mmap_read_lock", "mmap_write_lock", "raw_spin_rq_lock", "_raw_spin_rq_lock", "lock_mm_and_find_vma_internal", "contention_begin",
+)
+
+_SUFFIX = re.compile(r"\.(constprop|isra|part|cold|llvm|lto_priv|localalias)\b.*$")
+
+
+def bare(symbol: str | None) -> str:
+    """The function name without the compiler's clone suffixes (`.constprop.0`, `.isra.0`, ...)."""
+    return _SUFFIX.sub("", symbol or "")

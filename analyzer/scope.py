@@ -1,0 +1,60 @@
+"""Which tasks a view is about: stallscope's own (kept apart, as its cost), the recorded command's, and
+the rest. stallscope is counted like any task (its cost is part of what a machine pays), but it is never
+ranked as a blocker, advised on, or shown among the locks: its own process, and the helpers it runs
+(objdump and readelf when it reads libc), which are its children. A command run with `record -- CMD`
+is its child too, and is not its own."""
+
+from __future__ import annotations
+
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.sample import TaskId
+
+
+def own_tasks(model: Model) -> set[TaskId]:
+    """stallscope's threads, and the processes it started other than the recorded command."""
+    own = model.meta.options.get("stallscope_pid")
+    if not own:
+        return set()
+    mine = model.descendants(own)
+    cmd = command_tasks(model)
+    return mine - cmd if cmd else mine
+
+
+def command_tasks(model: Model) -> set[TaskId] | None:
+    """The recorded command's process tree, or None when the recording ran no command."""
+    cmd = model.meta.options.get("command")
+    if not cmd or not cmd.get("pid"):
+        return None
+    return model.descendants(cmd["pid"])
+
+
+def recorded_tasks(model: Model) -> set[TaskId] | None:
+    """Every task but stallscope's own; None when there is nothing to leave out."""
+    own = own_tasks(model)
+    if not own:
+        return None
+    return {tid for tid in model.tasks if tid not in own}
+
+
+def in_scope(model: Model, tasks: set[TaskId] | None) -> set[TaskId] | None:
+    """`tasks` (a view's choice, e.g. --command-only) without stallscope's own; None: every task."""
+    if tasks is None:
+        return recorded_tasks(model)
+    own = own_tasks(model)
+    return {t for t in tasks if t not in own} if own else tasks
+
+
+def restrict(model: Model, tasks: set[TaskId]) -> Model:
+    """The model of these tasks only: their totals, waits, wakeups, locks, futexes and samples (the
+    machine-wide figures, the CPU matrix and switch counts, stay as they are)."""
+    from dataclasses import replace
+
+    tgids = {model.tasks[t].info.tgid for t in tasks if t in model.tasks}
+    return replace(
+        model, tasks={t: v for t, v in model.tasks.items() if t in tasks},
+        waits=tuple(w for w in model.waits if w.task in tasks),
+        wakeups=tuple(w for w in model.wakeups if w.task in tasks),
+        lock_waits=tuple(w for w in model.lock_waits if w.task in tasks),
+        futex_waits=tuple(w for w in model.futex_waits if w.task in tasks),
+        oncpu=tuple(s for s in model.oncpu if s.task in tasks),
+        slab=tuple(s for s in model.slab if s.tgid in tgids))

@@ -1,0 +1,80 @@
+"""What a task was doing when it blocked, read without a stack walk (offcpu_key.why and .func in
+bpf/sched.h): the system call, the kind of file its descriptor names, a futex wait's telling
+arguments, or a kernel thread's function. Every wait has this; only the waits drawn for a walk have
+a stack, so this is what names the others (and what the cause table's evidence rules match)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stallscope.analyzer import syscalls
+
+# bpf/sched.h
+SYSCALL_MASK = 0x3FF
+CTX_SHIFT, CTX_MASK = 10, 7 << 10
+FD_SHIFT, FD_MASK = 13, 15 << 13
+FUTEX_TID, FUTEX_LOCKWORD, TIMEOUT, FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 << 20
+
+CONTEXTS = ("", "syscall", "fault", "kthread", "kworker-idle", "kworker")
+FD_KINDS = ("", "pipe", "socket", "file", "directory", "character device", "block device", "eventfd", "timerfd",
+            "signalfd", "epoll", "inotify", "io_uring", "anonymous inode")
+FUTEX_FLAGS = {"tid": FUTEX_TID, "lockword": FUTEX_LOCKWORD, "timeout": TIMEOUT, "zero": FUTEX_ZERO}
+WOKEN_BY = ("task", "interrupt", "exiting task")  # StackWait.woken's order (bpf/sched.h WOKE_*)
+
+
+@dataclass(frozen=True)
+class Why:
+    """One wait's evidence, decoded. `function`: a kernel thread's function or work item, named."""
+
+    context: str  # one of CONTEXTS ("" when not known)
+    syscall: str = ""  # the call's name (context "syscall")
+    fd: str = ""  # one of FD_KINDS
+    flags: frozenset[str] = frozenset()  # of FUTEX_FLAGS
+    function: str = ""
+    woken_by: str = ""  # how most of these waits ended (WOKEN_BY), "" when not known
+
+    def describe(self) -> str:
+        """`read() on a pipe`, `futex() wait, with a timeout`, `a page fault`, `kernel thread kswapd`."""
+        if self.context == "syscall":
+            text = f"{self.syscall}()"
+            if self.fd:
+                text += f" on {'an' if self.fd[0] in 'aeio' else 'a'} {self.fd}"
+            if "tid" in self.flags:
+                text += " for a thread's exit"
+            elif "lockword" in self.flags:
+                text += " on a contended lock word"
+            elif "zero" in self.flags:
+                text += " for a condition or semaphore"
+            if "timeout" in self.flags:
+                text += ", with a timeout"
+            return text
+        if self.context == "fault":
+            return "a page fault"
+        if self.context == "kthread":
+            return f"kernel thread {self.function}" if self.function else "a kernel thread"
+        if self.context == "kworker":
+            return f"work item {self.function}" if self.function else "a work item"
+        if self.context == "kworker-idle":
+            return "an idle kernel worker"
+        return ""
+
+
+NO_WHY = Why("")
+
+
+def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0), arch: str | None = None) -> Why:
+    if not why and not function:
+        return Why("", woken_by=_woken_by(woken))
+    ctx = (why & CTX_MASK) >> CTX_SHIFT
+    context = CONTEXTS[ctx] if ctx < len(CONTEXTS) else ""
+    fd = (why & FD_MASK) >> FD_SHIFT
+    flags = frozenset(name for name, bit in FUTEX_FLAGS.items() if why & bit)
+    return Why(context, syscalls.name_of(why & SYSCALL_MASK, arch) if context == "syscall" else "",
+               FD_KINDS[fd] if fd < len(FD_KINDS) else "", flags, function, _woken_by(woken))
+
+
+def _woken_by(woken: tuple[int, int, int]) -> str:
+    """The kind of waker that ended most of these waits (ties: the first)."""
+    if not any(woken):
+        return ""
+    return WOKEN_BY[max(range(3), key=lambda i: woken[i])]

@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Why a task blocks, read at its switch-out without a stack walk (offcpu_key.why and
+ * .func, bpf/sched.h): the system call it is in (from the registers it saved at entry),
+ * the kind of file the call's descriptor names, a futex wait's telling arguments, or a
+ * kernel thread's function. Every wait gets this; only some get a stack. A few loads
+ * each, where a walk costs microseconds. Needs task_stats (its fd cache) and PF_*. */
+#ifndef STALLSCOPE_WHY_BPF_H
+#define STALLSCOPE_WHY_BPF_H
+
+#define S_IFMT   0170000
+#define S_IFSOCK 0140000
+#define S_IFREG  0100000
+#define S_IFBLK  0060000
+#define S_IFDIR  0040000
+#define S_IFCHR  0020000
+#define S_IFIFO  0010000
+#define ANON_INODE_FS_MAGIC 0x09041934 /* include/uapi/linux/magic.h */
+#define ENOSYS 38
+#define TS_COMPAT 0x0002 /* arch/x86/include/asm/processor.h: a 32-bit system call in progress */
+
+#define FUTEX_WAIT_OP 0
+#define FUTEX_WAIT_BITSET_OP 9
+#define FUTEX_OP_CMD_MASK (~(128 | 256))
+
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
+extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+
+/* System call numbers (arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/unistd.h) */
+#if defined(__TARGET_ARCH_x86)
+#define SYS_futex 202
+/* calls whose first argument is the file descriptor they block on */
+static __always_inline bool fd_first(__u32 nr)
+{
+	switch (nr) {
+	case 0: case 1: case 16: case 17: case 18: case 19: case 20: /* read write ioctl pread pwrite readv writev */
+	case 40: case 42: case 43: case 44: case 45: case 46: case 47: /* sendfile connect accept sendto recvfrom sendmsg recvmsg */
+	case 72: case 73: case 74: case 75: case 77: case 78:           /* fcntl flock fsync fdatasync ftruncate getdents */
+	case 217: case 232: case 275: case 276: case 277: case 281:     /* getdents64 epoll_wait splice tee sync_file_range epoll_pwait */
+	case 285: case 288: case 295: case 296: case 299: case 307:     /* fallocate accept4 preadv pwritev recvmmsg sendmmsg */
+	case 326: case 327: case 328: case 426: case 441:               /* copy_file_range preadv2 pwritev2 io_uring_enter epoll_pwait2 */
+		return true;
+	}
+	return false;
+}
+#elif defined(__TARGET_ARCH_arm64)
+#define SYS_futex 98
+static __always_inline bool fd_first(__u32 nr)
+{
+	switch (nr) {
+	case 63: case 64: case 65: case 66: case 67: case 68: case 69: case 70: case 71: /* read .. sendfile */
+	case 22: case 25: case 29: case 32: case 46: case 47: case 61: case 76: case 77:  /* epoll_pwait fcntl ioctl flock ftruncate fallocate getdents64 splice tee */
+	case 82: case 83: case 84: case 202: case 203: case 206: case 207: case 211: case 212: /* fsync fdatasync sync_file_range accept connect sendto recvfrom sendmsg recvmsg */
+	case 242: case 243: case 269: case 285: case 286: case 287: case 426: case 441:
+		return true;
+	}
+	return false;
+}
+#else
+#error "system call numbers for this architecture"
+#endif
+
+/* The system call `p` is blocked in, or -1: it blocked in an exception from user mode (a
+ * page fault, *fault set), or in no call stallscope can name. Both entry paths set the saved
+ * ax to -ENOSYS before the call runs, and it stays so until the call returns; an exception
+ * leaves the user's own ax there (x86). */
+static __always_inline long syscall_of(struct task_struct *p, struct pt_regs *regs, bool *fault)
+{
+	*fault = false;
+#if defined(__TARGET_ARCH_x86)
+	long nr = regs->orig_ax;
+
+	if (nr >= 0 && regs->ax == (unsigned long)-ENOSYS) {
+		if (p->thread_info.status & TS_COMPAT)
+			return -1; /* another table's numbers */
+		return nr;
+	}
+	*fault = nr >= 0; /* an exception with an error code: a page fault */
+	return -1;
+#else
+	long nr = regs->syscallno;
+
+	*fault = nr < 0;
+	return nr;
+#endif
+}
+
+/* The kind of file `fd` of `p` is (WHY_FD_*). The last descriptor's file and kind are kept
+ * per task: a thread reading one socket in a loop pays three loads, not six. */
+static __always_inline __u32 fd_kind(struct task_stats *s, struct task_struct *p, __u64 fd)
+{
+	struct files_struct *files = p->files;
+	struct file **arr;
+	struct fdtable *fdt;
+	struct file *f = NULL;
+	struct inode *inode;
+	char name[8] = {};
+	__u32 kind;
+	__u16 mode;
+
+	if (!files || fd > 0xffffff)
+		return WHY_FD_NONE;
+	fdt = BPF_CORE_READ(files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return WHY_FD_NONE;
+	arr = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]) || !f)
+		return WHY_FD_NONE;
+	if ((__u64)f == s->fd_file && (__u32)fd == s->fd)
+		return s->fd_kind;
+	inode = BPF_CORE_READ(f, f_inode);
+	mode = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+	switch (mode) {
+	case S_IFIFO: kind = WHY_FD_PIPE; break;
+	case S_IFSOCK: kind = WHY_FD_SOCKET; break;
+	case S_IFDIR: kind = WHY_FD_DIR; break;
+	case S_IFCHR: kind = WHY_FD_CHR; break;
+	case S_IFBLK: kind = WHY_FD_BLK; break;
+	default:
+		/* anonymous inodes are S_IFREG since 6.15, no type before: told by their file system,
+		 * then by their name ("[eventfd]", "[timerfd]", "[eventpoll]", "inotify", ...) */
+		kind = WHY_FD_FILE;
+		if (mode != S_IFREG || BPF_CORE_READ(inode, i_sb, s_magic) == ANON_INODE_FS_MAGIC) {
+			kind = WHY_FD_ANON;
+			bpf_probe_read_kernel(name, sizeof(name), BPF_CORE_READ(f, f_path.dentry, d_name.name));
+			if (name[0] == '[' && name[1] == 'e' && name[2] == 'v' && name[6] == 'f')
+				kind = WHY_FD_EVENTFD;
+			else if (name[0] == '[' && name[1] == 'e' && name[2] == 'v' && name[6] == 'p')
+				kind = WHY_FD_EPOLL;
+			else if (name[0] == '[' && name[1] == 't' && name[2] == 'i')
+				kind = WHY_FD_TIMERFD;
+			else if (name[0] == '[' && name[1] == 's' && name[2] == 'i')
+				kind = WHY_FD_SIGNALFD;
+			else if (name[0] == '[' && name[1] == 'i' && name[2] == 'o')
+				kind = WHY_FD_IO_URING;
+			else if (name[0] == 'i' && name[1] == 'n' && name[2] == 'o')
+				kind = WHY_FD_INOTIFY;
+		}
+	}
+	s->fd_file = (__u64)f;
+	s->fd = fd;
+	s->fd_kind = kind;
+	return kind;
+}
+
+/* A futex wait's telling arguments (glibc 2.36, nptl): a timeout (a poll, a park); FUTEX_WAIT for
+ * the value 2 (a contended mutex's lock word, __lll_lock_wait); the value 0 (a condition variable's
+ * __g_signals, a semaphore: __futex_abstimed_wait_common with FUTEX_WAIT_BITSET); or the TID of a
+ * live thread of the waiter's own process (pthread_join waits on the joined thread's pd->tid
+ * until the kernel clears it at the thread's exit). */
+static __always_inline __u32 futex_flags(struct task_struct *p, struct pt_regs *regs)
+{
+	__u32 op = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_OP_CMD_MASK, flags = 0;
+	__u64 val = (__u32)PT_REGS_PARM3_CORE_SYSCALL(regs);
+	struct task_struct *t;
+
+	if (op != FUTEX_WAIT_OP && op != FUTEX_WAIT_BITSET_OP)
+		return 0;
+	if (PT_REGS_PARM4_CORE_SYSCALL(regs))
+		flags |= WHY_TIMEOUT;
+	if (val == 2 && op == FUTEX_WAIT_OP)
+		return flags | WHY_FUTEX_LOCKWORD;
+	if (val == 0)
+		return flags | WHY_FUTEX_ZERO;
+	if (val > 2 && val < 0x40000000 && val != (__u64)p->pid && bpf_task_from_pid) {
+		t = bpf_task_from_pid(val);
+		if (t) {
+			if (t->tgid == p->tgid)
+				flags |= WHY_FUTEX_TID;
+			bpf_task_release(t);
+		}
+	}
+	return flags;
+}
+
+/* Fill s->why and s->func for the wait `prev` begins now. */
+static __always_inline void wait_evidence(struct task_stats *s, struct task_struct *prev)
+{
+	__u32 why = WHY_CTX_NONE << WHY_CTX_SHIFT;
+	__u64 func = 0;
+
+	if (!prev->mm) {
+		if (prev->flags & PF_KTHREAD) {
+			struct kthread *kt = (struct kthread *)prev->worker_private;
+
+			if (prev->flags & PF_WQ_WORKER) {
+				struct worker *w = kt ? (struct worker *)BPF_CORE_READ(kt, data) : NULL;
+
+				func = w ? (__u64)BPF_CORE_READ(w, current_func) : 0;
+				why = (func ? WHY_CTX_KWORKER : WHY_CTX_KWORKER_IDLE) << WHY_CTX_SHIFT;
+			} else {
+				func = kt ? (__u64)BPF_CORE_READ(kt, threadfn) : 0;
+				why = WHY_CTX_KTHREAD << WHY_CTX_SHIFT;
+			}
+		}
+	} else {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+		bool fault;
+		long nr;
+
+		if (regs) {
+			nr = syscall_of(prev, regs, &fault);
+			if (nr >= 0 && nr <= WHY_SYSCALL_MASK) {
+				why = (WHY_CTX_SYSCALL << WHY_CTX_SHIFT) | (__u32)nr;
+				if (fd_first(nr))
+					why |= fd_kind(s, prev, PT_REGS_PARM1_CORE_SYSCALL(regs)) << WHY_FD_SHIFT;
+				else if (nr == SYS_futex)
+					why |= futex_flags(prev, regs);
+			} else if (fault) {
+				why = WHY_CTX_FAULT << WHY_CTX_SHIFT;
+			}
+		}
+	}
+	s->why = why;
+	s->func = func;
+}
+
+#endif
