@@ -86,8 +86,7 @@ class Wakeups:
     total_ns: int
     in_interrupt: bool = False
     exiting: bool = False
-    link: WaitLink = NO_LINK
-    link_stack: Stack | None = None
+    link: WaitLink = NO_LINK  # the waker's last wait's stratum (func an address: `Model.functions`)
     weighted_ns: int = -1  # -1: as total_ns
     link_blocked_ns: int = 0
     link_runq_ns: int = 0
@@ -380,7 +379,7 @@ class Model:
                                   weighted_ns=v[5], var_us2=v[6], woken=tuple(v[7]))
                         for (tid, tgid, state, k, u, why, func), v in waits.items()),
             wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq, exiting, link,
-                                  stacks.get(link.kstack), e[3], e[4], e[5], wakee)
+                                  e[3], e[4], e[5], wakee)
                           for (tid, waker, wtgid, ks, irq, exiting, link, wakee), e in wake.items()),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,

@@ -7,13 +7,14 @@ intervals and a replay cursor is a prefix sum. Frozen dataclasses; no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from stallscope.analyzer.symbols import Frame
 
 
-@dataclass(frozen=True, order=True)
-class TaskId:
-    """A task's identity: PID reuse never merges two tasks."""
+class TaskId(NamedTuple):
+    """A task's identity: PID reuse never merges two tasks. A tuple: every record is keyed by it, and
+    a tuple hashes in C."""
 
     pid: int
     start_time_ns: int  # task->start_boottime
@@ -94,10 +95,10 @@ class OffcpuDelta:
 
 @dataclass(frozen=True)
 class WaitLink:
-    """The waker's own last wait before it ran (a wait chain's next link): its kernel stack (or a
-    reason below 16), function, state and why, as in OffcpuDelta; all 0 when not known."""
+    """A wait's stratum (what the task was doing: function, state and why, as in OffcpuDelta): the
+    waker's own last wait before it ran (a wait chain's next link), or the wakee's wait; all 0 when
+    not known."""
 
-    kstack: int = 0
     func: int = 0
     state: int = 0
     why: int = 0
@@ -124,7 +125,7 @@ class WakerDelta:
     weighted_ns: int | None = None  # sum of d/p; None (older recordings): total_ns
     link_blocked_ns: int = 0  # weighted: the part the waker was itself blocked in `link`
     link_runq_ns: int = 0  # weighted: ... and then waited for a CPU
-    wakee: WaitLink = NO_LINK  # the wakee's wait's state, why and func (its stratum); kstack 0
+    wakee: WaitLink = NO_LINK  # the wakee's wait's stratum
 
     @property
     def weighted(self) -> int:

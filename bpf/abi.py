@@ -99,7 +99,7 @@ class OffcpuKey(ctypes.Structure):
 
 class WakerKey(ctypes.Structure):
     _fields_ = [("pid", u32), ("waker_pid", u32), ("start_ns", u64), ("waker_start_ns", u64),
-                ("waker_kstack", u64), ("waker_tgid", u32), ("waker_flags", u32), ("link_kstack", u64),
+                ("waker_kstack", u64), ("waker_tgid", u32), ("waker_flags", u32),
                 ("link_func", u64), ("link_state", u32), ("link_why", u32), ("wakee_func", u64),
                 ("wakee_state", u32), ("wakee_why", u32)]
 
@@ -127,8 +127,8 @@ class SchedHealth(ctypes.Structure):
     _fields_ = [("task_map_full", u64), ("offcpu_map_full", u64), ("waker_map_full", u64),
                 ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("stacks_rate_limited", u64),
                 ("reap_unresolved", u64), ("reap_pending", u64), ("reap_exact", u64), ("reap_after_read", u64),
-                ("waking_unknown", u64), ("waking_unblocked", u64), ("waits_drawn", u64), ("waking_missed", u64),
-                ("open_walks", u64)]
+                ("waking_unknown", u64), ("waking_unblocked", u64), ("waits_drawn", u64), ("waking_raced", u64),
+                ("open_walks", u64), ("switch_out_open", u64), ("close_without_start", u64)]
 
 
 class SchedConfig(ctypes.Structure):

@@ -150,6 +150,7 @@ class SchedCollector:
         self._slot_deltas: list[OffcpuDelta] = []  # from the tasks' own slots, drained with the offcpu map
         self._open_deltas: list[OffcpuDelta] = []  # waits in progress charged by the dump
         self._named_functions: set[int] = set()
+        self._dump_ns = 0
 
     # ---- set-up -------------------------------------------------------
     def start(self) -> dict[str, ProbeStatus]:
@@ -252,17 +253,20 @@ class SchedCollector:
     def drain(self) -> Interval:
         assert self.obj is not None, "start() first"
         obj = self.obj
+        # The waits that ended first (the entries of threads seen dead by the last drain read a final
+        # time), then the task dump, which charges each blocked task's wait up to now; the interval ends
+        # right after it, so a task's blocked time in it matches its length. A collector starved of CPU
+        # stretches the interval rather than dating late data early.
+        offcpu = self._drain_offcpu(obj, self.last_dead)
+        wakers = self._drain_wakers(obj, self.last_dead)
         tasks, infos, dead = self._drain_tasks(obj)
         # right after the tasks' counters, so that few migrations fall between the two reads
         migrations = self._drain_matrix(obj)
+        start_ns, end_ns = self._last_ns, self._dump_ns
         self.last_dead = dead
-        offcpu = self._drain_offcpu(obj, dead)
-        wakers = self._drain_wakers(obj, dead)
+        offcpu += self._take_task_waits()
         cs = self._switches()
         ctxt = _proc_ctxt()
-        # The interval ends when its data has been read, not when the drain began: a collector
-        # starved of CPU on a loaded machine must not date late data early.
-        start_ns, end_ns = self._last_ns, boottime_ns()
         wall_start = time.time() - (end_ns - start_ns) / 1e9
         stack_ids: dict[int, tuple[str, int]] = {}
         for o in offcpu:
@@ -271,7 +275,6 @@ class SchedCollector:
         funcs = {o.func for o in offcpu if o.func}
         for w in wakers:
             stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
-            stack_ids.setdefault(w.link.kstack, ("kernel", 0))
             funcs.update(f for f in (w.link.func, w.wakee.func) if f)
         stacks = self._stacks.read(obj.map("stacks"), stack_ids, self._leader_start)
         functions = self._functions(funcs)
@@ -291,6 +294,13 @@ class SchedCollector:
         self._index += 1
         return interval
 
+    def _take_task_waits(self) -> tuple[OffcpuDelta, ...]:
+        """The waits the last task dump handed over: those kept in the tasks' own slots (keys without
+        stacks), and the parts of waits in progress."""
+        out = tuple(self._slot_deltas) + tuple(self._open_deltas)
+        self._slot_deltas, self._open_deltas = [], []
+        return out
+
     def _functions(self, addrs: set[int]) -> tuple[tuple[int, str], ...]:
         """Kernel functions (a kernel thread's, a work item's) not named before, named."""
         out = []
@@ -309,6 +319,7 @@ class SchedCollector:
         waits in progress the dump charged (OpenWait fields, unpacked)."""
         ks, hs = ctypes.sizeof(abi.TaskKey), _HEADER.size
         raw = self._dump.read() if self._dump is not None else b""
+        self._dump_ns = boottime_ns()  # the interval's end: what the dump charged runs to here
         live, opened, at, end = [], [], 0, len(raw)
         while at + hs <= end:
             kind, size = _HEADER.unpack_from(raw, at)
@@ -411,9 +422,6 @@ class SchedCollector:
             else:
                 prevs[kraw] = (vraw, tid, now)
         m.delete_many(gone)
-        out.extend(self._slot_deltas)
-        out.extend(self._open_deltas)
-        self._slot_deltas, self._open_deltas = [], []
         return tuple(out)
 
     def _drain_wakers(self, obj: BpfObject, dead: set[TaskId]) -> tuple[WakerDelta, ...]:
@@ -422,7 +430,7 @@ class SchedCollector:
         prevs = self._prev_wakers
         key_of, val_of = _WAKER_KEY.unpack, _WAKER_VAL.unpack
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
-            (pid, waker_pid, start_ns, waker_start_ns, waker_kstack, waker_tgid, waker_flags, link_kstack,
+            (pid, waker_pid, start_ns, waker_start_ns, waker_kstack, waker_tgid, waker_flags,
              link_func, link_state, link_why, wakee_func, wakee_state, wakee_why) = key_of(kraw)
             count, total_ns, weighted, blocked, runq, waker_comm = val_of(vraw)
             pc, pt, pw, pb, pr = prev[2] if prev is not None else (0, 0, 0, 0, 0)
@@ -432,8 +440,8 @@ class SchedCollector:
                                       abi.c_string(waker_comm), waker_kstack, count - pc, total_ns - pt,
                                       bool(waker_flags & abi.WAKER_IN_INTERRUPT),
                                       bool(waker_flags & abi.WAKER_EXITING),
-                                      WaitLink(link_kstack, link_func, link_state, link_why), weighted - pw,
-                                      blocked - pb, runq - pr, WaitLink(0, wakee_func, wakee_state, wakee_why)))
+                                      WaitLink(link_func, link_state, link_why), weighted - pw,
+                                      blocked - pb, runq - pr, WaitLink(wakee_func, wakee_state, wakee_why)))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)

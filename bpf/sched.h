@@ -214,10 +214,9 @@ struct waker_key {
 	__u64 waker_kstack;
 	__u32 waker_tgid;
 	__u32 waker_flags; /* WAKER_* */
-	__u64 link_kstack; /* the waker's last wait: its kernel stack (or a STACK_* reason), */
-	__u64 link_func;   /* ... its offcpu_key.func, */
-	__u32 link_state;  /* ... state */
-	__u32 link_why;    /* ... and why; all 0 when the waker's last wait is unknown */
+	__u64 link_func;   /* the waker's last wait's stratum: its offcpu_key.func, state and why (its */
+	__u32 link_state;  /* stack would multiply the keys: the evidence names the cause); all 0 when */
+	__u32 link_why;    /* the waker's last wait is unknown */
 	__u64 wakee_func;  /* the wakee's wait's stratum (offcpu_key.state, why, func): which of its */
 	__u32 wakee_state; /* waits, and so which causes, this waker ended */
 	__u32 wakee_why;
@@ -253,8 +252,12 @@ struct sched_health {
 	__u64 waking_unknown;    /* a wakeup of a task never seen switching out (blocked before attach) */
 	__u64 waking_unblocked;  /* a wakeup of a task not recorded as blocked (already runnable) */
 	__u64 waits_drawn;       /* waits drawn for a stack walk (p = min(1, d/T)) */
-	__u64 waking_missed;     /* a wait whose waking was never seen (a program recursion miss): closed at its switch-in */
+	__u64 waking_raced;      /* a wait whose wakeup ran on another CPU while the task was still switching out
+				  * (sched_waking found no wait yet): closed at its switch-in, its run-queue wait
+				  * counted as blocked; lost entirely before this was kept */
 	__u64 open_walks;        /* stacks walked by the dump for waits still in progress */
+	__u64 switch_out_open;   /* a task switched out with a wait still open (never expected) */
+	__u64 close_without_start; /* a wait closed whose start was not set (never expected) */
 };
 
 /* Load-time knobs (.rodata); the stack-walk rate and minimum wait are run-time

@@ -97,12 +97,14 @@ static __always_inline __u32 fd_kind(struct task_stats *s, struct task_struct *p
 	__u32 kind;
 	__u16 mode;
 
+	/* direct loads through the task's BTF pointers (a faulting one reads 0), cheaper than a
+	 * helper call each; only the array slot at a variable index needs the helper */
 	if (!files || fd > 0xffffff)
 		return WHY_FD_NONE;
-	fdt = BPF_CORE_READ(files, fdt);
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+	fdt = files->fdt;
+	if (!fdt || fd >= fdt->max_fds)
 		return WHY_FD_NONE;
-	arr = BPF_CORE_READ(fdt, fd);
+	arr = fdt->fd;
 	if (bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]) || !f)
 		return WHY_FD_NONE;
 	if ((__u64)f == s->fd_file && (__u32)fd == s->fd)

@@ -76,7 +76,7 @@ def _entries(switches: dict[int, int], flags: dict[int, int] | None = None, dump
 def _drain(c, obj):
     c._dump = obj.dump
     tasks, infos, dead = c._drain_tasks(obj)
-    return tasks, infos, dead, c._drain_offcpu(obj, dead), c._drain_wakers(obj, dead)
+    return tasks, infos, dead, c._drain_offcpu(obj, dead) + c._take_task_waits(), c._drain_wakers(obj, dead)
 
 
 @pytest.fixture
