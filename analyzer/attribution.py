@@ -85,21 +85,48 @@ def _drawn(w: StackWait) -> bool:
 
 def attribute(model: Model, tasks: set[TaskId] | None, table: CauseTable | None = None) -> list[Part]:
     """Every (task, cause) part of the blocked time of `tasks` (None: every task) in the window."""
+    merged: dict[tuple[TaskId, str], Part] = {}
+    for by_cause in attribute_strata(model, tasks, table).values():
+        for p in by_cause.values():
+            m = merged.get((p.task, p.cause.name))
+            if m is None:
+                m = merged[(p.task, p.cause.name)] = Part(p.cause, p.task)
+            m.ns += p.ns
+            m.estimated_ns += p.estimated_ns
+            m.var_ns2 += p.var_ns2
+            m.count += p.count
+            m.max_ns = max(m.max_ns, p.max_ns)
+            for slot, c in p.hist.items():
+                m.hist[slot] = m.hist.get(slot, 0) + c
+            for sid, (ns, stack) in p.stacks.items():
+                e = m.stacks.setdefault(sid, [0, stack])
+                e[0] += ns
+    return list(merged.values())
+
+
+Stratum = tuple  # (task, state, why, func name): the waits of one task doing one thing
+
+
+def attribute_strata(model: Model, tasks: set[TaskId] | None,
+                     table: CauseTable | None = None) -> dict[Stratum, dict[str, Part]]:
+    """Each stratum's blocked time by cause (the parts of one task in one stratum)."""
     table = table or default_table()
     arch = _arch(model)
     strata: dict[tuple, list[StackWait]] = {}
     for w in model.waits:
         if tasks is None or w.task in tasks:
             strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
-    parts: dict[tuple[TaskId, str], Part] = {}
-
-    def part(cause: Cause, task: TaskId) -> Part:
-        p = parts.get((task, cause.name))
-        if p is None:
-            p = parts[(task, cause.name)] = Part(cause, task)
-        return p
+    out: dict[Stratum, dict[str, Part]] = {}
 
     for (task, state, why, func), waits in strata.items():
+        parts: dict[str, Part] = out.setdefault((task, state, why, func), {})
+
+        def part(cause: Cause, task: TaskId, parts=parts) -> Part:
+            p = parts.get(cause.name)
+            if p is None:
+                p = parts[cause.name] = Part(cause, task)
+            return p
+
         drawn, shared, alone = [], [], []
         for w in waits:
             if _drawn(w):
@@ -122,7 +149,7 @@ def attribute(model: Model, tasks: set[TaskId] | None, table: CauseTable | None 
             for w in alone:
                 p = part(cause if cause is not None else no_stack_cause(w.kstack_id), task)
                 _add_measured(p, w, stack=False)
-    return list(parts.values())
+    return out
 
 
 def _add_measured(p: Part, w: StackWait, stack: bool = True) -> None:

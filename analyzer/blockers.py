@@ -65,7 +65,7 @@ def wait_cause(model: Model, w, table: CauseTable | None = None) -> str:
 WAITING_FOR_CPU = Cause("Waiting for CPU", CPU, "", True)
 
 
-def _cpu_parts(model: Model, tasks: set[TaskId] | None) -> list[Part]:
+def cpu_parts(model: Model, tasks: set[TaskId] | None) -> list[Part]:
     """Run-queue wait as a cause of its own (the CPU side, kept apart from blocked time)."""
     out = []
     for t in model.tasks.values():
@@ -80,7 +80,7 @@ def parts(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | No
     """Blocked parts of the tasks in view, then their run-queue wait."""
     scope = in_scope(model, tasks)
     out = attribute(model, scope, table)
-    return out + _cpu_parts(model, scope) if include_cpu else out
+    return out + cpu_parts(model, scope) if include_cpu else out
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ def causes_by_task(model: Model, tasks: set[TaskId] | None = None,
     place by time) and "Waiting for CPU". stallscope's own tasks are left out unless asked for."""
     scope = tasks if tasks is not None else set(model.tasks)
     by: dict[TaskId, dict[str, list]] = {}
-    for p in attribute(model, scope, table) + _cpu_parts(model, scope):
+    for p in attribute(model, scope, table) + cpu_parts(model, scope):
         e = by.setdefault(p.task, {}).setdefault(p.cause.name, [p.cause, 0.0])
         e[1] += p.ns
     return {task: sorted(((c, round(ns)) for c, ns in causes.values()), key=lambda kv: (-kv[1], kv[0].name))

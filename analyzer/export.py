@@ -12,6 +12,7 @@ from dataclasses import asdict
 from stallscope.analyzer.blockers import (
     IDLE, causes_by_task, denominator, held_up_by, parts, process_causes, rank_blockers, wait_cause,
 )
+from stallscope.analyzer.chains import Root, root_table
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc
@@ -78,6 +79,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
     blockers = []
     all_parts = parts(model, scope)
     shares = denominator(all_parts)
+    roots = root_table(model, scope)
     for b in rank_blockers(model, scope, all_parts=all_parts):
         blockers.append({
             "cause": b.cause, "class": b.cls, "frame": b.frame, "matched": b.matched,
@@ -89,6 +91,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "stack": stack_texts(b.stack),
             "latency": _latency_doc(model, b),
             "held_up_by": _held_up_by_doc(held_up_by(model, b)),
+            "roots": [_root_doc(r) for r in roots.by_cause.get(b.cause, ())[:3]],
         })
 
     matrix = [list(r) for r in model.matrix]
@@ -121,6 +124,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         },
         "tasks": tasks,
         "blockers": blockers,
+        "roots": [_root_doc(r) for r in roots.all],
         "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],
         "slab": [_slab_doc(r) for r in slab_rows(model, scope)],
         "oncpu": _oncpu_doc(model, scope),
@@ -132,6 +136,11 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "recommendations": [_recommendation_doc(i, r) for i, r in enumerate(recommend(model), 1)
                             if scope is None or _in_scope(r, model, scope)],
     }
+
+
+def _root_doc(r: Root) -> dict:
+    return {"root": r.name, "class": r.cls, "total_ns": r.total_ns, "share_pct": round(r.share_pct, 3),
+            "chain": list(r.chain), "tasks": [{"pid": t.pid} for t in r.tasks]}
 
 
 def _latency_doc(model: Model, b) -> dict:

@@ -13,6 +13,8 @@ from stallscope.analyzer.sample import Interval, Tuning, TuningChange, duration_
 DISPATCH_NS_PER_EVENT = 40
 DEFAULT_BUDGET_PCT = 1.0
 START_UP_INTERVALS = 2  # not judged: see Governor
+CAP_REFUSED_SHARE = 0.25  # of the waits drawn, refused by the walk cap: T steps up
+CAP_CALM_SHARE = 0.05  # ... and under this share only, it may step back down
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,11 @@ class Governor:
         self._since_raise: int | None = None
         self._floor_said = False
 
-    def observe(self, interval: int, cost: Cost) -> TuningChange | None:
-        """Judge one interval's cost; the change to make, if any."""
+    def observe(self, interval: int, cost: Cost, drawn: int = 0, refused: int = 0) -> TuningChange | None:
+        """Judge one interval's cost, and how many of the waits drawn for a stack walk the walk cap
+        refused; the change to make, if any. A cap refusing more than a quarter of the draws steps down
+        like a cost over the budget: T is then too short for this machine's waits, and the walks left
+        would be those of the first waits of each tenth of a second rather than a draw by length."""
         self._seen += 1
         if self._since_raise is not None:
             self._since_raise += 1
@@ -141,6 +146,14 @@ class Governor:
             return None
         warming = self._seen <= self.warmup
         pct = cost.probes_pct if warming else cost.total_pct
+        capped = drawn > 0 and refused > CAP_REFUSED_SHARE * drawn and not warming
+        if capped and pct <= self.budget_pct and self.current.level < MAX_LEVEL:
+            self._calm = 0
+            self._since_raise = None
+            return self._move(interval, self.current.level + 1,
+                              f"the stack-walk cap refused {refused} of the {drawn} waits drawn: T ten times longer")
+        if capped:
+            self._calm = 0
         if warming and pct <= self.budget_pct:
             return None
         level = self.current.level
@@ -161,7 +174,7 @@ class Governor:
             return self._move(interval, level + n,
                               f"{what} {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget" +
                               (f" ({pct / self.budget_pct:.1f} times it: {n} levels down)" if n > 1 else ""))
-        if level == 0 or pct >= self.budget_pct / 2:
+        if level == 0 or pct >= self.budget_pct / 2 or refused > CAP_CALM_SHARE * max(drawn, 1):
             self._calm = 0
             return None
         self._calm += 1

@@ -71,6 +71,13 @@ class DumpHeader(ctypes.Structure):
     _fields_ = [("kind", u32), ("size", u32)]
 
 
+RECENT_WAITS = 4
+
+
+class RecentWait(ctypes.Structure):
+    _fields_ = [("block_ts", u64), ("woken_ts", u64), ("run_ts", u64), ("func", u64), ("state", u32), ("why", u32)]
+
+
 class TaskStats(ctypes.Structure):
     _fields_ = [
         # the probes' scratch state between events: not read here
@@ -78,8 +85,8 @@ class TaskStats(ctypes.Structure):
         ("ustack", u64), ("kstack_open", u64), ("draw_ns", u64), ("func", u64), ("open_pending", u64),
         ("state", u32), ("why", u32), ("woken", u32), ("runq_from_wakeup", u32), ("woke", u32), ("no_walk", u32),
         ("flags", u32), ("nvcsw", u64), ("nivcsw", u64),
-        ("last_block_ts", u64), ("last_woken_ts", u64), ("last_run_ts", u64), ("last_kstack", u64),
-        ("last_func", u64), ("last_state", u32), ("last_why", u32),
+        ("last_block_ts", u64), ("last_woken_ts", u64), ("recent", RecentWait * RECENT_WAITS),
+        ("recent_next", u32), ("pad2", u32),
         ("fd_file", u64), ("fd", u32), ("fd_kind", u32),
         ("offcpu_ns", u64), ("offcpu_count", u64), ("offcpu_max_ns", u64),
         ("runq_ns", u64), ("runq_count", u64), ("runq_max_ns", u64), ("run_delay", u64),
@@ -142,7 +149,7 @@ MIRRORS = {
     "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal, "offcpu_slot": OffcpuSlot,
     "waker_key": WakerKey, "waker_val": WakerVal, "stack": Stack, "sched_health": SchedHealth,
     "sched_config": SchedConfig, "stack_tune": StackTune, "walk_budget": WalkBudget, "open_wait": OpenWait,
-    "dump_header": DumpHeader,
+    "dump_header": DumpHeader, "recent_wait": RecentWait,
 }
 
 

@@ -579,10 +579,17 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 	if (!v)
 		v = lookup_or_init(&offcpu, &key, &init, &health.offcpu_map_full);
 	/* the next link of wait chains through this task's wakeups of others */
-	s->last_kstack = key.kstack;
-	s->last_func = key.func;
-	s->last_state = key.state;
-	s->last_why = key.why;
+	{
+		struct recent_wait *r = &s->recent[s->recent_next & (RECENT_WAITS - 1)];
+
+		r->block_ts = s->last_block_ts;
+		r->woken_ts = s->last_woken_ts;
+		r->run_ts = now;
+		r->func = key.func;
+		r->state = key.state;
+		r->why = key.why;
+		s->recent_next++;
+	}
 	if (!v)
 		return;
 	__sync_fetch_and_add(&v->count, 1);
@@ -623,7 +630,6 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 			s->no_walk = STACK_NOT_DRAWN;
 		}
 	}
-	s->last_run_ts = now;
 	if (s->runq_ts && now > s->runq_ts) {
 		d = now - s->runq_ts;
 		__sync_fetch_and_add(&s->runq_ns, d);
@@ -694,25 +700,46 @@ static __always_inline bool interrupted_user_mode(struct task_struct *cur)
 #endif
 }
 
-/* The part of the wakee's wait `[from, now]` during which the waker was itself blocked in
- * its last wait, and then waited for a CPU, weighted as the wakee's wait was drawn. */
+/* How the waker spent the wakee's wait `[from, now]`, from its last waits: the time it was itself
+ * blocked, and then waited for a CPU, weighted as the wakee's wait was drawn; and the stratum of the
+ * wait that blocked it longest in the window (the chain's next link). */
 static __always_inline void link_overlap(struct task_stats *w, __u64 from, __u64 now, __u64 d, __u64 t,
-					 __u64 *blocked, __u64 *runq)
+					 __u64 *blocked, __u64 *runq, struct waker_key *key)
 {
-	__u64 a, b;
+	__u64 a, b, most = 0;
+	int i;
 
 	*blocked = *runq = 0;
-	if (!w || !w->last_woken_ts)
+	if (!w)
 		return;
-	a = w->last_block_ts > from ? w->last_block_ts : from;
-	b = w->last_woken_ts < now ? w->last_woken_ts : now;
-	if (b > a)
-		*blocked = b - a;
-	a = w->last_woken_ts > from ? w->last_woken_ts : from;
-	b = w->last_run_ts < now ? w->last_run_ts : now;
-	if (w->last_run_ts >= w->last_woken_ts && b > a)
-		*runq = b - a;
-	if (t > d && d) { /* weight 1/p = T/d; overlap <= d < T keeps the product in range */
+	for (i = 0; i < RECENT_WAITS; i++) {
+		struct recent_wait *r = &w->recent[i];
+		__u64 ov = 0;
+
+		if (!r->run_ts || r->run_ts <= from)
+			continue;
+		a = r->block_ts > from ? r->block_ts : from;
+		b = r->woken_ts < now ? r->woken_ts : now;
+		if (b > a)
+			ov = b - a;
+		*blocked += ov;
+		if (ov > most) {
+			most = ov;
+			key->link_func = r->func;
+			key->link_state = r->state;
+			key->link_why = r->why;
+		}
+		a = r->woken_ts > from ? r->woken_ts : from;
+		b = r->run_ts < now ? r->run_ts : now;
+		if (b > a)
+			*runq += b - a;
+	}
+	if (*blocked + *runq > d) { /* clock skew between CPUs: never more than the wait */
+		*runq = d > *blocked ? d - *blocked : 0;
+		if (*blocked > d)
+			*blocked = d;
+	}
+	if (t > d && d) { /* weight 1/p = T/d; the overlaps are at most d < T: the products stay in range */
 		*blocked = *blocked * t / d;
 		*runq = *runq * t / d;
 	}
@@ -772,12 +799,14 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	} else if (!drawn(d, &weight, &t)) {
 		s->no_walk = STACK_NOT_DRAWN;
 		return 0;
-	} else if (!walk_allowed(now)) {
-		s->no_walk = STACK_RATE_LIMITED;
-		return 0;
 	} else {
-		s->draw_ns = t;
+		/* drawn: its waker is recorded whatever the walk cap says (a hash update, no walk),
+		 * so the wait chains see every drawn wait; the stacks only within the cap */
 		__sync_fetch_and_add(&health.waits_drawn, 1);
+		if (walk_allowed(now))
+			s->draw_ns = t ? t : 1;
+		else
+			s->no_walk = STACK_RATE_LIMITED;
 	}
 	if (!cfg.waker_stacks && !cfg.kernel_stacks)
 		return 0;
@@ -793,13 +822,10 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 		struct waker_val *v, init = {};
 		__u64 blocked, runq;
 
-		if (ws && ws->last_woken_ts) {
-			key.link_func = ws->last_func;
-			key.link_state = ws->last_state;
-			key.link_why = ws->last_why;
-		}
-		link_overlap(ws, from, now, d, t, &blocked, &runq);
-		if (cfg.waker_stacks) {
+		link_overlap(ws, from, now, d, t, &blocked, &runq, &key);
+		if (s->no_walk) {
+			key.waker_kstack = STACK_RATE_LIMITED;
+		} else if (cfg.waker_stacks) {
 			struct stack *buf = scratch();
 
 			if (buf)

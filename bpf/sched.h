@@ -132,6 +132,18 @@ struct dump_header {
 	__u32 size; /* bytes that follow */
 };
 
+/* One of a task's last waits, for the wait chains through its wakeups of others. */
+#define RECENT_WAITS 4
+
+struct recent_wait {
+	__u64 block_ts; /* it began */
+	__u64 woken_ts; /* it was woken */
+	__u64 run_ts;   /* the task ran again */
+	__u64 func;     /* its stratum: offcpu_key.func, state, why */
+	__u32 state;
+	__u32 why;
+};
+
 /* Identity of a task: PID reuse never merges two tasks. */
 struct task_key {
 	__u32 pid;
@@ -166,14 +178,12 @@ struct task_stats {
 	__u32 flags;          /* TS_* */
 	__u64 nvcsw;          /* latest task->nvcsw read at its switch-out */
 	__u64 nivcsw;
-	/* the task's last wait that ended, for the wait chains through its wakeups of others */
+	/* the wait that ended at the last wakeup, until the switch-in records it in `recent` */
 	__u64 last_block_ts;  /* it began */
 	__u64 last_woken_ts;  /* it was woken */
-	__u64 last_run_ts;    /* it ran again */
-	__u64 last_kstack;
-	__u64 last_func;
-	__u32 last_state;
-	__u32 last_why;
+	struct recent_wait recent[RECENT_WAITS]; /* the task's last waits, a ring */
+	__u32 recent_next;
+	__u32 pad2;
 	__u64 fd_file;        /* the file of the last descriptor looked up, and its WHY_FD_ kind */
 	__u32 fd;
 	__u32 fd_kind;

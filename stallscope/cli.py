@@ -203,8 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(event loops, parked thread pools, kernel threads' main loops) are left out "
                                    "unless --all.")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--by", choices=("cause", "process", "thread", "cgroup"), default="cause",
-                   help="one table of causes (default), or each process (thread, cgroup) with its causes")
+    p.add_argument("--by", choices=("cause", "process", "thread", "cgroup", "root"), default="cause",
+                   help="one table of causes (default), each process (thread, cgroup) with its causes, or the "
+                        "root causes: each wait followed through who woke it to where the chain ends (a "
+                        "waiter on a mutex whose holder waited on fsync() has the fsync as its root)")
     p.add_argument("--sort", choices=("total", "max", "count", "p99"), default="total",
                    help="rank causes by total wait (default), worst single wait, number of waits, or the 99th "
                         "percentile of single waits")

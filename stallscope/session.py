@@ -229,7 +229,8 @@ class Session:
         if self.governor is None:
             return iv
         before = self.governor.current
-        change = self.governor.observe(iv.index, interval_cost(iv, cpus))
+        change = self.governor.observe(iv.index, interval_cost(iv, cpus), iv.health.get("waits_drawn", 0),
+                                       iv.health.get("stacks_rate_limited", 0))
         if change is None:
             return iv
         if change.to != before:

@@ -49,14 +49,16 @@ def example(name: str) -> str:
     return str(path)
 
 
-def record_command(tmp_path: Path, argv: list[str], *extra: str) -> tuple[dict, list[dict], Path]:
+def record_command(tmp_path: Path, argv: list[str], *extra: str, defaults: bool = False) -> tuple[dict, list[dict], Path]:
     """Record `argv` with stallscope; return the JSON export, the workload's truth lines, the file.
     The probes keep the settings asked for (--no-degrade): these tests compare what they measure with
-    ground truth; the overhead budget's steps have tests of their own."""
+    ground truth; the overhead budget's steps have tests of their own. `defaults`: as a user records,
+    the overhead budget on (conclusions must hold at default settings)."""
     out = tmp_path / "run.stall"
     truth_file = tmp_path / "truth.jsonl"
+    settings = [] if defaults else ["--no-degrade"]
     with open(truth_file, "w") as stdout:
-        proc = subprocess.run([STALLSCOPE, "record", "-o", str(out), "--no-degrade", *extra, "--", *argv],
+        proc = subprocess.run([STALLSCOPE, "record", "-o", str(out), *settings, *extra, "--", *argv],
                               stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(run_stallscope("export", str(out)).stdout)

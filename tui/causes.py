@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stallscope.analyzer.blockers import denominator, parts, process_causes, rank_blockers
 from stallscope.analyzer.causes import IDLE
+from stallscope.analyzer.chains import root_table
 from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.signals import Signals, signals
@@ -26,6 +27,16 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
         for b in unmatched[:rows]:
             lines.append(f"\n{printable(b.cause)}  total {fmt_ns(b.total_ns)}, {b.count} waits, max {fmt_ns(b.max_ns)}\n")
             lines += [f"    {printable(f)}\n" for f in stack_texts(b.stack)[:16]]
+        return "".join(lines)
+    if by == "root":
+        lines.append(f"SHARE: {denominator(all_parts).describe()}\n")
+        lines.append("Each waiting time followed through who woke it (a waker itself blocked, waiting for a CPU, or "
+                     "running) to where the chain ends: docs/causes.md\n\n")
+        lines.append(f"{'ROOT CAUSE':<50} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6}  CHAIN (the heaviest, waiter first)\n")
+        for r in root_table(model, tasks).all[:rows]:
+            label = printable(r.name) + (" [on a CPU]" if r.cls == "running" else "")
+            lines.append(f"{label[:50]:<50} {fmt_ns(r.total_ns):>10} {fmt_ns(r.total_ns / secs):>9} "
+                         f"{r.share_pct:5.1f}%  {printable(' <- '.join(r.chain))[:120]}\n")
         return "".join(lines)
     if by in ("process", "thread", "cgroup"):
         for p in process_causes(model, include_idle=include_idle, by_cgroup=by == "cgroup",

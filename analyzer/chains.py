@@ -1,0 +1,245 @@
+"""Wait chains: what a waiter's time comes down to, following who woke it.
+
+A thread waiting on a mutex is held up by the holder; if the holder was itself blocked in fsync() while
+it held the mutex, the waiter's root cause is the fsync. Each waker record (bpf/sched.h waker_key) says,
+for the waits drawn for a stack walk, who ended them and how much of each wait the waker spent blocked in
+its own last wait, then waiting for a CPU; the rest it was running (or in earlier waits). So a waiter's
+time for one cause splits into:
+
+- the waker's own blocked time in its last wait: that wait's cause, followed in turn (its stratum's
+  causes, then their wakers), up to MAX_DEPTH links;
+- the waker waiting for a CPU: "Waiting for CPU";
+- the waker running: "WAKER on a CPU" (the holder's critical section, the producer's work);
+- a wait ended by an interrupt (a timer, a device), or with no waker recorded: its cause is its own root;
+- a wait ended by a thread's or a child's exit (a join): the exiting task's whole time in the window, its
+  blocked causes and its running;
+- a waker idle in its last wait (a kernel worker waiting for work, an I/O completion waiting for the
+  device): the wait was for what it waited on, so the cause is its own root.
+
+Chains that loop (threads handing a lock to each other) are cut where they come back to a node, and the
+time that went round is shared out like the rest: the stationary answer of following them forever.
+
+Ranked by root, the waiting time each root explains, of the same denominator as the blockers. The times
+are the blockers' (measured and estimated), split by the shares of the waker records (a sample: those of
+the drawn waits, weighted by 1/p).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stallscope.analyzer.attribution import Part, attribute_strata
+from stallscope.analyzer.blockers import WAITING_FOR_CPU, cpu_parts, denominator
+from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, CauseTable
+from stallscope.analyzer.model import Model, Wakeups
+from stallscope.analyzer.sample import TaskId
+from stallscope.analyzer.scope import in_scope
+from stallscope.analyzer.untrusted import printable
+
+MAX_DEPTH = 4
+ON_CPU = "on a CPU"
+
+
+@dataclass(frozen=True)
+class Root:
+    """A root cause: a cause (`name`, of class `cls`), "Waiting for CPU", or a task's own running
+    (`cls` "running", `name` "comm[pid] on a CPU"), with the waiting time it explains."""
+
+    name: str
+    cls: str
+    total_ns: int
+    share_pct: float  # of the blockers' denominator: the waiting time of the tasks in view
+    chain: tuple[str, ...]  # the heaviest chain to it, waiter first: "Userspace lock contention (app[12])", ...
+    tasks: tuple[TaskId, ...]  # the waiters whose time it explains
+
+
+class _Chains:
+    """Explanations of (task, cause) nodes as shares of roots, memoised."""
+
+    def __init__(self, model: Model, table: CauseTable | None):
+        self.model = model
+        self.strata = attribute_strata(model, None, table)
+        self.by_task: dict[TaskId, list[tuple]] = {}
+        for key in self.strata:
+            self.by_task.setdefault(key[0], []).append(key)
+        self.wakers: dict[tuple, list[Wakeups]] = {}
+        for w in model.wakeups:
+            key = (w.task, w.wakee.state, w.wakee.why, self._func(w.wakee.func))
+            self.wakers.setdefault(key, []).append(w)
+        self.memo: dict[tuple, dict] = {}
+        self.cpu = {p.task: p.ns for p in cpu_parts(model, None)}
+
+    def _func(self, addr: int) -> str:
+        return self.model.functions.get(addr, f"{addr:#x}") if addr else ""
+
+    def _label(self, task: TaskId) -> str:
+        t = self.model.tasks.get(task)
+        return f"{printable(t.info.comm) if t else '?'}[{task.pid}]"
+
+    def explain(self, task: TaskId, cause: str, depth: int = 0, seen: frozenset = frozenset()) -> dict:
+        """Root key -> [fraction, heaviest path (tuple of labels), its weight]."""
+        key = (task, cause)
+        if depth == 0 and key in self.memo:
+            return self.memo[key]
+        out: dict = {}
+        here = f"{cause} ({self._label(task)})"
+        if key in seen:
+            return out  # a loop: what goes round is shared out by the rest (see the module's doc)
+        weights = [(s, parts[cause].ns) for s in self.by_task.get(task, ())
+                   if (parts := self.strata[s]).get(cause) is not None and parts[cause].ns > 0]
+        total = sum(ns for _, ns in weights)
+        if not total or depth >= MAX_DEPTH:
+            self._add(out, ("cause", cause, None), 1.0, (here,))
+        else:
+            for stratum, ns in weights:
+                self._explain_stratum(out, stratum, cause, ns / total, depth, seen | {key}, here)
+            mass = sum(e[0] for e in out.values())
+            if mass <= 0:
+                self._add(out, ("cause", cause, None), 1.0, (here,))
+            elif mass < 1.0:
+                for e in out.values():
+                    e[0] /= mass
+        if depth == 0:
+            self.memo[key] = out
+        return out
+
+    def _explain_stratum(self, out: dict, stratum: tuple, cause: str, weight: float, depth: int, seen, here: str):
+        wakers = self.wakers.get(stratum, [])
+        total = sum(w.weighted for w in wakers)
+        if not total:
+            self._add(out, ("cause", cause, None), weight, (here,))
+            return
+        for w in wakers:
+            f = weight * w.weighted / total
+            if w.in_interrupt or not w.waker.pid:
+                self._add(out, ("cause", cause, None), f, (here,))
+                continue
+            if w.exiting:
+                self._exited(out, w.waker, f, depth, seen, here)
+                continue
+            blocked = min(w.link_blocked_ns / w.weighted, 1.0) if w.weighted else 0.0
+            runq = min(w.link_runq_ns / w.weighted, 1.0 - blocked) if w.weighted else 0.0
+            running = 1.0 - blocked - runq
+            if blocked > 0:
+                link = (w.waker, w.link.state, w.link.why, self._func(w.link.func))
+                parts = self.strata.get(link, {})
+                link_total = sum(p.ns for p in parts.values())
+                if link_total:
+                    for name, p in parts.items():
+                        share = f * blocked * p.ns / link_total
+                        if p.cause.cls == IDLE:  # the waker waited for work: for what this wait waited on
+                            self._add(out, ("cause", cause, None), share, (here,))
+                        else:
+                            self._follow(out, w.waker, p, share, depth, seen, here)
+                else:
+                    running += blocked
+            if runq > 0:
+                self._add(out, ("cpu", WAITING_FOR_CPU.name, None), f * runq,
+                          (here, f"{WAITING_FOR_CPU.name} ({self._label(w.waker)})"))
+            if running > 0:
+                self._add(out, ("running", f"{self._label(w.waker)} {ON_CPU}", None), f * running,
+                          (here, f"{self._label(w.waker)} {ON_CPU}"))
+
+    def _follow(self, out: dict, task: TaskId, p: Part, f: float, depth: int, seen, here: str):
+        """The waker was blocked in a wait of cause p: what that wait comes down to."""
+        sub = self.explain(task, p.cause.name, depth + 1, seen)
+        for root, (frac, path, _w) in sub.items():
+            self._add(out, root, f * frac, (here,) + path)
+
+    def _exited(self, out: dict, task: TaskId, f: float, depth: int, seen, here: str):
+        """A join or a parent's wait ended by the task's exit: its whole time in the window."""
+        t = self.model.tasks.get(task)
+        run = t.run_ns if t else 0
+        causes: dict[str, float] = {}
+        for s in self.by_task.get(task, ()):
+            for name, p in self.strata[s].items():
+                if p.cause.cls != IDLE:
+                    causes[name] = causes.get(name, 0.0) + p.ns
+        cpu = self.cpu.get(task, 0)
+        total = run + cpu + sum(causes.values())
+        if not total:
+            self._add(out, ("running", f"{self._label(task)} {ON_CPU}", None), f, (here,))
+            return
+        if run:
+            self._add(out, ("running", f"{self._label(task)} {ON_CPU}", None), f * run / total,
+                      (here, f"{self._label(task)} {ON_CPU}"))
+        if cpu:
+            self._add(out, ("cpu", WAITING_FOR_CPU.name, None), f * cpu / total,
+                      (here, f"{WAITING_FOR_CPU.name} ({self._label(task)})"))
+        for name, ns in causes.items():
+            sub = self.explain(task, name, depth + 1, seen)
+            for root, (frac, path, _w) in sub.items():
+                self._add(out, root, f * ns / total * frac, (here,) + path)
+
+    @staticmethod
+    def _add(out: dict, root: tuple, f: float, path: tuple) -> None:
+        e = out.get(root)
+        if e is None:
+            out[root] = [f, path, f]
+            return
+        e[0] += f
+        if f > e[2]:
+            e[1], e[2] = path, f
+
+
+@dataclass(frozen=True)
+class RootTable:
+    """Roots of all the waiting time in view (`all`), and of each cause's (`by_cause`)."""
+
+    all: tuple[Root, ...]
+    by_cause: dict[str, tuple[Root, ...]]
+
+
+def root_table(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None) -> RootTable:
+    """The waiting time of the tasks in view by root cause, heaviest first, overall and per cause."""
+    scope = in_scope(model, tasks)
+    chains = _Chains(model, table)
+    parts = _merge([p for by_cause in chains.strata.values() for p in by_cause.values()
+                    if scope is None or p.task in scope])
+    runq = cpu_parts(model, scope)
+    denom = denominator(parts + runq).total_ns or 1
+    classes = {name: part.cause.cls for by_cause in chains.strata.values() for name, part in by_cause.items()}
+    overall: dict[tuple, list] = {}
+    per_cause: dict[str, dict[tuple, list]] = {}
+    for p in parts + runq:
+        if p.cause.cls == IDLE:
+            continue
+        if p.cause.cls == CPU:
+            expl = {("cpu", WAITING_FOR_CPU.name, None): [1.0, (f"{WAITING_FOR_CPU.name} ({chains._label(p.task)})",), 1.0]}
+        else:
+            expl = chains.explain(p.task, p.cause.name)
+        for (kind, name, _), (frac, path, _w) in expl.items():
+            for acc in (overall, per_cause.setdefault(p.cause.name, {})):
+                e = acc.setdefault((kind, name), [0.0, set(), {}])
+                e[0] += p.ns * frac
+                e[1].add(p.task)
+                e[2][path] = e[2].get(path, 0.0) + p.ns * frac
+
+    def rows(acc: dict) -> tuple[Root, ...]:
+        out = []
+        for (kind, name), (ns, waiters, paths) in acc.items():
+            cls = {"cpu": CPU, "running": "running"}.get(kind, classes.get(name, BLOCKER))
+            path = max(paths.items(), key=lambda kv: kv[1])[0] if paths else ()
+            out.append(Root(name, cls, round(ns), 100.0 * ns / denom, path, tuple(sorted(waiters))))
+        out.sort(key=lambda r: (-r.total_ns, r.name))
+        return tuple(out)
+
+    return RootTable(rows(overall), {c: rows(acc) for c, acc in per_cause.items()})
+
+
+def root_causes(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
+                cause: str | None = None) -> list[Root]:
+    """The waiting time of the tasks in view (of one cause, if given) by root cause, heaviest first."""
+    t = root_table(model, tasks, table)
+    return list(t.all if cause is None else t.by_cause.get(cause, ()))
+
+
+def _merge(parts: list[Part]) -> list[Part]:
+    """Parts of one (task, cause) from several strata, as one."""
+    merged: dict[tuple, Part] = {}
+    for p in parts:
+        m = merged.get((p.task, p.cause.name))
+        if m is None:
+            merged[(p.task, p.cause.name)] = m = Part(p.cause, p.task)
+        m.ns += p.ns
+    return list(merged.values())

@@ -1,0 +1,80 @@
+"""Wait chains: a waiter's time followed through who woke it to its root."""
+
+from __future__ import annotations
+
+from conftest import example, needs_bpf, record_command
+from stallscope.analyzer.chains import root_table
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.sample import OffcpuDelta, TaskDelta, TaskId, TaskInfo, WaitLink, WakerDelta
+from synthetic import interval, kstack, meta
+
+APP, HOLDER, KWORKER = TaskId(10, 1), TaskId(11, 1), TaskId(12, 1)
+FUTEX = 202 | 1 << 10  # bpf/sched.h: context syscall, futex
+FDATASYNC = 75 | 1 << 10
+LOCK = kstack(0x100, "__schedule", "schedule", "futex_wait_queue", "futex_wait", "do_futex")
+SYNC = kstack(0x200, "__schedule", "schedule", "jbd2_log_wait_commit", "ext4_sync_file", "do_fsync")
+INFOS = (TaskInfo(APP, 10, 1, "app"), TaskInfo(HOLDER, 10, 1, "app"), TaskInfo(KWORKER, 2, 2, "kworker/0:1"))
+
+
+def _model(wakers, offcpu=None) -> Model:
+    iv = interval(0, task_info=INFOS, stacks=(LOCK, SYNC), tasks=(
+        TaskDelta(APP, offcpu_ns=1_000_000_000), TaskDelta(HOLDER, offcpu_ns=800_000_000, run_ns=100_000_000)),
+        offcpu=offcpu or (OffcpuDelta(APP, 10, 1, LOCK.id, 0, 100, 1_000_000_000, why=FUTEX, weighted_ns=1_000_000_000),
+                          OffcpuDelta(HOLDER, 10, 2, SYNC.id, 0, 100, 800_000_000, why=FDATASYNC,
+                                      weighted_ns=800_000_000)),
+        wakers=wakers)
+    return Model.from_intervals(meta(), [iv], {i.task: i for i in INFOS}, {LOCK.id: LOCK, SYNC.id: SYNC})
+
+
+def test_a_waiter_explained_by_its_wakers_blocked_time_runnable_time_and_running():
+    """The holder woke the waiter; of the waiter's second, the holder was blocked in fdatasync for
+    0.7 s and waited for a CPU for 0.1 s: the rest it ran."""
+    w = WakerDelta(APP, HOLDER, 10, "app", 0, 100, 1_000_000_000, link=WaitLink(0, 2, FDATASYNC),
+                   weighted_ns=1_000_000_000, link_blocked_ns=700_000_000, link_runq_ns=100_000_000,
+                   wakee=WaitLink(0, 1, FUTEX))
+    roots = {r.name: r for r in root_table(_model((w,))).by_cause["Userspace lock contention"]}
+    assert abs(roots["fsync() on a file"].total_ns - 700_000_000) < 1000
+    assert abs(roots["Waiting for CPU"].total_ns - 100_000_000) < 1000
+    assert abs(roots["app[11] on a CPU"].total_ns - 200_000_000) < 1000
+    assert roots["fsync() on a file"].chain == ("Userspace lock contention (app[10])", "fsync() on a file (app[11])")
+
+
+def test_a_wait_ended_by_an_interrupt_or_with_no_waker_is_its_own_root():
+    irq = WakerDelta(APP, TaskId(0, 0), 0, "swapper/0", 0, 100, 1_000_000_000, True, wakee=WaitLink(0, 1, FUTEX))
+    for wakers in ((irq,), ()):
+        roots = root_table(_model(wakers)).by_cause["Userspace lock contention"]
+        assert [r.name for r in roots] == ["Userspace lock contention"]
+
+
+def test_threads_handing_a_lock_to_each_other_share_out_the_loop():
+    """A woken by B, B by A, both blocked waiting for each other half the time, the rest running: the
+    loop's time goes where the rest goes (each running), none of it stays with the lock."""
+    offcpu = (OffcpuDelta(APP, 10, 1, LOCK.id, 0, 10, 1_000_000_000, why=FUTEX, weighted_ns=1_000_000_000),
+              OffcpuDelta(HOLDER, 10, 1, LOCK.id, 0, 10, 1_000_000_000, why=FUTEX, weighted_ns=1_000_000_000))
+    a = WakerDelta(APP, HOLDER, 10, "app", 0, 10, 1_000_000_000, link=WaitLink(0, 1, FUTEX),
+                   weighted_ns=1_000_000_000, link_blocked_ns=500_000_000, wakee=WaitLink(0, 1, FUTEX))
+    b = WakerDelta(HOLDER, APP, 10, "app", 0, 10, 1_000_000_000, link=WaitLink(0, 1, FUTEX),
+                   weighted_ns=1_000_000_000, link_blocked_ns=500_000_000, wakee=WaitLink(0, 1, FUTEX))
+    roots = {r.name: r.total_ns for r in root_table(_model((a, b), offcpu)).all}
+    assert "Userspace lock contention" not in roots, roots
+    assert abs(sum(roots.values()) - 2_000_000_000) < 1000
+
+
+@needs_bpf
+def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp_path):
+    """examples/fsync_chain: the holder fdatasync()s while it holds the mutex the waiters take. At default
+    settings, the waiters' lock contention comes down first to the fsync (the holder's own time on a CPU
+    and in the run queue follow)."""
+    doc, truth, path = record_command(tmp_path, [example("fsync_chain"), "-n", "300", "-f",
+                                                 str(tmp_path / "data")], defaults=True)
+    lock = next(b for b in doc["blockers"] if b["cause"] == "Userspace lock contention")
+    waiters = {t["tid"] for t in truth if t["role"] == "waiter"}
+    assert {t["pid"] for t in lock["tasks"]} >= waiters
+    assert lock["roots"][0]["root"] == "fsync() on a file", lock["roots"]
+    assert lock["roots"][0]["total_ns"] >= 0.35 * lock["total_ns"], lock["roots"]
+    assert lock["roots"][0]["chain"][-1].startswith("fsync() on a file (holder[")
+    # the waiters' time in the lock, as they measured it, against what the probe charged them
+    measured = sum(t["blocked_ns"] for t in truth if t["role"] == "waiter")
+    ours = sum(c["total_ns"] for t in doc["tasks"] if t["pid"] in waiters for c in t["causes"]
+               if c["cause"] == "Userspace lock contention")
+    assert 0.7 * measured <= ours <= 1.3 * measured, (ours, measured)
