@@ -183,7 +183,10 @@ def _lock_doc(s) -> dict:
            "callers": [{"caller": c.point, "contentions": c.count, "wait_total_ns": c.total_ns,
                         "estimated_ns": c.estimated_ns, "spin_ns": c.spin_ns, "blocked_ns": _split(c.blocked_ns),
                         "runnable_ns": _split(c.runnable_ns)} for c in s.callers],
-           "tasks": [{"pid": t.pid} for t in s.tasks]}
+           "tasks": [{"pid": t.pid} for t in s.tasks],
+           "instances": [{"addr": f"{addr:#x}", "where": where, "wait_total_ns": ns} for addr, where, ns in s.instances]}
+    if s.field:
+        doc["field"] = s.field
     if s.is_futex:
         doc["timed_poll"] = s.timed_poll
     if s.owner:

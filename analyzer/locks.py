@@ -25,7 +25,7 @@ import os
 import re
 
 from stallscope.analyzer.attribution import NO_STACK_LABELS, SHARABLE
-from stallscope.analyzer.frames import LOCK_INTERNAL
+from stallscope.analyzer.frames import LOCK_INTERNAL, bare
 from stallscope.analyzer.sample import STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED
 from stallscope.analyzer.model import FutexWaits, LockWaits, Model
 from stallscope.analyzer.sample import Stack, TaskId
@@ -68,6 +68,22 @@ def contention_point(stack: Stack | None) -> str:
     return stack.frames[-1].text
 
 
+# Scheduler paths whose own spin lock waits (not in a slab object: those are named by their field, such
+# as task_struct->pi_lock) are on a run queue's lock.
+RQ_LOCK_CALLERS = frozenset({
+    "__schedule", "try_to_wake_up", "__task_rq_lock", "task_rq_lock", "sched_ttwu_pending", "ttwu_queue",
+    "double_rq_lock", "_double_lock_balance", "sched_balance_rq", "load_balance", "schedule_tail",
+    "wake_up_new_task", "sched_tick", "scheduler_tick", "migrate_task_to", "move_queued_task",
+    "__migrate_swap_task", "sched_balance_newidle", "newidle_balance", "active_load_balance_cpu_stop",
+})
+
+
+def lock_class(field: str) -> str:
+    """lock_stat's way of naming a lock by the field holding it: `&ext4_inode_info->vfs_inode.i_rwsem`."""
+    struct, _, path = field.partition(".")
+    return f"&{struct}->{path}" if path else f"&{struct}"
+
+
 def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
     if w.kind == LOCK_KIND_ADDR and w.symbol:
         return w.symbol  # a static lock, named by its variable (kallsyms data symbols)
@@ -78,11 +94,18 @@ def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
             # which cache's node: known when the slab probe described the cache (analyzer/slab.py)
             owner = (node_caches or {}).get(w.addr)
             return "&kmem_cache_node->list_lock" + (f" ({owner.name})" if owner else "")
-        return f"&{w.cache}"
+        if w.field:
+            return lock_class(w.field)
+        point = contention_point(w.stack).split("+")[0]
+        where = w.object or f"in a {w.cache} object"
+        return f"{point} ({where})" if point else f"&{w.cache} ({where})"
     frames = [f.symbol or "" for f in w.stack.frames] if w.stack else []
-    if any(name.startswith("raw_spin_rq_lock") for name in frames):
-        return "rq->__lock"  # the run queue lock, taken through raw_spin_rq_lock*()
     point = contention_point(w.stack)
+    if any(name.startswith("raw_spin_rq_lock") for name in frames) or (
+            w.flags & LCB_F_SPIN and bare(point.split("+")[0]) in RQ_LOCK_CALLERS):
+        # the run-queue lock (per-CPU data, no symbol): taken through raw_spin_rq_lock*(), inlined
+        # into the scheduler's own paths
+        return "rq->__lock"
     return point.split("+")[0] if point else f"{w.addr:#x}"
 
 
@@ -163,6 +186,8 @@ class LockStat:
     callers: tuple[Caller, ...]
     tasks: tuple[TaskId, ...]
     owner: str = ""  # a mutex's owner when contended: "comm[pid]"
+    instances: tuple[tuple[int, str, int], ...] = ()  # a lock class's heaviest locks: (address, where, wait ns)
+    field: str = ""  # the struct field holding it (slab objects): the rows of one field are one class
     pid: int = 0  # futex: the process holding the futex word
     comm: str = ""
     function: str = ""  # futex: the function of its heaviest caller
@@ -296,23 +321,26 @@ def _futex_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[
         name = f"{g['name'] or f'futex {uaddr:#x}'} ({comm}[{tgid}])"
         sleep = g["blocked"] + g["runnable"] if split else g["total"]
         out.append(LockStat(name, "futex", uaddr, g["count"], g["total"], g["max"], g["min"], g["total"] - sleep,
-                            sleep, callers, tuple(sorted(g["tasks"])), "", tgid, comm, top.split("+")[0],
-                            g["blocked"] if split else -1, g["runnable"] if split else -1,
-                            g["count"] > 0 and g["timed"] >= TIMED_POLL_SHARE * g["count"]
+                            sleep, callers, tuple(sorted(g["tasks"])), pid=tgid, comm=comm,
+                            function=top.split("+")[0], blocked_ns=g["blocked"] if split else -1,
+                            runnable_ns=g["runnable"] if split else -1,
+                            timed_poll=g["count"] > 0 and g["timed"] >= TIMED_POLL_SHARE * g["count"]
                             and g["irq"] >= TIMED_POLL_SHARE * g["timed"]))
     return out
 
 
 def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[LockStat]:
+    """One row per lock, as lock_stat has one per class: the locks held by one struct field (10,000
+    inodes' i_rwsem) are one row, with its heaviest instances; the others one row per address."""
     node_caches = list_lock_caches(model)
-    groups: dict[tuple[int, str], dict] = {}
+    groups: dict[tuple, dict] = {}
     for w in model.lock_waits:
         if tasks is not None and w.task not in tasks:
             continue
-        key = (w.addr, lock_type(w.flags))
+        key = (("field", w.field) if w.field else ("addr", w.addr), lock_type(w.flags))
         g = groups.setdefault(key, {"named_by": None, "count": 0, "total": 0, "max": 0, "min": 0,
                                     "spin": 0, "sleep": 0, "callers": _Callers(), "tasks": set(), "owner": "",
-                                    "blocked": 0, "runnable": 0, "split": True})
+                                    "blocked": 0, "runnable": 0, "split": True, "addrs": {}})
         # named by its heaviest wait with a stack (a stackless one names only by address)
         best = g["named_by"]
         if best is None or (w.stack is not None and (best.stack is None or w.total_ns > best.total_ns)):
@@ -327,6 +355,9 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
         g["blocked"] += max(w.blocked_ns, 0)
         g["runnable"] += max(w.runnable_ns, 0)
         g["tasks"].add(w.task)
+        a = g["addrs"].setdefault(w.addr, ["", 0])
+        a[0] = a[0] or w.object
+        a[1] += w.total_ns
         point = contention_point(w.stack) if w.stack is not None and w.stack.frames else None
         g["callers"].add(point, NO_STACK_LABELS.get(w.stack_id, "(stack lost: map full)"), w.count, w.total_ns,
                          w.spin_ns, max(w.blocked_ns, 0), max(w.runnable_ns, 0), w.weighted_ns,
@@ -334,10 +365,15 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
         if w.owner_pid:
             g["owner"] = f"{w.owner_comm}[{w.owner_pid}]"
     out = []
-    for (addr, typ), g in groups.items():
+    for ((_how, ident), typ), g in groups.items():
         split = g["split"]
-        out.append(LockStat(lock_name(g["named_by"], comm_of, node_caches), typ, addr, g["count"], g["total"],
+        hottest = tuple((addr, where, ns) for addr, (where, ns) in
+                        sorted(g["addrs"].items(), key=lambda kv: -kv[1][1])[:3])
+        name = lock_name(g["named_by"], comm_of, node_caches)
+        if len(g["addrs"]) == 1 and hottest[0][1] and g["named_by"].field:
+            name += f" ({hottest[0][1]})"  # one lock: where it is, a directory's path
+        out.append(LockStat(name, typ, hottest[0][0] if len(g["addrs"]) == 1 else 0, g["count"], g["total"],
                             g["max"], g["min"], g["spin"], g["sleep"], g["callers"].result(split),
-                            tuple(sorted(g["tasks"])), g["owner"], blocked_ns=g["blocked"] if split else -1,
-                            runnable_ns=g["runnable"] if split else -1))
+                            tuple(sorted(g["tasks"])), g["owner"], hottest, g["named_by"].field,
+                            blocked_ns=g["blocked"] if split else -1, runnable_ns=g["runnable"] if split else -1))
     return out

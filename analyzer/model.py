@@ -122,6 +122,8 @@ class LockWaits:
     runnable_ns: int = -1  # the waiter woken and waiting for a CPU
     weighted_ns: int = 0  # walked stacks: sum of d/p
     var_us2: int = 0
+    field: str = ""  # a lock in a slab object: the struct field holding it
+    object: str = ""  # ... a directory's i_rwsem: the directory's path
 
     @property
     def split(self) -> bool:
@@ -295,7 +297,9 @@ class Model:
             funcs.update(iv.functions)
             for lk in iv.locks:
                 e = locks.setdefault((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack),
-                                     [0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, 0])
+                                     [0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, 0, "", ""])
+                e[13] = e[13] or lk.field
+                e[14] = e[14] or lk.object
                 if lk.blocked_ns is None or e[9] < 0:
                     e[9] = e[10] = -1
                 else:

@@ -156,6 +156,8 @@ class LockDelta:
     runnable_ns: int | None = None  # the waiter woken, waiting for a CPU
     weighted_ns: int = 0  # walked stacks: sum of d/p
     var_us2: int = 0
+    field: str = ""  # a lock in a slab object: the struct field holding it (`ext4_inode_info.vfs_inode.i_rwsem`)
+    object: str = ""  # ... and for a directory's i_rwsem, the directory's path where it was found
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS locks (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, addr INTEGER, kstack INTEGER, flags INTEGER,
     kind INTEGER, count INTEGER, total_ns INTEGER, max_ns INTEGER, min_ns INTEGER, spin_ns INTEGER,
     sleep_ns INTEGER, owner_pid INTEGER, owner_comm TEXT, cache TEXT, symbol TEXT, blocked_ns INTEGER,
-    runnable_ns INTEGER, weighted_ns INTEGER, var_us2 INTEGER);
+    runnable_ns INTEGER, weighted_ns INTEGER, var_us2 INTEGER, field TEXT, object TEXT);
 CREATE TABLE IF NOT EXISTS slab (
     idx INTEGER, cache INTEGER, tgid INTEGER, exiting INTEGER, kmallocs INTEGER, cache_allocs INTEGER, kfrees INTEGER,
     cache_frees INTEGER, bytes_req INTEGER, bytes_alloc INTEGER, failed INTEGER, slab_switches INTEGER,
@@ -196,10 +196,11 @@ class RecordingWriter:
             db.executemany("INSERT OR IGNORE INTO functions VALUES (?,?)",
                            [(_s64(addr), name) for addr, name in iv.functions])
             db.executemany("INSERT INTO migrations VALUES (?,?,?,?)", [(i, *m) for m in iv.migrations])
-            db.executemany("INSERT INTO locks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+            db.executemany("INSERT INTO locks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, lk.task.pid, lk.task.start_time_ns, lk.tgid, _s64(lk.addr), _s64(lk.kstack), lk.flags, lk.kind,
                  lk.count, lk.total_ns, lk.max_ns, lk.min_ns, lk.spin_ns, lk.sleep_ns, lk.owner_pid, lk.owner_comm,
-                 lk.cache, lk.symbol, lk.blocked_ns, lk.runnable_ns, lk.weighted_ns, lk.var_us2) for lk in iv.locks])
+                 lk.cache, lk.symbol, lk.blocked_ns, lk.runnable_ns, lk.weighted_ns, lk.var_us2, lk.field or None,
+                 lk.object or None) for lk in iv.locks])
             db.executemany("INSERT INTO slab VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, _s64(d.cache), d.tgid, int(d.exiting), d.kmallocs, d.cache_allocs, d.kfrees, d.cache_frees, d.bytes_req,
                  d.bytes_alloc, d.failed, d.slab_switches, d.switch_allocs) for d in iv.slab])
@@ -379,12 +380,13 @@ class Recording:
         migrations = self._stream("SELECT idx, src, dst, count FROM migrations", window, lambda r: (r[1], r[2], r[3]))
         # a table added after a recording was made is empty in it
         split = ", ".join(self._col("locks", c, d) for c, d in (
-            ("symbol", "''"), ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0")))
+            ("symbol", "''"), ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0"),
+            ("field", "''"), ("object", "''")))
         locks = self._stream(
             "SELECT idx, pid, start_ns, tgid, addr, kstack, flags, kind, count, total_ns, max_ns, min_ns, spin_ns, "
             f"sleep_ns, owner_pid, owner_comm, cache, {split} FROM locks", window,
             lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:18], r[18], r[19],
-                                r[20] or 0, r[21] or 0), "locks")
+                                r[20] or 0, r[21] or 0, r[22] or "", r[23] or ""), "locks")
         slab = self._stream(
             "SELECT idx, cache, tgid, exiting, kmallocs, cache_allocs, kfrees, cache_frees, bytes_req, bytes_alloc, "
             "failed, slab_switches, switch_allocs FROM slab", window,

@@ -157,15 +157,12 @@ def decode(struct_type, raw: bytes):
     return struct_type.from_buffer_copy(raw[: ctypes.sizeof(struct_type)])
 
 
-_STRUCT_CODES = {ctypes.c_uint32: "I", ctypes.c_uint64: "Q", ctypes.c_char: "s"}
+_STRUCT_CODES = {ctypes.c_uint32: "I", ctypes.c_uint64: "Q", ctypes.c_char: "s", ctypes.c_uint16: "H", ctypes.c_int32: "i"}
 
 
-def unpacker(struct_type) -> struct.Struct:
-    """A struct.Struct reading the same bytes as a flat ctypes mirror, one value per field in order
-    (padding skipped): a `char[N]` field is its N bytes, NULs included; an array of integers is its
-    elements in turn. Drains read thousands of entries a second, and a ctypes decode with its
-    attribute reads costs several times one unpack."""
-    fmt, at = "<", 0
+def _layout(struct_type) -> str:
+    """struct's format characters of a ctypes mirror, nested structs inlined, padding skipped."""
+    fmt, at = "", 0
     for name, ftype in struct_type._fields_:
         field = getattr(struct_type, name)
         if field.offset > at:
@@ -176,12 +173,22 @@ def unpacker(struct_type) -> struct.Struct:
             fmt += f"{length}s" if code == "s" else f"{length}{code}"
         elif ftype in _STRUCT_CODES:
             fmt += _STRUCT_CODES[ftype]
+        elif isinstance(ftype, type) and issubclass(ftype, ctypes.Structure):
+            fmt += _layout(ftype)
         else:
             raise TypeError(f"{struct_type.__name__}.{name}: no flat layout for {ftype.__name__}")
         at = field.offset + field.size
     if ctypes.sizeof(struct_type) > at:
         fmt += f"{ctypes.sizeof(struct_type) - at}x"
-    return struct.Struct(fmt)
+    return fmt
+
+
+def unpacker(struct_type) -> struct.Struct:
+    """A struct.Struct reading the same bytes as a ctypes mirror, one value per field in order (padding
+    skipped, a nested struct's fields in its place): a `char[N]` field is its N bytes, NULs included; an
+    array of integers is its elements in turn. Drains read thousands of entries a second, and a ctypes
+    decode with its attribute reads costs several times one unpack."""
+    return struct.Struct("<" + _layout(struct_type))
 
 
 def c_string(raw: bytes) -> str:
@@ -201,17 +208,22 @@ class LockKey(ctypes.Structure):
                 ("kind", u32)]
 
 
+class LockObject(ctypes.Structure):
+    _fields_ = [("slot_size", u32), ("red_left_pad", u32), ("order", ctypes.c_uint16), ("min_order", ctypes.c_uint16),
+                ("mode", u32), ("ino", u64), ("dev", u32), ("pad", u32)]
+
+
 class LockVal(ctypes.Structure):
     _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64), ("spin_ns", u64),
                 ("sleep_ns", u64), ("blocked_ns", u64), ("runnable_ns", u64), ("weighted_ns", u64), ("var_us2", u64),
                 ("owner_pid", u32), ("pad", u32), ("owner_comm", ctypes.c_char * TASK_COMM_LEN),
-                ("cache", ctypes.c_char * LOCK_NAME_LEN)]
+                ("cache", ctypes.c_char * LOCK_NAME_LEN), ("obj", LockObject)]
 
 
 class LockHealth(ctypes.Structure):
     _fields_ = [("lock_map_full", u64), ("stack_errors", u64), ("stack_map_full", u64),
                 ("stacks_rate_limited", u64), ("storage_errors", u64), ("spin_nesting_overflow", u64),
-                ("unmatched_ends", u64), ("open_waits_charged", u64)]
+                ("unmatched_ends", u64), ("open_waits_charged", u64), ("spin_stale", u64)]
 
 
 class LockConfig(ctypes.Structure):
@@ -246,7 +258,7 @@ class OncpuConfig(ctypes.Structure):
 # object -> {C struct name -> mirror}
 OBJECT_MIRRORS = {
     "sched.bpf.o": MIRRORS,
-    "locks.bpf.o": {"lock_key": LockKey, "lock_val": LockVal, "lock_health": LockHealth,
+    "locks.bpf.o": {"lock_key": LockKey, "lock_val": LockVal, "lock_health": LockHealth, "lock_object": LockObject,
                     "lock_config": LockConfig, "stack": Stack, "stack_tune": StackTune},
     "oncpu.bpf.o": {"oncpu_key": OncpuKey, "oncpu_val": OncpuVal, "oncpu_cpu": OncpuCpu,
                     "oncpu_health": OncpuHealth, "oncpu_config": OncpuConfig, "stack": Stack},

@@ -13,6 +13,7 @@ import os
 from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
+from stallscope.bpf.lock_names import LockNamer
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, changed_entries, object_path
@@ -38,6 +39,7 @@ class LockCollector:
         self._prev: dict[bytes, tuple[bytes, TaskId, tuple[int, ...]]] = {}
         self.symbolizer = symbolizer
         self._symbols: dict[int, str] = {}
+        self.namer: LockNamer | None = LockNamer()
         self._texts: dict[bytes, str] = {}
 
     def start(self) -> ProbeStatus:
@@ -82,11 +84,15 @@ class LockCollector:
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
             addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
             (count, total, vmax, vmin, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm,
-             cache) = val_of(vraw)
+             cache, slot_size, red_left_pad, order, min_order, mode, ino, dev, _) = val_of(vraw)
             pc, pt, pmax, pmin, ps, psl, pb, pr, pw, pv = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0, 0,
                                                                                            0, 0, 0)
             tid = TaskId(pid, start_ns)
             if count != pc:
+                field = where = ""
+                if kind == abi.LOCK_KIND_SLAB and self.namer is not None:
+                    field, where = self.namer.describe(text(cache), addr, slot_size, red_left_pad, order, min_order,
+                                                       dev, ino, mode, (tgid,))
                 out.append(LockDelta(
                     task=tid, tgid=tgid, addr=addr, kstack=kstack, flags=flags,
                     kind=kind, count=count - pc, total_ns=total - pt,
@@ -94,7 +100,8 @@ class LockCollector:
                     spin_ns=spin - ps, sleep_ns=sleep - psl, owner_pid=owner_pid,
                     owner_comm=text(owner_comm), cache=text(cache),
                     symbol=self._symbol(addr) if kind == abi.LOCK_KIND_ADDR else "", blocked_ns=blocked - pb,
-                    runnable_ns=runnable - pr, weighted_ns=weighted - pw, var_us2=var - pv))
+                    runnable_ns=runnable - pr, weighted_ns=weighted - pw, var_us2=var - pv, field=field,
+                    object=where))
                 ids.setdefault(kstack, ("kernel", 0))
             if tid in dead:
                 gone.append(kraw)

@@ -36,6 +36,7 @@ struct lock_wait {
 	__u32 active;
 	char owner_comm[TASK_COMM_LEN];
 	char cache[LOCK_NAME_LEN];
+	struct lock_object obj;
 };
 
 #define SPIN_NESTING 4
@@ -85,6 +86,18 @@ static __always_inline void name_lock(struct lock_wait *w, struct task_struct *c
 		if (s) {
 			w->kind = LOCK_KIND_SLAB;
 			bpf_probe_read_kernel_str(w->cache, sizeof(w->cache), BPF_CORE_READ(s, name));
+			w->obj.slot_size = BPF_CORE_READ(s, size);
+			w->obj.red_left_pad = BPF_CORE_READ(s, red_left_pad);
+			w->obj.order = BPF_CORE_READ(s, oo.x) >> 16;
+			w->obj.min_order = BPF_CORE_READ(s, min.x) >> 16;
+			if (!(flags & LCB_F_SPIN) && (flags & (LCB_F_READ | LCB_F_WRITE))) {
+				/* an rwsem in a slab object: were it an inode's i_rwsem, this is the inode */
+				struct inode *in = (struct inode *)((__u64)lock - bpf_core_field_offset(struct inode, i_rwsem));
+
+				w->obj.ino = BPF_CORE_READ(in, i_ino);
+				w->obj.mode = BPF_CORE_READ(in, i_mode);
+				w->obj.dev = BPF_CORE_READ(in, i_sb, s_dev);
+			}
 		}
 	}
 	if (flags & LCB_F_MUTEX) {
@@ -154,6 +167,7 @@ static __always_inline void account(void *ctx, struct lock_wait *w, struct task_
 	key.kstack = waiter_stack(ctx, cur, now, total, &weight, &var);
 	init.min_ns = ~0ULL;
 	__builtin_memcpy(init.cache, w->cache, sizeof(init.cache));
+	init.obj = w->obj;
 	v = lookup_or_init(&locks, &key, &init, &health.lock_map_full);
 	if (!v)
 		return;
@@ -184,6 +198,28 @@ static __always_inline bool wanted(struct task_struct *cur)
 	return !cfg.targ_tgid || cur->tgid == cfg.targ_tgid;
 }
 
+/* The depth a new spin wait on `lock` goes to: one of this CPU's that is already waiting on the
+ * same lock lost its end (a contention_end that ran while one of our programs ran on this CPU is
+ * skipped, a recursion miss): it and all above it are dropped, counted, never charged. */
+static __always_inline __u32 stale_above(struct spin_waits *sw, __u64 lock)
+{
+	__u32 d = sw->depth;
+	int i;
+
+	if (d > SPIN_NESTING)
+		d = SPIN_NESTING;
+	for (i = 0; i < SPIN_NESTING; i++) {
+		if (i >= (int)d)
+			break;
+		if (sw->w[i & (SPIN_NESTING - 1)].addr == lock) {
+			__sync_fetch_and_add(&health.spin_stale, d - i);
+			sw->depth = i;
+			return i;
+		}
+	}
+	return d;
+}
+
 SEC("tp_btf/contention_begin")
 int BPF_PROG(contention_begin, void *lock, unsigned int flags)
 {
@@ -199,12 +235,12 @@ int BPF_PROG(contention_begin, void *lock, unsigned int flags)
 
 		if (!sw)
 			return 0;
-		d = sw->depth;
+		d = stale_above(sw, (__u64)lock);
 		if (d >= SPIN_NESTING) {
 			__sync_fetch_and_add(&health.spin_nesting_overflow, 1);
 			return 0;
 		}
-		w = &sw->w[d];
+		w = &sw->w[d & (SPIN_NESTING - 1)];
 		sw->depth = d + 1;
 	} else {
 		w = bpf_task_storage_get(&task_waits, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -222,6 +258,7 @@ int BPF_PROG(contention_begin, void *lock, unsigned int flags)
 	w->active = 1;
 	w->cache[0] = 0;
 	w->owner_comm[0] = 0;
+	__builtin_memset(&w->obj, 0, sizeof(w->obj));
 	name_lock(w, cur, lock, flags);
 	return 0;
 }
@@ -234,19 +271,27 @@ int BPF_PROG(contention_end, void *lock, int ret)
 	struct spin_waits *sw;
 	struct lock_wait *w;
 	__u32 zero = 0, d;
+	int i;
 
 	if (!wanted(cur))
 		return 0;
 	sw = bpf_map_lookup_elem(&cpu_waits, &zero);
 	if (sw) {
 		d = sw->depth;
-		if (d > 0 && d <= SPIN_NESTING) {
-			w = &sw->w[(d - 1) & (SPIN_NESTING - 1)];
-			if (w->addr == (__u64)lock) {
-				sw->depth = d - 1;
-				account(ctx, w, cur, now, true);
-				return 0;
-			}
+		if (d > SPIN_NESTING)
+			d = SPIN_NESTING;
+		/* its begin is the innermost wait on this lock; any above it lost their end */
+		for (i = SPIN_NESTING - 1; i >= 0; i--) {
+			if (i >= (int)d)
+				continue;
+			w = &sw->w[i & (SPIN_NESTING - 1)];
+			if (w->addr != (__u64)lock)
+				continue;
+			if (i + 1 < (int)d)
+				__sync_fetch_and_add(&health.spin_stale, d - i - 1);
+			sw->depth = i;
+			account(ctx, w, cur, now, true);
+			return 0;
 		}
 	}
 	w = bpf_task_storage_get(&task_waits, cur, 0, 0);

@@ -24,6 +24,21 @@
 #define LOCK_KIND_MMAP 1 /* the waiter's own mm->mmap_lock */
 #define LOCK_KIND_SLAB 2 /* inside an object of the slab cache in lock_val.cache */
 
+/* A lock inside a slab object: the cache's geometry (slabs are naturally aligned blocks of
+ * PAGE_SIZE << order, fallback order min_order, objects of slot_size after red_left_pad), from which
+ * user space finds the lock's offset in its object and so its field (BTF); and, for an rwsem, the
+ * inode it would be the i_rwsem of (read speculatively: used only where the field is i_rwsem). */
+struct lock_object {
+	__u32 slot_size;
+	__u32 red_left_pad;
+	__u16 order;
+	__u16 min_order;
+	__u32 mode;  /* the inode's i_mode, dev and ino, if an inode's i_rwsem */
+	__u64 ino;
+	__u32 dev;   /* the kernel's dev_t: MAJOR << 20 | MINOR */
+	__u32 pad;
+};
+
 /* One thread's waits on one lock, from one kernel stack. */
 struct lock_key {
 	__u64 addr;
@@ -54,6 +69,7 @@ struct lock_val {
 	__u32 pad;
 	char owner_comm[TASK_COMM_LEN];
 	char cache[LOCK_NAME_LEN]; /* LOCK_KIND_SLAB: the cache holding the lock */
+	struct lock_object obj;    /* LOCK_KIND_SLAB: where in its object the lock is */
 };
 
 struct lock_health {
@@ -65,6 +81,7 @@ struct lock_health {
 	__u64 spin_nesting_overflow; /* more nested spin waits on one CPU than we keep */
 	__u64 unmatched_ends;        /* contention_end with no begin seen (began before attach) */
 	__u64 open_waits_charged;    /* waits still in progress at stop, charged up to then */
+	__u64 spin_stale;            /* spin waits whose end was lost (a recursion miss): dropped, not charged */
 };
 
 struct lock_config {

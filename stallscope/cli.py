@@ -261,7 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("locks", help="lock_stat-like table of kernel and user-space lock contention in a recording",
                        description="Locks by contention: name, type, contentions, wait min/max/avg/total "
-                                   "with spin and sleep parts, and the top contention points of each lock. "
+                                   "(perf's, contention_begin to _end) split by the waiter's state while it "
+                                   "lasted (on a CPU, blocked, runnable: woken and waiting for a CPU, not for "
+                                   "the lock), and the top contention points of each lock. A lock inside a slab "
+                                   "object is named by the struct field holding it, lock_stat's class (one row "
+                                   "for a field's locks, with the heaviest, a directory's i_rwsem by its path). "
                                    "Kernel locks come from lock:contention_begin/end; user-space locks (type "
                                    "futex) are futex words of one process, named by the variable holding them "
                                    "when its executable or library has a symbol for it, with the functions that "
@@ -269,7 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--type", choices=("all", "kernel", "futex"), default="all", dest="lock_type",
                    help="kernel locks, user-space locks (futex), or both (default)")
-    p.add_argument("--sort", choices=("total", "max", "count", "avg"), default="total", help="default: total wait")
+    p.add_argument("--sort", choices=("total", "max", "count", "avg", "blocked", "lock"), default="total",
+                   help="total wait (default), longest, contentions, average, blocked time, or the time waiting for "
+                        "the lock itself (total less the run-queue wait after the wakeup)")
     p.add_argument("-n", "--rows", type=_positive_int, default=20,
                    help="locks to show of each type, kernel then futex (default 20)")
     p.add_argument("--callers", type=_positive_int, default=3, help="contention points per lock (default 3)")
@@ -447,13 +453,17 @@ def cmd_locks(args) -> int:
     rows = [s for kind in kinds for s in lock_stats(model, args.sort, tasks=scope, kind=kind)[: args.rows]]
     out = sys.stdout
     out.write(f"{'LOCK':<52} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
-              f"{'SPIN':>10} {'SLEEP':>10}\n")
+              f"{'ON-CPU':>9} {'BLOCKED':>9} {'RUNNABLE':>9}\n")
     for s in rows:
+        blocked, runnable = (fmt_ns(s.blocked_ns), fmt_ns(s.runnable_ns)) if s.split else (fmt_ns(s.sleep_ns), "-")
         out.write(f"{printable(s.name)[:52]:<52} {s.type:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
                   f"{fmt_ns(s.wait_max_ns):>9} {fmt_ns(s.wait_avg_ns):>9} {fmt_ns(s.wait_min_ns):>9} "
-                  f"{fmt_ns(s.spin_ns):>10} {fmt_ns(s.sleep_ns):>10}\n")
+                  f"{fmt_ns(s.spin_ns):>9} {blocked:>9} {runnable:>9}\n")
         for c in s.callers[: args.callers]:
             out.write(f"    {printable(c.point)[:60]:<60} {c.count:>8} {fmt_ns(c.total_ns):>10}\n")
+        if len(s.instances) > 1 or (s.instances and s.field and s.instances[0][1] not in s.name):
+            out.write("    heaviest: " + ", ".join(f"{printable(where) or hex(addr)} {fmt_ns(ns)}"
+                                              for addr, where, ns in s.instances) + "\n")
         if s.owner:
             out.write(f"    owner when contended: {printable(s.owner)}\n")
     if not rows:
@@ -462,6 +472,9 @@ def cmd_locks(args) -> int:
     line = lock_share_line(model)
     if line:
         out.write(line + "\n")
+    if rows:
+        out.write("TOTAL is perf's (contention_begin to _end, which fires once the waiter has run again): ON-CPU spinning, "
+                  "BLOCKED asleep, RUNNABLE woken and waiting for a CPU (not for the lock)\n")
     return 0
 
 

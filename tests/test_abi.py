@@ -57,13 +57,18 @@ def test_unpacker_reads_what_the_ctypes_mirror_reads(mirror):
     raw = bytes((i * 37 + 11) % 251 for i in range(ctypes.sizeof(mirror)))  # no NUL: names run full length
     raw = raw[:-3] + b"\0ab"  # ... but a NUL in the last field cuts it where ctypes does
     values = list(abi.unpacker(mirror).unpack(raw))
-    c = abi.decode(mirror, raw)
-    for name, ftype in mirror._fields_:
-        want = getattr(c, name)
-        if getattr(ftype, "_length_", None) and ftype._type_ is ctypes.c_char:
-            assert abi.c_string(values.pop(0)) == want.decode(errors="replace"), name
-        elif getattr(ftype, "_length_", None):
-            assert [values.pop(0) for _ in range(ftype._length_)] == list(want), name
-        else:
-            assert values.pop(0) == want, name
+
+    def check(c, fields):
+        for name, ftype in fields:
+            want = getattr(c, name)
+            if isinstance(ftype, type) and issubclass(ftype, ctypes.Structure):
+                check(want, ftype._fields_)  # a nested struct's fields come in its place
+            elif getattr(ftype, "_length_", None) and ftype._type_ is ctypes.c_char:
+                assert abi.c_string(values.pop(0)) == want.decode(errors="replace"), name
+            elif getattr(ftype, "_length_", None):
+                assert [values.pop(0) for _ in range(ftype._length_)] == list(want), name
+            else:
+                assert values.pop(0) == want, name
+
+    check(abi.decode(mirror, raw), mirror._fields_)
     assert values == []

@@ -1,0 +1,166 @@
+"""The running kernel's BTF (/sys/kernel/btf/vmlinux), read for struct layouts: which field of which
+struct lies at an offset. Used to name a lock by the field that holds it (a slab object's
+`ext4_inode_info.vfs_inode.i_rwsem`), from the kernel's own member offsets: offsets compiled into a
+program from a vmlinux.h can differ (Debian's bpftool emits some packed enums at full size).
+
+Only what that needs is decoded: struct and union members, and the chains of typedefs, qualifiers and
+arrays between them. Parsed once, lazily, in about a second; types are kept as tuples.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+BTF_PATH = "/sys/kernel/btf/vmlinux"
+_MAGIC = 0xEB9F
+
+# kinds (include/uapi/linux/btf.h)
+INT, PTR, ARRAY, STRUCT, UNION, ENUM, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FUNC_PROTO, VAR, DATASEC, \
+    FLOAT, DECL_TAG, TYPE_TAG, ENUM64 = range(1, 20)
+_QUALIFIERS = (TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG)
+
+# the struct types that are locks, as contention_begin's address points at them
+LOCK_STRUCTS = frozenset({
+    "spinlock", "raw_spinlock", "qspinlock", "qrwlock", "mutex", "rw_semaphore", "percpu_rw_semaphore",
+    "semaphore", "rt_mutex", "rt_mutex_base", "ww_mutex", "seqlock_t", "rwlock_t", "spinlock_t",
+    "raw_spinlock_t", "arch_spinlock_t", "arch_rwlock_t",
+})
+
+
+class BtfError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    type_id: int
+    offset: int  # bytes (bitfields: the byte holding their first bit)
+
+
+class KernelBtf:
+    """Struct layouts by name. `types[id]` is (kind, name, size, members or target type id)."""
+
+    def __init__(self, types: list, by_name: dict[str, int]):
+        self.types = types
+        self._by_name = by_name
+
+    @classmethod
+    def load(cls, path: str = BTF_PATH) -> KernelBtf:
+        try:
+            with open(path, "rb") as f:
+                return cls.parse(f.read())
+        except OSError as exc:
+            raise BtfError(f"cannot read {path}: {exc.strerror}") from None
+
+    @classmethod
+    def parse(cls, data: bytes) -> KernelBtf:
+        if len(data) < 24:
+            raise BtfError("not BTF: too short")
+        magic, _version, _flags, hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from("<HBBIIIII", data)
+        if magic != _MAGIC:
+            raise BtfError("not BTF: bad magic")
+        strings = data[hdr_len + str_off: hdr_len + str_off + str_len]
+
+        def name(off: int) -> str:
+            end = strings.find(b"\0", off)
+            return strings[off:end].decode("ascii", "replace") if off else ""
+
+        types: list = [None]  # type id 0 is void
+        by_name: dict[str, int] = {}
+        at, end = hdr_len + type_off, hdr_len + type_off + type_len
+        u3, u2 = struct.Struct("<III"), struct.Struct("<II")
+        while at < end:
+            name_off, info, size_or_type = u3.unpack_from(data, at)
+            at += 12
+            kind, vlen, kflag = (info >> 24) & 0x1F, info & 0xFFFF, info >> 31
+            if kind in (STRUCT, UNION):
+                members = []
+                for _ in range(vlen):
+                    m_name, m_type, m_off = u3.unpack_from(data, at)
+                    at += 12
+                    bits = m_off & 0xFFFFFF if kflag else m_off
+                    members.append(Member(name(m_name), m_type, bits // 8))
+                t = (kind, name(name_off), size_or_type, tuple(members))
+                if t[1] and t[1] not in by_name:
+                    by_name[t[1]] = len(types)
+            elif kind == ARRAY:
+                elem, _index, nelems = u3.unpack_from(data, at)
+                at += 12
+                t = (kind, "", nelems, elem)
+            elif kind in _QUALIFIERS or kind == PTR:
+                t = (kind, name(name_off) if kind == TYPEDEF else "", 0, size_or_type)
+                if kind == TYPEDEF and t[1] and ("typedef " + t[1]) not in by_name:
+                    by_name["typedef " + t[1]] = len(types)
+            else:
+                t = (kind, "", size_or_type, 0)
+                at += {INT: 4, ENUM: 8 * vlen, FUNC_PROTO: 8 * vlen, VAR: 4, DATASEC: 12 * vlen, DECL_TAG: 4,
+                       ENUM64: 12 * vlen}.get(kind, 0)
+            types.append(t)
+        return cls(types, by_name)
+
+    def struct_id(self, name: str) -> int | None:
+        return self._by_name.get(name)
+
+    def _resolve(self, type_id: int) -> tuple[int, tuple]:
+        """Through typedefs and qualifiers to the type itself; also the outermost named typedef seen."""
+        t = self.types[type_id] if 0 < type_id < len(self.types) else None
+        while t is not None and t[0] in _QUALIFIERS:
+            type_id = t[3]
+            t = self.types[type_id] if 0 < type_id < len(self.types) else None
+        return type_id, t
+
+    def _is_lock(self, type_id: int) -> bool:
+        t = self.types[type_id] if 0 < type_id < len(self.types) else None
+        while t is not None:
+            if t[1] in LOCK_STRUCTS:
+                return True
+            if t[0] not in _QUALIFIERS:
+                return False
+            t = self.types[t[3]] if 0 < t[3] < len(self.types) else None
+        return False
+
+    def _size(self, type_id: int) -> int:
+        type_id, t = self._resolve(type_id)
+        if t is None:
+            return 0
+        if t[0] == ARRAY:
+            return t[2] * self._size(t[3])
+        if t[0] == PTR:
+            return 8
+        return t[2]
+
+    def lock_at(self, struct_name: str, offset: int) -> str | None:
+        """The path of the lock-typed field that starts at `offset` in `struct_name`
+        (`vfs_inode.i_rwsem`), or None when none does (an offset inside a lock, or no lock there)."""
+        sid = self.struct_id(struct_name)
+        if sid is None:
+            return None
+        return self._lock_in(sid, offset, 0)
+
+    def _lock_in(self, type_id: int, offset: int, depth: int) -> str | None:
+        type_id, t = self._resolve(type_id)
+        if t is None or depth > 12:
+            return None
+        if t[0] == ARRAY:
+            size = self._size(t[3])
+            if not size or offset >= size * t[2]:
+                return None
+            index, rest = divmod(offset, size)
+            if rest == 0 and self._is_lock(t[3]):
+                return f"[{index}]"
+            inner = self._lock_in(t[3], rest, depth + 1)
+            return f"[{index}].{inner}" if inner is not None else None
+        if t[0] not in (STRUCT, UNION):
+            return None
+        for m in t[3]:
+            size = self._size(m.type_id)
+            if not (m.offset <= offset < m.offset + max(size, 1)):
+                continue
+            if offset == m.offset and self._is_lock(m.type_id):
+                return m.name or None
+            inner = self._lock_in(m.type_id, offset - m.offset, depth + 1)
+            if inner is not None:
+                return (f"{m.name}.{inner}" if not inner.startswith("[") else f"{m.name}{inner}") if m.name else inner
+        return None

@@ -1,0 +1,193 @@
+"""Names for locks inside slab objects: the struct field that holds the lock, from the cache's geometry
+and the kernel's BTF, and for a directory's i_rwsem the directory's path.
+
+The lock probe gives, for a lock in a slab object, the cache's name and geometry (bpf/locks.h
+lock_object). A slab is a naturally aligned block of PAGE_SIZE << order bytes (fallback order
+min_order), its objects `slot_size` apart after `red_left_pad`: so the lock's offset in its object
+follows from its address. The structs a cache holds come from its name, its aliases (a merged cache,
+`:0000512`, serves several) and a small table; a name is accepted only where the offset lands exactly on
+a lock-typed field of exactly one candidate (`ext4_inode_info.vfs_inode.i_rwsem`). Otherwise the lock
+stays "inside an object of the merged cache X" and is named by its contending function.
+
+Resolved at record time, on the machine the locks lived on, and stored in the recording.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from stallscope.bpf.btf import BtfError, KernelBtf
+
+SLAB_SYSFS = "/sys/kernel/slab"
+# caches whose objects' struct is not named after them (the others are: task_struct, mm_struct, ...)
+CACHE_STRUCTS = {
+    "ext4_inode_cache": "ext4_inode_info", "inode_cache": "inode", "shmem_inode_cache": "shmem_inode_info",
+    "proc_inode_cache": "proc_inode", "sock_inode_cache": "socket_alloc", "file_lock_ctx": "file_lock_context",
+    "file_lock_cache": "file_lock", "sighand_cache": "sighand_struct", "signal_cache": "signal_struct",
+    "files_cache": "files_struct", "fs_cache": "fs_struct", "bdev_cache": "bdev_inode", "xfs_inode": "xfs_inode",
+    "btrfs_inode": "btrfs_inode", "fuse_inode": "fuse_inode", "nfs_inode_cache": "nfs_inode",
+    "ovl_inode": "ovl_inode", "kernfs_node_cache": "kernfs_node", "TCP": "tcp_sock", "TCPv6": "tcp6_sock",
+    "UDP": "udp_sock", "UDPv6": "udp6_sock", "UNIX": "unix_sock", "RAW": "raw_sock", "RAWv6": "raw6_sock",
+    "mqueue_inode_cache": "mqueue_inode_info", "hugetlbfs_inode_cache": "hugetlbfs_inode_info",
+    "dax_cache": "dax_device", "ecryptfs_inode_cache": "ecryptfs_inode_info", "f2fs_inode_cache": "f2fs_inode_info",
+    "vm_area_struct": "vm_area_struct", "request_queue": "request_queue", "eventpoll_epi": "epitem",
+    "eventpoll_pwq": "eppoll_entry", "pid": "pid", "cred_jar": "cred", "mnt_cache": "mount",
+}
+DIRECTORY_SEARCH_ENTRIES = 5000  # per directory looked for: the waiters' cwds and open descriptors, 2 levels down
+
+
+def _aliases() -> dict[str, tuple[str, ...]]:
+    """Each cache name -> every name of its cache (merged caches: the symlinks to one directory)."""
+    by_target: dict[str, list[str]] = {}
+    try:
+        entries = list(os.scandir(SLAB_SYSFS))
+    except OSError:
+        return {}
+    for e in entries:
+        try:
+            target = os.path.realpath(e.path)
+        except OSError:
+            continue
+        by_target.setdefault(target, []).append(e.name)
+    out = {}
+    for names in by_target.values():
+        names = tuple(sorted(n for n in names if not n.startswith(":")))
+        for n in names:
+            out[n] = names
+    return out
+
+
+class LockNamer:
+    def __init__(self, btf_path: str | None = None, page_size: int | None = None):
+        self._btf_path = btf_path
+        self._btf: KernelBtf | None = None
+        self._btf_failed = False
+        self._aliases: dict[str, tuple[str, ...]] | None = None
+        self.page_size = page_size or os.sysconf("SC_PAGE_SIZE")
+        self._fields: dict[tuple, str] = {}
+        self._dirs: dict[tuple[int, int], str] = {}
+
+    def _kernel_btf(self) -> KernelBtf | None:
+        if self._btf is None and not self._btf_failed:
+            try:
+                self._btf = KernelBtf.load(self._btf_path) if self._btf_path else KernelBtf.load()
+            except BtfError:
+                self._btf_failed = True
+        return self._btf
+
+    def candidates(self, cache: str) -> tuple[str, ...]:
+        """The structs objects of this cache may be: its names' structs (aliases of a merged cache)."""
+        if self._aliases is None:
+            self._aliases = _aliases()
+        names = self._aliases.get(cache, (cache,))
+        return tuple(dict.fromkeys(CACHE_STRUCTS.get(n, n) for n in (cache, *names)))
+
+    def offsets(self, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int) -> set[int]:
+        """The lock's offset in its object, for a slab of the preferred order and of the fallback one."""
+        out = set()
+        if slot_size <= 0:
+            return out
+        for o in {order, min_order}:
+            in_slab = addr & ((self.page_size << o) - 1)
+            if in_slab >= red_left_pad:
+                out.add((in_slab - red_left_pad) % slot_size)
+        return out
+
+    def describe(self, cache: str, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
+                 dev: int = 0, ino: int = 0, mode: int = 0, pids=()) -> tuple[str, str]:
+        """(field, where): the struct field holding the lock, or ""; and where: a directory's path for
+        a directory's i_rwsem, or, with no field, the cache's names when it is merged."""
+        field = self.field(cache, addr, slot_size, red_left_pad, order, min_order)
+        if field.endswith(".i_rwsem"):
+            return field, self.directory(dev, ino, mode, pids)
+        if not field:
+            names = self.candidates(cache)
+            if len(names) > 1:
+                return "", f"in an object of the merged cache {cache} ({', '.join(names)})"
+            return "", f"in a {cache} object"
+        return field, ""
+
+    def field(self, cache: str, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int) -> str:
+        """`struct.field.path` of the lock at `addr`, or "" when no single candidate has a lock there."""
+        offs = self.offsets(addr, slot_size, red_left_pad, order, min_order)
+        key = (cache, frozenset(offs))
+        hit = self._fields.get(key)
+        if hit is not None:
+            return hit
+        btf = self._kernel_btf()
+        found = set()
+        if btf is not None:
+            for struct in self.candidates(cache):
+                for off in offs:
+                    path = btf.lock_at(struct, off)
+                    if path:
+                        found.add(f"{struct}.{path}")
+        name = found.pop() if len(found) == 1 else ""
+        if len(self._fields) > 1 << 14:
+            self._fields.clear()
+        self._fields[key] = name
+        return name
+
+    def directory(self, dev: int, ino: int, mode: int, pids) -> str:
+        """The path of the directory (kernel dev_t, inode number) where a waiter can see it: its cwd or
+        an open descriptor, or two levels under its cwd; "" when not found (or not a directory)."""
+        if not stat.S_ISDIR(mode) or not ino:
+            return ""
+        key = (dev, ino)
+        if key in self._dirs:
+            return self._dirs[key]
+        want_dev = os.makedev(dev >> 20, dev & 0xFFFFF)
+        found = ""
+        for pid in pids:
+            found = _find_directory(pid, want_dev, ino)
+            if found:
+                break
+        self._dirs[key] = found
+        return found
+
+
+def _find_directory(pid: int, dev: int, ino: int) -> str:
+    roots = []
+    try:
+        roots.append(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return ""
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                roots.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            except OSError:
+                continue
+    except OSError:
+        pass
+    for path in roots:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_dev == dev and st.st_ino == ino and stat.S_ISDIR(st.st_mode):
+            return path
+    budget = DIRECTORY_SEARCH_ENTRIES
+    level = [roots[0]]
+    for _depth in range(2):
+        nxt = []
+        for d in level:
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        budget -= 1
+                        if budget < 0:
+                            return ""
+                        if e.inode() == ino and e.is_dir(follow_symlinks=False):
+                            try:
+                                if e.stat(follow_symlinks=False).st_dev == dev:
+                                    return e.path
+                            except OSError:
+                                continue
+                        if e.is_dir(follow_symlinks=False):
+                            nxt.append(e.path)
+            except OSError:
+                continue
+        level = nxt
+    return ""

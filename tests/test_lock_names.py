@@ -1,0 +1,107 @@
+"""Locks inside slab objects named by the struct field that holds them (BTF), lock_stat's classes, and
+a contention split into on a CPU, blocked and runnable."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import needs_bpf, record_command
+from stallscope.analyzer.load import load_model
+from stallscope.analyzer.locks import lock_stats
+from stallscope.bpf.btf import KernelBtf
+from stallscope.bpf.lock_names import LockNamer
+
+needs_btf = pytest.mark.skipif(not os.path.exists("/sys/kernel/btf/vmlinux"), reason="this kernel has no BTF")
+
+
+def _offset(btf: KernelBtf, struct: str, *path: str) -> int:
+    off, name = 0, struct
+    for field in path:
+        t = btf.types[btf.struct_id(name)]
+        m = next(m for m in t[3] if m.name == field)
+        off += m.offset
+        name = btf.types[btf._resolve(m.type_id)[0]][1]
+    return off
+
+
+@needs_btf
+def test_a_lock_is_found_at_its_fields_offset_and_only_there():
+    btf = KernelBtf.load()
+    i_rwsem = _offset(btf, "inode", "i_rwsem")
+    assert btf.lock_at("inode", i_rwsem) == "i_rwsem"
+    assert btf.lock_at("inode", i_rwsem + 8) is None  # inside the rwsem: not where a lock starts
+    assert btf.lock_at("inode", _offset(btf, "inode", "i_ino")) is None  # not a lock
+    vfs = _offset(btf, "ext4_inode_info", "vfs_inode")
+    assert btf.lock_at("ext4_inode_info", vfs + i_rwsem) == "vfs_inode.i_rwsem"
+    assert btf.lock_at("ext4_inode_info", _offset(btf, "ext4_inode_info", "i_data_sem")) == "i_data_sem"
+    lru = _offset(btf, "mem_cgroup_per_node", "lruvec") + _offset(btf, "lruvec", "lru_lock")
+    assert btf.lock_at("mem_cgroup_per_node", lru) == "lruvec.lru_lock"
+
+
+@needs_btf
+def test_the_field_follows_from_the_address_and_the_caches_geometry():
+    """A slab of order 2 (16 KiB) with 1 KiB slots after a 64-byte red zone: the lock 3 slots in, at
+    i_rwsem's offset in its inode."""
+    btf = KernelBtf.load()
+    namer = LockNamer()
+    off = _offset(btf, "inode", "i_rwsem")
+    slab = 0xFFFF888100000000 + 7 * (4096 << 2)
+    addr = slab + 64 + 3 * 1024 + off
+    assert off in namer.offsets(addr, 1024, 64, 2, 0)  # and where a fallback order-0 slab would put it
+    assert namer.field("inode_cache", addr, 1024, 64, 2, 2) == "inode.i_rwsem"
+    assert namer.field("inode_cache", addr + 8, 1024, 64, 2, 2) == ""  # not at a lock's start
+
+
+@needs_btf
+def test_a_merged_cache_names_a_lock_only_when_one_candidate_has_a_lock_there():
+    """file_lock_ctx is merged into another cache of its size here; its objects' flc_lock is at 0."""
+    namer = LockNamer()
+    namer._aliases = {"ftrace_event_field": ("file_lock_ctx", "ftrace_event_field"),
+                      "file_lock_ctx": ("file_lock_ctx", "ftrace_event_field")}
+    assert namer.candidates("ftrace_event_field") == ("ftrace_event_field", "file_lock_context")
+    slab = 0xFFFF888100000000
+    assert namer.field("ftrace_event_field", slab + 5 * 64, 64, 0, 0, 0) == "file_lock_context.flc_lock"
+    field, where = namer.describe("ftrace_event_field", slab + 5 * 64 + 24, 64, 0, 0, 0)
+    assert field == "" and where == "in an object of the merged cache ftrace_event_field (ftrace_event_field, file_lock_context)"
+
+
+@needs_bpf
+def test_stress_ng_dir_contends_on_its_directories_i_rwsem_named_by_field_and_path(tmp_path):
+    """stress-ng's dir stressor creates and removes directories in its own directory: the lock is that
+    directory's i_rwsem, one lock_stat class with the directories as its instances. At default
+    settings."""
+    _, _, path = record_command(tmp_path, ["stress-ng", "--dir", "2", "-t", "3", "--temp-path", str(tmp_path)],
+                                defaults=True)
+    model = load_model(str(path))
+    cmd = model.descendants(model.meta.options["command"]["pid"])
+    stats = lock_stats(model, tasks=cmd, kind="kernel")
+    top = stats[0]
+    assert top.name == "&ext4_inode_info->vfs_inode.i_rwsem", [s.name for s in stats[:5]]
+    assert any(str(tmp_path) in where for _a, where, _ns in top.instances), top.instances
+    assert any(c.point.startswith(("do_rmdir", "filename_create", "iterate_dir", "lookup")) for c in top.callers)
+
+
+@needs_bpf
+def test_a_tasks_blocked_time_on_locks_never_exceeds_its_blocked_time(tmp_path):
+    """stress-ng's flock stressor on 2 CPUs: lock waits are mostly run-queue wait. Split by the waiter's
+    state, each thread's blocked part of its lock waits stays within what the scheduler saw it blocked
+    (a little slack for a wait charged across an interval's edge), and every split adds up."""
+    _, _, path = record_command(tmp_path, ["stress-ng", "--flock", "4", "-t", "3", "--temp-path", str(tmp_path)],
+                                defaults=True)
+    model = load_model(str(path))
+    blocked: dict = {}
+    for w in model.lock_waits:
+        assert w.split and w.blocked_ns + w.runnable_ns + w.spin_ns == w.total_ns
+        blocked[w.task] = blocked.get(w.task, 0) + w.blocked_ns
+    for f in model.futex_waits:
+        assert f.split and f.blocked_ns + f.runnable_ns <= f.total_ns
+        blocked[f.task] = blocked.get(f.task, 0) + f.blocked_ns
+    for task, ns in blocked.items():
+        off = model.tasks[task].offcpu_ns if task in model.tasks else 0
+        assert ns <= off + 20_000_000, (task, ns, off)
+    flc = [s for s in lock_stats(model, kind="kernel") if s.name == "&file_lock_context->flc_lock"]
+    assert flc and flc[0].blocked_ns == 0 and flc[0].spin_ns == flc[0].wait_total_ns  # a spinlock: on a CPU
+    sleepy = max(lock_stats(model, kind="kernel"), key=lambda s: s.sleep_ns)
+    assert sleepy.runnable_ns > 0 and sleepy.blocked_ns + sleepy.runnable_ns == sleepy.sleep_ns
