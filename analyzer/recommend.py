@@ -15,10 +15,11 @@ from stallscope.analyzer.blockers import percentiles, rank_blockers
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
 from stallscope.analyzer.scope import in_scope, restrict
+from stallscope.analyzer.signals import signals
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
-KINDS = ("pin", "priority", "slub", "lock", "io", "sched_knob")
+KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "sched_knob")
 RECOMMENDED, NOT_HELPFUL = "recommended", "cannot help here"
 
 
@@ -27,8 +28,11 @@ class Thresholds:
     migrations_per_s: float = 10.0  # a thread moving between CPUs this often is ping-ponging
     min_migrations: int = 20
     runq_wait_per_s_ns: float = 50e6  # 50 ms of every second waiting for a CPU
-    runq_p99_ns: float = 5e6  # or its wakeup-to-run p99 above 5 ms ...
-    min_wakeups: int = 20  # ... over at least this many wakeups
+    runq_p99_ns: float = 1e6  # a thread whose wakeup-to-run p99 is at least 1 ms ...
+    runq_p99_over_burst: float = 10.0  # ... and ten times what it runs each time it gets a CPU ...
+    min_wakeups: int = 20  # ... over at least this many wakeups ...
+    min_runq_wait_ns: float = 20e6  # ... and at least this long waiting for a CPU in all
+    cpu_bound_waiting_per_cpu: float = 1.0  # tasks waiting for a CPU, on average, per CPU: saturated
     lock_wait_per_s_ns: float = 10e6  # a lock whose waits add up to 10 ms per second
     io_wait_per_s_ns: float = 50e6
     priority_nice: int = -5  # what a starved thread's nice is raised to (not more: see the risk)
@@ -115,52 +119,133 @@ def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
     return out
 
 
-def _hogs(model: Model, starved: TaskTotals, n: int = 3) -> list[TaskTotals]:
-    """Who held the CPUs: threads of other processes preempted far more often than the starved one
-    (they were running when the scheduler switched). Threads that all wait alike (a saturated
-    machine, hackbench) have no hogs: a priority would only move the wait around."""
-    floor = max(50, 5 * starved.involuntary_switches)
-    others = [t for t in model.tasks.values()  # copies of the same program are peers, not hogs
-              if t.info.tgid != starved.info.tgid and t.info.comm != starved.info.comm
-              and t.involuntary_switches >= floor]
-    return sorted(others, key=lambda t: -t.involuntary_switches)[:n]
+POLICY_NAMES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE",
+                6: "SCHED_DEADLINE", 7: "SCHED_EXT"}
+_REAL_TIME = (1, 2, 6)
+
+
+def _burst_ns(t: TaskTotals) -> float:
+    """What a thread runs each time it gets a CPU: its run time over its switches."""
+    return t.run_ns / max(t.voluntary_switches + t.involuntary_switches, 1)
+
+
+def _hogs(model: Model, starved: TaskTotals, secs: float, n: int = 3) -> list[TaskTotals]:
+    """Who held the CPUs: threads of other programs busy a good part of the window, each time for far
+    longer than the starved thread runs (its burst). Copies of the same program are peers, and threads
+    that all run and wait alike (a saturated machine, hackbench) have no hogs: a priority would only
+    move the wait around."""
+    burst = max(_burst_ns(starved), 1.0)
+    others = [t for t in model.tasks.values()
+              if t.info.tgid != starved.info.tgid and t.info.comm != starved.info.comm and not _is_kernel_thread(t)
+              and t.run_ns >= 0.25 * secs * 1e9 and _burst_ns(t) >= 5 * burst]
+    return sorted(others, key=lambda t: -t.run_ns)[:n]
+
+
+def _starved(t: TaskTotals, th: Thresholds) -> tuple[bool, int, int]:
+    """A latency-sensitive thread kept waiting: it wakes often, and its wakeup-to-run p99 is both long in
+    itself and long against what it runs each time. (starved, p99, wakeups)."""
+    wakeups = sum(t.runq_hist)
+    p99 = percentiles(dict(enumerate(t.runq_hist)), t.runq_max_ns, (0.99,)).get("p99_ns", 0)
+    relative = p99 >= th.runq_p99_over_burst * _burst_ns(t) if t.run_ns else True
+    ok = (wakeups >= th.min_wakeups and t.voluntary_switches >= th.min_wakeups and p99 >= th.runq_p99_ns
+          and relative and t.runq_wait_ns >= th.min_runq_wait_ns)
+    return ok, p99, wakeups
 
 
 def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
+    """A thread starved relative to others: offer what today's scheduler has (nice, an EEVDF slice,
+    the cgroup's weight, the hogs pinned away); a real-time or background thread is told why not."""
     secs = model.duration_s or 1.0
-    kernel_minor = _kernel_version(model.meta.kernel)
+    kernel = _kernel_version(model.meta.kernel)
+    cpus = max(model.meta.cpus, 1)
     out = []
     for t in sorted(model.tasks.values(), key=lambda t: -t.runq_wait_ns):
-        wakeups = sum(t.runq_hist)
-        p99 = percentiles(dict(enumerate(t.runq_hist)), t.runq_max_ns, (0.99,)).get("p99_ns", 0)
-        rate = t.runq_wait_ns / secs
-        starved = rate >= th.runq_wait_per_s_ns or (wakeups >= th.min_wakeups and p99 >= th.runq_p99_ns)
-        if not starved or _is_kernel_thread(t) or t.voluntary_switches < th.min_wakeups:
+        if _is_kernel_thread(t):
             continue
-        hogs = _hogs(model, t)
+        starved, p99, wakeups = _starved(t, th)
+        if not starved:
+            continue
+        hogs = _hogs(model, t, secs)
         if not hogs:
             continue
-        hog_text = ", ".join(f"{_name(h)} ({h.involuntary_switches} preemptions)" for h in hogs)
-        evidence = (f"waiting for a CPU {fmt_ns(rate)} per second ({fmt_ns(t.runq_wait_ns)} in {secs:.1f} s)",
-                    f"wakeup-to-run latency p99 <= {fmt_ns(p99)} over {wakeups} wakeups; max {fmt_ns(t.runq_max_ns)}",
-                    f"it blocks and wakes often ({t.voluntary_switches} voluntary switches): latency-sensitive",
-                    f"running meanwhile: {hog_text}")
-        slice_note = (" On Linux 6.12+ an EEVDF slice (sched_setattr's sched_runtime, e.g. util-linux 2.41's "
-                      "`chrt --other --sched-runtime 1000000 -p 0 TID`) shortens its wait without a larger share."
-                      if kernel_minor >= (6, 12) else "")
+        hog_text = ", ".join(f"{_name(h)} ({fmt_ns(h.run_ns / secs)} of CPU per second, {fmt_ns(_burst_ns(h))} "
+                             f"a time, nice {h.info.nice})" for h in hogs)
+        burst = _burst_ns(t)
+        policy = POLICY_NAMES.get(t.info.policy, str(t.info.policy))
+        evidence = (f"wakeup-to-run latency p99 <= {fmt_ns(p99)} over {wakeups} wakeups (max {fmt_ns(t.runq_max_ns)}), "
+                    f"for {fmt_ns(burst)} of work each time it runs",
+                    f"waiting for a CPU {fmt_ns(t.runq_wait_ns / secs)} per second ({fmt_ns(t.runq_wait_ns)} in {secs:.1f} s)",
+                    f"{policy}, nice {t.info.nice}; running meanwhile: {hog_text}")
+        target = _name(t)
+        verify = _verify(target, "its wakeup-to-run p99 and run-queue wait per second should fall")
+        if t.info.policy in _REAL_TIME:
+            out.append(Recommendation(
+                "priority", target, f"{target} is a {policy} thread and still waits for a CPU: another real-time "
+                "thread of its priority or above holds it, or real-time throttling (kernel.sched_rt_runtime_us) "
+                "stopped it; a nice value does not apply", evidence,
+                f"chrt -p {t.task.pid}  # and the real-time threads beside it: ps -eLo tid,cls,rtprio,comm | grep -v TS",
+                "raising a real-time priority further starves everything below it", verify, NOT_HELPFUL))
+            continue
+        if t.info.policy in (3, 5):
+            out.append(Recommendation(
+                "priority", target, f"{target} runs as {policy}, which yields to every ordinary thread: its waits "
+                "are by design", evidence, f"chrt --other -p 0 {t.task.pid}  # if it should not",
+                "it then competes with the hogs as an equal", verify, NOT_HELPFUL))
+            continue
+        alternatives = ["lowering the hogs instead (`renice -n 10 -p HOG`) is the gentler fix"]
+        if kernel >= (6, 12):
+            alternatives.append(f"on Linux 6.12+ an EEVDF slice close to its {fmt_ns(burst)} burst gives it an earlier "
+                                f"deadline without a larger share (util-linux 2.41: `chrt --other --sched-runtime "
+                                f"{max(int(burst), 100_000)} -p 0 {t.task.pid}`)")
+        cgroup = model.cgroups.get(t.info.tgid)
+        if cgroup and all(model.cgroups.get(h.info.tgid) != cgroup for h in hogs):
+            alternatives.append(f"or a larger cpu.weight for its cgroup (`echo 1000 > /sys/fs/cgroup{cgroup}/cpu.weight`)")
+        if cpus > 1:
+            others = ",".join(str(c) for c in range(1, cpus))
+            alternatives.append(f"or the hogs pinned away from one CPU (`taskset -pc {others} HOG`), leaving it cpu0")
         out.append(Recommendation(
-            "priority", _name(t), f"{_name(t)} waits for a CPU behind CPU hogs: waiting for CPU", evidence,
+            "priority", target, f"{target} wakes often and runs briefly, yet waits for a CPU behind CPU hogs "
+            f"(p99 {fmt_ns(p99)} for {fmt_ns(burst)} of work)", evidence,
             f"renice -n {th.priority_nice} -p {t.task.pid}",
-            "a higher priority takes CPU time from the others (" + hog_text + "); go no further than needed, "
-            "and not to SCHED_FIFO/RR unless it must never wait: a runaway real-time thread starves the CPU "
-            "(RT throttling leaves the rest 5%). Lowering the hogs instead (`renice -n 10 -p HOG`) is the gentler fix."
-            + slice_note,
-            _verify(_name(t), "its run-queue wait per second and wakeup-to-run p99 should fall"),
-            RECOMMENDED, True, {"type": "nice", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
-                                "comm": t.info.comm, "nice": th.priority_nice}))
+            "a higher priority takes CPU time from the others (" + hog_text + "); go no further than needed, and "
+            "not to SCHED_FIFO/RR unless it must never wait: a runaway real-time thread starves the CPU (RT "
+            "throttling leaves the rest 5%). " + "; ".join(alternatives),
+            verify, RECOMMENDED, True, {"type": "nice", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
+                                        "comm": t.info.comm, "nice": th.priority_nice}))
         if len(out) >= th.max_per_rule:
             break
     return out
+
+
+def rule_cpu_bound(model: Model, th: Thresholds) -> list[Recommendation]:
+    """A saturated machine: more runnable threads than CPUs, waiting alike. Said once, with what can help
+    (fewer runnable threads, more CPUs, a cgroup weight to choose who gets them), instead of renicing one
+    of many."""
+    sig = signals(model)
+    cpus = max(model.meta.cpus, 1)
+    if sig.waiting_avg < th.cpu_bound_waiting_per_cpu * cpus:
+        return []
+    secs = model.duration_s or 1.0
+    by_prog: dict[str, list] = {}
+    for t in model.tasks.values():
+        if _is_kernel_thread(t):
+            continue
+        e = by_prog.setdefault(printable(t.info.comm), [0, 0, set()])
+        e[0] += t.runq_wait_ns
+        e[1] += t.run_ns
+        e[2].add(t.info.tgid)
+    top = sorted(by_prog.items(), key=lambda kv: -kv[1][0])[:3]
+    evidence = (f"{sig.runnable_avg:.1f} tasks running or runnable for {cpus} CPUs on average, "
+                f"{sig.waiting_avg:.1f} of them waiting for a CPU ({sig.runq_pressure:.1f} per CPU)",
+                "waiting for a CPU most: " + ", ".join(f"{name} ({fmt_ns(w / secs)}/s waiting, {fmt_ns(r / secs)}/s "
+                                                       f"running, {len(tgids)} process(es))"
+                                                       for name, (w, r, tgids) in top))
+    return [Recommendation(
+        "cpu", "system", f"the machine is CPU-bound: {sig.runq_pressure:.1f} tasks waiting per CPU, and they wait "
+        "alike: a priority for one would move the wait to the others", evidence, "",
+        "none from measuring; the fixes are fewer runnable threads (a thread pool sized to the CPUs), more CPUs, "
+        "or a cgroup weight (cpu.weight) that says which workload gets them first",
+        _verify("the machine", "run-queue wait per second and tasks waiting per CPU should fall"))]
 
 
 _LOCK_ADVICE = (
@@ -172,37 +257,61 @@ _LOCK_ADVICE = (
                                     "refill and drain partial slabs from many CPUs; see the slab recommendations", ""),
     ("rq->__lock", "the run-queue lock: wakeups and migrations across CPUs; fewer cross-CPU wakeups "
                    "(pinning producer and consumer together) relieve it", ""),
+    ("&task_struct->pi_lock", "a task's pi_lock, taken by every wakeup of it: many CPUs wake the same tasks at once; "
+                              "fewer cross-CPU wakeups (producer and consumer on one CPU) relieve it", ""),
 )
 
 
 def rule_lock(model: Model, th: Thresholds) -> list[Recommendation]:
+    """A lock whose waiters wait for it itself (its total less the run-queue wait after the wakeup, which
+    is a want of CPUs, not of the lock) past the threshold, with a call site to act on."""
     secs = model.duration_s or 1.0
     out = []
-    for s in lock_stats(model):
-        rate = s.wait_total_ns / secs
-        if rate < th.lock_wait_per_s_ns:
+    for s in lock_stats(model, sort="lock"):
+        if s.lock_wait_ns / secs < th.lock_wait_per_s_ns:
             continue
         if s.timed_poll:
             continue  # waits that end by their timeout: a runtime parked on a futex, not a contended lock
-        advice, command = (f"contended at {s.callers[0].point if s.callers else s.name}: shorten the critical "
-                           "section there, or split the lock", "")
+        points = [c for c in s.callers if not c.point.startswith(("(", "["))]
+        if not points and (s.name.startswith("0x") or s.name.startswith("(")):
+            continue  # neither a name nor a call site: nothing anyone could act on (the table still shows it)
+        where = points[0].point if points else s.name
+        advice, command = f"contended at {where}: shorten the critical section there, or split the lock", ""
         for prefix, text, cmd in _LOCK_ADVICE:
             if s.name.startswith(prefix):
                 advice, command = text, cmd
                 break
-        if s.name.startswith(("lookup_slow", "open_last_lookups", "filename_create", "do_unlinkat")):
-            advice = "a directory's i_rwsem: many threads create, remove or look up names in one directory; spread the files over several directories"
+        if s.field.endswith("i_rwsem") and any(w for _a, w, _ns in s.instances):
+            dirs = ", ".join(printable(w) for _a, w, _ns in s.instances if w)
+            advice = (f"a directory's i_rwsem ({dirs}): many threads create, remove or look up names in one "
+                      "directory; spread the files over several directories")
+        elif s.name.startswith(("lookup_slow", "open_last_lookups", "filename_create", "do_unlinkat")):
+            advice = ("a directory's i_rwsem: many threads create, remove or look up names in one directory; spread "
+                      "the files over several directories")
+        elif s.field == "file_lock_context.flc_lock" or s.name.startswith(("flock_lock_inode", "posix_lock_inode")):
+            advice = ("file locks (flock/fcntl) taken and released on the same files by many threads: hold them "
+                      "longer, or use one lock file per worker")
         if s.type == "futex":
-            advice = (f"user-space lock in {s.callers[0].point if s.callers else '?'}: shorten the critical section "
-                      "or shard the lock (one per CPU or per object)")
-        evidence = (f"{s.contentions} contentions, {fmt_ns(s.wait_total_ns)} of waiting ({fmt_ns(rate)} per second), "
-                    f"max {fmt_ns(s.wait_max_ns)}, avg {fmt_ns(s.wait_avg_ns)}",
-                    f"type {s.type}; spin {fmt_ns(s.spin_ns)}, sleep {fmt_ns(s.sleep_ns)}",
-                    "contention points: " + "; ".join(f"{printable(c.point)} ({c.count})" for c in s.callers[:3]))
+            advice = (f"user-space lock in {where}: shorten the critical section or shard the lock (one per CPU or "
+                      "per object)")
+        evidence = [f"{s.contentions} contentions, {fmt_ns(s.wait_total_ns)} of waiting ({fmt_ns(s.wait_total_ns / secs)} "
+                    f"per second), max {fmt_ns(s.wait_max_ns)}, avg {fmt_ns(s.wait_avg_ns)}"]
+        if s.split:
+            evidence.append(f"type {s.type}; of the waiting, on a CPU (spinning) {fmt_ns(s.spin_ns)}, blocked "
+                            f"{fmt_ns(s.blocked_ns)}, woken and waiting for a CPU {fmt_ns(s.runnable_ns)}")
+        else:
+            evidence.append(f"type {s.type}; spin {fmt_ns(s.spin_ns)}, sleep {fmt_ns(s.sleep_ns)}")
+        evidence.append("contention points: " + "; ".join(f"{printable(c.point)} ({c.count})" for c in s.callers[:3]))
+        finding = f"{printable(s.name)} is contended: {advice}"
+        if s.split and s.runnable_ns > s.wait_total_ns / 2:
+            finding += (f"; most of its waiting ({fmt_ns(s.runnable_ns)}) is for a CPU after the lock was handed "
+                        "over: fewer runnable threads would shorten it more than any change to the lock")
         out.append(Recommendation(
-            "lock", printable(s.name), f"{printable(s.name)} is contended: {advice}", evidence, command,
+            "lock", printable(s.name), finding, tuple(evidence), command,
             "a change of code or configuration of the program; measure the lock again after it",
             _verify(printable(s.name), "its wait per second should fall")))
+        if len(out) >= th.max_per_rule:
+            break
     return out
 
 
@@ -326,7 +435,7 @@ def rule_slub(model: Model, th: Thresholds) -> list[Recommendation]:
     return out
 
 
-RULES = (rule_pin, rule_priority, rule_slub, rule_lock, rule_io, rule_sched_knob)
+RULES = (rule_pin, rule_priority, rule_cpu_bound, rule_slub, rule_lock, rule_io, rule_sched_knob)
 
 
 def recommend(model: Model, th: Thresholds | None = None, tasks: set | None = None) -> list[Recommendation]:

@@ -71,9 +71,11 @@ def test_pin_is_silent_for_a_thread_that_rarely_moves():
 # ---- priority -----------------------------------------------------------------------------------
 
 def _starved(runq_ns: int, p99_slot: int):
+    """The latency thread runs 100 us at each of 200 wakeups; the hog runs 900 ms of the second, 3 ms a time."""
     return interval(0, task_info=INFOS, tasks=(
-        TaskDelta(APP, runq_wait_ns=runq_ns, runq_count=200, voluntary_switches=200, runq_hist=((p99_slot, 200),)),
-        TaskDelta(HOG, involuntary_switches=300)))
+        TaskDelta(APP, runq_wait_ns=runq_ns, runq_count=200, voluntary_switches=200, runq_hist=((p99_slot, 200),),
+                  run_ns=20_000_000),
+        TaskDelta(HOG, involuntary_switches=300, run_ns=900_000_000)))
 
 
 def test_priority_fires_for_a_latency_thread_behind_a_cpu_hog_and_names_both():
@@ -197,8 +199,9 @@ def victim():
 def _victim_recording(tmp_path, pid: int, start_ns: int, comm: str = "sleep"):
     tid = TaskId(pid, start_ns)
     iv = interval(0, task_info=(TaskInfo(tid, pid, 1, comm), TaskInfo(HOG, 1001, 1, "hog")), tasks=(
-        TaskDelta(tid, runq_wait_ns=400_000_000, runq_count=200, voluntary_switches=200, runq_hist=((22, 200),)),
-        TaskDelta(HOG, involuntary_switches=300)))
+        TaskDelta(tid, runq_wait_ns=400_000_000, runq_count=200, voluntary_switches=200, runq_hist=((22, 200),),
+                  run_ns=20_000_000),
+        TaskDelta(HOG, involuntary_switches=300, run_ns=900_000_000)))
     path = tmp_path / "victim.stall"
     write_recording(path, meta(), [iv])
     return path
@@ -263,3 +266,64 @@ def test_pin_on_a_big_machine_with_one_cache_names_one_core_and_without_topology
     recs = [r for r in recommend(_model([iv], _topology(8, 8), cpus=8)) if r.kind == "pin"]
     assert recs and recs[0].status == RECOMMENDED and recs[0].command == "taskset -pc 7 1000"
     assert not [r for r in recommend(_model([iv], {}, cpus=8)) if r.kind == "pin"]
+
+
+def test_a_real_time_or_background_thread_is_told_why_a_nice_value_will_not_help():
+    for policy, words in ((1, "SCHED_FIFO thread and still waits"), (5, "runs as SCHED_IDLE")):
+        iv = _starved(400_000_000, 22)
+        iv = replace(iv, task_info=(TaskInfo(APP, 1000, 1, "latency", policy=policy), INFOS[1]))
+        recs = [r for r in recommend(_model([iv])) if r.kind == "priority"]
+        assert recs and recs[0].status == NOT_HELPFUL and words in recs[0].finding, recs
+        assert "renice" not in recs[0].command
+
+
+def test_threads_that_all_run_and_wait_alike_get_no_renice_but_the_machine_is_called_cpu_bound():
+    """hackbench's way: 40 threads of one program, each running 1 ms in bursts of 100 us and waiting
+    alike; the machine had 20 of them waiting for its 2 CPUs on average."""
+    tasks = tuple(TaskDelta(TaskId(2000 + i, SEC), runq_wait_ns=500_000_000, runq_count=100,
+                            voluntary_switches=100, runq_hist=((22, 100),), run_ns=10_000_000) for i in range(40))
+    infos = tuple(TaskInfo(t.task, 2000, 1, "sched-messaging") for t in tasks)
+    recs = recommend(_model([interval(0, task_info=infos, tasks=tasks)]))
+    assert not [r for r in recs if r.kind == "priority"]
+    cpu = [r for r in recs if r.kind == "cpu"]
+    assert len(cpu) == 1 and "CPU-bound: 10.0 tasks waiting per CPU" in cpu[0].finding, cpu
+    assert "sched-messaging" in " ".join(cpu[0].evidence)
+
+
+def test_a_lock_waited_on_mostly_for_a_cpu_says_so_and_one_with_no_name_or_call_site_gets_no_advice():
+    stack = kstack(0x40, "rwsem_down_write_slowpath", "down_write_killable", "vm_mmap_pgoff")
+    runnable = LockDelta(APP, 1000, 0xffff888000001000, 0x40, 4, 1, 100, 400_000_000, 5_000_000, 10_000, 0,
+                         400_000_000, blocked_ns=100_000_000, runnable_ns=300_000_000)
+    recs = [r for r in recommend(_model([interval(0, task_info=INFOS, stacks=(stack,), locks=(runnable,))]))
+            if r.kind == "lock"]
+    assert recs and "is for a CPU after the lock was handed over" in recs[0].finding
+    assert any("woken and waiting for a CPU 300.00ms" in e for e in recs[0].evidence), recs[0].evidence
+    nameless = LockDelta(APP, 1000, 0xffff888000002000, 5, 1, 0, 100, 400_000_000, 5_000_000, 10_000,
+                         400_000_000, 0, blocked_ns=0, runnable_ns=0)  # a spin lock, never drawn for a stack
+    assert not [r for r in recommend(_model([interval(0, task_info=INFOS, locks=(nameless,))])) if r.kind == "lock"]
+
+
+@needs_bpf
+def test_a_latency_thread_behind_equal_nice_cpu_hogs_gets_a_priority_fix_naming_them(tmp_path):
+    """A thread that wakes every 5 ms for 100 us of work, beside four CPU burners at the same nice, on two
+    CPUs, at default settings: it is advised (its wakeup-to-run latency is long against its work), the
+    burners are named as what ran meanwhile, and none of them is advised."""
+    script = (f"{example('cpu_burner')} -t 4 -m 2500 >/dev/null & "
+              f"{example('sleeper')} -n 400 -m 5 -w 100; wait")
+    doc, truth, _ = record_command(tmp_path, ["sh", "-c", script], defaults=True)
+    tid = next(t["tid"] for t in truth if t["role"] == "sleeper")
+    prio = [r for r in doc["recommendations"] if r["kind"] == "priority"]
+    assert prio and prio[0]["target"].endswith(f"[{tid}]"), prio
+    assert prio[0]["command"] == f"renice -n -5 -p {tid}" and "burner" in " ".join(prio[0]["evidence"])
+    burners = {t["pid"] for t in doc["tasks"] if t["comm"] == "burner"}
+    assert not [r for r in prio if any(r["target"].endswith(f"[{b}]") for b in burners)]
+
+
+@needs_bpf
+def test_hackbench_threads_are_not_reniced_one_by_one(tmp_path):
+    """perf bench sched messaging: hundreds of threads of one program that all wait alike. No thread is
+    advised a priority; the machine is called CPU-bound."""
+    doc, _, _ = record_command(tmp_path, ["perf", "bench", "sched", "messaging", "-g", "10", "-l", "100"],
+                               defaults=True)
+    kinds = [r["kind"] for r in doc["recommendations"]]
+    assert "priority" not in kinds and "cpu" in kinds, [(r["kind"], r["target"]) for r in doc["recommendations"]]
