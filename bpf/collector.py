@@ -249,6 +249,11 @@ class SchedCollector:
             "migrations": status(["sched_migrate_task"]),
         }
 
+    @property
+    def interval_start_ns(self) -> int:
+        """Where the next interval begins (CLOCK_BOOTTIME): the last drain's task dump, or start()."""
+        return self._last_ns
+
     # ---- draining -----------------------------------------------------
     def drain(self) -> Interval:
         assert self.obj is not None, "start() first"

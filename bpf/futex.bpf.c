@@ -85,6 +85,23 @@ struct {
 	__uint(max_entries, 64 * 1024);
 } new_keys SEC(".maps");
 
+/* [0] set by user space when the recording stops: no wait begins or ends from then on, so the
+ * waits in progress it reads stay in progress until the last drain, and the programs are detached
+ * only after it (a detach waits for an RCU grace period that the recording would show). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} stopped SEC(".maps");
+
+static __always_inline bool is_stopped(void)
+{
+	__u32 zero = 0, *v = bpf_map_lookup_elem(&stopped, &zero);
+
+	return !v || *(volatile __u32 *)v;
+}
+
 static __always_inline bool wanted(struct task_struct *cur)
 {
 	return !cfg.targ_tgid || cur->tgid == cfg.targ_tgid;
@@ -288,6 +305,8 @@ int BPF_PROG(futex_switch, bool preempt, struct task_struct *prev, struct task_s
 {
 	struct futex_inflight *w;
 
+	if (is_stopped())
+		return 0;
 	if (!preempt && prev_state != TASK_RUNNING && prev->mm && wanted(prev)) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 		long id = SYSCALL_NR(regs);
@@ -316,7 +335,7 @@ int futex_enter(struct syscall_trace_enter *ctx)
 	struct pt_regs *regs;
 	__u64 a3, a4;
 
-	if (op == OP_NONE)
+	if (op == OP_NONE || is_stopped())
 		return 0;
 	/* each argument loaded on its own: the verifier refuses a context access at a computed offset */
 	a3 = ctx->args[3];
@@ -330,6 +349,8 @@ int futex_enter(struct syscall_trace_enter *ctx)
 SEC("tracepoint/syscalls/sys_exit_futex")
 int futex_exit(struct syscall_trace_exit *ctx)
 {
+	if (is_stopped())
+		return 0;
 	return end_wait();
 }
 
@@ -342,7 +363,7 @@ int BPF_PROG(futex_sys_enter, struct pt_regs *regs, long id)
 	if (!is_futex(id))
 		return 0;
 	op = wait_op(id, id == NR_futex ? PT_REGS_PARM2_CORE_SYSCALL(regs) : 0);
-	if (op == OP_NONE)
+	if (op == OP_NONE || is_stopped())
 		return 0;
 	return begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs),
 			  call_flags(id, PT_REGS_PARM4_CORE_SYSCALL(regs), PT_REGS_PARM5_CORE_SYSCALL(regs)));
@@ -351,7 +372,7 @@ int BPF_PROG(futex_sys_enter, struct pt_regs *regs, long id)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(futex_sys_exit, struct pt_regs *regs, long ret)
 {
-	if (!is_futex(SYSCALL_NR(regs)))
+	if (!is_futex(SYSCALL_NR(regs)) || is_stopped())
 		return 0;
 	return end_wait();
 }

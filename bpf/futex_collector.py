@@ -478,13 +478,13 @@ class FutexCollector:
     def finish(self) -> str:
         """The recording stops: charge the waits still in progress up to now, in the last drain.
 
-        The syscall programs are detached first, so that no wait can end, and be counted by the
-        kernel as well, between this read and that drain. Each thread's state is read from task
-        storage through a pidfd (PIDFD_THREAD, 6.9+; before that only thread-group leaders)."""
+        The programs are told to stop first, so that no wait can end, and be counted by the kernel
+        as well, between this read and that drain; they stay attached until close(), after the last
+        drain: a detach waits for an RCU grace period, which the recording would show as a wait of
+        its own. Each thread's state is read from task storage through a pidfd (PIDFD_THREAD, 6.9+;
+        before that only thread-group leaders)."""
         assert self.obj is not None
-        for link in self.obj.links:
-            if link.name in PROGRAMS[self.mechanism]:
-                link.destroy()
+        self.obj.map("stopped").update(b"\0\0\0\0", (1).to_bytes(4, "little"))
         now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # bpf_ktime_get_ns()'s clock
         m = self.obj.map("task_futex")
         for tid in _threads(self.targ_tgid):

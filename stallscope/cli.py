@@ -432,6 +432,24 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _lock_row(out, s, callers: int) -> None:
+    """One row of `locks`, with its heaviest call sites and instances."""
+    from stallscope.analyzer.units import fmt_ns
+    from stallscope.analyzer.untrusted import printable
+
+    blocked, runnable = (fmt_ns(s.blocked_ns), fmt_ns(s.runnable_ns)) if s.split else (fmt_ns(s.sleep_ns), "-")
+    out.write(f"{printable(s.name)[:52]:<52} {s.type:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
+              f"{fmt_ns(s.wait_max_ns):>9} {fmt_ns(s.wait_avg_ns):>9} {fmt_ns(s.wait_min_ns):>9} "
+              f"{fmt_ns(s.spin_ns):>9} {blocked:>9} {runnable:>9}\n")
+    for c in s.callers[:callers]:
+        out.write(f"    {printable(c.point)[:60]:<60} {c.count:>8} {fmt_ns(c.total_ns):>10}\n")
+    if len(s.instances) > 1 or (s.instances and s.field and s.instances[0][1] not in s.name):
+        out.write("    heaviest: " + ", ".join(f"{printable(where) or hex(addr)} {fmt_ns(ns)}"
+                                          for addr, where, ns in s.instances) + "\n")
+    if s.owner:
+        out.write(f"    owner when contended: {printable(s.owner)}\n")
+
+
 def cmd_locks(args) -> int:
     from stallscope.analyzer.load import load_model
     from stallscope.analyzer.locks import lock_stats
@@ -450,25 +468,23 @@ def cmd_locks(args) -> int:
     # the kernel's locks off the table
     kinds = ("kernel", "futex") if args.lock_type == "all" else (args.lock_type,)
     scope = _command_scope(model, args.file) if args.command_only else None
-    rows = [s for kind in kinds for s in lock_stats(model, args.sort, tasks=scope, kind=kind)[: args.rows]]
+    stats = {kind: lock_stats(model, args.sort, tasks=scope, kind=kind) for kind in kinds}
+    # a futex whose timed waits nearly all ended by their timeout is a poll, not a contended lock: apart
+    rows = [s for kind in kinds for s in [s for s in stats[kind] if not s.timed_poll][: args.rows]]
+    polls = [s for kind in kinds for s in stats[kind] if s.timed_poll][: args.rows]
     out = sys.stdout
     out.write(f"{'LOCK':<52} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
               f"{'ON-CPU':>9} {'BLOCKED':>9} {'RUNNABLE':>9}\n")
     for s in rows:
-        blocked, runnable = (fmt_ns(s.blocked_ns), fmt_ns(s.runnable_ns)) if s.split else (fmt_ns(s.sleep_ns), "-")
-        out.write(f"{printable(s.name)[:52]:<52} {s.type:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
-                  f"{fmt_ns(s.wait_max_ns):>9} {fmt_ns(s.wait_avg_ns):>9} {fmt_ns(s.wait_min_ns):>9} "
-                  f"{fmt_ns(s.spin_ns):>9} {blocked:>9} {runnable:>9}\n")
-        for c in s.callers[: args.callers]:
-            out.write(f"    {printable(c.point)[:60]:<60} {c.count:>8} {fmt_ns(c.total_ns):>10}\n")
-        if len(s.instances) > 1 or (s.instances and s.field and s.instances[0][1] not in s.name):
-            out.write("    heaviest: " + ", ".join(f"{printable(where) or hex(addr)} {fmt_ns(ns)}"
-                                              for addr, where, ns in s.instances) + "\n")
-        if s.owner:
-            out.write(f"    owner when contended: {printable(s.owner)}\n")
+        _lock_row(out, s, args.callers)
     if not rows:
         out.write({"all": "no lock contention recorded\n", "kernel": "no kernel lock contention recorded\n",
                    "futex": "no futex waits recorded\n"}[args.lock_type])
+    if polls:
+        out.write("timed polls (waits nearly all ended by their own timeout: a loop sleeping on a futex, "
+                  "not a contended lock):\n")
+    for s in polls:
+        _lock_row(out, s, args.callers)
     line = lock_share_line(model)
     if line:
         out.write(line + "\n")

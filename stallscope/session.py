@@ -60,6 +60,11 @@ class SessionResult:
     ended_by: str = ""
 
 
+# Interval fields that name what later records refer to, each sent once, in the first interval that
+# needs it: a drain that is dropped hands them on.
+_NAMES_SENT_ONCE = ("task_info", "stacks", "functions", "cgroups", "slab_caches")
+
+
 def say(message: str) -> None:
     """stallscope's own messages go to stderr: a traced command keeps stdout."""
     print(f"stallscope: {message}", file=sys.stderr, flush=True)
@@ -101,6 +106,8 @@ class Session:
         self.child: subprocess.Popen | None = None
         self.collector: SchedCollector | None = None
         self.groups: dict = {}  # name -> running optional collector
+        self._drained = 0  # intervals drained since the recording started
+        self._carried: dict[str, tuple] = {}  # names from the set-up's drain, for the first interval
         o = options
         self.tuning = Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz, o.stack_scale_ns, o.user_walks_per_s)
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
@@ -130,7 +137,8 @@ class Session:
             status = {**status, **self._start_optional(symbolizer)}
             symbolizer.preload_kernel(data="locks" in self.groups)
             settle_gc()
-            start_ns = boottime_ns()
+            self._skip_setup()
+            start_ns = collector.interval_start_ns
             meta = replace(self._meta(status, start_ns), machine=machine.describe())
             self._cpu_times = machine.cpu_times()
             self._cpu_side = machine.cpu_side_snapshot()
@@ -214,6 +222,16 @@ class Session:
             if why:
                 say(f"{name}: {why}")
 
+    def _skip_setup(self) -> None:
+        """The probes are attached: what was measured while the others were set up (uprobe
+        registration takes the traced processes' mmap_lock, helpers such as objdump run, kernel
+        symbols are read) is stallscope's own start-up, not the machine's behaviour. It is drained
+        and dropped, so the recording starts here; what names tasks, stacks, functions, cgroups and
+        caches (each sent once) goes with the first interval."""
+        iv = self._drain()
+        self._carried = {name: getattr(iv, name) for name in _NAMES_SENT_ONCE}
+        self._drained = 0
+
     def _drain(self) -> Interval:
         iv = self.collector.drain()
         for collector in self.groups.values():
@@ -221,6 +239,9 @@ class Session:
             iv = replace(iv, stacks=iv.stacks + d.stacks, health={**iv.health, **d.health},
                          programs=iv.programs + d.programs,
                          **{name: getattr(iv, name) + records for name, records in d.records.items()})
+        carried, self._carried = self._carried, {}
+        iv = replace(iv, index=self._drained, **{name: carried[name] + getattr(iv, name) for name in carried})
+        self._drained += 1
         return iv
 
     def _keep_to_budget(self, iv: Interval, cpus: int) -> Interval:
