@@ -137,16 +137,17 @@ def percentiles(hist: dict[int, float], longest: int, qs=(0.5, 0.9, 0.99)) -> di
 
 def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
                   include_idle: bool = True, include_cpu: bool = True, sort: str = "total",
-                  all_parts: list[Part] | None = None) -> list[Blocker]:
+                  all_parts: list[Part] | None = None, include_delays: bool = False) -> list[Blocker]:
     """Time tasks waited, by cause: blockers (blocked causes and, unless left out, "Waiting for CPU")
     heaviest first, then (unless left out) idle waits heaviest first. Every share is of the one
-    denominator (`denominator`)."""
+    denominator (`denominator`). `include_delays` keeps the delays tasks asked for (idle causes
+    with delays_wakees: sleeps) when the other idle ones are left out."""
     if all_parts is None:
         all_parts = parts(model, tasks, table, include_cpu)
     denom = denominator(all_parts).total_ns or 1
     groups: dict[str, dict] = {}
     for p in all_parts:
-        if p.cause.cls == IDLE and not include_idle:
+        if p.cause.cls == IDLE and not include_idle and not (include_delays and p.cause.delays_wakees):
             continue
         g = groups.setdefault(p.cause.name, {"ns": 0.0, "est": 0.0, "var": 0.0, "count": 0.0, "max": 0, "tasks": set(),
                                              "stacks": {}, "cause": p.cause, "hist": {}, "methods": set()})

@@ -63,6 +63,9 @@ class Rule:
     futex: tuple[str, ...] = ()  # FUTEX_FLAGS the futex wait has: tid, lockword, timeout
     functions: tuple[str, ...] = ()  # a kernel thread's function or work item (globs)
     woken_by: str = ""  # how most of the waits ended: task, interrupt, exiting task
+    # idle for the task itself (it chose the wait), but the root of a wait it ended on waking
+    # another task: a lock holder that sleeps, a producer pacing itself (analyzer/chains.py)
+    delays_wakees: bool = False
 
     @property
     def evidence(self) -> bool:
@@ -81,6 +84,7 @@ class Cause:
     frame: str  # the frame that matched (or named an unmatched wait), `sym+0xoff`; or the evidence
     matched: bool = True  # False: no rule matched; named by its innermost meaningful frame, or its evidence
     method: str = "stack"  # "stack": from a walked stack; "evidence": from what the task was doing
+    delays_wakees: bool = False  # Rule.delays_wakees
 
 
 class CauseTable:
@@ -107,7 +111,8 @@ class CauseTable:
                                   int(entry.get("state", 0)), bool(entry.get("innermost", False)), source,
                                   _strings(entry, "syscalls"), _strings(entry, "fd", FD_KINDS),
                                   _strings(entry, "context", CONTEXTS), _strings(entry, "futex", tuple(FUTEX_FLAGS)),
-                                  _strings(entry, "functions"), _one_of(entry, "woken_by", WOKEN_BY)))
+                                  _strings(entry, "functions"), _one_of(entry, "woken_by", WOKEN_BY),
+                                  bool(entry.get("delays_wakees", False))))
             except (KeyError, TypeError, ValueError) as exc:
                 raise StallscopeError(f"cause table {source}: entry {i + 1} is invalid ({exc})",
                                       "each [[cause]] needs a name, and frames as a list of strings") from None
@@ -181,9 +186,10 @@ class CauseTable:
             return Cause(bare(frame.split("+")[0]) or frame, BLOCKER, frame, matched=False)
         rule, idx = best
         if idx < len(names):
-            return Cause(_render(rule.name, kstack, why), rule.cls, kstack.frames[idx].text)
+            return Cause(_render(rule.name, kstack, why), rule.cls, kstack.frames[idx].text,
+                         delays_wakees=rule.delays_wakees)
         return Cause(_render(rule.name, kstack, why), rule.cls, why.describe() or rule.name,
-                     method="stack" if kstack is not None else "evidence")
+                     method="stack" if kstack is not None else "evidence", delays_wakees=rule.delays_wakees)
 
 
 def _strings(entry: dict, key: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:

@@ -14,7 +14,9 @@ time for one cause splits into:
 - a wait ended by a thread's or a child's exit (a join): the exiting task's whole time in the window, its
   blocked causes and its running;
 - a waker idle in its last wait (a kernel worker waiting for work, an I/O completion waiting for the
-  device): the wait was for what it waited on, so the cause is its own root.
+  device): the wait was for what it waited on, so the cause is its own root; unless the waker's idle
+  wait was a delay it chose (`delays_wakees`: a lock holder sleeping, a producer pacing itself), which
+  is then the root.
 
 Chains that loop (threads handing a lock to each other) are cut where they come back to a node, and the
 time that went round is shared out like the rest: the stationary answer of following them forever.
@@ -127,7 +129,8 @@ class _Chains:
                 if link_total:
                     for name, p in parts.items():
                         share = f * blocked * p.ns / link_total
-                        if p.cause.cls == IDLE:  # the waker waited for work: for what this wait waited on
+                        if p.cause.cls == IDLE and not p.cause.delays_wakees:
+                            # the waker waited for work: the wait was for what it waited on
                             self._add(out, ("cause", cause, None), share, (here,))
                         else:
                             self._follow(out, w.waker, p, share, depth, seen, here)

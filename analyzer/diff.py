@@ -64,7 +64,9 @@ def _compare(kind: str, base: dict[str, tuple[float, int]], new: dict[str, tuple
 
 
 def cause_waits(model: Model, scope: set[TaskId] | None = None, include_idle: bool = False) -> dict[str, tuple[int, int]]:
-    return {b.cause: (b.total_ns, b.count) for b in rank_blockers(model, scope, include_idle=include_idle)}
+    # a program that sleeps more than it did is slower: its delays are compared, idle or not
+    return {b.cause: (b.total_ns, b.count)
+            for b in rank_blockers(model, scope, include_idle=include_idle, include_delays=True)}
 
 
 def lock_waits(model: Model, scope: set[TaskId] | None = None) -> dict[str, tuple[int, int]]:

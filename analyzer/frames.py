@@ -20,7 +20,7 @@ LOCK_INTERNAL = (
     "__pv_queued", "pv_queued", "_raw_spin_lock", "_raw_read_lock", "_raw_write_lock", "queued_read_lock",
     "queued_write_lock", "do_raw_spin_lock", "__mutex_lock", "mutex_lock", "__ww_mutex_lock", "ww_mutex_lock",
     "mutex_spin_on_owner", "osq_lock", "rwsem_down_", "down_read", "down_write", "__down", "down",
-    "rwsem_optimistic_spin", "percpu_down_", "__percpu_down", "rt_mutex", "__rt_mutex", "rtlock_",
+    "rwsem_optimistic_spin", "percpu_down_", "__percpu_down", "percpu_rwsem_", "rt_mutex", "__rt_mutex", "rtlock_",
     "mmap_read_lock", "mmap_write_lock", "raw_spin_rq_lock", "_raw_spin_rq_lock", "lock_mm_and_find_vma_internal", "contention_begin",
 )
 

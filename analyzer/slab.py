@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import SlabCache, TaskId
+from stallscope.analyzer.scope import in_scope
 
 SLAB_CACHE_NO_OBJECT, SLAB_CACHE_PAGE_ALLOC, SLAB_CACHE_UNKNOWN = 1, 2, 3
 LOCK_KIND_SLAB = 2
@@ -128,8 +129,9 @@ def slab_rows(model: Model, tasks: set[TaskId] | None = None) -> list[SlabRow]:
             a[i] += v
     locks: dict[int, list[int]] = {}
     owners = list_lock_caches(model)
+    lock_scope = in_scope(model, tasks)  # as in the lock table: never stallscope's own contentions
     for w in model.lock_waits:
-        if w.kind != LOCK_KIND_SLAB or (tasks is not None and w.task not in tasks):
+        if w.kind != LOCK_KIND_SLAB or (lock_scope is not None and w.task not in lock_scope):
             continue
         c = owners.get(w.addr)
         if c is not None:

@@ -67,7 +67,7 @@ STACKS = [
     ("Waiting for events (epoll)", IDLE,
      ["__schedule", "schedule", "schedule_hrtimeout_range_clock", "do_epoll_wait", "__x64_sys_epoll_wait"],
      ["__schedule", "schedule", "schedule_hrtimeout_range", "do_epoll_wait", "__x64_sys_epoll_wait"]),
-    ("Application requested delay", BLOCKER,
+    ("Application requested delay", IDLE,
      ["__schedule", "schedule", "do_nanosleep", "hrtimer_nanosleep", "__x64_sys_clock_nanosleep"],
      ["__schedule", "schedule", "do_nanosleep", "hrtimer_nanosleep", "__x64_sys_clock_nanosleep"]),
     ("rwsem contention: mmap_lock", BLOCKER,
@@ -165,21 +165,27 @@ def test_a_broken_user_table_is_a_clear_error(tmp_path, text, why):
 
 
 def test_on_a_quiet_machine_no_idle_wait_ranks_first():
-    """A daemon idles for seconds in epoll and a kworker sleeps in its loop; one task sleeps 10 ms."""
+    """A daemon idles for seconds in epoll and a kworker sleeps in its loop; one task waits 10 ms for
+    fsync(), another sleeps by its own choice for a second (nothing held it up: idle too)."""
     daemon, kworker, app = TaskId(1, 1), TaskId(2, 2), TaskId(3, 3)
     epoll = kstack(0x10, "__schedule", "schedule", "schedule_hrtimeout_range", "do_epoll_wait")
     loop = kstack(0x20, "__schedule", "schedule", "worker_thread", "kthread", "ret_from_fork")
-    sleep = kstack(0x30, "__schedule", "schedule", "do_nanosleep", "hrtimer_nanosleep")
+    sleeper = TaskId(4, 4)
+    sync = kstack(0x30, "__schedule", "schedule", "jbd2_log_wait_commit", "ext4_sync_file", "__x64_sys_fsync")
+    sleep = kstack(0x40, "__schedule", "schedule", "do_nanosleep", "hrtimer_nanosleep")
     iv = interval(0, task_info=(TaskInfo(daemon, 1, 0, "daemon"), TaskInfo(kworker, 2, 0, "kworker/0:1"),
-                                TaskInfo(app, 3, 0, "app")), stacks=(epoll, loop, sleep),
-                  tasks=tuple(TaskDelta(t, offcpu_ns=1) for t in (daemon, kworker, app)),
+                                TaskInfo(app, 3, 0, "app"), TaskInfo(sleeper, 4, 0, "sleeper")),
+                  stacks=(epoll, loop, sync, sleep),
+                  tasks=tuple(TaskDelta(t, offcpu_ns=1) for t in (daemon, kworker, app, sleeper)),
                   offcpu=(OffcpuDelta(daemon, 1, 1, 0x10, 0, 1, 900_000_000), OffcpuDelta(kworker, 2, 0x402, 0x20, 0, 5, 800_000_000),
-                          OffcpuDelta(app, 3, 1, 0x30, 0, 1, 10_000_000)))
+                          OffcpuDelta(app, 3, 2, 0x30, 0, 1, 10_000_000),
+                          OffcpuDelta(sleeper, 4, 1, 0x40, 0, 1, 1_000_000_000)))
     model = Model.from_intervals(meta(), [iv], {i.task: i for i in iv.task_info}, {s.id: s for s in iv.stacks})
     ranked = rank_blockers(model)
-    assert ranked[0].cause == "Application requested delay" and ranked[0].share_pct == 100.0
+    assert ranked[0].cause == "fsync() on a file" and ranked[0].share_pct == 100.0
     assert {b.cls for b in ranked[1:]} == {IDLE}
-    assert [b.cause for b in rank_blockers(model, include_idle=False)] == ["Application requested delay"]
+    assert "Application requested delay" in {b.cause for b in ranked[1:]}
+    assert [b.cause for b in rank_blockers(model, include_idle=False)] == ["fsync() on a file"]
 
 
 def test_a_stack_walked_after_the_wait_names_the_lock_by_its_call_site():

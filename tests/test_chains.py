@@ -46,6 +46,33 @@ def test_a_wait_ended_by_an_interrupt_or_with_no_waker_is_its_own_root():
         assert [r.name for r in roots] == ["Userspace lock contention"]
 
 
+def test_a_holder_that_sleeps_is_the_root_but_a_waker_idle_for_work_is_not():
+    """The holder slept (nanosleep) while the waiter waited: the sleep is idle for the holder (it
+    chose it) and the waiter's root. A kworker that waited for work before waking the waiter is no
+    root: the wait was for what it waited on."""
+    nap = kstack(0x300, "__schedule", "schedule", "do_nanosleep", "hrtimer_nanosleep", "__x64_sys_clock_nanosleep")
+    idle = kstack(0x400, "__schedule", "schedule", "worker_thread", "kthread", "ret_from_fork")
+    iv = interval(0, task_info=INFOS, stacks=(LOCK, nap, idle), tasks=(
+        TaskDelta(APP, offcpu_ns=2_000_000_000), TaskDelta(HOLDER, offcpu_ns=900_000_000),
+        TaskDelta(KWORKER, offcpu_ns=900_000_000)),
+        offcpu=(OffcpuDelta(APP, 10, 1, LOCK.id, 0, 100, 2_000_000_000, why=FUTEX, weighted_ns=2_000_000_000),
+                OffcpuDelta(HOLDER, 10, 1, nap.id, 0, 100, 900_000_000, weighted_ns=900_000_000),
+                OffcpuDelta(KWORKER, 2, 0x402, idle.id, 0, 100, 900_000_000, weighted_ns=900_000_000)),
+        wakers=(WakerDelta(APP, HOLDER, 10, "app", 0, 50, 1_000_000_000, link=WaitLink(0, 1, 0),
+                           weighted_ns=1_000_000_000, link_blocked_ns=900_000_000, wakee=WaitLink(0, 1, FUTEX)),
+                WakerDelta(APP, KWORKER, 2, "kworker/0:1", 0, 50, 1_000_000_000, link=WaitLink(0, 0x402, 0),
+                           weighted_ns=1_000_000_000, link_blocked_ns=900_000_000, wakee=WaitLink(0, 1, FUTEX))))
+    model = Model.from_intervals(meta(), [iv], {i.task: i for i in INFOS},
+                                 {x.id: x for x in (LOCK, nap, idle)})
+    roots = {r.name: r for r in root_table(model).by_cause["Userspace lock contention"]}
+    assert abs(roots["Application requested delay"].total_ns - 900_000_000) < 1000, roots
+    assert roots["Application requested delay"].cls == "idle"
+    assert roots["Application requested delay"].chain == ("Userspace lock contention (app[10])",
+                                                          "Application requested delay (app[11])")
+    assert abs(roots["Userspace lock contention"].total_ns - 900_000_000) < 1000, roots  # the kworker's half
+    assert "Kernel thread idle" not in roots
+
+
 def test_threads_handing_a_lock_to_each_other_share_out_the_loop():
     """A woken by B, B by A, both blocked waiting for each other half the time, the rest running: the
     loop's time goes where the rest goes (each running), none of it stays with the lock."""

@@ -141,7 +141,10 @@ def test_causes_command_shows_a_latencytop_table_and_the_unmatched_stacks(tmp_pa
     rows = out.splitlines()
     head = next(i for i, r in enumerate(rows) if r.startswith("CAUSE"))
     assert rows[head].split()[:3] == ["CAUSE", "MAX", "TOTAL"]
-    assert rows[head + 1].startswith("Application requested delay") and rows[head + 2].startswith("Reading from a pipe")
+    assert rows[head + 1].startswith("Reading from a pipe")  # the sleep is idle: the task asked for it
+    assert rows[head + 2].startswith("Waiting for CPU")
+    assert "Application requested delay" not in out
+    assert "Application requested delay" in run_stallscope("causes", "--all", str(path)).stdout
     assert "context switches" in out  # vmstat's first look heads the table
     by_process = run_stallscope("causes", str(path), "--by", "process").stdout
     assert "sleeper[100]" in by_process or "reader[100]" in by_process

@@ -35,11 +35,12 @@ def test_totals_are_the_sum_of_the_intervals():
 def test_blockers_rank_causes_from_the_cause_table():
     model = _model(*two_interval_recording())
     blockers = rank_blockers(model, include_cpu=False)
-    assert [b.cause for b in blockers] == ["Application requested delay", "Reading from a pipe"]
-    assert [b.frame.split("+")[0] for b in blockers] == ["do_nanosleep", "anon_pipe_read"]
-    assert blockers[0].total_ns == 1_700_000_000 and blockers[0].count == 85
-    assert round(blockers[0].share_pct + blockers[1].share_pct) == 100
-    assert blockers[0].tasks == (A,)
+    # the sleep is a delay the task asked for: idle, after the blockers, with no share
+    assert [b.cause for b in blockers] == ["Reading from a pipe", "Application requested delay"]
+    assert [b.frame.split("+")[0] for b in blockers] == ["anon_pipe_read", "do_nanosleep"]
+    assert blockers[1].total_ns == 1_700_000_000 and blockers[1].count == 85 and blockers[1].cls == "idle"
+    assert blockers[0].share_pct == 100 and blockers[1].share_pct == 0
+    assert blockers[1].tasks == (A,)
 
 
 def test_unsampled_waits_are_shared_by_the_tasks_sampled_causes_and_marked_estimated():
@@ -221,7 +222,7 @@ def test_causes_rank_per_cgroup_and_the_cgroups_survive_the_recording(tmp_path):
     assert model.cgroups == {100: "/system.slice/app.service"}
     groups = process_causes(model, by_cgroup=True)
     assert [g.comm for g in groups] == ["/system.slice/app.service"]
-    assert groups[0].causes[0][0] == "Application requested delay"
+    assert groups[0].causes[0][0] == "Reading from a pipe"
 
 
 def test_blocker_percentiles_come_from_the_waits_log2_buckets_and_survive_the_recording(tmp_path):

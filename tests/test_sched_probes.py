@@ -99,7 +99,8 @@ def test_sleep_is_attributed_to_the_nanosleep_stack(sleeper_run):
     tid = _truth(truth, "sleeper")["tid"]
     assert "nanosleep" in _stack_text(doc, tid)
     top = _task(doc, tid)["causes"][0]
-    assert top["cause"] == "Application requested delay" and top["class"] == "blocker"
+    # the task asked for it: idle (nothing held it up), never ranked among the machine's blockers
+    assert top["cause"] == "Application requested delay" and top["class"] == "idle"
 
 
 def test_pipe_reader_blocks_for_the_writers_period(pipe_run):
@@ -198,10 +199,11 @@ def test_migration_matrix_holds_every_migration(sleeper_run):
     matrix = doc["migrations"]["matrix"]
     assert len(matrix) == doc["meta"]["cpus"] and all(len(row) == len(matrix) for row in matrix)
     assert all(matrix[i][i] == 0 for i in range(len(matrix)))
-    # the last drain reads the threads' counters just before the matrix: a migration in between is
-    # in the matrix only
+    # each drain reads the threads' counters just before the matrix: a migration in between is in the
+    # matrix of the last interval only, or (at the drain that ends the set-up, which is dropped) in the
+    # threads' counts only
     per_thread = sum(t["migrations"] for t in doc["tasks"])
-    assert per_thread > 0 and 0 <= doc["migrations"]["total"] - per_thread <= 3
+    assert per_thread > 0 and abs(doc["migrations"]["total"] - per_thread) <= 3
 
 
 def test_the_collector_forgets_a_process_one_drain_after_its_leader_exited():
