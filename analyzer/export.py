@@ -15,7 +15,7 @@ from stallscope.analyzer.blockers import (
 from stallscope.analyzer.chains import Root, root_table
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
-from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc
+from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc, uprobe_trap_ns
 from stallscope.analyzer.recommend import recommend
 from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
@@ -118,7 +118,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
                 "bpf_programs": {name: {"run_cnt": r, "run_time_ns": ns, "recursion_misses": m}
                                  for name, (r, ns, m) in sorted(model.programs.items())},
                 **budget_doc(model_costs(model), meta.cpus,
-                             meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)),
+                             meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT), uprobe_trap_ns(meta)),
                 "changes": [tuning_doc(c, model.meta.interval_s) for c in model.tuning],
             },
         },

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
     NO_LINK, Interval, RecordingMeta, SlabCache, SlabDelta, Stack, TaskId, TaskInfo, TuningChange, WaitLink,
 )
@@ -206,8 +207,9 @@ class Model:
     oncpu: tuple[OncpuSamples, ...] = ()
     oncpu_cpus: dict[int, CpuSamples] = field(default_factory=dict)
     cgroups: dict[int, str] = field(default_factory=dict)  # tgid -> cgroup path, as first seen
-    # per interval: (seconds, BPF run time ns, program runs, collector CPU ns): the tool's own cost
-    interval_costs: tuple[tuple[float, int, int, int], ...] = ()
+    # per interval: (seconds, BPF run time ns, program runs, collector CPU ns, uprobe hits): the tool's
+    # own cost (analyzer/overhead.py)
+    interval_costs: tuple[tuple[float, int, int, int, int], ...] = ()
     futex_waits: tuple[FutexWaits, ...] = ()
     tuning: tuple[TuningChange, ...] = ()  # the overhead budget's steps, in order
     functions: dict[int, str] = field(default_factory=dict)  # kernel function address -> name
@@ -240,7 +242,7 @@ class Model:
         caches = dict(slab_caches or {})
         funcs = dict(functions or {})
         cgroups: dict[int, str] = {}
-        costs: list[tuple[float, int, int, int]] = []
+        costs: list[tuple[float, int, int, int, int]] = []
         tuning: list[TuningChange] = []
         oncpu: dict[tuple, list] = {}
         cpus: dict[int, list[int]] = {}
@@ -327,7 +329,7 @@ class Model:
                 e[1] += o.samples
                 e[2] += o.period_ns
             costs.append((iv.duration_ns / 1e9, sum(p.run_time_ns for p in iv.programs),
-                          sum(p.run_cnt for p in iv.programs), iv.collector_cpu_ns))
+                          sum(p.run_cnt for p in iv.programs), iv.collector_cpu_ns, uprobe_hits(iv.programs)))
             tuning.extend(iv.tuning)
             for tgid, _start, path in iv.cgroups:
                 cgroups[tgid] = path

@@ -1,16 +1,23 @@
 """stallscope's own cost, as a share of the machine's CPU: what the BPF programs ran (the kernel's
-run-time statistics), an estimate of calling them (run_time_ns excludes the dispatch), and the
-collector's own CPU. Per interval and over a window, against the user's budget."""
+run-time statistics), an estimate of calling them (run_time_ns excludes the dispatch) and of the
+uprobes' traps (measured when the recording starts), and the collector's own CPU. Per interval and
+over a window, against the user's budget."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
 from stallscope.analyzer.sample import Interval, Tuning, TuningChange, duration_text
 
 # Calling a BPF program from a tracepoint costs tens of ns that run_time_ns does not include
 # (measured for an empty program: benchmarks/README.md). Charged per event on top of the run time.
 DISPATCH_NS_PER_EVENT = 40
+# A uprobe is a breakpoint: each hit traps into the kernel and back, which no program statistic shows.
+# The futex group measures it when it starts (meta.options.futex.uprobe_trap_ns: 8.8 us a hit on this
+# 2-CPU VM, 1-2 us on bare metal); this is used where the recording has no measurement.
+UPROBE_PROGRAMS = ("lock_call",)
+DEFAULT_UPROBE_TRAP_NS = 5_000
 DEFAULT_BUDGET_PCT = 1.0
 START_UP_INTERVALS = 2  # not judged: see Governor
 CAP_REFUSED_SHARE = 0.25  # of the waits drawn, refused by the walk cap: T steps up
@@ -24,6 +31,7 @@ class Cost:
     bpf_ns: int  # kernel-measured run time of every program
     dispatch_ns: int  # estimated: runs x DISPATCH_NS_PER_EVENT
     collector_ns: int  # stallscope's own process
+    trap_ns: int = 0  # estimated: uprobe hits x the trap's measured cost
 
     def pct(self, ns: int) -> float:
         """ns as a share of all CPUs' time over the window."""
@@ -31,38 +39,51 @@ class Cost:
 
     @property
     def total_pct(self) -> float:
-        return self.pct(self.bpf_ns + self.dispatch_ns + self.collector_ns)
+        return self.pct(self.bpf_ns + self.dispatch_ns + self.trap_ns + self.collector_ns)
 
     @property
     def probes_pct(self) -> float:
-        """What the BPF programs cost, run time and dispatch, without the collector."""
-        return self.pct(self.bpf_ns + self.dispatch_ns)
+        """What the BPF programs cost, run time, dispatch and uprobe traps, without the collector."""
+        return self.pct(self.bpf_ns + self.dispatch_ns + self.trap_ns)
 
 
-def interval_cost(iv: Interval, cpus: int) -> Cost:
+def uprobe_hits(programs) -> int:
+    return sum(p.run_cnt for p in programs if p.name in UPROBE_PROGRAMS)
+
+
+def uprobe_trap_ns(meta) -> int:
+    """What one uprobe hit costs on the recording's machine, as measured when it started."""
+    futex = meta.options.get("futex")
+    measured = futex.get("uprobe_trap_ns") if isinstance(futex, dict) else None
+    return int(measured) if measured else DEFAULT_UPROBE_TRAP_NS
+
+
+def interval_cost(iv: Interval, cpus: int, trap_ns: int = DEFAULT_UPROBE_TRAP_NS) -> Cost:
     runs = sum(p.run_cnt for p in iv.programs)
     return Cost(iv.duration_ns / 1e9, cpus, sum(p.run_time_ns for p in iv.programs), runs * DISPATCH_NS_PER_EVENT,
-                iv.collector_cpu_ns)
+                iv.collector_cpu_ns, uprobe_hits(iv.programs) * trap_ns)
 
 
 def model_costs(model) -> list[Cost]:
     """Each interval's cost, from what the model kept of it."""
     cpus = model.meta.cpus
-    return [Cost(secs, cpus, bpf_ns, runs * DISPATCH_NS_PER_EVENT, collector_ns)
-            for secs, bpf_ns, runs, collector_ns in model.interval_costs]
+    trap = uprobe_trap_ns(model.meta)
+    return [Cost(secs, cpus, bpf_ns, runs * DISPATCH_NS_PER_EVENT, collector_ns, hits * trap)
+            for secs, bpf_ns, runs, collector_ns, hits in model.interval_costs]
 
 
-def budget_doc(costs: list[Cost], cpus: int, budget_pct: float) -> dict:
+def budget_doc(costs: list[Cost], cpus: int, budget_pct: float, trap_ns: int = DEFAULT_UPROBE_TRAP_NS) -> dict:
     secs = sum(c.seconds for c in costs)
     total = Cost(secs, cpus, sum(c.bpf_ns for c in costs), sum(c.dispatch_ns for c in costs),
-                 sum(c.collector_ns for c in costs))
+                 sum(c.collector_ns for c in costs), sum(c.trap_ns for c in costs))
     return {"budget_pct": budget_pct, "bpf_pct": round(total.pct(total.bpf_ns), 4),
             "dispatch_pct": round(total.pct(total.dispatch_ns), 4),
+            "uprobe_traps_pct": round(total.pct(total.trap_ns), 4),
             "collector_pct_of_machine": round(total.pct(total.collector_ns), 4),
             "total_pct": round(total.total_pct, 4),
             "worst_interval_pct": round(max((c.total_pct for c in costs), default=0.0), 4),
             "over_budget_intervals": sum(1 for c in costs if c.total_pct > budget_pct),
-            "dispatch_ns_per_event": DISPATCH_NS_PER_EVENT}
+            "dispatch_ns_per_event": DISPATCH_NS_PER_EVENT, "uprobe_trap_ns": trap_ns}
 
 
 # ---- keeping to the budget -------------------------------------------------------------------
@@ -133,6 +154,7 @@ class Governor:
         self._calm = 0
         self._since_raise: int | None = None
         self._floor_said = False
+        self._lock_calls = start.lock_calls
 
     def observe(self, interval: int, cost: Cost, drawn: int = 0, refused: int = 0) -> TuningChange | None:
         """Judge one interval's cost, and how many of the waits drawn for a stack walk the walk cap
@@ -160,6 +182,13 @@ class Governor:
         what = "the probes' cost (start-up: the collector not judged)" if warming else "cost"
         if pct > self.budget_pct:
             self._calm = 0
+            if level >= MAX_LEVEL and self.current.lock_calls and cost.pct(cost.trap_ns) >= self.budget_pct / 2:
+                self._lock_calls = False
+                self._floor_said = False  # what remains then is said again
+                return self._move(interval, level,
+                                  f"{what} {pct:.2f}% of the CPUs is over the {self.budget_pct:g}% budget at the "
+                                  f"lowest setting, {cost.pct(cost.trap_ns):.2f}% of it the uprobes' traps in libc's "
+                                  "lock functions: removed (lock callers are named from user stacks only)")
             if level >= MAX_LEVEL:
                 if self._floor_said:
                     return None
@@ -188,6 +217,8 @@ class Governor:
 
     def _move(self, interval: int, level: int, reason: str) -> TuningChange:
         self.current = tuning_at(self.start, level)
+        if not self._lock_calls:  # once removed, for the rest of the recording: each removal waits for RCU
+            self.current = replace(self.current, lock_calls=False)
         return TuningChange(interval, self.current, reason)
 
 
@@ -197,4 +228,4 @@ def tuning_doc(change: TuningChange, interval_s: float) -> dict:
     return {"after_interval": change.interval, "at_s": round((change.interval + 1) * interval_s, 3),
             "level": t.level, "stack_walks_per_s": t.walks_per_s, "min_stack_ns": t.min_stack_ns,
             "sample_hz": t.sample_hz, "stack_scale_ns": t.sample_ns, "user_stack_walks_per_s": t.user_walks_per_s,
-            "reason": change.reason}
+            "lock_call_uprobes": t.lock_calls, "reason": change.reason}

@@ -298,13 +298,15 @@ class Tuning:
     sample_hz: int
     sample_ns: int = 0
     user_walks_per_s: int = 0
+    lock_calls: bool = True  # the futex group's uprobes in libc's lock functions (removed past the last level)
 
     def describe(self) -> str:
         walks = "no cap" if self.walks_per_s == 0 else f"at most {self.walks_per_s}/s per CPU"
         users = "no cap" if self.user_walks_per_s == 0 else f"{self.user_walks_per_s}/s per CPU"
         drawn = "every wait" if not self.sample_ns else f"waits drawn with p = min(1, d/{duration_text(self.sample_ns)})"
         floor = f" (none under {duration_text(self.min_stack_ns)})" if self.min_stack_ns else ""
-        return (f"stacks for {drawn}{floor}, {walks}; user stacks {users}; on-CPU samples {self.sample_hz} Hz")
+        calls = "" if self.lock_calls else "; lock-call uprobes removed"
+        return (f"stacks for {drawn}{floor}, {walks}; user stacks {users}; on-CPU samples {self.sample_hz} Hz{calls}")
 
 
 @dataclass(frozen=True)

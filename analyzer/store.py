@@ -83,7 +83,7 @@ CREATE TABLE IF NOT EXISTS futex (
     min_ns INTEGER, flags INTEGER, blocked_ns INTEGER, runnable_ns INTEGER, woken_irq INTEGER);
 CREATE TABLE IF NOT EXISTS tuning (
     idx INTEGER, level INTEGER, walks_per_s INTEGER, min_stack_ns INTEGER, sample_hz INTEGER, reason TEXT,
-    sample_ns INTEGER, user_walks_per_s INTEGER);
+    sample_ns INTEGER, user_walks_per_s INTEGER, lock_calls INTEGER);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
@@ -225,9 +225,9 @@ class RecordingWriter:
                 for s in iv.stacks])
             db.executemany("INSERT INTO programs VALUES (?,?,?,?,?)", [
                 (i, p.name, p.run_cnt, p.run_time_ns, p.recursion_misses) for p in iv.programs])
-            db.executemany("INSERT INTO tuning VALUES (?,?,?,?,?,?,?,?)", [
+            db.executemany("INSERT INTO tuning VALUES (?,?,?,?,?,?,?,?,?)", [
                 (i, c.to.level, c.to.walks_per_s, c.to.min_stack_ns, c.to.sample_hz, c.reason, c.to.sample_ns,
-                 c.to.user_walks_per_s) for c in iv.tuning])
+                 c.to.user_walks_per_s, int(c.to.lock_calls)) for c in iv.tuning])
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -413,8 +413,9 @@ class Recording:
                                 lambda r: ProgramCost(*r[1:]))
         tuning = self._stream(
             "SELECT idx, level, walks_per_s, min_stack_ns, sample_hz, reason, "
-            f"{self._col('tuning', 'sample_ns', '0')}, {self._col('tuning', 'user_walks_per_s', '0')} FROM tuning",
-            window, lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0), r[5]), "tuning")
+            f"{self._col('tuning', 'sample_ns', '0')}, {self._col('tuning', 'user_walks_per_s', '0')}, "
+            f"{self._col('tuning', 'lock_calls', '1')} FROM tuning",
+            window, lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0, r[8] != 0), r[5]), "tuning")
         rows = self._stream("SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health, "
                             "kernel_switches FROM intervals", window, lambda r: r)
         for idx, start, end, wall, switches, cpu, health, kswitches in rows.all():

@@ -259,13 +259,14 @@ static __always_inline int end_wait_of(struct futex_inflight *w, struct task_str
 		if (!v)
 			return 0;
 	}
-	__sync_fetch_and_add(&v->count, 1);
-	__sync_fetch_and_add(&v->total_ns, total);
-	__sync_fetch_and_add(&v->blocked_ns, blocked);
-	__sync_fetch_and_add(&v->runnable_ns, runnable);
+	/* one key is one thread: only that thread's own events update it (it runs on one CPU at a
+	 * time), so plain adds, and no race on the extremes */
+	v->count += 1;
+	v->total_ns += total;
+	v->blocked_ns += blocked;
+	v->runnable_ns += runnable;
 	if (s && s->woke == WOKE_IRQ && blocked)
-		__sync_fetch_and_add(&v->woken_irq, 1);
-	/* one key is one thread: only that thread updates it, so no race on the extremes */
+		v->woken_irq += 1;
 	if (total > v->max_ns)
 		v->max_ns = total;
 	if (total < v->min_ns)

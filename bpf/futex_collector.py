@@ -200,6 +200,38 @@ def slow_path_sites(path: str, names) -> dict[int, int]:
     return sites
 
 
+CALIBRATION_CALLS = 2000
+
+
+def measure_uprobe_trap(prog, libc: str) -> int:
+    """What one uprobe hit costs on this machine, in ns (0: not measured): `prog` at libc's getppid()
+    for this process only, a loop of calls timed with and without it (the fastest of three rounds
+    each). The trap into the kernel and back is not in any program's run-time statistics; it is most
+    of a hit's cost (8.8 us a hit on a 2-CPU VM, 1-2 us on bare metal), and the overhead budget
+    charges it per hit (analyzer/overhead.py)."""
+    off = function_file_offsets(libc, ("getppid",)).get("getppid")
+    if off is None:
+        return 0
+    call = ctypes.CDLL(libc).getppid
+
+    def rounds() -> int:
+        best = 1 << 62
+        for _ in range(3):
+            t0 = time.perf_counter_ns()
+            for _ in range(CALIBRATION_CALLS):
+                call()
+            best = min(best, time.perf_counter_ns() - t0)
+        return best
+
+    base = rounds()
+    link = prog.attach_uprobe(libc, off, pid=os.getpid(), cookie=8)
+    try:
+        traced = rounds()
+    finally:
+        link.destroy()
+    return max(traced - base, 0) // CALIBRATION_CALLS
+
+
 def function_file_offsets(path: str, names) -> dict[str, int]:
     """File offsets (what a uprobe attaches at) of the named functions defined in an ELF file."""
     wanted = set(names)
@@ -361,6 +393,7 @@ class FutexCollector:
         self._data = DataSymbols()
         self._uprobe_links: list = []
         self._charged: list[tuple[abi.FutexInflight, int]] = []
+        self.uprobe_trap_ns = 0  # measured at start (measure_uprobe_trap)
 
     def start(self) -> ProbeStatus:
         """Load and attach with the first mechanism this kernel allows; never raises for a kernel
@@ -462,6 +495,10 @@ class FutexCollector:
         if not sites:
             return f"no pthread lock functions in {libc}: lock callers are named from user stacks only"
         prog = obj.program("lock_call")
+        try:
+            self.uprobe_trap_ns = measure_uprobe_trap(prog, libc_of(0) or libc)
+        except (BpfError, OSError, AttributeError):
+            self.uprobe_trap_ns = 0  # the budget then charges a default per hit
         failed = []
         for off, cfa in sorted(sites.items()):
             try:
@@ -577,10 +614,32 @@ class FutexCollector:
             self._names[key] = name
         return name
 
+    def meta_options(self) -> dict:
+        """What the recording keeps about this group's set-up (meta.options.futex)."""
+        return {"uprobe_trap_ns": self.uprobe_trap_ns,
+                "lock_call_uprobes": sum(1 for link in self._lock_call_links())}
+
     def retune(self, t: Tuning) -> None:
-        """The overhead budget's step: fewer stack walks from the next event on."""
+        """The overhead budget's step: fewer stack walks from the next event on; past its last level,
+        no more lock-call uprobes."""
         if self.obj is not None:
             tune.write(self.obj, tune.of_tuning(t))
+            if not t.lock_calls:
+                self._remove_lock_calls()
+
+    def _lock_call_links(self) -> list:
+        if self.obj is None:
+            return []
+        return [link for link in self.obj.links if link.name == "lock_call"] + self._uprobe_links
+
+    def _remove_lock_calls(self) -> None:
+        """Detach the uprobes (in parallel: each removal waits for an RCU grace period). The links
+        stay listed, destroyed, so that the program's statistics are still read."""
+        threads = [threading.Thread(target=link.destroy) for link in self._lock_call_links()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def close(self) -> None:
         self._stop.set()

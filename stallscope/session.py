@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from stallscope import __version__, machine
-from stallscope.analyzer.overhead import Governor, interval_cost
+from stallscope.analyzer.overhead import Governor, interval_cost, uprobe_trap_ns
 from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta, Tuning
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import features
@@ -165,7 +165,7 @@ class Session:
                     self._finish_groups()
                 iv = self._drain()
                 if not stop:
-                    iv = self._keep_to_budget(iv, meta.cpus)
+                    iv = self._keep_to_budget(iv, meta)
                 on_interval(iv)
                 intervals += 1
                 if stop:
@@ -244,13 +244,13 @@ class Session:
         self._drained += 1
         return iv
 
-    def _keep_to_budget(self, iv: Interval, cpus: int) -> Interval:
+    def _keep_to_budget(self, iv: Interval, meta: RecordingMeta) -> Interval:
         """Judge the interval's cost; a step the budget takes is applied to every collector, said on
         stderr, and kept with the interval (the recording, the live view)."""
         if self.governor is None:
             return iv
         before = self.governor.current
-        change = self.governor.observe(iv.index, interval_cost(iv, cpus), iv.health.get("waits_drawn", 0),
+        change = self.governor.observe(iv.index, interval_cost(iv, meta.cpus, uprobe_trap_ns(meta)), iv.health.get("waits_drawn", 0),
                                        iv.health.get("stacks_rate_limited", 0))
         if change is None:
             return iv

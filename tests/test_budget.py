@@ -106,6 +106,46 @@ def test_calm_intervals_step_back_up_and_a_see_saw_backs_off():
     assert all(gov2.observe(i, _cost(0.7)) is None for i in range(1, 20)) and gov2.current.level == 1
 
 
+def test_past_the_last_level_the_lock_call_uprobes_go_when_their_traps_are_what_costs():
+    """At the lowest setting and still over the budget, with the uprobes' traps (measured per hit,
+    in no program's statistics) at least half the budget: they are removed, said once, and stay
+    removed at every later step; then what remains is the floor."""
+    gov = Governor(START, budget_pct=1.0, warmup=0)
+    for i in range(MAX_LEVEL):
+        gov.observe(i, _cost(50.0))
+    assert gov.current.level == MAX_LEVEL and gov.current.lock_calls
+    traps = Cost(1.0, 2, int(0.03 * 2e9), 0, 0, int(0.05 * 2e9))  # BPF 3%, traps 5% of 2 CPUs
+    change = gov.observe(10, traps)
+    assert change is not None and not change.to.lock_calls and change.to.level == MAX_LEVEL
+    assert "uprobes' traps" in change.reason and "5.00%" in change.reason, change.reason
+    assert "lock-call uprobes removed" in change.to.describe()
+    floor = gov.observe(11, _cost(3.0))
+    assert floor is not None and "per-event work" in floor.reason and not floor.to.lock_calls
+    for i in range(12, 40):  # calm: back up, the uprobes still off
+        gov.observe(i, _cost(0.1))
+    assert gov.current.level < MAX_LEVEL and not gov.current.lock_calls
+    # traps under half the budget: the uprobes stay, the floor is said
+    keep = Governor(tuning_at(START, MAX_LEVEL), budget_pct=1.0, warmup=0)
+    keep.start = START
+    change = keep.observe(0, Cost(1.0, 2, int(0.03 * 2e9), 0, 0, int(0.004 * 2e9)))
+    assert change is not None and change.to.lock_calls and "per-event work" in change.reason
+
+
+def test_uprobe_hits_are_charged_at_the_measured_trap_cost():
+    from dataclasses import replace
+
+    from stallscope.analyzer.overhead import DEFAULT_UPROBE_TRAP_NS, interval_cost, uprobe_trap_ns
+    from synthetic import interval, meta
+
+    iv = interval(0, programs=(ProgramCost("sched_switch", 1000, 200_000, 0), ProgramCost("lock_call", 100, 20_000, 0)))
+    cost = interval_cost(iv, 2, 9_000)
+    assert cost.trap_ns == 900_000 and cost.dispatch_ns == 1100 * 40 and cost.bpf_ns == 220_000
+    assert cost.total_pct == cost.pct(220_000 + 1100 * 40 + 900_000 + iv.collector_cpu_ns)
+    m = meta()
+    assert uprobe_trap_ns(m) == DEFAULT_UPROBE_TRAP_NS  # a recording without the measurement
+    assert uprobe_trap_ns(replace(m, options={**m.options, "futex": {"uprobe_trap_ns": 9000}})) == 9000
+
+
 def test_a_zero_budget_never_changes_anything():
     gov = Governor(START, budget_pct=0.0, warmup=0)
     assert all(gov.observe(i, _cost(50.0)) is None for i in range(10))

@@ -74,6 +74,29 @@ def test_futex_probe_reports_its_mechanism_and_cost(convoy_run):
 
 
 @needs_bpf
+def test_the_uprobe_trap_is_measured_and_the_budget_removes_the_uprobes_past_its_last_level(tmp_path):
+    """The trap each uprobe hit costs is measured at start and charged per hit; with a budget the
+    per-event work alone exceeds, the uprobes are removed (stated) and no lock call traps after."""
+    from stallscope.analyzer.store import Recording
+
+    doc, _, path = record_command(tmp_path, [example("mutex_convoy"), "-t", "3", "-n", "400", "-m", "1"],
+                                  "-i", "100ms", "--overhead-budget", "0.001", defaults=True)
+    trap = doc["meta"]["options"]["futex"]["uprobe_trap_ns"]
+    assert 100 < trap < 100_000, trap  # a breakpoint's round trip into the kernel: 1-10 us
+    o = doc["meta"]["overhead"]
+    assert o["uprobe_trap_ns"] == trap and o["uprobe_traps_pct"] > 0
+    removed = [c for c in o["changes"] if not c["lock_call_uprobes"]]
+    assert removed and "uprobes' traps" in removed[0]["reason"], o["changes"]
+    rec = Recording(str(path))
+    try:
+        hits = [sum(p.run_cnt for p in iv.programs if p.name == "lock_call") for iv in rec.intervals()]
+    finally:
+        rec.close()
+    after = hits[removed[0]["after_interval"] + 2:]
+    assert sum(hits) > 0 and after and not any(after), hits
+
+
+@needs_bpf
 def test_locks_command_shows_futex_locks_with_their_callers(convoy_run):
     _, truth, path = convoy_run
     out = run_stallscope("locks", str(path), "--type", "futex", "-n", "50").stdout

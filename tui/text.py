@@ -10,7 +10,7 @@ from collections import OrderedDict
 
 from stallscope.analyzer.blockers import rank_blockers
 from stallscope.analyzer.causes import IDLE
-from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, START_UP_INTERVALS, interval_cost
+from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, START_UP_INTERVALS, interval_cost, uprobe_trap_ns
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
 from stallscope.analyzer.units import fmt_ns
@@ -69,12 +69,12 @@ class LiveText:
     def render(self, model: Model, iv: Interval) -> str:
         tty = hasattr(self.out, "isatty") and self.out.isatty()
         lines = [CLEAR if tty else "\n"]
-        cost = interval_cost(iv, self.meta.cpus)
+        cost = interval_cost(iv, self.meta.cpus, uprobe_trap_ns(self.meta))
         budget = self.meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
         secs = model.duration_s or 1.0
         lines.append(f"stallscope top  interval {iv.index}  {model.switches_per_s:,.0f} cs/s  "
                      f"{len(model.tasks)} active tasks  cost: {cost.total_pct:.2f}% of the CPUs (budget {budget:g}%"
-                     f"{_over(cost.total_pct, budget, iv.index)}): BPF {cost.pct(cost.bpf_ns + cost.dispatch_ns):.2f}%, "
+                     f"{_over(cost.total_pct, budget, iv.index)}): BPF {cost.probes_pct:.2f}%, "
                      f"collector {100 * iv.collector_cpu_ns / 1e9 / secs:.1f}% of a CPU\n")
         if self.tuning is not None and (self.tuning.to.level or self.tuning.interval == iv.index):
             lines.append(f"  budget, level {self.tuning.to.level}: {self.tuning.to.describe()} "
