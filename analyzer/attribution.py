@@ -181,9 +181,12 @@ def _share(model: Model, table: CauseTable, drawn: list[StackWait], shared: list
     total = sum(weights) or 1
     share_of: dict[str, float] = {}
     cause_of: dict[str, Cause] = {}
-    for c, wt in zip(causes, weights):
+    seen: dict[str, int] = {}  # drawn waits of each cause
+    for c, wt, w in zip(causes, weights, drawn):
         share_of[c.name] = share_of.get(c.name, 0.0) + wt / total
         cause_of[c.name] = c
+        seen[c.name] = seen.get(c.name, 0) + w.count
+    n = sum(seen.values())
     for name, share in share_of.items():
         p = part(cause_of[name], task)
         est = undrawn_ns * share
@@ -200,6 +203,11 @@ def _share(model: Model, table: CauseTable, drawn: list[StackWait], shared: list
             # Var(U * D_c / D) ~ (U / D)^2 * sum_k V_k (1[k in c] - D_c / D)^2, V_k in ns^2
             p.var_ns2 += (undrawn_ns / total_beyond) ** 2 * sum(
                 w.var_us2 * 1e6 * ((1.0 if c.name == name else 0.0) - share) ** 2 for w, c in zip(drawn, causes))
+        # n drawn waits that all (or nearly all) show one cause cannot rule out others among the undrawn:
+        # no less than the error of a share estimated from n draws, the share smoothed by Laplace's rule
+        # of succession ((k + 1) / (n + 2)), so that 40 draws of one cause do not read as exact
+        smooth = (seen[name] + 1) / (n + 2)
+        p.var_ns2 = max(p.var_ns2, undrawn_ns ** 2 * smooth * (1 - smooth) / max(n, 1))
 
 
 def error_ns(var_ns2: float) -> int:

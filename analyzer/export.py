@@ -189,6 +189,7 @@ def _lock_doc(s) -> dict:
         doc["field"] = s.field
     if s.is_futex:
         doc["timed_poll"] = s.timed_poll
+        doc["futex_kind"] = s.futex_kind
     if s.owner:
         doc["owner"] = s.owner
     if s.is_futex:

@@ -35,6 +35,11 @@ from stallscope.analyzer.symbols import Frame
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 FUTEX_F_TIMEOUT = 1  # bpf/futex.h: the wait call had a timeout
+FUTEX_F_LOCKWORD, FUTEX_F_ZERO, FUTEX_F_TID = 2, 4, 8  # bpf/futex.h: what the expected value tells
+# a futex's waits, by what most of them were: a mutex's lock word (or a proven lock call), an event
+# (a condition variable's or a semaphore's wait for 0), a join (a live thread's TID)
+FUTEX_KINDS = {"mutex": FUTEX_F_LOCKWORD, "event": FUTEX_F_ZERO, "join": FUTEX_F_TID}
+FUTEX_KIND_SHARE = 0.5
 LOCK_KIND_ADDR, LOCK_KIND_MMAP, LOCK_KIND_SLAB = 0, 1, 2
 
 def lock_type(flags: int) -> str:
@@ -194,10 +199,26 @@ class LockStat:
     blocked_ns: int = -1  # the waiters blocked (-1: not known: a recording made before the split was kept)
     runnable_ns: int = -1  # the waiters woken, waiting for a CPU: waiting for a CPU, not for the lock
     timed_poll: bool = False  # futex: timed waits nearly all ended by their timeout (a poll, not a contended lock)
+    # futex: what most of its waits were, from the calls' arguments (FUTEX_KINDS); "" not known
+    futex_kind: str = ""
 
     @property
     def is_futex(self) -> bool:
         return self.type == "futex"
+
+    @property
+    def is_lock(self) -> bool:
+        """Waits for a lock: every kernel row; a futex unless its waits were a poll, an event (a condition
+        variable, a semaphore) or a join."""
+        return not self.is_futex or (not self.timed_poll and self.futex_kind in ("", "mutex"))
+
+    @property
+    def type_text(self) -> str:
+        """TYPE as the table shows it: a futex with what its waits were."""
+        if not self.is_futex:
+            return self.type
+        kind = "poll" if self.timed_poll else self.futex_kind
+        return f"futex:{kind}" if kind else "futex"
 
     @property
     def wait_avg_ns(self) -> float:
@@ -293,7 +314,7 @@ def _futex_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[
             continue
         g = groups.setdefault((w.tgid, w.uaddr), {"name": "", "count": 0, "total": 0, "max": 0, "min": 0,
                                                   "callers": {}, "tasks": set(), "blocked": 0, "runnable": 0,
-                                                  "split": True, "timed": 0, "irq": 0})
+                                                  "split": True, "timed": 0, "irq": 0, "kinds": {}, "called": 0})
         g["name"] = g["name"] or w.lock_name
         g["count"] += w.count
         g["total"] += w.total_ns
@@ -306,6 +327,11 @@ def _futex_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[
         if w.flags & FUTEX_F_TIMEOUT:
             g["timed"] += w.count
             g["irq"] += w.woken_irq
+        for kind, bit in FUTEX_KINDS.items():
+            if w.flags & bit:
+                g["kinds"][kind] = g["kinds"].get(kind, 0) + w.count
+        if w.caller_addr:  # the uprobe saw it called from pthread_mutex_lock / pthread_rwlock_*lock
+            g["called"] += w.count
         c = g["callers"].setdefault(futex_caller(w), [0, 0, 0, 0])
         c[0] += w.count
         c[1] += w.total_ns
@@ -320,12 +346,16 @@ def _futex_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[
         top = callers[0].point if callers and not callers[0].point.startswith(("(", "[")) else ""
         name = f"{g['name'] or f'futex {uaddr:#x}'} ({comm}[{tgid}])"
         sleep = g["blocked"] + g["runnable"] if split else g["total"]
+        kinds = dict(g["kinds"])
+        kinds["mutex"] = kinds.get("mutex", 0) + g["called"]
+        kind, n = max(kinds.items(), key=lambda kv: kv[1])
+        futex_kind = kind if n > FUTEX_KIND_SHARE * g["count"] else ""
         out.append(LockStat(name, "futex", uaddr, g["count"], g["total"], g["max"], g["min"], g["total"] - sleep,
                             sleep, callers, tuple(sorted(g["tasks"])), pid=tgid, comm=comm,
                             function=top.split("+")[0], blocked_ns=g["blocked"] if split else -1,
                             runnable_ns=g["runnable"] if split else -1,
                             timed_poll=g["count"] > 0 and g["timed"] >= TIMED_POLL_SHARE * g["count"]
-                            and g["irq"] >= TIMED_POLL_SHARE * g["timed"]))
+                            and g["irq"] >= TIMED_POLL_SHARE * g["timed"], futex_kind=futex_kind))
     return out
 
 
@@ -376,4 +406,41 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
                             g["max"], g["min"], g["spin"], g["sleep"], g["callers"].result(split),
                             tuple(sorted(g["tasks"])), g["owner"], hottest, g["named_by"].field,
                             blocked_ns=g["blocked"] if split else -1, runnable_ns=g["runnable"] if split else -1))
+    return _merge_same_name(out)
+
+
+def _merge_same_name(rows: list[LockStat]) -> list[LockStat]:
+    """Locks at several addresses that read the same (each CPU's rq->__lock, the locks one function
+    contends on in many objects) are one class, as lock_stat has one row per class: one row, with its
+    heaviest instances."""
+    by: dict[tuple[str, str], list[LockStat]] = {}
+    for r in rows:
+        by.setdefault((r.name, r.type), []).append(r)
+    out = []
+    for same in by.values():
+        if len(same) == 1:
+            out.append(same[0])
+            continue
+        split = all(r.split for r in same)
+        callers: dict[str, list[int]] = {}
+        for r in same:
+            for c in r.callers:
+                e = callers.setdefault(c.point, [0, 0, 0, 0, 0, 0])
+                for i, v in enumerate((c.count, c.total_ns, c.estimated_ns, c.spin_ns, max(c.blocked_ns, 0),
+                                       max(c.runnable_ns, 0))):
+                    e[i] += v
+        instances = sorted(((a, w, ns) for r in same for a, w, ns in
+                            (r.instances or ((r.addr, "", r.wait_total_ns),))), key=lambda x: -x[2])[:3]
+        mins = [r.wait_min_ns for r in same if r.wait_min_ns]
+        first = same[0]
+        out.append(LockStat(
+            first.name, first.type, 0, sum(r.contentions for r in same), sum(r.wait_total_ns for r in same),
+            max(r.wait_max_ns for r in same), min(mins) if mins else 0, sum(r.spin_ns for r in same),
+            sum(r.sleep_ns for r in same),
+            tuple(Caller(p, c, t, e, sp, b if split else -1, rn if split else -1)
+                  for p, (c, t, e, sp, b, rn) in sorted(callers.items(), key=lambda kv: -kv[1][1])),
+            tuple(sorted({t for r in same for t in r.tasks})), next((r.owner for r in same if r.owner), ""),
+            tuple(instances), first.field,
+            blocked_ns=sum(r.blocked_ns for r in same) if split else -1,
+            runnable_ns=sum(r.runnable_ns for r in same) if split else -1))
     return out

@@ -34,6 +34,7 @@ class Thresholds:
     min_runq_wait_ns: float = 20e6  # ... and at least this long waiting for a CPU in all
     cpu_bound_waiting_per_cpu: float = 1.0  # tasks waiting for a CPU, on average, per CPU: saturated
     lock_wait_per_s_ns: float = 10e6  # a lock whose waits add up to 10 ms per second
+    lock_min_contentions: int = 20  # ... over at least this many contentions
     io_wait_per_s_ns: float = 50e6
     priority_nice: int = -5  # what a starved thread's nice is raised to (not more: see the risk)
     max_per_rule: int = 5  # the worst few: a list of hundreds helps nobody
@@ -270,8 +271,10 @@ def rule_lock(model: Model, th: Thresholds) -> list[Recommendation]:
     for s in lock_stats(model, sort="lock"):
         if s.lock_wait_ns / secs < th.lock_wait_per_s_ns:
             continue
-        if s.timed_poll:
-            continue  # waits that end by their timeout: a runtime parked on a futex, not a contended lock
+        if not s.is_lock:
+            continue  # a poll ended by its timeout, a condition variable, a join: no lock to change
+        if s.contentions < th.lock_min_contentions:
+            continue  # a few long waits are not contention (a thread waiting once for the run to end)
         points = [c for c in s.callers if not c.point.startswith(("(", "["))]
         if not points and (s.name.startswith("0x") or s.name.startswith("(")):
             continue  # neither a name nor a call site: nothing anyone could act on (the table still shows it)
@@ -291,6 +294,9 @@ def rule_lock(model: Model, th: Thresholds) -> list[Recommendation]:
         elif s.field == "file_lock_context.flc_lock" or s.name.startswith(("flock_lock_inode", "posix_lock_inode")):
             advice = ("file locks (flock/fcntl) taken and released on the same files by many threads: hold them "
                       "longer, or use one lock file per worker")
+        if s.name == "rq->__lock" and points and points[0].point.startswith("do_sched_yield"):
+            advice = ("the run-queue lock, taken by sched_yield(): threads that spin on sched_yield() take it at "
+                      "every call; wait on the condition instead (a futex, a condition variable) or back off")
         if s.type == "futex":
             advice = (f"user-space lock in {where}: shorten the critical section or shard the lock (one per CPU or "
                       "per object)")

@@ -144,13 +144,38 @@ static __always_inline __u32 wait_op(long id, __u64 op_arg)
 	return OP_NONE;
 }
 
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
+extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+
 /* FUTEX_F_TIMEOUT when the call has a timeout: futex(2)'s 4th argument, futex_waitv(2)'s
- * 4th, futex_wait(2)'s 5th. */
-static __always_inline __u32 call_flags(long id, __u64 arg3, __u64 arg4)
+ * 4th, futex_wait(2)'s 5th. For futex(2)'s FUTEX_WAIT and FUTEX_WAIT_BITSET, what the expected
+ * value `val` (its 3rd argument) tells (bpf/futex.h; the scheduler probe's evidence reads the same,
+ * bpf/why.bpf.h). */
+static __always_inline __u32 call_flags(long id, __u64 arg3, __u64 arg4, __u32 op, __u64 val)
 {
+	struct task_struct *t, *cur;
+	__u32 flags;
+
 	if (id == NR_futex_wait)
 		return arg4 ? FUTEX_F_TIMEOUT : 0;
-	return arg3 ? FUTEX_F_TIMEOUT : 0;
+	flags = arg3 ? FUTEX_F_TIMEOUT : 0;
+	if (id != NR_futex || (op != FUTEX_WAIT && op != FUTEX_WAIT_BITSET))
+		return flags;
+	val = (__u32)val;
+	if (val == 2 && op == FUTEX_WAIT)
+		return flags | FUTEX_F_LOCKWORD;
+	if (val == 0)
+		return flags | FUTEX_F_ZERO;
+	cur = bpf_get_current_task_btf();
+	if (val > 2 && val < 0x40000000 && val != (__u64)cur->pid && bpf_task_from_pid) {
+		t = bpf_task_from_pid(val);
+		if (t) {
+			if (t->tgid == cur->tgid)
+				flags |= FUTEX_F_TID;
+			bpf_task_release(t);
+		}
+	}
+	return flags;
 }
 
 /* A futex wait begins: `arg0` is the call's first argument (the futex word, or futex_waitv's
@@ -317,7 +342,8 @@ int BPF_PROG(futex_switch, bool preempt, struct task_struct *prev, struct task_s
 			op = wait_op(id, id == NR_futex ? PT_REGS_PARM2_CORE_SYSCALL(regs) : 0);
 			if (op != OP_NONE)
 				begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs),
-					   call_flags(id, PT_REGS_PARM4_CORE_SYSCALL(regs), PT_REGS_PARM5_CORE_SYSCALL(regs)));
+					   call_flags(id, PT_REGS_PARM4_CORE_SYSCALL(regs), PT_REGS_PARM5_CORE_SYSCALL(regs),
+						      op, PT_REGS_PARM3_CORE_SYSCALL(regs)));
 		}
 	}
 	w = bpf_task_storage_get(&task_futex, next, 0, 0);
@@ -334,7 +360,7 @@ int futex_enter(struct syscall_trace_enter *ctx)
 {
 	__u32 op = wait_op(ctx->nr, ctx->args[1]);
 	struct pt_regs *regs;
-	__u64 a3, a4;
+	__u64 a2, a3, a4;
 
 	if (op == OP_NONE || is_stopped())
 		return 0;
@@ -343,8 +369,10 @@ int futex_enter(struct syscall_trace_enter *ctx)
 	asm volatile("" : "+r"(a3));
 	a4 = ctx->args[4];
 	asm volatile("" : "+r"(a4));
+	a2 = ctx->args[2];
+	asm volatile("" : "+r"(a2));
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return begin_wait(ctx, op, ctx->args[0], PT_REGS_SP_CORE(regs), call_flags(ctx->nr, a3, a4));
+	return begin_wait(ctx, op, ctx->args[0], PT_REGS_SP_CORE(regs), call_flags(ctx->nr, a3, a4, op, a2));
 }
 
 SEC("tracepoint/syscalls/sys_exit_futex")
@@ -367,7 +395,8 @@ int BPF_PROG(futex_sys_enter, struct pt_regs *regs, long id)
 	if (op == OP_NONE || is_stopped())
 		return 0;
 	return begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs),
-			  call_flags(id, PT_REGS_PARM4_CORE_SYSCALL(regs), PT_REGS_PARM5_CORE_SYSCALL(regs)));
+			  call_flags(id, PT_REGS_PARM4_CORE_SYSCALL(regs), PT_REGS_PARM5_CORE_SYSCALL(regs), op,
+				     PT_REGS_PARM3_CORE_SYSCALL(regs)));
 }
 
 SEC("tp_btf/sys_exit")

@@ -48,6 +48,10 @@ struct futex_wait_key {
 };
 
 #define FUTEX_F_TIMEOUT 1  /* the call has a timeout: a timed wait (a poll, a park) */
+/* the value the word was expected to hold (FUTEX_WAIT, FUTEX_WAIT_BITSET; glibc 2.36's nptl): */
+#define FUTEX_F_LOCKWORD 2 /* 2 with FUTEX_WAIT: a contended mutex's lock word (__lll_lock_wait) */
+#define FUTEX_F_ZERO 4     /* 0: a condition variable's __g_signals, a semaphore: an event, not a lock */
+#define FUTEX_F_TID 8      /* the TID of a live thread of the waiter's process: pthread_join */
 
 /* A thread's futex wait in progress and its latest libc lock call (task storage). User space
  * reads it when the recording stops, through a pidfd, to charge waits still in progress. */

@@ -438,7 +438,7 @@ def _lock_row(out, s, callers: int) -> None:
     from stallscope.analyzer.untrusted import printable
 
     blocked, runnable = (fmt_ns(s.blocked_ns), fmt_ns(s.runnable_ns)) if s.split else (fmt_ns(s.sleep_ns), "-")
-    out.write(f"{printable(s.name)[:52]:<52} {s.type:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
+    out.write(f"{printable(s.name)[:52]:<52} {s.type_text:<13} {s.contentions:>11} {fmt_ns(s.wait_total_ns):>10} "
               f"{fmt_ns(s.wait_max_ns):>9} {fmt_ns(s.wait_avg_ns):>9} {fmt_ns(s.wait_min_ns):>9} "
               f"{fmt_ns(s.spin_ns):>9} {blocked:>9} {runnable:>9}\n")
     for c in s.callers[:callers]:
@@ -469,9 +469,10 @@ def cmd_locks(args) -> int:
     kinds = ("kernel", "futex") if args.lock_type == "all" else (args.lock_type,)
     scope = _command_scope(model, args.file) if args.command_only else None
     stats = {kind: lock_stats(model, args.sort, tasks=scope, kind=kind) for kind in kinds}
-    # a futex whose timed waits nearly all ended by their timeout is a poll, not a contended lock: apart
-    rows = [s for kind in kinds for s in [s for s in stats[kind] if not s.timed_poll][: args.rows]]
-    polls = [s for kind in kinds for s in stats[kind] if s.timed_poll][: args.rows]
+    # futex waits that are no lock (a poll ended by its timeout, a condition variable's or semaphore's
+    # event, a join) are listed apart, after the locks
+    rows = [s for kind in kinds for s in [s for s in stats[kind] if s.is_lock][: args.rows]]
+    polls = [s for kind in kinds for s in stats[kind] if not s.is_lock][: args.rows]
     out = sys.stdout
     out.write(f"{'LOCK':<52} {'TYPE':<13} {'CONTENTIONS':>11} {'TOTAL':>10} {'MAX':>9} {'AVG':>9} {'MIN':>9} "
               f"{'ON-CPU':>9} {'BLOCKED':>9} {'RUNNABLE':>9}\n")
@@ -481,8 +482,8 @@ def cmd_locks(args) -> int:
         out.write({"all": "no lock contention recorded\n", "kernel": "no kernel lock contention recorded\n",
                    "futex": "no futex waits recorded\n"}[args.lock_type])
     if polls:
-        out.write("timed polls (waits nearly all ended by their own timeout: a loop sleeping on a futex, "
-                  "not a contended lock):\n")
+        out.write("futex waits that are not for a lock (poll: ended by their own timeout; event: a condition "
+                  "variable or a semaphore; join: a thread's exit):\n")
     for s in polls:
         _lock_row(out, s, args.callers)
     line = lock_share_line(model)
