@@ -133,6 +133,7 @@ class SchedCollector:
         self._prev_offcpu: dict[bytes, tuple[bytes, TaskId, tuple]] = {}
         self._prev_wakers: dict[bytes, tuple[bytes, TaskId, tuple[int, int]]] = {}
         self._prev_matrix: list[int] = [0] * (self.nr_cpus * self.nr_cpus)
+        self._matrix_cells: list[int] = list(self._prev_matrix)
         self._prev_cs = 0
         self._health = HealthDeltas(abi.SchedHealth)
         self._programs = ProgramDeltas()
@@ -265,8 +266,7 @@ class SchedCollector:
         offcpu = self._drain_offcpu(obj, self.last_dead)
         wakers = self._drain_wakers(obj, self.last_dead)
         tasks, infos, dead = self._drain_tasks(obj)
-        # right after the tasks' counters, so that few migrations fall between the two reads
-        migrations = self._drain_matrix(obj)
+        migrations = self._matrix_deltas()
         start_ns, end_ns = self._last_ns, self._dump_ns
         self.last_dead = dead
         offcpu += self._take_task_waits()
@@ -325,6 +325,8 @@ class SchedCollector:
         ks, hs = ctypes.sizeof(abi.TaskKey), _HEADER.size
         raw = self._dump.read() if self._dump is not None else b""
         self._dump_ns = boottime_ns()  # the interval's end: what the dump charged runs to here
+        # the matrix right after the dump, before any parsing, so that few migrations fall between them
+        self._matrix_cells = self._read_matrix(obj)
         live, opened, at, end = [], [], 0, len(raw)
         while at + hs <= end:
             kind, size = _HEADER.unpack_from(raw, at)
@@ -455,13 +457,18 @@ class SchedCollector:
         m.delete_many(gone)
         return tuple(out)
 
-    def _drain_matrix(self, obj: BpfObject) -> tuple[tuple[int, int, int], ...]:
+    def _read_matrix(self, obj: BpfObject) -> list[int]:
         n = self.nr_cpus
         cells = [0] * (n * n)
         for kraw, vraw in obj.map("migration_matrix").items_batch():
             idx = int.from_bytes(kraw[:4], "little")
             if idx < len(cells):
                 cells[idx] = int.from_bytes(vraw[:8], "little")
+        return cells
+
+    def _matrix_deltas(self) -> tuple[tuple[int, int, int], ...]:
+        """The migrations since the last drain, from the cells read right after the task dump."""
+        n, cells = self.nr_cpus, self._matrix_cells
         out = []
         for idx, value in enumerate(cells):
             d = value - self._prev_matrix[idx]
