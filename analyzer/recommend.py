@@ -138,7 +138,11 @@ def _hogs(model: Model, starved: TaskTotals, secs: float, n: int = 3) -> list[Ta
     burst = max(_burst_ns(starved), 1.0)
     others = [t for t in model.tasks.values()
               if t.info.tgid != starved.info.tgid and t.info.comm != starved.info.comm and not _is_kernel_thread(t)
-              and t.run_ns >= 0.25 * secs * 1e9 and _burst_ns(t) >= 5 * burst]
+              and t.run_ns >= 0.05 * secs * 1e9 and _burst_ns(t) >= 5 * burst]
+    # one busy a quarter of the window, or many (eight hogs on two CPUs each get a quarter of one) that
+    # together held half a CPU
+    if not any(t.run_ns >= 0.25 * secs * 1e9 for t in others) and sum(t.run_ns for t in others) < 0.5 * secs * 1e9:
+        return []
     return sorted(others, key=lambda t: -t.run_ns)[:n]
 
 

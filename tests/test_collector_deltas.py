@@ -190,3 +190,28 @@ def test_a_child_forked_while_watched_takes_its_parents_maps_unless_it_was_renam
     forked = ("remember_fork", 600, 600, 500, 500)
     assert symbols.calls == [("remember", 500, 500), forked if renames_seen else ("remember", 600, 600),
                              ("remember", 601, 601), ("remember", 602, 602)]
+
+
+def test_a_wait_in_progress_is_charged_at_each_dump_to_its_key_and_its_task(sched):
+    """A task blocked across intervals: each dump hands over the part of its wait since the last one
+    (OpenWait.charged_ns), so a thread's blocked time never piles into the interval where the wait ends.
+    The part goes to the wait's key (count 0: the wait has not ended) and to the task's total; a task
+    whose entry came in the same dump has the part in its totals already."""
+    def open_wait(pid, charged):
+        return abi.OpenWait(pid=pid, tgid=500, start_ns=pid, charged_ns=charged, open_ns=5 * charged, kstack=3,
+                            ustack=3, state=2, why=0, func=0)
+
+    v = abi.TaskStats(tgid=500, nvcsw=1, flags=abi.TS_BASE_EXACT)
+    v.comm = b"blocked"
+    entry = (_raw(abi.TaskKey(pid=8, start_ns=8)), _raw(v))
+    first = FakeObj(FakeDump([entry], opened=[open_wait(8, 700)]), task_final=FakeMap([]), offcpu=FakeMap([]),
+                    wakers=FakeMap([]))
+    tasks, _, _, offcpu, _ = _drain(sched, first)
+    assert [(o.task, o.count, o.total_ns, o.charged_ns, o.state) for o in offcpu] == [(TaskId(8, 8), 0, 0, 700, 2)]
+    assert [t.task for t in tasks] == [TaskId(8, 8)]  # its own entry carries the part: no second delta
+    # the next dump: no event touched the task (still asleep), only the wait's new part arrives
+    second = FakeObj(FakeDump([], opened=[open_wait(8, 1000)]), task_final=FakeMap([]), offcpu=FakeMap([]),
+                     wakers=FakeMap([]))
+    tasks, _, _, offcpu, _ = _drain(sched, second)
+    assert [(o.count, o.charged_ns) for o in offcpu] == [(0, 1000)]
+    assert [(t.task, t.offcpu_ns) for t in tasks] == [(TaskId(8, 8), 1000)]

@@ -34,7 +34,7 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
                      "running) to where the chain ends: docs/causes.md\n\n")
         lines.append(f"{'ROOT CAUSE':<50} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6}  CHAIN (the heaviest, waiter first)\n")
         for r in root_table(model, tasks).all[:rows]:
-            label = printable(r.name) + (" [on a CPU]" if r.cls == "running" else "")
+            label = printable(r.name) + (" [idle]" if r.cls == "idle" else "")  # a sleep the waker chose
             lines.append(f"{label[:50]:<50} {fmt_ns(r.total_ns):>10} {fmt_ns(r.total_ns / secs):>9} "
                          f"{r.share_pct:5.1f}%  {printable(' <- '.join(r.chain))[:120]}\n")
         return "".join(lines)
