@@ -149,14 +149,14 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
     for p in all_parts:
         if p.cause.cls == IDLE and not include_idle and not (include_delays and p.cause.delays_wakees):
             continue
-        g = groups.setdefault(p.cause.name, {"ns": 0.0, "est": 0.0, "var": 0.0, "count": 0.0, "max": 0, "tasks": set(),
+        g = groups.setdefault(p.cause.name, {"ns": 0.0, "est": 0.0, "var": 0.0, "count": 0.0, "max": 0, "tasks": {},
                                              "stacks": {}, "cause": p.cause, "hist": {}, "methods": set()})
         g["ns"] += p.ns
         g["est"] += p.estimated_ns
         g["var"] += p.var_ns2
         g["count"] += p.count
         g["max"] = max(g["max"], p.max_ns)
-        g["tasks"].add(p.task)
+        g["tasks"][p.task] = g["tasks"].get(p.task, 0.0) + p.ns
         g["methods"].add(p.cause.method)
         for slot, c in p.hist.items():
             g["hist"][slot] = g["hist"].get(slot, 0) + c
@@ -170,7 +170,7 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
         method = "stack" if "stack" in g["methods"] else "evidence"
         share = 0.0 if c.cls == IDLE else 100.0 * g["ns"] / denom
         out.append(Blocker(name, round(g["ns"]), round(g["count"]), g["max"], share,
-                           tuple(sorted(g["tasks"])), top, round(g["est"]), c.cls, c.frame, c.matched,
+                           tuple(sorted(g["tasks"], key=lambda t: (-g["tasks"][t], t))), top, round(g["est"]), c.cls, c.frame, c.matched,
                            percentiles(g["hist"], g["max"]), error_ns(g["var"]), method))
     out.sort(key=lambda b: (b.cls == IDLE, -SORTS[sort](b), b.cause))
     return out

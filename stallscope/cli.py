@@ -166,12 +166,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stallscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("top", help="live ranking of what makes tasks wait",
-                       description="Live ranking of blockers and waiting tasks, refreshed every interval.")
+    p = sub.add_parser("top", help="live ranking of what makes tasks wait (Textual screen; --replay FILE)",
+                       description="Live ranking of blockers, tasks, locks, slab caches, CPUs, on-CPU functions "
+                                   "and fixes, refreshed every interval; Enter drills in, ? lists the keys. "
+                                   "With --replay, the same screens over a recording, with a time cursor. "
+                                   "Plain text when stdout is not a terminal, or with --plain.",
+                       epilog="examples:\n  stallscope top\n  stallscope top --probes +slab -o triage.stall\n"
+                              "  stallscope top --replay triage.stall\n  stallscope top --plain -n 5 | less",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_trace_options(p, live=True)
-    p.add_argument("-n", "--iterations", type=_positive_int, default=None, metavar="N",
-                   help="stop after N refreshes (default: until Ctrl-C)")
-    p.add_argument("--rows", type=_positive_int, default=15, help="rows per table (default 15)")
+    view = p.add_argument_group("the view")
+    view.add_argument("--replay", metavar="FILE", help="show a recording instead of live data")
+    view.add_argument("--plain", action="store_true",
+                      help="plain text frames instead of the Textual screen (the default when stdout is no terminal)")
+    view.add_argument("-o", "--output", metavar="FILE",
+                      help="also record what the live view shows to FILE (replay it with --replay)")
+    view.add_argument("-n", "--iterations", type=_positive_int, default=None, metavar="N",
+                      help="stop after N refreshes (default: until q or Ctrl-C)")
+    view.add_argument("--rows", type=_positive_int, default=15, help="rows per table in --plain (default 15)")
     _add_causes_option(p)
 
     p = sub.add_parser("record", help="record to a file, system-wide or one command",
@@ -682,13 +694,65 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_top(args) -> int:
+    if args.replay:
+        return _top_replay(args)
+    plain = args.plain or not sys.stdout.isatty()
+    options = _session_options(args, command=[], duration_s=None, max_intervals=args.iterations)
+    if plain:
+        return _top_plain(args, options)
+    from stallscope import apply as applier
+    from stallscope.sources import LiveSource
+    from stallscope.tui.app import TopApp
+
+    writer = None
+    if args.output:
+        from stallscope.analyzer.store import RecordingWriter
+
+        _check_output_dir(args.output)
+        writer = lambda meta: RecordingWriter(args.output, meta)  # noqa: E731
+    source = LiveSource(options, writer_factory=writer)
+    app = TopApp(source, applier=applier)
+    try:
+        app.run()
+    finally:
+        source.stop()
+        source.join(timeout=15)
+    if source.error:
+        raise StallscopeError(source.error)
+    if args.output and source.result is not None:
+        print(f"stallscope: {source.result.intervals} intervals written to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _top_plain(args, options) -> int:
     from stallscope.session import Session
     from stallscope.tui.text import LiveText
 
-    options = _session_options(args, command=[], duration_s=None, max_intervals=args.iterations)
     view = LiveText(rows=args.rows, out=sys.stdout, hide_tgid=os.getpid())
     Session(options).run(view.start, view.update)
     return 0
+
+
+def _top_replay(args) -> int:
+    from stallscope import apply as applier
+    from stallscope.sources import RecordingSource
+
+    source = RecordingSource(args.replay)
+    if args.plain or not sys.stdout.isatty():
+        from stallscope.tui.text import snapshot_text
+
+        sys.stdout.write(snapshot_text(source.timeline.whole(), rows=args.rows))
+        return 0
+    from stallscope.tui.app import TopApp
+
+    TopApp(source, applier=applier).run()
+    return 0
+
+
+def _check_output_dir(path: str) -> None:
+    out_dir = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(out_dir):
+        raise StallscopeError(f"cannot write {path}: no directory {out_dir}", "create it first")
 
 
 def _session_options(args, command, duration_s, max_intervals=None):

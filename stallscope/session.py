@@ -66,8 +66,12 @@ _NAMES_SENT_ONCE = ("task_info", "stacks", "functions", "cgroups", "slab_caches"
 
 
 def say(message: str) -> None:
-    """stallscope's own messages go to stderr: a traced command keeps stdout."""
-    print(f"stallscope: {message}", file=sys.stderr, flush=True)
+    """stallscope's own messages go to stderr: a traced command keeps stdout. A closed or broken
+    stderr (`record ... 2>&1 | head -1`) loses the message, never the recording."""
+    try:
+        print(f"stallscope: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def check_privileges() -> None:
@@ -99,8 +103,12 @@ def settle_gc() -> None:
 
 
 class Session:
-    def __init__(self, options: SessionOptions):
+    """`notify`: where notices go (a probe that is off, a budget step): stderr by default; a live view
+    running the session in a worker thread takes them as events."""
+
+    def __init__(self, options: SessionOptions, notify: Callable[[str], None] = say):
         self.options = options
+        self.notify = notify
         self._stop_reason = ""
         self._signals: list[int] = []
         self.child: subprocess.Popen | None = None
@@ -117,7 +125,25 @@ class Session:
         if not self._stop_reason:
             self._stop_reason = signal.Signals(signum).name
 
-    def run(self, on_start: Callable[[RecordingMeta], None], on_interval: Callable[[Interval], None]) -> SessionResult:
+    def stop(self, reason: str = "stopped") -> None:
+        """Ends the session at its next tick, from any thread (a live view's quit)."""
+        if not self._stop_reason:
+            self._stop_reason = reason
+
+    def _install_signals(self) -> dict:
+        """SIGINT, SIGTERM and SIGHUP end the session cleanly; a signal the caller ignores (SIGHUP under
+        nohup) stays ignored, as asked."""
+        old = {}
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(s) == signal.SIG_IGN:
+                continue
+            old[s] = signal.signal(s, self._on_signal)
+        return old
+
+    def run(self, on_start: Callable[[RecordingMeta], None], on_interval: Callable[[Interval], None],
+            handle_signals: bool = True) -> SessionResult:
+        """`handle_signals`: install the signal handlers (only the main thread can); a session run in a
+        worker thread is ended with stop()."""
         o = self.options
         check_privileges()
         if o.pid and not process_exists(o.pid):
@@ -126,7 +152,7 @@ class Session:
         self.collector = collector = SchedCollector(
             SchedOptions(targ_tgid=o.pid, user_stacks=o.user_stacks, stack_tune=tune.of_tuning(self.tuning)),
             symbolizer)
-        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        old = self._install_signals() if handle_signals else {}
         exit_status = None
         rusage = None
         intervals = 0
@@ -144,7 +170,7 @@ class Session:
             self._cpu_side = machine.cpu_side_snapshot()
             for name, st in status.items():
                 if not st.enabled:
-                    say(f"probe {name} is off: {st.reason}")
+                    self.notify(f"probe {name} is off: {st.reason}")
             if o.command:
                 self.child = self._spawn(o.command)
                 meta = replace(meta, options={**meta.options, "command": {"argv": o.command, "pid": self.child.pid}})
@@ -220,7 +246,7 @@ class Session:
             finish = getattr(collector, "finish", None)
             why = finish() if finish else ""
             if why:
-                say(f"{name}: {why}")
+                self.notify(f"{name}: {why}")
 
     def _skip_setup(self) -> None:
         """The probes are attached: what was measured while the others were set up (uprobe
@@ -260,7 +286,7 @@ class Session:
                 retune = getattr(group, "retune", None)
                 if retune is not None:
                     retune(change.to)
-        say(f"overhead budget: {change.reason}; now {change.to.describe()}")
+        self.notify(f"overhead budget: {change.reason}; now {change.to.describe()}")
         return replace(iv, tuning=(change,))
 
     def _meta(self, status: dict[str, ProbeStatus], start_ns: int) -> RecordingMeta:
@@ -288,7 +314,7 @@ class Session:
             return
         why = set_own_nice(nice)
         if why:
-            say(f"cannot run at nice {nice} ({why}): on a busy machine the intervals may stretch; "
+            self.notify(f"cannot run at nice {nice} ({why}): on a busy machine the intervals may stretch; "
                 "run as root, or pass --nice to choose another priority")
 
     def _spawn(self, argv: list[str]) -> subprocess.Popen:
@@ -349,7 +375,7 @@ class Session:
 
     def _finish_child(self):
         if not self._child_done():
-            say(f"recording ended; waiting for {self.options.command[0]} (pid {self.child.pid}) to exit")
+            self.notify(f"recording ended; waiting for {self.options.command[0]} (pid {self.child.pid}) to exit")
         while True:
             try:
                 return self._reap(block=True)

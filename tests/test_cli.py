@@ -79,7 +79,7 @@ def test_record_for_a_pid_that_does_not_exist():
 
 @needs_bpf
 def test_record_stops_when_the_traced_process_exits(tmp_path):
-    sleeper = subprocess.Popen(["sleep", "1.5"])
+    sleeper = subprocess.Popen(["sleep", "4"])  # outlives the probes' set-up on a loaded machine
     path = tmp_path / "p.stall"
     proc = run_stallscope("record", "-o", str(path), "-p", str(sleeper.pid), "-i", "0.2", "-d", "30")
     sleeper.wait()

@@ -1,0 +1,325 @@
+"""A timeline over a source of intervals, and the snapshots of its windows.
+
+Live collection and replay feed the same timeline: intervals in order, with the names they carry
+(tasks, stacks, kernel functions, slab caches), each sent once by the collector and kept here. A window
+of intervals (one interval, the last N, a range of a recording) becomes one frozen `Snapshot`: the
+model of that window and, computed on first use and kept, every view derived from it (ranked blockers,
+per-task causes, the lock_stat table, ...). The views never know whether the data is live.
+
+Snapshots are cached by window: stepping a replay cursor back and forth, or redrawing while a live
+interval arrives, folds each window once. A live timeline keeps the last `keep` intervals (and the
+names still used), so a long-running `top` stays bounded. Pure: no I/O, no threads.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from stallscope.analyzer.blockers import Blocker, causes_by_task, denominator, held_up_by, parts, rank_blockers
+from stallscope.analyzer.causes import IDLE
+from stallscope.analyzer.chains import RootTable, root_table
+from stallscope.analyzer.locks import LockStat, lock_stats
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
+from stallscope.analyzer.overhead import Cost, model_costs
+from stallscope.analyzer.recommend import Recommendation, recommend
+from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, Stack, TaskId, TaskInfo
+from stallscope.analyzer.scope import own_tasks
+from stallscope.analyzer.slab import SlabRow, slab_rows
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One thread over a window, as the Tasks view and `top` show it: rates per second of the window."""
+
+    task: TaskId
+    tgid: int
+    comm: str
+    cgroup: str
+    waiting_per_s: float  # ns per second waiting for anything but idle causes, the run queue included
+    offcpu_per_s: float  # ns of off-CPU time per second (idle waits included)
+    runq_per_s: float  # ns of run-queue wait per second
+    runq_p99_ns: int  # wakeup-to-run latency, from the log2 histogram (an upper bound)
+    vcs_per_s: float
+    ivcs_per_s: float
+    migrations_per_s: float
+    causes: tuple[tuple[str, int], ...]  # its top causes but idle ones (idle ones if it had no other)
+    exited: bool = False
+
+
+@dataclass(frozen=True)
+class CpuRow:
+    """One CPU over a window: the migrations it gave and took, and (with the oncpu group) how busy it was."""
+
+    cpu: int
+    busy_pct: float | None  # from the on-CPU samples; None without the oncpu group
+    migrations_out: int
+    migrations_in: int
+
+
+class Snapshot:
+    """One window of a timeline, frozen. Derived views are computed on first use and kept."""
+
+    def __init__(self, model: Model, first: int, last: int, live: bool = False):
+        self.model = model
+        self.first, self.last = first, last  # interval indexes, inclusive
+        self.live = live
+
+    @property
+    def meta(self) -> RecordingMeta:
+        return self.model.meta
+
+    @property
+    def seconds(self) -> float:
+        return self.model.duration_s or self.meta.interval_s or 1.0
+
+    @cached_property
+    def own(self) -> set[TaskId]:
+        """stallscope's own tasks: shown apart as its cost, never ranked."""
+        return own_tasks(self.model)
+
+    @cached_property
+    def scope(self) -> set[TaskId] | None:
+        """Every task but stallscope's own (None: every task)."""
+        own = self.own
+        return {t for t in self.model.tasks if t not in own} if own else None
+
+    @cached_property
+    def parts(self):
+        return parts(self.model, self.scope)
+
+    @cached_property
+    def shares(self):
+        return denominator(self.parts)
+
+    @cached_property
+    def blockers(self) -> list[Blocker]:
+        """Every cause ranked, idle ones included (their share is 0)."""
+        return rank_blockers(self.model, self.scope, all_parts=self.parts)
+
+    @cached_property
+    def ranked(self) -> list[Blocker]:
+        """The blockers a view ranks: idle causes left out."""
+        return [b for b in self.blockers if b.cls != IDLE]
+
+    @cached_property
+    def idle_ns(self) -> int:
+        return sum(b.total_ns for b in self.blockers if b.cls == IDLE)
+
+    @cached_property
+    def roots(self) -> RootTable:
+        return root_table(self.model, self.scope)
+
+    def held_up_by(self, b: Blocker):
+        return held_up_by(self.model, b)
+
+    @cached_property
+    def task_causes(self) -> dict[TaskId, list]:
+        return causes_by_task(self.model, self.scope)
+
+    @cached_property
+    def tasks(self) -> list[TaskRow]:
+        """Every thread but stallscope's own, most waiting first."""
+        secs, m, own = self.seconds, self.model, self.own
+        rows = []
+        for tid, t in m.tasks.items():
+            if tid in own:
+                continue
+            all_causes = self.task_causes.get(tid, [])
+            waiting = [(c.name, ns) for c, ns in all_causes if c.cls != IDLE]
+            causes = tuple((waiting or [(c.name, ns) for c, ns in all_causes])[:3])
+            rows.append(TaskRow(
+                tid, t.info.tgid, t.info.comm, m.cgroups.get(t.info.tgid, ""), sum(ns for _c, ns in waiting) / secs,
+                t.offcpu_ns / secs,
+                t.runq_wait_ns / secs, _hist_p99(t.runq_hist), t.voluntary_switches / secs,
+                t.involuntary_switches / secs, t.migrations / secs, causes, t.info.dead))
+        rows.sort(key=lambda r: (-r.waiting_per_s, -r.offcpu_per_s))
+        return rows
+
+    @cached_property
+    def signals(self) -> dict[str, float]:
+        """vmstat's first look over the window: cs/s, and the tasks running (their CPU time per second)
+        and waiting for a CPU (run-queue wait per second, Little's law), on average."""
+        secs, tasks = self.seconds, self.model.tasks.values()
+        running = sum(t.run_ns for t in tasks) / 1e9 / secs
+        waiting = sum(t.runq_wait_ns for t in tasks) / 1e9 / secs
+        return {"cs_per_s": self.model.switches_per_s, "running": running, "waiting": waiting,
+                "runnable": running + waiting}
+
+    @cached_property
+    def locks(self) -> list[LockStat]:
+        return lock_stats(self.model, tasks=self.scope)
+
+    @cached_property
+    def slab(self) -> list[SlabRow]:
+        return slab_rows(self.model, self.scope)
+
+    @cached_property
+    def oncpu(self) -> list[FunctionSamples]:
+        return top_functions(self.model, "self", self.scope, limit=100) if probe_ran(self.model) else []
+
+    @cached_property
+    def cpus(self) -> list[CpuRow]:
+        m = self.model
+        rows = []
+        for c in range(len(m.matrix)):
+            s = m.oncpu_cpus.get(c)
+            busy = None
+            if s is not None and s.samples:
+                busy = 100.0 * (s.samples - s.idle_samples) / s.samples
+            rows.append(CpuRow(c, busy, sum(m.matrix[c]), sum(r[c] for r in m.matrix)))
+        return rows
+
+    @cached_property
+    def fixes(self) -> list[Recommendation]:
+        return recommend(self.model, tasks=self.scope)
+
+    @cached_property
+    def costs(self) -> list[Cost]:
+        return model_costs(self.model)
+
+    @cached_property
+    def cost(self) -> Cost | None:
+        """stallscope's own cost over the window: its intervals' costs summed."""
+        costs = self.costs
+        if not costs:
+            return None
+        return Cost(sum(c.seconds for c in costs), self.meta.cpus, sum(c.bpf_ns for c in costs),
+                    sum(c.dispatch_ns for c in costs), sum(c.collector_ns for c in costs),
+                    sum(c.trap_ns for c in costs))
+
+    @cached_property
+    def lost(self) -> dict[str, int]:
+        """Data-loss counters (never silent): the health counters that are losses, and programs' recursion misses."""
+        out = {k: v for k, v in self.model.health.items() if v and _is_loss(k)}
+        out.update({f"{name}.recursion_misses": misses for name, (_r, _ns, misses) in self.model.programs.items()
+                    if misses})
+        return dict(sorted(out.items()))
+
+
+# health counters that count data lost (a full map, a failed read, an event dropped) or a broken
+# invariant; the others count what the design leaves out on purpose (rate limits, draws) or races
+# it resolves, and are in the export's meta.health
+_LOSS = ("map_full", "lost", "errors", "overflow", "unmatched", "invariant.")
+
+
+def _is_loss(key: str) -> bool:
+    return any(part in key for part in _LOSS)
+
+
+def _hist_p99(hist: tuple[int, ...]) -> int:
+    total = sum(hist)
+    if not total:
+        return 0
+    need, seen = 0.99 * total, 0
+    for slot, c in enumerate(hist):
+        seen += c
+        if seen >= need:
+            return 1 << slot
+    return 1 << (len(hist) - 1)
+
+
+@dataclass
+class Timeline:
+    """Intervals in order and the names they carry; snapshots of windows, cached.
+
+    `keep`: how many intervals a live timeline holds (None: all, for a recording). Names are sent once
+    and referred to later, so a live timeline forgets a task only once its final switch has left the
+    intervals held, and stacks least recently used first beyond `max_stacks`."""
+
+    meta: RecordingMeta
+    keep: int | None = None
+    live: bool = False
+    cache_size: int = 256
+    max_stacks: int = 1 << 16
+    intervals: deque = field(default_factory=deque)
+    task_info: dict[TaskId, TaskInfo] = field(default_factory=dict)
+    stacks: OrderedDict = field(default_factory=OrderedDict)
+    functions: dict[int, str] = field(default_factory=dict)
+    slab_caches: dict[int, SlabCache] = field(default_factory=dict)
+    _cache: OrderedDict = field(default_factory=OrderedDict)
+    _dead_at: dict = field(default_factory=dict)  # task -> index of the interval that saw its final switch
+
+    def add(self, iv: Interval) -> None:
+        """One more interval (live: the newest; the oldest beyond `keep` is forgotten)."""
+        for t in iv.task_info:
+            self.task_info[t.task] = t
+            if t.dead:
+                self._dead_at[t.task] = iv.index
+        for s in iv.stacks:
+            self.stacks[s.id] = s
+        self.functions.update(iv.functions)
+        for c in iv.slab_caches:
+            self.slab_caches[c.addr] = c
+        self.intervals.append(iv)
+        if self.keep is None:
+            return
+        while len(self.intervals) > self.keep:
+            self.intervals.popleft()
+        self._forget(iv)
+
+    def _forget(self, iv: Interval) -> None:
+        first = self.first_index
+        for tid in [t for t, at in self._dead_at.items() if at < first]:
+            del self._dead_at[tid]
+            self.task_info.pop(tid, None)
+        used = [o.kstack for o in iv.offcpu] + [o.ustack for o in iv.offcpu] + [w.waker_kstack for w in iv.wakers]
+        used += [lk.kstack for lk in iv.locks] + [f.ustack for f in iv.futex]
+        used += [o.kstack for o in iv.oncpu] + [o.ustack for o in iv.oncpu]
+        for sid in used:
+            if sid in self.stacks:
+                self.stacks.move_to_end(sid)
+        while len(self.stacks) > self.max_stacks:
+            self.stacks.popitem(last=False)
+        for key in [k for k in self._cache if k[0] < first]:
+            del self._cache[key]
+
+    def __len__(self) -> int:
+        return len(self.intervals)
+
+    @property
+    def first_index(self) -> int:
+        return self.intervals[0].index if self.intervals else 0
+
+    @property
+    def last_index(self) -> int:
+        return self.intervals[-1].index if self.intervals else -1
+
+    def window(self, first: int, last: int) -> Snapshot | None:
+        """The snapshot of intervals first..last (indexes, inclusive; clipped to what is held)."""
+        if not self.intervals:
+            return None
+        first, last = max(first, self.first_index), min(last, self.last_index)
+        if first > last:
+            return None
+        key = (first, last)
+        snap = self._cache.get(key)
+        if snap is not None:
+            self._cache.move_to_end(key)
+            return snap
+        base = self.first_index
+        ivs = [self.intervals[i - base] for i in range(first, last + 1)]
+        model = Model.from_intervals(self.meta, ivs, self.task_info, self.stacks, slab_caches=self.slab_caches,
+                                     functions=self.functions)
+        snap = Snapshot(model, first, last, self.live)
+        self._cache[key] = snap
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return snap
+
+    def latest(self, n: int = 1) -> Snapshot | None:
+        """The last n intervals."""
+        return self.window(self.last_index - n + 1, self.last_index)
+
+    def whole(self) -> Snapshot | None:
+        return self.window(self.first_index, self.last_index)
+
+    def series(self, first: int, last: int, value) -> list[float]:
+        """value(snapshot) for each interval first..last, from the one-interval snapshots (cached)."""
+        out = []
+        for i in range(max(first, self.first_index), min(last, self.last_index) + 1):
+            snap = self.window(i, i)
+            out.append(value(snap) if snap is not None else 0.0)
+        return out

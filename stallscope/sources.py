@@ -1,0 +1,173 @@
+"""Sources of intervals for the views: live collection and a recording, behind one interface.
+
+A view asks a source for its events and feeds the intervals to a `Timeline`; it never knows which kind
+it has. Live: the session runs in a worker thread (its BPF load, attach and drains stay off the view's
+thread) and hands over what it makes through a bounded queue; notices such as a budget step are events,
+not prints. Recording: the SQLite store, read whole at open.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from stallscope.analyzer.sample import Interval, RecordingMeta
+from stallscope.analyzer.store import Recording
+from stallscope.analyzer.timeline import Timeline
+from stallscope.errors import StallscopeError
+
+# what a live timeline keeps: the sparklines' minute and room for a range, at 1 s intervals
+LIVE_KEEP = 600
+
+
+@dataclass(frozen=True)
+class Event:
+    """kind: "meta" (the recording's metadata, first), "interval", "notice" (a line for the user),
+    "error" (the session failed: payload is the message), "end" (payload: the SessionResult)."""
+
+    kind: str
+    payload: Any = None
+
+
+class RecordingSource:
+    """A recording file: every interval, at once."""
+
+    live = False
+
+    def __init__(self, path: str):
+        self.path = path
+        rec = Recording(path)
+        try:
+            self.meta: RecordingMeta = rec.meta
+            self.timeline = Timeline(self.meta)
+            self.timeline.task_info.update(rec.tasks())
+            self.timeline.stacks.update(rec.stacks())
+            self.timeline.functions.update(rec.functions())
+            self.timeline.slab_caches.update(rec.slab_caches())
+            for iv in rec.intervals():
+                self.timeline.add(iv)
+        finally:
+            rec.close()
+        if not len(self.timeline):
+            raise StallscopeError(f"{path} holds no interval", "record for longer than one interval")
+
+    def start(self) -> None:
+        pass
+
+    def events(self) -> list[Event]:
+        return []
+
+    def stop(self) -> None:
+        pass
+
+    def join(self, timeout: float | None = None) -> bool:
+        return True
+
+    @property
+    def running(self) -> bool:
+        return False
+
+
+class LiveSource:
+    """A session in a worker thread. `writer_factory(meta)`, when given, makes a writer whose
+    `append(iv)` keeps every interval (`top -o FILE`), in the worker, before the view sees it."""
+
+    live = True
+
+    def __init__(self, options, writer_factory=None, max_queued: int = 64):
+        from stallscope.session import Session  # the BPF side, loaded only for live data
+
+        self.session = Session(options, notify=self._notice)
+        self.meta: RecordingMeta | None = None
+        self.timeline: Timeline | None = None
+        self.writer_factory = writer_factory
+        self.writer = None
+        self.result = None
+        self.error: str | None = None
+        self._queue: queue.Queue[Event] = queue.Queue(max_queued)
+        self._thread = threading.Thread(target=self._run, name="stallscope-session", daemon=True)
+        self._stopping = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _put(self, event: Event) -> None:
+        """Blocks while the queue is full (a view that stopped reading), until stop()."""
+        while True:
+            try:
+                self._queue.put(event, timeout=0.2)
+                return
+            except queue.Full:
+                if self._stopping.is_set():
+                    return
+
+    def _notice(self, text: str) -> None:
+        self._put(Event("notice", text))
+
+    def _on_start(self, meta: RecordingMeta) -> None:
+        if self.writer_factory is not None:
+            self.writer = self.writer_factory(meta)
+        self._put(Event("meta", meta))
+
+    def _on_interval(self, iv: Interval) -> None:
+        if self.writer is not None:
+            try:
+                self.writer.append(iv)
+            except StallscopeError as exc:  # the disk: the view goes on, the file keeps what it has
+                self._notice(f"recording stopped: {exc}")
+                self._close_writer(None)
+        self._put(Event("interval", iv))
+
+    def _close_writer(self, meta: RecordingMeta | None) -> None:
+        writer, self.writer = self.writer, None
+        if writer is None:
+            return
+        try:
+            if meta is not None:
+                writer.update_meta(meta)
+        except StallscopeError as exc:
+            self._notice(f"recording: {exc}")
+        writer.close()
+
+    def _run(self) -> None:
+        try:
+            self.result = self.session.run(self._on_start, self._on_interval, handle_signals=False)
+            self._close_writer(self.result.meta)
+            self._put(Event("end", self.result))
+        except StallscopeError as exc:
+            self.error = str(exc)
+            self._close_writer(None)
+            self._put(Event("error", self.error))
+        except Exception as exc:  # noqa: BLE001 - the view must hear of it, and restore the terminal
+            self.error = f"collection failed: {type(exc).__name__}: {exc}"
+            self._close_writer(None)
+            self._put(Event("error", self.error))
+
+    def events(self) -> list[Event]:
+        """What arrived since the last call; intervals are added to the timeline here."""
+        out = []
+        while True:
+            try:
+                ev = self._queue.get_nowait()
+            except queue.Empty:
+                return out
+            if ev.kind == "meta":
+                self.meta = ev.payload
+                self.timeline = Timeline(ev.payload, keep=LIVE_KEEP, live=True)
+            elif ev.kind == "interval" and self.timeline is not None:
+                self.timeline.add(ev.payload)
+            out.append(ev)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.session.stop("quit")
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()

@@ -1,0 +1,272 @@
+"""`stallscope top`'s Textual screens, driven as a person would (Textual's pilot) over a recording built
+by hand (tests/tui_fixture.py), and over a live source that hands intervals in as they come."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from rich.text import Text
+from textual.widgets import DataTable, Static
+
+from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
+from stallscope.analyzer.timeline import Timeline
+from stallscope.errors import StallscopeError
+from stallscope.sources import Event, RecordingSource
+from stallscope.tui.app import ConfirmApply, DetailScreen, TopApp
+from tui_fixture import HOSTILE, INTERVALS, tui_intervals, tui_meta, write_tui_recording
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("tui") / "tui.stall"
+    write_tui_recording(path)
+    return str(path)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def cells(app: TopApp, view: str) -> list[list[str]]:
+    table = app.query_one(f"#table-{view}", DataTable)
+    return [[c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def status(app: TopApp) -> str:
+    return app.status_text().plain
+
+
+def test_the_views_rank_what_the_recording_holds_and_digits_switch_them(recording):
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            rows = cells(app, "blockers")
+            assert [r[0] for r in rows] == ["Waiting for CPU", "mutex contention: cgroup_kn_lock_live",
+                                            "Reading from a pipe"], rows
+            assert rows[2][1] == "250.00ms"  # (1+2+3+4) x 3 x 100 ms over 12 s
+            assert "intervals 0..11 of 0..11" in status(app) and "LOST: waker_map_full=2" in status(app)
+            await pilot.press("2")
+            assert app.active_view().name == "tasks"
+            assert cells(app, "tasks")[0][0] in ("hog", HOSTILE.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e"))
+            await pilot.press("3")
+            locks = cells(app, "locks")
+            assert locks[0][0] == "cgroup_mutex" and locks[0][1] == "mutex" and locks[0][2] == "72"
+            await pilot.press("5")
+            assert [r[0] for r in cells(app, "cpus")] == ["cpu0", "cpu1"]
+            await pilot.press("4")
+            assert "--probes +slab" in str(app.query_one("#empty-slab", Static).render())
+    run(go())
+
+
+def test_hostile_names_show_as_their_characters_never_as_markup_or_escapes(recording):
+    shown = HOSTILE.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e")
+
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(200, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("2")
+            names = [r[0] for r in cells(app, "tasks")]
+            assert shown in names, names
+            await pilot.press("1")
+            import html
+
+            svg = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+            assert "[bold red]x[/][link" in svg  # drawn as characters (the cell is cut at its width)
+            assert "\x1b" not in svg and "\u202e" not in svg
+            await pilot.press("down", "enter")
+            assert isinstance(app.screen, DetailScreen)
+            body = app.screen.query(Static).last().render()
+            assert shown in str(body)
+    run(go())
+
+
+def test_sort_filter_and_drill_down(recording):
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.click("#table-blockers", offset=(3, 0))  # the Cause header: alphabetical
+            assert [r[0] for r in cells(app, "blockers")] == ["mutex contention: cgroup_kn_lock_live",
+                                                              "Reading from a pipe", "Waiting for CPU"]
+            await pilot.click("#table-blockers", offset=(3, 0))  # again: reversed
+            assert cells(app, "blockers")[0][0] == "Waiting for CPU"
+            await pilot.press("s", "s", "s", "s", "s")  # Wait/s, Share, Max, p99, then Count: largest first
+            assert app.sorts["blockers"] == (5, False) and cells(app, "blockers")[0][0] == "Waiting for CPU"
+            await pilot.press("slash", *"pipe", "enter")
+            assert [r[0] for r in cells(app, "blockers")] == ["Reading from a pipe"]
+            await pilot.press("enter")
+            assert isinstance(app.screen, DetailScreen)
+            text = str(app.screen.query(Static).last().render())
+            assert "anon_pipe_read" in text and "woken by sleeper[100]" in text and "reader[101]" in text
+            await pilot.press("escape")
+            assert not isinstance(app.screen, DetailScreen)
+            await pilot.press("escape")  # clears the filter
+            assert len(cells(app, "blockers")) == 3
+    run(go())
+
+
+def test_replay_steps_an_interval_widens_a_range_and_jumps_to_the_ends(recording):
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("end")
+            assert app.current_window() == (INTERVALS - 1, INTERVALS - 1)
+            assert f"window: interval {INTERVALS - 1} of 0..{INTERVALS - 1}" in status(app)
+            pipe = lambda: next(r for r in cells(app, "blockers") if r[0] == "Reading from a pipe")  # noqa: E731
+            assert pipe()[1] == "400.00ms"  # interval 11: k = 4
+            await pilot.press("left")
+            assert app.current_window() == (10, 10) and pipe()[1] == "300.00ms"
+            await pilot.press("shift+left", "shift+left")
+            assert app.current_window() == (8, 10) and pipe()[1] == "200.00ms"  # (100 + 200 + 300 ms) / 3 s
+            await pilot.press("home")
+            assert app.current_window() == (0, 0) and pipe()[1] == "100.00ms"
+            await pilot.press("w")  # the whole recording again
+            assert app.current_window() == (0, INTERVALS - 1)
+    run(go())
+
+
+class FakeApplier:
+    def __init__(self):
+        self.applied, self.undone = [], 0
+
+    def check_same_task(self, action):
+        if action.get("tid") == 4:
+            raise StallscopeError("thread 4 no longer exists", "record again")
+
+    def current_state(self, action):
+        return {"nice": 0}
+
+    def apply(self, action):
+        self.applied.append(action)
+        return {"before": {"nice": 0}}
+
+    def undo(self):
+        self.undone += 1
+        return {"action": {"type": "nice"}, "before": {"nice": 0}}
+
+
+def _fix(tid: int) -> Recommendation:
+    return Recommendation("priority", f"reader[{tid}]", "reader waits for a CPU behind the hogs", ("p99 8 ms",),
+                          f"renice -n -5 -p {tid}", "the hogs run less", "diff before and after", RECOMMENDED, True,
+                          {"type": "nice", "tid": tid, "start_time_ns": 1, "comm": "reader", "nice": -5})
+
+
+def test_apply_asks_with_the_exact_command_then_applies_and_undo_restores(recording, monkeypatch):
+    import stallscope.analyzer.timeline as timeline
+
+    monkeypatch.setattr(timeline, "recommend", lambda model, tasks=None: [_fix(101), _fix(4)])
+    applier = FakeApplier()
+
+    async def go():
+        app = TopApp(RecordingSource(recording), applier=applier)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("7")
+            await pilot.press("a")
+            assert isinstance(app.screen, ConfirmApply) and app.screen.command == "renice -n -5 -p 101"
+            assert "restore nice = 0" in app.screen.undo
+            await pilot.press("n")
+            assert applier.applied == []
+            await pilot.press("a", "y")
+            assert [a["tid"] for a in applier.applied] == [101]
+            await pilot.press("u")
+            assert applier.undone == 1
+            await pilot.press("down", "a")  # a task that is gone: refused before asking
+            assert not isinstance(app.screen, ConfirmApply) and len(applier.applied) == 1
+    run(go())
+
+
+class FakeLive:
+    """A live source fed by the test: what LiveSource hands over, without the kernel."""
+
+    live = True
+
+    def __init__(self, meta):
+        self.meta = meta
+        self.timeline = Timeline(meta, keep=600, live=True)
+        self.pending: list[Event] = []
+        self.stopped = False
+
+    def start(self):
+        pass
+
+    def push(self, iv):
+        self.pending.append(Event("interval", iv))
+
+    def events(self):
+        out, self.pending = self.pending, []
+        for ev in out:
+            self.timeline.add(ev.payload)
+        return out
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on():
+    async def go():
+        ivs = tui_intervals()
+        src = FakeLive(tui_meta())
+        app = TopApp(src, refresh_s=0.05)
+        async with app.run_test(size=(120, 40)) as pilot:
+            src.push(ivs[0])
+            await pilot.pause(0.2)
+            assert app.current_window() == (0, 0)
+            src.push(ivs[1])
+            await pilot.pause(0.2)
+            assert app.current_window() == (1, 1)
+            await pilot.press("p")
+            assert "PAUSED" in status(app)
+            src.push(ivs[2])
+            src.push(ivs[3])
+            await pilot.pause(0.2)
+            assert app.current_window() == (1, 1) and src.timeline.last_index == 3  # collected meanwhile
+            await pilot.press("question_mark")  # help over a paused view; collection still goes on
+            src.push(ivs[4])
+            await pilot.pause(0.2)
+            assert src.timeline.last_index == 4
+            await pilot.press("escape", "left")
+            assert app.current_window() == (0, 0)
+            await pilot.press("p")
+            await pilot.pause(0.2)
+            assert app.current_window() == (4, 4)
+            await pilot.press("w")
+            await pilot.pause(0.2)
+            assert (app.snapshot.first, app.snapshot.last) == (0, 4)  # the last 10 intervals: all 5 there are
+            await pilot.press("q")
+        assert src.stopped
+    run(go())
+
+
+def test_analyzer_imports_neither_textual_nor_jinja2():
+    import subprocess
+
+    code = ("import sys, pkgutil, importlib, stallscope.analyzer as a\n"
+            "for m in pkgutil.iter_modules(a.__path__):\n"
+            "    importlib.import_module('stallscope.analyzer.' + m.name)\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'jinja2', 'rich')]\n"
+            "print(bad); sys.exit(1 if bad else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+VIEWS = ("1", "2", "3", "4", "5", "6", "7")
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+@pytest.mark.parametrize("key", VIEWS)
+def test_each_view_looks_as_it_did(snap_compare, recording, key, size, tmp_path):
+    """SVG snapshots (pytest-textual-snapshot): `pytest --snapshot-update` after a deliberate change."""
+    import shutil
+
+    fixed = tmp_path / "replay.stall"  # the path is shown in the status line: the same on every run
+    shutil.copy(recording, fixed)
+    app = TopApp(RecordingSource(str(fixed)), title="replay tui.stall")
+    assert snap_compare(app, press=[key], terminal_size=size)

@@ -1,0 +1,563 @@
+"""`stallscope top`: the Textual app. One screen of tabs over snapshots of a timeline, live or replayed.
+
+The app reads a source (stallscope/sources.py) on a timer and shows one window of its timeline: live,
+the last interval(s) as they come; in replay, a cursor over the recording. Collection runs in the
+source's worker thread, so help, dialogs and a paused view never hold it up. The views (tui/views.py)
+only turn a snapshot into rows; filtering, sorting, the cursor and drilling in are done here, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from dataclasses import replace
+
+from rich.text import Text
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane, Button
+from textual.containers import Horizontal
+
+from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT
+from stallscope.analyzer.recommend import RECOMMENDED
+from stallscope.analyzer.timeline import Snapshot
+from stallscope.analyzer.units import fmt_ns
+from stallscope.errors import StallscopeError
+from stallscope.tui import detail
+from stallscope.tui.cells import visible
+from stallscope.tui.views import Row, View, default_views
+
+LIVE_WINDOWS = (1, 10, 60)  # intervals a live window spans; `w` cycles
+MAX_ROWS = 500
+
+
+class DetailScreen(Screen):
+    """The evidence behind one row; Esc goes back."""
+
+    BINDINGS = [Binding("escape,q,backspace", "app.pop_screen", "Back")]
+
+    def __init__(self, title: str, body: Text):
+        super().__init__()
+        self._title, self._body = title, body
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(visible(self._title), style="bold reverse"), id="detail-title")
+        with VerticalScroll(id="detail-body"):
+            yield Static(self._body)
+        yield Footer()
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close")]
+
+    TEXT = """\
+ Views       1 Blockers  2 Tasks  3 Locks  4 Slab  5 CPUs  6 On-CPU  7 Fixes  (tab / shift+tab)
+ Move        arrows, j/k, PgUp/PgDn          Enter  drill in     Esc  back
+ Find        /  filter rows (Esc clears)      s  next sort column (or click a header; again: reverse)
+ Window      p  pause (collection goes on)    w  live window: 1, 10 or 60 intervals
+ Replay      left/right step an interval; shift+left/right widen the range; Home/End; w whole recording
+ Tasks       g  group by thread, process or cgroup
+ Fixes       a  apply the selected run-time fix (asks first)   u  undo the last one applied
+ Other       ctrl+p command palette   ?  this help   q or ctrl+c  quit
+"""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help"):
+            yield Label(Text("stallscope top: keys", style="bold"))
+            yield Static(Text(self.TEXT))
+
+
+class ConfirmApply(ModalScreen[bool]):
+    """The exact command, and what undo will restore."""
+
+    BINDINGS = [Binding("escape,n", "cancel", "No"), Binding("y", "confirm", "Yes")]
+
+    def __init__(self, command: str, undo: str, finding: str):
+        super().__init__()
+        self.command, self.undo, self.finding = command, undo, finding
+
+    def compose(self) -> ComposeResult:
+        body = Text()
+        body.append("Apply this fix?\n\n", style="bold")
+        body.append(visible(self.finding) + "\n\n")
+        body.append("command:  ", style="dim")
+        body.append(visible(self.command) + "\n", style="bold")
+        body.append("undo:     ", style="dim")
+        body.append(visible(self.undo) + "\n")
+        with Vertical(id="confirm"):
+            yield Static(body)
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Apply (y)", variant="warning", id="yes")
+                yield Button("Cancel (n)", variant="primary", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class TopApp(App):
+    """`source`: a LiveSource or a RecordingSource; `applier`: what `a`/`u` call (stallscope.apply)."""
+
+    TITLE = "stallscope top"
+    CSS = """
+    #status { height: 3; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    #notice { height: 1; color: $warning; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    .summary { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
+    .empty { padding: 1 2; color: $text-muted; }
+    #tabs, #tabs ContentSwitcher, #tabs TabPane { height: 1fr; }
+    TabPane { padding: 0; }
+    DataTable { height: 1fr; }
+    #filter { dock: bottom; display: none; }
+    #filter.shown { display: block; }
+    #help, #confirm { width: 96; height: auto; padding: 1 2; border: thick $accent; background: $surface; }
+    HelpScreen, ConfirmApply { align: center middle; }
+    #confirm-buttons { height: 3; align-horizontal: right; }
+    #detail-title { height: 1; padding: 0 1; }
+    #detail-body { padding: 0 1; }
+    """
+
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("question_mark", "help", "Help"),
+        Binding("slash", "filter", "Filter"),
+        Binding("s", "sort", "Sort"),
+        Binding("p", "pause", "Pause"),
+        Binding("w", "window", "Window"),
+        Binding("g", "group", "Group", show=False),
+        Binding("a", "apply", "Apply", show=False),
+        Binding("u", "undo", "Undo", show=False),
+        Binding("j", "cursor(1)", "Down", show=False),
+        Binding("k", "cursor(-1)", "Up", show=False),
+        Binding("left", "step(-1)", "Older", show=False, priority=True),
+        Binding("right", "step(1)", "Newer", show=False, priority=True),
+        Binding("shift+left", "widen(-1)", "Widen back", show=False, priority=True),
+        Binding("shift+right", "widen(1)", "Widen on", show=False, priority=True),
+        Binding("home", "edge(-1)", "First", show=False, priority=True),
+        Binding("end", "edge(1)", "Last", show=False, priority=True),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        *[Binding(str(i), f"view({i})", show=False) for i in range(1, 10)],
+    ]
+
+    def __init__(self, source, applier=None, refresh_s: float = 0.25, views: list[View] | None = None,
+                 title: str = ""):
+        super().__init__()
+        self.source = source
+        self.applier = applier
+        self.refresh_s = refresh_s
+        self.views = views or default_views()
+        self.label = title or ("live" if source.live else f"replay {getattr(source, 'path', '')}")
+        self.paused = False
+        self.window_len = LIVE_WINDOWS[0]
+        self.cursor: tuple[int, int] | None = None  # replay and pause: the window shown (interval indexes)
+        self.filters: dict[str, str] = {}
+        self.sorts: dict[str, tuple[int, bool]] = {v.name: (v.default_sort, False) for v in self.views}
+        self.rows: dict[str, list[Row]] = {}
+        self.notice = ""
+        self.ended = ""
+        self.snapshot: Snapshot | None = None
+        self._shown: tuple | None = None
+
+    # ----- layout
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("stallscope top: starting (loading and attaching the probes)"), id="status")
+        yield Static("", id="notice")
+        with TabbedContent(id="tabs"):
+            for i, v in enumerate(self.views, 1):
+                with TabPane(f"{i} {v.title}", id=v.name):
+                    yield Static("", classes="summary", id=f"summary-{v.name}")
+                    yield Static("", classes="empty", id=f"empty-{v.name}")
+                    table = DataTable(id=f"table-{v.name}", cursor_type="row", zebra_stripes=True)
+                    yield table
+        yield Input(placeholder="filter rows (Esc clears)", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for v in self.views:
+            table = self.query_one(f"#table-{v.name}", DataTable)
+            for c in v.columns:
+                table.add_column(Text(c.label, justify="right" if c.numeric else "left"), width=c.width)
+        self.source.start()
+        try:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                if signal.getsignal(sig) != signal.SIG_IGN:
+                    loop.add_signal_handler(sig, self.exit)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+        self.set_interval(self.refresh_s, self.poll)
+        self.poll()
+
+    # ----- data
+
+    @property
+    def timeline(self):
+        return self.source.timeline
+
+    def poll(self) -> None:
+        changed = False
+        for ev in self.source.events():
+            if ev.kind == "interval":
+                changed = True
+            elif ev.kind == "notice":
+                self.notice = ev.payload
+            elif ev.kind == "error":
+                self.ended = f"collection stopped: {ev.payload}"
+            elif ev.kind == "end":
+                self.ended = f"collection ended ({ev.payload.ended_by or 'stopped'})"
+            elif ev.kind == "meta":
+                changed = True
+        if changed or self._shown is None:
+            self.refresh_data()
+        self.update_status()
+
+    def current_window(self) -> tuple[int, int] | None:
+        tl = self.timeline
+        if tl is None or not len(tl):
+            return None
+        if self.cursor is not None:
+            return self.cursor
+        if not self.source.live:
+            return tl.first_index, tl.last_index
+        return tl.last_index - self.window_len + 1, tl.last_index
+
+    def refresh_data(self, force: bool = False) -> None:
+        window = self.current_window()
+        if window is None:
+            return
+        snap = self.timeline.window(*window)
+        if snap is None:
+            return
+        key = (snap.first, snap.last, id(snap))
+        if key == self._shown and not force:
+            return
+        self._shown = key
+        self.snapshot = snap
+        self.refresh_view()
+
+    def active_view(self) -> View:
+        active = self.query_one(TabbedContent).active
+        return next((v for v in self.views if v.name == active), self.views[0])
+
+    def refresh_view(self, view: View | None = None) -> None:
+        snap = self.snapshot
+        if snap is None:
+            return
+        v = view or self.active_view()
+        rows = v.rows(snap, self.timeline) if v.available(snap) else []
+        text = self.filters.get(v.name, "").lower()
+        if text:
+            rows = [r for r in rows if any(text in c.plain.lower() for c in r.cells)]
+        col, reverse = self.sorts[v.name]
+        c = v.columns[col] if col < len(v.columns) else None
+        descending = bool(c and c.numeric and not c.ascending)
+        try:
+            rows.sort(key=lambda r: _sort_key(r.sort[col]), reverse=descending != reverse)
+        except TypeError:
+            rows.sort(key=lambda r: str(r.sort[col]), reverse=descending != reverse)
+        rows = rows[:MAX_ROWS]
+        self.rows[v.name] = rows
+        self.query_one(f"#summary-{v.name}", Static).update(v.summary(snap, self.timeline))
+        empty = self.query_one(f"#empty-{v.name}", Static)
+        empty.update(Text(v.empty(snap) + (f" (filter: {text})" if text else "")) if not rows else "")
+        empty.display = not rows
+        table = self.query_one(f"#table-{v.name}", DataTable)
+        selected = None
+        if table.row_count and 0 <= table.cursor_row < len(self.rows.get(f"_keys_{v.name}", [])):
+            selected = self.rows[f"_keys_{v.name}"][table.cursor_row]
+        table.clear()
+        keys, seen = [], {}
+        for r in rows:  # rows that read the same (a lock's read and write sides) stay apart
+            n = seen[r.key] = seen.get(r.key, 0) + 1
+            key = r.key if n == 1 else f"{r.key}#{n}"
+            keys.append(key)
+            table.add_row(*r.cells, key=key)
+        self.rows[f"_keys_{v.name}"] = keys
+        if selected is not None:
+            keys = self.rows[f"_keys_{v.name}"]
+            if selected in keys:
+                table.move_cursor(row=keys.index(selected), animate=False)
+
+    def update_status(self) -> None:
+        self.query_one("#status", Static).update(self.status_text())
+        note = self.ended or self.notice
+        box = self.query_one("#notice", Static)
+        box.update(Text(visible(note)) if note else "")
+        box.display = bool(note)
+
+    def status_text(self) -> Text:
+        src = self.source
+        meta = getattr(src, "meta", None)
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append("stallscope top", style="bold")
+        t.append(f"  {visible(self.label)}")
+        if meta is None:
+            t.append("  starting: loading and attaching the probes...")
+            return t
+        snap = self.snapshot
+        if snap is not None:
+            tl = self.timeline
+            span = f"interval {snap.first}" if snap.first == snap.last else f"intervals {snap.first}..{snap.last}"
+            t.append(f"  window: {span} of {tl.first_index}..{tl.last_index} ({snap.seconds:.1f} s, "
+                     f"at +{(snap.model.start_ns - meta.start_ns) / 1e9:.0f} s)")
+        t.append(f"  every {meta.interval_s:g} s")
+        if self.paused:
+            t.append("  PAUSED", style="bold reverse yellow")
+        if snap is not None:
+            t.append("\n")
+            lost = snap.lost  # data loss first: never silent, never cut off
+            if lost:
+                t.append("LOST: " + ", ".join(f"{k}={v:,}" for k, v in lost.items()) + "   ", style="bold red")
+            cost, budget = snap.cost, meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
+            if cost is not None:
+                over = cost.total_pct > budget
+                t.append(f"cost {cost.total_pct:.2f}% of the CPUs", style="bold yellow" if over else "")
+                t.append(f" (BPF {cost.probes_pct:.2f}%, process {100 * cost.collector_ns / 1e9 / (cost.seconds or 1):.1f}%"
+                         f" of a CPU), budget {budget:g}%")
+            level = max((c.to.level for c in snap.model.tuning), default=None)
+            if level is None:
+                level = _level_before(self.timeline, snap)
+            t.append(f", level {level}" + (" (stacks and sampling reduced)" if level else ""))
+            if not lost:
+                t.append("   lost: nothing", style="green")
+        probes = ", ".join(f"{n} {p.mechanism}" for n, p in sorted(meta.probes.items()) if p.enabled)
+        t.append(f"\nprobes: {probes}", style="dim")
+        return t
+
+    # ----- actions
+
+    def action_view(self, n: int) -> None:
+        if 1 <= n <= len(self.views):
+            self.query_one(TabbedContent).active = self.views[n - 1].name
+
+    def on_tabbed_content_tab_activated(self, _event) -> None:
+        self.refresh_view()
+        self.query_one(f"#table-{self.active_view().name}", DataTable).focus()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if self.source.live:
+            self.cursor = self.current_window() if self.paused else None
+        self.update_status()
+
+    def action_window(self) -> None:
+        if self.source.live:
+            i = LIVE_WINDOWS.index(self.window_len) if self.window_len in LIVE_WINDOWS else 0
+            self.window_len = LIVE_WINDOWS[(i + 1) % len(LIVE_WINDOWS)]
+            if self.paused and self.cursor:
+                self.cursor = (self.cursor[1] - self.window_len + 1, self.cursor[1])
+        else:
+            self.cursor = None
+        self.notify(f"window: {self._window_words()}", timeout=2)
+        self.refresh_data()
+        self.update_status()
+
+    def _window_words(self) -> str:
+        if not self.source.live:
+            return "the whole recording" if self.cursor is None else "a range"
+        return f"the last {self.window_len} interval(s)"
+
+    def _movable(self) -> bool:
+        return not self.source.live or self.paused
+
+    def action_step(self, d: int) -> None:
+        tl = self.timeline
+        if not self._movable() or tl is None or not len(tl):
+            return
+        first, last = self.current_window()
+        if first != last:  # a range collapses to its end (right) or start (left)
+            i = last if d > 0 else first
+        else:
+            i = last + d
+        i = min(max(i, tl.first_index), tl.last_index)
+        self.cursor = (i, i)
+        self.refresh_data()
+        self.update_status()
+
+    def action_widen(self, d: int) -> None:
+        tl = self.timeline
+        if not self._movable() or tl is None or not len(tl):
+            return
+        first, last = self.current_window()
+        if d < 0:
+            first = max(first - 1, tl.first_index)
+        else:
+            last = min(last + 1, tl.last_index)
+        self.cursor = (first, last)
+        self.refresh_data()
+        self.update_status()
+
+    def action_edge(self, d: int) -> None:
+        tl = self.timeline
+        if not self._movable() or tl is None or not len(tl):
+            return
+        i = tl.last_index if d > 0 else tl.first_index
+        self.cursor = (i, i)
+        self.refresh_data()
+        self.update_status()
+
+    def action_cursor(self, d: int) -> None:
+        table = self.query_one(f"#table-{self.active_view().name}", DataTable)
+        table.move_cursor(row=max(0, table.cursor_row + d))
+
+    def action_sort(self) -> None:
+        v = self.active_view()
+        col, reverse = self.sorts[v.name]
+        self.sorts[v.name] = ((col + 1) % len(v.columns), False)
+        self.notify(f"sorted by {v.columns[self.sorts[v.name][0]].label}", timeout=1.5)
+        self.refresh_view(v)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        v = self.active_view()
+        col, reverse = self.sorts[v.name]
+        self.sorts[v.name] = (event.column_index, not reverse if col == event.column_index else False)
+        self.refresh_view(v)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = self.filters.get(self.active_view().name, "")
+        box.add_class("shown")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.filters[self.active_view().name] = event.value
+            self.refresh_view()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.input.remove_class("shown")
+            self.query_one(f"#table-{self.active_view().name}", DataTable).focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("shown")
+        self.filters.pop(self.active_view().name, None)
+        self.refresh_view()
+        self.query_one(f"#table-{self.active_view().name}", DataTable).focus()
+
+    def action_group(self) -> None:
+        v = self.active_view()
+        if hasattr(v, "GROUPS"):
+            v.group = v.GROUPS[(v.GROUPS.index(v.group) + 1) % len(v.GROUPS)]
+            self.refresh_view(v)
+
+    def selected(self) -> Row | None:
+        v = self.active_view()
+        table = self.query_one(f"#table-{v.name}", DataTable)
+        rows = self.rows.get(v.name, [])
+        if not rows or not (0 <= table.cursor_row < len(rows)):
+            return None
+        return rows[table.cursor_row]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.open_detail()
+
+    def open_detail(self) -> None:
+        v, row, snap = self.active_view(), self.selected(), self.snapshot
+        if row is None or row.item is None or snap is None or not v.detail:
+            return
+        if v.name == "blockers":
+            self.push_screen(DetailScreen(f"Blocker: {row.item.cause}", detail.blocker_detail(snap, row.item)))
+        elif v.name == "locks":
+            self.push_screen(DetailScreen(f"Lock: {row.item.name}", detail.lock_detail(snap, row.item)))
+        elif v.name == "tasks":
+            self.push_screen(DetailScreen(f"Task: {row.item.comm}[{row.item.task.pid}]",
+                                          detail.task_detail(snap, row.item)))
+        elif v.name == "fixes":
+            n = self.rows[v.name].index(row) + 1
+            self.push_screen(DetailScreen(f"Fix: {row.item.kind} {row.item.target}",
+                                          detail.fix_detail(snap, row.item, n)))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_apply(self) -> None:
+        v, row = self.active_view(), self.selected()
+        if v.name != "fixes" or row is None:
+            self.notify("select a fix in the Fixes view (7) first", severity="warning")
+            return
+        r = row.item
+        if not r.runtime or not r.action:
+            self.notify("not a run-time fix: a boot-time or code change is not applied from here", severity="warning")
+            return
+        if r.status != RECOMMENDED:
+            self.notify(f"not applied: {r.status}", severity="warning")
+            return
+        if self.applier is None:
+            self.notify("applying is not available here", severity="error")
+            return
+        try:
+            self.applier.check_same_task(r.action)
+            before = self.applier.current_state(r.action)
+        except StallscopeError as exc:
+            self.notify(f"not applied: {exc}", severity="error")
+            return
+        undo = "restore " + ", ".join(f"{k} = {v}" for k, v in sorted(before.items())) + " (u)"
+
+        def done(yes: bool | None) -> None:
+            if not yes:
+                self.notify("not applied")
+                return
+            try:
+                entry = self.applier.apply(r.action)
+            except StallscopeError as exc:
+                self.notify(f"not applied: {exc}", severity="error")
+                return
+            self.notify(f"applied; was {entry.get('before')}; u undoes it")
+
+        self.push_screen(ConfirmApply(r.command, undo, r.finding), done)
+
+    def action_undo(self) -> None:
+        if self.applier is None:
+            return
+        try:
+            entry = self.applier.undo()
+        except StallscopeError as exc:
+            self.notify(f"nothing undone: {exc}", severity="warning")
+            return
+        self.notify(f"restored {entry['action']['type']} to {entry['before']}")
+
+    def get_system_commands(self, screen: Screen):
+        yield from super().get_system_commands(screen)
+        for i, v in enumerate(self.views, 1):
+            yield SystemCommand(f"View: {v.title}", f"show the {v.title} view (key {i})",
+                                lambda n=i: self.action_view(n))
+        for title, help_text, action in (
+                ("Pause or resume", "freeze the view; collection goes on (p)", self.action_pause),
+                ("Filter rows", "show only rows containing a text (/)", self.action_filter),
+                ("Next sort column", "sort the table by its next column (s)", self.action_sort),
+                ("Change window", "1, 10 or 60 intervals live; whole recording in replay (w)", self.action_window),
+                ("Group tasks", "by thread, process or cgroup (g)", self.action_group),
+                ("Apply the selected fix", "run-time fixes only, after asking (a)", self.action_apply),
+                ("Undo the last fix", "restore what the last apply changed (u)", self.action_undo),
+                ("Keys", "every key of this screen (?)", self.action_help)):
+            yield SystemCommand(title, help_text, action)
+
+    async def action_quit(self) -> None:
+        self.source.stop()
+        self.exit()
+
+
+def _sort_key(value):
+    return value.lower() if isinstance(value, str) else value
+
+
+def _level_before(tl, snap: Snapshot) -> int:
+    """The budget's level in force in a window with no step of its own: the last step before it."""
+    level = 0
+    for iv in tl.intervals:
+        if iv.index >= snap.first:
+            break
+        for c in iv.tuning:
+            level = c.to.level
+    return level

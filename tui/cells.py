@@ -1,0 +1,74 @@
+"""What the Textual views put in a cell: literal text (never markup), numbers with units, sparklines
+and heat-map shades. Names come from other users' processes: a thread named `[bold]x` shows those
+characters, and a control, escape or bidi character shows as its escape (\\x1b, \\u202e), not as an effect.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+
+from stallscope.analyzer.units import fmt_ns
+
+SPARK = " ▁▂▃▄▅▆▇█"
+# heat map shades, light to dark (a 256-colour ramp that reads on dark and light themes)
+HEAT = ("#1c2a3a", "#1f4e79", "#2e75b6", "#5b9bd5", "#f4b183", "#ed7d31", "#c00000")
+
+
+def visible(text: str) -> str:
+    """Every character that is not printable shown as its escape; the rest as it is."""
+    out = []
+    for ch in text:
+        if ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
+    return "".join(out)
+
+
+def lit(text: str, style: str | Style = "") -> Text:
+    """A literal cell: Text is never parsed as markup."""
+    return Text(visible(text), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def num(text: str, style: str = "") -> Text:
+    return Text(text, style=style, justify="right", no_wrap=True)
+
+
+def rate(ns_per_s: float) -> Text:
+    """ns of waiting per second of the window, as a time per second."""
+    return num(fmt_ns(ns_per_s) if ns_per_s else "-")
+
+
+def dur(ns: float) -> Text:
+    return num(fmt_ns(ns) if ns else "-")
+
+
+def pct(value: float | None, digits: int = 1) -> Text:
+    return num("-" if value is None else f"{value:.{digits}f}%")
+
+
+def count(n: float, digits: int = 0) -> Text:
+    if not n:
+        return num("-")
+    return num(f"{n:,.{digits}f}")
+
+
+def sparkline(values: list[float], width: int = 20) -> Text:
+    """The last `width` values, each a block whose height is its share of the largest."""
+    values = values[-width:]
+    top = max(values, default=0)
+    if top <= 0:
+        return Text(" " * len(values), no_wrap=True)
+    chars = "".join(SPARK[min(len(SPARK) - 1, int(round(v / top * (len(SPARK) - 1))))] if v > 0 else SPARK[0]
+                    for v in values)
+    return Text(chars, style="cyan", no_wrap=True)
+
+
+def heat(value: int, top: int) -> Style:
+    if value <= 0 or top <= 0:
+        return Style(color="grey50")
+    i = min(len(HEAT) - 1, int(value / top * (len(HEAT) - 1) + 0.999))
+    return Style(bgcolor=HEAT[i], color="white")

@@ -1,0 +1,202 @@
+"""What Enter opens: the evidence behind one row, as literal text (names are never markup).
+
+A blocker: its numbers and latency percentiles, the stacks its waits were seen in with their share, who
+held its tasks up (wakers, lock owners, CPU hogs), its root causes with the chain to each, the tasks,
+and the latency histogram. A lock: its contention points with the wait split, instances and tasks. A
+task: all its causes, its wakers, its wakeup-latency histogram. A fix: evidence, command, risk, verify.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from stallscope.analyzer.blockers import Blocker, wait_cause
+from stallscope.analyzer.locks import LockStat
+from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
+from stallscope.analyzer.sample import Stack
+from stallscope.analyzer.timeline import Snapshot, TaskRow
+from stallscope.analyzer.units import fmt_ns
+from stallscope.tui.cells import visible
+
+MAX_FRAMES = 24
+BAR = 30
+
+
+def _h(t: Text, title: str) -> None:
+    t.append(f"\n{title}\n", style="bold underline")
+
+
+def _kv(t: Text, label: str, value: str, style: str = "") -> None:
+    t.append(f"  {label:<16}", style="dim")
+    t.append(visible(value) + "\n", style=style)
+
+
+def _frames(t: Text, stack: Stack | None, indent: str = "    ") -> None:
+    if stack is None:
+        t.append(f"{indent}(no stack walked)\n", style="dim")
+        return
+    frames = [f.text for f in stack.frames if not f.text.startswith(("bpf_prog_", "bpf_trace_run", "__bpf_trace",
+                                                                       "__traceiter_"))]
+    for text in frames[:MAX_FRAMES]:
+        t.append(f"{indent}{visible(text)}\n")
+    if len(frames) > MAX_FRAMES:
+        t.append(f"{indent}... {len(frames) - MAX_FRAMES} more\n", style="dim")
+    if stack.truncated:
+        t.append(f"{indent}[truncated]\n", style="dim")
+
+
+def histogram(t: Text, hist: list[int]) -> None:
+    """log2 buckets, each `[lower, upper)`, with a bar."""
+    top = max(hist, default=0)
+    if not top:
+        t.append("  (no lengths kept)\n", style="dim")
+        return
+    lo = next(i for i, c in enumerate(hist) if c)
+    hi = max(i for i, c in enumerate(hist) if c)
+    for slot in range(lo, hi + 1):
+        c = hist[slot]
+        lower = fmt_ns(1 << (slot - 1)) if slot else "0"
+        t.append(f"  {lower:>8} .. {fmt_ns(1 << slot):>8}  {c:>9,}  ")
+        t.append("█" * max(1 if c else 0, round(BAR * c / top)) + "\n", style="cyan")
+
+
+def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
+    m, secs = snap.model, snap.seconds
+    t = Text()
+    t.append(visible(b.cause) + "\n", style="bold")
+    _kv(t, "class", b.cls)
+    _kv(t, "wait", f"{fmt_ns(b.total_ns)} in {secs:.1f} s ({fmt_ns(b.total_ns / secs)}/s), {b.share_pct:.1f}% "
+                   f"of the waiting time")
+    _kv(t, "waits", f"{b.count:,} ended; max {fmt_ns(b.max_ns)}"
+        + "".join(f", {k[:-3]} {fmt_ns(v)}" for k, v in b.latency.items() if k.endswith("_ns")))
+    if b.estimated_ns:
+        _kv(t, "estimated", f"{fmt_ns(b.estimated_ns)} of it from waits not drawn for a stack walk, "
+                            f"± {fmt_ns(1.96 * b.error_ns)} (95%)")
+    _kv(t, "named by", f"{b.method}" + (f": {b.frame}" if b.frame else ""))
+
+    _h(t, "Stacks its waits were seen in (share of its measured time)")
+    tasks = set(b.tasks)
+    by_stack: dict[tuple[int, int], list] = {}
+    hist = [0] * 40
+    for w in m.waits:
+        if w.task not in tasks or wait_cause(m, w) != b.cause:
+            continue
+        e = by_stack.setdefault((w.kstack_id, w.ustack_id), [0, w.kstack, w.ustack])
+        e[0] += w.charged
+        for slot, c in enumerate(w.hist):
+            if slot < len(hist):
+                hist[slot] += c
+    measured = sum(e[0] for e in by_stack.values()) or 1
+    for ns, ks, us in sorted(by_stack.values(), key=lambda e: -e[0])[:3]:
+        t.append(f"  {100 * ns / measured:5.1f}%  {fmt_ns(ns)}\n", style="bold")
+        t.append("   kernel:\n", style="dim")
+        _frames(t, ks)
+        if us is not None:
+            t.append("   user:\n", style="dim")
+            _frames(t, us)
+    if not by_stack:
+        t.append("  (no wait of it walked in this window)\n", style="dim")
+
+    h = snap.held_up_by(b)
+    if h.wakers or h.owners or h.hogs:
+        _h(t, "Held up by")
+        for label, n, ns, _stack in h.wakers:
+            t.append(f"  woken by {visible(label)}: {n:,} wakeups, {fmt_ns(ns)}\n")
+        for owner in h.owners:
+            t.append(f"  lock owner {visible(owner)}\n")
+        for name, n in h.hogs:
+            t.append(f"  ran instead: {visible(name)} ({n:,} preemptions)\n")
+
+    roots = snap.roots.by_cause.get(b.cause, ())
+    if roots:
+        _h(t, "Root causes (wait chains: waiter -> waker -> its blocker)")
+        for r in roots[:3]:
+            t.append(f"  {r.share_pct:5.1f}%  {visible(r.name)}\n", style="bold")
+            t.append("         " + "  ->  ".join(visible(c) for c in r.chain) + "\n", style="dim")
+
+    _h(t, f"Tasks ({len(b.tasks)})")
+    for tid in list(b.tasks)[:20]:
+        info = m.tasks[tid].info if tid in m.tasks else None
+        t.append(f"  {visible(info.comm) if info else '?'}[{tid.pid}]\n")
+    if len(b.tasks) > 20:
+        t.append(f"  ... {len(b.tasks) - 20} more\n", style="dim")
+
+    _h(t, "Latency of single waits (log2 buckets)")
+    histogram(t, hist)
+    return t
+
+
+def lock_detail(snap: Snapshot, s: LockStat) -> Text:
+    m, secs = snap.model, snap.seconds
+    t = Text()
+    t.append(visible(s.name) + "\n", style="bold")
+    _kv(t, "type", s.type_text)
+    _kv(t, "contentions", f"{s.contentions:,} ({s.contentions / secs:,.1f}/s)")
+    _kv(t, "wait", f"{fmt_ns(s.wait_total_ns)} ({fmt_ns(s.wait_total_ns / secs)}/s), max {fmt_ns(s.wait_max_ns)}, "
+                   f"min {fmt_ns(s.wait_min_ns)}")
+    if s.blocked_ns >= 0:
+        _kv(t, "split", f"blocked {fmt_ns(s.blocked_ns)}, runnable {fmt_ns(s.runnable_ns)} (waiting for a CPU), "
+                        f"spinning {fmt_ns(s.spin_ns)}")
+    else:
+        _kv(t, "split", f"off a CPU {fmt_ns(s.sleep_ns)}, spinning {fmt_ns(s.spin_ns)}")
+    if s.owner:
+        _kv(t, "owner", s.owner)
+    _h(t, "Contention points")
+    for c in s.callers[:10]:
+        split = (f"  blocked {fmt_ns(c.blocked_ns)}, runnable {fmt_ns(c.runnable_ns)}" if c.blocked_ns >= 0 else "")
+        t.append(f"  {c.count:>8,}  {fmt_ns(c.total_ns):>9}  {visible(c.point)}{split}\n")
+    if s.instances:
+        _h(t, "Heaviest instances")
+        for addr, where, ns in s.instances[:10]:
+            t.append(f"  {addr:#x}  {fmt_ns(ns):>9}  {visible(where)}\n")
+    _h(t, f"Tasks ({len(s.tasks)})")
+    for tid in list(s.tasks)[:20]:
+        info = m.tasks[tid].info if tid in m.tasks else None
+        t.append(f"  {visible(info.comm) if info else '?'}[{tid.pid}]\n")
+    return t
+
+
+def task_detail(snap: Snapshot, r: TaskRow) -> Text:
+    m, secs = snap.model, snap.seconds
+    tt = m.tasks.get(r.task)
+    t = Text()
+    t.append(f"{visible(r.comm)}[{r.task.pid}]  process {r.tgid}\n", style="bold")
+    if r.cgroup:
+        _kv(t, "cgroup", r.cgroup)
+    _kv(t, "off-CPU", f"{fmt_ns(r.offcpu_per_s)}/s")
+    _kv(t, "run-queue", f"{fmt_ns(r.runq_per_s)}/s, p99 wakeup-to-run <= {fmt_ns(r.runq_p99_ns)}")
+    _kv(t, "switches", f"{r.vcs_per_s:,.1f} voluntary/s, {r.ivcs_per_s:,.1f} involuntary/s, "
+                       f"{r.migrations_per_s:,.1f} migrations/s")
+    _h(t, "Causes")
+    for c, ns in snap.task_causes.get(r.task, []):
+        t.append(f"  {fmt_ns(ns / secs):>10}/s  {visible(c.name)}\n")
+    wakers = sorted((w for w in m.wakeups if w.task == r.task), key=lambda w: -w.weighted)[:5]
+    if wakers:
+        _h(t, "Woken by")
+        for w in wakers:
+            t.append(f"  {w.count:>8,}  {fmt_ns(w.weighted):>9}  {visible(w.waker_comm)}[{w.waker.pid}]\n")
+    if tt is not None:
+        _h(t, "Wakeup-to-run latency (log2 buckets)")
+        histogram(t, list(tt.runq_hist))
+    return t
+
+
+def fix_detail(snap: Snapshot, r: Recommendation, number: int) -> Text:
+    t = Text()
+    t.append(f"[{number}] {r.kind}: ", style="bold")
+    t.append(visible(r.finding) + "\n", style="bold")
+    _kv(t, "status", "recommended" if r.status == RECOMMENDED else r.status,
+        "green" if r.status == RECOMMENDED else "yellow")
+    _kv(t, "target", r.target)
+    _h(t, "Evidence")
+    for e in r.evidence:
+        t.append(f"  - {visible(e)}\n")
+    _h(t, "Command")
+    t.append(f"  {visible(r.command) or '(a change of code or configuration)'}\n", style="bold")
+    t.append("  " + ("run time: `a` applies it after asking, `u` undoes it" if r.runtime and r.status == RECOMMENDED
+                     else "boot time or code: not applied from here") + "\n", style="dim")
+    _h(t, "Risk")
+    t.append(f"  {visible(r.risk)}\n")
+    _h(t, "How to verify")
+    t.append(f"  {visible(r.verify)}\n")
+    return t

@@ -1,0 +1,310 @@
+"""The views of `stallscope top`: each a table over a snapshot, in one list that later work extends.
+
+A view only turns a `Snapshot` (analyzer/timeline.py) into rows; the app (tui/app.py) owns the
+timeline, the window shown, filtering, sorting and the cursor. A row is a key (for keeping the cursor
+across refreshes and for drilling in), sort keys and cells (rich Text: never parsed as markup).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rich.text import Text
+
+from stallscope.analyzer.recommend import RECOMMENDED
+from stallscope.analyzer.timeline import Snapshot, Timeline
+from stallscope.analyzer.units import fmt_bytes, fmt_ns
+from stallscope.tui.cells import count, dur, heat, lit, num, pct, rate, sparkline
+
+SPARK_INTERVALS = 60  # the last minute at 1 s intervals
+
+
+@dataclass(frozen=True)
+class Column:
+    label: str
+    width: int | None = None  # None: auto
+    numeric: bool = True  # right-aligned, sorted largest first
+    ascending: bool = False  # a numeric column read in order (a number, a CPU)
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    sort: tuple  # one per column
+    cells: tuple[Text, ...]
+    item: Any = None  # what Enter opens
+
+
+class View:
+    """A table over a snapshot. `name` is its tab id, `title` its tab label, `key` the digit selecting it."""
+
+    name = ""
+    title = ""
+    columns: tuple[Column, ...] = ()
+    default_sort = 1
+    detail = False  # Enter opens a detail screen for the row's item
+
+    def available(self, snap: Snapshot) -> bool:
+        return True
+
+    def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
+        return Text("")
+
+    def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        raise NotImplementedError
+
+    def empty(self, snap: Snapshot) -> str:
+        return "nothing in this window"
+
+
+def _names(snap: Snapshot, tasks) -> str:
+    """Process names, the tasks that waited most first, each once."""
+    m = snap.model
+    names = list(dict.fromkeys(m.tasks[t].info.comm for t in tasks if t in m.tasks))
+    return ", ".join(names[:6]) + (f" +{len(names) - 6}" if len(names) > 6 else "")
+
+
+class BlockersView(View):
+    name, title = "blockers", "Blockers"
+    columns = (Column("Blocker (cause)", 30, False), Column("Wait/s", 9), Column("Share", 6), Column("Max", 8),
+               Column("p99", 8), Column("Count", 8), Column("Last minute", 12, False), Column("Tasks (most first)", 20, False))
+    detail = True
+
+    def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
+        d = snap.shares
+        secs = snap.seconds
+        t = Text(f"waiting {fmt_ns(d.total_ns / secs)}/s = blocked {fmt_ns(d.blocked_ns / secs)}/s "
+                 f"+ run-queue {fmt_ns(d.runq_ns / secs)}/s (shares of this)")
+        if snap.idle_ns:
+            t.append(f"   idle waits, not ranked: {fmt_ns(snap.idle_ns / secs)}/s", style="dim")
+        return t
+
+    def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        secs = snap.seconds
+        history = _cause_history(snap, timeline)
+        out = []
+        for b in snap.ranked:
+            est = f" ~{100 * b.estimated_ns / b.total_ns:.0f}% est" if b.total_ns and b.estimated_ns else ""
+            cause = lit(b.cause)
+            if est:
+                cause.append(est, style="dim")
+            out.append(Row(b.cause, (b.cause, b.total_ns, b.share_pct, b.max_ns, b.p99_ns, b.count, b.total_ns,
+                                     len(b.tasks)),
+                           (cause, rate(b.total_ns / secs), pct(b.share_pct), dur(b.max_ns), dur(b.p99_ns),
+                            count(b.count), sparkline([h.get(b.cause, 0) for h in history], 12),
+                            lit(_names(snap, b.tasks))), b))
+        return out
+
+    def empty(self, snap: Snapshot) -> str:
+        return "no task waited in this window"
+
+
+def _cause_history(snap: Snapshot, timeline: Timeline) -> list[dict[str, float]]:
+    """Each cause's wait per second, interval by interval, over the minute up to the window's end."""
+    first = max(timeline.first_index, snap.last - SPARK_INTERVALS + 1)
+    return timeline.series(first, snap.last, lambda s: {b.cause: b.total_ns / s.seconds for b in s.ranked})
+
+
+class TasksView(View):
+    name, title = "tasks", "Tasks"
+    columns = (Column("Task", 16, False), Column("PID", 8, ascending=True), Column("Waiting/s", 10),
+               Column("Off-CPU/s", 10), Column("Run-queue/s", 11), Column("p99 wakeup", 10), Column("vcs/s", 8),
+               Column("ivcs/s", 7), Column("migr/s", 6), Column("Top causes (not idle)", None, False))
+    default_sort = 2
+    detail = True
+    GROUPS = ("thread", "process", "cgroup")
+
+    def __init__(self):
+        self.group = "thread"
+
+    def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
+        s = snap.signals
+        return Text(f"by {self.group} (g: thread/process/cgroup)   {s['cs_per_s']:,.0f} cs/s, "
+                    f"{s['runnable']:.2f} runnable ({s['running']:.2f} running + {s['waiting']:.2f} waiting) "
+                    f"on {snap.meta.cpus} CPUs")
+
+    def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        if self.group == "thread":
+            return [Row(str(r.task.pid), (r.comm, r.task.pid, r.waiting_per_s, r.offcpu_per_s, r.runq_per_s,
+                                          r.runq_p99_ns, r.vcs_per_s, r.ivcs_per_s, r.migrations_per_s, ""),
+                        (lit(r.comm, "dim" if r.exited else ""), num(str(r.task.pid)), rate(r.waiting_per_s),
+                         rate(r.offcpu_per_s),
+                         rate(r.runq_per_s), dur(r.runq_p99_ns), count(r.vcs_per_s), count(r.ivcs_per_s),
+                         count(r.migrations_per_s, 1), lit("; ".join(f"{c} {fmt_ns(ns)}" for c, ns in r.causes))),
+                        r)
+                    for r in snap.tasks]
+        groups: dict[Any, list] = {}
+        for r in snap.tasks:
+            key = r.tgid if self.group == "process" else (r.cgroup or "?")
+            groups.setdefault(key, []).append(r)
+        out = []
+        for key, rs in groups.items():
+            lead = next((r for r in rs if r.task.pid == r.tgid), rs[0])
+            label = lead.comm if self.group == "process" else str(key)
+            causes: dict[str, int] = {}
+            for r in rs:
+                for c, ns in r.causes:
+                    causes[c] = causes.get(c, 0) + ns
+            top = sorted(causes.items(), key=lambda kv: -kv[1])[:3]
+            vals = [sum(getattr(r, f) for r in rs) for f in ("waiting_per_s", "offcpu_per_s", "runq_per_s")]
+            p99 = max(r.runq_p99_ns for r in rs)
+            cs = [sum(getattr(r, f) for r in rs) for f in ("vcs_per_s", "ivcs_per_s", "migrations_per_s")]
+            ident = str(key) if self.group == "process" else f"{len(rs)} thr"
+            out.append(Row(f"{self.group}:{key}", (label, key if self.group == "process" else len(rs), *vals, p99, *cs, ""),
+                           (lit(f"{label} ({len(rs)})" if self.group == "process" else label), num(ident),
+                            rate(vals[0]), rate(vals[1]), rate(vals[2]), dur(p99), count(cs[0]), count(cs[1]),
+                            count(cs[2], 1),
+                            lit("; ".join(f"{c} {fmt_ns(ns)}" for c, ns in top))), None))
+        return out
+
+
+class LocksView(View):
+    name, title = "locks", "Locks"
+    columns = (Column("Lock", 32, False), Column("Type", 11, False), Column("Contentions", 11), Column("Wait/s", 9),
+               Column("Blocked/s", 9), Column("Runnable/s", 10), Column("Spin/s", 9), Column("Max", 9),
+               Column("Top contention point / owner", None, False))
+    default_sort = 3
+    detail = True
+
+    def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
+        return Text("kernel locks (contention tracepoints) and futexes; wait = contention_begin..end (perf's), "
+                    "split into blocked, runnable (waiting for a CPU, not the lock) and spinning")
+
+    def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        secs = snap.seconds
+        out = []
+        for s in snap.locks:
+            point = s.callers[0].point if s.callers else ""
+            who = f"{point}" + (f"  owner {s.owner}" if s.owner else "")
+            out.append(Row(f"{s.name}@{s.addr:x}:{s.pid}:{s.type}",
+                           (s.name, s.type_text, s.contentions, s.wait_total_ns, max(s.blocked_ns, 0),
+                            max(s.runnable_ns, 0), s.spin_ns, s.wait_max_ns, who),
+                           (lit(s.name), lit(s.type_text), count(s.contentions), rate(s.wait_total_ns / secs),
+                            rate(s.blocked_ns / secs) if s.blocked_ns >= 0 else num("?"),
+                            rate(s.runnable_ns / secs) if s.runnable_ns >= 0 else num("?"), rate(s.spin_ns / secs),
+                            dur(s.wait_max_ns), lit(who)), s))
+        return out
+
+    def empty(self, snap: Snapshot) -> str:
+        probes = snap.meta.probes
+        off = [n for n in ("locks", "futex") if n in probes and not probes[n].enabled]
+        return "no lock contention in this window" + (f" (off: {', '.join(off)})" if off else "")
+
+
+class SlabView(View):
+    name, title = "slab", "Slab"
+    columns = (Column("Cache", 24, False), Column("Allocs/s", 10), Column("Frees/s", 10), Column("Bytes/s", 9),
+               Column("Slow path", 10), Column("list_lock wait", 14), Column("Order", 5), Column("Objs/slab", 9),
+               Column("Method", None, False))
+    default_sort = 1
+
+    def available(self, snap: Snapshot) -> bool:
+        st = snap.meta.probes.get("slab")
+        return bool(st and st.enabled)
+
+    def empty(self, snap: Snapshot) -> str:
+        return ("the slab group is off: start with --probes +slab" if not self.available(snap)
+                else "no slab allocation in this window")
+
+    def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
+        return Text("slabinfo -AD-like; slow path: CPU-slab changes per allocation, by the method named at right")
+
+    def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        secs = snap.seconds
+        out = []
+        for r in snap.slab:
+            name = r.cache + (f" ({', '.join(r.aliases)})" if r.aliases else "")
+            out.append(Row(f"{r.addr:x}", (name, r.allocs, r.frees, r.bytes_alloc, r.switch_pct or 0, r.lock_wait_ns,
+                                          r.order or 0, r.objs_per_slab or 0, r.method),
+                           (lit(name), count(r.allocs / secs), count(r.frees / secs), num(fmt_bytes(r.bytes_alloc / secs)),
+                            pct(r.switch_pct), dur(r.lock_wait_ns), num("-" if r.order is None else str(r.order)),
+                            num("-" if r.objs_per_slab is None else str(r.objs_per_slab)), lit(r.method)), r))
+        return out
+
+
+class CpusView(View):
+    name, title = "cpus", "CPUs"
+    columns = (Column("CPU", 5, ascending=True), Column("Busy", 7), Column("Migrations out/s", 16), Column("in/s", 8),
+               Column("Migration matrix (from row to column)", None, False))
+    default_sort = 0
+
+    def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
+        s = snap.signals
+        first = max(timeline.first_index, snap.last - SPARK_INTERVALS + 1)
+        cs = timeline.series(first, snap.last, lambda x: x.signals["cs_per_s"])
+        runnable = timeline.series(first, snap.last, lambda x: x.signals["runnable"])
+        t = Text(f"cs/s {s['cs_per_s']:>10,.0f} ")
+        t.append_text(sparkline(cs, 40))
+        t.append(f"\nrunnable {s['runnable']:>7.2f} ")
+        t.append_text(sparkline(runnable, 40))
+        t.append(f"   run-queue pressure {s['waiting'] / max(snap.meta.cpus, 1):.2f} waiting per CPU")
+        return t
+
+    def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        secs = snap.seconds
+        m = snap.model.matrix
+        top = max((v for r in m for v in r), default=0)
+        out = []
+        for c in snap.cpus:
+            line = Text(no_wrap=True)
+            for j, v in enumerate(m[c.cpu] if c.cpu < len(m) else ()):
+                line.append(f"{v:>5}" if c.cpu != j else "    .", style=heat(v, top) if c.cpu != j else "dim")
+                line.append(" ")
+            out.append(Row(str(c.cpu), (c.cpu, c.busy_pct or 0, c.migrations_out, c.migrations_in, 0),
+                           (num(f"cpu{c.cpu}"), pct(c.busy_pct), count(c.migrations_out / secs, 1),
+                            count(c.migrations_in / secs, 1), line), c))
+        return out
+
+
+class OncpuView(View):
+    name, title = "oncpu", "On-CPU"
+    columns = (Column("Function", 48, False), Column("Kind", 7, False), Column("Self", 8), Column("Self %", 7),
+               Column("Incl", 8), Column("Incl %", 7))
+    default_sort = 2
+
+    def available(self, snap: Snapshot) -> bool:
+        st = snap.meta.probes.get("oncpu")
+        return bool(st and st.enabled)
+
+    def empty(self, snap: Snapshot) -> str:
+        return "the oncpu group is off: start with --probes +oncpu" if not self.available(snap) else "no samples"
+
+    def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        return [Row(f"{f.kind}:{f.function}", (f.function, f.kind, f.self_samples, f.self_pct, f.inclusive_samples,
+                                               f.inclusive_pct),
+                    (lit(f.function), lit(f.kind), count(f.self_samples), pct(f.self_pct), count(f.inclusive_samples),
+                     pct(f.inclusive_pct)), f)
+                for f in snap.oncpu]
+
+
+class FixesView(View):
+    name, title = "fixes", "Fixes"
+    columns = (Column("#", 3, ascending=True), Column("Status", 12, False), Column("Kind", 8, False),
+               Column("Target", 22, False), Column("When", 9, False), Column("Finding", None, False))
+    default_sort = 1  # PowerTOP's order: what needs tuning, then what cannot be tuned from here
+    detail = True
+
+    def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
+        return Text("Enter: evidence, command, risk, verify   a: apply a run-time fix (asks first)   u: undo the last")
+
+    def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        out = []
+        for i, r in enumerate(snap.fixes, 1):
+            status = "recommended" if r.status == RECOMMENDED else r.status
+            out.append(Row(f"{r.kind}:{r.target}", (i, (r.status != RECOMMENDED, not r.runtime, i), r.kind, r.target,
+                                                    r.runtime, r.finding),
+                           (num(str(i)), lit(status, "green" if r.status == RECOMMENDED else "dim"), lit(r.kind),
+                            lit(r.target), lit("run time" if r.runtime else "boot/code"), lit(r.finding)), r))
+        return out
+
+    def empty(self, snap: Snapshot) -> str:
+        return "no recommendation: nothing in this window crossed a rule's threshold"
+
+
+def default_views() -> list[View]:
+    """The views, in their key order (1..n)."""
+    return [BlockersView(), TasksView(), LocksView(), SlabView(), CpusView(), OncpuView(), FixesView()]
+
+
+Sorter = Callable[[Row], Any]
