@@ -1,0 +1,136 @@
+"""`stallscope top` live, on the real kernel: in a real terminal (tmux), and what `top -o` records against
+what the live view showed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import STALLSCOPE, example, needs_bpf
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make installs it)")
+
+
+def _pane(session: str) -> str:
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+
+
+def _first_blocker(screen: str) -> str:
+    lines = screen.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("Blocker (cause)"):
+            return lines[i + 1].strip() if i + 1 < len(lines) else ""
+    return ""
+
+
+@needs_bpf
+@needs_tmux
+def test_top_in_a_terminal_ranks_the_pipe_first_and_q_restores_the_terminal(tmp_path):
+    workload = subprocess.Popen([example("pipe_reader"), "-n", "100000", "-m", "5"], stdout=subprocess.DEVNULL)
+    session = f"stallscope-test-{os.getpid()}"
+    done = tmp_path / "status"
+    try:
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+                        f"{STALLSCOPE} top -p {workload.pid} -i 0.5; echo $? > {done}; sleep 60"], check=True)
+        deadline, first = time.monotonic() + 60, ""
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            first = _first_blocker(_pane(session))
+            if first.startswith("Reading from a pipe"):
+                break
+        screen = _pane(session)
+        assert first.startswith("Reading from a pipe"), screen
+        assert "stallscope top" in screen and "cost " in screen and "probes:" in screen, screen
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not done.exists():
+            time.sleep(0.2)
+        assert done.exists() and done.read_text().strip() == "0"
+        alt = subprocess.run(["tmux", "display", "-p", "-t", session, "#{alternate_on}"], capture_output=True,
+                             text=True).stdout.strip()
+        assert alt == "0"  # the terminal is back from the TUI's alternate screen
+        assert "Blocker (cause)" not in _pane(session)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        workload.kill()
+        workload.wait()
+
+
+@needs_bpf
+@needs_tmux
+def test_sigterm_to_top_detaches_the_probes_and_restores_the_terminal(tmp_path):
+    session = f"stallscope-term-{os.getpid()}"
+    done = tmp_path / "status"
+    try:
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
+                        f"{STALLSCOPE} top -i 0.5; echo $? > {done}; sleep 60"], check=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "every 0.5 s" not in _pane(session):
+            time.sleep(0.3)
+        pids = subprocess.run(["pgrep", "-f", f"{STALLSCOPE} top -i 0.5"], capture_output=True, text=True).stdout.split()
+        pid = [p for p in pids if open(f"/proc/{p}/comm").read().strip() == "stallscope"]  # not the shell
+        assert pid, (pids, _pane(session))
+        links_before = _stallscope_links(int(pid[0]))
+        assert links_before > 0
+        os.kill(int(pid[0]), 15)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not done.exists():
+            time.sleep(0.2)
+        assert done.exists() and done.read_text().strip() == "0"
+        alt = subprocess.run(["tmux", "display", "-p", "-t", session, "#{alternate_on}"], capture_output=True,
+                             text=True).stdout.strip()
+        assert alt == "0"
+        assert not os.path.exists(f"/proc/{pid[0]}")  # its links were file descriptors: gone with it
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def _stallscope_links(pid: int) -> int:
+    """BPF links held by the process (its probes, attached)."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:bpf_link":
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+@needs_bpf
+def test_what_top_records_replays_as_the_same_snapshots(tmp_path):
+    """`top -o FILE` keeps every interval the live view saw: replaying the file gives the same ranked
+    blockers and tasks for the same window."""
+    from stallscope.analyzer.store import RecordingWriter
+    from stallscope.session import SessionOptions
+    from stallscope.sources import LiveSource, RecordingSource
+
+    path = str(tmp_path / "top.stall")
+    # the workload as the session's command: a process this test started would be its own
+    src = LiveSource(SessionOptions(interval_s=0.5, command=[example("pipe_reader"), "-n", "300", "-m", "5"],
+                                    max_intervals=4),
+                     writer_factory=lambda meta: RecordingWriter(path, meta))
+    src.start()
+    deadline, kinds = time.monotonic() + 60, []
+    while time.monotonic() < deadline and "end" not in kinds and "error" not in kinds:
+        time.sleep(0.1)
+        kinds += [ev.kind for ev in src.events()]
+    assert "end" in kinds, (kinds, src.error)
+    assert src.join(10)
+    live = src.timeline
+    windows = [(i, i) for i in range(live.first_index, live.last_index + 1)] + [(live.first_index, live.last_index)]
+    shown = {w: _view(live.window(*w)) for w in windows}
+    replay = RecordingSource(path).timeline
+    assert (replay.first_index, replay.last_index) == (live.first_index, live.last_index)
+    for w in windows:
+        assert _view(replay.window(*w)) == shown[w], w
+    assert any(b[0] == "Reading from a pipe" for b in shown[windows[-1]][0]), shown[windows[-1]]
+
+
+def _view(snap):
+    return ([(b.cause, b.total_ns, b.count, b.max_ns) for b in snap.ranked],
+            [(r.task.pid, r.comm, round(r.waiting_per_s), r.vcs_per_s) for r in snap.tasks])
