@@ -25,7 +25,7 @@ from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
 from stallscope.analyzer.overhead import Cost, model_costs
 from stallscope.analyzer.recommend import Recommendation, recommend
-from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, Stack, TaskId, TaskInfo
+from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, TaskId, TaskInfo
 from stallscope.analyzer.scope import own_tasks
 from stallscope.analyzer.slab import SlabRow, slab_rows
 

@@ -91,7 +91,8 @@ class LiveSource:
         self._stopping = threading.Event()
 
     def start(self) -> None:
-        self._thread.start()
+        if not self._thread.is_alive() and self._thread.ident is None:
+            self._thread.start()
 
     @property
     def running(self) -> bool:

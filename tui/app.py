@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from dataclasses import replace
 
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
@@ -23,7 +22,6 @@ from textual.containers import Horizontal
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT
 from stallscope.analyzer.recommend import RECOMMENDED
 from stallscope.analyzer.timeline import Snapshot
-from stallscope.analyzer.units import fmt_ns
 from stallscope.errors import StallscopeError
 from stallscope.tui import detail
 from stallscope.tui.cells import visible

@@ -1,0 +1,136 @@
+"""What `stallscope top` costs and how fast it answers, live, under load.
+
+    .venv/bin/python -m benchmarks.tui [--seconds 60] [--idle 5000] [--output benchmarks/RESULTS-tui.md]
+
+Runs the Textual app headless (Textual's own test driver: the same app, compositor and widgets, no
+terminal) over the real live source while `perf bench sched messaging` loops and IDLE idle threads
+exist, and measures:
+- start: from creating the app to its first screen (on_mount) and to the first interval shown (BPF load
+  and attach included);
+- steady state: the stallscope process's CPU time (collector thread and UI together, getrusage) per
+  second of wall time, after the first 10 s;
+- key to frame: the time from a key press to the app being idle again with the new rows drawn (`s`, a
+  sort that rebuilds the table), pressed every 0.25 s, drains running meanwhile in the session's thread;
+  p50/p99/max.
+Standard library and the project only. Run as root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def measure(seconds: float, interval: float) -> dict:
+    from stallscope.session import SessionOptions
+    from stallscope.sources import LiveSource
+    from stallscope.tui.app import TopApp
+
+    t0 = time.monotonic()
+    marks: dict[str, float] = {}
+    source = LiveSource(SessionOptions(interval_s=interval))
+
+    class Timed(TopApp):
+        def on_mount(self) -> None:  # Textual calls TopApp's own on_mount too (handlers run up the MRO)
+            marks.setdefault("screen", time.monotonic() - t0)
+
+        def refresh_data(self, force: bool = False) -> None:
+            super().refresh_data(force)
+            if self.snapshot is not None:
+                marks.setdefault("data", time.monotonic() - t0)
+
+    app = Timed(source)
+    keys: list[float] = []
+    async with app.run_test(size=(160, 50)) as pilot:
+        while "data" not in marks and time.monotonic() - t0 < 60:
+            await pilot.pause(0.05)
+        warm = time.monotonic() + 10
+        while time.monotonic() < warm:
+            await pilot.pause(0.25)
+        cpu0, wall0 = _cpu_s(), time.monotonic()
+        while time.monotonic() - wall0 < seconds:
+            k = time.monotonic()
+            await pilot.press("s")
+            keys.append(time.monotonic() - k)
+            await pilot.pause(0.25)
+        cpu = (_cpu_s() - cpu0) / (time.monotonic() - wall0)
+        level = max((c.to.level for iv in source.timeline.intervals for c in iv.tuning), default=0)
+        intervals = len(source.timeline)
+        await pilot.press("q")
+    source.join(15)
+    return {"first_screen_s": round(marks.get("screen", -1), 3), "first_data_s": round(marks.get("data", -1), 3),
+            "cpu_pct_of_one_cpu": round(100 * cpu, 2), "key_p50_ms": round(1e3 * _pct(keys, 0.5), 1),
+            "key_p99_ms": round(1e3 * _pct(keys, 0.99), 1), "key_max_ms": round(1e3 * max(keys, default=0), 1),
+            "keys": len(keys), "intervals": intervals, "budget_level_reached": level}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=60.0, help="steady-state measuring time (default 60)")
+    ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--idle", type=int, default=5000, help="idle threads alive meanwhile (default 5000)")
+    ap.add_argument("--no-load", action="store_true", help="no hackbench: the machine as it is")
+    ap.add_argument("--output", help="write the results as Markdown here (and JSON beside it)")
+    args = ap.parse_args()
+    procs = []
+    try:
+        if args.idle:
+            procs.append(subprocess.Popen([str(ROOT / "examples/bin/idle_threads"), "-n", str(args.idle)],
+                                          stdout=subprocess.DEVNULL))
+        if not args.no_load:
+            procs.append(subprocess.Popen(["bash", "-c", "while :; do perf bench sched messaging -g 10 -l 2000 "
+                                                         ">/dev/null 2>&1; done"], start_new_session=True))
+        time.sleep(2)
+        result = asyncio.run(measure(args.seconds, args.interval))
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, 15) if p.args[0] == "bash" else p.terminate()
+            except ProcessLookupError:
+                pass
+            p.wait()
+    result.update({"idle_threads": args.idle, "load": "none" if args.no_load else "perf bench sched messaging -g 10",
+                   "interval_s": args.interval, "kernel": platform.release(), "cpus": os.cpu_count()})
+    print(json.dumps(result, indent=2))
+    if args.output:
+        Path(args.output).with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+        Path(args.output).write_text(
+            "# `stallscope top`: start, cost and key-to-frame latency, live\n\n"
+            f"`python -m benchmarks.tui --seconds {args.seconds:g} --idle {args.idle}`; kernel {result['kernel']}, "
+            f"{result['cpus']} CPUs; load: {result['load']} in a loop, {args.idle} idle threads; "
+            f"{args.interval:g} s intervals; the Textual app headless (its test driver).\n\n"
+            "| measure | value | budget |\n|---|---|---|\n"
+            f"| first screen | {result['first_screen_s']:.2f} s | 1 s |\n"
+            f"| first data (BPF load and attach included) | {result['first_data_s']:.2f} s | interval + 0.5 s |\n"
+            f"| stallscope's process CPU, steady state | {result['cpu_pct_of_one_cpu']:.1f}% of one CPU | 5% |\n"
+            f"| key to frame p50 / p99 / max ({result['keys']} keys) | {result['key_p50_ms']:.0f} / "
+            f"{result['key_p99_ms']:.0f} / {result['key_max_ms']:.0f} ms | p99 100 ms |\n"
+            f"| intervals shown; budget level reached | {result['intervals']}; {result['budget_level_reached']} | |\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
