@@ -312,8 +312,11 @@ class TopApp(App):
         if snap is not None:
             t.append("\n")
             lost = snap.lost  # data loss first: never silent, never cut off
-            if lost:
-                t.append("LOST: " + ", ".join(f"{k}={v:,}" for k, v in lost.items()) + "   ", style="bold red")
+            if lost:  # by what was lost, summed over the programs and groups that lost it
+                by: dict[str, int] = {}
+                for k, v in lost.items():
+                    by[k.rsplit(".", 1)[-1]] = by.get(k.rsplit(".", 1)[-1], 0) + v
+                t.append("LOST: " + ", ".join(f"{k}={v:,}" for k, v in sorted(by.items())) + "   ", style="bold red")
             cost, budget = snap.cost, meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
             if cost is not None:
                 over = cost.total_pct > budget

@@ -67,8 +67,8 @@ def _names(snap: Snapshot, tasks) -> str:
 
 class BlockersView(View):
     name, title = "blockers", "Blockers"
-    columns = (Column("Blocker (cause)", 30, False), Column("Wait/s", 9), Column("Share", 6), Column("Max", 8),
-               Column("p99", 8), Column("Count", 8), Column("Last minute", 12, False), Column("Tasks (most first)", 20, False))
+    columns = (Column("Blocker (cause)", 34, False), Column("Wait/s", 9), Column("Share", 6), Column("Max", 8),
+               Column("p99", 8), Column("Count", 8), Column("Last minute", 12, False), Column("Tasks", 16, False))
     detail = True
 
     def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
