@@ -77,7 +77,7 @@ def test_hostile_names_show_as_their_characters_never_as_markup_or_escapes(recor
             import html
 
             svg = html.unescape(app.export_screenshot()).replace("\xa0", " ")
-            assert "[bold red]x[/][link" in svg  # drawn as characters (the cell is cut at its width)
+            assert "[bold red]x[/]" in svg  # drawn as characters (the cell is cut at its width)
             assert "\x1b" not in svg and "\u202e" not in svg
             await pilot.press("down", "enter")
             assert isinstance(app.screen, DetailScreen)
