@@ -10,10 +10,9 @@ import json
 from dataclasses import asdict
 
 from stallscope.analyzer.blockers import (
-    IDLE, causes_by_task, denominator, held_up_by, parts, process_causes, rank_blockers, wait_cause,
+    IDLE, causes_by_task, held_up_by, process_causes, wait_cause,
 )
-from stallscope.analyzer.chains import Root, root_table
-from stallscope.analyzer.locks import lock_stats
+from stallscope.analyzer.chains import Root
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc, uprobe_trap_ns
 from stallscope.analyzer.recommend import recommend
@@ -21,7 +20,7 @@ from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
 from stallscope.analyzer.sample import TS_DEAD, TS_EXITING, Stack, TaskId
 from stallscope.analyzer.scope import own_tasks
-from stallscope.analyzer.slab import slab_rows
+from stallscope.analyzer.timeline import Snapshot
 from stallscope.analyzer.untrusted import printable
 from stallscope.analyzer.wakers import waker_context
 
@@ -77,10 +76,9 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         tasks.append(entry)
 
     blockers = []
-    all_parts = parts(model, scope)
-    shares = denominator(all_parts)
-    roots = root_table(model, scope)
-    for b in rank_blockers(model, scope, all_parts=all_parts):
+    snap = Snapshot(model, tasks=scope)
+    shares, roots = snap.shares, snap.roots
+    for b in snap.blockers:
         blockers.append({
             "cause": b.cause, "class": b.cls, "frame": b.frame, "matched": b.matched,
             "total_ns": b.total_ns, "count": b.count, "max_ns": b.max_ns,
@@ -125,8 +123,8 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "tasks": tasks,
         "blockers": blockers,
         "roots": [_root_doc(r) for r in roots.all],
-        "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],
-        "slab": [_slab_doc(r) for r in slab_rows(model, scope)],
+        "locks": [_lock_doc(s) for s in snap.locks],
+        "slab": [_slab_doc(r) for r in snap.slab],
         "oncpu": _oncpu_doc(model, scope),
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
         "signals": signals_doc(signals(model)),

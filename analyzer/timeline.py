@@ -62,10 +62,14 @@ class CpuRow:
 class Snapshot:
     """One window of a timeline, frozen. Derived views are computed on first use and kept."""
 
-    def __init__(self, model: Model, first: int, last: int, live: bool = False):
+    def __init__(self, model: Model, first: int = 0, last: int = 0, live: bool = False,
+                 tasks: set[TaskId] | None = None):
+        """`tasks`: the view's choice of tasks (--command-only); None: every task. stallscope's own are
+        left out of what is ranked either way."""
         self.model = model
         self.first, self.last = first, last  # interval indexes, inclusive
         self.live = live
+        self.chosen = tasks
 
     @property
     def meta(self) -> RecordingMeta:
@@ -82,8 +86,10 @@ class Snapshot:
 
     @cached_property
     def scope(self) -> set[TaskId] | None:
-        """Every task but stallscope's own (None: every task)."""
+        """The tasks chosen (all by default) but stallscope's own (None: every task)."""
         own = self.own
+        if self.chosen is not None:
+            return {t for t in self.chosen if t not in own} if own else set(self.chosen)
         return {t for t in self.model.tasks if t not in own} if own else None
 
     @cached_property
