@@ -27,6 +27,7 @@ from stallscope.analyzer.sample import (  # noqa: F401 (re-exported: the reasons
     TaskId,
 )
 from stallscope.analyzer.scope import in_scope, recorded_tasks
+from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.wakers import waker_context, waker_label
 
 __all__ = ["IDLE", "Blocker", "LOST_STACK", "NO_STACK_LABELS", "classify_wait", "no_stack_cause", "rank_blockers",
@@ -96,8 +97,6 @@ class Denominator:
         return self.blocked_ns + self.runq_ns
 
     def describe(self) -> str:
-        from stallscope.analyzer.units import fmt_ns
-
         return (f"shares are of the {fmt_ns(self.total_ns)} waited: blocked {fmt_ns(self.blocked_ns)} + "
                 f"waiting for a CPU {fmt_ns(self.runq_ns)} (idle waits, {fmt_ns(self.idle_ns)}, have none)")
 

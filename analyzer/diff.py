@@ -15,6 +15,7 @@ from stallscope.analyzer.export import to_folded
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import TaskId
+from stallscope.analyzer.slab import slab_rows
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,6 @@ def lock_waits(model: Model, scope: set[TaskId] | None = None) -> dict[str, tupl
 
 def cache_waits(model: Model, scope: set[TaskId] | None = None) -> dict[str, tuple[int, int]]:
     """Waits on each slab cache's node list_lock (recordings with the slab and locks groups)."""
-    from stallscope.analyzer.slab import slab_rows
-
     return {r.cache: (r.lock_wait_ns, r.lock_contentions) for r in slab_rows(model, scope) if r.lock_contentions}
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from stallscope.analyzer.blockers import percentiles, rank_blockers
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
+from stallscope.analyzer.oncpu import category_share, probe_ran
+from stallscope.analyzer.slab import METHOD_ESTIMATE, slab_rows
 from stallscope.analyzer.scope import in_scope, restrict
 from stallscope.analyzer.signals import signals
 from stallscope.analyzer.units import fmt_ns
@@ -377,9 +379,6 @@ def rule_slub(model: Model, th: Thresholds) -> list[Recommendation]:
     never at or below what the kernel already uses: since then the default scales with the CPUs,
     4 * (fls(nr_cpus) + 1), already above 2 x CPUs below 16 CPUs. And, at run time, a hot cache's
     cpu_partial (more partial slabs kept per CPU, fewer trips to the node's list_lock)."""
-    from stallscope.analyzer.oncpu import category_share, probe_ran
-    from stallscope.analyzer.slab import METHOD_ESTIMATE, slab_rows
-
     slab = model.meta.options.get("slab") or {}
     boot = slab.get("boot")
     if not boot:

@@ -14,18 +14,14 @@ RUNQ_SLOTS = 40
 WAKER_IN_INTERRUPT = 1
 WAKER_EXITING = 2
 
-STACK_NONE = 0
-STACK_SHORT = 1
-STACK_RATE_LIMITED = 2
-STACK_FAILED = 3
-STACK_OWN = 4
-STACK_NOT_DRAWN = 5
-STACK_ID_MIN = 16
+# the reserved stack ids and the task flags the recording keeps: defined once, with the data model
+from stallscope.analyzer.sample import (  # noqa: E402,F401
+    STACK_FAILED, STACK_ID_MIN, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, TS_DEAD,
+    TS_EXITING,
+)
 
 TS_BASE_EXACT = 1
 TS_BASE_GUESSED = 2
-TS_EXITING = 4
-TS_DEAD = 8
 TS_NEW = 16
 TS_NO_SCHED_INFO = 32
 TS_REAP_RESOLVED = 64
@@ -231,7 +227,7 @@ class LockConfig(ctypes.Structure):
 
 
 # ---- bpf/oncpu.h ---------------------------------------------------------
-STACK_USER_MODE = 4
+from stallscope.analyzer.oncpu import STACK_USER_MODE  # noqa: E402,F401
 
 
 class OncpuKey(ctypes.Structure):

@@ -21,6 +21,7 @@ from typing import Callable
 from stallscope import __version__, machine
 from stallscope.analyzer.overhead import Governor, interval_cost, uprobe_trap_ns
 from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta, Tuning
+from stallscope.analyzer.store import FORMAT_VERSION
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
@@ -30,7 +31,6 @@ from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEF
 from stallscope.errors import StallscopeError
 from stallscope.priority import at_nice, own_nice, set_own_nice
 
-FORMAT_VERSION = 1
 
 
 @dataclass
