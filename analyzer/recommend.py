@@ -47,6 +47,16 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class Fact:
+    """One number behind a recommendation, as data: what it is, its value, its unit ("ns", "/s", "%",
+    "" for a count or a name). Views format it; `evidence` holds the same as sentences."""
+
+    label: str
+    value: float | int | str
+    unit: str = ""
+
+
+@dataclass(frozen=True)
 class Recommendation:
     kind: str  # one of KINDS
     target: str  # "comm[tid]", a lock's or a cache's name, "system"
@@ -58,6 +68,7 @@ class Recommendation:
     status: str = RECOMMENDED  # or NOT_HELPFUL, with the finding saying why
     runtime: bool = False  # `stallscope apply` can carry it out now; else boot time or code
     action: dict = field(default_factory=dict)  # for `apply`: {"type": "affinity"|"nice", "tid", "start_time_ns", "comm", ...}
+    facts: tuple[Fact, ...] = ()  # the evidence's numbers as data
 
 
 def _name(t: TaskTotals) -> str:
@@ -91,6 +102,8 @@ def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
             break
         evidence = [f"{t.migrations} CPU migrations in {secs:.1f} s ({rate:.0f}/s)",
                     f"{t.voluntary_switches} voluntary and {t.involuntary_switches} involuntary switches"]
+        facts = (Fact("CPU migrations", rate, "/s"), Fact("voluntary switches", t.voluntary_switches / secs, "/s"),
+                 Fact("involuntary switches", t.involuntary_switches / secs, "/s"))
         if busy:
             evidence.append("CPU busy over the recording: " + ", ".join(f"cpu{c} {p:.0f}%" for c, p in sorted(busy.items(), key=lambda kv: int(kv[0]))))
         llcs = {tuple(c.get("llc", [])) for c in cpus.values()}
@@ -105,7 +118,7 @@ def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
                 "and a pinned thread can no longer escape a busy CPU",
                 tuple(evidence), f"taskset -pc {least} {t.task.pid}",
                 "the thread waits for its one CPU when that CPU is busy; the other CPUs get the rest of the load",
-                _verify(_name(t), "migrations should fall and run-queue wait must not rise"), NOT_HELPFUL))
+                _verify(_name(t), "migrations should fall and run-queue wait must not rise"), NOT_HELPFUL, facts=facts))
             continue
         out.append(Recommendation(
             "pin", _name(t), f"{_name(t)} ping-pongs between CPUs ({rate:.0f} migrations/s): each move refills its caches",
@@ -118,7 +131,7 @@ def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
             "overloads the rest (PI-Tool's and Tuna's caveat)",
             _verify(_name(t), "migrations should fall to a few per second and run-queue wait must not rise"),
             RECOMMENDED, True, {"type": "affinity", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
-                                "comm": t.info.comm, "cpus": list(domain)}))
+                                "comm": t.info.comm, "cpus": list(domain)}, facts))
     return out
 
 
@@ -184,6 +197,9 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
                     f"waiting for a CPU {fmt_ns(t.runq_wait_ns / secs)} per second ({fmt_ns(t.runq_wait_ns)} in {secs:.1f} s)",
                     f"{policy}, nice {t.info.nice}; running meanwhile: {hog_text}")
         target = _name(t)
+        facts = (Fact("wakeup-to-run p99", p99, "ns"), Fact("wakeups", wakeups), Fact("work per run", burst, "ns"),
+                 Fact("waiting for a CPU", t.runq_wait_ns / secs, "ns/s"), Fact("policy", policy),
+                 Fact("nice", t.info.nice))
         verify = _verify(target, "its wakeup-to-run p99 and run-queue wait per second should fall")
         if t.info.policy in _REAL_TIME:
             out.append(Recommendation(
@@ -191,13 +207,13 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
                 "thread of its priority or above holds it, or real-time throttling (kernel.sched_rt_runtime_us) "
                 "stopped it; a nice value does not apply", evidence,
                 f"chrt -p {t.task.pid}  # and the real-time threads beside it: ps -eLo tid,cls,rtprio,comm | grep -v TS",
-                "raising a real-time priority further starves everything below it", verify, NOT_HELPFUL))
+                "raising a real-time priority further starves everything below it", verify, NOT_HELPFUL, facts=facts))
             continue
         if t.info.policy in (3, 5):
             out.append(Recommendation(
                 "priority", target, f"{target} runs as {policy}, which yields to every ordinary thread: its waits "
                 "are by design", evidence, f"chrt --other -p 0 {t.task.pid}  # if it should not",
-                "it then competes with the hogs as an equal", verify, NOT_HELPFUL))
+                "it then competes with the hogs as an equal", verify, NOT_HELPFUL, facts=facts))
             continue
         alternatives = ["lowering the hogs instead (`renice -n 10 -p HOG`) is the gentler fix"]
         if kernel >= (6, 12):
@@ -218,7 +234,7 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
             "not to SCHED_FIFO/RR unless it must never wait: a runaway real-time thread starves the CPU (RT "
             "throttling leaves the rest 5%). " + "; ".join(alternatives),
             verify, RECOMMENDED, True, {"type": "nice", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
-                                        "comm": t.info.comm, "nice": th.priority_nice}))
+                                        "comm": t.info.comm, "nice": th.priority_nice}, facts))
         if len(out) >= th.max_per_rule:
             break
     return out
@@ -252,7 +268,9 @@ def rule_cpu_bound(model: Model, th: Thresholds) -> list[Recommendation]:
         "alike: a priority for one would move the wait to the others", evidence, "",
         "none from measuring; the fixes are fewer runnable threads (a thread pool sized to the CPUs), more CPUs, "
         "or a cgroup weight (cpu.weight) that says which workload gets them first",
-        _verify("the machine", "run-queue wait per second and tasks waiting per CPU should fall"))]
+        _verify("the machine", "run-queue wait per second and tasks waiting per CPU should fall"),
+        facts=(Fact("running or runnable", sig.runnable_avg), Fact("waiting for a CPU", sig.waiting_avg),
+               Fact("waiting per CPU", sig.runq_pressure), Fact("CPUs", cpus)))]
 
 
 _LOCK_ADVICE = (
@@ -321,7 +339,11 @@ def rule_lock(model: Model, th: Thresholds) -> list[Recommendation]:
         out.append(Recommendation(
             "lock", printable(s.name), finding, tuple(evidence), command,
             "a change of code or configuration of the program; measure the lock again after it",
-            _verify(printable(s.name), "its wait per second should fall")))
+            _verify(printable(s.name), "its wait per second should fall"),
+            facts=(Fact("contentions", s.contentions), Fact("wait", s.wait_total_ns / secs, "ns/s"),
+                   Fact("max wait", s.wait_max_ns, "ns"), Fact("spinning", s.spin_ns / secs, "ns/s"))
+            + ((Fact("blocked", s.blocked_ns / secs, "ns/s"), Fact("runnable", s.runnable_ns / secs, "ns/s"))
+               if s.split else ())))
         if len(out) >= th.max_per_rule:
             break
     return out
@@ -349,7 +371,9 @@ def rule_io(model: Model, th: Thresholds) -> list[Recommendation]:
              f"{b.share_pct:.0f}% of all blocked time", f"heaviest stack starts at {b.frame}"),
             "iostat -x 1 10  # await, aqu-sz (above ~1: queueing) and %util (100%: saturated) of the device",
             "none from measuring; the fixes change how the program does I/O: " + advice,
-            _verify(names, "the I/O wait per second should fall")))
+            _verify(names, "the I/O wait per second should fall"),
+            facts=(Fact("wait", b.total_ns / secs, "ns/s"), Fact("waits", b.count), Fact("max wait", b.max_ns, "ns"),
+                   Fact("share of the waiting", b.share_pct, "%"))))
     return out
 
 

@@ -181,6 +181,20 @@ def task_detail(snap: Snapshot, r: TaskRow) -> Text:
     return t
 
 
+def fact_text(value, unit: str) -> str:
+    if isinstance(value, str):
+        return value
+    if unit == "ns":
+        return fmt_ns(value)
+    if unit == "ns/s":
+        return f"{fmt_ns(value)}/s"
+    if unit == "%":
+        return f"{value:.1f}%"
+    if unit == "/s":
+        return f"{value:,.1f}/s"
+    return f"{value:,.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
+
+
 def fix_detail(snap: Snapshot, r: Recommendation, number: int) -> Text:
     t = Text()
     t.append(f"[{number}] {r.kind}: ", style="bold")
@@ -188,6 +202,10 @@ def fix_detail(snap: Snapshot, r: Recommendation, number: int) -> Text:
     _kv(t, "status", "recommended" if r.status == RECOMMENDED else r.status,
         "green" if r.status == RECOMMENDED else "yellow")
     _kv(t, "target", r.target)
+    if r.facts:
+        _h(t, "Numbers")
+        for f in r.facts:
+            _kv(t, f.label, fact_text(f.value, f.unit))
     _h(t, "Evidence")
     for e in r.evidence:
         t.append(f"  - {visible(e)}\n")
