@@ -103,7 +103,10 @@ def main() -> int:
             procs.append(subprocess.Popen(["bash", "-c", "while :; do perf bench sched messaging -g 10 -l 2000 "
                                                          ">/dev/null 2>&1; done"], start_new_session=True))
         time.sleep(2)
-        result = asyncio.run(measure(args.seconds, args.interval))
+        from stallscope.priority import DEFAULT_NICE, at_nice
+
+        with at_nice(DEFAULT_NICE):  # as `stallscope top` runs
+            result = asyncio.run(measure(args.seconds, args.interval))
     finally:
         for p in procs:
             try:

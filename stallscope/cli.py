@@ -630,7 +630,10 @@ def cmd_top(args) -> int:
     source = LiveSource(options, writer_factory=writer)
     app = TopApp(source, applier=applier)
     try:
-        app.run()
+        # the screen's thread too: it shares the interpreter's lock with the session's, and one left at
+        # the caller's priority on a busy machine would hold the session up while it waits for a CPU
+        with _at_nice(options.nice):
+            app.run()
     finally:
         source.stop()
         source.join(timeout=15)
@@ -639,6 +642,14 @@ def cmd_top(args) -> int:
     if args.output and source.result is not None:
         print(f"stallscope: {source.result.intervals} intervals written to {args.output}", file=sys.stderr)
     return 0
+
+
+def _at_nice(nice: int | None):
+    from contextlib import nullcontext
+
+    from stallscope.priority import at_nice
+
+    return nullcontext() if nice is None else at_nice(nice)
 
 
 def _top_plain(args, options) -> int:

@@ -268,8 +268,10 @@ def test_a_long_running_top_forgets_exited_tasks_and_keeps_the_stacks_it_uses_mo
     extra = kstack(0x4000, "__schedule", "schedule", "futex_wait")
     view.update(interval(1, task_info=(replace(INFOS[0], flags=TS_DEAD),), stacks=(extra,),
                          offcpu=(OffcpuDelta(B, 100, 1, SLEEP.id, 0, 1, 1000, 1000),)))
-    assert set(view.tasks) == {B}
     assert set(view.stacks) == {SLEEP.id, TIMER.id, extra.id}
+    # A's final switch is in the interval shown: named there, forgotten once the next one replaces it
+    view.update(interval(2))
+    assert set(view.tasks) == {B}
 
 
 def test_store_streams_intervals_in_order_with_gaps_and_windows(tmp_path):
@@ -305,4 +307,5 @@ def test_the_live_view_forgets_threads_once_they_exit_but_names_them_in_their_la
                     tasks=(TaskDelta(B, offcpu_ns=300_000_000, offcpu_count=3, voluntary_switches=3),))
     view.update(last)
     assert "reader" in view.out.getvalue().rsplit("TASK", 1)[1]  # still named in the interval it died in
+    view.update(interval(2))
     assert set(view.tasks) == {A}
