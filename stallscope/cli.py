@@ -9,6 +9,7 @@ import sys
 import time
 
 from stallscope import __version__
+from stallscope.analyzer.untrusted import escaped
 from stallscope.errors import StallscopeError
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.priority import DEFAULT_NICE
@@ -157,8 +158,15 @@ def _probe_spec(text: str) -> frozenset[str]:
     return frozenset(groups)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse quotes the arguments it rejects: escaped, as every message is (stallscope/errors.py)."""
+
+    def error(self, message: str):
+        super().error(escaped(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="stallscope",
         description="What is making tasks wait, and what to change: off-CPU time, run-queue wait, "
                     "wakers, switches and migrations, traced with BPF.",
@@ -598,7 +606,8 @@ def cmd_apply(args) -> int:
 
     if args.undo:
         entry = applier.undo()
-        print(f"stallscope: restored {entry['action']['type']} of {_action_target(entry['action'])} to {entry['before']}")
+        print(f"stallscope: restored {escaped(entry['action']['type'])} of {_action_target(entry['action'])} "
+              f"to {escaped(entry['before'])}")
         return 0
     if not args.file or not args.number:
         raise StallscopeError("apply needs a recording and a recommendation number",
@@ -617,7 +626,7 @@ def cmd_apply(args) -> int:
         print("stallscope: not applied: this is a boot-time or code change; run it yourself if you agree")
         return 0
     if r.status != RECOMMENDED:
-        print(f"stallscope: not applied: {r.status}")
+        print(f"stallscope: not applied: {escaped(r.status)}")
         return 0
     if not args.yes:
         if not sys.stdin.isatty():
@@ -626,9 +635,9 @@ def cmd_apply(args) -> int:
             print("stallscope: not applied")
             return 0
     if r.action.get("affects"):
-        print(f"stallscope: this write affects the cache named {', '.join(r.action['affects'])}")
+        print(f"stallscope: this write affects the cache named {escaped(', '.join(r.action['affects']))}")
     entry = applier.apply(r.action)
-    print(f"stallscope: applied; was {entry['before']}; `stallscope apply --undo` reverts it")
+    print(f"stallscope: applied; was {escaped(entry['before'])}; `stallscope apply --undo` reverts it")
     return 0
 
 

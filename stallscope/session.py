@@ -22,6 +22,7 @@ from stallscope import __version__, machine
 from stallscope.analyzer.overhead import Governor, interval_cost, uprobe_trap_ns
 from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta, Tuning
 from stallscope.analyzer.symbols import Symbolizer
+from stallscope.analyzer.untrusted import escaped
 from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
 from stallscope.bpf.groups import GROUPS, GroupOptions, default_groups
@@ -67,7 +68,7 @@ _NAMES_SENT_ONCE = ("task_info", "stacks", "functions", "cgroups", "slab_caches"
 
 def say(message: str) -> None:
     """stallscope's own messages go to stderr: a traced command keeps stdout."""
-    print(f"stallscope: {message}", file=sys.stderr, flush=True)
+    print(f"stallscope: {escaped(message)}", file=sys.stderr, flush=True)
 
 
 def check_privileges() -> None:
