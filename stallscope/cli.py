@@ -259,8 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Shows what recommendation N of FILE would run and asks; applies a run-time one "
                                    "(CPU affinity, nice, a sysctl or sysfs value) only after checking the target is "
                                    "the same task the recording saw (thread id, start time, name), never to a "
-                                   "kernel thread, and writes an undo file first. Boot-time and code changes are "
-                                   "printed, never applied. `apply --undo` reverts the last change.")
+                                   "kernel thread, and writes an undo file first. A value is written only to a "
+                                   "scheduler knob or slab cache tunable found on the running kernel by its name, "
+                                   "never to a path read from FILE (a recording is untrusted input). Boot-time and "
+                                   "code changes are printed, never applied. `apply --undo` reverts the last change.")
     p.add_argument("file", metavar="FILE", nargs="?")
     p.add_argument("number", metavar="N", nargs="?", type=_positive_int)
     p.add_argument("--yes", action="store_true", help="do not ask")
