@@ -213,6 +213,8 @@ class Model:
     futex_waits: tuple[FutexWaits, ...] = ()
     tuning: tuple[TuningChange, ...] = ()  # the overhead budget's steps, in order
     functions: dict[int, str] = field(default_factory=dict)  # kernel function address -> name
+    # rows of a damaged recording skipped on read, by table (analyzer/recording_checks.py)
+    damaged_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
