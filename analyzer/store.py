@@ -17,6 +17,7 @@ import os
 import sqlite3
 from collections import Counter
 from dataclasses import asdict
+from functools import partial
 from operator import attrgetter
 from typing import Iterator
 
@@ -317,11 +318,12 @@ class Recording:
         return f"SELECT {', '.join(exprs)}, {row_ok_sql(table, present, self.meta.cpus)} FROM {table}"
 
     def _checked(self, table: str, rows, make) -> Iterator:
-        """`make(row)` of each row that holds what the writer writes; the others counted in `damaged`."""
+        """`make(row)` of each row that holds what the writer writes (its last column, `ok`, true; `make`
+        reads the others by position); the others counted in `damaged`."""
         for row in rows:
             if row[-1]:
                 try:
-                    yield make(row[:-1])
+                    yield make(row)
                     continue
                 except DamagedRow:
                     pass
@@ -407,7 +409,7 @@ class Recording:
         slab = self._stream("slab", (
             "idx", "cache", "tgid", "exiting", "kmallocs", "cache_allocs", "kfrees", "cache_frees", "bytes_req",
             "bytes_alloc", "failed", "slab_switches", "switch_allocs"), window,
-            lambda r: SlabDelta(_u64(r[1]), r[2], bool(r[3]), *r[4:]))
+            lambda r: SlabDelta(_u64(r[1]), r[2], bool(r[3]), *r[4:13]))
         slab_caches = self._stream("slab_caches", self._SLAB_CACHE_COLUMNS, window, _slab_cache)
         cgroups = self._stream("cgroups", ("idx", "tgid", "start_ns", "path"), window, lambda r: (r[1], r[2], r[3]))
         oncpu = self._stream("oncpu", (
@@ -415,7 +417,7 @@ class Recording:
             lambda r: OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8]))
         oncpu_cpus = self._stream("oncpu_cpus", (
             "idx", "cpu", "samples", "period_ns", "idle_samples", "idle_ns", "event_ns"), window,
-            lambda r: CpuSamplesDelta(*r[1:]))
+            lambda r: CpuSamplesDelta(*r[1:7]))
         futex = self._stream("futex", (
             "idx", "pid", "start_ns", "tgid", "uaddr", "op", "ustack", "caller_addr", "caller", "lock_name", "count",
             "total_ns", "max_ns", "min_ns", ("flags", "0"), ("blocked_ns", "NULL"), ("runnable_ns", "NULL"),
@@ -423,7 +425,7 @@ class Recording:
             lambda r: FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:14],
                                  r[14] or 0, r[15], r[16], r[17] or 0))
         programs = self._stream("programs", ("idx", "name", "run_cnt", "run_time_ns", "recursion_misses"), window,
-                                lambda r: ProgramCost(*r[1:]))
+                                lambda r: ProgramCost(*r[1:5]))
         tuning = self._stream("tuning", (
             "idx", "level", "walks_per_s", "min_stack_ns", "sample_hz", "reason", ("sample_ns", "0"),
             ("user_walks_per_s", "0"), ("lock_calls", "1")), window,
@@ -442,20 +444,20 @@ class Recording:
         """`table`'s rows in the window, in interval order, made into records (damaged ones skipped and
         counted); empty when the table was added after this recording was made."""
         if table not in self.tables:
-            return _ByInterval(iter(()), self._damaged)
+            return _ByInterval(iter(()), make, self._damaged, None)
         try:
             cursor = self.db.execute(f"{self._select(table, columns)} WHERE idx BETWEEN ? AND ? ORDER BY idx", window)
         except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
-        return _ByInterval(self._checked(table, cursor, lambda r: (r[0], make(r))), self._damaged)
+        return _ByInterval(cursor, make, self._damaged, lambda: self.damaged.update((table,)))
 
     def close(self) -> None:
         self.db.close()
 
 
-def _text(data: bytes) -> str:
-    """Text cells as UTF-8, a byte that is not replaced (as the collector decodes names)."""
-    return data.decode("utf-8", "replace")
+# Text cells as UTF-8, a byte that is not UTF-8 replaced (as the collector decodes names): a partial of
+# str, called in C for each of the millions of text cells an hour's recording holds.
+_text = partial(str, encoding="utf-8", errors="replace")
 
 
 def _stack(r) -> Stack:
@@ -470,11 +472,14 @@ def _slab_cache(r) -> SlabCache:
 
 
 class _ByInterval:
-    """Records keyed by their interval, `(idx, record)` in interval order, handed out one interval at a time."""
+    """Rows ordered by their interval (column 0), made into records and handed out one interval at a time.
+    A row whose last column (`ok`) is false, or that `make` finds damaged, is counted and left out."""
 
-    def __init__(self, rows, damaged):
+    def __init__(self, rows, make, damaged, count_damaged):
         self._rows = rows
+        self._make = make
         self._damaged = damaged
+        self._count_damaged = count_damaged
         self._head = None
 
     def _next(self):
@@ -483,13 +488,22 @@ class _ByInterval:
         except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
 
+    def _record(self, row, out: list) -> None:
+        if row[-1]:
+            try:
+                out.append(self._make(row))
+                return
+            except DamagedRow:
+                pass
+        self._count_damaged()
+
     def take(self, idx: int) -> tuple:
         """The records of interval `idx`; rows of earlier intervals (none without an interval row) are skipped."""
-        out = []
+        out: list = []
         row = self._head if self._head is not None else self._next()
         while row is not None and row[0] <= idx:
             if row[0] == idx:
-                out.append(row[1])
+                self._record(row, out)
             row = self._next()
         self._head = row
         return tuple(out)
@@ -497,7 +511,9 @@ class _ByInterval:
     def all(self) -> Iterator:
         row = self._head if self._head is not None else self._next()
         while row is not None:
-            yield row[1]
+            out: list = []
+            self._record(row, out)
+            yield from out
             row = self._next()
 
 
