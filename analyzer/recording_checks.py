@@ -265,8 +265,8 @@ _PSI = dict_of(dict_of(number()))
 _OPTIONS = fields({
     "stallscope_pid": optional(integer(0)),
     "pid": optional(integer(0)),
-    "command": optional(fields({"pid": optional(integer(0)), "argv": list_of(TEXT_VALUE),
-                                "exit_status": optional(integer()), "rusage": dict_of(number())})),
+    "command": optional(fields({"pid": integer(1), "argv": list_of(TEXT_VALUE), "exit_status": optional(integer()),
+                                "rusage": dict_of(number())}, ("pid",))),
     "futex": optional(fields({"lock_call_uprobes": optional(integer(0)), "uprobe_trap_ns": optional(integer(0))})),
     "overhead_budget_pct": number(above=0),
     "sample_hz": optional(integer(0)),

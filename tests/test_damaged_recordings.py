@@ -276,3 +276,27 @@ def test_every_command_reads_a_randomly_damaged_recording_or_says_it_is_damaged(
             _assert_works_or_one_line(argv)
 
     run()
+
+
+# ---- crafted, not damaged --------------------------------------------------------------------
+
+def test_a_recording_crafted_as_a_chain_of_40000_processes_reads_in_linear_time(tmp_path):
+    """Each process the parent of the next: finding the recorded command's process tree walks each once
+    (it went over all of them once per level: 87 s here before, 2.5 s now)."""
+    from dataclasses import replace as dc_replace
+
+    from stallscope.analyzer.sample import TaskDelta, TaskId, TaskInfo
+    from synthetic import interval, meta, write_recording
+
+    n, top = 40_000, 100_000
+    # each the parent of the one with the pid below; written (and read back) deepest first
+    infos = tuple(TaskInfo(TaskId(top - i, i), top - i, top - i + 1, "chain") for i in reversed(range(n)))
+    deltas = tuple(TaskDelta(info.task, offcpu_ns=1000, offcpu_count=1) for info in infos)
+    m = dc_replace(meta(command={"argv": ["chain"], "pid": top}))
+    path = tmp_path / "chain.stall"
+    write_recording(path, m, [interval(0, task_info=infos, tasks=deltas)])
+    start = time.monotonic()
+    rc, out, err = _run(["export", "--command-only", str(path)])
+    assert rc == 0, err
+    assert len(json.loads(out)["tasks"]) == n
+    assert time.monotonic() - start < 20
