@@ -106,6 +106,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "switches": model.switches, "switches_per_s": round(model.switches_per_s, 3),
             "switches_kernel": model.kernel_switches,
             "health": dict(sorted(model.health.items())),
+            "damaged_rows": dict(sorted(model.damaged_rows.items())),
             "shares": {"of": "waiting: blocked outside idle causes, plus run-queue wait",
                        "waiting_ns": shares.total_ns, "blocked_ns": shares.blocked_ns, "runq_ns": shares.runq_ns,
                        "idle_ns": shares.idle_ns},

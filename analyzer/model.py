@@ -213,6 +213,8 @@ class Model:
     futex_waits: tuple[FutexWaits, ...] = ()
     tuning: tuple[TuningChange, ...] = ()  # the overhead budget's steps, in order
     functions: dict[int, str] = field(default_factory=dict)  # kernel function address -> name
+    # rows of a damaged recording skipped on read, by table (analyzer/recording_checks.py)
+    damaged_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
@@ -404,16 +406,20 @@ class Model:
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:
-        """Tasks of a process tree: the root's threads and every process created under it."""
-        procs = {root_tgid}
-        changed = True
+        """Tasks of a process tree: the root's threads and every process created under it. Walked down
+        from the root, once per process: a chain of processes (a fork loop, or a recording crafted as
+        one) costs its length, not its square."""
         infos = [t.info for t in self.tasks.values()]
-        while changed:
-            changed = False
-            for info in infos:
-                if info.tgid not in procs and info.ptgid in procs:
-                    procs.add(info.tgid)
-                    changed = True
+        children: dict[int, set[int]] = {}
+        for info in infos:
+            children.setdefault(info.ptgid, set()).add(info.tgid)
+        procs = {root_tgid}
+        todo = [root_tgid]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in procs:
+                    procs.add(child)
+                    todo.append(child)
         return {info.task for info in infos if info.tgid in procs}
 
 

@@ -9,6 +9,7 @@ the target is still the same task; a boot-time fix is only printed.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field, replace
 
 from stallscope.analyzer.blockers import percentiles, rank_blockers
@@ -23,6 +24,29 @@ from stallscope.analyzer.untrusted import printable
 
 KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "sched_knob")
 RECOMMENDED, NOT_HELPFUL = "recommended", "cannot help here"
+
+# Where the kernel has the scheduler knobs the rules advise on (a sysctl; debugfs since 5.13). A path is
+# never taken from a recording: a command or `apply` writes only here (and only where the file exists).
+SCHED_KNOB_PATHS = {"sched_migration_cost_ns": "/proc/sys/kernel/sched_migration_cost_ns",
+                    "migration_cost_ns": "/sys/kernel/debug/sched/migration_cost_ns"}
+SLAB_ROOT = "/sys/kernel/slab"
+SLAB_TUNABLES = frozenset({"cpu_partial"})
+
+
+def is_cache_name(name) -> bool:
+    """A name that can be a slab cache's directory in SLAB_ROOT: one path component, printable."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and name.isprintable()
+            and len(name) < 256)
+
+
+def shell_command(*words) -> str:
+    """A command line to paste into a shell: each word quoted, so that a name read from a recording (a
+    process's cgroup, a cache's name) stays one word and runs nothing."""
+    return shlex.join(str(w) for w in words)
+
+
+def write_command(value, path: str) -> str:
+    return f"echo {shlex.quote(str(value))} > {shlex.quote(path)}"
 
 
 @dataclass(frozen=True)
@@ -116,7 +140,7 @@ def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
                 "pin", _name(t), f"{_name(t)} migrates {rate:.0f} times a second, but pinning cannot help much here: "
                 f"all {len(cpus)} CPUs share one last-level cache, so a migration loses only the private L1/L2, "
                 "and a pinned thread can no longer escape a busy CPU",
-                tuple(evidence), f"taskset -pc {least} {t.task.pid}",
+                tuple(evidence), shell_command("taskset", "-pc", least, t.task.pid),
                 "the thread waits for its one CPU when that CPU is busy; the other CPUs get the rest of the load",
                 _verify(_name(t), "migrations should fall and run-queue wait must not rise"), NOT_HELPFUL, facts=facts))
             continue
@@ -126,7 +150,7 @@ def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
                               + (f"one core with CPUs {','.join(map(str, domain))} (all CPUs share one cache)"
                                  if single_llc else
                                  f"it shares its last-level cache with CPUs {','.join(map(str, domain))}")]),
-            f"taskset -pc {','.join(map(str, domain))} {t.task.pid}",
+            shell_command("taskset", "-pc", ",".join(map(str, domain)), t.task.pid),
             "bound to those CPUs the thread waits when they are busy instead of moving; isolating CPUs "
             "overloads the rest (PI-Tool's and Tuna's caveat)",
             _verify(_name(t), "migrations should fall to a few per second and run-queue wait must not rise"),
@@ -222,7 +246,8 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
                                 f"{max(int(burst), 100_000)} -p 0 {t.task.pid}`)")
         cgroup = model.cgroups.get(t.info.tgid)
         if cgroup and all(model.cgroups.get(h.info.tgid) != cgroup for h in hogs):
-            alternatives.append(f"or a larger cpu.weight for its cgroup (`echo 1000 > /sys/fs/cgroup{cgroup}/cpu.weight`)")
+            alternatives.append(f"or a larger cpu.weight for its cgroup "
+                                f"(`{write_command(1000, f'/sys/fs/cgroup{cgroup}/cpu.weight')}`)")
         if cpus > 1:
             others = ",".join(str(c) for c in range(1, cpus))
             alternatives.append(f"or the hogs pinned away from one CPU (`taskset -pc {others} HOG`), leaving it cpu0")
@@ -383,19 +408,23 @@ def rule_sched_knob(model: Model, th: Thresholds) -> list[Recommendation]:
     secs = model.duration_s or 1.0
     total_migrations = sum(map(sum, model.matrix))
     rate = total_migrations / secs
-    knob = knobs.get("migration_cost_ns") or knobs.get("sched_migration_cost_ns")
-    if not knob or rate < th.migrations_per_s * max(model.meta.cpus, 1) * 10:
+    name = next((n for n in ("migration_cost_ns", "sched_migration_cost_ns") if n in knobs), None)
+    if name is None or rate < th.migrations_per_s * max(model.meta.cpus, 1) * 10:
         return []
-    current = int(knob["value"])
-    stable = "a sysctl" if knob.get("stable") else "debugfs: not a stable interface, it may change or vanish in a later kernel"
+    value = knobs[name].get("value") if isinstance(knobs[name], dict) else None
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        return []  # a value no kernel shows: a damaged or edited recording
+    current, path = int(value), SCHED_KNOB_PATHS[name]
+    stable = "a sysctl" if path.startswith("/proc/sys/") else ("debugfs: not a stable interface, it may change or "
+                                                               "vanish in a later kernel")
     return [Recommendation(
         "sched_knob", "system", f"{rate:.0f} migrations per second across the machine: tasks are moved while "
-        "their caches are still warm", (f"{total_migrations} migrations in {secs:.1f} s", f"{knob['path']} = {current}"),
-        f"echo {current * 2} > {knob['path']}",
+        "their caches are still warm", (f"{total_migrations} migrations in {secs:.1f} s", f"{path} = {current}"),
+        write_command(current * 2, path),
         f"fewer moves can leave a CPU idle while another has a queue; {stable}; the effect is workload-specific "
         "and small in published sweeps (defaults were often best), so keep it only if the diff shows a gain",
         _verify("the machine", "migrations per second should fall and run-queue wait must not rise"),
-        RECOMMENDED, True, {"type": "write", "path": knob["path"], "value": str(current * 2)})]
+        RECOMMENDED, True, {"type": "write", "knob": name, "path": path, "value": str(current * 2)})]
 
 
 def rule_slub(model: Model, th: Thresholds) -> list[Recommendation]:
@@ -450,21 +479,23 @@ def rule_slub(model: Model, th: Thresholds) -> list[Recommendation]:
                     "list_lock waits and the slow-path share should fall")))
     for r, pct, rate, lock_rate in hot:
         cpu_partial = (r.config or {}).get("cpu_partial")
-        if not cpu_partial or r.sheaf_capacity or lock_rate < th.slab_lock_wait_per_s_ns:
+        if type(cpu_partial) is not int or cpu_partial <= 0 or r.sheaf_capacity or lock_rate < th.slab_lock_wait_per_s_ns:
             continue
+        if not is_cache_name(r.cache):
+            continue  # no cache directory can have this name: a damaged or edited recording
         names = (r.cache,) + tuple(a for a in r.aliases if not a.startswith(":"))
-        path = f"/sys/kernel/slab/{r.cache}/cpu_partial"
+        path = f"{SLAB_ROOT}/{r.cache}/cpu_partial"
         merged = (f"the cache is merged: the write changes one cache that also serves {', '.join(names[1:])}; "
                   if len(names) > 1 else "")
         out.append(Recommendation(
             "slub", r.cache, f"{r.cache}'s node list_lock is waited on {fmt_ns(lock_rate)}/s: let each CPU keep more "
             "partial slabs", evidence[:1] + (f"{path} = {cpu_partial}",),
-            f"echo {int(cpu_partial) * 2} > {path}",
+            write_command(cpu_partial * 2, path),
             merged + "more free objects stay on each CPU's partial list (memory); kernels 7.0+ replaced per-CPU "
             "partial slabs with sheaves, where this file reads 0",
             _verify(r.cache, "its list_lock waits per second should fall"),
-            RECOMMENDED, True, {"type": "write", "path": path, "value": str(int(cpu_partial) * 2),
-                                "affects": list(names)}))
+            RECOMMENDED, True, {"type": "write", "cache": r.cache, "attribute": "cpu_partial", "path": path,
+                                "value": str(cpu_partial * 2), "affects": list(names)}))
     return out
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections import Counter
 from dataclasses import asdict
+from functools import partial
 from operator import attrgetter
 from typing import Iterator
 
@@ -23,7 +25,10 @@ from stallscope.analyzer.sample import (
     CpuSamplesDelta, FutexDelta, Interval, LockDelta, OffcpuDelta, OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta,
     SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning, TuningChange, WaitLink, WakerDelta,
 )
-from stallscope.analyzer.symbols import Frame
+from stallscope.analyzer.recording_checks import (
+    DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql, sysfs_cell,
+    woken_cell,
+)
 from stallscope.errors import StallscopeError
 
 FORMAT_VERSION = 1
@@ -242,10 +247,13 @@ class RecordingWriter:
 
 
 class Recording:
-    """A recording opened for reading."""
+    """A recording opened for reading. Nothing in it is trusted (analyzer/recording_checks.py): damaged
+    metadata is a StallscopeError naming the field; a damaged row is skipped and counted in `damaged`
+    (by table), and the rest is read."""
 
     def __init__(self, path: str):
         self.path = path
+        self.damaged: Counter[str] = Counter()
         if not os.path.exists(path):
             raise StallscopeError(f"{path}: no such recording", "record one with `stallscope record -o FILE`")
         try:
@@ -257,6 +265,7 @@ class Recording:
             raise StallscopeError(f"{path} is not a stallscope recording", "it is not an SQLite database")
         try:
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self.db.text_factory = _text
             self.db.execute("PRAGMA query_only=1")
             tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             self.tables = tables
@@ -269,15 +278,19 @@ class Recording:
             raise StallscopeError(f"{path} is not a stallscope recording", "it has no stallscope metadata")
         try:
             version = int(rows["format_version"])
-        except ValueError:
+        except (ValueError, TypeError):
             raise StallscopeError(f"{path} has a damaged header", "the format version is unreadable") from None
         if version > FORMAT_VERSION:
             raise StallscopeError(
                 f"{path} was written by a newer stallscope (format {version}, this one reads up to {FORMAT_VERSION})",
                 "upgrade stallscope to read it")
         try:
-            self.meta = _meta_from_json(json.loads(rows["meta"]))
-        except (ValueError, TypeError, KeyError) as exc:
+            doc = json.loads(rows["meta"])
+            wrong = check_meta(doc)
+            if wrong:
+                raise ValueError(wrong)
+            self.meta = _meta_from_json(doc)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             raise StallscopeError(f"{path} has damaged metadata ({exc})", "the recording cannot be read") from None
         self.format_version = version
 
@@ -297,47 +310,60 @@ class Recording:
             cache[table] = {r[1] for r in self._rows(f"PRAGMA table_info({table})")}
         return cache[table]
 
-    def _hist(self, text: str | None) -> tuple[tuple[int, int], ...]:
-        if not text:
-            return ()
-        try:
-            return tuple((int(s), int(c)) for s, c in json.loads(text))
-        except (ValueError, TypeError) as exc:
-            raise self._damaged(exc) from None
+    def _select(self, table: str, columns) -> str:
+        """`SELECT columns, ok FROM table`: each column, or its default (`(name, default)`) in a recording
+        made before the column was added; `ok` is whether the row holds what the writer writes."""
+        present = self._columns(table)
+        exprs = [c if isinstance(c, str) else (c[0] if c[0] in present else c[1]) for c in columns]
+        return f"SELECT {', '.join(exprs)}, {row_ok_sql(table, present, self.meta.cpus)} FROM {table}"
+
+    def _checked(self, table: str, rows, make) -> Iterator:
+        """`make(row)` of each row that holds what the writer writes (its last column, `ok`, true; `make`
+        reads the others by position); the others counted in `damaged`."""
+        for row in rows:
+            if row[-1]:
+                try:
+                    yield make(row)
+                    continue
+                except DamagedRow:
+                    pass
+            self.damaged[table] += 1
 
     def stacks(self) -> dict[int, Stack]:
         out = {}
-        for sid, kind, truncated, frames in self._rows("SELECT id, kind, truncated, frames FROM stacks"):
-            try:
-                fr = tuple(Frame(**dict(zip(_FRAME_FIELDS, f))) for f in json.loads(frames))
-            except (ValueError, TypeError) as exc:
-                raise self._damaged(exc) from None
-            out[_u64(sid)] = Stack(_u64(sid), kind, fr, bool(truncated))
+        rows = self._rows(self._select("stacks", ("id", "kind", "truncated", "frames")))
+        for s in self._checked("stacks", rows, _stack):
+            out[s.id] = s
         return out
 
     def tasks(self) -> dict[TaskId, TaskInfo]:
-        sched = ", ".join(self._col("tasks", c, "0") for c in ("policy", "nice", "rt_priority"))
-        return {TaskId(pid, st): TaskInfo(TaskId(pid, st), tgid, ptgid, comm, flags, policy or 0, nice or 0, rt or 0)
-                for pid, st, tgid, ptgid, comm, flags, policy, nice, rt in
-                self._rows(f"SELECT pid, start_ns, tgid, ptgid, comm, flags, {sched} FROM tasks")}
+        cols = ("pid", "start_ns", "tgid", "ptgid", "comm", "flags", ("policy", "0"), ("nice", "0"),
+                ("rt_priority", "0"))
+        rows = self._rows(self._select("tasks", cols))
+        infos = self._checked("tasks", rows, lambda r: TaskInfo(TaskId(r[0], r[1]), r[2], r[3], r[4], r[5],
+                                                                 r[6] or 0, r[7] or 0, r[8] or 0))
+        return {i.task: i for i in infos}
 
     def functions(self) -> dict[int, str]:
         """Kernel functions named in the recording (a kernel thread's, a work item's), by address."""
         if "functions" not in self.tables:
             return {}
-        return {_u64(addr): name for addr, name in self._rows("SELECT addr, name FROM functions")}
+        rows = self._rows(self._select("functions", ("addr", "name")))
+        return dict(self._checked("functions", rows, lambda r: (_u64(r[0]), r[1])))
 
     def _col(self, table: str, column: str, default: str) -> str:
         """`column`, or `default` in a recording made before the column was added."""
         return column if column in self._columns(table) else default
 
+    _SLAB_CACHE_COLUMNS = ("idx", "addr", "name", "object_size", "size", "slab_order", "objs_per_slab", "min_order",
+                           "sheaf_capacity", "cpu_partial", "nodes", "aliases", "sysfs")
+
     def slab_caches(self) -> dict[int, SlabCache]:
         """Every cache described in the recording (each once, when first seen), by address."""
         if "slab_caches" not in self.tables:
             return {}
-        rows = self._rows("SELECT idx, addr, name, object_size, size, slab_order, objs_per_slab, min_order, "
-                          "sheaf_capacity, cpu_partial, nodes, aliases, sysfs FROM slab_caches ORDER BY idx")
-        return {c.addr: c for c in map(self._slab_cache, rows)}
+        rows = self._rows(self._select("slab_caches", self._SLAB_CACHE_COLUMNS) + " ORDER BY idx")
+        return {c.addr: c for c in self._checked("slab_caches", rows, _slab_cache)}
 
     def interval_count(self) -> int:
         return self._rows("SELECT COUNT(*) FROM intervals")[0][0]
@@ -347,128 +373,113 @@ class Recording:
 
         Streamed: each table is read in interval order by a cursor of its own and merged, so only the
         interval being yielded is held in memory, not the whole window (an hour's recording holds
-        millions of rows)."""
+        millions of rows). A column added after a recording was made reads as its default in it
+        (charged_ns: NULL, the wait's total); a table added since, as empty."""
         hi = last if last is not None else 1 << 62
         window = (first, hi)
-        tasks = self._stream(
-            "SELECT idx, pid, start_ns, offcpu_ns, offcpu_count, offcpu_max_ns, runq_wait_ns, runq_count, "
-            "runq_max_ns, voluntary_switches, involuntary_switches, migrations, runq_hist, runq_latency_ns, "
-            f"{self._col('task_deltas', 'run_ns', '0')} FROM task_deltas", window,
-            lambda r: TaskDelta(TaskId(r[1], r[2]), *r[3:12],
-                                runq_hist=tuple(tuple(x) for x in json.loads(r[12])) if r[12] else (),
+        tasks = self._stream("task_deltas", (
+            "idx", "pid", "start_ns", "offcpu_ns", "offcpu_count", "offcpu_max_ns", "runq_wait_ns", "runq_count",
+            "runq_max_ns", "voluntary_switches", "involuntary_switches", "migrations", "runq_hist", "runq_latency_ns",
+            ("run_ns", "0")), window,
+            lambda r: TaskDelta(TaskId(r[1], r[2]), *r[3:12], runq_hist=hist_cell(r[12]),
                                 runq_latency_ns=r[13] or 0, run_ns=r[14] or 0))
-        # a column added after a recording was made reads as empty in it (charged_ns: NULL, the wait's total)
-        extra = ", ".join(self._col("offcpu", c, d) for c, d in (
+        offcpu = self._stream("offcpu", (
+            "idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "count", "total_ns", "max_ns",
             ("hist", "NULL"), ("why", "0"), ("func", "0"), ("charged_ns", "NULL"), ("weighted_ns", "0"),
-            ("var_us2", "0"), ("woken", "NULL")))
-        offcpu = self._stream(
-            f"SELECT idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, {extra} FROM offcpu",
-            window,
+            ("var_us2", "0"), ("woken", "NULL")), window,
             lambda r: OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9],
-                                  self._hist(r[10]), r[11] or 0, _u64(r[12] or 0), r[13], r[14] or 0, r[15] or 0,
-                                  self._woken(r[16])))
-        link = ", ".join(self._col("wakers", c, d) for c, d in (
-            ("exiting", "0"), ("link_func", "0"), ("link_state", "0"), ("link_why", "0"),
-            ("weighted_ns", "NULL"), ("link_blocked_ns", "0"), ("link_runq_ns", "0"), ("wakee_func", "0"),
-            ("wakee_state", "0"), ("wakee_why", "0")))
-        wakers = self._stream(
-            "SELECT idx, pid, start_ns, waker_pid, waker_start_ns, waker_tgid, waker_comm, waker_kstack, count, "
-            f"total_ns, in_interrupt, {link} FROM wakers", window,
+                                  hist_cell(r[10]), r[11] or 0, _u64(r[12] or 0), r[13], r[14] or 0, r[15] or 0,
+                                  woken_cell(r[16])))
+        wakers = self._stream("wakers", (
+            "idx", "pid", "start_ns", "waker_pid", "waker_start_ns", "waker_tgid", "waker_comm", "waker_kstack",
+            "count", "total_ns", "in_interrupt", ("exiting", "0"), ("link_func", "0"), ("link_state", "0"),
+            ("link_why", "0"), ("weighted_ns", "NULL"), ("link_blocked_ns", "0"), ("link_runq_ns", "0"),
+            ("wakee_func", "0"), ("wakee_state", "0"), ("wakee_why", "0")), window,
             lambda r: WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9],
                                  bool(r[10]), bool(r[11]), WaitLink(_u64(r[12] or 0), r[13] or 0, r[14] or 0),
                                  r[15], r[16] or 0, r[17] or 0, WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0)))
-        migrations = self._stream("SELECT idx, src, dst, count FROM migrations", window, lambda r: (r[1], r[2], r[3]))
-        # a table added after a recording was made is empty in it
-        split = ", ".join(self._col("locks", c, d) for c, d in (
-            ("symbol", "''"), ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0"),
-            ("field", "''"), ("object", "''")))
-        locks = self._stream(
-            "SELECT idx, pid, start_ns, tgid, addr, kstack, flags, kind, count, total_ns, max_ns, min_ns, spin_ns, "
-            f"sleep_ns, owner_pid, owner_comm, cache, {split} FROM locks", window,
+        migrations = self._stream("migrations", ("idx", "src", "dst", "count"), window, lambda r: (r[1], r[2], r[3]))
+        locks = self._stream("locks", (
+            "idx", "pid", "start_ns", "tgid", "addr", "kstack", "flags", "kind", "count", "total_ns", "max_ns",
+            "min_ns", "spin_ns", "sleep_ns", "owner_pid", "owner_comm", "cache", ("symbol", "''"),
+            ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0"), ("field", "''"),
+            ("object", "''")), window,
             lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:18], r[18], r[19],
-                                r[20] or 0, r[21] or 0, r[22] or "", r[23] or ""), "locks")
-        slab = self._stream(
-            "SELECT idx, cache, tgid, exiting, kmallocs, cache_allocs, kfrees, cache_frees, bytes_req, bytes_alloc, "
-            "failed, slab_switches, switch_allocs FROM slab", window,
-            lambda r: SlabDelta(_u64(r[1]), r[2], bool(r[3]), *r[4:]), "slab")
-        slab_caches = self._stream(
-            "SELECT idx, addr, name, object_size, size, slab_order, objs_per_slab, min_order, sheaf_capacity, "
-            "cpu_partial, nodes, aliases, sysfs FROM slab_caches", window, self._slab_cache, "slab_caches")
-        cgroups = self._stream("SELECT idx, tgid, start_ns, path FROM cgroups", window, lambda r: (r[1], r[2], r[3]),
-                               "cgroups")
-        oncpu = self._stream(
-            "SELECT idx, pid, start_ns, tgid, comm, kstack, ustack, samples, period_ns FROM oncpu", window,
-            lambda r: OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8]), "oncpu")
-        oncpu_cpus = self._stream(
-            "SELECT idx, cpu, samples, period_ns, idle_samples, idle_ns, event_ns FROM oncpu_cpus", window,
-            lambda r: CpuSamplesDelta(*r[1:]), "oncpu_cpus")
-        split = ", ".join(self._col("futex", c, d) for c, d in (
-            ("flags", "0"), ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("woken_irq", "0")))
-        futex = self._stream(
-            "SELECT idx, pid, start_ns, tgid, uaddr, op, ustack, caller_addr, caller, lock_name, count, total_ns, "
-            f"max_ns, min_ns, {split} FROM futex", window,
+                                r[20] or 0, r[21] or 0, r[22] or "", r[23] or ""))
+        slab = self._stream("slab", (
+            "idx", "cache", "tgid", "exiting", "kmallocs", "cache_allocs", "kfrees", "cache_frees", "bytes_req",
+            "bytes_alloc", "failed", "slab_switches", "switch_allocs"), window,
+            lambda r: SlabDelta(_u64(r[1]), r[2], bool(r[3]), *r[4:13]))
+        slab_caches = self._stream("slab_caches", self._SLAB_CACHE_COLUMNS, window, _slab_cache)
+        cgroups = self._stream("cgroups", ("idx", "tgid", "start_ns", "path"), window, lambda r: (r[1], r[2], r[3]))
+        oncpu = self._stream("oncpu", (
+            "idx", "pid", "start_ns", "tgid", "comm", "kstack", "ustack", "samples", "period_ns"), window,
+            lambda r: OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8]))
+        oncpu_cpus = self._stream("oncpu_cpus", (
+            "idx", "cpu", "samples", "period_ns", "idle_samples", "idle_ns", "event_ns"), window,
+            lambda r: CpuSamplesDelta(*r[1:7]))
+        futex = self._stream("futex", (
+            "idx", "pid", "start_ns", "tgid", "uaddr", "op", "ustack", "caller_addr", "caller", "lock_name", "count",
+            "total_ns", "max_ns", "min_ns", ("flags", "0"), ("blocked_ns", "NULL"), ("runnable_ns", "NULL"),
+            ("woken_irq", "0")), window,
             lambda r: FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:14],
-                                 r[14] or 0, r[15], r[16], r[17] or 0), "futex")
-        programs = self._stream("SELECT idx, name, run_cnt, run_time_ns, recursion_misses FROM programs", window,
-                                lambda r: ProgramCost(*r[1:]))
-        tuning = self._stream(
-            "SELECT idx, level, walks_per_s, min_stack_ns, sample_hz, reason, "
-            f"{self._col('tuning', 'sample_ns', '0')}, {self._col('tuning', 'user_walks_per_s', '0')}, "
-            f"{self._col('tuning', 'lock_calls', '1')} FROM tuning",
-            window, lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0, r[8] != 0), r[5]), "tuning")
-        rows = self._stream("SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health, "
-                            "kernel_switches FROM intervals", window, lambda r: r)
+                                 r[14] or 0, r[15], r[16], r[17] or 0))
+        programs = self._stream("programs", ("idx", "name", "run_cnt", "run_time_ns", "recursion_misses"), window,
+                                lambda r: ProgramCost(*r[1:5]))
+        tuning = self._stream("tuning", (
+            "idx", "level", "walks_per_s", "min_stack_ns", "sample_hz", "reason", ("sample_ns", "0"),
+            ("user_walks_per_s", "0"), ("lock_calls", "1")), window,
+            lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0, r[8] != 0), r[5]))
+        rows = self._stream("intervals", (
+            "idx", "start_ns", "end_ns", "wall_start", "switches", "collector_cpu_ns", "health", "kernel_switches"),
+            window, lambda r: (*r[:6], health_cell(r[6]), r[7]))
         for idx, start, end, wall, switches, cpu, health, kswitches in rows.all():
-            try:
-                h = json.loads(health) if health else {}
-            except ValueError as exc:
-                raise self._damaged(exc) from None
             yield Interval(idx, start, end, wall, switches, tasks.take(idx), (), offcpu.take(idx),
-                           wakers.take(idx), migrations.take(idx), (), h, programs.take(idx), cpu,
+                           wakers.take(idx), migrations.take(idx), (), health, programs.take(idx), cpu,
                            kswitches or 0, locks.take(idx), slab.take(idx), slab_caches.take(idx),
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
                            futex.take(idx), tuning.take(idx))
 
-    def _woken(self, text: str | None) -> tuple[int, int, int]:
-        if not text:
-            return (0, 0, 0)
+    def _stream(self, table: str, columns, window: tuple[int, int], make) -> _ByInterval:
+        """`table`'s rows in the window, in interval order, made into records (damaged ones skipped and
+        counted); empty when the table was added after this recording was made."""
+        if table not in self.tables:
+            return _ByInterval(iter(()), make, self._damaged, None)
         try:
-            a, b, c = (int(x) for x in text.split(","))
-        except ValueError as exc:
-            raise self._damaged(exc) from None
-        return (a, b, c)
-
-    def _stream(self, select: str, window: tuple[int, int], make, table: str | None = None) -> _ByInterval:
-        """`select`'s rows in the window, in interval order, made into records; empty when `table` (a
-        table added after some recordings were made) is missing from this one."""
-        if table is not None and table not in self.tables:
-            return _ByInterval(iter(()), make, self._damaged)
-        try:
-            cursor = self.db.execute(f"{select} WHERE idx BETWEEN ? AND ? ORDER BY idx", window)
+            cursor = self.db.execute(f"{self._select(table, columns)} WHERE idx BETWEEN ? AND ? ORDER BY idx", window)
         except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
-        return _ByInterval(cursor, make, self._damaged)
-
-    def _slab_cache(self, r) -> SlabCache:
-        try:
-            nodes = tuple(int(n) for n in json.loads(r[10]))
-            aliases = tuple(json.loads(r[11]))
-            sysfs = tuple(sorted(json.loads(r[12]).items()))
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise self._damaged(exc) from None
-        return SlabCache(_u64(r[1]), r[2], *r[3:10], nodes=nodes, aliases=aliases, sysfs=sysfs)
+        return _ByInterval(cursor, make, self._damaged, lambda: self.damaged.update((table,)))
 
     def close(self) -> None:
         self.db.close()
 
 
-class _ByInterval:
-    """Rows ordered by their interval (column 0), handed out one interval at a time."""
+# Text cells as UTF-8, a byte that is not UTF-8 replaced (as the collector decodes names): a partial of
+# str, called in C for each of the millions of text cells an hour's recording holds.
+_text = partial(str, encoding="utf-8", errors="replace")
 
-    def __init__(self, rows, make, damaged):
+
+def _stack(r) -> Stack:
+    if r[1] not in ("kernel", "user"):
+        raise DamagedRow("not a stack kind")
+    return Stack(_u64(r[0]), r[1], frames_cell(r[3]), bool(r[2]))
+
+
+def _slab_cache(r) -> SlabCache:
+    return SlabCache(_u64(r[1]), r[2], *r[3:10], nodes=nodes_cell(r[10]), aliases=aliases_cell(r[11]),
+                     sysfs=sysfs_cell(r[12]))
+
+
+class _ByInterval:
+    """Rows ordered by their interval (column 0), made into records and handed out one interval at a time.
+    A row whose last column (`ok`) is false, or that `make` finds damaged, is counted and left out."""
+
+    def __init__(self, rows, make, damaged, count_damaged):
         self._rows = rows
         self._make = make
         self._damaged = damaged
+        self._count_damaged = count_damaged
         self._head = None
 
     def _next(self):
@@ -477,13 +488,22 @@ class _ByInterval:
         except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
 
+    def _record(self, row, out: list) -> None:
+        if row[-1]:
+            try:
+                out.append(self._make(row))
+                return
+            except DamagedRow:
+                pass
+        self._count_damaged()
+
     def take(self, idx: int) -> tuple:
         """The records of interval `idx`; rows of earlier intervals (none without an interval row) are skipped."""
-        out = []
+        out: list = []
         row = self._head if self._head is not None else self._next()
         while row is not None and row[0] <= idx:
             if row[0] == idx:
-                out.append(self._make(row))
+                self._record(row, out)
             row = self._next()
         self._head = row
         return tuple(out)
@@ -491,7 +511,9 @@ class _ByInterval:
     def all(self) -> Iterator:
         row = self._head if self._head is not None else self._next()
         while row is not None:
-            yield row
+            out: list = []
+            self._record(row, out)
+            yield from out
             row = self._next()
 
 

@@ -20,6 +20,7 @@ user can fix (`StallscopeError`).
 from __future__ import annotations
 
 import bisect
+import errno
 import hashlib
 import io
 import lzma
@@ -29,11 +30,13 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from elftools.elf.elffile import ELFFile
 
+from stallscope.analyzer.untrusted import BudgetedReader, open_regular
 from stallscope.errors import StallscopeError
 
 UNKNOWN = "[unknown]"
@@ -59,6 +62,15 @@ _ELF_BINDING_RANK = {_STB_GLOBAL: 0, _STB_WEAK: 1, _STB_LOCAL: 2}
 _SHN_UNDEF = 0
 
 DEBUG_ROOT = "/usr/lib/debug"
+
+# Bounds on reading a file a traced process maps: stallscope reads it as root, and a hostile process
+# chooses it. Past a bound the file has no symbols (its frames stay `[file+0xoffset]`).
+MAX_ELF_FILE_BYTES = 4 << 30  # larger files are not opened
+MAX_ELF_READ_BYTES = 256 << 20  # read from one file in all: headers, symbol tables and their strings
+MAX_ELF_SECONDS = 10.0  # spent reading one file
+MAX_ELF_SYMBOLS = 4_000_000  # entries of one symbol table (a browser's debug .symtab holds about a million)
+MAX_ELF_SECTIONS = 65_535  # section headers (beyond, only extended numbering, which compilers do not emit)
+MAX_VDSO_BYTES = 1 << 20  # the vdso is two pages; its mapping is read from the process's memory
 PERF_MAP_DIR = "/tmp"
 USER_REFRESH_INTERVAL_S = 1.0
 # How long a mapped file found for one process stands for the same (device, inode, path) in others.
@@ -221,6 +233,15 @@ class _HeaderError(Exception):
     """Something _ElfHeaders does not handle: pyelftools reads the file instead."""
 
 
+class _Refused(Exception):
+    """A file no compiler writes (a header table entry of another size, more sections than the format
+    numbers without extension): read no further."""
+
+
+# Elf64_Phdr, Elf64_Shdr / Elf32_Phdr, Elf32_Shdr sizes
+_ENTRY_SIZES = {64: (56, 64), 32: (32, 40)}
+
+
 class _Note(dict):
     pass
 
@@ -285,6 +306,8 @@ class _ElfHeaders:
             phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from(order + "HHHHH", ident, 42)
         if (shoff and (shnum == 0 or shstrndx >= shnum)) or phnum == 0xFFFF:
             raise _HeaderError("extended numbering")
+        if (phnum and phentsize != _ENTRY_SIZES[self.elfclass][0]) or (shnum and shentsize != _ENTRY_SIZES[self.elfclass][1]):
+            raise _Refused("header table entries of another size")
         self._segments = [self._segment(raw) for raw in self._table(phoff, phentsize, phnum)]
         self._sections = [self._section(raw) for raw in self._table(shoff, shentsize, shnum)] if shoff else []
         names = self._sections[shstrndx].data() if self._sections else b""
@@ -343,7 +366,26 @@ def _open_elf(stream):
         return _ElfHeaders(stream)
     except (_HeaderError, struct.error, IndexError):
         stream.seek(0)
-        return ELFFile(stream)
+        elf = ELFFile(stream)
+        if elf.num_sections() > MAX_ELF_SECTIONS or elf.num_segments() > MAX_ELF_SECTIONS:
+            raise _Refused("more sections than the format numbers without extension") from None
+        return elf
+
+
+def _budgeted(stream) -> BudgetedReader:
+    return BudgetedReader(stream, MAX_ELF_READ_BYTES, MAX_ELF_SECONDS)
+
+
+@contextmanager
+def untrusted_file(path: str) -> Iterator[BudgetedReader]:
+    """A file a traced process maps, for a parser (pyelftools, the binutils through its descriptor): a
+    regular file (a link in the last component not followed) of at most MAX_ELF_FILE_BYTES, read within
+    MAX_ELF_READ_BYTES and MAX_ELF_SECONDS. OSError when it is not one."""
+    f = open_regular(path, MAX_ELF_FILE_BYTES)
+    if f is None:
+        raise OSError(errno.EINVAL, f"not a regular file of at most {MAX_ELF_FILE_BYTES >> 30} GiB", path)
+    with f:
+        yield _budgeted(f)
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,10 +417,15 @@ class ElfSymbols:
 
     @classmethod
     def from_file(cls, path: str) -> ElfSymbols | None:
-        """Read an ELF file; None when it is unreadable or not ELF (never an exception)."""
+        """Read an ELF file; None when it is unreadable, not ELF, not a regular file (a link in the
+        last component is not followed), larger than MAX_ELF_FILE_BYTES, or past the read bounds
+        (never an exception)."""
+        f = open_regular(path, MAX_ELF_FILE_BYTES)
+        if f is None:
+            return None
         try:
-            with open(path, "rb") as f:
-                return cls._from_stream(f, path)
+            with f:
+                return cls._from_stream(_budgeted(f), path)
         except Exception:  # noqa: BLE001
             # pyelftools raises many types on malformed input; a bad file in someone else's
             # process must cost one unresolved frame, never the collector.
@@ -388,7 +435,7 @@ class ElfSymbols:
     def from_image(cls, image: bytes) -> ElfSymbols | None:
         """An ELF image read from memory (the vdso); None when it does not parse."""
         try:
-            return cls._from_stream(io.BytesIO(image), None)
+            return cls._from_stream(_budgeted(io.BytesIO(image)), None)
         except Exception:  # noqa: BLE001  (same reason as from_file)
             return None
 
@@ -423,7 +470,10 @@ class ElfSymbols:
     def resolve_vaddr(self, vaddr: int) -> tuple[str, int] | None:
         """(symbol, offset from its start) of an ELF virtual address, or None."""
         if self._starts is None:
-            self._build_index()
+            try:
+                self._build_index()
+            except Exception:  # noqa: BLE001  (tables of a malformed file: no names, as from_file)
+                self._starts, self._ends, self._names, self._raw_tables = [], [], [], []
         i = bisect.bisect_right(self._starts, vaddr) - 1
         if i < 0 or vaddr >= self._ends[i]:
             return None
@@ -504,10 +554,13 @@ class _RawSymbolTable:
 def _raw_symbol_tables(elf: ELFFile) -> list[_RawSymbolTable]:
     tables = []
     section_ends = None
+    entry_size = 24 if elf.elfclass == 64 else 16
     for name in (".symtab", ".dynsym"):
         section = elf.get_section_by_name(name)
         if section is None or section["sh_type"] == "SHT_NOBITS":
             continue
+        if section["sh_size"] // entry_size > MAX_ELF_SYMBOLS:
+            continue  # a table this large is not read (the other one may still name the file's exports)
         if section_ends is None:
             section_ends = tuple(s["sh_addr"] + s["sh_size"] for s in elf.iter_sections())
         strings = elf.get_section(section["sh_link"])
@@ -544,9 +597,11 @@ def _debug_symbol_tables(elf: ELFFile, path: str, build_id: str | None) -> list[
     link_crc = None
     if link is not None:
         data = link.data()
-        name = data.split(b"\0", 1)[0].decode("utf-8", "replace")
-        crc_at = (len(name) + 4) & ~3  # the CRC follows the name, 4-byte aligned
-        if name and len(data) >= crc_at + 4:
+        raw = data.split(b"\0", 1)[0]
+        name = raw.decode("utf-8", "surrogateescape")  # a file name's bytes, as os functions take them
+        crc_at = (len(raw) + 4) & ~3  # the CRC follows the name, 4-byte aligned
+        # a file name, never a path: the file chooses it, and it must not lead out of the folders below
+        if name not in ("", ".", "..") and "/" not in name and len(data) >= crc_at + 4:
             link_crc = struct.unpack_from("<I" if elf.little_endian else ">I", data, crc_at)[0]
             folder = os.path.dirname(path)
             candidates += [
@@ -561,25 +616,43 @@ def _debug_symbol_tables(elf: ELFFile, path: str, build_id: str | None) -> list[
     mini = elf.get_section_by_name(".gnu_debugdata")
     if mini is not None:
         try:
-            inner = _open_elf(io.BytesIO(lzma.decompress(mini.data())))
+            inner = _open_elf(_budgeted(io.BytesIO(_xz_bounded(mini.data()))))
             return [t for t in _raw_symbol_tables(inner) if t.is_symtab]
         except Exception:  # noqa: BLE001  (see ElfSymbols.from_file: .dynsym alone still names)
             return []
     return []
 
 
+def _xz_bounded(data: bytes) -> bytes:
+    """MiniDebugInfo decompressed, at most MAX_ELF_READ_BYTES of it (a small section can inflate to gigabytes)."""
+    d = lzma.LZMADecompressor()
+    out = d.decompress(data, max_length=MAX_ELF_READ_BYTES)
+    if not d.eof:
+        raise _Refused("MiniDebugInfo larger than the read bound")
+    return out
+
+
 def _symtab_of_debug_file(candidate: str, path: str, build_id: str | None, link_crc: int | None) -> list[_RawSymbolTable]:
+    # Only the system's debug tree (root's) is followed through links (.build-id/xx/yyyy.debug are links);
+    # a debug file next to the traced file is opened only as the regular file it is.
+    f = open_regular(candidate, MAX_ELF_FILE_BYTES, follow_symlinks=candidate.startswith(DEBUG_ROOT + "/"))
+    if f is None:
+        return []
     try:
-        if not os.path.isfile(candidate) or os.path.samefile(candidate, path):
-            return []
-        with open(candidate, "rb") as f:
-            debug = _open_elf(f)
+        with f:
+            if os.path.samefile(f"/proc/self/fd/{f.fileno()}", path):
+                return []
+            stream = _budgeted(f)
+            debug = _open_elf(stream)
             debug_id = _elf_build_id(debug)
             if build_id and debug_id:
                 matches = debug_id == build_id
             elif link_crc is not None:
-                f.seek(0)
-                matches = zlib.crc32(f.read()) == link_crc
+                stream.seek(0)
+                crc = 0
+                while chunk := stream.read(1 << 20):
+                    crc = zlib.crc32(chunk, crc)
+                matches = crc == link_crc
             else:
                 matches = False
             # A debug file for another build would name every address wrongly: worse than none.
@@ -698,6 +771,13 @@ class Mapping:
         return self.path.removesuffix(" (deleted)")
 
 
+def maps_path(field: str) -> str:
+    """The path of a maps line as the file is named: the kernel pads the field with spaces and writes a
+    newline in a name as the octal escape `\\012` (fs/proc/task_mmu.c: seq_file_path(m, file, "\\n")),
+    the only character it escapes there."""
+    return field.lstrip(" ").replace("\\012", "\n")
+
+
 MAX_PARSED_MAPS = 256
 _PARSED_MAPS: OrderedDict[str, tuple[Mapping, ...]] = OrderedDict()
 _PARSED_MAPS_LOCK = threading.Lock()
@@ -750,17 +830,19 @@ class ProcessMaps:
     @staticmethod
     def _parse_mappings(text: str) -> tuple[Mapping, ...]:
         mappings = []
-        for line in text.splitlines():
-            parts = line.split(None, 5)
+        # Lines end at "\n" only: a path may hold any other character (str.splitlines would also break
+        # at \x1c, \x85 or \u2028 inside a file name).
+        for line in text.split("\n"):
+            parts = line.split(" ", 5)
             if len(parts) < 5:
                 continue
             start, _, end = parts[0].partition("-")
-            mappings.append(
-                Mapping(
-                    int(start, 16), int(end, 16), parts[1], int(parts[2], 16), parts[3], int(parts[4]),
-                    parts[5] if len(parts) > 5 else "",
-                )
-            )
+            try:
+                mapping = Mapping(int(start, 16), int(end, 16), parts[1], int(parts[2], 16), parts[3], int(parts[4]),
+                                  maps_path(parts[5]) if len(parts) > 5 else "")
+            except ValueError:
+                continue
+            mappings.append(mapping)
         mappings.sort(key=lambda m: m.start)
         return tuple(mappings)
 
@@ -978,17 +1060,21 @@ class UserSymbols:
         /proc/PID/root (a container's file system); the bare path is the last resort, except for
         a deleted file, where another file at that path is certainly not the one mapped.
         """
-        path = mapping.file_path
-        deleted = path != mapping.path
-        own_inode = _inode_of(path)
-        if own_inode == mapping.inode:
-            return path
-        in_root = f"/proc/{self.pid}/root{path}"
-        root_inode = _inode_of(in_root)
-        if root_inode is not None and (not deleted or root_inode == mapping.inode):
-            return in_root
-        if not deleted and own_inode is not None:
-            return path
+        deleted = mapping.file_path != mapping.path
+        forms = [mapping.file_path]
+        if "\n" in mapping.file_path:  # or a name that holds the four characters \012 (maps_path)
+            forms.append(mapping.file_path.replace("\n", "\\012"))
+        for path in forms:  # the file mapped, by its inode
+            if _inode_of(path) == mapping.inode:
+                return path
+            if _inode_of(f"/proc/{self.pid}/root{path}") == mapping.inode:
+                return f"/proc/{self.pid}/root{path}"
+        if deleted:
+            return None
+        for path in forms:  # a file at its path since (rewritten in place): in the process's root first
+            for candidate in (f"/proc/{self.pid}/root{path}", path):
+                if _inode_of(candidate) is not None:
+                    return candidate
         return None
 
     def _vdso_of(self, mapping: Mapping) -> ElfSymbols | None:
@@ -999,7 +1085,7 @@ class UserSymbols:
             try:
                 with open(f"/proc/{self.pid}/mem", "rb", buffering=0) as mem:
                     mem.seek(mapping.start)
-                    image = mem.read(mapping.end - mapping.start)
+                    image = mem.read(min(mapping.end - mapping.start, MAX_VDSO_BYTES))
             except (OSError, OverflowError, ValueError):
                 image = b""
             self._vdso = self._elf_cache.get_image(image) if image else None

@@ -28,14 +28,14 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import threading
 import time
 
 from elftools.elf.elffile import ELFFile
 
 from stallscope.analyzer.sample import FutexDelta, ProbeStatus, TaskId, Tuning
-from stallscope.analyzer.symbols import SHARED_ELF_CACHE, Frame, Symbolizer, UserSymbols
+from stallscope.analyzer.symbols import SHARED_ELF_CACHE, Frame, ProcessMaps, Symbolizer, UserSymbols, untrusted_file
+from stallscope.analyzer.untrusted import run_bounded
 from stallscope.bpf import abi, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
@@ -88,18 +88,19 @@ def _threads(tgid: int = 0):
 
 def libc_of(pid: int = 0) -> str | None:
     """The C library a process maps (our own when pid is 0), as a path we can open."""
-    try:
-        with open(f"/proc/{pid or 'self'}/maps") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split(None, 5)
-        if len(parts) == 6 and _LIBC.search(parts[5]):
-            path = parts[5]
+    maps = ProcessMaps.read(pid or os.getpid())
+    for m in maps.mappings if maps is not None else ():
+        if m.is_file and _LIBC.search(m.path):
+            path = m.path
             # a process in another mount namespace: its file, through its root
             return f"/proc/{pid}/root{path}" if pid and os.path.exists(f"/proc/{pid}/root{path}") else path
     return None
+
+
+# objdump and readelf read the C library of a traced process, which may be anyone's: bounded in time
+# (all their runs together) and output
+TOOLS_SECONDS = 30.0
+TOOL_OUTPUT_BYTES = 256 << 20  # objdump -d of all of libc writes 12 MB
 
 
 _OBJDUMP_LINE = re.compile(r"^\s*([0-9a-f]+):\s+(call|jmp)\s+([0-9a-f]+) <([^>]*)>\s*$")
@@ -107,12 +108,12 @@ _FDE_LINE = re.compile(r"\bFDE\b.*\bpc=([0-9a-f]+)\.\.([0-9a-f]+)")
 _CFA_ROW = re.compile(r"^([0-9a-f]{8,16}) +(\S+)")
 
 
-def _frames(path: str, tool: str) -> list[tuple[int, int, list[tuple[int, int]]]]:
+def _frames(path: str, tool: str, deadline: float, fd: int) -> list[tuple[int, int, list[tuple[int, int]]]]:
     """(low pc, high pc, [(address, CFA offset from rsp)]) of each FDE, from `readelf --debug-dump=frames-interp`.
     Rows whose CFA is not rsp-based (a frame pointer) are left out: no offset is known there."""
     # readelf exits 1 over sections it cannot dump (no .debug_info): the frames are printed all the same
-    text = subprocess.run([tool, "--debug-dump=frames-interp", path], capture_output=True, text=True,
-                          timeout=30).stdout
+    text = run_bounded([tool, "--debug-dump=frames-interp", path], deadline - time.monotonic(), TOOL_OUTPUT_BYTES,
+                       pass_fds=(fd,))
     out: list = []
     rows: list = []
     for line in text.splitlines():
@@ -140,27 +141,32 @@ def slow_path_sites(path: str, names) -> dict[int, int]:
     objdump, readelf = shutil.which("objdump"), shutil.which("readelf")
     if not objdump or not readelf:
         return {}
-    wanted = set(names)
+    with untrusted_file(path) as f:
+        # the tools read the file checked and opened here, through our descriptor, not the path again
+        fd = f.fileno()
+        return _slow_path_sites(f, f"/proc/self/fd/{fd}", fd, set(names), objdump, readelf,
+                                time.monotonic() + TOOLS_SECONDS)
+
+
+def _slow_path_sites(f, path: str, fd: int, wanted: set, objdump: str, readelf: str, deadline: float) -> dict[int, int]:
     starts: dict[int, str] = {}
     targets: dict[str, int] = {}
-    with open(path, "rb") as f:
-        elf = ELFFile(f)
-        segments = [(s["p_vaddr"], s["p_filesz"], s["p_offset"]) for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-        dynsym = elf.get_section_by_name(".dynsym")
-        for sym in dynsym.iter_symbols() if dynsym is not None else ():
-            if sym["st_info"]["type"] == "STT_FUNC" and sym["st_value"] and sym["st_shndx"] != "SHN_UNDEF":
-                starts[sym["st_value"]] = sym.name
-                if sym.name in wanted:
-                    targets[sym.name] = sym["st_value"]
-    fdes = _frames(path, readelf)
+    elf = ELFFile(f)
+    segments = [(s["p_vaddr"], s["p_filesz"], s["p_offset"]) for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+    dynsym = elf.get_section_by_name(".dynsym")
+    for sym in dynsym.iter_symbols() if dynsym is not None else ():
+        if sym["st_info"]["type"] == "STT_FUNC" and sym["st_value"] and sym["st_shndx"] != "SHN_UNDEF":
+            starts[sym["st_value"]] = sym.name
+            if sym.name in wanted:
+                targets[sym.name] = sym["st_value"]
+    fdes = _frames(path, readelf, deadline, fd)
 
     def fde_of(addr):
         return next((fde for fde in fdes if fde[0] <= addr < fde[1]), None)
 
     def disassemble(lo: int, hi: int) -> str:
-        return subprocess.run([objdump, "-d", "--no-show-raw-insn", f"--start-address={lo:#x}",
-                               f"--stop-address={hi:#x}", path], capture_output=True, text=True, timeout=30,
-                              check=True).stdout
+        return run_bounded([objdump, "-d", "--no-show-raw-insn", f"--start-address={lo:#x}", f"--stop-address={hi:#x}",
+                            path], deadline - time.monotonic(), TOOL_OUTPUT_BYTES, pass_fds=(fd,))
 
     def branches(lo: int, hi: int):
         for line in disassemble(lo, hi).splitlines():
@@ -236,7 +242,7 @@ def function_file_offsets(path: str, names) -> dict[str, int]:
     """File offsets (what a uprobe attaches at) of the named functions defined in an ELF file."""
     wanted = set(names)
     out: dict[str, int] = {}
-    with open(path, "rb") as f:
+    with untrusted_file(path) as f:
         elf = ELFFile(f)
         segments = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
         for table in (".dynsym", ".symtab"):
@@ -263,7 +269,7 @@ def _object_symbols(path: str) -> list[tuple[int, int, str]]:
     with a full .symtab has tens of thousands.
     """
     out = []
-    with open(path, "rb") as f:
+    with untrusted_file(path) as f:
         elf = ELFFile(f)
         order = "<" if elf.little_endian else ">"
         # Elf64_Sym: name, info, other, shndx, value, size; Elf32_Sym: name, value, size, info, other, shndx

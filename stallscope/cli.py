@@ -8,6 +8,7 @@ import re
 import sys
 
 from stallscope import __version__
+from stallscope.analyzer.untrusted import escaped
 from stallscope.errors import StallscopeError
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.priority import DEFAULT_NICE
@@ -156,8 +157,15 @@ def _probe_spec(text: str) -> frozenset[str]:
     return frozenset(groups)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse quotes the arguments it rejects: escaped, as every message is (stallscope/errors.py)."""
+
+    def error(self, message: str):
+        super().error(escaped(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="stallscope",
         description="What is making tasks wait, and what to change: off-CPU time, run-queue wait, "
                     "wakers, switches and migrations, traced with BPF.",
@@ -262,8 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Shows what recommendation N of FILE would run and asks; applies a run-time one "
                                    "(CPU affinity, nice, a sysctl or sysfs value) only after checking the target is "
                                    "the same task the recording saw (thread id, start time, name), never to a "
-                                   "kernel thread, and writes an undo file first. Boot-time and code changes are "
-                                   "printed, never applied. `apply --undo` reverts the last change.")
+                                   "kernel thread, and writes an undo file first. A value is written only to a "
+                                   "scheduler knob or slab cache tunable found on the running kernel by its name, "
+                                   "never to a path read from FILE (a recording is untrusted input). Boot-time and "
+                                   "code changes are printed, never applied. `apply --undo` reverts the last change.")
     p.add_argument("file", metavar="FILE", nargs="?")
     p.add_argument("number", metavar="N", nargs="?", type=_positive_int)
     p.add_argument("--yes", action="store_true", help="do not ask")
@@ -547,7 +557,8 @@ def cmd_apply(args) -> int:
 
     if args.undo:
         entry = applier.undo()
-        print(f"stallscope: restored {entry['action']['type']} of {_action_target(entry['action'])} to {entry['before']}")
+        print(f"stallscope: restored {escaped(entry['action']['type'])} of {_action_target(entry['action'])} "
+              f"to {escaped(entry['before'])}")
         return 0
     if not args.file or not args.number:
         raise StallscopeError("apply needs a recording and a recommendation number",
@@ -566,7 +577,7 @@ def cmd_apply(args) -> int:
         print("stallscope: not applied: this is a boot-time or code change; run it yourself if you agree")
         return 0
     if r.status != RECOMMENDED:
-        print(f"stallscope: not applied: {r.status}")
+        print(f"stallscope: not applied: {escaped(r.status)}")
         return 0
     if not args.yes:
         if not sys.stdin.isatty():
@@ -575,9 +586,9 @@ def cmd_apply(args) -> int:
             print("stallscope: not applied")
             return 0
     if r.action.get("affects"):
-        print(f"stallscope: this write affects the cache named {', '.join(r.action['affects'])}")
+        print(f"stallscope: this write affects the cache named {escaped(', '.join(r.action['affects']))}")
     entry = applier.apply(r.action)
-    print(f"stallscope: applied; was {entry['before']}; `stallscope apply --undo` reverts it")
+    print(f"stallscope: applied; was {escaped(entry['before'])}; `stallscope apply --undo` reverts it")
     return 0
 
 

@@ -23,6 +23,7 @@ from stallscope.analyzer.overhead import Governor, interval_cost, uprobe_trap_ns
 from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta, Tuning
 from stallscope.analyzer.store import FORMAT_VERSION
 from stallscope.analyzer.symbols import Symbolizer
+from stallscope.analyzer.untrusted import escaped
 from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
 from stallscope.bpf.groups import GROUPS, GroupOptions, default_groups
@@ -66,10 +67,11 @@ _NAMES_SENT_ONCE = ("task_info", "stacks", "functions", "cgroups", "slab_caches"
 
 
 def say(message: str) -> None:
-    """stallscope's own messages go to stderr: a traced command keeps stdout. A closed or broken
-    stderr (`record ... 2>&1 | head -1`) loses the message, never the recording."""
+    """stallscope's own messages go to stderr: a traced command keeps stdout. What they quote is
+    escaped; a closed or broken stderr (`record ... 2>&1 | head -1`) loses the message, never the
+    recording."""
     try:
-        print(f"stallscope: {message}", file=sys.stderr, flush=True)
+        print(f"stallscope: {escaped(message)}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 
