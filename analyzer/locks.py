@@ -31,7 +31,7 @@ from stallscope.analyzer.model import FutexWaits, LockWaits, Model
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.scope import in_scope
 from stallscope.analyzer.slab import list_lock_caches
-from stallscope.analyzer.symbols import Frame
+from stallscope.analyzer.sample import Frame
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 FUTEX_F_TIMEOUT = 1  # bpf/futex.h: the wait call had a timeout

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from stallscope.analyzer.model import Model, OncpuSamples
 from stallscope.analyzer.sample import TaskId
-from stallscope.analyzer.symbols import Frame
+from stallscope.analyzer.sample import Frame
 
 STACK_USER_MODE = 4  # bpf/oncpu.h: the sample interrupted user mode
 

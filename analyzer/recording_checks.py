@@ -18,7 +18,7 @@ import math
 import re
 from typing import Callable
 
-from stallscope.analyzer.symbols import Frame
+from stallscope.analyzer.sample import Frame
 
 MAX_CPUS = 8192  # the kernel's NR_CPUS limit (CONFIG_MAXSMP): the migration matrix is CPUs x CPUs
 HIST_SLOTS = 64  # log2 ns slots: a u64 has 64

@@ -37,9 +37,9 @@ from typing import Callable, Iterator
 from elftools.elf.elffile import ELFFile
 
 from stallscope.analyzer.untrusted import BudgetedReader, open_regular
+from stallscope.analyzer.sample import UNKNOWN, Frame  # noqa: F401 (the data model's; re-exported)
 from stallscope.errors import StallscopeError
 
-UNKNOWN = "[unknown]"
 KERNEL = "kernel"
 
 # A kernel address more than this far past the last symbol of its region (the end of the core
@@ -75,44 +75,6 @@ PERF_MAP_DIR = "/tmp"
 USER_REFRESH_INTERVAL_S = 1.0
 # How long a mapped file found for one process stands for the same (device, inode, path) in others.
 MAPPED_RECHECK_S = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One named (or unnameable) instruction address of a stack.
-
-    `module` is "kernel" or a kernel module's name for kernel frames; for user frames it is the
-    mapped file's path as the process sees it, or a label: "[vdso]", "[anon]", "[jit]", "[heap]",
-    "[unknown]". `module_offset` is the address in the ELF file's own virtual address space
-    (what `nm` prints), so that, with `build_id`, the frame can be named again elsewhere.
-    """
-
-    addr: int
-    symbol: str | None
-    offset: int
-    module: str
-    build_id: str | None
-    module_offset: int | None
-    kind: str
-
-    @classmethod
-    def unknown(cls, addr: int, kind: str) -> Frame:
-        return cls(addr, None, 0, UNKNOWN, None, None, kind)
-
-    @property
-    def text(self) -> str:
-        """`sym`, `sym+0x1a`, `[libfoo.so+0x1234]`, `[anon]` or `[unknown]`, as perf prints them."""
-        if self.symbol is not None:
-            return f"{self.symbol}+0x{self.offset:x}" if self.offset else self.symbol
-        if self.module == UNKNOWN:
-            return UNKNOWN
-        if self.module.startswith("[") and self.module.endswith("]"):
-            name = self.module[1:-1]
-        else:
-            name = os.path.basename(self.module) or self.module
-        if self.module_offset is None:
-            return f"[{name}]"
-        return f"[{name}+0x{self.module_offset:x}]"
 
 
 # --------------------------------------------------------------------------------------------

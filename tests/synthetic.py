@@ -5,7 +5,7 @@ from __future__ import annotations
 from stallscope.analyzer.sample import (
     Interval, OffcpuDelta, ProbeStatus, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo, WakerDelta,
 )
-from stallscope.analyzer.symbols import Frame
+from stallscope.analyzer.sample import Frame
 
 SEC = 1_000_000_000
 

@@ -13,7 +13,7 @@ from stallscope.analyzer.blockers import rank_blockers
 from stallscope.analyzer.causes import BLOCKER, IDLE, CauseTable, _compile, bare, default_table
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import OffcpuDelta, Stack, TaskDelta, TaskId, TaskInfo
-from stallscope.analyzer.symbols import Frame
+from stallscope.analyzer.sample import Frame
 from stallscope.errors import StallscopeError
 from synthetic import interval, kstack, meta
 

@@ -13,7 +13,7 @@ from stallscope.analyzer.load import load_model
 from stallscope.analyzer.locks import futex_caller, futex_op_waits, lock_stats, user_frames
 from stallscope.analyzer.model import FutexWaits
 from stallscope.analyzer.sample import FutexDelta, Stack, TaskId, TaskInfo
-from stallscope.analyzer.symbols import Frame
+from stallscope.analyzer.sample import Frame
 from stallscope.bpf import abi
 from synthetic import interval, meta, two_interval_recording, write_recording
 

@@ -18,7 +18,7 @@ from stallscope.analyzer.load import load_model
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import category_share, sample_categories, task_oncpu, top_functions
 from stallscope.analyzer.sample import CpuSamplesDelta, OncpuDelta, ProbeStatus, Stack, TaskId, TaskInfo
-from stallscope.analyzer.symbols import Frame
+from stallscope.analyzer.sample import Frame
 from synthetic import SEC, interval, kstack, meta, write_recording
 
 PERIOD_99HZ_NS = 1_000_000_000 // 99  # cpu-clock turns the frequency into a fixed period

@@ -257,6 +257,18 @@ def test_analyzer_imports_neither_textual_nor_jinja2():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_the_data_model_and_help_need_no_elf_reader():
+    """pyelftools is for naming frames while recording: the model, the analyses and `--help` do without it."""
+    import subprocess
+
+    code = ("import sys\n"
+            "import stallscope.analyzer.export, stallscope.analyzer.timeline, stallscope.cli\n"
+            "stallscope.cli.build_parser()\n"
+            "sys.exit(1 if 'elftools' in sys.modules else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 VIEWS = ("1", "2", "3", "4", "5", "6", "7")
 
 
