@@ -126,6 +126,7 @@ def test_a_damaged_row_is_skipped_and_counted_and_the_rest_is_read(tmp_path, rea
     ("probes_is_a_list", lambda m: m.update(probes=[])),
     ("a_probe_is_text", lambda m: m["probes"].update(offcpu="on")),
     ("command_pid_is_text", lambda m: m["options"].update(command={"pid": "1", "argv": ["x"]})),
+    ("command_without_pid", lambda m: m["options"].update(command={"argv": ["x"]})),
     ("topology_is_a_number", lambda m: m["machine"].update(topology=3)),
     ("a_cpus_cache_is_text", lambda m: m["machine"]["topology"]["cpus"]["0"].update(llc="0-1")),
     ("busy_is_text", lambda m: m["machine"].update(cpu_busy_pct={"0": "high"})),
