@@ -8,7 +8,7 @@ import re
 import sys
 import time
 
-from stallscope import __version__
+from stallscope import __version__, outputs
 from stallscope.errors import StallscopeError
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.priority import DEFAULT_NICE
@@ -119,6 +119,17 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
                         "budget raises --stack-scale so that the cap rarely binds")
 
 
+def _add_force(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--force", action="store_true", help=text)
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="write here instead of stdout: a new file (mode 0600), a character device, a FIFO or "
+                        "/dev/stdout; an existing file only with --force")
+    _add_force(p, "replace an existing OUT file")
+
+
 def _add_command_only(p: argparse.ArgumentParser) -> None:
     p.add_argument("--command-only", action="store_true",
                    help="only the processes of the recorded command (recordings made with `-- CMD`)")
@@ -178,7 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Record the scheduler probes to FILE. With `-- CMD ARGS`, the command "
                                    "starts once the probes are attached, keeps its stdin/stdout/stderr, and "
                                    "the recording ends when it exits (stallscope then exits with its status).")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the recording file to write")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the recording file to write: a new file (mode 0600; a regular file, never a device, FIFO "
+                        "or symbolic link), or an existing one with --force")
+    _add_force(p, "replace an existing recording (never one another process has open)")
+    p.add_argument("--redact", action="store_true",
+                   help="for a recording to hand over: drop the command's arguments, the directories of binaries, "
+                        "the paths of directories named by locks, and cgroup paths (docs/recording.md lists them)")
     p.add_argument("-d", "--duration", type=duration, default=None, metavar="SECONDS",
                    help="stop after this long (e.g. 30, 30s, 2m); default: until Ctrl-C or the command exits")
     _add_trace_options(p, live=False)
@@ -193,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("json", "folded"), default="json")
     p.add_argument("--what", choices=("offcpu", "oncpu"), default="offcpu",
                    help="for --format folded: off-CPU waits (ns, the default) or on-CPU samples (counts)")
-    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    _add_output(p)
     _add_command_only(p)
     _add_causes_option(p)
 
@@ -226,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("base", metavar="BASE")
     p.add_argument("new", metavar="NEW")
     p.add_argument("--format", choices=("text", "json", "folded"), default="text")
-    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    _add_output(p)
     p.add_argument("-n", "--rows", type=_positive_int, default=20, help="changes to show in text (default 20)")
     p.add_argument("--all", action="store_true", help="include idle waits among the causes")
     p.add_argument("--command-only", action="store_true",
@@ -352,50 +369,76 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_record(args) -> int:
+    from stallscope.analyzer.redact import Redactor
     from stallscope.analyzer.store import RecordingWriter
     from stallscope.session import Session, say
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     options = _session_options(args, command=command, duration_s=args.duration)
-    out_dir = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(out_dir):
-        raise StallscopeError(f"cannot write {args.output}: no directory {out_dir}", "create it first")
+    target = outputs.create_recording(args.output, force=args.force)  # before the probes: a bad path costs nothing
+    redactor = Redactor() if args.redact else None
+    session = Session(options)
     state: dict = {}
 
+    def stop(exc: StallscopeError) -> None:
+        """A write failed (a full disk, the file size limit): say so now, detach the probes, keep what
+        is written; a command runs on to its end."""
+        state["error"] = exc
+        say(f"error: {exc}")
+        session.stop("the recording file could not be written")
+
     def on_start(meta):
-        state["writer"] = RecordingWriter(args.output, meta)
+        try:
+            state["writer"] = RecordingWriter(args.output, redactor.meta(meta) if redactor else meta, target)
+        except StallscopeError as exc:
+            stop(exc)
+            return
         say(f"recording to {args.output}" + (f" while running {command[0]}" if command else "")
             + ("" if command or args.duration else "; Ctrl-C to stop"))
 
     def on_interval(iv):
-        writer = state["writer"]
-        if state.get("error"):
+        writer = state.get("writer")
+        if writer is None or state.get("error"):
             return
         try:
-            writer.append(iv)
-        except StallscopeError as exc:  # e.g. disk full: keep what is written, say so, keep the command
-            state["error"] = exc
-            say(f"error: {exc}")
+            writer.append(redactor.interval(iv) if redactor else iv)
+        except StallscopeError as exc:
+            stop(exc)
 
-    session = Session(options)
     try:
         result = session.run(on_start, on_interval)
-    finally:
-        writer = state.get("writer")
+    except BaseException:
+        if "writer" in state:
+            _close_recording(state["writer"], say)
+        elif not state.get("error"):
+            target.discard()  # the session failed before the recording began: leave nothing behind
+        raise
+    writer = state.get("writer")
     if writer is None:
         return EXIT_ERROR
-    if not state.get("error"):
-        try:
-            writer.update_meta(result.meta)
-        except StallscopeError as exc:
+    try:
+        writer.update_meta(redactor.meta(result.meta) if redactor else result.meta)
+    except StallscopeError as exc:
+        if not state.get("error"):
             state["error"] = exc
-    writer.close()
-    say(f"{result.intervals} intervals ({result.ended_by or 'stopped'}) written to {args.output}")
-    if state.get("error"):
+            say(f"error: {exc}")
+    closed = _close_recording(writer, say)
+    if state.get("error") or not closed:
         return EXIT_ERROR
+    say(f"{writer.intervals} intervals ({result.ended_by or 'stopped'}) written to {args.output}")
     if result.exit_status is not None:
         return result.exit_status if result.exit_status >= 0 else 128 - result.exit_status
     return 0
+
+
+def _close_recording(writer, say) -> bool:
+    """Fold and close; False (said) when the file keeps a -wal it must be copied with."""
+    try:
+        writer.close()
+    except StallscopeError as exc:
+        say(f"error: {exc}")
+        return False
+    return True
 
 
 def _command_scope(model, path: str):
@@ -418,17 +461,7 @@ def cmd_export(args) -> int:
         text = to_folded_oncpu(model, scope)
     else:
         text = to_folded(model, scope)
-    if args.output:
-        tmp = args.output + ".tmp"
-        try:
-            with open(tmp, "w") as f:
-                f.write(text)
-            os.replace(tmp, args.output)
-        except OSError as exc:
-            raise StallscopeError(f"cannot write {args.output}: {exc.strerror}", "check the path and free space") from None
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    _write_output(text, args.output, args.force)
     return 0
 
 
@@ -564,22 +597,16 @@ def cmd_diff(args) -> int:
         changes = diff(base, new, guard, include_idle=args.all, scopes=scopes)
         text = (diff_json(base, new, changes, guard, (args.base, args.new)) if args.format == "json"
                 else diff_text(base, new, changes, args.rows, (args.base, args.new)))
-    _write_output(text, args.output)
+    _write_output(text, args.output, args.force)
     return 0
 
 
-def _write_output(text: str, path: str | None) -> None:
-    if not path:
+def _write_output(text: str, path: str | None, force: bool) -> None:
+    if path is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise StallscopeError(f"cannot write {path}: {exc.strerror}", "check the path and free space") from None
+    outputs.write_text(path, text, force)
 
 
 def cmd_recommend(args) -> int:
