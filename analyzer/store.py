@@ -42,6 +42,7 @@ FOLD_PERIOD_S = 1.0
 _RESERVE_MIN = 64 << 10
 _SQLITE_FULL = 13
 _SQLITE_CANTOPEN = 14
+_SQLITE_READONLY = 8
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -364,12 +365,13 @@ class Recording:
         # bytes 18-19 of the header are 2 in WAL mode: a recording not closed cleanly (or made before
         # recordings left WAL mode on close), whose last writes may be in FILE-wal
         self._wal = head[18:20] == b"\2\2"
+        self._wal_beside = os.path.exists(path + "-wal")  # before SQLite opens it: it may create one
         try:
             self.db = self._connect("mode=ro")
             tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             self.tables = tables
             if "meta" not in tables:
-                if self._wal and not os.path.exists(path + "-wal"):
+                if self._wal and not self._wal_beside:
                     raise StallscopeError(f"{path} was cut off before it was closed and its contents are in "
                                           f"{path}-wal, which is not beside it", "copy it with its -wal file")
                 raise StallscopeError(f"{path} is not a stallscope recording", "it is an SQLite database of something else")
@@ -403,9 +405,10 @@ class Recording:
             db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         except sqlite3.OperationalError as exc:
             db.close()
-            if getattr(exc, "sqlite_errorcode", None) != _SQLITE_CANTOPEN or not self._wal:
+            # no -shm to be had: SQLite cannot create it (CANTOPEN) or not write it (READONLY_CANTINIT)
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in (_SQLITE_CANTOPEN, _SQLITE_READONLY) or not self._wal:
                 raise
-            if os.path.exists(self.path + "-wal"):
+            if self._wal_beside:
                 raise StallscopeError(
                     f"{self.path} was not closed cleanly: reading it with {self.path}-wal needs a place where SQLite "
                     f"can create {self.path}-shm", "copy the two together to a directory you can write to") from None
