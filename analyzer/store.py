@@ -382,8 +382,11 @@ class Recording:
             raise StallscopeError(f"{path} is not a stallscope recording", "it has no stallscope metadata")
         try:
             version = int(rows["format_version"])
-        except ValueError:
+        except (ValueError, TypeError):
             raise StallscopeError(f"{path} has a damaged header", "the format version is unreadable") from None
+        if version < 1:
+            raise StallscopeError(f"{path} has a damaged header (format version {version})",
+                                  "stallscope's formats start at 1: the file was altered")
         if version > FORMAT_VERSION:
             raise StallscopeError(
                 f"{path} was written by a newer stallscope (format {version}, this one reads up to {FORMAT_VERSION})",
