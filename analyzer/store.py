@@ -170,13 +170,14 @@ class RecordingWriter:
     def _create(self, meta: RecordingMeta) -> None:
         db = self.db
         db.execute("PRAGMA busy_timeout=1000")  # close() waits that long for a reader to let go
+        db.execute("PRAGMA schema_version").fetchone()  # SQLite opens the file on first use...
+        self.target.verify()  # ... the one created for it, not one swapped in since: checked before writing
         db.execute("BEGIN")
         db.execute(f"PRAGMA application_id={APPLICATION_ID}")
         for statement in filter(str.strip, _SCHEMA.split(";")):
             db.execute(statement)
         self._insert_meta(meta)
         db.execute("COMMIT")
-        self.target.verify()  # SQLite opened the file created for it, not one swapped in since
         if db.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
             raise StallscopeError(f"{self.path}: SQLite cannot keep a write-ahead log there",
                                   "record to a local file system")
@@ -353,6 +354,8 @@ class Recording:
         self.path = path
         if not os.path.exists(path):
             raise StallscopeError(f"{path}: no such recording", "record one with `stallscope record -o FILE`")
+        if not os.path.isfile(path):  # a FIFO or a device would block the read below, or never end
+            raise StallscopeError(f"{path} is not a recording", "a recording is a regular file")
         try:
             with open(path, "rb") as f:
                 head = f.read(100)

@@ -264,3 +264,19 @@ def test_a_second_recorder_on_the_same_path_loses_nothing_of_the_first(tmp_path)
             first.kill()
     said = int(err.split(" intervals (")[0].rsplit(None, 1)[-1])
     assert said >= 2 and _intervals_in(path) == said
+
+
+def test_the_writer_never_writes_into_a_file_swapped_in_for_the_one_created(tmp_path):
+    """SQLite opens the recording by name: a file put in its place after stallscope created it is left
+    as it was, and stallscope says so."""
+    from stallscope.analyzer.store import RecordingWriter
+    from stallscope.errors import StallscopeError
+    from stallscope.outputs import create_recording
+
+    path = tmp_path / "run.stall"
+    target = create_recording(str(path))
+    os.unlink(path)
+    path.write_bytes(b"")  # someone else's empty file, by the same name
+    with pytest.raises(StallscopeError, match="was replaced"):
+        RecordingWriter(str(path), two_interval_recording()[0], target)
+    assert path.read_bytes() == b""

@@ -199,3 +199,11 @@ def test_record_redact_leaves_no_argument_or_directory_in_the_file(tmp_path):
                for f in json.loads(frames)}
     assert modules and not any("/" in m for m in modules), modules
     assert all(p == "/" or p.startswith("/cgroup-") for (p,) in db.execute("SELECT path FROM cgroups"))
+
+
+def test_reading_a_fifo_or_a_directory_as_a_recording_is_one_line_not_a_hang(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        proc = run_stallscope("export", str(path), check=False, timeout=30)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not a recording" in proc.stderr
