@@ -12,9 +12,12 @@ damaged file raises StallscopeError, never a traceback.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
+import time
+import urllib.parse
 from collections import Counter
 from dataclasses import asdict
 from functools import partial
@@ -30,11 +33,21 @@ from stallscope.analyzer.recording_checks import (
     woken_cell,
 )
 from stallscope.errors import StallscopeError
+from stallscope.outputs import RecordingFile, create_recording, size_limit, storage_hint, storage_limit
 
 FORMAT_VERSION = 1
 # what reading a damaged file raises: SQLite's errors, and text that is not UTF-8 (a scribbled schema)
 _READ_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 APPLICATION_ID = 0x53544C4C  # "STLL": lets `file` and we tell our databases from others
+# the log is folded into the file at most this often (each fold costs two fsyncs); intervals of a
+# second or more are each folded as they are written
+FOLD_PERIOD_S = 1.0
+# room kept allocated past the end of a recording for its next fold, at least (then twice the most a
+# fold has needed)
+_RESERVE_MIN = 64 << 10
+_SQLITE_FULL = 13
+_SQLITE_CANTOPEN = 14
+_SQLITE_READONLY = 8
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -109,12 +122,12 @@ def _u64(v: int) -> int:
     return v + (1 << 64) if v < 0 else v
 
 
-def _disk_error(path: str, exc: sqlite3.Error) -> StallscopeError:
-    text = str(exc)
-    if "full" in text:
-        return StallscopeError(f"disk full while writing {path}",
-                               "free space; what was recorded so far is readable")
-    return StallscopeError(f"cannot write {path}: {text}", "check the path and free space")
+def _write_failure(path: str, exc: sqlite3.Error) -> str:
+    """What stopped a write, in words: SQLite says "database or disk is full" or "disk I/O error"
+    and hides the errno, so the file size limit and the free space are looked at."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    why = storage_limit(path, margin=_RESERVE_MIN if code != _SQLITE_FULL else 1 << 62)
+    return why or f"cannot write {path}: {exc}"
 
 
 def _hist_text(hist: tuple[tuple[int, int], ...]) -> str | None:
@@ -126,47 +139,127 @@ def _hist_text(hist: tuple[tuple[int, int], ...]) -> str | None:
 
 
 class RecordingWriter:
-    """Appends intervals to a new recording file."""
+    """Appends intervals to a new recording file.
 
-    def __init__(self, path: str, meta: RecordingMeta):
+    The file is new (stallscope/outputs.py creates it, 0600, never over anything) and holds its
+    schema and metadata before any interval: they are written in one rollback-journal transaction,
+    then the file goes to WAL mode for the recording, so every file that exists opens, even copied
+    without its -wal. Each interval is one transaction; about once a second the log is folded into
+    the file (a checkpoint), and room for the next fold is kept allocated past the file's end, so that
+    a full disk stops the recording with every interval written in the file itself. close() folds
+    the rest and leaves WAL mode: a cleanly closed recording is one file, readable read-only, copied
+    alone, or by another user.
+    """
+
+    def __init__(self, path: str, meta: RecordingMeta, target: RecordingFile | None = None):
         self.path = path
-        if os.path.exists(path):
-            os.unlink(path)
-        for suffix in ("-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.unlink(path + suffix)
-        try:
-            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
-            self.db.executescript(_SCHEMA)
-            self._put_meta(meta)
-        except sqlite3.Error as exc:
-            raise _disk_error(path, exc) from None
+        self.target = target if target is not None else create_recording(path)
+        self.intervals = 0
         self._stacks: set[int] = set()
         self._tasks: set[TaskId] = set()
-        self.intervals = 0
+        self._reserve = _RESERVE_MIN
+        self._folded_at = time.monotonic()
+        self.db = None
+        try:
+            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._create(meta)
+        except (sqlite3.Error, StallscopeError) as exc:
+            if self.db is not None:
+                self.db.close()
+            self.target.discard()
+            if isinstance(exc, StallscopeError):
+                raise
+            why = _write_failure(path, exc)
+            raise StallscopeError(f"{why}: nothing recorded in {path}", storage_hint(why)) from None
 
-    def _put_meta(self, meta: RecordingMeta) -> None:
+    def _create(self, meta: RecordingMeta) -> None:
+        db = self.db
+        db.execute("PRAGMA busy_timeout=1000")  # close() waits that long for a reader to let go
+        db.execute("PRAGMA schema_version").fetchone()  # SQLite opens the file on first use...
+        self.target.verify()  # ... the one created for it, not one swapped in since: checked before writing
+        db.execute("BEGIN")
+        db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        for statement in filter(str.strip, _SCHEMA.split(";")):
+            db.execute(statement)
+        self._insert_meta(meta)
+        db.execute("COMMIT")
+        if db.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
+            raise StallscopeError(f"{self.path}: SQLite cannot keep a write-ahead log there",
+                                  "record to a local file system")
+        db.execute("PRAGMA synchronous=NORMAL")
+        self._page_size, = db.execute("PRAGMA page_size").fetchone()
+        self._keep_room()
+
+    def _insert_meta(self, meta: RecordingMeta) -> None:
         doc = asdict(meta)
-        with self.db:
-            self.db.execute("BEGIN")
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (json.dumps(doc, sort_keys=True),))
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('meta', ?)", (json.dumps(doc, sort_keys=True),))
+
+    def _stopped(self, exc: sqlite3.Error | StallscopeError) -> StallscopeError:
+        """A write failed: the recording stops here; say why and what the file holds."""
+        why = exc.message if isinstance(exc, StallscopeError) else _write_failure(self.path, exc)
+        held = (f"recording stopped after {self.intervals} intervals, which {self.path} holds" if self.intervals else
+                f"recording stopped before its first interval: {self.path} holds only its metadata")
+        return StallscopeError(f"{why}: {held}", storage_hint(why))
 
     def update_meta(self, meta: RecordingMeta) -> None:
         try:
-            self._put_meta(meta)
+            self._transaction(lambda: self._insert_meta(meta))
         except sqlite3.Error as exc:
-            raise _disk_error(self.path, exc) from None
+            raise self._stopped(exc) from None
 
     def append(self, iv: Interval) -> None:
+        """One interval, committed; a write that fails raises StallscopeError (nothing of the interval
+        is kept) and the recording should stop: what was appended before stays readable."""
         try:
             self._append(iv)
         except sqlite3.Error as exc:
-            raise _disk_error(self.path, exc) from None
+            raise self._stopped(exc) from None
         self.intervals += 1
+        if time.monotonic() - self._folded_at >= FOLD_PERIOD_S or self._unfolded() >= self._reserve // 2:
+            try:
+                self._fold()
+            except (sqlite3.Error, StallscopeError) as exc:
+                raise self._stopped(exc) from None
+
+    def _transaction(self, body) -> None:
+        self.db.execute("BEGIN")
+        try:
+            body()
+            self.db.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        """SQLite has already rolled back a transaction that met a full disk: a second ROLLBACK
+        would fail ("no transaction is active") and hide why."""
+        if self.db.in_transaction:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def _unfolded(self) -> int:
+        """Bytes the next fold will add to the file: the database's size, log included, past the file's."""
+        pages, = self.db.execute("PRAGMA page_count").fetchone()
+        return pages * self._page_size - self.target.size()
+
+    def _fold(self) -> None:
+        """Copy the log into the file, then keep room past its end for the next fold: twice the
+        most a fold has grown it."""
+        before = self.target.size()
+        self.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        self._reserve = max(self._reserve, 2 * (self.target.size() - before))
+        self._folded_at = time.monotonic()
+        self._keep_room()
+
+    def _keep_room(self) -> None:
+        limit = size_limit()
+        if limit is not None and self.target.size() + self._reserve > limit:
+            raise StallscopeError(storage_limit(self.path, errno.EFBIG))
+        if not self.target.reserve(self._reserve):
+            raise StallscopeError(storage_limit(self.path, errno.ENOSPC))
 
     def _append(self, iv: Interval) -> None:
         db = self.db
@@ -235,15 +328,28 @@ class RecordingWriter:
                  c.to.user_walks_per_s, int(c.to.lock_calls)) for c in iv.tuning])
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            self._rollback()
             raise
 
     def close(self) -> None:
+        """Fold the log into the file and leave WAL mode (a cleanly closed recording is one file).
+        StallscopeError when it cannot: the file then keeps its -wal, with which it opens."""
+        problem = ""
         try:
-            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if self.db.execute("PRAGMA journal_mode=DELETE").fetchone()[0] != "delete":
+                problem = "another process has it open"
+        except sqlite3.Error as exc:
+            problem = _write_failure(self.path, exc)
+            if "locked" in str(exc):
+                problem = "another process has it open"
+        finally:
             self.db.close()
-        except sqlite3.Error:
-            pass
+            self.target.release()
+            self.target.close()
+        if problem and os.path.exists(self.path + "-wal"):
+            raise StallscopeError(f"{self.path} is not folded into one file ({problem}): its last intervals are in "
+                                  f"{self.path}-wal", "keep the two together (copy it with its -wal file)")
 
 
 class Recording:
@@ -256,20 +362,30 @@ class Recording:
         self.damaged: Counter[str] = Counter()
         if not os.path.exists(path):
             raise StallscopeError(f"{path}: no such recording", "record one with `stallscope record -o FILE`")
+        if not os.path.isfile(path):  # a FIFO or a device would block the read below, or never end
+            raise StallscopeError(f"{path} is not a recording", "a recording is a regular file")
         try:
             with open(path, "rb") as f:
                 head = f.read(100)
         except OSError as exc:
             raise StallscopeError(f"{path}: {exc.strerror}", "check the path and permissions") from None
+        if not head:
+            raise StallscopeError(f"{path} is empty", "its recorder stopped before the recording began")
         if not head.startswith(b"SQLite format 3\0"):
             raise StallscopeError(f"{path} is not a stallscope recording", "it is not an SQLite database")
+        # bytes 18-19 of the header are 2 in WAL mode: a recording not closed cleanly (or made before
+        # recordings left WAL mode on close), whose last writes may be in FILE-wal
+        self._wal = head[18:20] == b"\2\2"
+        self._wal_beside = os.path.exists(path + "-wal")  # before SQLite opens it: it may create one
         try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self.db = self._connect("mode=ro")
             self.db.text_factory = _text
-            self.db.execute("PRAGMA query_only=1")
             tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             self.tables = tables
             if "meta" not in tables:
+                if self._wal and not self._wal_beside:
+                    raise StallscopeError(f"{path} was cut off before it was closed and its contents are in "
+                                          f"{path}-wal, which is not beside it", "copy it with its -wal file")
                 raise StallscopeError(f"{path} is not a stallscope recording", "it is an SQLite database of something else")
             rows = dict(self.db.execute("SELECT key, value FROM meta"))
         except _READ_ERRORS as exc:
@@ -280,6 +396,9 @@ class Recording:
             version = int(rows["format_version"])
         except (ValueError, TypeError):
             raise StallscopeError(f"{path} has a damaged header", "the format version is unreadable") from None
+        if version < 1:
+            raise StallscopeError(f"{path} has a damaged header (format version {version})",
+                                  "stallscope's formats start at 1: the file was altered")
         if version > FORMAT_VERSION:
             raise StallscopeError(
                 f"{path} was written by a newer stallscope (format {version}, this one reads up to {FORMAT_VERSION})",
@@ -293,6 +412,27 @@ class Recording:
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             raise StallscopeError(f"{path} has damaged metadata ({exc})", "the recording cannot be read") from None
         self.format_version = version
+
+    def _connect(self, mode: str) -> sqlite3.Connection:
+        """Read-only. A file in WAL mode without its -wal (an older recording, closed) is read as it
+        stands where SQLite cannot create the -shm index beside it (a read-only place, another user);
+        with its -wal present, SQLite needs that index."""
+        uri = f"file:{urllib.parse.quote(self.path)}?"
+        db = sqlite3.connect(uri + mode, uri=True, check_same_thread=False)
+        try:
+            db.execute("PRAGMA query_only=1")
+            db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError as exc:
+            db.close()
+            # no -shm to be had: SQLite cannot create it (CANTOPEN) or not write it (READONLY_CANTINIT)
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in (_SQLITE_CANTOPEN, _SQLITE_READONLY) or not self._wal:
+                raise
+            if self._wal_beside:
+                raise StallscopeError(
+                    f"{self.path} was not closed cleanly: reading it with {self.path}-wal needs a place where SQLite "
+                    f"can create {self.path}-shm", "copy the two together to a directory you can write to") from None
+            return self._connect("immutable=1")
+        return db
 
     def _damaged(self, exc: Exception) -> StallscopeError:
         return StallscopeError(f"{self.path} is damaged: {exc}",

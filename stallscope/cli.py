@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
 
-from stallscope import __version__
+from stallscope import __version__, outputs
 from stallscope.analyzer.untrusted import escaped
 from stallscope.errors import StallscopeError
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
@@ -24,7 +25,10 @@ def duration(text: str) -> float:
     m = _DURATION.match(text)
     if not m or float(m.group(1)) <= 0:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 2m, 500ms)")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"too long a duration: {text[:40]!r}")
+    return seconds
 
 
 def _duration_or_zero(text: str) -> float:
@@ -32,6 +36,80 @@ def _duration_or_zero(text: str) -> float:
     if text.strip() in ("0", "0s"):
         return 0.0
     return duration(text)
+
+
+# The shortest drain interval. Each drain reads every in-kernel map and dumps the tasks: a few
+# milliseconds of CPU (-i 1ns ran 514 drains in 2 s, one of the two CPUs busy with them alone); at
+# 10 ms the drains already take tenths of a CPU, below it stallscope would mostly measure itself.
+MIN_INTERVAL_S = 0.010
+# The longest: the in-kernel maps hold one interval's aggregates and fill up over longer ones.
+MAX_INTERVAL_S = 3600.0
+# The longest wait threshold or drawing scale (--min-stack-wait, --stack-scale): past an hour no wait
+# would get a stack, and the budget multiplies the scale by up to 10^4 in a 64-bit nanosecond field.
+MAX_WAIT_S = 3600.0
+# Stack walks per second per CPU: one costs 2-17 us, so more than this would take a whole CPU (0 is
+# "no cap", the way to ask for every walk).
+MAX_WALKS_PER_S = 100_000
+# On-CPU sampling: the kernel's default perf_event_max_sample_rate, which it only ever lowers.
+MAX_SAMPLE_HZ = 100_000
+PID_MAX_LIMIT = 1 << 22  # the kernel's PID_MAX_LIMIT: no PID or thread id is larger
+
+
+def _interval(text: str) -> float:
+    v = duration(text)
+    if v < MIN_INTERVAL_S:
+        raise argparse.ArgumentTypeError(
+            f"an interval is at least {MIN_INTERVAL_S * 1e3:g}ms, not {text!r}: each drain reads every in-kernel map "
+            "and the tasks, a few ms of CPU, so shorter intervals would measure mostly stallscope itself")
+    if v > MAX_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"an interval is at most {MAX_INTERVAL_S / 3600:g}h, not {text!r}: the "
+                                         "in-kernel maps hold one interval's aggregates and fill up over longer ones")
+    return v
+
+
+def _wait_length(text: str) -> float:
+    """0, or a duration up to MAX_WAIT_S."""
+    v = _duration_or_zero(text)
+    if v > MAX_WAIT_S:
+        raise argparse.ArgumentTypeError(f"at most {MAX_WAIT_S / 3600:g}h, not {text!r}")
+    return v
+
+
+def _walk_rate(text: str) -> int:
+    """0 (no cap) .. MAX_WALKS_PER_S."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= v <= MAX_WALKS_PER_S:
+        raise argparse.ArgumentTypeError(f"walks per second per CPU are 0 (no cap) to {MAX_WALKS_PER_S} (a walk costs "
+                                         f"2-17 us: more would take a whole CPU), not {text!r}")
+    return v
+
+
+def _sample_hz(text: str) -> int:
+    v = _positive_int(text)
+    if v > MAX_SAMPLE_HZ:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SAMPLE_HZ} (the kernel's perf_event_max_sample_rate at most), "
+                                         f"not {text!r}")
+    return v
+
+
+def _pid(text: str) -> int:
+    v = _positive_int(text)
+    if v >= PID_MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"no PID is {PID_MAX_LIMIT} or more (the kernel's PID_MAX_LIMIT): {text!r}")
+    return v
+
+
+def _non_negative_pct(text: str) -> float:
+    try:
+        v = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
+    return v
 
 
 def _percent(text: str) -> float:
@@ -65,20 +143,21 @@ def _positive_int(text: str) -> int:
 
 
 def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
-    p.add_argument("-i", "--interval", type=duration, default=1.0, metavar="INTERVAL",
-                   help="drain the in-kernel aggregates every INTERVAL (default 1s)")
-    p.add_argument("-p", "--pid", type=_positive_int, default=0, metavar="PID",
+    p.add_argument("-i", "--interval", type=_interval, default=1.0, metavar="INTERVAL",
+                   help=f"drain the in-kernel aggregates every INTERVAL (default 1s; {MIN_INTERVAL_S * 1e3:g}ms to "
+                        f"{MAX_INTERVAL_S / 3600:g}h: each drain costs a few ms of CPU)")
+    p.add_argument("-p", "--pid", type=_pid, default=0, metavar="PID",
                    help="trace only this process (its threads); default: the whole system")
-    p.add_argument("--min-stack-wait", type=duration, default=0.0, metavar="TIME",
+    p.add_argument("--min-stack-wait", type=_wait_length, default=0.0, metavar="TIME",
                    help="walk stacks and record wakers only for waits at least this long (default 0: any "
                         "wait may be drawn); totals stay exact, shorter waits are named by what the task was "
                         "doing (its system call, file, kernel function) only")
-    p.add_argument("--stack-scale", type=_duration_or_zero, default=DEFAULT_SAMPLE_NS / 1e9, metavar="TIME",
+    p.add_argument("--stack-scale", type=_wait_length, default=DEFAULT_SAMPLE_NS / 1e9, metavar="TIME",
                    help=f"T: a wait of d gets a kernel stack (and its waker) with probability min(1, d/T), so "
                         f"the walks follow where the time goes, and each wait drawn stands for max(d, T) in the "
                         f"estimates, with their error stated (default {DEFAULT_SAMPLE_NS / 1e6:g}ms; 0: every "
                         "wait). The overhead budget raises it tenfold per step")
-    p.add_argument("--user-stack-rate", type=int, default=DEFAULT_USER_WALKS_PER_S, metavar="N",
+    p.add_argument("--user-stack-rate", type=_walk_rate, default=DEFAULT_USER_WALKS_PER_S, metavar="N",
                    help=f"user stacks walked per second per CPU when a wait begins, before its length is known "
                         f"(default {DEFAULT_USER_WALKS_PER_S}; 0: no limit): their own budget, apart from the "
                         "kernel stacks drawn by length")
@@ -87,7 +166,7 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
                    help="optional probe groups on top of the scheduler probes: +GROUP adds, -GROUP removes; "
                         "a first word none, default or all starts from that set (e.g. none,+slab) "
                         f"(groups: {', '.join(OPTIONAL_PROBES)}; default: {', '.join(sorted(DEFAULT_PROBES))})")
-    p.add_argument("--sample-hz", type=_positive_int, default=99, metavar="N",
+    p.add_argument("--sample-hz", type=_sample_hz, default=99, metavar="N",
                    help="on-CPU sampling frequency per CPU for the oncpu group (default 99; at most the "
                         "kernel's perf_event_max_sample_rate). Each sample walks a kernel and a user stack")
     p.add_argument("--overhead-budget", type=_percent, default=1.0, metavar="PCT",
@@ -111,12 +190,23 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
                      f"drains taking CPU from the work being recorded; --nice {DEFAULT_NICE} keeps them at "
                      "INTERVAL. A command run with -- CMD keeps the caller's priority")
     p.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N", help=nice_help)
-    p.add_argument("--stack-rate", type=int, default=DEFAULT_WALKS_PER_S, metavar="N",
+    p.add_argument("--stack-rate", type=_walk_rate, default=DEFAULT_WALKS_PER_S, metavar="N",
                    help=f"a cap on the waits drawn for a stack walk: at most N per second per CPU in each of the "
                         f"scheduler, lock and futex probes (default {DEFAULT_WALKS_PER_S}; 0: no cap). A walk "
                         "costs microseconds (2 us on a quiet 2-CPU VM, 12-17 us under a busy scheduler); a wait "
                         "drawn past the cap keeps its exact time and what the task was doing, and the overhead "
                         "budget raises --stack-scale so that the cap rarely binds")
+
+
+def _add_force(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--force", action="store_true", help=text)
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="write here instead of stdout: a new file (mode 0600), a character device, a FIFO or "
+                        "/dev/stdout; an existing file only with --force")
+    _add_force(p, "replace an existing OUT file")
 
 
 def _add_command_only(p: argparse.ArgumentParser) -> None:
@@ -197,7 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Record the scheduler probes to FILE. With `-- CMD ARGS`, the command "
                                    "starts once the probes are attached, keeps its stdin/stdout/stderr, and "
                                    "the recording ends when it exits (stallscope then exits with its status).")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the recording file to write")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the recording file to write: a new file (mode 0600; a regular file, never a device, FIFO "
+                        "or symbolic link), or an existing one with --force")
+    _add_force(p, "replace an existing recording (never one another process has open)")
+    p.add_argument("--redact", action="store_true",
+                   help="for a recording to hand over: drop the command's arguments, the directories of binaries, "
+                        "the paths of directories named by locks, and cgroup paths (docs/recording.md lists them)")
     p.add_argument("-d", "--duration", type=duration, default=None, metavar="SECONDS",
                    help="stop after this long (e.g. 30, 30s, 2m); default: until Ctrl-C or the command exits")
     _add_trace_options(p, live=False)
@@ -212,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("json", "folded"), default="json")
     p.add_argument("--what", choices=("offcpu", "oncpu"), default="offcpu",
                    help="for --format folded: off-CPU waits (ns, the default) or on-CPU samples (counts)")
-    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    _add_output(p)
     _add_command_only(p)
     _add_causes_option(p)
 
@@ -245,14 +341,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("base", metavar="BASE")
     p.add_argument("new", metavar="NEW")
     p.add_argument("--format", choices=("text", "json", "folded"), default="text")
-    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    _add_output(p)
     p.add_argument("-n", "--rows", type=_positive_int, default=20, help="changes to show in text (default 20)")
     p.add_argument("--all", action="store_true", help="include idle waits among the causes")
     p.add_argument("--command-only", action="store_true",
                    help="compare only the recorded commands' tasks (recordings made with `-- CMD`)")
     p.add_argument("--min-delta", type=duration, default=0.001, metavar="TIME",
                    help="noise guard: a change of less wait than this per second does not lead (default 1ms)")
-    p.add_argument("--min-relative", type=float, default=10.0, metavar="PCT",
+    p.add_argument("--min-relative", type=_non_negative_pct, default=10.0, metavar="PCT",
                    help="noise guard: nor one of less than PCT%% of the base (default 10)")
     p.add_argument("--min-events", type=_positive_int, default=3, metavar="N",
                    help="noise guard: nor one with fewer than N waits on the side that grew (default 3)")
@@ -322,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-n", "--rows", type=_positive_int, default=25, help="functions to show (default 25)")
     p.add_argument("--by", choices=("self", "inclusive"), default="self", help="sort by (default: self)")
-    p.add_argument("--pid", type=_positive_int, default=None, metavar="PID",
+    p.add_argument("--pid", type=_pid, default=None, metavar="PID",
                    help="only this process (tgid) or thread")
     _add_command_only(p)
 
@@ -373,50 +469,76 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_record(args) -> int:
+    from stallscope.analyzer.redact import Redactor
     from stallscope.analyzer.store import RecordingWriter
     from stallscope.session import Session, say
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     options = _session_options(args, command=command, duration_s=args.duration)
-    out_dir = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(out_dir):
-        raise StallscopeError(f"cannot write {args.output}: no directory {out_dir}", "create it first")
+    target = outputs.create_recording(args.output, force=args.force)  # before the probes: a bad path costs nothing
+    redactor = Redactor() if args.redact else None
+    session = Session(options)
     state: dict = {}
 
+    def stop(exc: StallscopeError) -> None:
+        """A write failed (a full disk, the file size limit): say so now, detach the probes, keep what
+        is written; a command runs on to its end."""
+        state["error"] = exc
+        say(f"error: {exc}")
+        session.stop("the recording file could not be written")
+
     def on_start(meta):
-        state["writer"] = RecordingWriter(args.output, meta)
+        try:
+            state["writer"] = RecordingWriter(args.output, redactor.meta(meta) if redactor else meta, target)
+        except StallscopeError as exc:
+            stop(exc)
+            return
         say(f"recording to {args.output}" + (f" while running {command[0]}" if command else "")
             + ("" if command or args.duration else "; Ctrl-C to stop"))
 
     def on_interval(iv):
-        writer = state["writer"]
-        if state.get("error"):
+        writer = state.get("writer")
+        if writer is None or state.get("error"):
             return
         try:
-            writer.append(iv)
-        except StallscopeError as exc:  # e.g. disk full: keep what is written, say so, keep the command
-            state["error"] = exc
-            say(f"error: {exc}")
+            writer.append(redactor.interval(iv) if redactor else iv)
+        except StallscopeError as exc:
+            stop(exc)
 
-    session = Session(options)
     try:
         result = session.run(on_start, on_interval)
-    finally:
-        writer = state.get("writer")
+    except BaseException:
+        if "writer" in state:
+            _close_recording(state["writer"], say)
+        elif not state.get("error"):
+            target.discard()  # the session failed before the recording began: leave nothing behind
+        raise
+    writer = state.get("writer")
     if writer is None:
         return EXIT_ERROR
-    if not state.get("error"):
-        try:
-            writer.update_meta(result.meta)
-        except StallscopeError as exc:
+    try:
+        writer.update_meta(redactor.meta(result.meta) if redactor else result.meta)
+    except StallscopeError as exc:
+        if not state.get("error"):
             state["error"] = exc
-    writer.close()
-    say(f"{result.intervals} intervals ({result.ended_by or 'stopped'}) written to {args.output}")
-    if state.get("error"):
+            say(f"error: {exc}")
+    closed = _close_recording(writer, say)
+    if state.get("error") or not closed:
         return EXIT_ERROR
+    say(f"{writer.intervals} intervals ({result.ended_by or 'stopped'}) written to {args.output}")
     if result.exit_status is not None:
         return result.exit_status if result.exit_status >= 0 else 128 - result.exit_status
     return 0
+
+
+def _close_recording(writer, say) -> bool:
+    """Fold and close; False (said) when the file keeps a -wal it must be copied with."""
+    try:
+        writer.close()
+    except StallscopeError as exc:
+        say(f"error: {exc}")
+        return False
+    return True
 
 
 def _command_scope(model, path: str):
@@ -439,17 +561,7 @@ def cmd_export(args) -> int:
         text = to_folded_oncpu(model, scope)
     else:
         text = to_folded(model, scope)
-    if args.output:
-        tmp = args.output + ".tmp"
-        try:
-            with open(tmp, "w") as f:
-                f.write(text)
-            os.replace(tmp, args.output)
-        except OSError as exc:
-            raise StallscopeError(f"cannot write {args.output}: {exc.strerror}", "check the path and free space") from None
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    _write_output(text, args.output, args.force)
     return 0
 
 
@@ -523,22 +635,16 @@ def cmd_diff(args) -> int:
         changes = diff(base, new, guard, include_idle=args.all, scopes=scopes)
         text = (diff_json(base, new, changes, guard, (args.base, args.new)) if args.format == "json"
                 else diff_text(base, new, changes, args.rows, (args.base, args.new)))
-    _write_output(text, args.output)
+    _write_output(text, args.output, args.force)
     return 0
 
 
-def _write_output(text: str, path: str | None) -> None:
-    if not path:
+def _write_output(text: str, path: str | None, force: bool) -> None:
+    if path is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise StallscopeError(f"cannot write {path}: {exc.strerror}", "check the path and free space") from None
+    outputs.write_text(path, text, force)
 
 
 def cmd_recommend(args) -> int:

@@ -112,6 +112,7 @@ class Session:
         self.options = options
         self.notify = notify
         self._stop_reason = ""
+        self._halted = ""  # set by stop(): a consumer can take no more intervals
         self._signals: list[int] = []
         self.child: subprocess.Popen | None = None
         self.collector: SchedCollector | None = None
@@ -121,6 +122,11 @@ class Session:
         o = options
         self.tuning = Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz, o.stack_scale_ns, o.user_walks_per_s)
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
+
+    def stop(self, reason: str) -> None:
+        """For a consumer that can take no more intervals (a full disk): the session ends at its next
+        drain and detaches the probes; a command it started is not signalled, and is waited for."""
+        self._halted = self._halted or reason
 
     def _on_signal(self, signum, _frame) -> None:
         self._signals.append(signum)
@@ -180,7 +186,7 @@ class Session:
             deadline = time.monotonic() + o.duration_s if o.duration_s else None
             next_tick = time.monotonic() + o.interval_s
             while True:
-                stop = self._wait_until(next_tick, deadline)
+                stop = self._halted or self._wait_until(next_tick, deadline)
                 if self.child is not None and exit_status is None:
                     exit_status, rusage = self._reap(block=False)
                     if exit_status is not None:
