@@ -278,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="plain text frames instead of the Textual screen (the default when stdout is no terminal)")
     view.add_argument("-o", "--output", metavar="FILE",
                       help="also record what the live view shows to FILE (replay it with --replay)")
+    view.add_argument("--force", action="store_true", help="with -o: replace an existing recording")
     view.add_argument("-n", "--iterations", type=_positive_int, default=None, metavar="N",
                       help="stop after N refreshes (default: until q or Ctrl-C)")
     view.add_argument("--rows", type=_positive_int, default=15, help="rows per table in --plain (default 15)")
@@ -742,8 +743,8 @@ def cmd_top(args) -> int:
     if args.output:
         from stallscope.analyzer.store import RecordingWriter
 
-        _check_output_dir(args.output)
-        writer = lambda meta: RecordingWriter(args.output, meta)  # noqa: E731
+        target = outputs.create_recording(args.output, force=args.force)  # before the probes, as record does
+        writer = lambda meta: RecordingWriter(args.output, meta, target)  # noqa: E731
     source = LiveSource(options, writer_factory=writer)
     app = TopApp(source, applier=applier)
     try:
@@ -792,12 +793,6 @@ def _top_replay(args) -> int:
 
     TopApp(source, applier=applier).run()
     return 0
-
-
-def _check_output_dir(path: str) -> None:
-    out_dir = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(out_dir):
-        raise StallscopeError(f"cannot write {path}: no directory {out_dir}", "create it first")
 
 
 def _session_options(args, command, duration_s, max_intervals=None):
