@@ -143,59 +143,40 @@ def _positive_int(text: str) -> int:
 
 
 def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
-    p.add_argument("-i", "--interval", type=_interval, default=1.0, metavar="INTERVAL",
-                   help=f"drain the in-kernel aggregates every INTERVAL (default 1s; {MIN_INTERVAL_S * 1e3:g}ms to "
-                        f"{MAX_INTERVAL_S / 3600:g}h: each drain costs a few ms of CPU)")
-    p.add_argument("-p", "--pid", type=_pid, default=0, metavar="PID",
-                   help="trace only this process (its threads); default: the whole system")
-    p.add_argument("--min-stack-wait", type=_wait_length, default=0.0, metavar="TIME",
-                   help="walk stacks and record wakers only for waits at least this long (default 0: any "
-                        "wait may be drawn); totals stay exact, shorter waits are named by what the task was "
-                        "doing (its system call, file, kernel function) only")
-    p.add_argument("--stack-scale", type=_wait_length, default=DEFAULT_SAMPLE_NS / 1e9, metavar="TIME",
-                   help=f"T: a wait of d gets a kernel stack (and its waker) with probability min(1, d/T), so "
-                        f"the walks follow where the time goes, and each wait drawn stands for max(d, T) in the "
-                        f"estimates, with their error stated (default {DEFAULT_SAMPLE_NS / 1e6:g}ms; 0: every "
-                        "wait). The overhead budget raises it tenfold per step")
-    p.add_argument("--user-stack-rate", type=_walk_rate, default=DEFAULT_USER_WALKS_PER_S, metavar="N",
-                   help=f"user stacks walked per second per CPU when a wait begins, before its length is known "
-                        f"(default {DEFAULT_USER_WALKS_PER_S}; 0: no limit): their own budget, apart from the "
-                        "kernel stacks drawn by length")
-    p.add_argument("--no-user-stacks", action="store_true", help="do not collect user stacks")
-    p.add_argument("--probes", type=_probe_spec, default=DEFAULT_PROBES, metavar="SPEC",
-                   help="optional probe groups on top of the scheduler probes: +GROUP adds, -GROUP removes; "
-                        "a first word none, default or all starts from that set (e.g. none,+slab) "
-                        f"(groups: {', '.join(OPTIONAL_PROBES)}; default: {', '.join(sorted(DEFAULT_PROBES))})")
-    p.add_argument("--sample-hz", type=_sample_hz, default=99, metavar="N",
-                   help="on-CPU sampling frequency per CPU for the oncpu group (default 99; at most the "
-                        "kernel's perf_event_max_sample_rate). Each sample walks a kernel and a user stack")
-    p.add_argument("--overhead-budget", type=_percent, default=1.0, metavar="PCT",
-                   help="stallscope's own cost allowed, in %% of the machine's CPU (default 1): BPF run time, "
-                        "an estimate of calling the programs, and the collector, measured every interval and "
-                        "shown in top's status line and the recording (meta.overhead). Over it, stallscope "
-                        "walks fewer stacks, only for longer waits, and samples less often, in steps sized to the "
-                        "overshoot (one level per factor of 4 over), each step stated; per-task totals stay exact. "
-                        "The first two intervals judge only the probes' cost, not the collector's start-up")
-    p.add_argument("--no-degrade", dest="degrade", action="store_false",
-                   help="measure and report the cost against the budget, but never lower the stack walks "
-                        "or the sampling rate")
-    if live:
-        nice_help = (f"stallscope's own scheduling priority, -20..19 (default {DEFAULT_NICE}, as atop runs): "
-                     "among hundreds of runnable tasks an ordinary process gets a sliver of a CPU and each "
-                     "refresh would stretch to tens of seconds. What stallscope spends is measured and held to "
-                     "--overhead-budget as far as its steps go")
-    else:
-        nice_help = ("stallscope's own scheduling priority, -20..19 (default: the caller's). At the caller's, "
-                     "on a saturated machine the intervals stretch (the totals stay exact) rather than the "
-                     f"drains taking CPU from the work being recorded; --nice {DEFAULT_NICE} keeps them at "
-                     "INTERVAL. A command run with -- CMD keeps the caller's priority")
-    p.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N", help=nice_help)
-    p.add_argument("--stack-rate", type=_walk_rate, default=DEFAULT_WALKS_PER_S, metavar="N",
-                   help=f"a cap on the waits drawn for a stack walk: at most N per second per CPU in each of the "
-                        f"scheduler, lock and futex probes (default {DEFAULT_WALKS_PER_S}; 0: no cap). A walk "
-                        "costs microseconds (2 us on a quiet 2-CPU VM, 12-17 us under a busy scheduler); a wait "
-                        "drawn past the cap keeps its exact time and what the task was doing, and the overhead "
-                        "budget raises --stack-scale so that the cap rarely binds")
+    """The tracing options of `top` and `record`, one line of help each; docs/recording.md says what each
+    does and costs."""
+    what = p.add_argument_group("what to trace (docs/recording.md)")
+    what.add_argument("-i", "--interval", type=_interval, default=1.0, metavar="INTERVAL",
+                      help=f"drain the in-kernel aggregates every INTERVAL (default 1s; "
+                           f"{MIN_INTERVAL_S * 1e3:g}ms to {MAX_INTERVAL_S / 3600:g}h)")
+    what.add_argument("-p", "--pid", type=_pid, default=0, metavar="PID",
+                      help="trace only this process (its threads); default: the whole system")
+    what.add_argument("--probes", type=_probe_spec, default=DEFAULT_PROBES, metavar="SPEC",
+                      help=f"optional groups: +GROUP, -GROUP, or none/default/all first (groups: "
+                           f"{', '.join(OPTIONAL_PROBES)}; default: {', '.join(sorted(DEFAULT_PROBES))})")
+    what.add_argument("--sample-hz", type=_sample_hz, default=99, metavar="N",
+                      help="on-CPU samples per second per CPU for the oncpu group (default 99)")
+    stacks = p.add_argument_group("stacks (totals stay exact whatever these say)")
+    stacks.add_argument("--stack-scale", type=_wait_length, default=DEFAULT_SAMPLE_NS / 1e9, metavar="TIME",
+                        help=f"T: a wait of d gets a stack with probability min(1, d/T) "
+                             f"(default {DEFAULT_SAMPLE_NS / 1e6:g}ms; 0: every wait)")
+    stacks.add_argument("--stack-rate", type=_walk_rate, default=DEFAULT_WALKS_PER_S, metavar="N",
+                        help=f"at most N stack walks per second per CPU and probe (default {DEFAULT_WALKS_PER_S}; "
+                             "0: no cap)")
+    stacks.add_argument("--user-stack-rate", type=_walk_rate, default=DEFAULT_USER_WALKS_PER_S, metavar="N",
+                        help=f"user stacks walked per second per CPU as a wait begins (default "
+                             f"{DEFAULT_USER_WALKS_PER_S}; 0: no cap)")
+    stacks.add_argument("--min-stack-wait", type=_wait_length, default=0.0, metavar="TIME",
+                        help="walk stacks and record wakers only for waits at least this long (default 0)")
+    stacks.add_argument("--no-user-stacks", action="store_true", help="do not collect user stacks")
+    cost = p.add_argument_group("stallscope's own cost")
+    cost.add_argument("--overhead-budget", type=_percent, default=1.0, metavar="PCT",
+                      help="cost allowed, %% of the machine's CPU (default 1); over it, fewer stacks, in stated steps")
+    cost.add_argument("--no-degrade", dest="degrade", action="store_false",
+                      help="measure the cost against the budget, but never lower the stacks or sampling")
+    cost.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N",
+                      help=f"stallscope's own priority, -20..19 (default {DEFAULT_NICE}, as atop runs)" if live else
+                           "stallscope's own priority, -20..19 (default: the caller's; a command keeps the caller's)")
 
 
 def _add_force(p: argparse.ArgumentParser, text: str) -> None:
@@ -287,7 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("record", help="record to a file, system-wide or one command",
                        description="Record the scheduler probes to FILE. With `-- CMD ARGS`, the command "
                                    "starts once the probes are attached, keeps its stdin/stdout/stderr, and "
-                                   "the recording ends when it exits (stallscope then exits with its status).")
+                                   "the recording ends when it exits (stallscope then exits with its status).",
+                       epilog="examples:\n  stallscope record -o run.stall -- stress-ng --dir 4 -t 10\n"
+                              "  stallscope record -o box.stall -d 30s --probes +slab\n"
+                              "  stallscope record -o app.stall -p 1234 -i 500ms\n"
+                              "then: stallscope causes run.stall, stallscope top --replay run.stall",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the recording file to write: a new file (mode 0600; a regular file, never a device, FIFO "
                         "or symbolic link), or an existing one with --force")
