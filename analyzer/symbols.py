@@ -71,6 +71,7 @@ MAX_ELF_SECONDS = 10.0  # spent reading one file
 MAX_ELF_SYMBOLS = 4_000_000  # entries of one symbol table (a browser's debug .symtab holds about a million)
 MAX_ELF_SECTIONS = 65_535  # section headers (beyond, only extended numbering, which compilers do not emit)
 MAX_VDSO_BYTES = 1 << 20  # the vdso is two pages; its mapping is read from the process's memory
+MAX_PERF_MAP_BYTES = 256 << 20  # a JIT's /tmp/perf-PID.map (a line per compiled function)
 PERF_MAP_DIR = "/tmp"
 USER_REFRESH_INTERVAL_S = 1.0
 # How long a mapped file found for one process stands for the same (device, inode, path) in others.
@@ -1061,16 +1062,24 @@ class UserSymbols:
         return self._perf_map.lookup(addr) if self._perf_map is not None else None
 
     def _reload_perf_map(self) -> None:
+        # /tmp is anyone's: like perf, a map is read only when the process's own user (or root) owns it,
+        # and only as a regular file (not a link to a file of root's, not a FIFO that would hang the read)
+        owner = _owner_of(self.pid)
         for path in self._perf_map_paths():
-            try:
-                st = os.stat(path)
-                stamp = (path, st.st_ino, st.st_size, st.st_mtime_ns)
-                if stamp == self._perf_map_stamp:
-                    return
-                with open(path, "rb") as f:
-                    text = f.read().decode("utf-8", "replace")
-            except OSError:
+            f = open_regular(path, MAX_PERF_MAP_BYTES)
+            if f is None:
                 continue
+            with f:
+                try:
+                    st = os.fstat(f.fileno())
+                    if st.st_uid not in (0, owner):
+                        continue
+                    stamp = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+                    if stamp == self._perf_map_stamp:
+                        return
+                    text = f.read(MAX_PERF_MAP_BYTES).decode("utf-8", "replace")
+                except OSError:
+                    continue
             self._perf_map = PerfMap.parse(text)
             self._perf_map_stamp = stamp
             return
@@ -1082,6 +1091,14 @@ class UserSymbols:
         if ns_pid is not None and ns_pid != self.pid:
             paths.append(f"/proc/{self.pid}/root{PERF_MAP_DIR}/perf-{ns_pid}.map")
         return paths
+
+
+def _owner_of(pid: int) -> int | None:
+    """The user a process runs as (the owner of /proc/PID), None when it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
 
 
 def _inode_of(path: str) -> int | None:

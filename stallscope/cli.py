@@ -50,8 +50,10 @@ MAX_WAIT_S = 3600.0
 # Stack walks per second per CPU: one costs 2-17 us, so more than this would take a whole CPU (0 is
 # "no cap", the way to ask for every walk).
 MAX_WALKS_PER_S = 100_000
-# On-CPU sampling: the kernel's default perf_event_max_sample_rate, which it only ever lowers.
-MAX_SAMPLE_HZ = 100_000
+# On-CPU sampling: a sample a microsecond per CPU. Above the kernel's perf_event_max_sample_rate (100000
+# by default) the oncpu group is turned off with the reason, the rest records; this bound only keeps
+# absurd values out of the 64-bit frequency field.
+MAX_SAMPLE_HZ = 1_000_000
 PID_MAX_LIMIT = 1 << 22  # the kernel's PID_MAX_LIMIT: no PID or thread id is larger
 
 
@@ -90,8 +92,8 @@ def _walk_rate(text: str) -> int:
 def _sample_hz(text: str) -> int:
     v = _positive_int(text)
     if v > MAX_SAMPLE_HZ:
-        raise argparse.ArgumentTypeError(f"at most {MAX_SAMPLE_HZ} (the kernel's perf_event_max_sample_rate at most), "
-                                         f"not {text!r}")
+        raise argparse.ArgumentTypeError(f"at most {MAX_SAMPLE_HZ} (a sample a microsecond per CPU; the kernel's "
+                                         f"perf_event_max_sample_rate is lower), not {text!r}")
     return v
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from stallscope.analyzer.sample import (
     Interval, OffcpuDelta, ProbeStatus, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo, WakerDelta,
 )
@@ -60,6 +62,8 @@ def write_recording(path, m, intervals) -> None:
     """A recording file holding these intervals, as `stallscope record` writes it."""
     from stallscope.analyzer.store import RecordingWriter
 
+    if os.path.exists(path):  # a test writing a path again means to replace it (the writer never would)
+        os.unlink(path)
     w = RecordingWriter(str(path), m)
     for iv in intervals:
         w.append(iv)

@@ -289,3 +289,41 @@ def test_a_mutated_elf_file_gives_symbols_or_none_never_an_exception_or_a_hang(t
 
     run()
     print(f"slowest mutated file: {slowest[0]:.3f} s")
+
+
+# ---- a JIT's perf map in /tmp, where anyone writes ---------------------------------------------
+
+@pytest.fixture
+def sleeping_process():
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _perf_map_lookup(pid: int):
+    return UserSymbols(pid)._perf_map_lookup(0x1000_0010)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
+def test_a_perf_map_is_read_only_as_a_regular_file_of_the_processs_user(tmp_path, sleeping_process):
+    """A FIFO at /tmp/perf-PID.map would hang the read; a link could show a file of root's as symbol
+    names; a file of another user's is not the JIT's."""
+    path = f"/tmp/perf-{sleeping_process.pid}.map"
+    try:
+        with open(path, "w") as f:
+            f.write("10000000 40 jit_function\n")
+        assert _perf_map_lookup(sleeping_process.pid) == ("jit_function", 0x10)  # the process's user: root
+        os.chown(path, 65534, 65534)
+        assert _perf_map_lookup(sleeping_process.pid) is None
+        os.unlink(path)
+        secret = tmp_path / "secret"
+        secret.write_text("10000000 40 root_only_line\n")
+        os.symlink(secret, path)
+        assert _perf_map_lookup(sleeping_process.pid) is None
+        os.unlink(path)
+        os.mkfifo(path)
+        assert _within(5, _perf_map_lookup, sleeping_process.pid) is None
+    finally:
+        if os.path.lexists(path):
+            os.unlink(path)
