@@ -13,6 +13,7 @@ from stallscope.analyzer.blockers import (
     IDLE, causes_by_task, denominator, held_up_by, parts, process_causes, rank_blockers, wait_cause,
 )
 from stallscope.analyzer.chains import Root, root_table
+from stallscope.analyzer.data_loss import model_losses
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc, uprobe_trap_ns
@@ -108,6 +109,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "switches": model.switches, "switches_per_s": round(model.switches_per_s, 3),
             "switches_kernel": model.kernel_switches,
             "health": dict(sorted(model.health.items())),
+            "data_loss": [loss.as_dict() for loss in model_losses(model)],
             "shares": {"of": "waiting: blocked outside idle causes, plus run-queue wait",
                        "waiting_ns": shares.total_ns, "blocked_ns": shares.blocked_ns, "runq_ns": shares.runq_ns,
                        "idle_ns": shares.idle_ns},

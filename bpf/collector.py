@@ -25,6 +25,7 @@ from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeStats
+from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
 
 CLOCK_BOOTTIME = 7
@@ -103,8 +104,12 @@ class SchedOptions:
     kernel_stacks: bool = True
     waker_stacks: bool = True
     stack_tune: StackTune = DEFAULT_TUNE  # which waits get stacks (bpf/tune.py)
-    max_tasks: int = 32768
-    max_stacks: int = 32768
+    max_tasks: int = DEFAULT_SIZES.tasks  # T: the per-task maps are multiples of it (bpf/sizing.py)
+    max_stacks: int = DEFAULT_SIZES.stack_entries
+
+    @property
+    def sizes(self) -> MapSizes:
+        return MapSizes(self.max_tasks, self.max_stacks)
 
 
 SCHED_GROUPS = ("offcpu", "runq", "switches", "wakers", "migrations")
@@ -206,8 +211,11 @@ class SchedCollector:
         ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
         tune.write(obj, o.stack_tune)
         obj.map("migration_matrix").set_max_entries(self.nr_cpus * self.nr_cpus)
-        obj.map("task_final").set_max_entries(o.max_tasks)
-        obj.map("stacks").set_max_entries(o.max_stacks)
+        sizes = o.sizes
+        obj.map("task_final").set_max_entries(sizes.task_final)
+        obj.map("offcpu").set_max_entries(sizes.offcpu)
+        obj.map("wakers").set_max_entries(sizes.wakers)
+        obj.map("stacks").set_max_entries(sizes.stack_entries)
 
     def _probe_programs(self, path: str) -> dict[str, str]:
         """Load the whole object once; only if that fails, find which programs this kernel rejects."""

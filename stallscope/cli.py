@@ -64,6 +64,15 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _map_size(text: str) -> int:
+    from stallscope.bpf.sizing import FLAG_MAX, FLAG_MIN
+
+    v = _positive_int(text)
+    if not FLAG_MIN <= v <= FLAG_MAX:
+        raise argparse.ArgumentTypeError(f"must be {FLAG_MIN}..{FLAG_MAX}: {text!r}")
+    return v
+
+
 def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
     p.add_argument("-i", "--interval", type=duration, default=1.0, metavar="INTERVAL",
                    help="drain the in-kernel aggregates every INTERVAL (default 1s)")
@@ -111,6 +120,14 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
                      f"drains taking CPU from the work being recorded; --nice {DEFAULT_NICE} keeps them at "
                      "INTERVAL. A command run with -- CMD keeps the caller's priority")
     p.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N", help=nice_help)
+    p.add_argument("--max-tasks", type=_map_size, default=None, metavar="N",
+                   help="T, the tasks the per-task BPF maps are sized for (the final entries of exited tasks T, "
+                        "off-CPU waits 2T, wakers 4T, lock, futex and on-CPU entries 2T each, slab counts 4T); "
+                        "default: 4 x the threads alive at start, at least 32768, at most the kernel's task limit "
+                        "(pid_max, threads-max). A full map loses data, counted and shown as `data loss:`")
+    p.add_argument("--stack-map-entries", type=_map_size, default=None, metavar="N",
+                   help="stacks each probe object's stack map holds (preallocated, ~570 bytes each); default "
+                        "32768, less on a machine where four such maps would take over 1/64 of the RAM")
     p.add_argument("--stack-rate", type=int, default=DEFAULT_WALKS_PER_S, metavar="N",
                    help=f"a cap on the waits drawn for a stack walk: at most N per second per CPU in each of the "
                         f"scheduler, lock and futex probes (default {DEFAULT_WALKS_PER_S}; 0: no cap). A walk "
@@ -369,6 +386,7 @@ def cmd_record(args) -> int:
 
     def on_interval(iv):
         writer = state["writer"]
+        _count_losses(state, iv)
         if state.get("error"):
             return
         try:
@@ -391,11 +409,45 @@ def cmd_record(args) -> int:
             state["error"] = exc
     writer.close()
     say(f"{result.intervals} intervals ({result.ended_by or 'stopped'}) written to {args.output}")
+    _say_losses(state, result.meta.options)
     if state.get("error"):
         return EXIT_ERROR
     if result.exit_status is not None:
         return result.exit_status if result.exit_status >= 0 else 128 - result.exit_status
     return 0
+
+
+def _count_losses(state: dict, iv) -> None:
+    """What the probes lost so far, summed over the intervals (said when the recording ends)."""
+    health, programs = state.setdefault("health", {}), state.setdefault("programs", {})
+    for k, v in iv.health.items():
+        health[k] = health.get(k, 0) + v
+    for p in iv.programs:
+        programs[p.name] = (0, 0, programs.get(p.name, (0, 0, 0))[2] + p.recursion_misses)
+
+
+def _say_losses(state: dict, options: dict) -> None:
+    from stallscope.analyzer.data_loss import data_losses
+    from stallscope.session import say
+
+    for loss in data_losses(state.get("health", {}), state.get("programs", {}), options):
+        say(loss.line())
+
+
+def _write_data_loss(model, out) -> None:
+    """What the probes lost in this recording, after a command's table: never silent."""
+    from stallscope.analyzer.data_loss import data_loss_lines
+
+    for line in data_loss_lines(model):
+        out.write(line + "\n")
+
+
+def _warn_data_loss(model, where: str = "") -> None:
+    """The same lines on stderr, for a command whose stdout is a document (JSON, folded stacks)."""
+    from stallscope.analyzer.data_loss import data_loss_lines
+
+    for line in data_loss_lines(model, where):
+        print(f"stallscope: warning: {line}", file=sys.stderr)
 
 
 def _command_scope(model, path: str):
@@ -411,6 +463,7 @@ def cmd_export(args) -> int:
 
     model = load_model(args.file)
     scope = _command_scope(model, args.file) if args.command_only else None
+    _warn_data_loss(model)
     if args.format == "json":
         text = to_json(model, scope)
     elif args.what == "oncpu":
@@ -492,6 +545,7 @@ def cmd_locks(args) -> int:
     if rows:
         out.write("TOTAL is perf's (contention_begin to _end, which fires once the waiter has run again): ON-CPU spinning, "
                   "BLOCKED asleep, RUNNABLE woken and waiting for a CPU (not for the lock)\n")
+    _write_data_loss(model, out)
     return 0
 
 
@@ -536,6 +590,7 @@ def cmd_profile(args) -> int:
                   f"{printable(f.function)}{suffix}\n")
     if not selected:
         out.write("no on-CPU samples" + (f" of {args.pid}" if args.pid else "") + "\n")
+    _write_data_loss(model, out)
     return 0
 
 
@@ -547,6 +602,7 @@ def cmd_causes(args) -> int:
     scope = _command_scope(model, args.file) if args.command_only else None
     sys.stdout.write(causes_text(model, by=args.by, include_idle=args.all, unknown=args.unknown,
                                  rows=args.rows, sort=args.sort, tasks=scope))
+    _write_data_loss(model, sys.stdout)
     return 0
 
 
@@ -557,6 +613,9 @@ def cmd_diff(args) -> int:
 
     base, new = load_model(args.base), load_model(args.new)
     scopes = (_command_scope(base, args.base), _command_scope(new, args.new)) if args.command_only else (None, None)
+    if args.format != "text":  # the text has the lines; a document keeps its stdout clean
+        _warn_data_loss(base, "base")
+        _warn_data_loss(new, "new")
     if args.format == "folded":
         text = differential_folded(base, new, scopes)
     else:
@@ -590,6 +649,7 @@ def cmd_recommend(args) -> int:
     model = load_model(args.file)
     scope = _command_scope(model, args.file) if args.command_only else None
     sys.stdout.write(recommendations_text(recommend(model, tasks=scope)))
+    _write_data_loss(model, sys.stdout)
     return 0
 
 
@@ -672,6 +732,7 @@ def cmd_slab(args) -> int:
     if any(r.method == METHOD_ESTIMATE for r in rows):
         out.write("SLOW-PATH SIGNAL: CPU-slab switches (% of the allocations judged), an estimate, not a fast-path "
                   "rate. Blind spots: " + "; ".join(BLIND_SPOTS) + ".\n")
+    _write_data_loss(model, out)
     return 0
 
 
@@ -699,7 +760,8 @@ def _session_options(args, command, duration_s, max_intervals=None):
                           stack_walks_per_s=max(args.stack_rate, 0), stack_scale_ns=int(args.stack_scale * 1e9),
                           user_walks_per_s=max(args.user_stack_rate, 0), probes=args.probes, sample_hz=args.sample_hz,
                           max_intervals=max_intervals, overhead_budget_pct=args.overhead_budget,
-                          degrade=args.degrade, nice=args.nice)
+                          degrade=args.degrade, nice=args.nice, max_tasks=args.max_tasks,
+                          stack_map_entries=args.stack_map_entries)
 
 
 COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend,

@@ -10,6 +10,7 @@ from collections import OrderedDict
 
 from stallscope.analyzer.blockers import rank_blockers
 from stallscope.analyzer.causes import IDLE
+from stallscope.analyzer.data_loss import data_losses
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, START_UP_INTERVALS, interval_cost, uprobe_trap_ns
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
@@ -79,10 +80,9 @@ class LiveText:
         if self.tuning is not None and (self.tuning.to.level or self.tuning.interval == iv.index):
             lines.append(f"  budget, level {self.tuning.to.level}: {self.tuning.to.describe()} "
                          f"({self.tuning.reason}, after interval {self.tuning.interval})\n")
-        lost = {k: v for k, v in iv.health.items() if v and not k.startswith("reap_")}
-        lost.update({f"{p.name}.recursion_misses": p.recursion_misses for p in iv.programs if p.recursion_misses})
-        if lost:
-            lines.append("  lost: " + ", ".join(f"{k}={v}" for k, v in sorted(lost.items())) + "\n")
+        programs = {p.name: (p.run_cnt, p.run_time_ns, p.recursion_misses) for p in iv.programs}
+        for loss in data_losses(iv.health, programs, self.meta.options):
+            lines.append(f"  {loss.line()}\n")
         lines.append(f"\n{'BLOCKER (cause)':<40} {'WAIT/s':>9} {'SHARE':>6} {'COUNT':>7} {'MAX':>9}  TASKS\n")
         shown = {t for t in model.tasks if model.tasks[t].info.tgid != self.hide_tgid}
         ranked = rank_blockers(model, shown)
