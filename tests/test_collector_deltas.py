@@ -43,7 +43,7 @@ class FakeDump:
 
 class FakeObj:
     def __init__(self, dump: FakeDump, **maps):
-        self.dump, self.maps = dump, maps
+        self.dump, self.maps = dump, {"migration_matrix": FakeMap([]), **maps}
 
     def map(self, name):
         return self.maps[name]
