@@ -17,9 +17,9 @@ LOSSES: dict[str, tuple[str, str]] = {
     "waker_map_full": ("wakeups recorded without their waker (the waker map was full)", "--max-tasks"),
     "stack_map_full": ("stacks walked but not stored (the stack map was full)", "--stack-map-entries"),
     "stack_errors": ("stack walks that returned nothing", ""),
-    "storage_errors": ("events of tasks whose per-task state the kernel could not create (out of memory, or "
-                       "another probe was using task storage on that CPU): their switches and waits until the "
-                       "next event that could are not recorded", ""),
+    "storage_errors": ("events of tasks whose per-task state the kernel could not create (no memory, or its "
+                       "task storage in use on that CPU): a wait, a migration or a first run-queue wait not "
+                       "recorded", ""),
     "switch_out_open": ("waits whose wakeup and switch-in no probe saw: the part after the last interval's "
                         "charge is lost", ""),
     "locks.lock_map_full": ("kernel lock contentions not recorded (the lock map was full)", "--max-tasks"),
