@@ -13,6 +13,7 @@ from stallscope.analyzer.blockers import (
     IDLE, causes_by_task, held_up_by, process_causes, wait_cause,
 )
 from stallscope.analyzer.chains import Root
+from stallscope.analyzer.data_loss import model_losses
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc, uprobe_trap_ns
 from stallscope.analyzer.recommend import recommend
@@ -107,6 +108,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "switches_kernel": model.kernel_switches,
             "health": dict(sorted(model.health.items())),
             "damaged_rows": dict(sorted(model.damaged_rows.items())),
+            "data_loss": [loss.as_dict() for loss in model_losses(model)],
             "shares": {"of": "waiting: blocked outside idle causes, plus run-queue wait",
                        "waiting_ns": shares.total_ns, "blocked_ns": shares.blocked_ns, "runq_ns": shares.runq_ns,
                        "idle_ns": shares.idle_ns},

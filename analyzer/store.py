@@ -108,6 +108,11 @@ CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
 CREATE INDEX IF NOT EXISTS offcpu_idx ON offcpu (idx);
 CREATE INDEX IF NOT EXISTS wakers_idx ON wakers (idx);
 """
+# Every per-interval table is read by interval window (Recording.intervals): without an index a
+# window of one interval scanned and sorted the whole table, so stepping through an hour cost
+# the square of its length (11 ms a step at 3,600 intervals, growing with the file; 2.8 ms with).
+_SCHEMA += "".join(f"CREATE INDEX IF NOT EXISTS {t}_idx ON {t} (idx);\n" for t in (
+    "locks", "futex", "oncpu", "oncpu_cpus", "slab", "slab_caches", "migrations", "programs", "tuning", "cgroups"))
 
 _FRAME_FIELDS = ("addr", "symbol", "offset", "module", "build_id", "module_offset", "kind")
 _FRAME_ROW = attrgetter(*_FRAME_FIELDS)  # a frame's stored row, in one C call

@@ -20,6 +20,7 @@ from functools import cached_property
 from stallscope.analyzer.blockers import Blocker, causes_by_task, denominator, held_up_by, parts, rank_blockers
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import RootTable, root_table
+from stallscope.analyzer.data_loss import Loss, model_losses
 from stallscope.analyzer.locks import LockStat, lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
@@ -197,22 +198,14 @@ class Snapshot:
                     sum(c.trap_ns for c in costs))
 
     @cached_property
+    def losses(self) -> list[Loss]:
+        """What the probes lost in the window (analyzer/data_loss.py): never silent."""
+        return model_losses(self.model)
+
+    @cached_property
     def lost(self) -> dict[str, int]:
-        """Data-loss counters (never silent): the health counters that are losses, and programs' recursion misses."""
-        out = {k: v for k, v in self.model.health.items() if v and _is_loss(k)}
-        out.update({f"{name}.recursion_misses": misses for name, (_r, _ns, misses) in self.model.programs.items()
-                    if misses})
-        return dict(sorted(out.items()))
-
-
-# health counters that count data lost (a full map, a failed read, an event dropped) or a broken
-# invariant; the others count what the design leaves out on purpose (rate limits, draws) or races
-# it resolves, and are in the export's meta.health
-_LOSS = ("map_full", "lost", "errors", "overflow", "unmatched", "invariant.")
-
-
-def _is_loss(key: str) -> bool:
-    return any(part in key for part in _LOSS)
+        """The same, by counter."""
+        return {loss.key: loss.count for loss in self.losses}
 
 
 def _hist_p99(hist: tuple[int, ...]) -> int:

@@ -131,7 +131,8 @@ class SchedHealth(ctypes.Structure):
                 ("stack_map_full", u64), ("stack_errors", u64), ("storage_errors", u64), ("stacks_rate_limited", u64),
                 ("reap_unresolved", u64), ("reap_pending", u64), ("reap_exact", u64), ("reap_after_read", u64),
                 ("waking_unknown", u64), ("waking_unblocked", u64), ("waits_drawn", u64), ("waking_raced", u64),
-                ("open_walks", u64), ("switch_out_open", u64), ("close_without_start", u64)]
+                ("open_walks", u64), ("switch_out_open", u64), ("close_without_start", u64),
+                ("wakeups_deferred", u64)]
 
 
 class SchedConfig(ctypes.Structure):

@@ -25,6 +25,7 @@ from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeStats
+from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
 
 CLOCK_BOOTTIME = 7
@@ -61,11 +62,12 @@ def changed_entries(m, prevs: dict, dead: set, gone: list):
     """A cumulative map's entries whose bytes changed since the last drain, each with what was kept
     of it then (`prevs[key]`: the value's bytes, its task, ...; None for a new entry). Unchanged
     entries (most, with many sleeping threads) are not decoded; one of a thread that died is queued
-    in `gone` for deletion and forgotten."""
+    in `gone` for deletion and forgotten. A waker entry keeps its waker last (`prev[3]`): its death
+    ends the entry too, as no dead task wakes anybody."""
     for kraw, vraw in m.items_batch():
         prev = prevs.get(kraw)
         if prev is not None and prev[0] == vraw:
-            if prev[1] in dead:
+            if prev[1] in dead or (len(prev) > 3 and prev[3] in dead):
                 gone.append(kraw)
                 del prevs[kraw]
             continue
@@ -103,8 +105,12 @@ class SchedOptions:
     kernel_stacks: bool = True
     waker_stacks: bool = True
     stack_tune: StackTune = DEFAULT_TUNE  # which waits get stacks (bpf/tune.py)
-    max_tasks: int = 32768
-    max_stacks: int = 32768
+    max_tasks: int = DEFAULT_SIZES.tasks  # T: the per-task maps are multiples of it (bpf/sizing.py)
+    max_stacks: int = DEFAULT_SIZES.stack_entries
+
+    @property
+    def sizes(self) -> MapSizes:
+        return MapSizes(self.max_tasks, self.max_stacks)
 
 
 SCHED_GROUPS = ("offcpu", "runq", "switches", "wakers", "migrations")
@@ -131,7 +137,7 @@ class SchedCollector:
         # key bytes -> (value bytes, task, the previous totals): unchanged entries are skipped by
         # comparing bytes; the task says whether its entry goes with a dead thread
         self._prev_offcpu: dict[bytes, tuple[bytes, TaskId, tuple]] = {}
-        self._prev_wakers: dict[bytes, tuple[bytes, TaskId, tuple[int, int]]] = {}
+        self._prev_wakers: dict[bytes, tuple[bytes, TaskId, tuple[int, ...], TaskId]] = {}  # ..., the waker
         self._prev_matrix: list[int] = [0] * (self.nr_cpus * self.nr_cpus)
         self._matrix_cells: list[int] = list(self._prev_matrix)
         self._prev_cs = 0
@@ -206,8 +212,11 @@ class SchedCollector:
         ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
         tune.write(obj, o.stack_tune)
         obj.map("migration_matrix").set_max_entries(self.nr_cpus * self.nr_cpus)
-        obj.map("task_final").set_max_entries(o.max_tasks)
-        obj.map("stacks").set_max_entries(o.max_stacks)
+        sizes = o.sizes
+        obj.map("task_final").set_max_entries(sizes.task_final)
+        obj.map("offcpu").set_max_entries(sizes.offcpu)
+        obj.map("wakers").set_max_entries(sizes.wakers)
+        obj.map("stacks").set_max_entries(sizes.stack_entries)
 
     def _probe_programs(self, path: str) -> dict[str, str]:
         """Load the whole object once; only if that fails, find which programs this kernel rejects."""
@@ -323,8 +332,11 @@ class SchedCollector:
         as its key then its value), then those of tasks whose final switch came since; and the
         waits in progress the dump charged (OpenWait fields, unpacked)."""
         ks, hs = ctypes.sizeof(abi.TaskKey), _HEADER.size
+        # the interval's end: the dump charges every wait in progress up to this instant, however
+        # long it takes to reach each task (bpf_ktime_get_ns is CLOCK_MONOTONIC)
+        self._dump_ns = boottime_ns()
+        self._set_dump_clock(obj, time.clock_gettime_ns(time.CLOCK_MONOTONIC))
         raw = self._dump.read() if self._dump is not None else b""
-        self._dump_ns = boottime_ns()  # the interval's end: what the dump charged runs to here
         # the matrix right after the dump, before any parsing, so that few migrations fall between them
         self._matrix_cells = self._read_matrix(obj)
         live, opened, at, end = [], [], 0, len(raw)
@@ -340,6 +352,14 @@ class SchedCollector:
             at += size
         final = obj.map("task_final")
         return live + final.items_batch(), opened, final
+
+    @staticmethod
+    def _set_dump_clock(obj: BpfObject, mono_ns: int) -> None:
+        try:
+            m = obj.map("dump_clock")
+        except (BpfError, KeyError):
+            return
+        m.update(b"\0\0\0\0", mono_ns.to_bytes(8, "little"))
 
     def _drain_tasks(self, obj: BpfObject):
         entries, opened, final = self._task_entries(obj)
@@ -441,19 +461,19 @@ class SchedCollector:
              link_func, link_state, link_why, wakee_func, wakee_state, wakee_why) = key_of(kraw)
             count, total_ns, weighted, blocked, runq, waker_comm = val_of(vraw)
             pc, pt, pw, pb, pr = prev[2] if prev is not None else (0, 0, 0, 0, 0)
-            tid = TaskId(pid, start_ns)
+            tid, waker = TaskId(pid, start_ns), TaskId(waker_pid, waker_start_ns)
             if count != pc:
-                out.append(WakerDelta(tid, TaskId(waker_pid, waker_start_ns), waker_tgid,
+                out.append(WakerDelta(tid, waker, waker_tgid,
                                       abi.c_string(waker_comm), waker_kstack, count - pc, total_ns - pt,
                                       bool(waker_flags & abi.WAKER_IN_INTERRUPT),
                                       bool(waker_flags & abi.WAKER_EXITING),
                                       WaitLink(link_func, link_state, link_why), weighted - pw,
                                       blocked - pb, runq - pr, WaitLink(wakee_func, wakee_state, wakee_why)))
-            if tid in dead:
+            if tid in dead or (waker_pid and waker in dead):
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (count, total_ns, weighted, blocked, runq))
+                prevs[kraw] = (vraw, tid, (count, total_ns, weighted, blocked, runq), waker)
         m.delete_many(gone)
         return tuple(out)
 
@@ -510,14 +530,32 @@ class StackReader:
     def __init__(self, symbolizer: Symbolizer, max_stacks: int):
         self.symbolizer = symbolizer
         self.max_stacks = max_stacks
+        # Ids already copied, in generations that turn over at each trim, so that what is kept stays
+        # bounded (processes come and go, and with them their user stacks' ids): `_known` since the
+        # last trim, `_old` the generation before (an id used again moves back to `_known`), and
+        # `_grace` the ids the last trim dropped, still known for one drain (a wait that reused one
+        # between that drain's map reads and the trim's delete is read only now, its stack deleted).
+        # An id forgotten and seen again was walked again, so it is in the map: copied and sent once
+        # more (the store keeps one copy).
         self._known: set[int] = set()
+        self._old: set[int] = set()
+        self._grace: set[int] = set()
         self._since_trim = 0
+
+    def known(self, sid: int) -> bool:
+        if sid in self._known or sid in self._grace:
+            return True
+        if sid in self._old:
+            self._old.discard(sid)
+            self._known.add(sid)
+            return True
+        return False
 
     def read(self, m, ids: dict[int, tuple[str, int]], leader_start: dict[int, int]) -> tuple[Stack, ...]:
         """`ids`: stack id -> (kind, tgid for user stacks); ids below STACK_ID_MIN are reasons, not stacks."""
         out = []
         for sid, (kind, tgid) in ids.items():
-            if sid < abi.STACK_ID_MIN or sid in self._known:
+            if sid < abi.STACK_ID_MIN or self.known(sid):
                 continue
             self._known.add(sid)
             raw = m.lookup(sid.to_bytes(8, "little"))
@@ -530,12 +568,19 @@ class StackReader:
                                            leader_start.get(tgid, 0) if kind == "user" else 0, ips)
             out.append(Stack(sid, kind, tuple(frames), truncated))
         # Content-addressed: once copied, an entry may go; the kernel re-adds a stack
-        # only if it is seen again. Trim only when the map fills.
+        # only if it is seen again. Trim when half the map's worth was copied since the last trim.
         self._since_trim += len(out)
         if self._since_trim > self.max_stacks // 2:
-            m.delete_many([sid.to_bytes(8, "little") for sid in self._known])
+            m.delete_many([sid.to_bytes(8, "little") for sid in self._known | self._old])
             self._since_trim = 0
+            self._grace, self._old, self._known = self._old, self._known, set()
+        else:
+            self._grace = set()
         return tuple(out)
+
+    def kept(self) -> int:
+        """Stack ids remembered (bounded: about two trims' worth, and those in use)."""
+        return len(self._known) + len(self._old) + len(self._grace)
 
 
 def _walks_refused(obj: BpfObject, budget: int = 0) -> int:

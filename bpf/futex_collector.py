@@ -40,6 +40,7 @@ from stallscope.bpf import abi, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
 from stallscope.bpf.groups import GroupDrain
+from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.bpf.libbpf import BpfError, BpfObject, tracepoint_ids
 
 # The libc functions whose callers want a lock; the return address into the
@@ -376,8 +377,10 @@ class _Processes:
 class FutexCollector:
     def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_tune: StackTune = DEFAULT_TUNE,
                  sched_state_fd: int = -1,
-                 user_stacks: bool = True, max_stacks: int = 32768, mechanisms: tuple[str, ...] = MECHANISMS):
+                 user_stacks: bool = True, max_stacks: int = DEFAULT_SIZES.stack_entries,
+                 mechanisms: tuple[str, ...] = MECHANISMS, max_tasks: int = DEFAULT_SIZES.tasks):
         self.symbolizer = symbolizer
+        self.sizes = MapSizes(max_tasks, max_stacks)
         self.mechanisms = mechanisms
         self.mechanism = ""
         self.targ_tgid = targ_tgid
@@ -445,6 +448,8 @@ class FutexCollector:
             tune.write(obj, self.stack_tune)
             if self.sched_state_fd >= 0:
                 obj.map("task_stats").reuse_fd(self.sched_state_fd)
+            obj.map("futex_waits").set_max_entries(self.sizes.futex)
+            obj.map("stacks").set_max_entries(self.sizes.stack_entries)
             for prog in obj.programs():
                 prog.autoload = prog.name in PROGRAMS[mech] or prog.name == "lock_call"
             obj.load()

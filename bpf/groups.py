@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from stallscope.analyzer.sample import ProbeStatus, ProgramCost, Stack, TaskId
+from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 
 
@@ -28,7 +29,8 @@ class GroupOptions:
     stack_tune: StackTune = DEFAULT_TUNE
     user_stacks: bool = True
     kernel_stacks: bool = True
-    max_stacks: int = 32768
+    max_tasks: int = DEFAULT_SIZES.tasks  # T: each group's per-task map is a multiple of it (bpf/sizing.py)
+    max_stacks: int = DEFAULT_SIZES.stack_entries  # each object's stack map
     sample_hz: int = 99  # on-CPU sampling frequency per CPU
     sched_state_fd: int = -1  # the scheduler object's task storage (bpf/sched_state.bpf.h), shared before load
 
@@ -66,27 +68,28 @@ def _locks(symbolizer, o: GroupOptions):
     from stallscope.bpf.lock_collector import LockCollector
 
     return LockCollector(symbolizer, targ_tgid=o.targ_tgid, stack_tune=o.stack_tune,
-                         kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks, sched_state_fd=o.sched_state_fd)
+                         kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks, sched_state_fd=o.sched_state_fd,
+                         max_tasks=o.max_tasks)
 
 
 def _slab(symbolizer, o: GroupOptions):
     from stallscope.bpf.slab_collector import SlabCollector
 
-    return SlabCollector(targ_tgid=o.targ_tgid)
+    return SlabCollector(targ_tgid=o.targ_tgid, max_entries=MapSizes(o.max_tasks, o.max_stacks).slab_counts)
 
 
 def _oncpu(symbolizer, o: GroupOptions):
     from stallscope.bpf.oncpu_collector import OncpuCollector
 
     return OncpuCollector(symbolizer, targ_tgid=o.targ_tgid, sample_hz=o.sample_hz, user_stacks=o.user_stacks,
-                          kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks)
+                          kernel_stacks=o.kernel_stacks, max_stacks=o.max_stacks, max_tasks=o.max_tasks)
 
 
 def _futex(symbolizer, o: GroupOptions):
     from stallscope.bpf.futex_collector import FutexCollector
 
     return FutexCollector(symbolizer, targ_tgid=o.targ_tgid, stack_tune=o.stack_tune, sched_state_fd=o.sched_state_fd,
-                          user_stacks=o.user_stacks, max_stacks=o.max_stacks)
+                          user_stacks=o.user_stacks, max_stacks=o.max_stacks, max_tasks=o.max_tasks)
 
 
 GROUPS: dict[str, Group] = {

@@ -18,6 +18,7 @@ from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, changed_entries, object_path
 from stallscope.bpf.libbpf import BpfError, BpfObject
+from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
 
 
@@ -26,11 +27,13 @@ _LOCK_KEY, _LOCK_VAL = abi.unpacker(abi.LockKey), abi.unpacker(abi.LockVal)
 
 class LockCollector:
     def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_tune: StackTune = DEFAULT_TUNE,
-                 kernel_stacks: bool = True, max_stacks: int = 32768, sched_state_fd: int = -1):
+                 kernel_stacks: bool = True, max_stacks: int = DEFAULT_SIZES.stack_entries, sched_state_fd: int = -1,
+                 max_tasks: int = DEFAULT_SIZES.tasks):
         self.targ_tgid = targ_tgid
         self.sched_state_fd = sched_state_fd
         self.stack_tune = stack_tune
         self.kernel_stacks = kernel_stacks
+        self.sizes = MapSizes(max_tasks, max_stacks)
         self.obj: BpfObject | None = None
         self._stacks = StackReader(symbolizer, max_stacks)
         self._health = HealthDeltas(abi.LockHealth, prefix="locks.")
@@ -57,6 +60,8 @@ class LockCollector:
             tune.write(obj, self.stack_tune)
             if self.sched_state_fd >= 0:
                 obj.map("task_stats").reuse_fd(self.sched_state_fd)
+            obj.map("locks").set_max_entries(self.sizes.locks)
+            obj.map("stacks").set_max_entries(self.sizes.stack_entries)
             obj.load()
             for prog in obj.programs():
                 if not prog.section.startswith("iter/"):

@@ -24,6 +24,7 @@ from stallscope.bpf.collector import (
 )
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.libbpf import BpfObject
+from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
 
 DEFAULT_SAMPLE_HZ = 99  # not a divisor of the 100/250/1000 Hz tick: samples do not beat with it
@@ -101,12 +102,14 @@ def _open_error(exc: OSError, sample_hz: int) -> str:
 
 class OncpuCollector:
     def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, sample_hz: int = DEFAULT_SAMPLE_HZ,
-                 user_stacks: bool = True, kernel_stacks: bool = True, max_stacks: int = 32768):
+                 user_stacks: bool = True, kernel_stacks: bool = True, max_stacks: int = DEFAULT_SIZES.stack_entries,
+                 max_tasks: int = DEFAULT_SIZES.tasks):
         self.targ_tgid = targ_tgid
         self.sample_hz = sample_hz
         self.user_stacks = user_stacks
         self.kernel_stacks = kernel_stacks
         self.max_stacks = max_stacks
+        self.sizes = MapSizes(max_tasks, max_stacks)
         self.obj: BpfObject | None = None
         self.cpus: list[int] = []
         self._fds: dict[int, int] = {}  # cpu -> perf event fd (owned by its link once attached)
@@ -140,6 +143,7 @@ class OncpuCollector:
             image = obj.section_map(".rodata").initial_value()
             ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
             obj.map("stacks").set_max_entries(self.max_stacks)
+            obj.map("oncpu").set_max_entries(self.sizes.oncpu)
             obj.load()
             prog = obj.program("oncpu_sample")
             for cpu in cpus:

@@ -268,6 +268,8 @@ struct sched_health {
 	__u64 open_walks;        /* stacks walked by the dump for waits still in progress */
 	__u64 switch_out_open;   /* a task switched out with a wait still open (never expected) */
 	__u64 close_without_start; /* a wait closed whose start was not set (never expected) */
+	__u64 wakeups_deferred;  /* a first wakeup (a task asleep since before attach) whose storage could not be
+				  * made in the interrupt that woke it: made at its switch-in, its run-queue wait kept */
 };
 
 /* Load-time knobs (.rodata); the stack-walk rate and minimum wait are run-time

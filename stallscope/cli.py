@@ -144,6 +144,15 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _map_size(text: str) -> int:
+    from stallscope.bpf.sizing import FLAG_MAX, FLAG_MIN
+
+    v = _positive_int(text)
+    if not FLAG_MIN <= v <= FLAG_MAX:
+        raise argparse.ArgumentTypeError(f"must be {FLAG_MIN}..{FLAG_MAX}: {text!r}")
+    return v
+
+
 def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
     """The tracing options of `top` and `record`, one line of help each; docs/recording.md says what each
     does and costs."""
@@ -176,6 +185,10 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
                       help="cost allowed, %% of the machine's CPU (default 1); over it, fewer stacks, in stated steps")
     cost.add_argument("--no-degrade", dest="degrade", action="store_false",
                       help="measure the cost against the budget, but never lower the stacks or sampling")
+    cost.add_argument("--max-tasks", type=_map_size, default=None, metavar="N",
+                      help="tasks the per-task BPF maps are sized for (default: 4 x the threads alive, >= 32768)")
+    cost.add_argument("--stack-map-entries", type=_map_size, default=None, metavar="N",
+                      help="stacks each probe object's stack map holds (default 32768, less on a small machine)")
     cost.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N",
                       help=f"stallscope's own priority, -20..19 (default {DEFAULT_NICE}, as atop runs)" if live else
                            "stallscope's own priority, -20..19 (default: the caller's; a command keeps the caller's)")
@@ -487,6 +500,7 @@ def cmd_record(args) -> int:
 
     def on_interval(iv):
         writer = state.get("writer")
+        _count_losses(state, iv)
         if writer is None or state.get("error"):
             return
         try:
@@ -512,6 +526,7 @@ def cmd_record(args) -> int:
             state["error"] = exc
             say(f"error: {exc}")
     closed = _close_recording(writer, say)
+    _say_losses(state, result.meta.options)
     if state.get("error") or not closed:
         return EXIT_ERROR
     say(f"{writer.intervals} intervals ({result.ended_by or 'stopped'}) written to {args.output}")
@@ -530,6 +545,39 @@ def _close_recording(writer, say) -> bool:
     return True
 
 
+def _count_losses(state: dict, iv) -> None:
+    """What the probes lost so far, summed over the intervals (said when the recording ends)."""
+    health, programs = state.setdefault("health", {}), state.setdefault("programs", {})
+    for k, v in iv.health.items():
+        health[k] = health.get(k, 0) + v
+    for p in iv.programs:
+        programs[p.name] = (0, 0, programs.get(p.name, (0, 0, 0))[2] + p.recursion_misses)
+
+
+def _say_losses(state: dict, options: dict) -> None:
+    from stallscope.analyzer.data_loss import data_losses
+    from stallscope.session import say
+
+    for loss in data_losses(state.get("health", {}), state.get("programs", {}), options):
+        say(loss.line())
+
+
+def _write_data_loss(model, out) -> None:
+    """What the probes lost in this recording, after a command's table: never silent."""
+    from stallscope.analyzer.data_loss import data_loss_lines
+
+    for line in data_loss_lines(model):
+        out.write(line + "\n")
+
+
+def _warn_data_loss(model, where: str = "") -> None:
+    """The same lines on stderr, for a command whose stdout is a document (JSON, folded stacks)."""
+    from stallscope.analyzer.data_loss import data_loss_lines
+
+    for line in data_loss_lines(model, where):
+        print(f"stallscope: warning: {line}", file=sys.stderr)
+
+
 def _command_scope(model, path: str):
     cmd = model.meta.options.get("command")
     if not cmd:
@@ -543,6 +591,7 @@ def cmd_export(args) -> int:
 
     model = load_model(args.file)
     scope = _command_scope(model, args.file) if args.command_only else None
+    _warn_data_loss(model)
     if args.format == "json":
         text = to_json(model, scope)
     elif args.what == "oncpu":
@@ -577,6 +626,7 @@ def cmd_locks(args) -> int:
     from stallscope.tui.tables import write_locks
 
     write_locks(sys.stdout, model, rows, polls, args.callers, args.lock_type)
+    _write_data_loss(model, sys.stdout)
     return 0
 
 
@@ -596,6 +646,7 @@ def cmd_profile(args) -> int:
 
     tasks_in = _command_scope(model, args.file) if args.command_only else None
     write_profile(sys.stdout, model, args.by, tasks_in, args.pid, args.rows)
+    _write_data_loss(model, sys.stdout)
     return 0
 
 
@@ -607,6 +658,7 @@ def cmd_causes(args) -> int:
     scope = _command_scope(model, args.file) if args.command_only else None
     sys.stdout.write(causes_text(model, by=args.by, include_idle=args.all, unknown=args.unknown,
                                  rows=args.rows, sort=args.sort, tasks=scope))
+    _write_data_loss(model, sys.stdout)
     return 0
 
 
@@ -617,6 +669,9 @@ def cmd_diff(args) -> int:
 
     base, new = load_model(args.base), load_model(args.new)
     scopes = (_command_scope(base, args.base), _command_scope(new, args.new)) if args.command_only else (None, None)
+    if args.format != "text":  # the text has the lines; a document keeps its stdout clean
+        _warn_data_loss(base, "base")
+        _warn_data_loss(new, "new")
     if args.format == "folded":
         text = differential_folded(base, new, scopes)
     else:
@@ -644,6 +699,7 @@ def cmd_recommend(args) -> int:
     model = load_model(args.file)
     scope = _command_scope(model, args.file) if args.command_only else None
     sys.stdout.write(recommendations_text(recommend(model, tasks=scope)))
+    _write_data_loss(model, sys.stdout)
     return 0
 
 
@@ -707,6 +763,7 @@ def cmd_slab(args) -> int:
     from stallscope.tui.tables import write_slab
 
     write_slab(sys.stdout, model, probe, rows, args.rows)
+    _write_data_loss(model, sys.stdout)
     return 0
 
 
@@ -791,7 +848,8 @@ def _session_options(args, command, duration_s, max_intervals=None):
                           stack_walks_per_s=max(args.stack_rate, 0), stack_scale_ns=int(args.stack_scale * 1e9),
                           user_walks_per_s=max(args.user_stack_rate, 0), probes=args.probes, sample_hz=args.sample_hz,
                           max_intervals=max_intervals, overhead_budget_pct=args.overhead_budget,
-                          degrade=args.degrade, nice=args.nice)
+                          degrade=args.degrade, nice=args.nice, max_tasks=args.max_tasks,
+                          stack_map_entries=args.stack_map_entries)
 
 
 COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend,

@@ -27,6 +27,7 @@ from stallscope.analyzer.untrusted import escaped
 from stallscope.bpf import features
 from stallscope.bpf.collector import SchedCollector, SchedOptions, boottime_ns
 from stallscope.bpf.groups import GROUPS, GroupOptions, default_groups
+from stallscope.bpf.sizing import DEFAULT_SIZES, machine_sizes
 from stallscope.bpf import tune
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.errors import StallscopeError
@@ -51,6 +52,8 @@ class SessionOptions:
     overhead_budget_pct: float = 1.0  # of the machine's CPU; measured and reported every interval
     degrade: bool = True  # over the budget, lower the stack walks and sampling (analyzer/overhead.py)
     nice: int | None = None  # the session's own priority (stallscope/priority.py); None: the caller's
+    max_tasks: int | None = None  # T of the BPF maps' sizes (bpf/sizing.py); None: sized for the machine
+    stack_map_entries: int | None = None  # each probe object's stack map; None: sized for the machine
 
 
 @dataclass
@@ -122,6 +125,7 @@ class Session:
         o = options
         self.tuning = Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz, o.stack_scale_ns, o.user_walks_per_s)
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
+        self.sizes = DEFAULT_SIZES  # the BPF maps' sizes: chosen for the machine when run() starts
 
     def stop(self, reason: str) -> None:
         """For a consumer that can take no more intervals (a full disk): the session ends at its next
@@ -157,8 +161,10 @@ class Session:
         if o.pid and not process_exists(o.pid):
             raise StallscopeError(f"no process with PID {o.pid}", "check the PID with `ps -e`")
         symbolizer = Symbolizer()
+        self.sizes = machine_sizes(o.max_tasks, o.stack_map_entries)
         self.collector = collector = SchedCollector(
-            SchedOptions(targ_tgid=o.pid, user_stacks=o.user_stacks, stack_tune=tune.of_tuning(self.tuning)),
+            SchedOptions(targ_tgid=o.pid, user_stacks=o.user_stacks, stack_tune=tune.of_tuning(self.tuning),
+                         max_tasks=self.sizes.tasks, max_stacks=self.sizes.stack_entries),
             symbolizer)
         old = self._install_signals() if handle_signals else {}
         exit_status = None
@@ -235,7 +241,8 @@ class Session:
         """Each optional group that was asked for; one that cannot run is off with its reason."""
         o = self.options
         gopts = GroupOptions(targ_tgid=o.pid, stack_tune=tune.of_tuning(self.tuning), user_stacks=o.user_stacks,
-                             sample_hz=o.sample_hz, sched_state_fd=self.collector.state_map_fd())
+                             sample_hz=o.sample_hz, sched_state_fd=self.collector.state_map_fd(),
+                             max_tasks=self.sizes.tasks, max_stacks=self.sizes.stack_entries)
         status = {}
         for name, group in GROUPS.items():
             if name not in o.probes:
@@ -304,7 +311,7 @@ class Session:
                 "stack_walks_per_s": o.stack_walks_per_s, "stack_scale_ns": o.stack_scale_ns,
                 "user_stack_walks_per_s": o.user_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
                 "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct,
-                "degrade": o.degrade, "nice": own_nice()}
+                "degrade": o.degrade, "nice": own_nice(), "map_sizes": self.sizes.as_options()}
         for name, collector in self.groups.items():  # what a group records about the machine once
             extra = getattr(collector, "meta_options", None)
             if extra is not None:

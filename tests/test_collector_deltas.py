@@ -216,3 +216,84 @@ def test_a_wait_in_progress_is_charged_at_each_dump_to_its_key_and_its_task(sche
     tasks, _, _, offcpu, _ = _drain(sched, second)
     assert [(o.count, o.charged_ns) for o in offcpu] == [(0, 1000)]
     assert [(t.task, t.offcpu_ns) for t in tasks] == [(TaskId(8, 8), 1000)]
+
+
+def test_a_waker_entry_goes_when_its_waker_dies_as_no_dead_task_wakes_anybody(sched):
+    """A long-lived thread woken by short-lived processes (clients, hackbench's senders) had an entry
+    per waker for as long as it lived: the entry goes, after its last read, once its waker is dead."""
+    def waker_entry(waker: int, n: int):
+        return (_raw(abi.WakerKey(pid=8, start_ns=8, waker_pid=waker, waker_start_ns=waker, waker_tgid=waker)),
+                _raw(abi.WakerVal(count=n, total_ns=10 * n)))
+
+    wakers = FakeMap([waker_entry(40, 1), waker_entry(41, 1)])
+    obj = FakeObj(FakeDump([]), task_final=FakeMap([]), offcpu=FakeMap([]), wakers=wakers)
+    assert sorted(w.waker.pid for w in sched._drain_wakers(obj, set())) == [40, 41]
+    # 40's final switch was seen; its entry changed once more before (a last wakeup, read now)
+    wakers.items = [waker_entry(40, 2), waker_entry(41, 1)]
+    out = sched._drain_wakers(obj, {TaskId(40, 40)})
+    assert [(w.waker.pid, w.count) for w in out] == [(40, 1)]
+    assert [k for k, _ in wakers.items] == [waker_entry(41, 1)[0]]
+    # an unchanged entry goes too, without a delta
+    assert sched._drain_wakers(obj, {TaskId(41, 41)}) == ()
+    assert wakers.items == [] and sched._prev_wakers == {}
+
+
+class StackMap:
+    """A content-addressed stack map: the kernel re-adds a stack each time it is walked."""
+
+    def __init__(self):
+        self.stored: dict[bytes, bytes] = {}
+
+    def walk(self, sid: int) -> None:
+        self.stored.setdefault(sid.to_bytes(8, "little"), _raw(abi.Stack()))
+
+    def lookup(self, key: bytes):
+        return self.stored.get(key)
+
+    def delete_many(self, keys) -> None:
+        for key in keys:
+            self.stored.pop(key, None)
+
+
+class KernelOnly:
+    def stack(self, kind, tgid, start, ips):
+        return ()
+
+
+def test_the_stack_ids_kept_stay_bounded_as_processes_come_and_go_and_a_stack_in_use_is_copied_once():
+    """Each new process brings user stacks of its own (its addresses differ): the ids copied were kept
+    for ever, one more set entry per stack for the whole recording. Now they turn over at each trim,
+    while a stack that keeps being used is never copied twice."""
+    reader, m = collector.StackReader(KernelOnly(), max_stacks=64), StackMap()
+    hot, copies, sid = 1 << 40, [], 1 << 41
+    for drain in range(300):
+        ids = {hot: ("kernel", 0)}
+        for _ in range(10):  # ten new stacks a drain, never seen again
+            sid += 1
+            ids[sid] = ("user", drain)
+        for s in ids:
+            m.walk(s)
+        copies += [s.id for s in reader.read(m, ids, {})]
+        assert reader.kept() <= 3 * 64
+    assert copies.count(hot) == 1
+    assert len(copies) == 1 + 300 * 10
+    assert len(m.stored) <= 64  # trimmed: the map never fills
+
+
+def test_a_stack_walked_again_between_a_drains_reads_and_its_trim_is_not_reported_lost():
+    """A trim deletes the ids copied two generations ago; one of them walked again just before the
+    delete comes in the next drain, its entry gone from the map: it is still known then, not 'lost'."""
+    reader, m = collector.StackReader(KernelOnly(), max_stacks=8), StackMap()
+    first = [(1 << 40) + i for i in range(5)]
+    for s in first:
+        m.walk(s)
+    reader.read(m, {s: ("kernel", 0) for s in first}, {})  # 5 copied, over half the map's 8: a trim
+    later = [(1 << 41) + i for i in range(5)]
+    for s in later:
+        m.walk(s)
+    reader.read(m, {s: ("kernel", 0) for s in later}, {})  # a second trim: `first` goes from the map
+    assert m.lookup(first[0].to_bytes(8, "little")) is None
+    again = reader.read(m, {first[0]: ("kernel", 0)}, {})  # walked before the delete, read now
+    assert again == ()
+    m.walk(first[0])  # a drain later: forgotten, walked again, so in the map: copied once more
+    assert [s.id for s in reader.read(m, {first[0]: ("kernel", 0)}, {})] == [first[0]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from stallscope.analyzer.data_loss import data_loss_lines, model_losses
 from stallscope.analyzer.diff import Change, NoiseGuard
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.units import fmt_ns
@@ -32,13 +33,15 @@ def diff_text(base: Model, new: Model, changes: list[Change], rows: int, names: 
     if not any(c.significant for c in changes):
         lines.append("\nno change passed the noise guard\n")
     lines.append("\n~ : below the noise guard (too small, or too few waits): listed, not ranked first\n")
+    for model, which in ((base, "base"), (new, "new")):
+        lines.extend(line + "\n" for line in data_loss_lines(model, which))
     return "".join(lines)
 
 
 def diff_json(base: Model, new: Model, changes: list[Change], guard: NoiseGuard, names: tuple[str, str]) -> str:
     def side(model: Model, name: str) -> dict:
         return {"file": name, "kernel": model.meta.kernel, "host": model.meta.host, "duration_s": round(model.duration_s, 6),
-                "start_wall": model.meta.start_wall}
+                "start_wall": model.meta.start_wall, "data_loss": [loss.as_dict() for loss in model_losses(model)]}
 
     doc = {
         "format": "stallscope-diff", "version": DIFF_VERSION,

@@ -71,8 +71,8 @@ def snapshot_text(snap: Snapshot, rows: int = 15, tuning=None, hide_tgid: int | 
     if tuning is not None and (tuning.to.level or tuning.interval == snap.last):
         lines.append(f"  budget, level {tuning.to.level}: {tuning.to.describe()} "
                      f"({tuning.reason}, after interval {tuning.interval})\n")
-    if snap.lost:
-        lines.append("  lost: " + ", ".join(f"{k}={v}" for k, v in snap.lost.items()) + "\n")
+    for loss in snap.losses:  # never silent: each in words, with the flag that raises its map
+        lines.append(f"  {loss.line()}\n")
     lines.append(f"\n{'BLOCKER (cause)':<40} {'WAIT/s':>9} {'SHARE':>6} {'COUNT':>7} {'MAX':>9}  TASKS\n")
     for b in snap.ranked[:rows]:
         names = ", ".join(sorted({_clean(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
