@@ -75,7 +75,8 @@ def _assert_works_or_one_line(argv: list[str]) -> tuple[int, str]:
     lines = [line for line in err.split("\n") if line]
     errors = [line for line in lines if line.startswith("stallscope: error:")]
     warnings = [line for line in lines if line.startswith("stallscope: warning:")]
-    assert len(warnings) <= 2 and len(errors) + len(warnings) == len(lines), (argv, err)
+    damaged = [line for line in warnings if "data loss" not in line]  # what the probes lost: said, apart
+    assert len(damaged) <= 2 and len(errors) + len(warnings) == len(lines), (argv, err)
     assert (rc, len(errors)) in ((0, 0), (2, 1)), (argv, rc, err)
     return rc, err
 
