@@ -137,8 +137,8 @@ class Session:
         if not self._stop_reason:
             self._stop_reason = signal.Signals(signum).name
 
-    def stop(self, reason: str = "stopped") -> None:
-        """Ends the session at its next tick, from any thread (a live view's quit)."""
+    def end(self, reason: str = "stopped") -> None:
+        """Ends the session now, as a signal would, from any thread (a live view's quit)."""
         if not self._stop_reason:
             self._stop_reason = reason
 
@@ -155,7 +155,7 @@ class Session:
     def run(self, on_start: Callable[[RecordingMeta], None], on_interval: Callable[[Interval], None],
             handle_signals: bool = True) -> SessionResult:
         """`handle_signals`: install the signal handlers (only the main thread can); a session run in a
-        worker thread is ended with stop()."""
+        worker thread is ended with end()."""
         o = self.options
         check_privileges()
         if o.pid and not process_exists(o.pid):

@@ -167,7 +167,7 @@ class LiveSource:
 
     def stop(self) -> None:
         self._stopping.set()
-        self.session.stop("quit")
+        self.session.end("quit")
 
     def join(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
