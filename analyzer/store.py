@@ -351,10 +351,6 @@ class Recording:
         rows = self._rows(self._select("functions", ("addr", "name")))
         return dict(self._checked("functions", rows, lambda r: (_u64(r[0]), r[1])))
 
-    def _col(self, table: str, column: str, default: str) -> str:
-        """`column`, or `default` in a recording made before the column was added."""
-        return column if column in self._columns(table) else default
-
     _SLAB_CACHE_COLUMNS = ("idx", "addr", "name", "object_size", "size", "slab_order", "objs_per_slab", "min_order",
                            "sheaf_capacity", "cpu_partial", "nodes", "aliases", "sysfs")
 
