@@ -38,9 +38,10 @@ def _duration_or_zero(text: str) -> float:
     return duration(text)
 
 
-# The shortest drain interval. Each drain reads every in-kernel map and dumps the tasks: a few
-# milliseconds of CPU (-i 1ns ran 514 drains in 2 s, one of the two CPUs busy with them alone); at
-# 10 ms the drains already take tenths of a CPU, below it stallscope would mostly measure itself.
+# The shortest drain interval. Each drain reads every in-kernel map and dumps the tasks: about 4 ms of
+# CPU on a quiet 2-CPU VM (-i 1ns ran 514 drains in 2 s, one CPU on them alone), 15 ms at a load
+# average of 11, where -i 10ms stretched to 58 ms intervals and took 27.5% of a CPU; shorter, and
+# stallscope would mostly measure itself.
 MIN_INTERVAL_S = 0.010
 # The longest: the in-kernel maps hold one interval's aggregates and fill up over longer ones.
 MAX_INTERVAL_S = 3600.0
