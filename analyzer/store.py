@@ -344,7 +344,7 @@ class RecordingWriter:
             self.target.close()
         if problem and os.path.exists(self.path + "-wal"):
             raise StallscopeError(f"{self.path} is not folded into one file ({problem}): its last intervals are in "
-                                  f"{self.path}-wal", "keep the two together (copy it with its -wal file)")
+                                  f"{self.path}-wal", "keep the two together: copy it with its -wal file")
 
 
 class Recording:

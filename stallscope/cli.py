@@ -270,7 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("record", help="record to a file, system-wide or one command",
                        description="Record the scheduler probes to FILE. With `-- CMD ARGS`, the command "
                                    "starts once the probes are attached, keeps its stdin/stdout/stderr, and "
-                                   "the recording ends when it exits (stallscope then exits with its status).")
+                                   "the recording ends when it exits (stallscope then exits with its status). "
+                                   "A full disk or the file size limit stops the recording, keeping every interval "
+                                   "written, and detaches the probes (exit status 2).")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the recording file to write: a new file (mode 0600; a regular file, never a device, FIFO "
                         "or symbolic link), or an existing one with --force")
