@@ -354,7 +354,7 @@ class RecordingWriter:
             self.target.close()
         if problem and os.path.exists(self.path + "-wal"):
             raise StallscopeError(f"{self.path} is not folded into one file ({problem}): its last intervals are in "
-                                  f"{self.path}-wal", "keep the two together (copy it with its -wal file)")
+                                  f"{self.path}-wal", "keep the two together: copy it with its -wal file")
 
 
 class Recording:
@@ -495,10 +495,6 @@ class Recording:
             return {}
         rows = self._rows(self._select("functions", ("addr", "name")))
         return dict(self._checked("functions", rows, lambda r: (_u64(r[0]), r[1])))
-
-    def _col(self, table: str, column: str, default: str) -> str:
-        """`column`, or `default` in a recording made before the column was added."""
-        return column if column in self._columns(table) else default
 
     _SLAB_CACHE_COLUMNS = ("idx", "addr", "name", "object_size", "size", "slab_order", "objs_per_slab", "min_order",
                            "sheaf_capacity", "cpu_partial", "nodes", "aliases", "sysfs")

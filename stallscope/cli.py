@@ -38,9 +38,10 @@ def _duration_or_zero(text: str) -> float:
     return duration(text)
 
 
-# The shortest drain interval. Each drain reads every in-kernel map and dumps the tasks: a few
-# milliseconds of CPU (-i 1ns ran 514 drains in 2 s, one of the two CPUs busy with them alone); at
-# 10 ms the drains already take tenths of a CPU, below it stallscope would mostly measure itself.
+# The shortest drain interval. Each drain reads every in-kernel map and dumps the tasks: about 4 ms of
+# CPU on a quiet 2-CPU VM (-i 1ns ran 514 drains in 2 s, one CPU on them alone), 15 ms at a load
+# average of 11, where -i 10ms stretched to 58 ms intervals and took 27.5% of a CPU; shorter, and
+# stallscope would mostly measure itself.
 MIN_INTERVAL_S = 0.010
 # The longest: the in-kernel maps hold one interval's aggregates and fill up over longer ones.
 MAX_INTERVAL_S = 3600.0
@@ -283,7 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("record", help="record to a file, system-wide or one command",
                        description="Record the scheduler probes to FILE. With `-- CMD ARGS`, the command "
                                    "starts once the probes are attached, keeps its stdin/stdout/stderr, and "
-                                   "the recording ends when it exits (stallscope then exits with its status).",
+                                   "the recording ends when it exits (stallscope then exits with its status). "
+                                   "A full disk or the file size limit stops the recording, keeping every interval "
+                                   "written, and detaches the probes (exit status 2).",
                        epilog="examples:\n  stallscope record -o run.stall -- stress-ng --dir 4 -t 10\n"
                               "  stallscope record -o box.stall -d 30s --probes +slab\n"
                               "  stallscope record -o app.stall -p 1234 -i 500ms\n"

@@ -207,3 +207,23 @@ def test_reading_a_fifo_or_a_directory_as_a_recording_is_one_line_not_a_hang(tmp
     for path in (fifo, tmp_path):
         proc = run_stallscope("export", str(path), check=False, timeout=30)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not a recording" in proc.stderr
+
+
+def test_a_recording_a_reader_holds_at_close_says_to_keep_its_wal_and_opens_with_it(tmp_path):
+    from stallscope.analyzer.store import Recording, RecordingWriter
+    from stallscope.errors import StallscopeError
+
+    path = tmp_path / "held.stall"
+    m, intervals = two_interval_recording()
+    writer = RecordingWriter(str(path), m)
+    for iv in intervals:
+        writer.append(iv)
+    reader = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM intervals").fetchone()  # a read in progress: no fold past it
+    with pytest.raises(StallscopeError, match="copy it with its -wal file"):
+        writer.close()
+    reader.close()
+    rec = Recording(str(path))
+    assert rec.interval_count() == 2
+    rec.close()
