@@ -108,6 +108,8 @@ def interval_series(model: Model, intervals: Iterable[Interval], table: CauseTab
             w = s.wait
             splits[_wait_key(w.task, w.tgid, w.state, w.kstack_id, w.ustack_id, w.why, w.func)] = s
     tgid_of = {tid: t.info.tgid for tid, t in model.tasks.items()}
+    # as blockers.cpu_parts: a task's run-queue waits count where it waited for a CPU at all
+    waited = {tid for tid, t in model.tasks.items() if t.runq_wait_ns}
 
     # the lock_stat row of each lock key, and whether the row is a lock (not a poll, event or join)
     lock_row: dict[tuple, tuple[str, str]] = {}
@@ -151,7 +153,7 @@ def interval_series(model: Model, intervals: Iterable[Interval], table: CauseTab
                     hist[slot] = hist.get(slot, 0) + c
             _add_list(out.tasks.setdefault(d.task, {}), i, (d.offcpu_ns, d.runq_wait_ns, d.voluntary_switches,
                                                            d.involuntary_switches, d.migrations))
-            if d.runq_wait_ns or d.runq_count:
+            if d.task in waited and (d.runq_wait_ns or d.runq_count):
                 cpu = out.causes.setdefault(WAITING_FOR_CPU.name, CauseSeries(WAITING_FOR_CPU.cls))
                 _add(cpu.ns, i, d.runq_wait_ns)
                 _add(cpu.count, i, d.runq_count)

@@ -61,6 +61,7 @@ def assemble(doc: dict, series: Series | None, offcpu, oncpu, redacted: bool = F
     tables = {
         "blockers": _blockers(doc),
         "processes": _processes(doc),
+        "cgroups": _cgroups(doc),
         "threads": _threads(doc),
         "locks": _locks(doc),
         "slab": _slab(doc),
@@ -299,6 +300,13 @@ def _processes(doc: dict) -> dict:
         causes = sorted(p.pop("causes").items(), key=lambda kv: (-kv[1][1], kv[0]))[:3]
         rows.append({**p, "causes": [{"cause": c, "class": cls, "total_ns": ns} for c, (cls, ns) in causes]})
     rows.sort(key=lambda r: (-r["waiting_ns"], -r["idle_ns"], r["tgid"]))
+    return {"rows": rows[:LIMITS["processes"]], "total": len(rows)}
+
+
+def _cgroups(doc: dict) -> dict:
+    """Blocked time by cgroup (idle causes left out), as the export has it."""
+    rows = [{"cgroup": c["cgroup"], "total_ns": c["total_ns"], "max_ns": c["max_ns"], "causes": c["causes"][:3]}
+            for c in doc.get("cgroups") or []]
     return {"rows": rows[:LIMITS["processes"]], "total": len(rows)}
 
 

@@ -17,7 +17,7 @@ from stallscope.analyzer.series import Series, interval_series
 from stallscope.analyzer.store import Recording
 from stallscope.reports.build import _r
 from stallscope.reports.flametree import build_tree
-from stallscope.reports.redact import REDACTED, redact
+from stallscope.reports.redact import REDACTED, command_name, redact
 from stallscope.tui.diff import diff_doc
 
 QUIET_ROWS = 50  # changes under the noise guard shown (they follow the ranked ones)
@@ -45,10 +45,10 @@ def build_diff(base: str, new: str, guard: NoiseGuard | None = None, include_idl
     stacks = (offcpu_stacks(bm, scopes[0]), offcpu_stacks(nm, scopes[1]))
     data = assemble_diff(doc, docs, stacks, (bs, ns), include_idle)
     if redacted:
-        data = redact(redact(data, docs[0]), docs[1])
         for side in data["page"]["sides"]:
             side["file"] = REDACTED
-            side["command"] = [os.path.basename(side["command"][0]), REDACTED][:len(side["command"])] if side["command"] else []
+            side["command"] = command_name(side["command"])
+        data = redact(redact(data, docs[0]), docs[1])
     return data
 
 

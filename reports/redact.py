@@ -28,6 +28,13 @@ def _paths(doc: dict) -> set[str]:
     return {p for p in out if len(p) > 1}
 
 
+def command_name(argv: list[str]) -> list[str]:
+    """A command line reduced to its program's name: `run.sh (redacted)`."""
+    if not argv:
+        return []
+    return [os.path.basename(argv[0])] + ([REDACTED] if len(argv) > 1 else [])
+
+
 def _scrub(value, secrets: list[str]):
     if isinstance(value, str):
         for s in secrets:
@@ -44,11 +51,10 @@ def _scrub(value, secrets: list[str]):
 def redact(data: dict, doc: dict) -> dict:
     """The page data without the command's arguments and with every path of `doc` replaced."""
     secrets = sorted(_paths(doc), key=lambda p: (-len(p), p))  # the longest first: a path inside another
-    out = _scrub(data, secrets)
-    rec = out["page"].get("recording")
+    rec = data["page"].get("recording")
     if rec and rec["command"]:
-        rec["command"] = [os.path.basename(rec["command"][0]), REDACTED] if len(rec["command"]) > 1 else \
-            [os.path.basename(rec["command"][0])]
+        data = {**data, "page": {**data["page"], "recording": {**rec, "command": command_name(rec["command"])}}}
+    out = _scrub(data, secrets)
     if out["page"].get("file"):
         out["page"]["file"] = REDACTED
     out["redacted"] = True
