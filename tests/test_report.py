@@ -14,7 +14,7 @@ import time
 import pytest
 from markupsafe import escape
 
-from conftest import ROOT, example, needs_bpf, run_stallscope
+from conftest import ROOT, needs_bpf, run_stallscope
 
 sys.path.insert(0, str(ROOT / "tests"))
 from reportpage import (  # noqa: E402
@@ -24,26 +24,6 @@ from synthetic import two_interval_recording, write_recording  # noqa: E402
 
 SECTIONS = ("summary", "fixes", "flame", "timeline", "blockers", "processes", "threads", "locks", "slab", "runq",
             "migrations", "oncpu", "recording")
-
-
-def record_fixture(tmp_path_factory) -> dict:
-    """A short real recording with every probe group: scheduler, locks, futex, slab and on-CPU samples
-    while hackbench and a mutex convoy run."""
-    d = tmp_path_factory.mktemp("report")
-    stall = d / "run.stall"
-    workload = (f"perf bench sched messaging -g 2 -l 300 >/dev/null; {example('mutex_convoy')} -n 60 >/dev/null; "
-                f"perf bench sched messaging -g 1 -l 200 >/dev/null")
-    run_stallscope("record", "-o", str(stall), "--probes", "all", "-i", "0.5s", "--nice", "-5", "--",
-                   "sh", "-c", workload, timeout=300)
-    html = d / "report.html"
-    run_stallscope("report", str(stall), "-o", str(html), timeout=300)
-    doc = json.loads(run_stallscope("export", str(stall), timeout=300).stdout)
-    return {"stall": stall, "html": html, "text": html.read_text(), "doc": doc, "dir": d}
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    return record_fixture(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +41,8 @@ def hostile(tmp_path_factory):
 
 
 @needs_bpf
-def test_every_section_of_a_real_recording_is_present(recorded):
-    page = Page(recorded["text"])
+def test_every_section_of_a_real_recording_is_present(report_recording):
+    page = Page(report_recording["text"])
     assert [s for s in SECTIONS if s not in page.sections] == []
     for table in ("t-blockers", "t-processes", "t-threads", "t-locks", "t-slab", "t-runq", "t-matrix", "t-functions",
                   "t-probes", "t-knobs"):
@@ -72,8 +52,8 @@ def test_every_section_of_a_real_recording_is_present(recorded):
 
 
 @needs_bpf
-def test_the_numbers_in_the_page_are_the_json_exports(recorded):
-    doc, page = recorded["doc"], Page(recorded["text"])
+def test_the_numbers_in_the_page_are_the_json_exports(report_recording):
+    doc, page = report_recording["doc"], Page(report_recording["text"])
     blockers = page.body_rows("t-blockers")
     assert len(blockers) == len(doc["blockers"])
     for row, b in zip(blockers, doc["blockers"]):
@@ -111,15 +91,15 @@ def test_the_numbers_in_the_page_are_the_json_exports(recorded):
             for slot, c in t["runq_hist_log2_ns"].items():
                 hist[int(slot)] = hist.get(int(slot), 0) + c
     assert {int(num(r[0])).bit_length() - 1: int(num(r[2])) for r in page.body_rows("t-runq")} == hist
-    summary = recorded["text"].split('id="summary"')[1].split("</section>")[0]
+    summary = report_recording["text"].split('id="summary"')[1].split("</section>")[0]
     top = [b["cause"] for b in doc["blockers"] if b["class"] != "idle"][:5]
     assert [c for c in top if f">{escape(c)}</strong>" not in summary] == []
 
 
 @needs_bpf
-def test_the_windows_parts_add_up_to_the_whole_recording(recorded):
+def test_the_windows_parts_add_up_to_the_whole_recording(report_recording):
     """Select every interval and the page would show the export's numbers again."""
-    doc, data = recorded["doc"], Page(recorded["text"]).data
+    doc, data = report_recording["doc"], Page(report_recording["text"]).data
     w = data["series"]["window"]
     n = len(data["series"]["start_s"])
     for b, parts in zip(doc["blockers"], w["causes"]):
@@ -145,11 +125,11 @@ def test_the_windows_parts_add_up_to_the_whole_recording(recorded):
 
 
 @needs_bpf
-def test_the_same_recording_gives_the_same_bytes(recorded):
+def test_the_same_recording_gives_the_same_bytes(report_recording):
     time.sleep(1.1)  # a clock read anywhere in the page would differ now
-    again = recorded["dir"] / "again.html"
-    run_stallscope("report", str(recorded["stall"]), "-o", str(again), timeout=300)
-    assert again.read_bytes() == recorded["html"].read_bytes()
+    again = report_recording["dir"] / "again.html"
+    run_stallscope("report", str(report_recording["stall"]), "-o", str(again), timeout=300)
+    assert again.read_bytes() == report_recording["html"].read_bytes()
 
 
 def test_the_same_synthetic_recording_gives_the_same_bytes(hostile):
