@@ -31,6 +31,8 @@ from stallscope.analyzer.scope import in_scope
 from stallscope.analyzer.slab import list_lock_caches
 
 RUNQ_SLOTS = 40
+# what interval_series never reads: a reader of the store can leave these tables out (Recording.intervals)
+UNUSED_TABLES = frozenset({"wakers"})
 
 
 @dataclass

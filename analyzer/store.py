@@ -342,8 +342,11 @@ class Recording:
     def interval_count(self) -> int:
         return self._rows("SELECT COUNT(*) FROM intervals")[0][0]
 
-    def intervals(self, first: int = 0, last: int | None = None) -> Iterator[Interval]:
+    def intervals(self, first: int = 0, last: int | None = None, without: frozenset[str] = frozenset()
+                  ) -> Iterator[Interval]:
         """Intervals in [first, last], each rebuilt with its deltas (stacks and task info separate).
+        Tables named in `without` (e.g. "wakers") are not read: their records come out empty, for a
+        reader that has no use for them (they are the largest: a wakeup a row).
 
         Streamed: each table is read in interval order by a cursor of its own and merged, so only the
         interval being yielded is held in memory, not the whole window (an hour's recording holds
@@ -376,7 +379,8 @@ class Recording:
             f"total_ns, in_interrupt, {link} FROM wakers", window,
             lambda r: WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9],
                                  bool(r[10]), bool(r[11]), WaitLink(_u64(r[12] or 0), r[13] or 0, r[14] or 0),
-                                 r[15], r[16] or 0, r[17] or 0, WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0)))
+                                 r[15], r[16] or 0, r[17] or 0, WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0)),
+            "wakers", without)
         migrations = self._stream("SELECT idx, src, dst, count FROM migrations", window, lambda r: (r[1], r[2], r[3]))
         # a table added after a recording was made is empty in it
         split = ", ".join(self._col("locks", c, d) for c, d in (
@@ -438,10 +442,11 @@ class Recording:
             raise self._damaged(exc) from None
         return (a, b, c)
 
-    def _stream(self, select: str, window: tuple[int, int], make, table: str | None = None) -> _ByInterval:
+    def _stream(self, select: str, window: tuple[int, int], make, table: str | None = None,
+                without: frozenset[str] = frozenset()) -> _ByInterval:
         """`select`'s rows in the window, in interval order, made into records; empty when `table` (a
-        table added after some recordings were made) is missing from this one."""
-        if table is not None and table not in self.tables:
+        table added after some recordings were made) is missing from this one, or named in `without`."""
+        if table is not None and (table not in self.tables or table in without):
             return _ByInterval(iter(()), make, self._damaged)
         try:
             cursor = self.db.execute(f"{select} WHERE idx BETWEEN ? AND ? ORDER BY idx", window)

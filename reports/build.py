@@ -21,7 +21,7 @@ from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds
 from stallscope.analyzer.sample import Interval, TaskId
-from stallscope.analyzer.series import Series, interval_series
+from stallscope.analyzer.series import UNUSED_TABLES, Series, interval_series
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.units import fmt_ns
 from stallscope.reports.flametree import build_tree
@@ -31,6 +31,9 @@ from stallscope.reports.redact import redact
 LIMITS = {"processes": 100, "threads": 200, "locks": 100, "slab": 100, "functions": 50}
 TOP_BLOCKERS = 5  # in the summary
 CHART_CAUSES = 6  # causes drawn one by one in the waiting chart; the rest summed
+# a window's tables are made of parts of at most this many spans of consecutive intervals (the charts keep
+# every interval): a long recording's page stays small, and a window snaps to whole spans
+MAX_SPANS = 120
 CLASS_LABELS = {"blocker": "blocked", CPU: "waiting for a CPU", IDLE: "idle"}
 
 
@@ -46,7 +49,7 @@ def build(source, intervals: Iterable[Interval] | None = None, redacted: bool = 
         try:
             model = Model.from_intervals(rec.meta, rec.intervals(), rec.tasks(), rec.stacks(),
                                          slab_caches=rec.slab_caches(), functions=rec.functions())
-            series = interval_series(model, rec.intervals())
+            series = interval_series(model, rec.intervals(without=UNUSED_TABLES))
         finally:
             rec.close()
         file_name = file_name or os.path.basename(source)
@@ -438,38 +441,83 @@ def _script_series(doc: dict, s: Series, tables: dict) -> dict:
             "window": _window_parts(s, tables)}
 
 
+def _spans(parts: dict[int, list], k: int, how: str = "sum") -> dict[int, list]:
+    """Per-interval parts summed (or, `how` "max", maximised) over spans of `k` intervals."""
+    if k == 1:
+        return parts
+    out: dict[int, list] = {}
+    for i, values in parts.items():
+        e = out.get(i // k)
+        if e is None:
+            out[i // k] = list(values)
+        else:
+            for j, v in enumerate(values):
+                e[j] = max(e[j], v) if how == "max" else e[j] + v
+    return out
+
+
 def _window_parts(s: Series, tables: dict) -> dict:
-    """Each table row's per-interval parts, aligned with the rows the page shows (data-i)."""
+    """Each table row's parts per span of intervals, aligned with the rows the page shows (data-i)."""
+    n = s.intervals
+    k = -(-n // MAX_SPANS)  # ceil
+    nspans = -(-n // k)
+
+    def sparse(parts: dict[int, list]) -> dict:
+        return _sparse(_spans(parts, k))
+
     causes = []
     for b in tables["blockers"]["rows"]:
         cs = s.causes.get(b["cause"])
         if cs is None:
             causes.append(None)
             continue
-        idx = sorted(set(cs.ns) | set(cs.count) | set(cs.hist))
-        causes.append({"i": idx, "ns": [round(cs.ns.get(i, 0)) for i in idx],
-                       "n": [round(cs.count.get(i, 0), 3) for i in idx],
-                       "max": [cs.max_ns.get(i, 0) for i in idx],
-                       "h": [[x for slot, c in sorted(cs.hist.get(i, {}).items()) if c
-                              for x in (slot, round(c, 3))] for i in idx]})
-    threads = [_sparse(s.tasks.get(TaskId(r["pid"], r["start_time_ns"]), {})) for r in tables["threads"]["rows"]]
+        ns = _spans({i: [v] for i, v in cs.ns.items()}, k)
+        count = _spans({i: [v] for i, v in cs.count.items()}, k)
+        longest = _spans({i: [v] for i, v in cs.max_ns.items()}, k, "max")
+        hist: dict[int, dict[int, float]] = {}
+        for i, h in cs.hist.items():
+            acc = hist.setdefault(i // k, {})
+            for slot, c in h.items():
+                acc[slot] = acc.get(slot, 0) + c
+        idx = sorted(set(ns) | set(count) | set(hist))
+        causes.append({"i": idx, "ns": [round(ns.get(j, [0])[0]) for j in idx],
+                       "n": [round(count.get(j, [0])[0], 3) for j in idx],
+                       "max": [longest.get(j, [0])[0] for j in idx],
+                       "h": [[x for slot, c in sorted(hist.get(j, {}).items()) if c for x in (slot, round(c, 3))]
+                             for j in idx]})
+    threads = [sparse(s.tasks.get(TaskId(r["pid"], r["start_time_ns"]), {})) for r in tables["threads"]["rows"]]
     cause_names = sorted(s.causes)
     cause_index = {c: i for i, c in enumerate(cause_names)}
     processes = []
     for r in tables["processes"]["rows"]:
         pc = s.process_causes.get(r["tgid"], {})
-        processes.append({str(cause_index[c]): _sparse({i: [round(ns)] for i, ns in parts.items()})
+        processes.append({str(cause_index[c]): _sparse({j: [round(v[0])] for j, v in
+                                                        _spans({i: [ns] for i, ns in parts.items()}, k).items()})
                           for c, parts in sorted(pc.items())})
-    locks = [_sparse(s.locks.get((r["name"], r["lock_type"]), {})) for r in tables["locks"]["rows"]]
-    slab = [_sparse(s.slab.get(int(r["addr"], 16), {})) for r in tables["slab"]["rows"]]
-    functions = [_sparse(s.functions.get((r["function"], r["kind"]), {})) for r in tables["functions"]["rows"]]
-    runq = {"i": [i for i, h in enumerate(s.runq_hist) if h],
-            "h": [[x for slot, c in sorted(h.items()) for x in (slot, c)] for h in s.runq_hist if h]}
-    matrix = {"i": [i for i, m in enumerate(s.matrix) if m], "m": [[x for e in m for x in e] for m in s.matrix if m]}
-    return {"causes": causes, "cause_names": cause_names,
+    locks = [sparse(s.locks.get((r["name"], r["lock_type"]), {})) for r in tables["locks"]["rows"]]
+    slab = [sparse(s.slab.get(int(r["addr"], 16), {})) for r in tables["slab"]["rows"]]
+    functions = [sparse(s.functions.get((r["function"], r["kind"]), {})) for r in tables["functions"]["rows"]]
+    runq_spans: dict[int, dict[int, int]] = {}
+    for i, h in enumerate(s.runq_hist):
+        acc = runq_spans.setdefault(i // k, {})
+        for slot, c in h.items():
+            acc[slot] = acc.get(slot, 0) + c
+    runq = {"i": [j for j in range(nspans) if runq_spans.get(j)],
+            "h": [[x for slot, c in sorted(runq_spans[j].items()) for x in (slot, c)]
+                  for j in range(nspans) if runq_spans.get(j)]}
+    matrix_spans: dict[int, dict[tuple[int, int], int]] = {}
+    for i, m in enumerate(s.matrix):
+        acc = matrix_spans.setdefault(i // k, {})
+        for src, dst, c in m:
+            acc[(src, dst)] = acc.get((src, dst), 0) + c
+    matrix = {"i": [j for j in range(nspans) if matrix_spans.get(j)],
+              "m": [[x for (src, dst), c in sorted(matrix_spans[j].items()) for x in (src, dst, c)]
+                    for j in range(nspans) if matrix_spans.get(j)]}
+    samples = [sum(s.oncpu_samples[j * k:(j + 1) * k]) for j in range(nspans)]
+    return {"span": k, "spans": nspans, "causes": causes, "cause_names": cause_names,
             "cause_classes": [s.causes[c].cls for c in cause_names], "threads": threads, "processes": processes,
             "locks": locks, "slab": slab, "functions": functions, "runq": runq, "matrix": matrix,
-            "oncpu_samples": s.oncpu_samples, "runq_ns": s.runq_ns}
+            "oncpu_samples": samples}
 
 
 def _offcpu_tree(stacks) -> dict:

@@ -13,7 +13,7 @@ from stallscope.analyzer.export import to_json_doc
 from stallscope.analyzer.flame import offcpu_stacks
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import TaskId
-from stallscope.analyzer.series import Series, interval_series
+from stallscope.analyzer.series import UNUSED_TABLES, Series, interval_series
 from stallscope.analyzer.store import Recording
 from stallscope.reports.build import _r
 from stallscope.reports.flametree import build_tree
@@ -28,7 +28,7 @@ def _load(path: str) -> tuple[Model, Series]:
     try:
         model = Model.from_intervals(rec.meta, rec.intervals(), rec.tasks(), rec.stacks(),
                                      slab_caches=rec.slab_caches(), functions=rec.functions())
-        return model, interval_series(model, rec.intervals())
+        return model, interval_series(model, rec.intervals(without=UNUSED_TABLES))
     finally:
         rec.close()
 

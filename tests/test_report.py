@@ -101,7 +101,7 @@ def test_the_windows_parts_add_up_to_the_whole_recording(report_recording):
     """Select every interval and the page would show the export's numbers again."""
     doc, data = report_recording["doc"], Page(report_recording["text"]).data
     w = data["series"]["window"]
-    n = len(data["series"]["start_s"])
+    n = w["spans"]
     for b, parts in zip(doc["blockers"], w["causes"]):
         assert parts is not None, b["cause"]
         assert sum(parts["ns"]) == pytest.approx(b["total_ns"], abs=n)
@@ -238,3 +238,25 @@ def test_diff_html_ranks_as_diff_json_does(hostile, tmp_path):
     proc = run_stallscope("diff", str(base), str(hostile["stall"]), "--format", "html", "-o", str(tmp_path / "d"),
                           "--redact")
     assert proc.returncode == 0 and SECRET_DIR not in (tmp_path / "d").read_text()
+
+
+def test_a_long_recordings_window_parts_are_spans_that_still_add_up(tmp_path):
+    """Past MAX_SPANS intervals the tables' parts are kept per span of intervals (the charts keep every
+    interval): the page stays small, and the parts still add up to the export's numbers."""
+    from stallscope.reports.build import MAX_SPANS
+
+    path = tmp_path / "long.stall"
+    write_recording(path, *hostile_intervals(2 * MAX_SPANS + 10))
+    html = tmp_path / "long.html"
+    run_stallscope("report", str(path), "-o", str(html))
+    doc = json.loads(run_stallscope("export", str(path)).stdout)
+    data = Page(html.read_text()).data
+    w = data["series"]["window"]
+    assert len(data["series"]["charts"]["t"]) == 2 * MAX_SPANS + 10
+    assert w["span"] == 3 and w["spans"] == -(-(2 * MAX_SPANS + 10) // 3)
+    for b, parts in zip(doc["blockers"], w["causes"]):
+        assert max(parts["i"]) < w["spans"] and sum(parts["ns"]) == b["total_ns"]
+        assert sum(parts["n"]) == pytest.approx(b["count"])
+    for t, parts in zip((t for t in sorted(doc["tasks"], key=lambda t: -t["offcpu_ns"])), w["threads"]):
+        assert sum(v[0] for v in parts["v"]) == t["offcpu_ns"]
+    assert sum(x for m in w["matrix"]["m"] for x in m[2::3]) == doc["migrations"]["total"]

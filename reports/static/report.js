@@ -214,9 +214,9 @@
     });
   }
 
-  function windowTables(a, b) {
+  function windowTables(a, b, first, last) {  // spans a..b: intervals first..last
     var W = series.window, secs = 0, i;
-    for (i = a; i <= b; i++) secs += series.duration_s[i];
+    for (i = first; i <= last; i++) secs += series.duration_s[i];
     // blockers
     var brow = rowsOf("t-blockers"), sums = [], denom = 0;
     brow.forEach(function (tr) {
@@ -328,19 +328,26 @@
 
   var bar = document.getElementById("window-bar"), barText = document.getElementById("window-text");
   var matrixClasses = new Map();
-  function setWindow(a, b) {
+  function setWindow(a, b) {  // intervals a..b, widened to whole spans (series.window.span intervals each)
     if (!series) return;
-    var n = series.start_s.length;
+    var n = series.start_s.length, k = series.window.span, sa = -1, sb = -1;
     a = Math.max(0, Math.min(a, n - 1)); b = Math.max(a, Math.min(b, n - 1));
-    if (a === 0 && b === n - 1) { clearWindow(); return; }
+    for (var j = 0; j < series.window.spans; j++) {  // the spans whose middle interval is selected
+      var mid = Math.min(j * k + Math.floor((k - 1) / 2), n - 1);
+      if (mid >= a && mid <= b) { if (sa < 0) sa = j; sb = j; }
+    }
+    if (sa < 0) sa = sb = Math.floor(Math.floor((a + b) / 2) / k);
+    var first = sa * k, last = Math.min(n - 1, (sb + 1) * k - 1);
+    if (first === 0 && last === n - 1) { clearWindow(); return; }
     Array.prototype.forEach.call(document.querySelectorAll("#t-matrix td[data-src]"), function (td) { if (!matrixClasses.has(td)) matrixClasses.set(td, td.className); });
     restore();
-    windowTables(a, b);
-    var end = series.start_s[b] + series.duration_s[b];
-    barText.textContent = "Tables show " + series.start_s[a].toFixed(1) + " s to " + end.toFixed(1) + " s of the recording (" +
-      (b - a + 1) + " interval" + (b > a ? "s" : "") + "); dimmed numbers are of the whole recording.";
+    windowTables(sa, sb, first, last);
+    var end = series.start_s[last] + series.duration_s[last];
+    barText.textContent = "Tables show " + series.start_s[first].toFixed(1) + " s to " + end.toFixed(1) + " s of the recording (" +
+      (last - first + 1) + " interval" + (last > first ? "s" : "") + "); dimmed numbers are of the whole recording.";
     bar.hidden = false;
-    api.window = [a, b];
+    api.window = [first, last];
+    api.spans = [sa, sb];
   }
   function clearWindow() {
     restore();
@@ -349,6 +356,7 @@
     Array.prototype.forEach.call(document.querySelectorAll("table.data"), function (t) { if (t.__sort) sortTable(t, t.__sort[0], t.__sort[1]); });
     if (bar) bar.hidden = true;
     api.window = null;
+    api.spans = null;
     charts.forEach(function (u) { u.setSelect({left: 0, top: 0, width: 0, height: 0}, false); });
   }
   api.setWindow = setWindow;
