@@ -165,7 +165,7 @@ def _already_good(doc: dict) -> list[dict]:
         ("sched_knob", f"migrations stay under {th.migrations_per_s * 10:g} a second per CPU machine-wide",
          bool(machine.get("sched_knobs")), "the recording has no scheduler knobs"),
     ]
-    return [{"kind": kind, "text": text if checked else f"not checked: {why}", "checked": checked}
+    return [{"kind": kind, "text": text if checked else why, "checked": checked}
             for kind, text, checked, why in checks if kind not in kinds]
 
 
@@ -183,7 +183,9 @@ def _fixes(doc: dict) -> dict:
             manual.append({**r, "why": ("cannot help on this machine" if r["status"] == NOT_HELPFUL else
                                         "a change of code or configuration" if not r["command"] else
                                         "a boot-time change or a command to run yourself")})
-    return {"needs_tuning": tuning, "manual": manual, "good": _already_good(doc)}
+    checks = _already_good(doc)
+    return {"needs_tuning": tuning, "manual": manual, "good": [c for c in checks if c["checked"]],
+            "unchecked": [c for c in checks if not c["checked"]]}
 
 
 def _machine(doc: dict) -> dict:
@@ -387,7 +389,7 @@ def _functions(doc: dict) -> dict:
 # ---- what the page's script reads ----------------------------------------------------------------
 
 
-def _r(v: float, digits: int = 4) -> float:
+def chart_value(v: float, digits: int = 4) -> float:
     """A chart value to `digits` significant digits: plenty for a line, and a smaller page."""
     if not v:
         return 0
@@ -405,10 +407,10 @@ def _script_series(doc: dict, s: Series, tables: dict) -> dict:
     start = [round(x / 1e9, 3) for x in s.start_ns]
 
     def per_s(values) -> list[float]:
-        return [_r(v / d) if d else 0 for v, d in zip(values, secs)]
+        return [chart_value(v / d) if d else 0 for v, d in zip(values, secs)]
 
     def ratio(values) -> list[float]:  # ns per ns: seconds per second, tasks on average
-        return [_r(v / dn) if dn else 0 for v, dn in zip(values, s.duration_ns)]
+        return [chart_value(v / dn) if dn else 0 for v, dn in zip(values, s.duration_ns)]
 
     blockers = tables["blockers"]["rows"]
     shown = [b["cause"] for b in blockers if b["class"] != IDLE][:CHART_CAUSES]

@@ -15,7 +15,7 @@ from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import TaskId
 from stallscope.analyzer.series import UNUSED_TABLES, Series, interval_series
 from stallscope.analyzer.store import Recording
-from stallscope.reports.build import _r
+from stallscope.reports.build import chart_value
 from stallscope.reports.flametree import build_tree
 from stallscope.reports.redact import REDACTED, command_name, redact
 from stallscope.tui.diff import diff_doc
@@ -116,11 +116,11 @@ def _charts(base: Series, new: Series) -> dict:
         secs = [d / 1e9 for d in s.duration_ns]
         waiting = [sum(c.ns.get(i, 0) for c in s.causes.values() if c.cls != IDLE) for i in range(s.intervals)]
         return {"t": [round(x / 1e9, 3) for x in s.start_ns],
-                "cs_per_s": [_r(v / d) if d else 0 for v, d in zip(s.switches, secs)],
-                "waiting": [_r(v / dn) if dn else 0 for v, dn in zip(waiting, s.duration_ns)],
-                "runq": [_r(v / dn) if dn else 0 for v, dn in zip(s.runq_ns, s.duration_ns)],
-                "lock_wait": [_r(v / dn) if dn else 0 for v, dn in zip(s.lock_wait_ns, s.duration_ns)],
-                "migrations_per_s": [_r(v / d) if d else 0 for v, d in zip(s.migrations, secs)]}
+                "cs_per_s": [chart_value(v / d) if d else 0 for v, d in zip(s.switches, secs)],
+                "waiting": [chart_value(v / dn) if dn else 0 for v, dn in zip(waiting, s.duration_ns)],
+                "runq": [chart_value(v / dn) if dn else 0 for v, dn in zip(s.runq_ns, s.duration_ns)],
+                "lock_wait": [chart_value(v / dn) if dn else 0 for v, dn in zip(s.lock_wait_ns, s.duration_ns)],
+                "migrations_per_s": [chart_value(v / d) if d else 0 for v, d in zip(s.migrations, secs)]}
     sides = [rates(base), rates(new)]
     t = sorted(set(sides[0]["t"]) | set(sides[1]["t"]))
     out = {"t": t}

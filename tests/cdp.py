@@ -186,3 +186,26 @@ class Browser:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def main(argv: list[str]) -> int:
+    """`python tests/cdp.py PAGE.html OUT.png [WIDTH HEIGHT]`: a screenshot of a page's first screen, once its
+    scripts have run (how docs/report.png and docs/diff.png were made)."""
+    page, out = os.path.abspath(argv[0]), argv[1]
+    width, height = (int(argv[2]), int(argv[3])) if len(argv) > 3 else (1400, 1000)
+    with Browser(width, height) as b:
+        b.open(f"file://{page}")
+        deadline = time.monotonic() + 30
+        while not b.evaluate("!!(window.__stallscope && window.__stallscope.ready)") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        b.screenshot(out)
+        errors = b.console_errors()
+    for e in errors:
+        print(f"console error: {e}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -75,6 +75,12 @@ def test_a_report_loads_offline_and_its_controls_work(browser, report_recording)
     browser.evaluate("document.getElementById('flame-reset').click()")
     assert browser.evaluate("__stallscope.flame.zoomed") == 0 and painted_pixels(browser) == pytest.approx(before, rel=0.2)
 
+    # the toggle to the on-CPU samples and back
+    browser.evaluate("document.querySelector('button[data-flame=oncpu]').click()")
+    assert browser.evaluate("__stallscope.flame.mode.keys") == ["oncpu"] and painted_pixels(browser) > 1000
+    browser.evaluate("document.querySelector('button[data-flame=offcpu]').click()")
+    assert browser.evaluate("__stallscope.flame.mode.keys") == ["blocker", "cpu"]
+
     # sort: Waits, largest first, then smallest first
     def column(table: str, col: int) -> list[float]:
         return browser.evaluate(f"Array.from(document.querySelectorAll('#{table} tbody tr')).map("
