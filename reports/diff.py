@@ -15,7 +15,7 @@ from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import TaskId
 from stallscope.analyzer.series import UNUSED_TABLES, Series, interval_series
 from stallscope.analyzer.store import Recording
-from stallscope.reports.build import chart_value
+from stallscope.reports.window import chart_value
 from stallscope.reports.flametree import build_tree
 from stallscope.reports.redact import REDACTED, command_name, redact
 from stallscope.tui.diff import diff_doc

@@ -243,7 +243,7 @@ def test_diff_html_ranks_as_diff_json_does(hostile, tmp_path):
 def test_a_long_recordings_window_parts_are_spans_that_still_add_up(tmp_path):
     """Past MAX_SPANS intervals the tables' parts are kept per span of intervals (the charts keep every
     interval): the page stays small, and the parts still add up to the export's numbers."""
-    from stallscope.reports.build import MAX_SPANS
+    from stallscope.reports.window import MAX_SPANS
 
     path = tmp_path / "long.stall"
     write_recording(path, *hostile_intervals(2 * MAX_SPANS + 10))
