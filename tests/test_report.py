@@ -260,3 +260,12 @@ def test_a_long_recordings_window_parts_are_spans_that_still_add_up(tmp_path):
     for t, parts in zip((t for t in sorted(doc["tasks"], key=lambda t: -t["offcpu_ns"])), w["threads"]):
         assert sum(v[0] for v in parts["v"]) == t["offcpu_ns"]
     assert sum(x for m in w["matrix"]["m"] for x in m[2::3]) == doc["migrations"]["total"]
+
+
+def test_the_analyzer_side_of_a_report_imports_no_template_engine():
+    """The series and the stacks are analyses: views may use them without Jinja2."""
+    import subprocess
+
+    code = ("import sys, stallscope.analyzer.series, stallscope.analyzer.flame, stallscope.analyzer.export; "
+            "sys.exit('jinja2' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
