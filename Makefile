@@ -8,6 +8,8 @@ DEB_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool linux-perf gcc make python
 DEB_PACKAGES += stress-ng sysbench fio rt-tests
 # the TUI's real-terminal test
 DEB_PACKAGES += tmux
+# the browser the HTML reports are tested in (tests/test_report_browser.py, through the DevTools protocol)
+DEB_PACKAGES += chromium
 CLANG ?= clang
 BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 BPF_SRCS := $(wildcard bpf/*.bpf.c)

@@ -107,26 +107,30 @@ def attribute(model: Model, tasks: set[TaskId] | None, table: CauseTable | None 
 Stratum = tuple  # (task, state, why, func name): the waits of one task doing one thing
 
 
-def attribute_strata(model: Model, tasks: set[TaskId] | None,
-                     table: CauseTable | None = None) -> dict[Stratum, dict[str, Part]]:
-    """Each stratum's blocked time by cause (the parts of one task in one stratum)."""
+@dataclass(frozen=True)
+class WaitSplit:
+    """Where one wait record's time goes: a wait drawn for a stack walk, or named by its evidence, all
+    to one cause (`measured`: its count, its longest wait and its stack are that cause's); an undrawn
+    wait shared among its stratum's drawn causes in fixed fractions (its time, count and histogram are
+    shared alike; it has no longest wait of its own). Applied to a window's waits or to one interval's,
+    the same fractions give parts that add up."""
+
+    wait: StackWait
+    causes: tuple[tuple[Cause, float], ...]
+    measured: bool
+
+
+def split_waits(model: Model, tasks: set[TaskId] | None,
+                table: CauseTable | None = None) -> dict[Stratum, list[WaitSplit]]:
+    """Each stratum's wait records of `tasks` (None: every task), each with where its time goes."""
     table = table or default_table()
     arch = _arch(model)
     strata: dict[tuple, list[StackWait]] = {}
     for w in model.waits:
         if tasks is None or w.task in tasks:
             strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
-    out: dict[Stratum, dict[str, Part]] = {}
-
+    out: dict[Stratum, list[WaitSplit]] = {}
     for (task, state, why, func), waits in strata.items():
-        parts: dict[str, Part] = out.setdefault((task, state, why, func), {})
-
-        def part(cause: Cause, task: TaskId, parts=parts) -> Part:
-            p = parts.get(cause.name)
-            if p is None:
-                p = parts[cause.name] = Part(cause, task)
-            return p
-
         drawn, shared, alone = [], [], []
         for w in waits:
             if _drawn(w):
@@ -138,17 +142,42 @@ def attribute_strata(model: Model, tasks: set[TaskId] | None,
         if not drawn:
             alone += shared
             shared = []
-        for w in drawn:
-            p = part(classify_wait(model, w, table), task)
-            _add_measured(p, w)
+        splits = out.setdefault((task, state, why, func), [])
+        causes = [classify_wait(model, w, table) for w in drawn]
+        splits += [WaitSplit(w, ((c, 1.0),), True) for w, c in zip(drawn, causes)]
         if shared:
-            _share(model, table, drawn, shared, part, task)
+            fractions = tuple(_share_fractions(drawn, causes).values())
+            splits += [WaitSplit(w, fractions, False) for w in shared]
         if alone:
             woken = tuple(sum(w.woken[i] for w in alone) for i in range(3))
             cause = table.classify(None, None, state, decode(why, func, woken, arch))
-            for w in alone:
-                p = part(cause if cause is not None else no_stack_cause(w.kstack_id), task)
-                _add_measured(p, w, stack=False)
+            splits += [WaitSplit(w, ((cause if cause is not None else no_stack_cause(w.kstack_id), 1.0),), True)
+                       for w in alone]
+    return out
+
+
+def attribute_strata(model: Model, tasks: set[TaskId] | None,
+                     table: CauseTable | None = None) -> dict[Stratum, dict[str, Part]]:
+    """Each stratum's blocked time by cause (the parts of one task in one stratum)."""
+    table = table or default_table()
+    out: dict[Stratum, dict[str, Part]] = {}
+    for (task, state, why, func), splits in split_waits(model, tasks, table).items():
+        parts: dict[str, Part] = out.setdefault((task, state, why, func), {})
+
+        def part(cause: Cause, task: TaskId, parts=parts) -> Part:
+            p = parts.get(cause.name)
+            if p is None:
+                p = parts[cause.name] = Part(cause, task)
+            return p
+
+        for s in splits:
+            if s.measured:
+                _add_measured(part(s.causes[0][0], task), s.wait, stack=_drawn(s.wait))
+        shared = [s.wait for s in splits if not s.measured]
+        if shared:
+            drawn = [s.wait for s in splits if s.measured and _drawn(s.wait)]
+            _share(model, table, drawn, [s.causes[0][0] for s in splits if s.measured and _drawn(s.wait)],
+                   shared, part, task)
     return out
 
 
@@ -164,7 +193,27 @@ def _add_measured(p: Part, w: StackWait, stack: bool = True) -> None:
         e[0] += w.charged
 
 
-def _share(model: Model, table: CauseTable, drawn: list[StackWait], shared: list[StackWait], part, task) -> None:
+def _share_weights(drawn: list[StackWait]) -> tuple[list[float], bool]:
+    """What each drawn wait of a stratum stands for beyond itself (d/p - d), or, when none stands for
+    others (every p was 1, or a recording made before waits were drawn by length), its time."""
+    beyond = [max(w.weighted_ns - w.total_ns, 0) for w in drawn]
+    if sum(beyond) > 0:
+        return beyond, False
+    return [w.weighted_ns or w.total_ns or w.charged or 1 for w in drawn], True
+
+
+def _share_fractions(drawn: list[StackWait], causes: list[Cause]) -> dict[str, tuple[Cause, float]]:
+    """The fraction of a stratum's undrawn waits that goes to each of its drawn waits' causes."""
+    weights, _ = _share_weights(drawn)
+    total = sum(weights) or 1
+    out: dict[str, tuple[Cause, float]] = {}
+    for c, wt in zip(causes, weights):
+        out[c.name] = (c, out.get(c.name, (c, 0.0))[1] + wt / total)
+    return out
+
+
+def _share(model: Model, table: CauseTable, drawn: list[StackWait], causes: list[Cause], shared: list[StackWait],
+           part, task) -> None:
     """The undrawn waits of a stratum, shared among its drawn waits' causes (see the module's doc)."""
     undrawn_ns = sum(w.charged for w in shared)
     undrawn_count = sum(w.count for w in shared)
@@ -173,22 +222,14 @@ def _share(model: Model, table: CauseTable, drawn: list[StackWait], shared: list
         for slot, c in enumerate(w.hist):
             if c:
                 undrawn_hist[slot] = undrawn_hist.get(slot, 0) + c
-    causes = [classify_wait(model, w, table) for w in drawn]
-    beyond = [max(w.weighted_ns - w.total_ns, 0) for w in drawn]  # what each stands for beyond itself
-    total_beyond = sum(beyond)
-    by_length = total_beyond <= 0
-    weights = beyond if not by_length else [w.weighted_ns or w.total_ns or w.charged or 1 for w in drawn]
-    total = sum(weights) or 1
-    share_of: dict[str, float] = {}
-    cause_of: dict[str, Cause] = {}
+    _weights, by_length = _share_weights(drawn)
+    total_beyond = sum(max(w.weighted_ns - w.total_ns, 0) for w in drawn)
     seen: dict[str, int] = {}  # drawn waits of each cause
-    for c, wt, w in zip(causes, weights, drawn):
-        share_of[c.name] = share_of.get(c.name, 0.0) + wt / total
-        cause_of[c.name] = c
+    for c, w in zip(causes, drawn):
         seen[c.name] = seen.get(c.name, 0) + w.count
     n = sum(seen.values())
-    for name, share in share_of.items():
-        p = part(cause_of[name], task)
+    for name, (cause, share) in _share_fractions(drawn, causes).items():
+        p = part(cause, task)
         est = undrawn_ns * share
         p.ns += est
         p.estimated_ns += est

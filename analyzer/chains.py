@@ -70,13 +70,17 @@ class _Chains:
             self.wakers.setdefault(key, []).append(w)
         self.memo: dict[tuple, dict] = {}
         self.cpu = {p.task: p.ns for p in cpu_parts(model, None)}
+        self.labels: dict[TaskId, str] = {}  # a task is labelled at every step of every chain through it
 
     def _func(self, addr: int) -> str:
         return self.model.functions.get(addr, f"{addr:#x}") if addr else ""
 
     def _label(self, task: TaskId) -> str:
-        t = self.model.tasks.get(task)
-        return f"{printable(t.info.comm) if t else '?'}[{task.pid}]"
+        label = self.labels.get(task)
+        if label is None:
+            t = self.model.tasks.get(task)
+            label = self.labels[task] = f"{printable(t.info.comm) if t else '?'}[{task.pid}]"
+        return label
 
     def explain(self, task: TaskId, cause: str, depth: int = 0, seen: frozenset = frozenset()) -> dict:
         """Root key -> [fraction, heaviest path (tuple of labels), its weight]."""

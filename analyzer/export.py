@@ -14,6 +14,7 @@ from stallscope.analyzer.blockers import (
 )
 from stallscope.analyzer.chains import Root
 from stallscope.analyzer.data_loss import model_losses
+from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc, uprobe_trap_ns
 from stallscope.analyzer.recommend import recommend
@@ -21,6 +22,7 @@ from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
 from stallscope.analyzer.sample import TS_DEAD, TS_EXITING, Stack, TaskId
 from stallscope.analyzer.scope import own_tasks
+from stallscope.analyzer.slab import slab_rows
 from stallscope.analyzer.timeline import Snapshot
 from stallscope.analyzer.untrusted import printable
 from stallscope.analyzer.wakers import waker_context
@@ -126,8 +128,8 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "tasks": tasks,
         "blockers": blockers,
         "roots": [_root_doc(r) for r in roots.all],
-        "locks": [_lock_doc(s) for s in snap.locks],
-        "slab": [_slab_doc(r) for r in snap.slab],
+        "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],
+        "slab": [_slab_doc(r) for r in slab_rows(model, scope)],
         "oncpu": _oncpu_doc(model, scope),
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
         "signals": signals_doc(signals(model)),

@@ -201,6 +201,8 @@ class LockStat:
     timed_poll: bool = False  # futex: timed waits nearly all ended by their timeout (a poll, not a contended lock)
     # futex: what most of its waits were, from the calls' arguments (FUTEX_KINDS); "" not known
     futex_kind: str = ""
+    # what the row gathers, to find a wait's row: kernel ((("field", f) or ("addr", a)), type); futex (tgid, uaddr)
+    keys: tuple = ()
 
     @property
     def is_futex(self) -> bool:
@@ -355,7 +357,8 @@ def _futex_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[
                             function=top.split("+")[0], blocked_ns=g["blocked"] if split else -1,
                             runnable_ns=g["runnable"] if split else -1,
                             timed_poll=g["count"] > 0 and g["timed"] >= TIMED_POLL_SHARE * g["count"]
-                            and g["irq"] >= TIMED_POLL_SHARE * g["timed"], futex_kind=futex_kind))
+                            and g["irq"] >= TIMED_POLL_SHARE * g["timed"], futex_kind=futex_kind,
+                            keys=((tgid, uaddr),)))
     return out
 
 
@@ -395,7 +398,8 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
         if w.owner_pid:
             g["owner"] = f"{w.owner_comm}[{w.owner_pid}]"
     out = []
-    for ((_how, ident), typ), g in groups.items():
+    for key, g in groups.items():
+        typ = key[1]
         split = g["split"]
         hottest = tuple((addr, where, ns) for addr, (where, ns) in
                         sorted(g["addrs"].items(), key=lambda kv: -kv[1][1])[:3])
@@ -405,7 +409,8 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
         out.append(LockStat(name, typ, hottest[0][0] if len(g["addrs"]) == 1 else 0, g["count"], g["total"],
                             g["max"], g["min"], g["spin"], g["sleep"], g["callers"].result(split),
                             tuple(sorted(g["tasks"])), g["owner"], hottest, g["named_by"].field,
-                            blocked_ns=g["blocked"] if split else -1, runnable_ns=g["runnable"] if split else -1))
+                            blocked_ns=g["blocked"] if split else -1, runnable_ns=g["runnable"] if split else -1,
+                            keys=(key,)))
     return _merge_same_name(out)
 
 
@@ -442,5 +447,6 @@ def _merge_same_name(rows: list[LockStat]) -> list[LockStat]:
             tuple(sorted({t for r in same for t in r.tasks})), next((r.owner for r in same if r.owner), ""),
             tuple(instances), first.field,
             blocked_ns=sum(r.blocked_ns for r in same) if split else -1,
-            runnable_ns=sum(r.runnable_ns for r in same) if split else -1))
+            runnable_ns=sum(r.runnable_ns for r in same) if split else -1,
+            keys=tuple(k for r in same for k in r.keys)))
     return out

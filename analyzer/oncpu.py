@@ -130,6 +130,11 @@ def _selected(model: Model, scope: set[TaskId] | None = None, pid: int | None = 
     return out
 
 
+def selected_samples(model: Model, scope: set[TaskId] | None = None, pid: int | None = None) -> list[OncpuSamples]:
+    """The samples the profile is made of (see `_selected`)."""
+    return _selected(model, scope, pid)
+
+
 @dataclass(frozen=True)
 class FunctionSamples:
     function: str

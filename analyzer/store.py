@@ -509,8 +509,11 @@ class Recording:
     def interval_count(self) -> int:
         return self._rows("SELECT COUNT(*) FROM intervals")[0][0]
 
-    def intervals(self, first: int = 0, last: int | None = None) -> Iterator[Interval]:
+    def intervals(self, first: int = 0, last: int | None = None, without: frozenset[str] = frozenset()
+                  ) -> Iterator[Interval]:
         """Intervals in [first, last], each rebuilt with its deltas (stacks and task info separate).
+        Tables named in `without` (e.g. "wakers") are not read: their records come out empty, for a
+        reader that has no use for them (they are the largest: a wakeup a row).
 
         Streamed: each table is read in interval order by a cursor of its own and merged, so only the
         interval being yielded is held in memory, not the whole window (an hour's recording holds
@@ -538,7 +541,8 @@ class Recording:
             ("wakee_func", "0"), ("wakee_state", "0"), ("wakee_why", "0")), window,
             lambda r: WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9],
                                  bool(r[10]), bool(r[11]), WaitLink(_u64(r[12] or 0), r[13] or 0, r[14] or 0),
-                                 r[15], r[16] or 0, r[17] or 0, WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0)))
+                                 r[15], r[16] or 0, r[17] or 0, WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0)),
+            without)
         migrations = self._stream("migrations", ("idx", "src", "dst", "count"), window, lambda r: (r[1], r[2], r[3]))
         locks = self._stream("locks", (
             "idx", "pid", "start_ns", "tgid", "addr", "kstack", "flags", "kind", "count", "total_ns", "max_ns",
@@ -581,10 +585,11 @@ class Recording:
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
                            futex.take(idx), tuning.take(idx))
 
-    def _stream(self, table: str, columns, window: tuple[int, int], make) -> _ByInterval:
+    def _stream(self, table: str, columns, window: tuple[int, int], make,
+                without: frozenset[str] = frozenset()) -> _ByInterval:
         """`table`'s rows in the window, in interval order, made into records (damaged ones skipped and
-        counted); empty when the table was added after this recording was made."""
-        if table not in self.tables:
+        counted); empty when the table was added after this recording was made, or is named in `without`."""
+        if table not in self.tables or table in without:
             return _ByInterval(iter(()), make, self._damaged, None)
         try:
             cursor = self.db.execute(f"{self._select(table, columns)} WHERE idx BETWEEN ? AND ? ORDER BY idx", window)

@@ -317,6 +317,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_command_only(p)
     _add_causes_option(p)
 
+    p = sub.add_parser("report", help="one self-contained HTML post-mortem of a recording",
+                       description="Write one HTML file that tells the story of a recording: the top blockers, the "
+                                   "fixes (needs tuning, cannot be tuned automatically, already good), an "
+                                   "interactive off-CPU and on-CPU flame graph, the time series (select a window "
+                                   "to filter the tables), blockers, processes, threads, locks, slab caches, "
+                                   "run-queue latency, migrations and on-CPU functions, the machine, the probes, "
+                                   "data loss and stallscope's own cost. It opens offline in any browser and "
+                                   "makes no network request (docs/report.md).")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="the HTML file to write: a new file (mode 0600); an existing one only with --force")
+    _add_force(p, "replace an existing OUT file")
+    p.add_argument("--redact", action="store_true",
+                   help="leave out the command line and every path (directories, cgroups): a report to share")
+    _add_causes_option(p)
+
     p = sub.add_parser("causes", help="LatencyTOP-like table: why tasks waited, by cause or by process",
                        description="Off-CPU time by cause, from the cause table (a built-in data file; add your "
                                    "own rules with --causes or in ~/.config/stallscope/causes.toml). Idle waits "
@@ -342,12 +358,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "recording, absolute and relative. A change leads only past a noise guard "
                                    "(--min-delta per second, --min-relative of the base, --min-events waits); "
                                    "the rest follow, marked. --format folded writes a differential folded file "
-                                   "(stack, base, new; ns per second) for a differential flame graph.")
+                                   "(stack, base, new; ns per second) for a differential flame graph; --format html "
+                                   "(or an -o file ending in .html) one self-contained HTML diff report.")
     p.add_argument("base", metavar="BASE")
     p.add_argument("new", metavar="NEW")
-    p.add_argument("--format", choices=("text", "json", "folded"), default="text")
+    p.add_argument("--format", choices=("text", "json", "folded", "html"), default=None,
+                   help="text (default), json, folded, or html (the default when OUT ends in .html)")
     _add_output(p)
     p.add_argument("-n", "--rows", type=_positive_int, default=20, help="changes to show in text (default 20)")
+    p.add_argument("--redact", action="store_true", help="html: leave out command lines and paths")
     p.add_argument("--all", action="store_true", help="include idle waits among the causes")
     p.add_argument("--command-only", action="store_true",
                    help="compare only the recorded commands' tasks (recordings made with `-- CMD`)")
@@ -670,19 +689,45 @@ def cmd_diff(args) -> int:
     from stallscope.analyzer.load import load_model
     from stallscope.tui.diff import diff_json, diff_text
 
+    fmt = args.format or ("html" if (args.output or "").lower().endswith(".html") else "text")
+    if fmt == "html":
+        return _diff_html(args)
     base, new = load_model(args.base), load_model(args.new)
     scopes = (_command_scope(base, args.base), _command_scope(new, args.new)) if args.command_only else (None, None)
-    if args.format != "text":  # the text has the lines; a document keeps its stdout clean
+    if fmt != "text":  # the text has the lines; a document keeps its stdout clean
         _warn_data_loss(base, "base")
         _warn_data_loss(new, "new")
-    if args.format == "folded":
+    if fmt == "folded":
         text = differential_folded(base, new, scopes)
     else:
         guard = NoiseGuard(args.min_delta * 1e9, args.min_relative / 100.0, args.min_events)
         changes = diff(base, new, guard, include_idle=args.all, scopes=scopes)
-        text = (diff_json(base, new, changes, guard, (args.base, args.new)) if args.format == "json"
+        text = (diff_json(base, new, changes, guard, (args.base, args.new)) if fmt == "json"
                 else diff_text(base, new, changes, args.rows, (args.base, args.new)))
     _write_output(text, args.output, args.force)
+    return 0
+
+
+def _diff_html(args) -> int:
+    from stallscope.analyzer.diff import NoiseGuard
+    from stallscope.analyzer.load import load_model
+    from stallscope.reports import build_diff, render
+
+    if not args.output:
+        raise StallscopeError("an HTML diff report needs a file to write", "add -o diff.html")
+    scopes = (None, None)
+    if args.command_only:
+        scopes = (_command_scope(load_model(args.base), args.base), _command_scope(load_model(args.new), args.new))
+    guard = NoiseGuard(args.min_delta * 1e9, args.min_relative / 100.0, args.min_events)
+    data = build_diff(args.base, args.new, guard, include_idle=args.all, scopes=scopes, redacted=args.redact)
+    _write_output(render(data), args.output, args.force)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from stallscope.reports import build, render
+
+    _write_output(render(build(args.file, redacted=args.redact)), args.output, args.force)
     return 0
 
 
@@ -855,7 +900,7 @@ def _session_options(args, command, duration_s, max_intervals=None):
                           stack_map_entries=args.stack_map_entries)
 
 
-COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend,
+COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend, "report": cmd_report,
             "record": cmd_record, "export": cmd_export, "locks": cmd_locks, "slab": cmd_slab, "profile": cmd_profile,
             "doctor": cmd_doctor, "top": cmd_top}
 

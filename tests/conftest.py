@@ -72,3 +72,22 @@ def perf_available() -> str:
     if not perf:
         pytest.fail("perf is missing: `make install` installs linux-perf")
     return perf
+
+
+@pytest.fixture(scope="session")
+def report_recording(tmp_path_factory) -> dict:
+    """A short real recording with every probe group (scheduler, locks, futex, slab, on-CPU samples)
+    while hackbench and a mutex convoy run, its HTML report and its JSON export."""
+    if BPF_SKIP:
+        pytest.skip(BPF_SKIP)
+    d = tmp_path_factory.mktemp("report")
+    stall = d / "run.stall"
+    # pauses between the steps: on a saturated machine the drains wait for a CPU, and the intervals stretch
+    workload = (f"perf bench sched messaging -g 2 -l 300 >/dev/null; sleep 0.5; {example('mutex_convoy')} -n 60 "
+                ">/dev/null; sleep 0.5; perf bench sched messaging -g 1 -l 200 >/dev/null; sleep 0.5")
+    run_stallscope("record", "-o", str(stall), "--probes", "all", "-i", "0.3s", "--nice", "-5", "--",
+                   "sh", "-c", workload, timeout=300)
+    html = d / "report.html"
+    run_stallscope("report", str(stall), "-o", str(html), timeout=300)
+    doc = json.loads(run_stallscope("export", str(stall), timeout=300).stdout)
+    return {"stall": stall, "html": html, "text": html.read_text(), "doc": doc, "dir": d}

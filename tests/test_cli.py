@@ -10,7 +10,8 @@ import pytest
 
 from conftest import STALLSCOPE, needs_bpf, run_stallscope
 
-COMMANDS = ["top", "record", "export", "doctor", "causes", "locks", "slab", "profile", "diff", "recommend", "apply"]
+COMMANDS = ["top", "record", "export", "doctor", "causes", "locks", "slab", "profile", "diff", "recommend", "apply",
+            "report"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

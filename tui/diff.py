@@ -39,6 +39,11 @@ def diff_text(base: Model, new: Model, changes: list[Change], rows: int, names: 
 
 
 def diff_json(base: Model, new: Model, changes: list[Change], guard: NoiseGuard, names: tuple[str, str]) -> str:
+    return json.dumps(diff_doc(base, new, changes, guard, names), sort_keys=True, indent=1) + "\n"
+
+
+def diff_doc(base: Model, new: Model, changes: list[Change], guard: NoiseGuard, names: tuple[str, str]) -> dict:
+    """The diff's JSON document (`stallscope diff --format json`)."""
     def side(model: Model, name: str) -> dict:
         return {"file": name, "kernel": model.meta.kernel, "host": model.meta.host, "duration_s": round(model.duration_s, 6),
                 "start_wall": model.meta.start_wall, "data_loss": [loss.as_dict() for loss in model_losses(model)]}
@@ -54,4 +59,4 @@ def diff_json(base: Model, new: Model, changes: list[Change], guard: NoiseGuard,
                      "base_count": c.base_count, "new_count": c.new_count, "significant": c.significant}
                     for c in changes],
     }
-    return json.dumps(doc, sort_keys=True, indent=1) + "\n"
+    return doc

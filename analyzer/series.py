@@ -1,0 +1,251 @@
+"""A recording interval by interval: the time series a report draws, and the per-interval parts of its
+tables, so that any window of intervals gets its own table by summing them. Pure functions, no I/O.
+
+Every per-interval figure is a part of the whole recording's figure, computed the same way, so the
+parts of all intervals add up to what the model (and the JSON export) says for the whole:
+
+- causes: each wait record goes to its causes as the whole recording's attribution sends it
+  (analyzer/attribution.py `split_waits`: a drawn wait to its stack's cause, an undrawn one shared in
+  its stratum's fixed fractions), its time, count and log2 histogram alike; a window's percentiles come
+  from its summed histograms, never from averaged percentiles;
+- threads, processes, the run-queue latency histogram, migrations: the task deltas as recorded;
+- locks: each contention to its lock_stat row (analyzer/locks.py row keys);
+- slab caches and on-CPU functions: each delta to its cache, each sample to its functions.
+
+Rates are per second of each interval's own length (a stretched interval is not a spike).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from stallscope.analyzer.attribution import split_waits
+from stallscope.analyzer.blockers import WAITING_FOR_CPU
+from stallscope.analyzer.causes import CauseTable
+from stallscope.analyzer.locks import LOCK_KIND_SLAB, lock_stats, lock_type
+from stallscope.analyzer.model import Model, OncpuSamples
+from stallscope.analyzer.oncpu import sample_functions, selected_samples, self_function
+from stallscope.analyzer.sample import Interval, TaskId
+from stallscope.analyzer.scope import in_scope
+from stallscope.analyzer.slab import list_lock_caches
+
+RUNQ_SLOTS = 40
+# what interval_series never reads: a reader of the store can leave these tables out (Recording.intervals)
+UNUSED_TABLES = frozenset({"wakers"})
+
+
+@dataclass
+class CauseSeries:
+    """One cause's waiting time, waits, longest measured wait and log2(ns) histogram, per interval
+    (sparse: intervals without any are absent). Shared-out parts make time, count and histogram
+    fractional."""
+
+    cls: str
+    ns: dict[int, float] = field(default_factory=dict)
+    count: dict[int, float] = field(default_factory=dict)
+    max_ns: dict[int, int] = field(default_factory=dict)
+    hist: dict[int, dict[int, float]] = field(default_factory=dict)
+
+
+@dataclass
+class Series:
+    """Per interval, in recording order. `start_ns` is relative to the first interval's start."""
+
+    start_ns: list[int] = field(default_factory=list)
+    duration_ns: list[int] = field(default_factory=list)
+    switches: list[int] = field(default_factory=list)  # context switches on all CPUs (the probes' count)
+    run_ns: list[int] = field(default_factory=list)  # time the recorded tasks spent on a CPU
+    runq_ns: list[int] = field(default_factory=list)  # ... and waiting for one
+    migrations: list[int] = field(default_factory=list)
+    lock_wait_ns: list[int] = field(default_factory=list)  # waits of the lock_stat rows that are locks
+    runq_hist: list[dict[int, int]] = field(default_factory=list)  # wakeup-to-run latency, recorded tasks
+    matrix: list[tuple[tuple[int, int, int], ...]] = field(default_factory=list)  # (src, dst, migrations)
+    oncpu_samples: list[int] = field(default_factory=list)  # samples of the profiled (non-stallscope) tasks
+    causes: dict[str, CauseSeries] = field(default_factory=dict)
+    # per thread: interval -> [offcpu_ns, runq_wait_ns, voluntary, involuntary, migrations]
+    tasks: dict[TaskId, dict[int, list[int]]] = field(default_factory=dict)
+    # per process (tgid), per cause (Waiting for CPU included): interval -> ns
+    process_causes: dict[int, dict[str, dict[int, float]]] = field(default_factory=dict)
+    # per lock_stat row (name, type): interval -> [contentions, wait ns]
+    locks: dict[tuple[str, str], dict[int, list[int]]] = field(default_factory=dict)
+    # per slab cache address: interval -> [allocs, frees, bytes_alloc, list_lock contentions, list_lock wait ns]
+    slab: dict[int, dict[int, list[int]]] = field(default_factory=dict)
+    # per (function, kind): interval -> [self samples, inclusive samples]
+    functions: dict[tuple[str, str], dict[int, list[int]]] = field(default_factory=dict)
+
+    @property
+    def intervals(self) -> int:
+        return len(self.start_ns)
+
+
+def _wait_key(task: TaskId, tgid: int, state: int, kstack: int, ustack: int, why: int, func: str) -> tuple:
+    return (task, tgid, state, kstack, ustack, why, func)
+
+
+def _add(d: dict, i: int, v: float) -> None:
+    d[i] = d.get(i, 0) + v
+
+
+def _add_list(d: dict, i: int, values) -> None:
+    e = d.get(i)
+    if e is None:
+        d[i] = list(values)
+    else:
+        for j, v in enumerate(values):
+            e[j] += v
+
+
+def interval_series(model: Model, intervals: Iterable[Interval], table: CauseTable | None = None) -> Series:
+    """The series of `intervals`, the ones `model` was built from (its classification, lock rows and
+    stacks name each record), for the tasks a report shows: every task but stallscope's own."""
+    scope = in_scope(model, None)
+    own_tgid = model.meta.options.get("stallscope_pid")
+    funcs = model.functions
+
+    # where each wait record's time goes, from the whole recording's attribution
+    splits = {}
+    for stratum_splits in split_waits(model, scope, table).values():
+        for s in stratum_splits:
+            w = s.wait
+            splits[_wait_key(w.task, w.tgid, w.state, w.kstack_id, w.ustack_id, w.why, w.func)] = s
+    tgid_of = {tid: t.info.tgid for tid, t in model.tasks.items()}
+    # as blockers.cpu_parts: a task's run-queue waits count where it waited for a CPU at all
+    waited = {tid for tid, t in model.tasks.items() if t.runq_wait_ns}
+
+    # the lock_stat row of each lock key, and whether the row is a lock (not a poll, event or join)
+    lock_row: dict[tuple, tuple[str, str]] = {}
+    is_lock: dict[tuple[str, str], bool] = {}
+    for row in lock_stats(model):
+        for key in row.keys:
+            lock_row[key] = (row.name, row.type)
+        is_lock[(row.name, row.type)] = row.is_lock
+    # a contention's row, by the model's key for it (a field is named once for all its intervals)
+    for w in model.lock_waits:
+        group = (("field", w.field) if w.field else ("addr", w.addr), lock_type(w.flags))
+        if group in lock_row:
+            lock_row[(w.task, w.tgid, w.addr, w.flags, w.kind, w.cache, w.stack_id)] = lock_row[group]
+    node_owner = {addr: c.addr for addr, c in list_lock_caches(model).items()}
+
+    # each sampled stack's functions, once
+    samples_of: dict[tuple, OncpuSamples] = {}
+    for s in selected_samples(model):
+        samples_of[(s.task, s.tgid, s.kstack_id, s.ustack_id)] = s
+    sample_fns: dict[tuple, tuple[tuple[str, str], set]] = {}
+
+    out = Series()
+    first_start = None
+    for i, iv in enumerate(intervals):
+        if first_start is None:
+            first_start = iv.start_ns
+        out.start_ns.append(iv.start_ns - first_start)
+        out.duration_ns.append(iv.duration_ns)
+        out.switches.append(iv.switches)
+        out.migrations.append(sum(c for _s, _d, c in iv.migrations))
+        out.matrix.append(tuple(sorted(iv.migrations)))
+        run = runq = 0
+        hist: dict[int, int] = {}
+        for d in iv.tasks:
+            if scope is not None and d.task not in scope:
+                continue
+            run += d.run_ns
+            runq += d.runq_wait_ns
+            for slot, c in d.runq_hist:
+                if 0 <= slot < RUNQ_SLOTS:
+                    hist[slot] = hist.get(slot, 0) + c
+            _add_list(out.tasks.setdefault(d.task, {}), i, (d.offcpu_ns, d.runq_wait_ns, d.voluntary_switches,
+                                                           d.involuntary_switches, d.migrations))
+            if d.task in waited and (d.runq_wait_ns or d.runq_count):
+                cpu = out.causes.setdefault(WAITING_FOR_CPU.name, CauseSeries(WAITING_FOR_CPU.cls))
+                _add(cpu.ns, i, d.runq_wait_ns)
+                _add(cpu.count, i, d.runq_count)
+                if d.runq_max_ns:
+                    cpu.max_ns[i] = max(cpu.max_ns.get(i, 0), d.runq_max_ns)
+                ch = cpu.hist.setdefault(i, {})
+                for slot, c in d.runq_hist:
+                    _add(ch, slot, c)
+                pc = out.process_causes.setdefault(tgid_of.get(d.task, d.task.pid), {})
+                _add(pc.setdefault(WAITING_FOR_CPU.name, {}), i, d.runq_wait_ns)
+        out.run_ns.append(run)
+        out.runq_ns.append(runq)
+        out.runq_hist.append(hist)
+        _offcpu(out, i, iv, splits, funcs, tgid_of)
+        out.lock_wait_ns.append(_locks(out, i, iv, scope, lock_row, is_lock, node_owner))
+        _slab(out, i, iv)
+        out.oncpu_samples.append(_oncpu(out, i, iv, own_tgid, samples_of, sample_fns))
+    return out
+
+
+def _offcpu(out: Series, i: int, iv: Interval, splits: dict, funcs: dict[int, str], tgid_of: dict) -> None:
+    for o in iv.offcpu:
+        func = funcs.get(o.func, f"{o.func:#x}") if o.func else ""
+        s = splits.get(_wait_key(o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, func))
+        if s is None:  # not in view (stallscope's own)
+            continue
+        pc = out.process_causes.setdefault(tgid_of.get(o.task, o.tgid), {})
+        hist = o.hist
+        for cause, frac in s.causes:
+            cs = out.causes.get(cause.name)
+            if cs is None:
+                cs = out.causes[cause.name] = CauseSeries(cause.cls)
+            ns = o.charged * frac
+            if ns:
+                _add(cs.ns, i, ns)
+                _add(pc.setdefault(cause.name, {}), i, ns)
+            if o.count:
+                _add(cs.count, i, o.count * frac)
+            if s.measured and o.max_ns:
+                cs.max_ns[i] = max(cs.max_ns.get(i, 0), o.max_ns)
+            if hist:
+                h = cs.hist.setdefault(i, {})
+                for slot, c in hist:
+                    if 0 <= slot < RUNQ_SLOTS:
+                        _add(h, slot, c * frac)
+
+
+def _locks(out: Series, i: int, iv: Interval, scope, lock_row: dict, is_lock: dict, node_owner: dict) -> int:
+    total = 0
+    for lk in iv.locks:
+        if scope is not None and lk.task not in scope:
+            continue
+        row = lock_row.get((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack))
+        if row is not None:
+            _add_list(out.locks.setdefault(row, {}), i, (lk.count, lk.total_ns))
+            if is_lock.get(row, True):
+                total += lk.total_ns
+        if lk.kind == LOCK_KIND_SLAB and lk.addr in node_owner:
+            _add_list(out.slab.setdefault(node_owner[lk.addr], {}), i, (0, 0, 0, lk.count, lk.total_ns))
+    for fx in iv.futex:
+        if scope is not None and fx.task not in scope:
+            continue
+        row = lock_row.get((fx.tgid, fx.uaddr))
+        if row is not None:
+            _add_list(out.locks.setdefault(row, {}), i, (fx.count, fx.total_ns))
+            if is_lock.get(row, True):
+                total += fx.total_ns
+    return total
+
+
+def _slab(out: Series, i: int, iv: Interval) -> None:
+    for d in iv.slab:
+        _add_list(out.slab.setdefault(d.cache, {}), i, (d.allocs, d.frees, d.bytes_alloc, 0, 0))
+
+
+def _oncpu(out: Series, i: int, iv: Interval, own_tgid, samples_of: dict, sample_fns: dict) -> int:
+    total = 0
+    for o in iv.oncpu:
+        if own_tgid and o.tgid == own_tgid:
+            continue
+        key = (o.task, o.tgid, o.kstack, o.ustack)
+        fns = sample_fns.get(key)
+        if fns is None:
+            s = samples_of.get(key)
+            if s is None:
+                continue
+            leaf = self_function(s)
+            fns = sample_fns[key] = (leaf, set(sample_functions(s)) | {leaf})
+        total += o.samples
+        leaf, inclusive = fns
+        for fn in inclusive:
+            _add_list(out.functions.setdefault(fn, {}), i, (o.samples if fn == leaf else 0, o.samples))
+    return total

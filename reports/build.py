@@ -1,0 +1,195 @@
+"""The post-mortem's page data: one dict, built from the JSON export document (every number a table
+shows for the whole recording is the export's), the per-interval series (a window's numbers) and the
+flame graphs' stacks. `build` loads a recording; `assemble` is pure, so that any source of the three
+(a snapshot of a live session, say) can feed the same page. `render` (reports/render.py) turns the
+dict into HTML.
+
+The dict has two parts: what the templates write (`page`: summary, fixes, tables) and what the page's
+script reads (`script`: time series, each table row's per-interval parts, flame trees), which reaches
+the page only as JSON. Deterministic: nothing depends on the time of building.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+from stallscope.analyzer.causes import IDLE
+from stallscope.analyzer.export import JSON_VERSION, to_json_doc
+from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
+from stallscope.analyzer.model import Model
+from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds
+from stallscope.analyzer.sample import Interval
+from stallscope.analyzer.series import UNUSED_TABLES, Series, interval_series
+from stallscope.analyzer.store import Recording
+from stallscope.analyzer.units import fmt_ns
+from stallscope.reports.redact import redact
+from stallscope.reports.tables import loss, ran, whole_tables
+from stallscope.reports.window import offcpu_tree, oncpu_tree, script_series
+
+TOP_BLOCKERS = 5  # in the summary
+
+
+def build(source, intervals: Iterable[Interval] | None = None, redacted: bool = False,
+          file_name: str = "") -> dict:
+    """The page data of a recording (`source` a path) or of a model (with the intervals it was built
+    from, for the time series; without them the page has none)."""
+    if isinstance(source, Model):
+        model = source
+        series = interval_series(model, intervals) if intervals is not None else None
+    else:
+        rec = Recording(source)
+        try:
+            model = Model.from_intervals(rec.meta, rec.intervals(), rec.tasks(), rec.stacks(),
+                                         slab_caches=rec.slab_caches(), functions=rec.functions())
+            series = interval_series(model, rec.intervals(without=UNUSED_TABLES))
+        finally:
+            rec.close()
+        file_name = file_name or os.path.basename(source)
+    return assemble(to_json_doc(model), series, offcpu_stacks(model), oncpu_stacks(model), redacted=redacted,
+                    file_name=file_name)
+
+
+def assemble(doc: dict, series: Series | None, offcpu, oncpu, redacted: bool = False, file_name: str = "") -> dict:
+    """Page data from an export document, its series and its stacks (analyzer/flame.py)."""
+    if doc.get("format") != "stallscope" or doc.get("version") != JSON_VERSION:
+        raise ValueError(f"not a stallscope export document of version {JSON_VERSION}")
+    tables = whole_tables(doc)
+    page = {
+        "kind": "report",
+        "export_version": JSON_VERSION,
+        "file": file_name,
+        "recording": _recording(doc),
+        "summary": _summary(doc, tables),
+        "fixes": _fixes(doc),
+        "machine": _machine(doc),
+        "probes": [{"group": g, **p} for g, p in sorted(doc["meta"]["probes"].items())],
+        "loss": loss(doc),
+        "overhead": _overhead(doc),
+        "tables": tables,
+        "oncpu": {k: doc["oncpu"][k] for k in ("sample_hz", "samples", "idle_samples", "period_ns", "missed_samples",
+                                               "shares")},
+        "flame_notes": {"oncpu": bool(oncpu)},
+    }
+    script = {
+        "kind": "report",
+        "duration_ns": round(doc["meta"]["duration_s"] * 1e9),
+        "series": script_series(series, tables) if series is not None and series.intervals else None,
+        "flame": {"offcpu": offcpu_tree(offcpu), "oncpu": oncpu_tree(oncpu) if oncpu else None},
+    }
+    data = {"page": page, "script": script, "redacted": redacted}
+    return redact(data, doc) if redacted else data
+
+
+# ---- the whole recording: what the page says first ---------------------------------------------
+
+
+def _recording(doc: dict) -> dict:
+    meta = doc["meta"]
+    command = meta["options"].get("command") or {}
+    return {"host": meta["host"], "kernel": meta["kernel"], "cpus": meta["cpus"], "start_wall": meta["start_wall"],
+            "end_wall": meta["start_wall"] + meta["duration_s"] if meta["start_wall"] else 0,
+            "duration_s": meta["duration_s"], "intervals": meta["intervals"], "interval_s": meta["interval_s"],
+            "version": meta["stallscope_version"], "command": list(command.get("argv") or []),
+            "exit_status": command.get("exit_status"), "pid_filter": meta["options"].get("pid") or 0,
+            "switches": meta["switches"], "switches_per_s": meta["switches_per_s"],
+            "switches_kernel": meta["switches_kernel"], "shares": meta["shares"]}
+
+
+def _blocker_sentence(b: dict, duration_s: float) -> dict:
+    """What a reader takes from one blocker: how much, how often, how long, who held it up."""
+    held = b["held_up_by"]
+    by = ([f"{h['task']} ({h['involuntary_switches']:,} preemptions)" for h in held["hogs"]]
+          or [f"{w['waker']} ({w['count']:,} wakeups)" for w in held["wakers"]]
+          or [f"owner {o}" for o in held["owners"]])
+    root = next((r for r in b["roots"] if r["root"] != b["cause"]), None)
+    return {"cause": b["cause"], "class": b["class"], "total_ns": b["total_ns"], "share_pct": b["share_pct"],
+            "per_s_ns": b["total_ns"] / duration_s if duration_s else 0, "count": b["count"],
+            "p99_ns": b["latency"].get("p99_ns"), "max_ns": b["max_ns"], "held_up_by": by[:2],
+            "tasks": sorted({t["comm"] for t in b["tasks"]})[:4], "ntasks": len(b["tasks"]),
+            "root": root["root"] if root else "", "root_share_pct": root["share_pct"] if root else None,
+            "estimated_ns": b["estimated_ns"], "method": b["method"]}
+
+
+def _summary(doc: dict, tables: dict) -> dict:
+    meta = doc["meta"]
+    blockers = [b for b in doc["blockers"] if b["class"] != IDLE][:TOP_BLOCKERS]
+    recs = doc["recommendations"]
+    sig = doc["signals"]
+    return {"blockers": [_blocker_sentence(b, meta["duration_s"]) for b in blockers],
+            "waiting_ns": meta["shares"]["waiting_ns"], "blocked_ns": meta["shares"]["blocked_ns"],
+            "runq_ns": meta["shares"]["runq_ns"], "idle_ns": meta["shares"]["idle_ns"],
+            "needs_tuning": sum(1 for r in recs if r["status"] == RECOMMENDED),
+            "cannot_help": sum(1 for r in recs if r["status"] != RECOMMENDED),
+            "signals": sig, "locks": len(tables["locks"]["rows"]),
+            "lost": [x for x in loss(doc) if x["loss"]]}
+
+
+# PowerTOP's three lists. What each rule checked when it found nothing, from its thresholds.
+def _already_good(doc: dict) -> list[dict]:
+    th = Thresholds()
+    probes = doc["meta"]["probes"]
+    kinds = {r["kind"] for r in doc["recommendations"]}
+    machine = doc["meta"]["machine"] or {}
+    checks = [
+        ("pin", f"no thread migrates {th.migrations_per_s:g} times a second or more (over at least "
+                f"{th.min_migrations} migrations)", bool((machine.get("topology") or {}).get("cpus")),
+         "the recording has no CPU topology"),
+        ("priority", f"no thread waits for a CPU with a wakeup-to-run p99 of {fmt_ns(th.runq_p99_ns)} or more and "
+                     f"{th.runq_p99_over_burst:g} times what it runs each time", True, ""),
+        ("cpu", f"tasks waiting for a CPU stay under {th.cpu_bound_waiting_per_cpu:g} per CPU on average", True, ""),
+        ("lock", f"no lock is waited on {fmt_ns(th.lock_wait_per_s_ns)} per second or more over "
+                 f"{th.lock_min_contentions} contentions", ran(probes, "locks") or ran(probes, "futex"),
+         "recorded without the locks and futex groups"),
+        ("io", f"no I/O wait of {fmt_ns(th.io_wait_per_s_ns)} per second or more", True, ""),
+        ("slub", f"no slab cache with {th.slab_allocs_per_s:,.0f} allocations a second, {th.slab_switch_pct:g}% "
+                 "CPU-slab switches and list_lock waits or a busy slow path", ran(probes, "slab"),
+         "recorded without the slab group (--probes +slab)"),
+        ("sched_knob", f"migrations stay under {th.migrations_per_s * 10:g} a second per CPU machine-wide",
+         bool(machine.get("sched_knobs")), "the recording has no scheduler knobs"),
+    ]
+    return [{"kind": kind, "text": text if checked else why, "checked": checked}
+            for kind, text, checked, why in checks if kind not in kinds]
+
+
+def _fixes(doc: dict) -> dict:
+    tuning, manual = [], []
+    for r in doc["recommendations"]:
+        if r["status"] == RECOMMENDED and r["runtime"]:
+            tuning.append(r)
+        else:
+            manual.append({**r, "why": ("cannot help on this machine" if r["status"] == NOT_HELPFUL else
+                                        "a change of code or configuration" if not r["command"] else
+                                        "a boot-time change or a command to run yourself")})
+    checks = _already_good(doc)
+    return {"needs_tuning": tuning, "manual": manual, "good": [c for c in checks if c["checked"]],
+            "unchecked": [c for c in checks if not c["checked"]]}
+
+
+def _machine(doc: dict) -> dict:
+    machine = doc["meta"]["machine"] or {}
+    topo = machine.get("topology") or {}
+    cpus = topo.get("cpus") or {}
+    llcs = sorted({tuple(c.get("llc") or []) for c in cpus.values()})
+    cores = sorted({(c.get("package"), c.get("core")) for c in cpus.values()})
+    nodes = sorted({c.get("node") for c in cpus.values()})
+    slab = (doc["meta"]["options"].get("slab") or {}).get("boot") or {}
+    return {"arch": machine.get("arch", ""), "kernel_release": machine.get("kernel_release", ""),
+            "online": len(topo.get("online") or []) or doc["meta"]["cpus"],
+            "cores": len(cores), "llcs": [list(g) for g in llcs], "nodes": len(nodes),
+            "smt": any(len(c.get("siblings") or []) > 1 for c in cpus.values()),
+            "busy": sorted(((int(c), p) for c, p in (machine.get("cpu_busy_pct") or {}).items())),
+            "knobs": [{"name": k, "value": v.get("value", ""), "stable": v.get("stable", False)}
+                      for k, v in sorted((machine.get("sched_knobs") or {}).items())],
+            "slab_boot": {k: v for k, v in sorted(slab.items()) if k != "cmdline"},
+            "slab_cmdline": dict(sorted((slab.get("cmdline") or {}).items())),
+            "cpu_side": doc["signals"].get("cpu_side") or {}}
+
+
+def _overhead(doc: dict) -> dict:
+    o = doc["meta"]["overhead"]
+    programs = sorted(o["bpf_programs"].items(), key=lambda kv: (-kv[1]["run_time_ns"], kv[0]))
+    return {**{k: v for k, v in o.items() if k != "bpf_programs"},
+            "programs": [{"name": n, **p} for n, p in programs]}
+
+

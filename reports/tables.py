@@ -1,0 +1,188 @@
+"""The report's tables for the whole recording, row by row from the JSON export document: each number
+a table shows is the export's (a test reads the page back and compares)."""
+
+from __future__ import annotations
+
+from stallscope.analyzer.blockers import percentiles
+from stallscope.analyzer.causes import CPU, IDLE
+
+# rows per table: the page stays small and fast; each table says how many it leaves out
+LIMITS = {"processes": 100, "threads": 200, "locks": 100, "slab": 100, "functions": 50}
+
+
+def whole_tables(doc: dict) -> dict:
+    return {"blockers": _blockers(doc), "processes": _processes(doc), "cgroups": _cgroups(doc),
+            "threads": _threads(doc), "locks": _locks(doc), "slab": _slab(doc), "runq": _runq_hist(doc),
+            "matrix": _matrix(doc), "functions": _functions(doc)}
+
+
+def ran(probes: dict, group: str) -> bool:
+    p = probes.get(group)
+    return bool(p and p["enabled"])
+
+
+# health counters that mean data was lost or is wrong (docs/export.md, meta.health); the others count
+# how the probes worked (waits drawn, wakeups matched late)
+_LOSS_MARKS = ("map_full", "errors", "overflow", "switch_out_open", "close_without_start", "invariant.", "unresolved")
+
+
+def loss(doc: dict) -> list[dict]:
+    return [{"counter": k, "value": v, "loss": any(m in k for m in _LOSS_MARKS)}
+            for k, v in sorted(doc["meta"]["health"].items()) if v]
+
+
+def _blockers(doc: dict) -> dict:
+    secs = doc["meta"]["duration_s"] or 1.0
+    rows = []
+    for b in doc["blockers"]:
+        rows.append({"cause": b["cause"], "class": b["class"], "total_ns": b["total_ns"],
+                     "per_s_ns": b["total_ns"] / secs, "share_pct": b["share_pct"], "count": b["count"],
+                     "max_ns": b["max_ns"], "p50_ns": b["latency"].get("p50_ns"), "p90_ns": b["latency"].get("p90_ns"),
+                     "p99_ns": b["latency"].get("p99_ns"), "estimated_ns": b["estimated_ns"],
+                     "error_ns": b["estimated_error_ns"], "method": b["method"], "frame": b["frame"],
+                     "tasks": sorted({t["comm"] for t in b["tasks"]}), "ntasks": len(b["tasks"]),
+                     "stack": b["stack"], "held_up_by": b["held_up_by"],
+                     "roots": [{"root": r["root"], "share_pct": r["share_pct"], "chain": r["chain"]} for r in b["roots"]]})
+    return {"rows": rows, "total": len(rows)}
+
+
+def _own(doc: dict) -> set[tuple[int, int]]:
+    return {(t["pid"], t["start_time_ns"]) for t in doc["tasks"] if t.get("stallscope")}
+
+
+def _task_waits(t: dict) -> tuple[int, int, int]:
+    """(blocked outside idle causes, waiting for a CPU, idle) of one export task."""
+    blocked = cpu = idle = 0
+    for c in t["causes"]:
+        if c["class"] == IDLE:
+            idle += c["total_ns"]
+        elif c["class"] == CPU:
+            cpu += c["total_ns"]
+        else:
+            blocked += c["total_ns"]
+    return blocked, cpu, idle
+
+
+def _threads(doc: dict) -> dict:
+    rows = []
+    for t in doc["tasks"]:
+        if t.get("stallscope"):
+            continue
+        blocked, cpu, idle = _task_waits(t)
+        top = [c for c in t["causes"] if c["class"] != IDLE][:2]
+        rows.append({"pid": t["pid"], "start_time_ns": t["start_time_ns"], "tgid": t["tgid"], "comm": t["comm"],
+                     "waiting_ns": blocked + cpu, "blocked_ns": blocked, "runq_wait_ns": t["runq_wait_ns"],
+                     "idle_ns": idle, "offcpu_ns": t["offcpu_ns"], "run_ns": t["run_ns"],
+                     "voluntary_switches": t["voluntary_switches"], "involuntary_switches": t["involuntary_switches"],
+                     "migrations": t["migrations"], "policy": t["policy"], "nice": t["nice"], "exited": t["exited"],
+                     "causes": [{"cause": c["cause"], "class": c["class"], "total_ns": c["total_ns"]} for c in top]})
+    rows.sort(key=lambda r: (-r["waiting_ns"], -r["offcpu_ns"], r["pid"], r["start_time_ns"]))
+    return {"rows": rows[:LIMITS["threads"]], "total": len(rows)}
+
+
+def _processes(doc: dict) -> dict:
+    procs: dict[int, dict] = {}
+    for t in doc["tasks"]:
+        if t.get("stallscope"):
+            continue
+        p = procs.setdefault(t["tgid"], {"tgid": t["tgid"], "comm": "", "threads": 0, "waiting_ns": 0, "blocked_ns": 0,
+                                         "runq_wait_ns": 0, "idle_ns": 0, "run_ns": 0, "migrations": 0,
+                                         "switches": 0, "causes": {}})
+        if t["pid"] == t["tgid"] or not p["comm"]:
+            p["comm"] = t["comm"]
+        blocked, cpu, idle = _task_waits(t)
+        p["threads"] += 1
+        p["waiting_ns"] += blocked + cpu
+        p["blocked_ns"] += blocked
+        p["runq_wait_ns"] += t["runq_wait_ns"]
+        p["idle_ns"] += idle
+        p["run_ns"] += t["run_ns"]
+        p["migrations"] += t["migrations"]
+        p["switches"] += t["voluntary_switches"] + t["involuntary_switches"]
+        for c in t["causes"]:
+            if c["class"] != IDLE:
+                e = p["causes"].setdefault(c["cause"], [c["class"], 0])
+                e[1] += c["total_ns"]
+    rows = []
+    for p in procs.values():
+        causes = sorted(p.pop("causes").items(), key=lambda kv: (-kv[1][1], kv[0]))[:3]
+        rows.append({**p, "causes": [{"cause": c, "class": cls, "total_ns": ns} for c, (cls, ns) in causes]})
+    rows.sort(key=lambda r: (-r["waiting_ns"], -r["idle_ns"], r["tgid"]))
+    return {"rows": rows[:LIMITS["processes"]], "total": len(rows)}
+
+
+def _cgroups(doc: dict) -> dict:
+    """Blocked time by cgroup (idle causes left out), as the export has it."""
+    rows = [{"cgroup": c["cgroup"], "total_ns": c["total_ns"], "max_ns": c["max_ns"], "causes": c["causes"][:3]}
+            for c in doc.get("cgroups") or []]
+    return {"rows": rows[:LIMITS["processes"]], "total": len(rows)}
+
+
+def _locks(doc: dict) -> dict:
+    rows = []
+    for s in doc["locks"]:
+        kind = ("poll" if s.get("timed_poll") else s.get("futex_kind", "")) if s["type"] == "futex" else ""
+        rows.append({"name": s["name"], "type": s["type"] + (f":{kind}" if kind else ""), "lock_type": s["type"],
+                     "contentions": s["contentions"], "wait_total_ns": s["wait_total_ns"],
+                     "wait_max_ns": s["wait_max_ns"], "wait_min_ns": s["wait_min_ns"], "wait_avg_ns": s["wait_avg_ns"],
+                     "spin_ns": s["spin_ns"], "blocked_ns": s["blocked_ns"], "runnable_ns": s["runnable_ns"],
+                     "sleep_ns": s["sleep_ns"], "callers": s["callers"][:5], "owner": s.get("owner", ""),
+                     "instances": s["instances"], "ntasks": len(s["tasks"]),
+                     "process": s.get("process")})
+    return {"rows": rows[:LIMITS["locks"]], "total": len(rows)}
+
+
+def _slab(doc: dict) -> dict:
+    rows = [{"cache": r["cache"], "addr": r["addr"], "aliases": r["aliases"], "objects": r["objects"],
+             "allocs": r["allocs"], "frees": r["frees"], "bytes_alloc": r["bytes_alloc"], "failed": r["failed"],
+             "slow_signal": r["slow_signal"], "slab_switch_pct": r["slab_switch_pct"], "method": r["method"],
+             "order": r["order"], "objs_per_slab": r["objs_per_slab"], "object_size": r["object_size"],
+             "sheaves": r["sheaves"], "lock_contentions": r["list_lock"]["contentions"],
+             "lock_wait_ns": r["list_lock"]["wait_total_ns"]} for r in doc["slab"]]
+    return {"rows": rows[:LIMITS["slab"]], "total": len(rows), "ran": ran(doc["meta"]["probes"], "slab"),
+            "reason": doc["meta"]["probes"].get("slab", {}).get("reason", "")}
+
+
+def _hist_rows(hist: dict[int, int]) -> list[dict]:
+    total = sum(hist.values())
+    rows, seen = [], 0
+    for slot in sorted(hist):
+        seen += hist[slot]
+        rows.append({"slot": slot, "from_ns": 2 ** slot, "to_ns": 2 ** (slot + 1), "count": hist[slot],
+                     "pct": 100.0 * hist[slot] / total if total else 0.0,
+                     "cum_pct": 100.0 * seen / total if total else 0.0})
+    return rows
+
+
+def _runq_hist(doc: dict) -> dict:
+    """Wakeup-to-run latency of every task but stallscope's own, from the export's per-task histograms."""
+    hist: dict[int, int] = {}
+    for t in doc["tasks"]:
+        if t.get("stallscope"):
+            continue
+        for slot, c in t["runq_hist_log2_ns"].items():
+            hist[int(slot)] = hist.get(int(slot), 0) + c
+    longest = max((t["runq_max_ns"] for t in doc["tasks"] if not t.get("stallscope")), default=0)
+    return {"rows": _hist_rows(hist), "total": sum(hist.values()), "percentiles": percentiles(hist, longest),
+            "max_ns": longest}
+
+
+def _matrix(doc: dict) -> dict:
+    m = doc["migrations"]["matrix"]
+    peak = max((v for row in m for v in row), default=0)
+    return {"matrix": m, "total": doc["migrations"]["total"], "peak": peak,
+            "levels": [[_heat(v, peak) for v in row] for row in m],
+            "row_totals": [sum(r) for r in m], "col_totals": [sum(c) for c in zip(*m)] if m else []}
+
+
+def _heat(v: int, peak: int) -> int:
+    """A heat level 0..8 for a CSS class: the page sets no inline style (its CSP allows none)."""
+    if not v or not peak:
+        return 0
+    return max(1, min(8, round(8 * v / peak)))
+
+
+def _functions(doc: dict) -> dict:
+    o = doc["oncpu"]
+    return {"rows": o["functions"][:LIMITS["functions"]], "total": len(o["functions"]), "tasks": o["tasks"][:20],
+            "ran": ran(doc["meta"]["probes"], "oncpu"), "samples": o["samples"] - o["idle_samples"]}

@@ -1,0 +1,271 @@
+"""HTML post-mortems and diff reports, read back as HTML: every section there, every number the JSON
+export's, the same bytes for the same recording, hostile names as text, a policy that lets nothing
+else run, and --redact leaving out what it says. (tests/test_report_browser.py runs the pages.)"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import sys
+import time
+
+import pytest
+from markupsafe import escape
+
+from conftest import ROOT, needs_bpf, run_stallscope
+
+sys.path.insert(0, str(ROOT / "tests"))
+from reportpage import (  # noqa: E402
+    HOSTILE_IMG, HOSTILE_SCRIPT, SECRET_ARG, SECRET_CGROUP, SECRET_DIR, Page, hostile_intervals, num,
+)
+from synthetic import two_interval_recording, write_recording  # noqa: E402
+
+SECTIONS = ("summary", "fixes", "flame", "timeline", "blockers", "processes", "threads", "locks", "slab", "runq",
+            "migrations", "oncpu", "recording")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hostile")
+    stall = d / "hostile.stall"
+    write_recording(stall, *hostile_intervals())
+    html = d / "hostile.html"
+    run_stallscope("report", str(stall), "-o", str(html))
+    return {"stall": stall, "html": html, "text": html.read_text(), "dir": d,
+            "doc": json.loads(run_stallscope("export", str(stall)).stdout)}
+
+
+# ---- what the page holds -----------------------------------------------------------------------
+
+
+@needs_bpf
+def test_every_section_of_a_real_recording_is_present(report_recording):
+    page = Page(report_recording["text"])
+    assert [s for s in SECTIONS if s not in page.sections] == []
+    for table in ("t-blockers", "t-processes", "t-threads", "t-locks", "t-slab", "t-runq", "t-matrix", "t-functions",
+                  "t-probes", "t-knobs"):
+        assert page.body_rows(table), f"{table} is empty"
+    data = page.data
+    assert data["series"]["charts"]["t"] and data["flame"]["offcpu"]["name"] and data["flame"]["oncpu"]["name"]
+
+
+@needs_bpf
+def test_the_numbers_in_the_page_are_the_json_exports(report_recording):
+    doc, page = report_recording["doc"], Page(report_recording["text"])
+    blockers = page.body_rows("t-blockers")
+    assert len(blockers) == len(doc["blockers"])
+    for row, b in zip(blockers, doc["blockers"]):
+        assert row[0]["text"].strip().startswith(b["cause"])
+        assert num(row[2]) == b["total_ns"] and num(row[5]) == b["count"] and num(row[9]) == b["max_ns"]
+        assert (num(row[4]) is None) == (b["share_pct"] is None)
+        if b["share_pct"] is not None:
+            assert num(row[4]) == pytest.approx(b["share_pct"])
+        for cell, key in ((row[6], "p50_ns"), (row[7], "p90_ns"), (row[8], "p99_ns")):
+            assert num(cell) == b["latency"].get(key)
+    tasks = {t["pid"]: t for t in doc["tasks"]}
+    threads = page.body_rows("t-threads")
+    assert threads
+    for row in threads:
+        t = tasks[int(num(row[0]))]
+        assert (num(row[5]), num(row[6]), num(row[7]), num(row[8]), num(row[9])) == (
+            t["runq_wait_ns"], t["offcpu_ns"], t["voluntary_switches"], t["involuntary_switches"], t["migrations"])
+    locks = page.body_rows("t-locks")
+    assert len(locks) == min(len(doc["locks"]), 100)
+    for row, lock in zip(locks, doc["locks"]):
+        assert row[0]["text"] == lock["name"]
+        assert (num(row[2]), num(row[3]), num(row[5]), num(row[6])) == (
+            lock["contentions"], lock["wait_total_ns"], lock["wait_max_ns"], lock["wait_min_ns"])
+    for row, cache in zip(page.body_rows("t-slab"), doc["slab"]):
+        assert row[0]["text"] == cache["cache"]
+        assert (num(row[3]), num(row[4]), num(row[5])) == (cache["allocs"], cache["frees"], cache["bytes_alloc"])
+    for row, fn in zip(page.body_rows("t-functions"), doc["oncpu"]["functions"]):
+        assert row[0]["text"] == fn["function"] and num(row[2]) == fn["self_samples"]
+        assert num(row[4]) == fn["inclusive_samples"]
+    matrix = [[int(num(c)) for c in row if "data-src" in c["attrs"]] for row in page.body_rows("t-matrix")]
+    assert matrix == doc["migrations"]["matrix"]
+    hist: dict[int, int] = {}
+    for t in doc["tasks"]:
+        if not t["stallscope"]:
+            for slot, c in t["runq_hist_log2_ns"].items():
+                hist[int(slot)] = hist.get(int(slot), 0) + c
+    assert {int(num(r[0])).bit_length() - 1: int(num(r[2])) for r in page.body_rows("t-runq")} == hist
+    summary = report_recording["text"].split('id="summary"')[1].split("</section>")[0]
+    top = [b["cause"] for b in doc["blockers"] if b["class"] != "idle"][:5]
+    assert [c for c in top if f">{escape(c)}</strong>" not in summary] == []
+
+
+@needs_bpf
+def test_the_windows_parts_add_up_to_the_whole_recording(report_recording):
+    """Select every interval and the page would show the export's numbers again."""
+    doc, data = report_recording["doc"], Page(report_recording["text"]).data
+    w = data["series"]["window"]
+    n = w["spans"]
+    for b, parts in zip(doc["blockers"], w["causes"]):
+        assert parts is not None, b["cause"]
+        assert sum(parts["ns"]) == pytest.approx(b["total_ns"], abs=n)
+        assert sum(parts["n"]) == pytest.approx(b["count"], abs=0.01 * n + 1)
+        assert max(parts["max"]) == b["max_ns"]
+        hist: dict[int, float] = {}
+        for h in parts["h"]:
+            for slot, c in zip(h[::2], h[1::2]):
+                hist[slot] = hist.get(slot, 0) + c
+        from stallscope.analyzer.blockers import percentiles
+
+        assert percentiles(hist, b["max_ns"]) == {k: v for k, v in b["latency"].items() if k.startswith("p")}
+    for lock, parts in zip(doc["locks"], w["locks"]):
+        assert sum(v[0] for v in parts["v"]) == lock["contentions"]
+        assert sum(v[1] for v in parts["v"]) == lock["wait_total_ns"]
+    for cache, parts in zip(doc["slab"], w["slab"]):
+        assert sum(v[0] for v in parts["v"]) == cache["allocs"]
+        assert sum(v[4] for v in parts["v"]) == cache["list_lock"]["wait_total_ns"]
+    for fn, parts in zip(doc["oncpu"]["functions"], w["functions"]):
+        assert sum(v[0] for v in parts["v"]) == fn["self_samples"]
+
+
+@needs_bpf
+def test_the_same_recording_gives_the_same_bytes(report_recording):
+    time.sleep(1.1)  # a clock read anywhere in the page would differ now
+    again = report_recording["dir"] / "again.html"
+    run_stallscope("report", str(report_recording["stall"]), "-o", str(again), timeout=300)
+    assert again.read_bytes() == report_recording["html"].read_bytes()
+
+
+def test_the_same_synthetic_recording_gives_the_same_bytes(hostile):
+    again = hostile["dir"] / "again.html"
+    run_stallscope("report", str(hostile["stall"]), "-o", str(again))
+    assert again.read_bytes() == hostile["html"].read_bytes()
+
+
+# ---- what the page must never do -----------------------------------------------------------------
+
+
+def test_hostile_names_are_escaped_text(hostile):
+    text = hostile["text"]
+    assert HOSTILE_IMG not in text and HOSTILE_SCRIPT not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text  # shown, as text
+    assert "&lt;/script&gt;&lt;script&gt;window.__pwned=1&lt;/script&gt;" in text
+    page = Page(text)
+    assert HOSTILE_IMG in json.dumps(page.data)  # and in the script's data, which JSON keeps intact
+    assert "\\u003cimg" in page.data_json and "<" not in page.data_json
+    assert [t for t, _a in page.tags if t in ("img", "iframe", "object", "embed", "link", "base", "form")] == []
+    assert len(page.scripts) == 3  # the three inlined ones: a name closed no script element
+
+
+def test_the_content_security_policy_allows_only_the_inlined_code(hostile):
+    page = Page(hostile["text"])
+    policy = dict(p.strip().split(" ", 1) for p in page.csp.split(";"))
+    assert policy["default-src"] == "'none'" and policy["base-uri"] == "'none'"
+
+    def sha(text: str) -> str:
+        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+    assert sorted(policy["script-src"].split()) == sorted(sha(s) for s in page.scripts)
+    assert sorted(policy["style-src"].split()) == sorted(sha(s) for s in page.styles)
+    for tag, attrs in page.tags:
+        for name, value in attrs:
+            assert not name.startswith("on") and name != "style", (tag, name)
+            if name in ("src", "href", "action"):
+                assert value.startswith("#"), (tag, name, value)
+    assert not re.search(r"https?://", hostile["text"].split("<script>")[0])  # no URL before the code
+
+
+def test_redact_leaves_out_the_command_line_and_paths(hostile, tmp_path):
+    text = hostile["text"]
+    assert SECRET_DIR in text and SECRET_ARG in text and SECRET_CGROUP in text  # the test can fail
+    out = tmp_path / "shared.html"
+    run_stallscope("report", str(hostile["stall"]), "-o", str(out), "--redact")
+    shared = out.read_text()
+    for secret in (SECRET_DIR, SECRET_ARG, SECRET_CGROUP, "/home/alice", "hostile.stall"):
+        assert secret not in shared, secret
+    assert "(redacted)" in shared and "run.sh" in shared  # the program is still named
+    assert "&lt;img src=x onerror=alert(1)&gt;" in shared  # names stay
+
+
+def test_a_model_without_intervals_renders_without_charts(tmp_path):
+    from stallscope import reports
+    from stallscope.analyzer.load import load_model
+
+    path = tmp_path / "two.stall"
+    write_recording(path, *two_interval_recording())
+    page = Page(reports.render(reports.build(load_model(str(path)))))
+    assert page.data["series"] is None and "blockers" in page.sections
+
+
+# ---- the command line ---------------------------------------------------------------------------
+
+
+def test_report_and_diff_errors_are_one_line(tmp_path):
+    not_a_recording = tmp_path / "x.stall"
+    not_a_recording.write_text("hello")
+    for args in (["report", str(tmp_path / "missing.stall"), "-o", str(tmp_path / "r.html")],
+                 ["report", str(not_a_recording), "-o", str(tmp_path / "r.html")],
+                 ["report", str(not_a_recording), "-o", str(tmp_path / "no-such-dir" / "r.html")],
+                 ["diff", str(not_a_recording), str(not_a_recording), "--format", "html"]):
+        proc = run_stallscope(*args, check=False)
+        assert proc.returncode == 2, args
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "r.html").exists()
+    path = tmp_path / "two.stall"
+    write_recording(path, *two_interval_recording())
+    proc = run_stallscope("report", str(path), "-o", str(tmp_path / "no-such-dir" / "r.html"), check=False)
+    assert proc.returncode == 2 and "cannot write" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_stallscope("diff", str(path), str(path), "--format", "html", check=False)
+    assert proc.returncode == 2 and "-o" in proc.stderr
+
+
+def test_diff_html_ranks_as_diff_json_does(hostile, tmp_path):
+    base = tmp_path / "base.stall"
+    write_recording(base, *two_interval_recording())
+    out = tmp_path / "diff.html"  # the suffix chooses html
+    run_stallscope("diff", str(base), str(hostile["stall"]), "-o", str(out))
+    doc = json.loads(run_stallscope("diff", str(base), str(hostile["stall"]), "--format", "json").stdout)
+    page = Page(out.read_text())
+    assert {"compare", "regressions", "improvements", "flame", "timeline", "quiet"} <= set(page.sections)
+    shown = []
+    for table in ("t-regressions", "t-improvements", "t-quiet"):
+        if table in page.tables:
+            shown += [(int(num(r[0])), r[2]["text"], num(r[3]), num(r[4]), num(r[5])) for r in page.body_rows(table)]
+    expected = [(i, c["name"], c["base_ns_per_s"], c["new_ns_per_s"], c["delta_ns_per_s"])
+                for i, c in enumerate(doc["changes"], 1)]
+    assert sorted(shown) == [e for e in expected if e[0] in {s[0] for s in shown}]
+    assert [s[0] for s in shown if s[0] <= len([c for c in doc["changes"] if c["significant"]])] == \
+        list(range(1, 1 + len([c for c in doc["changes"] if c["significant"]])))
+    text = out.read_text()
+    assert HOSTILE_IMG not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "10%" in text.split('id="guard"')[1].split("</section>")[0]  # the noise guard is stated
+    proc = run_stallscope("diff", str(base), str(hostile["stall"]), "--format", "html", "-o", str(tmp_path / "d"),
+                          "--redact")
+    assert proc.returncode == 0 and SECRET_DIR not in (tmp_path / "d").read_text()
+
+
+def test_a_long_recordings_window_parts_are_spans_that_still_add_up(tmp_path):
+    """Past MAX_SPANS intervals the tables' parts are kept per span of intervals (the charts keep every
+    interval): the page stays small, and the parts still add up to the export's numbers."""
+    from stallscope.reports.window import MAX_SPANS
+
+    path = tmp_path / "long.stall"
+    write_recording(path, *hostile_intervals(2 * MAX_SPANS + 10))
+    html = tmp_path / "long.html"
+    run_stallscope("report", str(path), "-o", str(html))
+    doc = json.loads(run_stallscope("export", str(path)).stdout)
+    data = Page(html.read_text()).data
+    w = data["series"]["window"]
+    assert len(data["series"]["charts"]["t"]) == 2 * MAX_SPANS + 10
+    assert w["span"] == 3 and w["spans"] == -(-(2 * MAX_SPANS + 10) // 3)
+    for b, parts in zip(doc["blockers"], w["causes"]):
+        assert max(parts["i"]) < w["spans"] and sum(parts["ns"]) == b["total_ns"]
+        assert sum(parts["n"]) == pytest.approx(b["count"])
+    for t, parts in zip((t for t in sorted(doc["tasks"], key=lambda t: -t["offcpu_ns"])), w["threads"]):
+        assert sum(v[0] for v in parts["v"]) == t["offcpu_ns"]
+    assert sum(x for m in w["matrix"]["m"] for x in m[2::3]) == doc["migrations"]["total"]
+
+
+def test_the_analyzer_side_of_a_report_imports_no_template_engine():
+    """The series and the stacks are analyses: views may use them without Jinja2."""
+    import subprocess
+
+    code = ("import sys, stallscope.analyzer.series, stallscope.analyzer.flame, stallscope.analyzer.export; "
+            "sys.exit('jinja2' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
