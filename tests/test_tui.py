@@ -138,7 +138,7 @@ class FakeApplier:
 
     def check_same_task(self, action):
         if action.get("tid") == 4:
-            raise StallscopeError("thread 4 no longer exists", "record again")
+            raise StallscopeError("thread 4 is now named '[bold red]x'", "record again")
 
     def current_state(self, action):
         return {"nice": 0}
@@ -180,6 +180,8 @@ def test_apply_asks_with_the_exact_command_then_applies_and_undo_restores(record
             assert applier.undone == 1
             await pilot.press("down", "a")  # a task that is gone: refused before asking
             assert not isinstance(app.screen, ConfirmApply) and len(applier.applied) == 1
+            said = [n for n in app._notifications if "now named" in n.message]
+            assert said and "[bold red]x" in said[-1].message and not said[-1].markup  # a name, not markup
     run(go())
 
 

@@ -19,6 +19,17 @@ def _pane(session: str) -> str:
     return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
 
 
+def _wait_for_file(path, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not path.exists():
+        time.sleep(0.2)
+
+
+def _alternate_screen(session: str) -> str:
+    return subprocess.run(["tmux", "display", "-p", "-t", session, "#{alternate_on}"], capture_output=True,
+                          text=True).stdout.strip()
+
+
 def _first_blocker(screen: str) -> str:
     lines = screen.splitlines()
     for i, line in enumerate(lines):
@@ -46,13 +57,9 @@ def test_top_in_a_terminal_ranks_the_pipe_first_and_q_restores_the_terminal(tmp_
         assert first.startswith("Reading from a pipe"), screen
         assert "stallscope top" in screen and "cost " in screen and "probes:" in screen, screen
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not done.exists():
-            time.sleep(0.2)
+        _wait_for_file(done)
         assert done.exists() and done.read_text().strip() == "0"
-        alt = subprocess.run(["tmux", "display", "-p", "-t", session, "#{alternate_on}"], capture_output=True,
-                             text=True).stdout.strip()
-        assert alt == "0"  # the terminal is back from the TUI's alternate screen
+        assert _alternate_screen(session) == "0"  # the terminal is back from the TUI's alternate screen
         assert "Blocker (cause)" not in _pane(session)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
@@ -77,13 +84,9 @@ def test_sigterm_to_top_detaches_the_probes_and_restores_the_terminal(tmp_path):
         links_before = _stallscope_links(int(pid[0]))
         assert links_before > 0
         os.kill(int(pid[0]), 15)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not done.exists():
-            time.sleep(0.2)
+        _wait_for_file(done)
         assert done.exists() and done.read_text().strip() == "0"
-        alt = subprocess.run(["tmux", "display", "-p", "-t", session, "#{alternate_on}"], capture_output=True,
-                             text=True).stdout.strip()
-        assert alt == "0"
+        assert _alternate_screen(session) == "0"
         assert not os.path.exists(f"/proc/{pid[0]}")  # its links were file descriptors: gone with it
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -157,7 +157,8 @@ class TopApp(App):
         self.cursor: tuple[int, int] | None = None  # replay and pause: the window shown (interval indexes)
         self.filters: dict[str, str] = {}
         self.sorts: dict[str, tuple[int, bool]] = {v.name: (v.default_sort, False) for v in self.views}
-        self.rows: dict[str, list[Row]] = {}
+        self.rows: dict[str, list[Row]] = {}  # each view's rows as shown
+        self.keys: dict[str, list[str]] = {}  # ... and their table keys (made unique)
         self.notice = ""
         self.ended = ""
         self.snapshot: Snapshot | None = None
@@ -269,8 +270,8 @@ class TopApp(App):
         empty.display = not rows
         table = self.query_one(f"#table-{v.name}", DataTable)
         selected = None
-        if table.row_count and 0 <= table.cursor_row < len(self.rows.get(f"_keys_{v.name}", [])):
-            selected = self.rows[f"_keys_{v.name}"][table.cursor_row]
+        if table.row_count and 0 <= table.cursor_row < len(self.keys.get(v.name, [])):
+            selected = self.keys[v.name][table.cursor_row]
         table.clear()
         keys, seen = [], {}
         for r in rows:  # rows that read the same (a lock's read and write sides) stay apart
@@ -278,9 +279,8 @@ class TopApp(App):
             key = r.key if n == 1 else f"{r.key}#{n}"
             keys.append(key)
             table.add_row(*r.cells, key=key)
-        self.rows[f"_keys_{v.name}"] = keys
+        self.keys[v.name] = keys
         if selected is not None:
-            keys = self.rows[f"_keys_{v.name}"]
             if selected in keys:
                 table.move_cursor(row=keys.index(selected), animate=False)
 
@@ -357,7 +357,7 @@ class TopApp(App):
                 self.cursor = (self.cursor[1] - self.window_len + 1, self.cursor[1])
         else:
             self.cursor = None
-        self.notify(f"window: {self._window_words()}", timeout=2)
+        self.say(f"window: {self._window_words()}", timeout=2)
         self.refresh_data()
         self.update_status()
 
@@ -369,41 +369,44 @@ class TopApp(App):
     def _movable(self) -> bool:
         return not self.source.live or self.paused
 
-    def action_step(self, d: int) -> None:
+    def _bounds(self) -> tuple[int, int] | None:
+        """The intervals a cursor may move over; None when it may not move (live and not paused)."""
         tl = self.timeline
         if not self._movable() or tl is None or not len(tl):
-            return
-        first, last = self.current_window()
-        if first != last:  # a range collapses to its end (right) or start (left)
-            i = last if d > 0 else first
-        else:
-            i = last + d
-        i = min(max(i, tl.first_index), tl.last_index)
-        self.cursor = (i, i)
-        self.refresh_data()
-        self.update_status()
+            return None
+        return tl.first_index, tl.last_index
 
-    def action_widen(self, d: int) -> None:
-        tl = self.timeline
-        if not self._movable() or tl is None or not len(tl):
-            return
-        first, last = self.current_window()
-        if d < 0:
-            first = max(first - 1, tl.first_index)
-        else:
-            last = min(last + 1, tl.last_index)
+    def _show_window(self, first: int, last: int) -> None:
         self.cursor = (first, last)
         self.refresh_data()
         self.update_status()
 
-    def action_edge(self, d: int) -> None:
-        tl = self.timeline
-        if not self._movable() or tl is None or not len(tl):
+    def action_step(self, d: int) -> None:
+        bounds = self._bounds()
+        if bounds is None:
             return
-        i = tl.last_index if d > 0 else tl.first_index
-        self.cursor = (i, i)
-        self.refresh_data()
-        self.update_status()
+        first, last = self.current_window()
+        # a range collapses to its end (right) or start (left); one interval steps
+        i = (last if d > 0 else first) if first != last else last + d
+        i = min(max(i, bounds[0]), bounds[1])
+        self._show_window(i, i)
+
+    def action_widen(self, d: int) -> None:
+        bounds = self._bounds()
+        if bounds is None:
+            return
+        first, last = self.current_window()
+        if d < 0:
+            first = max(first - 1, bounds[0])
+        else:
+            last = min(last + 1, bounds[1])
+        self._show_window(first, last)
+
+    def action_edge(self, d: int) -> None:
+        bounds = self._bounds()
+        if bounds is not None:
+            i = bounds[1] if d > 0 else bounds[0]
+            self._show_window(i, i)
 
     def action_cursor(self, d: int) -> None:
         table = self.query_one(f"#table-{self.active_view().name}", DataTable)
@@ -413,7 +416,7 @@ class TopApp(App):
         v = self.active_view()
         col, reverse = self.sorts[v.name]
         self.sorts[v.name] = ((col + 1) % len(v.columns), False)
-        self.notify(f"sorted by {v.columns[self.sorts[v.name][0]].label}", timeout=1.5)
+        self.say(f"sorted by {v.columns[self.sorts[v.name][0]].label}", timeout=1.5)
         self.refresh_view(v)
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
@@ -485,36 +488,36 @@ class TopApp(App):
     def action_apply(self) -> None:
         v, row = self.active_view(), self.selected()
         if v.name != "fixes" or row is None:
-            self.notify("select a fix in the Fixes view (7) first", severity="warning")
+            self.say("select a fix in the Fixes view (7) first", severity="warning")
             return
         r = row.item
         if not r.runtime or not r.action:
-            self.notify("not a run-time fix: a boot-time or code change is not applied from here", severity="warning")
+            self.say("not a run-time fix: a boot-time or code change is not applied from here", severity="warning")
             return
         if r.status != RECOMMENDED:
-            self.notify(f"not applied: {r.status}", severity="warning")
+            self.say(f"not applied: {r.status}", severity="warning")
             return
         if self.applier is None:
-            self.notify("applying is not available here", severity="error")
+            self.say("applying is not available here", severity="error")
             return
         try:
             self.applier.check_same_task(r.action)
             before = self.applier.current_state(r.action)
         except StallscopeError as exc:
-            self.notify(f"not applied: {exc}", severity="error")
+            self.say(f"not applied: {exc}", severity="error")
             return
         undo = "restore " + ", ".join(f"{k} = {v}" for k, v in sorted(before.items())) + " (u)"
 
         def done(yes: bool | None) -> None:
             if not yes:
-                self.notify("not applied")
+                self.say("not applied")
                 return
             try:
                 entry = self.applier.apply(r.action)
             except StallscopeError as exc:
-                self.notify(f"not applied: {exc}", severity="error")
+                self.say(f"not applied: {exc}", severity="error")
                 return
-            self.notify(f"applied; was {entry.get('before')}; u undoes it")
+            self.say(f"applied; was {entry.get('before')}; u undoes it")
 
         self.push_screen(ConfirmApply(r.command, undo, r.finding), done)
 
@@ -524,9 +527,13 @@ class TopApp(App):
         try:
             entry = self.applier.undo()
         except StallscopeError as exc:
-            self.notify(f"nothing undone: {exc}", severity="warning")
+            self.say(f"nothing undone: {exc}", severity="warning")
             return
-        self.notify(f"restored {entry['action']['type']} to {entry['before']}")
+        self.say(f"restored {entry['action']['type']} to {entry['before']}")
+
+    def say(self, message: str, **kw) -> None:
+        """A notification: its text may quote a thread name or a path, so it is never read as markup."""
+        self.notify(visible(message), markup=False, **kw)
 
     def get_system_commands(self, screen: Screen):
         yield from super().get_system_commands(screen)
