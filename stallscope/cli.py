@@ -122,7 +122,7 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
     p.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N", help=nice_help)
     p.add_argument("--max-tasks", type=_map_size, default=None, metavar="N",
                    help="T, the tasks the per-task BPF maps are sized for (the final entries of exited tasks T, "
-                        "off-CPU waits 2T, wakers 4T, lock, futex and on-CPU entries 2T each, slab counts 4T); "
+                        "off-CPU waits 2T, wakers 4T, lock, futex and on-CPU entries 2T each, slab counts 8T); "
                         "default: 4 x the threads alive at start, at least 32768, at most the kernel's task limit "
                         "(pid_max, threads-max). A full map loses data, counted and shown as `data loss:`")
     p.add_argument("--stack-map-entries", type=_map_size, default=None, metavar="N",
