@@ -142,7 +142,7 @@ class SlabCollector:
         self.sysfs: SysfsSlab | None = None
         self._health = HealthDeltas(abi.SlabHealth, prefix="slab.")
         self._programs = ProgramDeltas()
-        self._prev: dict[bytes, tuple[bytes, list[int]]] = {}  # key -> (value bytes, totals over the CPUs)
+        self._prev: dict[bytes, bytes] = {}  # key -> its value's bytes at the last drain (all CPUs)
         self._retired: list[bytes] = []  # entries of exited processes, read for the last time
         self._described: set[int] = set()
 
@@ -203,11 +203,10 @@ class SlabCollector:
         for kraw, vraw in m.items_batch(value_size=slot * self.nr_cpus):
             cache, tgid, exiting = _SLAB_KEY.unpack(kraw)
             prev = self._prev.get(kraw)
-            if prev is not None and prev[0] == vraw:  # unchanged (most, between a process's bursts)
-                now = prev[1]
-            else:
+            if prev is None or prev != vraw:  # unchanged (most, between a process's bursts): not decoded
                 now = [sum(col) for col in zip(*(counts(vraw, off) for off in offsets))]
-                before = prev[1] if prev is not None else (0,) * len(now)
+                before = ([sum(col) for col in zip(*(counts(prev, off) for off in offsets))] if prev is not None
+                          else (0,) * len(now))
                 delta = [a - b for a, b in zip(now, before)]
                 if any(delta):
                     out.append(SlabDelta(cache, tgid, bool(exiting), *delta))
@@ -215,7 +214,7 @@ class SlabCollector:
                 self._retired.append(kraw)
                 self._prev.pop(kraw, None)
             else:
-                self._prev[kraw] = (vraw, now)
+                self._prev[kraw] = vraw
         caches = self._new_caches({d.cache for d in out})
         return GroupDrain({"slab": tuple(out), "slab_caches": caches}, (), self._health.drain(self.obj),
                           self._programs.drain(self.obj))
