@@ -169,20 +169,28 @@ def _burst_ns(t: TaskTotals) -> float:
     return t.run_ns / max(t.voluntary_switches + t.involuntary_switches, 1)
 
 
-def _hogs(model: Model, starved: TaskTotals, secs: float, n: int = 3) -> list[TaskTotals]:
+def _busy(model: Model, secs: float) -> list[TaskTotals]:
+    """The threads that could hold the CPUs (busy at least 5% of the window, not kernel threads), busiest
+    first: at most 20 per CPU, found once for all the starved threads (each of thousands of starved
+    hackbench threads had scanned every task)."""
+    return sorted((t for t in model.tasks.values() if t.run_ns >= 0.05 * secs * 1e9 and not _is_kernel_thread(t)),
+                  key=lambda t: -t.run_ns)
+
+
+def _hogs(model: Model, starved: TaskTotals, secs: float, n: int = 3,
+          busy: list[TaskTotals] | None = None) -> list[TaskTotals]:
     """Who held the CPUs: threads of other programs busy a good part of the window, each time for far
     longer than the starved thread runs (its burst). Copies of the same program are peers, and threads
     that all run and wait alike (a saturated machine, hackbench) have no hogs: a priority would only
     move the wait around."""
     burst = max(_burst_ns(starved), 1.0)
-    others = [t for t in model.tasks.values()
-              if t.info.tgid != starved.info.tgid and t.info.comm != starved.info.comm and not _is_kernel_thread(t)
-              and t.run_ns >= 0.05 * secs * 1e9 and _burst_ns(t) >= 5 * burst]
+    others = [t for t in (busy if busy is not None else _busy(model, secs))
+              if t.info.tgid != starved.info.tgid and t.info.comm != starved.info.comm and _burst_ns(t) >= 5 * burst]
     # one busy a quarter of the window, or many (eight hogs on two CPUs each get a quarter of one) that
     # together held half a CPU
     if not any(t.run_ns >= 0.25 * secs * 1e9 for t in others) and sum(t.run_ns for t in others) < 0.5 * secs * 1e9:
         return []
-    return sorted(others, key=lambda t: -t.run_ns)[:n]
+    return others[:n]
 
 
 def _starved(t: TaskTotals, th: Thresholds) -> tuple[bool, int, int]:
@@ -203,13 +211,14 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
     kernel = _kernel_version(model.meta.kernel)
     cpus = max(model.meta.cpus, 1)
     out = []
+    busy = _busy(model, secs)
     for t in sorted(model.tasks.values(), key=lambda t: -t.runq_wait_ns):
         if _is_kernel_thread(t):
             continue
         starved, p99, wakeups = _starved(t, th)
         if not starved:
             continue
-        hogs = _hogs(model, t, secs)
+        hogs = _hogs(model, t, secs, busy=busy)
         if not hogs:
             continue
         hog_text = ", ".join(f"{_name(h)} ({fmt_ns(h.run_ns / secs)} of CPU per second, {fmt_ns(_burst_ns(h))} "

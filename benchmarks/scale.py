@@ -10,7 +10,11 @@
   live view's path (model, rank_blockers, render) and the recording's (the store): time per simulated
   second, and memory over time.
 - hour: a synthetic hour (3600 one-second intervals) written through the store, then `stallscope export
-  --format json` and `stallscope diff` on two such files, run as a user would: wall time, peak RSS, size.
+  --format json`, `stallscope causes` and `stallscope diff` on such files, run as a user would: wall time,
+  peak RSS, size; the same for a quarter and a half of the hour (a step that grows faster than the
+  recording shows there); and a replay: one-interval windows read at the start, middle and end.
+- soak: every probe group (`--probes all`) under a hackbench loop with 5,000 idle threads for minutes:
+  the recorder's RSS every second (bounded or growing), the intervals kept, every loss counter.
 
 Each synthetic scenario runs in a child process of its own, so its peak RSS (wait4's ru_maxrss) is its own.
 Standard library and stallscope only. See benchmarks/README.md.
@@ -25,6 +29,7 @@ import os
 import platform
 import random
 import shlex
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -39,7 +44,7 @@ from pathlib import Path
 from benchmarks.overhead import command_output, cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ("threads", "analyzer", "hour")
+SCENARIOS = ("threads", "analyzer", "hour", "soak")
 _TOTAL_TIME_PREFIX = "Total time:"
 
 
@@ -522,6 +527,121 @@ def scenario_threads(args, stallscope: list[str], tmp: Path) -> dict:
     return res
 
 
+# ---- scenario: soak ------------------------------------------------------------------------------------
+
+class RssSampler:
+    """A process's RSS every second, from /proc/PID/status, in a thread, until it exits or stop()."""
+
+    def __init__(self, pid: int):
+        self.pid, self.t0, self.samples = pid, time.monotonic(), []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with open(f"/proc/{self.pid}/status") as f:
+                    v = status_kib(f.read(), "VmRSS")
+            except OSError:
+                return
+            if v:
+                self.samples.append((round(time.monotonic() - self.t0, 1), v))
+            self._stop.wait(1.0)
+
+    def stop(self) -> list[tuple[float, int]]:
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+
+def hackbench_loop(loops: int) -> subprocess.Popen:
+    """`perf bench sched messaging -g 10 -l LOOPS` over and over, in a process group of its own."""
+    return subprocess.Popen(["sh", "-c", f"while :; do perf bench sched messaging -g 10 -l {loops} >/dev/null 2>&1; done"],
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def rss_growth(samples: list[tuple[float, int]]) -> dict:
+    """RSS at the quarters of the run and its growth over the second half (least squares, KiB a minute)."""
+    if not samples:
+        return {}
+    vals = [v for _, v in samples]
+    n = len(vals)
+    half = samples[n // 2:]
+    span = (half[-1][0] - half[0][0]) if len(half) > 1 else 0
+    slope = slope_per_step([v for _, v in half]) * (len(half) - 1) / span * 60 if span else 0.0
+    return {"quarters_kib": [vals[min(n - 1, (n * q) // 4)] for q in (1, 2, 3)] + [vals[-1]],
+            "max_kib": max(vals), "second_half_kib_per_min": slope}
+
+
+def scenario_soak(args, stallscope: list[str], tmp: Path) -> dict:
+    binary = ROOT / "examples" / "bin" / "idle_threads"
+    if not binary.exists():
+        raise RuntimeError(f"{binary} is missing: run `make install`")
+    res: dict = {"threads": args.soak_threads, "period_ms": args.period_ms, "record_s": args.soak_s,
+                 "hackbench_loops": args.hackbench_loops, "probes": args.soak_probes}
+    idle = subprocess.Popen([str(binary), "-n", str(args.soak_threads), "-p", str(args.period_ms)],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    loop = None
+    try:
+        json.loads(idle.stdout.readline())
+        loop = hackbench_loop(args.hackbench_loops)
+        time.sleep(2)
+        out, rec_log = tmp / "soak.stall", tmp / "soak.log"
+        with open(rec_log, "w") as lf:
+            rec = subprocess.Popen([*stallscope, "record", "-o", str(out), "-d", f"{args.soak_s}s", "--probes",
+                                    args.soak_probes], stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
+                                   start_new_session=True)
+        sampler = RssSampler(rec.pid)
+        _, status, ru = os.wait4(rec.pid, 0)
+        res["rss_timeline_kib"] = sampler.stop()
+    finally:
+        if loop is not None:
+            _kill_group(loop.pid)
+            loop.wait()
+        idle.terminate()
+        idle.wait(timeout=60)
+    res["recorder_returncode"] = os.waitstatus_to_exitcode(status)
+    res["recorder_maxrss_kib"] = ru.ru_maxrss
+    res["recorder_cpu_s"] = round(ru.ru_utime + ru.ru_stime, 3)
+    res["record_log"] = rec_log.read_text()[-3000:]
+    res["file_bytes"] = out.stat().st_size if out.exists() else None
+    res["rss"] = rss_growth(res["rss_timeline_kib"])
+    res.update(recording_losses(out))
+    res.update(recording_shape(out))
+    ex = run_measured([*stallscope, "export", str(out), "--format", "json"], timeout_s=args.export_timeout_s,
+                      stdout_path=str(tmp / "soak.json"))
+    res["export"] = {"wall_s": round(ex.wall_s, 3), "maxrss_kib": ex.maxrss_kib, "cpu_s": round(ex.cpu_s, 3),
+                     "returncode": ex.returncode, "timeout_s": args.export_timeout_s}
+    (tmp / "soak.json").unlink(missing_ok=True)
+    return res
+
+
+def recording_losses(path: Path) -> dict:
+    """The recording's health counters and what they say was lost, read from the file itself (with this
+    tree's analyzer: a recording by an earlier version reads the same), its intervals and probes."""
+    from stallscope.analyzer.data_loss import data_losses
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        meta = json.loads(db.execute("SELECT value FROM meta WHERE key = 'meta'").fetchone()[0])
+        health: dict[str, int] = {}
+        for (text,) in db.execute("SELECT health FROM intervals"):
+            for k, v in json.loads(text or "{}").items():
+                health[k] = health.get(k, 0) + v
+        programs = {name: (0, 0, misses) for name, misses in
+                    db.execute("SELECT name, SUM(recursion_misses) FROM programs GROUP BY name")}
+        first, last, n = db.execute("SELECT MIN(start_ns), MAX(end_ns), COUNT(*) FROM intervals").fetchone()
+        switches = db.execute("SELECT SUM(switches) FROM intervals").fetchone()[0] or 0
+    finally:
+        db.close()
+    duration = (last - first) / 1e9 if n else 0.0
+    return {"health": health, "data_loss": [x.as_dict() for x in data_losses(health, programs, meta["options"])],
+            "intervals": n, "duration_s": duration, "switches_per_s": switches / duration if duration else 0,
+            "map_sizes": meta["options"].get("map_sizes"),
+            "probes_on": sorted(k for k, v in meta["probes"].items() if v["enabled"])}
+
+
 def recording_shape(path: Path) -> dict:
     """Rows per table and the collector's CPU per interval, read straight from the file."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -724,7 +844,96 @@ def scenario_hour(args, stallscope: list[str], tmp: Path) -> dict:
     res["diff"] = {"wall_s": round(d.wall_s, 3), "maxrss_kib": d.maxrss_kib, "cpu_s": round(d.cpu_s, 3),
                    "returncode": d.returncode, "stdout_lines": len(d.stdout.splitlines()), "stderr": d.stderr[-1500:]}
     log(f"hour: diff {d.wall_s:.1f} s, peak RSS {mib(d.maxrss_kib)}, rc {d.returncode}")
+    res["causes"] = _measured_doc(run_measured([*stallscope, "causes", str(files[0])], timeout_s=1800))
+    log(f"hour: causes {res['causes']['wall_s']:.1f} s")
+    res["scaling"] = [hour_reads(stallscope, tmp, n) for n in sorted({max(args.hour_seconds // 4, 1),
+                                                                       max(args.hour_seconds // 2, 1)})]
+    res["scaling"].append({"intervals": args.hour_seconds, "file_bytes": res["writes"][0]["file_bytes"],
+                           "rows": sum(v for k, v in res["rows"].items() if k not in ("meta", "stacks", "tasks")),
+                           "export": res["export"], "causes": res["causes"],
+                           "replay": replay_steps(files[0])})
     return res
+
+
+def _measured_doc(m: Measured) -> dict:
+    return {"wall_s": round(m.wall_s, 3), "cpu_s": round(m.cpu_s, 3), "maxrss_kib": m.maxrss_kib,
+            "returncode": m.returncode, "stderr": m.stderr[-1500:]}
+
+
+def hour_reads(stallscope: list[str], tmp: Path, seconds: int) -> dict:
+    """A recording of `seconds` intervals of the hour's load: its export, causes and replay steps, to set
+    beside the whole hour's (the cost per interval stays the same unless a step grows faster)."""
+    path = tmp / f"hour-part-{seconds}.stall"
+    out = tmp / f"hour-part-{seconds}.write.json"
+    m = run_measured([sys.executable, "-m", "benchmarks.scale", "--worker", "hour", "--seconds", str(seconds),
+                      "--seed", "1", "--worker-file", str(path)], timeout_s=1800, stdout_path=str(out))
+    if m.returncode != 0:
+        raise RuntimeError(f"hour writer failed: {m.stderr[-2000:]}")
+    shape = recording_shape(path)
+    res = {"intervals": seconds, "file_bytes": path.stat().st_size,
+           "rows": sum(v for k, v in shape["rows"].items() if k not in ("meta", "stacks", "tasks")),
+           "export": _measured_doc(run_measured([*stallscope, "export", str(path), "-o", str(tmp / "part.json")],
+                                                timeout_s=1800)),
+           "causes": _measured_doc(run_measured([*stallscope, "causes", str(path)], timeout_s=1800)),
+           "replay": replay_steps(path)}
+    log(f"hour: {seconds} intervals: export {res['export']['cpu_s']:.1f} CPU s, causes {res['causes']['cpu_s']:.1f} "
+        f"CPU s, replay step {res['replay']['step_cpu_ms']['middle']:.2f} ms")
+    path.unlink(missing_ok=True)
+    return res
+
+
+REPLAY_STEPS = 50
+
+
+# indexes a recording has only since every per-interval table got one (analyzer/store.py)
+LATER_INDEXES = ("locks", "futex", "oncpu", "oncpu_cpus", "slab", "slab_caches", "migrations", "programs", "tuning",
+                 "cgroups")
+
+
+def replay_steps(path: Path, as_before: bool = True) -> dict:
+    """A replay in a child process: the recording opened once, then windows of one interval read and
+    made into a model, REPLAY_STEPS at its start, middle and end (what a time cursor does). With
+    `as_before`, the same on a copy without the indexes recordings lacked before (`before`)."""
+    out = path.with_suffix(".replay.json")
+    m = run_measured([sys.executable, "-m", "benchmarks.scale", "--worker", "replay", "--worker-file", str(path)],
+                     timeout_s=1800, stdout_path=str(out))
+    if m.returncode != 0:
+        raise RuntimeError(f"replay worker failed: {m.stderr[-2000:]}")
+    res = json.loads(out.read_text())
+    res["maxrss_kib"] = m.maxrss_kib
+    if as_before:
+        old = path.with_suffix(".before.stall")
+        shutil.copyfile(path, old)
+        db = sqlite3.connect(old)
+        for t in LATER_INDEXES:
+            db.execute(f"DROP INDEX IF EXISTS {t}_idx")
+        db.commit()
+        db.close()
+        res["before"] = replay_steps(old, as_before=False)
+        old.unlink()
+    return res
+
+
+def worker_replay(path: str) -> dict:
+    from stallscope.analyzer.model import Model
+    from stallscope.analyzer.store import Recording
+
+    t0 = time.thread_time()
+    rec = Recording(path)
+    tasks, stacks, funcs, caches = rec.tasks(), rec.stacks(), rec.functions(), rec.slab_caches()
+    n = rec.interval_count()
+    open_s = time.thread_time() - t0
+    steps = {}
+    for where, first in (("start", 0), ("middle", max(n // 2 - REPLAY_STEPS // 2, 0)),
+                         ("end", max(n - REPLAY_STEPS, 0))):
+        cpu = []
+        for i in range(first, min(first + REPLAY_STEPS, n)):
+            c = time.thread_time()
+            Model.from_intervals(rec.meta, rec.intervals(i, i), tasks, stacks, slab_caches=caches, functions=funcs)
+            cpu.append((time.thread_time() - c) * 1000)
+        steps[where] = statistics.median(cpu)
+    rec.close()
+    return {"intervals": n, "open_cpu_s": open_s, "step_cpu_ms": steps}
 
 
 # ---- environment and report -----------------------------------------------------------------------------
@@ -759,6 +968,8 @@ def report(results: dict, env: dict, argv: list[str]) -> str:
         lines += _analyzer_section(results["analyzer"])
     if "hour" in results:
         lines += _hour_section(results["hour"])
+    if "soak" in results:
+        lines += _soak_section(results["soak"])
     for name, err in results.get("errors", {}).items():
         lines += [f"## {name}: failed", "", "```", err, "```", ""]
     return "\n".join(lines)
@@ -772,7 +983,7 @@ def _threads_section(r: dict) -> list[str]:
     base = [t for t in r["hackbench_alone_s"] if t]
     traced = [t for t in r["hackbench_traced_s"] if t]
     ok = seen.get("idle_threads") == r["threads"]
-    lines = ["## threads: 10,000 idle threads and hackbench under `stallscope record`", "",
+    lines = [f"## threads: {r['threads']:,} idle threads and hackbench under `stallscope record`", "",
              f"`examples/bin/idle_threads -n {r['threads']} -p {r['period_ms']}` ({r['threads']} threads, 64 KiB "
              f"stacks, each waking every {r['period_ms']} ms, spread over the period; {r['threads_start_s']} s to "
              f"start them), `perf bench sched messaging -g 10 -l {r['hackbench_loops']}` in a loop, and "
@@ -804,7 +1015,7 @@ def _threads_section(r: dict) -> list[str]:
              f"| hackbench Total time alone / while recording (medians) | "
              f"{statistics.median(base) if base else float('nan'):.3f} s ({len(base)} runs) / "
              f"{statistics.median(traced) if traced else float('nan'):.3f} s ({len(traced)} runs) |",
-             "", "Loss counters (`meta.health`, summed over the recording; zero ones omitted): "
+             "", "Health counters (`meta.health`, summed over the recording; zero ones omitted): "
              + (", ".join(f"`{k}`={v:,}" for k, v in sorted(r.get("health", {}).items()) if v) or "none") + ".", "",
              "Rows per table: " + ", ".join(f"{k} {v:,}" for k, v in r["rows"].items() if v) + ".", "",
              "Recorder RSS over time (s after start: MiB): "
@@ -875,10 +1086,74 @@ def _hour_section(r: dict) -> list[str]:
     lines.append(f"| `stallscope diff` (recording 1 vs 2) | {d['wall_s']:.1f} s | {d.get('cpu_s', 0):.1f} s "
                  f"| {mib(d['maxrss_kib'])} | {d['stdout_lines']} lines"
                  f"{'' if d['returncode'] == 0 else ' (FAILED rc ' + str(d['returncode']) + ')'} |")
+    c = r.get("causes")
+    if c:
+        lines.append(f"| `stallscope causes` (recording 1) | {c['wall_s']:.1f} s | {c['cpu_s']:.1f} s | "
+                     f"{mib(c['maxrss_kib'])} | |")
     lines += ["", "Rows per table: " + ", ".join(f"{k} {v:,}" for k, v in r["rows"].items() if v) + ".", ""]
+    if r.get("scaling"):
+        lines += _scaling_lines(r["scaling"])
     for name in ("export", "diff"):
         if r[name]["returncode"] != 0:
             lines += [f"{name} stderr:", "", "```", r[name]["stderr"], "```", ""]
+    return lines
+
+
+def _scaling_lines(points: list[dict]) -> list[str]:
+    lines = ["The same load over a quarter, a half and the whole hour: a step that grows faster than the recording "
+             "shows as a CPU cost per interval that rises down the table. Replay: the recording opened once (its "
+             f"tasks and stacks read), then {REPLAY_STEPS} windows of one interval each read and made into a model "
+             "at its start, middle and end (median CPU per step).", "",
+             "| intervals | file | export CPU (per interval) | export peak RSS | causes CPU (per interval) | "
+             "replay open | replay step: start / middle / end | the same without the later indexes |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for p in points:
+        n, ex, ca, rp = p["intervals"], p["export"], p["causes"], p["replay"]
+        st, bst = rp["step_cpu_ms"], rp.get("before", {}).get("step_cpu_ms")
+        before = f"{bst['start']:.2f} / {bst['middle']:.2f} / {bst['end']:.2f} ms" if bst else "-"
+        lines.append(f"| {n:,} | {p['file_bytes'] / 2**20:,.0f} MiB | {ex['cpu_s']:.1f} s ({1000 * ex['cpu_s'] / n:.2f} ms) "
+                     f"| {mib(ex['maxrss_kib'])} | {ca['cpu_s']:.1f} s ({1000 * ca['cpu_s'] / n:.2f} ms) | "
+                     f"{rp['open_cpu_s']:.2f} s | {st['start']:.2f} / {st['middle']:.2f} / {st['end']:.2f} ms | {before} |")
+    return lines + [""]
+
+
+def _export_cell(ex: dict) -> str:
+    if ex["returncode"] != 0:
+        return (f"stopped after {ex['wall_s']:.0f} s ({ex['cpu_s']:.0f} CPU s, {mib(ex['maxrss_kib'])}): did not "
+                f"finish in {ex.get('timeout_s', '?')} s" if ex["wall_s"] >= ex.get("timeout_s", 1e9) - 1
+                else f"failed (exit {ex['returncode']})")
+    return f"{ex['wall_s']:.1f} s / {ex['cpu_s']:.1f} s / {mib(ex['maxrss_kib'])}"
+
+
+def _soak_section(r: dict) -> list[str]:
+    rss = r.get("rss", {})
+    q = rss.get("quarters_kib", [])
+    lengths = r.get("interval_lengths_s") or [0]
+    loss = r.get("data_loss", [])
+    lines = [f"## soak: every probe group under hackbench with {r['threads']:,} idle threads for "
+             f"{r['record_s']} s", "",
+             f"`examples/bin/idle_threads -n {r['threads']} -p {r['period_ms']}`, `perf bench sched messaging -g 10 "
+             f"-l {r['hackbench_loops']}` in a loop, and `stallscope record -d {r['record_s']}s --probes "
+             f"{r['probes']}` (groups on: {', '.join(r.get('probes_on', []))}). Map sizes: "
+             f"{json.dumps(r.get('map_sizes'), sort_keys=True)}.", "",
+             "| measure | value |", "| --- | ---: |",
+             f"| recorder peak RSS (wait4 ru_maxrss) | {mib(r['recorder_maxrss_kib'])} |",
+             f"| RSS at 1/4, 1/2, 3/4 of the run and at its end | {' / '.join(mib(v) for v in q)} |",
+             f"| RSS growth over the second half (least squares) | {rss.get('second_half_kib_per_min', 0):,.0f} KiB "
+             "a minute |",
+             f"| recorder CPU (start-up included) | {_fmt_s(r['recorder_cpu_s'])} |",
+             f"| intervals recorded / duration | {r.get('intervals', '?')} / {r.get('duration_s', 0):.1f} s |",
+             f"| interval length (median / max) | {statistics.median(lengths):.2f} s / {max(lengths):.2f} s |",
+             f"| context switches per second (recorded) | {r.get('switches_per_s') or 0:,.0f} |",
+             f"| recording file | {(r['file_bytes'] or 0) / 2**20:,.1f} MiB |",
+             f"| export of it: wall / CPU / peak RSS | {_export_cell(r['export'])} |", "",
+             "Data loss (`meta.data_loss`): " + ("; ".join(f"`{x['key']}` {x['count']:,}" for x in loss) or "none")
+             + ".", "",
+             "Health counters (`meta.health`, zero ones omitted): "
+             + (", ".join(f"`{k}`={v:,}" for k, v in sorted(r.get("health", {}).items()) if v) or "none") + ".", "",
+             "Rows per table: " + ", ".join(f"{k} {v:,}" for k, v in r.get("rows", {}).items() if v) + ".", "",
+             "Recorder RSS over time (s after start: MiB): "
+             + ", ".join(f"{t:g}: {v / 1024:.0f}" for t, v in r["rss_timeline_kib"][::15]) + ".", ""]
     return lines
 
 
@@ -894,9 +1169,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--hackbench-runs", type=int, default=3, help="hackbench runs without recording")
     ap.add_argument("--analyzer-seconds", type=int, default=8, help="simulated seconds (analyzer scenario)")
     ap.add_argument("--hour-seconds", type=int, default=3600, help="intervals per synthetic recording")
+    ap.add_argument("--soak-s", type=int, default=300, help="seconds the soak scenario records")
+    ap.add_argument("--soak-threads", type=int, default=5000, help="idle threads in the soak scenario")
+    ap.add_argument("--soak-probes", default="all", help="--probes of the soak scenario's recording")
+    ap.add_argument("--export-timeout-s", type=int, default=1800, help="stop an export that takes longer (soak)")
+    ap.add_argument("--stallscope", help="the stallscope command to measure (default: the one beside this "
+                                         "Python); e.g. a snapshot: 'env PYTHONPATH=/tmp/ss/pkg python -m stallscope'")
     ap.add_argument("--output", type=Path, help="write the Markdown report here")
     ap.add_argument("--raw", type=Path, help="write the raw measurements here as JSON")
-    ap.add_argument("--worker", choices=("analyzer", "hour"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("analyzer", "hour", "replay"), help=argparse.SUPPRESS)
     ap.add_argument("--worker-file", help=argparse.SUPPRESS)
     ap.add_argument("--seconds", type=int, default=10, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
@@ -916,7 +1197,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker == "hour":
         print(json.dumps(worker_hour_write(args.seconds, args.worker_file, args.seed)))
         return 0
-    stallscope = default_stallscope()
+    if args.worker == "replay":
+        print(json.dumps(worker_replay(args.worker_file)))
+        return 0
+    stallscope = shlex.split(args.stallscope) if args.stallscope else default_stallscope()
     env = environment()
     results: dict = {"errors": {}}
     with tempfile.TemporaryDirectory(prefix="stallscope-scale-") as d:
@@ -929,6 +1213,8 @@ def main(argv: list[str] | None = None) -> int:
                     results[name] = scenario_threads(args, stallscope, tmp)
                 elif name == "analyzer":
                     results[name] = scenario_analyzer(args, tmp)
+                elif name == "soak":
+                    results[name] = scenario_soak(args, stallscope, tmp)
                 else:
                     results[name] = scenario_hour(args, stallscope, tmp)
                 results[name]["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]

@@ -138,7 +138,7 @@ class SchedHealth(ctypes.Structure):
 class SchedConfig(ctypes.Structure):
     _fields_ = [("targ_tgid", u32), ("nr_cpus", u32), ("user_stacks", u32),
                 ("kernel_stacks", u32), ("waker_stacks", u32), ("thread_size", u32), ("comm_at_switch", u32),
-                ("self_tgid", u32)]
+                ("self_tgid", u32), ("irqentry_start", u64), ("irqentry_end", u64)]
 
 
 # C struct name -> mirror, for the BTF size check.

@@ -11,6 +11,7 @@ change them any more, and the maps stay bounded.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import resource
 import time
@@ -43,6 +44,11 @@ def _offcpu_totals(v: abi.OffcpuVal) -> tuple:
     """(count, total, max, charged, weighted, var, woken task, irq, exiting, hist) of a value."""
     return (v.count, v.total_ns, v.max_ns, v.charged_ns, v.weighted_ns, v.var_us2, *v.woken,
             v.hist[:])  # a list: a ctypes array indexes slowly
+
+
+def _offcpu_now(v: tuple) -> tuple:
+    """An unpacked offcpu_val as the totals _offcpu_delta takes (v[9] is the pad)."""
+    return (*v[:9], list(v[10:]))
 
 
 def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, why: int, func: int, now: tuple,
@@ -134,10 +140,12 @@ class SchedCollector:
         self._stats: RunTimeStats | None = None
         self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
         self._info: dict[TaskId, tuple[str, int]] = {}
-        # key bytes -> (value bytes, task, the previous totals): unchanged entries are skipped by
-        # comparing bytes; the task says whether its entry goes with a dead thread
-        self._prev_offcpu: dict[bytes, tuple[bytes, TaskId, tuple]] = {}
-        self._prev_wakers: dict[bytes, tuple[bytes, TaskId, tuple[int, ...], TaskId]] = {}  # ..., the waker
+        # key bytes -> (value bytes, task): unchanged entries are skipped by comparing bytes, a changed
+        # one's previous totals decoded from them (bytes take a third of the memory of decoded totals,
+        # and a map sized for the machine holds 65,536-131,072 entries); the task says whether its
+        # entry goes with a dead thread, a waker entry's waker too (prev[3])
+        self._prev_offcpu: dict[bytes, tuple[bytes, TaskId]] = {}
+        self._prev_wakers: dict[bytes, tuple[bytes, TaskId, None, TaskId]] = {}
         self._prev_matrix: list[int] = [0] * (self.nr_cpus * self.nr_cpus)
         self._matrix_cells: list[int] = list(self._prev_matrix)
         self._prev_cs = 0
@@ -201,10 +209,12 @@ class SchedCollector:
 
     def _configure(self, obj: BpfObject, comm_at_switch: bool = False) -> None:
         o = self.options
+        irqentry = irqentry_text()
         cfg = abi.SchedConfig(
             targ_tgid=o.targ_tgid, nr_cpus=self.nr_cpus,
             user_stacks=int(o.user_stacks), kernel_stacks=int(o.kernel_stacks), waker_stacks=int(o.waker_stacks),
             thread_size=_thread_size(), comm_at_switch=int(comm_at_switch), self_tgid=os.getpid(),
+            irqentry_start=irqentry[0], irqentry_end=irqentry[1],
         )
         image = obj.section_map(".rodata").initial_value()
         if len(image) < ctypes.sizeof(cfg):
@@ -439,15 +449,14 @@ class SchedCollector:
             pid, tgid, start_ns, kstack, ustack, state, why, func = key_of(kraw)
             v = val_of(vraw)
             tid = TaskId(pid, start_ns)
-            now = (*v[:9], list(v[10:]))  # v[9] is the pad
-            if v[0] != (prev[2][0] if prev is not None else 0):
-                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, why, func, now,
-                                         prev[2] if prev is not None else _NO_WAITS))
+            before = _offcpu_now(val_of(prev[0])) if prev is not None else _NO_WAITS
+            if v[0] != before[0]:
+                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, why, func, _offcpu_now(v), before))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, now)
+                prevs[kraw] = (vraw, tid)  # the bytes alone: decoded again only when the entry changes
         m.delete_many(gone)
         return tuple(out)
 
@@ -460,7 +469,7 @@ class SchedCollector:
             (pid, waker_pid, start_ns, waker_start_ns, waker_kstack, waker_tgid, waker_flags,
              link_func, link_state, link_why, wakee_func, wakee_state, wakee_why) = key_of(kraw)
             count, total_ns, weighted, blocked, runq, waker_comm = val_of(vraw)
-            pc, pt, pw, pb, pr = prev[2] if prev is not None else (0, 0, 0, 0, 0)
+            pc, pt, pw, pb, pr = val_of(prev[0])[:5] if prev is not None else (0, 0, 0, 0, 0)
             tid, waker = TaskId(pid, start_ns), TaskId(waker_pid, waker_start_ns)
             if count != pc:
                 out.append(WakerDelta(tid, waker, waker_tgid,
@@ -473,7 +482,7 @@ class SchedCollector:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (count, total_ns, weighted, blocked, runq), waker)
+                prevs[kraw] = (vraw, tid, None, waker)
         m.delete_many(gone)
         return tuple(out)
 
@@ -682,6 +691,23 @@ def process_cgroup(tgid: int) -> str | None:
         if "cpu" in controllers.split(","):
             v1 = path
     return v1
+
+
+@functools.lru_cache(maxsize=4)
+def irqentry_text(kallsyms: str = "/proc/kallsyms") -> tuple[int, int]:
+    """Where the kernel's interrupt entry code lies (__irqentry_text_start, __irqentry_text_end), or
+    (0, 0) when kallsyms hides the addresses or lacks the symbols."""
+    found: dict[str, int] = {}
+    try:
+        with open(kallsyms, "rb") as f:
+            for line in f:
+                if b"__irqentry_text_" in line:
+                    addr, _, name = line.split()[:3]
+                    found[name.decode()] = int(addr, 16)
+    except (OSError, ValueError):
+        return 0, 0
+    lo, hi = found.get("__irqentry_text_start", 0), found.get("__irqentry_text_end", 0)
+    return (lo, hi) if 0 < lo < hi else (0, 0)
 
 
 def _proc_ctxt() -> int:

@@ -6,11 +6,11 @@ A map that is full loses what does not fit, counted in `meta.health` and shown b
 - T, tasks (`--max-tasks`): 4 x the threads alive at start, rounded up to a power of two, at least
   32,768 and at most the most tasks the kernel allows at once (the smaller of kernel.pid_max and
   kernel.threads-max, rounded up). The per-task hash maps are multiples of it: the final entries of
-  exited tasks T, off-CPU waits by stack 2T, wakers 4T (one waker per (wakee, waker, stack, chain link):
-  timer wakeups of sleeping threads alone fill several per thread), kernel lock waits 2T, futex waits
-  2T, on-CPU samples 2T; the slab group's per-CPU counts 4T, within its 64 MiB bound. These maps
-  allocate an entry when it is first used (BPF_F_NO_PREALLOC): their size costs 16 bytes a slot of
-  hash buckets until used.
+  exited tasks T, off-CPU waits by stack 2T, wakers 4T (one per wakee, waker, waker stack and chain
+  link), kernel lock waits 2T, futex waits 2T, on-CPU samples 2T. These allocate an entry when it is
+  first used (BPF_F_NO_PREALLOC): until then a slot costs 16 bytes of hash buckets. The slab group's
+  per-CPU counts (one per process and cache: hackbench's processes each touch ~60 caches, and the
+  entries of exited processes go a drain later) are 8T, preallocated, within its 64 MiB bound.
 - S, stack map entries per probe object (`--stack-map-entries`): 32,768, halved while the four
   objects' stack maps (preallocated: ~570 bytes an entry) would take more than 1/64 of the RAM, and at
   least 4,096.
@@ -63,7 +63,7 @@ class MapSizes:
 
     @property
     def slab_counts(self) -> int:
-        return 4 * self.tasks
+        return 8 * self.tasks
 
     def as_options(self) -> dict:
         """What the recording's metadata keeps (meta.options.map_sizes)."""

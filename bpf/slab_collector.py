@@ -26,6 +26,7 @@ SYSFS_FIELDS = ("order", "objs_per_slab", "min_partial", "cpu_partial", "sheaf_c
                 "object_size", "slab_size")
 TRACEPOINTS = ("kmem:kmalloc", "kmem:kmem_cache_alloc", "kmem:kfree", "kmem:kmem_cache_free")
 _COUNT_FIELDS = tuple(name for name, _ in abi.SlabCounts._fields_)
+_SLAB_KEY, _SLAB_COUNTS = abi.unpacker(abi.SlabKey), abi.unpacker(abi.SlabCounts)
 # What the status says about the slow path: exact counts would need fentry on ___slab_alloc /
 # __slab_free (not used by this version) or CONFIG_SLUB_STATS (alloc_slowpath in /sys/kernel/slab).
 SLOW_PATH_NOTE = "slow path estimated (CPU-slab switches): exact counts need fentry on ___slab_alloc or CONFIG_SLUB_STATS"
@@ -141,7 +142,7 @@ class SlabCollector:
         self.sysfs: SysfsSlab | None = None
         self._health = HealthDeltas(abi.SlabHealth, prefix="slab.")
         self._programs = ProgramDeltas()
-        self._prev: dict[bytes, tuple[int, ...]] = {}
+        self._prev: dict[bytes, bytes] = {}  # key -> its value's bytes at the last drain (all CPUs)
         self._retired: list[bytes] = []  # entries of exited processes, read for the last time
         self._described: set[int] = set()
 
@@ -198,22 +199,22 @@ class SlabCollector:
         m.delete_many(self._retired)  # read for the last time one drain ago
         self._retired = []
         out = []
+        counts, offsets = _SLAB_COUNTS.unpack_from, range(0, slot * self.nr_cpus, slot)
         for kraw, vraw in m.items_batch(value_size=slot * self.nr_cpus):
-            k = abi.decode(abi.SlabKey, kraw)
-            now = [0] * len(_COUNT_FIELDS)
-            for cpu in range(self.nr_cpus):
-                v = abi.decode(abi.SlabCounts, vraw[cpu * slot:(cpu + 1) * slot])
-                for i, name in enumerate(_COUNT_FIELDS):
-                    now[i] += getattr(v, name)
-            prev = self._prev.get(kraw, (0,) * len(now))
-            delta = [a - b for a, b in zip(now, prev)]
-            if any(delta):
-                out.append(SlabDelta(k.cache, k.tgid, bool(k.exiting), *delta))
-            if k.tgid and k.tgid in exited:
+            cache, tgid, exiting = _SLAB_KEY.unpack(kraw)
+            prev = self._prev.get(kraw)
+            if prev is None or prev != vraw:  # unchanged (most, between a process's bursts): not decoded
+                now = [sum(col) for col in zip(*(counts(vraw, off) for off in offsets))]
+                before = ([sum(col) for col in zip(*(counts(prev, off) for off in offsets))] if prev is not None
+                          else (0,) * len(now))
+                delta = [a - b for a, b in zip(now, before)]
+                if any(delta):
+                    out.append(SlabDelta(cache, tgid, bool(exiting), *delta))
+            if tgid and tgid in exited:
                 self._retired.append(kraw)
                 self._prev.pop(kraw, None)
             else:
-                self._prev[kraw] = tuple(now)
+                self._prev[kraw] = vraw
         caches = self._new_caches({d.cache for d in out})
         return GroupDrain({"slab": tuple(out), "slab_caches": caches}, (), self._health.drain(self.obj),
                           self._programs.drain(self.obj))

@@ -95,3 +95,35 @@ def test_the_report_states_the_load_and_the_per_second_cost():
     assert "100,003 context switches" in text and "1,024 KiB more per simulated second" in text
     assert "| live view (`top`): model + render (render ranks) | 0.800 s" in text
     assert src.meta.cpus == SMALL.cpus
+
+
+def test_rss_growth_reads_the_second_half_of_the_run_in_kib_a_minute():
+    flat = [(float(t), 200_000 + (40_000 * t // 60 if t < 60 else 40_000)) for t in range(0, 240)]
+    g = scale.rss_growth(flat)
+    assert g["max_kib"] == 240_000 and g["quarters_kib"][-1] == 240_000
+    assert abs(g["second_half_kib_per_min"]) < 1  # flat once warmed up
+    rising = [(float(t), 100_000 + 50 * t) for t in range(0, 120)]
+    assert round(scale.rss_growth(rising)["second_half_kib_per_min"]) == 3000
+    assert scale.rss_growth([]) == {}
+
+
+def test_the_soak_and_hour_sections_state_memory_loss_and_cost_per_interval():
+    env = {"started": "t0", "finished": "t1", "host": "h", "kernel": "6.18", "cpus": 2, "cpu_model": "cpu",
+           "mem_kib": 1 << 20, "python": "3.11", "commit": "abc", "loadavg_start": ["1", "2", "3"]}
+    timeline = [(float(t), 150_000) for t in range(60)]
+    soak = {"threads": 5000, "period_ms": 3000, "record_s": 60, "hackbench_loops": 50, "probes": "all",
+            "probes_on": ["locks", "slab"], "map_sizes": {"tasks": 32768}, "recorder_maxrss_kib": 160_000,
+            "rss_timeline_kib": timeline, "rss": scale.rss_growth(timeline), "recorder_cpu_s": 9.5,
+            "intervals": 55, "duration_s": 60.2, "interval_lengths_s": [1.0, 1.1], "switches_per_s": 20_000,
+            "file_bytes": 1 << 24, "export": {"wall_s": 3.0, "cpu_s": 2.5, "maxrss_kib": 90_000, "returncode": 0},
+            "data_loss": [{"key": "waker_map_full", "count": 1234}], "health": {"wakeups_deferred": 7}, "rows": {}}
+    replay = {"open_cpu_s": 0.5, "step_cpu_ms": {"start": 4.0, "middle": 4.1, "end": 4.2},
+              "before": {"step_cpu_ms": {"start": 5.0, "middle": 9.0, "end": 14.0}}}
+    part = {"intervals": 900, "file_bytes": 1 << 25, "export": {"cpu_s": 5.4, "maxrss_kib": 1 << 17},
+            "causes": {"cpu_s": 4.5}, "replay": replay}
+    text = scale.report({"soak": soak, "errors": {}}, env, ["python"]) + "\n".join(scale._scaling_lines([part]))
+    assert "| recorder peak RSS (wait4 ru_maxrss) | 156 MiB |" in text
+    assert "| RSS growth over the second half (least squares) | 0 KiB a minute |" in text
+    assert "`waker_map_full` 1,234" in text and "`wakeups_deferred`=7" in text
+    assert "| 900 | 32 MiB | 5.4 s (6.00 ms) | 128 MiB | 4.5 s (5.00 ms) | 0.50 s | 4.00 / 4.10 / 4.20 ms | " \
+           "5.00 / 9.00 / 14.00 ms |" in text

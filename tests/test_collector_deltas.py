@@ -112,7 +112,8 @@ def test_sleeping_threads_give_no_deltas_and_their_values_are_not_decoded(sched,
     assert [(w.count, w.total_ns) for w in wakers] == [(4, 28)]
     assert infos == ()
     assert decoded.count(abi.TaskStats) == 1  # only the thread that ran
-    assert decoded.count("_OFFCPU_VAL") == 1 and decoded.count("_WAKER_VAL") == 1  # its new value only
+    # its new value, and its previous one from the bytes kept (only bytes are kept: a third of the memory)
+    assert decoded.count("_OFFCPU_VAL") == 2 and decoded.count("_WAKER_VAL") == 2
 
 
 def test_a_thread_that_exits_is_reported_once_and_its_entries_deleted(sched):
@@ -297,3 +298,14 @@ def test_a_stack_walked_again_between_a_drains_reads_and_its_trim_is_not_reporte
     assert again == ()
     m.walk(first[0])  # a drain later: forgotten, walked again, so in the map: copied once more
     assert [s.id for s in reader.read(m, {first[0]: ("kernel", 0)}, {})] == [first[0]]
+
+
+def test_the_interrupt_entry_text_is_found_in_kallsyms_and_hidden_addresses_cut_nothing(tmp_path):
+    syms = tmp_path / "kallsyms"
+    syms.write_text("ffffffff81000010 T __entry_text_start\nffffffff81000300 T __irqentry_text_start\n"
+                    "ffffffff81000d40 T asm_common_interrupt\nffffffff81000f70 T __irqentry_text_end\n")
+    assert collector.irqentry_text(str(syms)) == (0xFFFFFFFF81000300, 0xFFFFFFFF81000F70)
+    hidden = tmp_path / "hidden"  # kptr_restrict: every address reads 0
+    hidden.write_text("0000000000000000 T __irqentry_text_start\n0000000000000000 T __irqentry_text_end\n")
+    assert collector.irqentry_text(str(hidden)) == (0, 0)
+    assert collector.irqentry_text(str(tmp_path / "missing")) == (0, 0)

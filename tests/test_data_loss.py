@@ -120,7 +120,7 @@ def test_maps_are_sized_for_the_machine_by_the_stated_rule():
     assert sizing.stack_entries_for(256 << 20) == 4096  # never below 4,096
     s = sizing.MapSizes(1000, 2000)
     assert (s.task_final, s.offcpu, s.wakers, s.locks, s.futex, s.oncpu, s.slab_counts) == (
-        1000, 2000, 4000, 2000, 2000, 2000, 4000)
+        1000, 2000, 4000, 2000, 2000, 2000, 8000)
 
 
 @pytest.mark.parametrize("flag", ["--max-tasks", "--stack-map-entries"])

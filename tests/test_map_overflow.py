@@ -86,7 +86,7 @@ def test_ten_thousand_sleeping_threads_are_all_recorded_with_nothing_lost(tmp_pa
                             text=True)
     try:
         tgid = json.loads(idle.stdout.readline())["tgid"]
-        proc, doc, _ = _record(tmp_path, "-d", "3")
+        proc, doc, path = _record(tmp_path, "-d", "3")
     finally:
         idle.terminate()
         idle.wait()
@@ -95,3 +95,7 @@ def test_ten_thousand_sleeping_threads_are_all_recorded_with_nothing_lost(tmp_pa
     assert health.get("storage_errors", 0) == 0, health
     switched = {t["pid"] for t in doc["tasks"] if t["tgid"] == tgid and t["voluntary_switches"] > 0}
     assert len(switched) >= n, (len(switched), health)
+    # a timer's wakeup is keyed without the task the interrupt landed on (it woke nobody): a sleeping
+    # thread has a waker entry per kind of interrupt, not one per task its timers happened to interrupt
+    irq = [w for w in load_model(path).wakeups if w.in_interrupt and w.task.pid in switched]
+    assert irq and all(w.waker.pid == 0 and w.waker_comm == "" for w in irq)

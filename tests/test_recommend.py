@@ -327,3 +327,21 @@ def test_hackbench_threads_are_not_reniced_one_by_one(tmp_path):
                                defaults=True)
     kinds = [r["kind"] for r in doc["recommendations"]]
     assert "priority" not in kinds and "cpu" in kinds, [(r["kind"], r["target"]) for r in doc["recommendations"]]
+
+
+def test_looking_for_cpu_hogs_costs_the_tasks_once_not_once_per_starved_thread(monkeypatch):
+    """A 5-minute hackbench recording held 126,000 tasks, thousands of them starved and none a hog (all
+    run briefly): each starved thread scanned every task for its hogs, and `export` had not finished
+    after 10 CPU minutes. The busy threads are now found once."""
+    import stallscope.analyzer.recommend as rec
+
+    n = 2000
+    tasks = tuple(TaskDelta(TaskId(3000 + i, SEC), runq_wait_ns=400_000_000, runq_count=200, voluntary_switches=200,
+                            runq_hist=((22, 200),), run_ns=20_000_000) for i in range(n))
+    infos = tuple(TaskInfo(t.task, 3000 + i, 1, f"worker-{i}") for i, t in enumerate(tasks))
+    model = _model([interval(0, task_info=infos, tasks=tasks)])
+    calls = []
+    real = rec._is_kernel_thread
+    monkeypatch.setattr(rec, "_is_kernel_thread", lambda t: calls.append(1) or real(t))
+    assert not [r for r in recommend(model) if r.kind == "priority"]
+    assert len(calls) <= 3 * n, len(calls)  # was n * n: every starved thread against every task
