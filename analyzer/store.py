@@ -20,8 +20,9 @@ from operator import attrgetter
 from typing import Iterator
 
 from stallscope.analyzer.sample import (
-    CpuSamplesDelta, FutexDelta, Interval, LockDelta, OffcpuDelta, OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta,
-    SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning, TuningChange, WaitLink, WakerDelta,
+    CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, OffcpuDelta,
+    OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning,
+    TuningChange, WaitLink, WakerDelta,
 )
 from stallscope.analyzer.symbols import Frame
 from stallscope.errors import StallscopeError
@@ -86,6 +87,19 @@ CREATE TABLE IF NOT EXISTS tuning (
     sample_ns INTEGER, user_walks_per_s INTEGER, lock_calls INTEGER);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
+CREATE TABLE IF NOT EXISTS io (
+    idx INTEGER, dev INTEGER, op INTEGER, requests INTEGER, sectors INTEGER, total_ns INTEGER, timed INTEGER,
+    queued_ns INTEGER, device_ns INTEGER, bytes INTEGER, unaccounted INTEGER, size_hist TEXT, total_hist TEXT,
+    queued_hist TEXT, device_hist TEXT);
+CREATE TABLE IF NOT EXISTS io_queue (
+    idx INTEGER, dev INTEGER, name TEXT, issued INTEGER, busy_ns INTEGER, depth_sum INTEGER, depth_hist TEXT,
+    inflight INTEGER);
+CREATE TABLE IF NOT EXISTS io_submitters (
+    idx INTEGER, dev INTEGER, op INTEGER, tgid INTEGER, comm TEXT, requests INTEGER, sectors INTEGER);
+CREATE TABLE IF NOT EXISTS io_wakes (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, dev INTEGER, op INTEGER, submit_tgid INTEGER,
+    submit_comm TEXT, wakee_func INTEGER, wakee_state INTEGER, wakee_why INTEGER, count INTEGER, wait_ns INTEGER,
+    req_ns INTEGER, timed INTEGER, queued_ns INTEGER, device_ns INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
 CREATE INDEX IF NOT EXISTS offcpu_idx ON offcpu (idx);
 CREATE INDEX IF NOT EXISTS wakers_idx ON wakers (idx);
@@ -219,6 +233,19 @@ class RecordingWriter:
                  _s64(fx.caller_addr), fx.caller, fx.lock_name, fx.count, fx.total_ns, fx.max_ns, fx.min_ns,
                  fx.flags, fx.blocked_ns, fx.runnable_ns, fx.woken_irq)
                 for fx in iv.futex])
+            db.executemany("INSERT INTO io VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, d.dev, d.op, d.requests, d.sectors, d.total_ns, d.timed, d.queued_ns, d.device_ns, d.bytes,
+                 d.unaccounted, _hist_text(d.size_hist), _hist_text(d.total_hist), _hist_text(d.queued_hist),
+                 _hist_text(d.device_hist)) for d in iv.io])
+            db.executemany("INSERT INTO io_queue VALUES (?,?,?,?,?,?,?,?)", [
+                (i, q.dev, q.name, q.issued, q.busy_ns, q.depth_sum, _hist_text(q.depth_hist), q.inflight)
+                for q in iv.io_queue])
+            db.executemany("INSERT INTO io_submitters VALUES (?,?,?,?,?,?,?)", [
+                (i, d.dev, d.op, d.tgid, d.comm, d.requests, d.sectors) for d in iv.io_submitters])
+            db.executemany("INSERT INTO io_wakes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, w.task.pid, w.task.start_time_ns, w.tgid, w.dev, w.op, w.submit_tgid, w.submit_comm,
+                 _s64(w.wakee.func), w.wakee.state, w.wakee.why, w.count, w.wait_ns, w.req_ns, w.timed, w.queued_ns,
+                 w.device_ns) for w in iv.io_wakes])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
                  json.dumps([_FRAME_ROW(f) for f in s.frames]))
@@ -416,6 +443,7 @@ class Recording:
             f"{self._col('tuning', 'sample_ns', '0')}, {self._col('tuning', 'user_walks_per_s', '0')}, "
             f"{self._col('tuning', 'lock_calls', '1')} FROM tuning",
             window, lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0, r[8] != 0), r[5]), "tuning")
+        io, io_queue, io_submitters, io_wakes = self._io_streams(window)
         rows = self._stream("SELECT idx, start_ns, end_ns, wall_start, switches, collector_cpu_ns, health, "
                             "kernel_switches FROM intervals", window, lambda r: r)
         for idx, start, end, wall, switches, cpu, health, kswitches in rows.all():
@@ -427,7 +455,27 @@ class Recording:
                            wakers.take(idx), migrations.take(idx), (), h, programs.take(idx), cpu,
                            kswitches or 0, locks.take(idx), slab.take(idx), slab_caches.take(idx),
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
-                           futex.take(idx), tuning.take(idx))
+                           futex.take(idx), tuning.take(idx), io=io.take(idx), io_queue=io_queue.take(idx),
+                           io_submitters=io_submitters.take(idx), io_wakes=io_wakes.take(idx))
+
+    def _io_streams(self, window: tuple[int, int]) -> tuple[_ByInterval, ...]:
+        """The io group's tables (empty in recordings made before they were kept)."""
+        io = self._stream(
+            "SELECT idx, dev, op, requests, sectors, total_ns, timed, queued_ns, device_ns, bytes, unaccounted, "
+            "size_hist, total_hist, queued_hist, device_hist FROM io", window,
+            lambda r: IoDelta(*r[1:11], self._hist(r[11]), self._hist(r[12]), self._hist(r[13]), self._hist(r[14])),
+            "io")
+        queue = self._stream(
+            "SELECT idx, dev, name, issued, busy_ns, depth_sum, depth_hist, inflight FROM io_queue", window,
+            lambda r: IoQueueDelta(*r[1:6], self._hist(r[6]), r[7]), "io_queue")
+        submitters = self._stream(
+            "SELECT idx, dev, op, tgid, comm, requests, sectors FROM io_submitters", window,
+            lambda r: IoSubmitDelta(*r[1:]), "io_submitters")
+        wakes = self._stream(
+            "SELECT idx, pid, start_ns, tgid, dev, op, submit_tgid, submit_comm, wakee_func, wakee_state, wakee_why, "
+            "count, wait_ns, req_ns, timed, queued_ns, device_ns FROM io_wakes", window,
+            lambda r: IoWakeDelta(TaskId(r[1], r[2]), *r[3:8], WaitLink(_u64(r[8]), r[9], r[10]), *r[11:]), "io_wakes")
+        return io, queue, submitters, wakes
 
     def _woken(self, text: str | None) -> tuple[int, int, int]:
         if not text:

@@ -20,6 +20,7 @@ from functools import cached_property
 from stallscope.analyzer.blockers import Blocker, causes_by_task, denominator, held_up_by, parts, rank_blockers
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import RootTable, root_table
+from stallscope.analyzer.io import CauseDevice, IoDeviceRow, cause_devices, io_table
 from stallscope.analyzer.locks import LockStat, lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
@@ -161,6 +162,16 @@ class Snapshot:
     @cached_property
     def slab(self) -> list[SlabRow]:
         return slab_rows(self.model, self.scope)
+
+    @cached_property
+    def io(self) -> list[IoDeviceRow]:
+        """Block devices (the io group): per device and operation, busiest first."""
+        return io_table(self.model, self.scope)
+
+    @cached_property
+    def io_causes(self) -> dict[str, list[CauseDevice]]:
+        """For each cause, the devices whose completions ended its waits."""
+        return cause_devices(self.model, self.scope)
 
     @cached_property
     def oncpu(self) -> list[FunctionSamples]:

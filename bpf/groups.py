@@ -89,6 +89,12 @@ def _futex(symbolizer, o: GroupOptions):
                           user_stacks=o.user_stacks, max_stacks=o.max_stacks)
 
 
+def _io(symbolizer, o: GroupOptions):
+    from stallscope.bpf.io_collector import IoCollector
+
+    return IoCollector(targ_tgid=o.targ_tgid, sched_state_fd=o.sched_state_fd)
+
+
 GROUPS: dict[str, Group] = {
     "locks": Group("locks", "kernel lock contention per lock, waiter and stack (lock:contention_begin/end)",
                    True, _locks),
@@ -112,6 +118,10 @@ GROUPS: dict[str, Group] = {
                         "uprobe trap (~30 us on this VM) only where a pthread mutex/rwlock lock call takes its "
                         "slow path; ~1 s more to start and to stop (libc analysed with objdump/readelf, "
                         "uprobes removed)"),
+    "io": Group("io", "block I/O per device and operation as /proc/diskstats counts it, with each request's "
+                      "time queued and at the device, %util, depth, submitters, and the device whose completion "
+                      "ended each I/O wait (tp_btf block_io_start, block_rq_issue/complete/requeue; sched_waking)",
+                False, _io, cost="not yet measured"),
 }
 
 
