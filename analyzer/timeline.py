@@ -20,7 +20,7 @@ from functools import cached_property
 from stallscope.analyzer.blockers import Blocker, causes_by_task, denominator, held_up_by, parts, rank_blockers
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import RootTable, root_table
-from stallscope.analyzer.io import CauseDevice, IoDeviceRow, cause_devices, io_table
+from stallscope.analyzer.io import CauseDevice, IoDeviceRow, bio_based, cause_devices, devices_described, io_table
 from stallscope.analyzer.locks import LockStat, lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
@@ -167,6 +167,11 @@ class Snapshot:
     def io(self) -> list[IoDeviceRow]:
         """Block devices (the io group): per device and operation, busiest first."""
         return io_table(self.model, self.scope)
+
+    @cached_property
+    def io_bio_based(self) -> list[str]:
+        """The recording machine's bio-based devices: the request tracepoints never see their I/O."""
+        return bio_based(devices_described(self.model))
 
     @cached_property
     def io_causes(self) -> dict[str, list[CauseDevice]]:

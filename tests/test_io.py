@@ -22,7 +22,7 @@ from stallscope.analyzer.io import (
 from stallscope.analyzer.load import load_model
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import (
-    IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, OffcpuDelta, ProbeStatus, TaskDelta, TaskInfo, WaitLink,
+    IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, OffcpuDelta, ProbeStatus, TaskDelta, TaskId, TaskInfo, WaitLink,
 )
 from synthetic import SEC, A, interval, kstack, meta, write_recording
 
@@ -297,3 +297,89 @@ def test_io_records_survive_the_recording_file(tmp_path):
     assert doc["io"]["bio_based"] == ["zram0"]
     (dev,) = doc["io"]["devices"]
     assert dev["device"] == "loop3" and dev["dev"] == "7:3" and dev["ops"][0]["latency"]["device"]["avg_ns"] == 400_000
+
+
+def test_small_requests_a_queue_bottleneck_and_a_stalled_worker_get_their_advice():
+    from stallscope.analyzer.recommend import recommend
+
+    fixes = [r for r in recommend(_io_model(queued_ns=900_000, device_ns=300_000)) if r.kind == "io"]
+    findings = " | ".join(r.finding for r in fixes)
+    assert "loop3: small reads (4.0K on average) to a device that takes 1280 KiB requests" in findings
+    assert "loop3: the queue is the bottleneck: requests wait 3.0 times as long" in findings
+    assert "reader[100] stalls on synchronous I/O" in findings
+    for r in fixes:
+        assert r.evidence and r.risk and r.verify and r.facts
+    small = next(r for r in fixes if "small reads" in r.finding)
+    assert "max_sectors_kb" in small.command and "100% of loop3's reads were 16.0K or smaller" in small.evidence[0]
+    # a device that keeps up gets no queue advice, and large requests no size advice
+    calm = [r.finding for r in recommend(_io_model(queued_ns=5_000, device_ns=300_000)) if r.kind == "io"]
+    assert not any("bottleneck" in f for f in calm)
+
+
+def test_a_device_whose_latency_grew_is_a_regression():
+    from stallscope.analyzer.diff import diff
+
+    changes = [c for c in diff(_io_model(10_000, 300_000), _io_model(10_000, 900_000)) if c.kind == "device"]
+    (c,) = changes
+    assert c.name == "loop3 read await" and c.significant
+    assert c.base_ns_per_s == pytest.approx(100 * 310_000) and c.new_ns_per_s == pytest.approx(100 * 910_000)
+    same = [c for c in diff(_io_model(10_000, 300_000), _io_model(10_000, 301_000)) if c.kind == "device"]
+    assert not same[0].significant
+
+
+def test_an_fsync_storm_ended_by_the_journal_and_writeback_throttling_get_their_advice():
+    from stallscope.analyzer.recommend import recommend
+    from stallscope.analyzer.sample import WakerDelta
+
+    fsync_why = (1 << 10) | 74  # in the fsync() system call (x86_64)
+    jbd2 = TaskInfo(TaskId(300, 1 * SEC), 300, 2, "jbd2/loop3-8")
+    throttled = kstack(0x7200, "__schedule", "schedule", "io_schedule", "rq_qos_wait", "wbt_wait", "submit_bio")
+    m = replace(meta(), probes={"offcpu": ProbeStatus(True, "tp_btf"), "io": ProbeStatus(True, "tp_btf")},
+                options={"io": {"devices": {"loop3": {"dev": DEV, "requests": True,
+                                                      "queue": {"wbt_lat_usec": 2000}}}}})
+    iv = interval(0, task_info=(TaskInfo(A, 100, 1, "db"), jbd2), stacks=(throttled,),
+                  tasks=(TaskDelta(A, offcpu_ns=800_000_000, offcpu_count=150),),
+                  offcpu=(OffcpuDelta(A, 100, 2, 5, 0, 100, 500_000_000, 9_000_000, why=fsync_why),
+                          OffcpuDelta(A, 100, 2, throttled.id, 0, 50, 300_000_000, 20_000_000)),
+                  wakers=(WakerDelta(A, jbd2.task, 300, "jbd2/loop3-8", 0, 100, 500_000_000,
+                                     wakee=WaitLink(0, 2, fsync_why)),),
+                  io=(IoDelta(DEV, 1, requests=200, sectors=1600, total_ns=200 * 400_000),),
+                  io_queue=(IoQueueDelta(DEV, "loop3", issued=200),),
+                  io_wakes=(IoWakeDelta(A, 100, DEV, 1, 300, "kworker/u8:1", WaitLink(0, 2, 0), 50, 300_000_000,
+                                        50 * 400_000),))
+    model = Model.from_intervals(m, [iv], {A: TaskInfo(A, 100, 1, "db"), jbd2.task: jbd2}, {throttled.id: throttled})
+    fixes = {r.finding: r for r in recommend(model) if r.kind == "io"}
+    storm = next(r for f, r in fixes.items() if f.startswith("fsync storm"))
+    assert "100 fsyncs a second from db" in storm.finding and "jbd2/loop3-8" in storm.evidence[1]
+    wbt = next(r for f, r in fixes.items() if f.startswith("writeback throttling"))
+    assert wbt.target == "loop3" and "wbt_lat_usec" in wbt.command and "2000 us" in wbt.evidence[1]
+
+
+def test_the_devices_view_shows_each_device_and_operation(tmp_path):
+    import asyncio
+
+    from rich.text import Text
+    from textual.widgets import DataTable
+
+    from stallscope.sources import RecordingSource
+    from stallscope.tui.app import TopApp
+
+    model = _io_model(queued_ns=900_000, device_ns=300_000)
+    path = tmp_path / "io.stall"
+    write_recording(path, model.meta, [interval(0, task_info=(TaskInfo(A, 100, 1, "reader"),), io=model.io,
+                                                io_queue=tuple(model.io_queue.values()), io_wakes=model.io_wakes)])
+
+    async def go():
+        app = TopApp(RecordingSource(str(path)))
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("8")
+            assert app.active_view().name == "devices"
+            await pilot.pause()
+            table = app.query_one("#table-devices", DataTable)
+            row = [c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(0)]
+            assert row[:3] == ["loop3", "read", "100"] and row[4] == "4.0K" and row[-1] == "saturated"
+            summary = str(app.query_one("#summary-devices").render())
+            assert "bio-based, not seen by the request tracepoints: zram0" in summary
+            await pilot.press("q")
+    asyncio.run(go())

@@ -257,7 +257,7 @@ def test_analyzer_imports_neither_textual_nor_jinja2():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-VIEWS = ("1", "2", "3", "4", "5", "6", "7")
+VIEWS = ("1", "2", "3", "4", "5", "6", "7", "8")
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
