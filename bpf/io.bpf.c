@@ -325,31 +325,33 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 		if (start && r->issue_ns > start)
 			queued = r->issue_ns - start;
 	}
+	/* plain adds: the counts are per CPU and only this program writes them, which never runs nested
+	 * in itself on one CPU (a nested run is refused and counted as a recursion miss) */
 	s = stats_of(dev, op);
 	if (s) {
 		if (counted) {
-			__sync_fetch_and_add(&s->requests, 1);
-			__sync_fetch_and_add(&s->total_ns, total);
-			__sync_fetch_and_add(&s->total_hist[log2_of(total, IO_TIME_SLOTS)], 1);
+			s->requests += 1;
+			s->total_ns += total;
+			s->total_hist[log2_of(total, IO_TIME_SLOTS)] += 1;
 			if (device) {
 				__u32 bytes = r->bytes;
 
-				__sync_fetch_and_add(&s->timed, 1);
-				__sync_fetch_and_add(&s->queued_ns, queued);
-				__sync_fetch_and_add(&s->device_ns, device);
-				__sync_fetch_and_add(&s->bytes, bytes);
-				__sync_fetch_and_add(&s->queued_hist[log2_of(queued, IO_TIME_SLOTS)], 1);
-				__sync_fetch_and_add(&s->device_hist[log2_of(device, IO_TIME_SLOTS)], 1);
+				s->timed += 1;
+				s->queued_ns += queued;
+				s->device_ns += device;
+				s->bytes += bytes;
+				s->queued_hist[log2_of(queued, IO_TIME_SLOTS)] += 1;
+				s->device_hist[log2_of(device, IO_TIME_SLOTS)] += 1;
 				if (bytes)
-					__sync_fetch_and_add(&s->size_hist[log2_of(bytes, IO_SIZE_SLOTS)], 1);
+					s->size_hist[log2_of(bytes, IO_SIZE_SLOTS)] += 1;
 			} else {
 				__sync_fetch_and_add(&health.untimed, 1);
 			}
 		} else if (done && !io_stat && !flush_seq) {
-			__sync_fetch_and_add(&s->unaccounted, 1);
+			s->unaccounted += 1;
 		}
 		if (sectors)
-			__sync_fetch_and_add(&s->sectors, sectors);
+			s->sectors += sectors;
 	}
 	if (counted || sectors)
 		count_submitter(dev, op, r, sectors, counted);
