@@ -383,3 +383,13 @@ def test_the_devices_view_shows_each_device_and_operation(tmp_path):
             assert "bio-based, not seen by the request tracepoints: zram0" in summary
             await pilot.press("q")
     asyncio.run(go())
+
+
+def test_a_blockers_detail_names_its_device():
+    from stallscope.analyzer.timeline import Snapshot
+    from stallscope.tui.detail import blocker_detail
+
+    snap = Snapshot(_io_model(queued_ns=10_000, device_ns=400_000))
+    b = next(b for b in snap.ranked if b.cause == "Waiting for I/O")
+    text = blocker_detail(snap, b).plain
+    assert "loop3 read: 100 waits, 600.00ms; its requests 410.0us" in text and "submitted by reader[100]" in text
