@@ -50,9 +50,14 @@ class LoopDevice:
                 pytest.fail(f"{tool} is missing: `make install` installs fio (util-linux has the others)")
         self.backing = f"/var/tmp/stallscope-io-{uuid.uuid4().hex[:8]}.img"
         self.dev = ""
-        subprocess.run(["dd", "if=/dev/urandom", f"of={self.backing}", "bs=1M", "count=256", "status=none"], check=True)
-        self.dev = subprocess.run(["losetup", "-f", "--show", f"--direct-io={'on' if direct else 'off'}",
-                                   self.backing], capture_output=True, text=True, check=True).stdout.strip()
+        try:
+            subprocess.run(["dd", "if=/dev/urandom", f"of={self.backing}", "bs=1M", "count=256", "status=none"],
+                           check=True)
+            self.dev = subprocess.run(["losetup", "-f", "--show", f"--direct-io={'on' if direct else 'off'}",
+                                       self.backing], capture_output=True, text=True, check=True).stdout.strip()
+        except BaseException:
+            self.close()
+            raise
 
     def drop_cache(self) -> None:
         """The backing file's pages out of the page cache: reads through the loop device go to the disk."""
@@ -61,7 +66,8 @@ class LoopDevice:
     def close(self) -> None:
         if self.dev:
             subprocess.run(["losetup", "-d", self.dev])
-        os.unlink(self.backing)
+        if os.path.exists(self.backing):
+            os.unlink(self.backing)
 
 
 @pytest.fixture(scope="module")
