@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from stallscope.analyzer.blockers import blocked_ns_by_task, rank_blockers
 from stallscope.analyzer.export import to_folded
+from stallscope.analyzer.io import io_table
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import TaskId
@@ -27,7 +28,7 @@ class NoiseGuard:
 
 @dataclass(frozen=True)
 class Change:
-    kind: str  # "cause", "lock", "cache" (its list_lock waits), "task"
+    kind: str  # "cause", "lock", "cache" (its list_lock waits), "task", "device" (its await: compare_devices)
     name: str
     base_ns_per_s: float
     new_ns_per_s: float
@@ -99,6 +100,31 @@ def task_waits(model: Model, scope: set[TaskId] | None = None, include_idle: boo
     return {k: v for k, v in out.items() if v[0]}
 
 
+def device_latencies(model: Model) -> dict[str, tuple[int, float]]:
+    """Each device and operation's requests and await (ns per request), with the io group."""
+    return {f"{r.name} {o.op} await": (o.requests, o.await_.avg_ns) for r in io_table(model) for o in r.ops
+            if o.requests}
+
+
+def compare_devices(base: Model, new: Model, guard: NoiseGuard) -> list[Change]:
+    """A device whose requests got slower, costed at the new run's request rate: `base_ns_per_s` is the
+    new run's requests per second times the base run's await, `new_ns_per_s` times its own, so the change
+    is the request time per second the latency alone added (or saved); a device in one run only is not
+    compared (its load, not its latency, changed). The guard's event floor applies to both runs' requests."""
+    b, n = device_latencies(base), device_latencies(new)
+    secs = new.duration_s or 1.0
+    out = []
+    for name in sorted(set(b) & set(n)):
+        (bn, b_await), (nn, n_await) = b[name], n[name]
+        rate = nn / secs
+        base_rate, new_rate = rate * b_await, rate * n_await
+        delta = new_rate - base_rate
+        significant = (abs(delta) >= guard.min_delta_ns_per_s and abs(delta) >= guard.min_relative * base_rate
+                       and min(bn, nn) >= guard.min_events)
+        out.append(Change("device", name, base_rate, new_rate, bn, nn, significant))
+    return out
+
+
 def diff(base: Model, new: Model, guard: NoiseGuard | None = None, include_idle: bool = False,
          scopes: tuple[set[TaskId] | None, set[TaskId] | None] = (None, None)) -> list[Change]:
     """Every cause, lock and thread name, worst regression first: significant ones by how much their
@@ -109,6 +135,7 @@ def diff(base: Model, new: Model, guard: NoiseGuard | None = None, include_idle:
                      ("cache", cache_waits), ("task", lambda m, sc: task_waits(m, sc, include_idle))):
         changes += _compare(kind, _rates(fn(base, scopes[0]), base.duration_s),
                             _rates(fn(new, scopes[1]), new.duration_s), g)
+    changes += compare_devices(base, new, g)
     changes.sort(key=lambda c: (not c.significant, -c.delta_ns_per_s, c.kind, c.name))
     return changes
 

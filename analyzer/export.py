@@ -14,7 +14,7 @@ from stallscope.analyzer.blockers import (
 )
 from stallscope.analyzer.chains import Root
 from stallscope.analyzer.data_loss import model_losses
-from stallscope.analyzer.locks import lock_stats
+from stallscope.analyzer.io import bio_based, device_dev_text as io_dev_text, devices_described
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc, uprobe_trap_ns
 from stallscope.analyzer.recommend import recommend
@@ -22,7 +22,6 @@ from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
 from stallscope.analyzer.sample import TS_DEAD, TS_EXITING, Stack, TaskId
 from stallscope.analyzer.scope import own_tasks
-from stallscope.analyzer.slab import slab_rows
 from stallscope.analyzer.timeline import Snapshot
 from stallscope.analyzer.untrusted import printable
 from stallscope.analyzer.wakers import waker_context
@@ -93,6 +92,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "latency": _latency_doc(model, b),
             "held_up_by": _held_up_by_doc(held_up_by(model, b)),
             "roots": [_root_doc(r) for r in roots.by_cause.get(b.cause, ())[:3]],
+            "devices": [_cause_device_doc(d) for d in snap.io_causes.get(b.cause, ())],
         })
 
     matrix = [list(r) for r in model.matrix]
@@ -128,8 +128,9 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "tasks": tasks,
         "blockers": blockers,
         "roots": [_root_doc(r) for r in roots.all],
-        "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],
-        "slab": [_slab_doc(r) for r in slab_rows(model, scope)],
+        "locks": [_lock_doc(s) for s in snap.locks],
+        "slab": [_slab_doc(r) for r in snap.slab],
+        "io": _io_doc(model, snap),
         "oncpu": _oncpu_doc(model, scope),
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
         "signals": signals_doc(signals(model)),
@@ -214,6 +215,45 @@ def _slab_doc(r) -> dict:
             "objects": r.objects, "config": r.config, "allocs_at_exit": r.allocs_at_exit,
             "frees_at_exit": r.frees_at_exit,
             "list_lock": {"contentions": r.lock_contentions, "wait_total_ns": r.lock_wait_ns}}
+
+
+def _latency(lat) -> dict:
+    return {"avg_ns": round(lat.avg_ns), "p50_ns": lat.p50_ns, "p99_ns": lat.p99_ns, "count": lat.count,
+            "hist_log2_ns": {str(k): v for k, v in sorted(lat.hist.items())}}
+
+
+def _io_op_doc(o) -> dict:
+    return {"op": o.op, "requests": o.requests, "requests_per_s": round(o.requests_per_s, 3), "bytes": o.bytes,
+            "bytes_per_s": round(o.bytes_per_s, 3), "await_ns": round(o.await_.avg_ns), "timed": o.timed,
+            "latency": {"await": _latency(o.await_), "queued": _latency(o.queued), "device": _latency(o.device_time)},
+            "avg_size_bytes": round(o.avg_size), "size_hist_log2_bytes": {str(k): v for k, v in sorted(o.size_hist.items())},
+            "unaccounted": o.unaccounted}
+
+
+def _io_doc(model: Model, snap: Snapshot) -> dict:
+    """Block devices per device and operation (the io group; empty when it did not run)."""
+    devices = []
+    for r in snap.io:
+        s = r.saturation
+        devices.append({
+            "device": r.name, "dev": io_dev_text(r.dev), "requests_per_s": round(r.requests_per_s, 3),
+            "bytes_per_s": round(r.bytes_per_s, 3),
+            "util_pct": None if r.util_pct is None else round(r.util_pct, 3), "avg_inflight": round(r.avg_inflight, 4),
+            "depth_at_issue_avg": round(r.depth_at_issue_avg, 3), "depth_p99": r.depth_p99,
+            "depth_hist_log2": {str(k): v for k, v in sorted(r.depth_hist.items())},
+            "saturation": {"verdict": s.verdict, "queued_avg_ns": round(s.queued_avg_ns),
+                           "device_avg_ns": round(s.device_avg_ns), "reason": s.reason},
+            "queue": r.queue, "io_wait_ns": r.io_wait_ns, "io_waits": r.io_waits,
+            "submitters": [{"tgid": u.tgid, "comm": u.comm, "requests": u.requests, "bytes": u.bytes}
+                           for u in r.submitters[:10]],
+            "ops": [_io_op_doc(o) for o in r.ops]})
+    return {"devices": devices, "bio_based": bio_based(devices_described(model))}
+
+
+def _cause_device_doc(d) -> dict:
+    return {"device": d.device, "op": d.op, "wait_ns": round(d.wait_ns), "count": round(d.count, 3),
+            "request_avg_ns": round(d.request_avg_ns), "queued_avg_ns": round(d.queued_avg_ns),
+            "device_avg_ns": round(d.device_avg_ns), "submitters": list(d.submitters)}
 
 
 def _oncpu_doc(model: Model, scope: set[TaskId] | None) -> dict:

@@ -11,7 +11,8 @@ from typing import Iterable
 
 from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
-    NO_LINK, Interval, RecordingMeta, SlabCache, SlabDelta, Stack, TaskId, TaskInfo, TuningChange, WaitLink,
+    NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, RecordingMeta, SlabCache, SlabDelta, Stack,
+    TaskId, TaskInfo, TuningChange, WaitLink,
 )
 
 RUNQ_SLOTS = 40
@@ -215,6 +216,12 @@ class Model:
     functions: dict[int, str] = field(default_factory=dict)  # kernel function address -> name
     # rows of a damaged recording skipped on read, by table (analyzer/recording_checks.py)
     damaged_rows: dict[str, int] = field(default_factory=dict)
+    # the io group, summed over the window: per (device, operation), per device (its `inflight` the last
+    # interval's), per (device, operation, submitting process), per (task, device, operation, submitter, wait)
+    io: tuple[IoDelta, ...] = ()
+    io_queue: dict[int, IoQueueDelta] = field(default_factory=dict)
+    io_submitters: tuple[IoSubmitDelta, ...] = ()
+    io_wakes: tuple[IoWakeDelta, ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -249,6 +256,7 @@ class Model:
         oncpu: dict[tuple, list] = {}
         cpus: dict[int, list[int]] = {}
         futexes: dict[tuple, list] = {}
+        io = _IoFold()
         switches = cpu = count = kswitches = 0
         start_ns = end_ns = 0
         for iv in intervals:
@@ -354,6 +362,7 @@ class Model:
                 e[3] += fx.total_ns
                 e[4] = max(e[4], fx.max_ns)
                 e[5] = min(e[5], fx.min_ns) if e[5] and fx.min_ns else (e[5] or fx.min_ns)
+            io.add(iv)
             for src, dst, c in iv.migrations:
                 if src < n and dst < n:
                     matrix[src][dst] += c
@@ -402,7 +411,7 @@ class Model:
             cgroups=cgroups, interval_costs=tuple(costs), tuning=tuple(tuning),
             futex_waits=tuple(FutexWaits(tid, tgid, uaddr, op, stacks.get(us), us, caller_addr, *e[:6], flags, *e[6:])
                               for (tid, tgid, uaddr, op, us, caller_addr, flags), e in futexes.items()),
-            functions=funcs,
+            functions=funcs, **io.fields(),
         )
 
     def descendants(self, root_tgid: int) -> set[TaskId]:
@@ -421,6 +430,67 @@ class Model:
                     procs.add(child)
                     todo.append(child)
         return {info.task for info in infos if info.tgid in procs}
+
+
+def _add_hist(acc: dict[int, int], hist: tuple[tuple[int, int], ...]) -> None:
+    for slot, c in hist:
+        acc[slot] = acc.get(slot, 0) + c
+
+
+def _hist(acc: dict[int, int]) -> tuple[tuple[int, int], ...]:
+    return tuple(sorted((s, c) for s, c in acc.items() if c))
+
+
+_IO_SUMS = ("requests", "sectors", "total_ns", "timed", "queued_ns", "device_ns", "bytes", "unaccounted")
+_IO_HISTS = ("size_hist", "total_hist", "queued_hist", "device_hist")
+
+
+class _IoFold:
+    """The io group's records summed over a window."""
+
+    def __init__(self) -> None:
+        self.stats: dict[tuple[int, int], list] = {}
+        self.queue: dict[int, list] = {}
+        self.submit: dict[tuple, list] = {}
+        self.wakes: dict[tuple, list] = {}
+
+    def add(self, iv: Interval) -> None:
+        for d in iv.io:
+            e = self.stats.setdefault((d.dev, d.op), [[0] * len(_IO_SUMS), [{} for _ in _IO_HISTS]])
+            for i, name in enumerate(_IO_SUMS):
+                e[0][i] += getattr(d, name)
+            for i, name in enumerate(_IO_HISTS):
+                _add_hist(e[1][i], getattr(d, name))
+        for q in iv.io_queue:
+            e = self.queue.setdefault(q.dev, [q.name, 0, 0, 0, {}, 0])
+            e[0] = q.name or e[0]
+            e[1] += q.issued
+            e[2] += q.busy_ns
+            e[3] += q.depth_sum
+            _add_hist(e[4], q.depth_hist)
+            e[5] = q.inflight
+        for s in iv.io_submitters:
+            e = self.submit.setdefault((s.dev, s.op, s.tgid), [s.comm, 0, 0])
+            e[0] = s.comm or e[0]
+            e[1] += s.requests
+            e[2] += s.sectors
+        for w in iv.io_wakes:
+            e = self.wakes.setdefault((w.task, w.tgid, w.dev, w.op, w.submit_tgid, w.wakee),
+                                      [w.submit_comm, 0, 0, 0, 0, 0, 0])
+            e[0] = w.submit_comm or e[0]
+            for i, v in enumerate((w.count, w.wait_ns, w.req_ns, w.timed, w.queued_ns, w.device_ns), 1):
+                e[i] += v
+
+    def fields(self) -> dict:
+        return {
+            "io": tuple(IoDelta(dev, op, *sums, *(_hist(h) for h in hists))
+                        for (dev, op), (sums, hists) in sorted(self.stats.items())),
+            "io_queue": {dev: IoQueueDelta(dev, e[0], e[1], e[2], e[3], _hist(e[4]), e[5])
+                         for dev, e in sorted(self.queue.items())},
+            "io_submitters": tuple(IoSubmitDelta(dev, op, tgid, *e) for (dev, op, tgid), e in sorted(self.submit.items())),
+            "io_wakes": tuple(IoWakeDelta(task, tgid, dev, op, st, e[0], wakee, *e[1:])
+                              for (task, tgid, dev, op, st, wakee), e in self.wakes.items()),
+        }
 
 
 def _check_invariants(meta: RecordingMeta, iv: Interval, health: dict[str, int]) -> None:

@@ -9,10 +9,14 @@ the target is still the same task; a boot-time fix is only printed.
 
 from __future__ import annotations
 
-import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+
+from stallscope.analyzer.advice import (  # noqa: F401 (shell_command, write_command: used by apply and the CLI)
+    NOT_HELPFUL, RECOMMENDED, Fact, Recommendation, is_path_component, shell_command, verify as _verify, write_command,
+)
 
 from stallscope.analyzer.blockers import percentiles, rank_blockers
+from stallscope.analyzer.io_advice import io_recommendations
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
 from stallscope.analyzer.oncpu import category_share, probe_ran
@@ -23,7 +27,6 @@ from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
 KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "sched_knob")
-RECOMMENDED, NOT_HELPFUL = "recommended", "cannot help here"
 
 # Where the kernel has the scheduler knobs the rules advise on (a sysctl; debugfs since 5.13). A path is
 # never taken from a recording: a command or `apply` writes only here (and only where the file exists).
@@ -34,19 +37,8 @@ SLAB_TUNABLES = frozenset({"cpu_partial"})
 
 
 def is_cache_name(name) -> bool:
-    """A name that can be a slab cache's directory in SLAB_ROOT: one path component, printable."""
-    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and name.isprintable()
-            and len(name) < 256)
-
-
-def shell_command(*words) -> str:
-    """A command line to paste into a shell: each word quoted, so that a name read from a recording (a
-    process's cgroup, a cache's name) stays one word and runs nothing."""
-    return shlex.join(str(w) for w in words)
-
-
-def write_command(value, path: str) -> str:
-    return f"echo {shlex.quote(str(value))} > {shlex.quote(path)}"
+    """A name that can be a slab cache's directory in SLAB_ROOT."""
+    return is_path_component(name)
 
 
 @dataclass(frozen=True)
@@ -70,31 +62,6 @@ class Thresholds:
     slab_slow_path_pct: float = 5.0  # ... or this share of the on-CPU samples in SLUB's slow path
 
 
-@dataclass(frozen=True)
-class Fact:
-    """One number behind a recommendation, as data: what it is, its value, its unit ("ns", "/s", "%",
-    "" for a count or a name). Views format it; `evidence` holds the same as sentences."""
-
-    label: str
-    value: float | int | str
-    unit: str = ""
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    kind: str  # one of KINDS
-    target: str  # "comm[tid]", a lock's or a cache's name, "system"
-    finding: str  # what is wrong, in one line
-    evidence: tuple[str, ...]  # the numbers behind it, from this recording
-    command: str  # what to run; "" when the fix is a change of code
-    risk: str
-    verify: str
-    status: str = RECOMMENDED  # or NOT_HELPFUL, with the finding saying why
-    runtime: bool = False  # `stallscope apply` can carry it out now; else boot time or code
-    action: dict = field(default_factory=dict)  # for `apply`: {"type": "affinity"|"nice", "tid", "start_time_ns", "comm", ...}
-    facts: tuple[Fact, ...] = ()  # the evidence's numbers as data
-
-
 def _name(t: TaskTotals) -> str:
     return f"{printable(t.info.comm)}[{t.task.pid}]"
 
@@ -102,11 +69,6 @@ def _name(t: TaskTotals) -> str:
 def _is_kernel_thread(t: TaskTotals) -> bool:
     """kthreadd (pid 2) and its children are kernel threads; apply checks PF_KTHREAD again."""
     return t.task.pid == 2 or t.info.tgid == 2 or t.info.ptgid == 2
-
-
-def _verify(target: str, what: str) -> str:
-    return (f"record the same workload again (`stallscope record -o after.stall ...`) and compare: "
-            f"`stallscope diff before.stall after.stall`; {what} for {target}")
 
 
 def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
@@ -403,7 +365,9 @@ def rule_io(model: Model, th: Thresholds) -> list[Recommendation]:
             "io", names, f"{b.cause}: {fmt_ns(b.total_ns / secs)} per second of blocked time ({names})",
             (f"{b.count} waits, {fmt_ns(b.total_ns)} in {secs:.1f} s, max {fmt_ns(b.max_ns)}, "
              f"{b.share_pct:.0f}% of all blocked time", f"heaviest stack starts at {b.frame}"),
-            "iostat -x 1 10  # await, aqu-sz (above ~1: queueing) and %util (100%: saturated) of the device",
+            "iostat -x 1 10  # r_await/w_await per device; record with --probes +io for the device behind the "
+            "waits and its time queued against its time at the device (aqu-sz and %util mislead on devices "
+            "that serve requests in parallel)",
             "none from measuring; the fixes change how the program does I/O: " + advice,
             _verify(names, "the I/O wait per second should fall"),
             facts=(Fact("wait", b.total_ns / secs, "ns/s"), Fact("waits", b.count), Fact("max wait", b.max_ns, "ns"),
@@ -508,7 +472,13 @@ def rule_slub(model: Model, th: Thresholds) -> list[Recommendation]:
     return out
 
 
-RULES = (rule_pin, rule_priority, rule_cpu_bound, rule_slub, rule_lock, rule_io, rule_sched_knob)
+def rule_io_devices(model: Model, th: Thresholds) -> list[Recommendation]:
+    """The io group's rules (analyzer/io_advice.py): request sizes, the queue, synchronous I/O, the journal,
+    writeback throttling."""
+    return io_recommendations(model)
+
+
+RULES = (rule_pin, rule_priority, rule_cpu_bound, rule_slub, rule_lock, rule_io, rule_sched_knob, rule_io_devices)
 
 
 def recommend(model: Model, th: Thresholds | None = None, tasks: set | None = None) -> list[Recommendation]:

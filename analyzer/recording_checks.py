@@ -86,6 +86,15 @@ COLUMNS: dict[str, dict[str, str]] = {
     "tuning": {"idx": INT, "level": INT, "walks_per_s": INT, "min_stack_ns": INT, "sample_hz": INT, "reason": TEXT,
                "sample_ns": INT_OR_NULL, "user_walks_per_s": INT_OR_NULL, "lock_calls": INT_OR_NULL},
     "programs": {"idx": INT, "name": TEXT, "run_cnt": INT, "run_time_ns": INT, "recursion_misses": INT},
+    "io": {"idx": INT, "dev": INT, "op": INT, "requests": INT, "sectors": INT, "total_ns": INT, "timed": INT,
+           "queued_ns": INT, "device_ns": INT, "bytes": INT, "unaccounted": INT, "size_hist": TEXT_OR_NULL,
+           "total_hist": TEXT_OR_NULL, "queued_hist": TEXT_OR_NULL, "device_hist": TEXT_OR_NULL},
+    "io_queue": {"idx": INT, "dev": INT, "name": TEXT, "issued": INT, "busy_ns": INT, "depth_sum": INT,
+                 "depth_hist": TEXT_OR_NULL, "inflight": INT},
+    "io_submitters": {"idx": INT, "dev": INT, "op": INT, "tgid": INT, "comm": TEXT, "requests": INT, "sectors": INT},
+    "io_wakes": {"idx": INT, "pid": INT, "start_ns": INT, "tgid": INT, "dev": INT, "op": INT, "submit_tgid": INT,
+                 "submit_comm": TEXT, "wakee_func": INT, "wakee_state": INT, "wakee_why": INT, "count": INT,
+                 "wait_ns": INT, "req_ns": INT, "timed": INT, "queued_ns": INT, "device_ns": INT},
 }
 
 # Values that index something: out of range, the row is damaged (a CPU beyond the machine's, a negative count

@@ -246,6 +246,80 @@ class SlabCache:
     sysfs: tuple[tuple[str, int], ...] = ()  # /sys/kernel/slab/NAME/{min_partial,cpu_partial,...} when first seen
 
 
+IO_OPS = ("read", "write", "discard", "flush")  # bpf/io.h IO_OP_*: the operation groups of /proc/diskstats
+
+
+@dataclass(frozen=True)
+class IoDelta:
+    """One device's requests of one operation group over one interval, from the block request
+    tracepoints (bpf/io.h io_stats). `requests`, `sectors` and `total_ns` are counted as /proc/diskstats
+    counts them; `timed` of the requests were seen at their issue, and their time is split into
+    `queued_ns` (start to issue) and `device_ns` (issue to completion). Histograms are (log2 slot, count)."""
+
+    dev: int  # the whole disk's dev_t as the kernel encodes it: MAJOR << 20 | MINOR
+    op: int  # index into IO_OPS
+    requests: int = 0
+    sectors: int = 0
+    total_ns: int = 0
+    timed: int = 0
+    queued_ns: int = 0
+    device_ns: int = 0
+    bytes: int = 0  # the timed requests' sizes
+    unaccounted: int = 0  # completions the kernel does not account (passthrough, iostats off)
+    size_hist: tuple[tuple[int, int], ...] = ()  # log2(bytes) of the timed requests
+    total_hist: tuple[tuple[int, int], ...] = ()  # log2(ns), start to completion, every counted request
+    queued_hist: tuple[tuple[int, int], ...] = ()
+    device_hist: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class IoQueueDelta:
+    """One request-based device as a whole over one interval: what was at the device (issued to the
+    driver, not yet completed)."""
+
+    dev: int
+    name: str  # the disk's name (gendisk disk_name)
+    issued: int = 0
+    busy_ns: int = 0  # time with at least one request at the device (%util)
+    depth_sum: int = 0  # the requests at the device after each issue, summed
+    depth_hist: tuple[tuple[int, int], ...] = ()  # log2 of that depth
+    inflight: int = 0  # at the interval's end: a level, not a delta
+
+
+@dataclass(frozen=True)
+class IoSubmitDelta:
+    """A device's requests of one operation group submitted by one process (the task current when each
+    began: often a writeback kworker, jbd2 or io-wq rather than the task that waits)."""
+
+    dev: int
+    op: int
+    tgid: int  # 0: not seen (the request began before the probe was attached)
+    comm: str
+    requests: int = 0
+    sectors: int = 0
+
+
+@dataclass(frozen=True)
+class IoWakeDelta:
+    """Waits of one task in I/O wait ended by one device's completions (tied at the wakeup), with the
+    wait's stratum so that the time joins its cause. `wait_ns` is the task's blocked time these wakeups
+    ended; `req_ns` the waking requests' own latency, summed, and its parts for the `timed` ones."""
+
+    task: TaskId
+    tgid: int
+    dev: int
+    op: int
+    submit_tgid: int
+    submit_comm: str
+    wakee: WaitLink
+    count: int
+    wait_ns: int = 0
+    req_ns: int = 0
+    timed: int = 0  # of the wakeups, those whose request was seen at its issue: queued_ns and device_ns are theirs
+    queued_ns: int = 0
+    device_ns: int = 0
+
+
 @dataclass(frozen=True)
 class OncpuDelta:
     """On-CPU samples of one thread in one (kernel stack, user stack), over one interval.
@@ -385,6 +459,10 @@ class Interval:
     futex: tuple[FutexDelta, ...] = ()
     tuning: tuple[TuningChange, ...] = ()  # what the overhead budget changed after this interval
     functions: tuple[tuple[int, str], ...] = ()  # kernel function addresses first referenced (OffcpuDelta.func), named
+    io: tuple[IoDelta, ...] = ()  # the io group: per device and operation
+    io_queue: tuple[IoQueueDelta, ...] = ()  # ... per device
+    io_submitters: tuple[IoSubmitDelta, ...] = ()
+    io_wakes: tuple[IoWakeDelta, ...] = ()
 
     @property
     def duration_ns(self) -> int:

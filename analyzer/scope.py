@@ -45,8 +45,8 @@ def in_scope(model: Model, tasks: set[TaskId] | None) -> set[TaskId] | None:
 
 
 def restrict(model: Model, tasks: set[TaskId]) -> Model:
-    """The model of these tasks only: their totals, waits, wakeups, locks, futexes and samples (the
-    machine-wide figures, the CPU matrix and switch counts, stay as they are)."""
+    """The model of these tasks only: their totals, waits, wakeups, locks, futexes, samples and I/O waits
+    (the machine-wide figures, the CPU matrix, switch counts and block devices, stay as they are)."""
     from dataclasses import replace
 
     tgids = {model.tasks[t].info.tgid for t in tasks if t in model.tasks}
@@ -57,4 +57,5 @@ def restrict(model: Model, tasks: set[TaskId]) -> Model:
         lock_waits=tuple(w for w in model.lock_waits if w.task in tasks),
         futex_waits=tuple(w for w in model.futex_waits if w.task in tasks),
         oncpu=tuple(s for s in model.oncpu if s.task in tasks),
+        io_wakes=tuple(w for w in model.io_wakes if w.task in tasks),
         slab=tuple(s for s in model.slab if s.tgid in tgids))

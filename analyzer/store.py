@@ -25,8 +25,9 @@ from operator import attrgetter
 from typing import Iterator
 
 from stallscope.analyzer.sample import (
-    CpuSamplesDelta, FutexDelta, Interval, LockDelta, OffcpuDelta, OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta,
-    SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning, TuningChange, WaitLink, WakerDelta,
+    CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, OffcpuDelta,
+    OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning,
+    TuningChange, WaitLink, WakerDelta,
 )
 from stallscope.analyzer.recording_checks import (
     DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql, sysfs_cell,
@@ -104,6 +105,19 @@ CREATE TABLE IF NOT EXISTS tuning (
     sample_ns INTEGER, user_walks_per_s INTEGER, lock_calls INTEGER);
 CREATE TABLE IF NOT EXISTS programs (
     idx INTEGER, name TEXT, run_cnt INTEGER, run_time_ns INTEGER, recursion_misses INTEGER);
+CREATE TABLE IF NOT EXISTS io (
+    idx INTEGER, dev INTEGER, op INTEGER, requests INTEGER, sectors INTEGER, total_ns INTEGER, timed INTEGER,
+    queued_ns INTEGER, device_ns INTEGER, bytes INTEGER, unaccounted INTEGER, size_hist TEXT, total_hist TEXT,
+    queued_hist TEXT, device_hist TEXT);
+CREATE TABLE IF NOT EXISTS io_queue (
+    idx INTEGER, dev INTEGER, name TEXT, issued INTEGER, busy_ns INTEGER, depth_sum INTEGER, depth_hist TEXT,
+    inflight INTEGER);
+CREATE TABLE IF NOT EXISTS io_submitters (
+    idx INTEGER, dev INTEGER, op INTEGER, tgid INTEGER, comm TEXT, requests INTEGER, sectors INTEGER);
+CREATE TABLE IF NOT EXISTS io_wakes (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, dev INTEGER, op INTEGER, submit_tgid INTEGER,
+    submit_comm TEXT, wakee_func INTEGER, wakee_state INTEGER, wakee_why INTEGER, count INTEGER, wait_ns INTEGER,
+    req_ns INTEGER, timed INTEGER, queued_ns INTEGER, device_ns INTEGER);
 CREATE INDEX IF NOT EXISTS task_deltas_idx ON task_deltas (idx);
 CREATE INDEX IF NOT EXISTS offcpu_idx ON offcpu (idx);
 CREATE INDEX IF NOT EXISTS wakers_idx ON wakers (idx);
@@ -112,7 +126,8 @@ CREATE INDEX IF NOT EXISTS wakers_idx ON wakers (idx);
 # window of one interval scanned and sorted the whole table, so stepping through an hour cost
 # the square of its length (11 ms a step at 3,600 intervals, growing with the file; 2.8 ms with).
 _SCHEMA += "".join(f"CREATE INDEX IF NOT EXISTS {t}_idx ON {t} (idx);\n" for t in (
-    "locks", "futex", "oncpu", "oncpu_cpus", "slab", "slab_caches", "migrations", "programs", "tuning", "cgroups"))
+    "locks", "futex", "oncpu", "oncpu_cpus", "slab", "slab_caches", "migrations", "programs", "tuning", "cgroups",
+    "io", "io_queue", "io_submitters", "io_wakes"))
 
 _FRAME_FIELDS = ("addr", "symbol", "offset", "module", "build_id", "module_offset", "kind")
 _FRAME_ROW = attrgetter(*_FRAME_FIELDS)  # a frame's stored row, in one C call
@@ -322,6 +337,19 @@ class RecordingWriter:
                  _s64(fx.caller_addr), fx.caller, fx.lock_name, fx.count, fx.total_ns, fx.max_ns, fx.min_ns,
                  fx.flags, fx.blocked_ns, fx.runnable_ns, fx.woken_irq)
                 for fx in iv.futex])
+            db.executemany("INSERT INTO io VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, d.dev, d.op, d.requests, d.sectors, d.total_ns, d.timed, d.queued_ns, d.device_ns, d.bytes,
+                 d.unaccounted, _hist_text(d.size_hist), _hist_text(d.total_hist), _hist_text(d.queued_hist),
+                 _hist_text(d.device_hist)) for d in iv.io])
+            db.executemany("INSERT INTO io_queue VALUES (?,?,?,?,?,?,?,?)", [
+                (i, q.dev, q.name, q.issued, q.busy_ns, q.depth_sum, _hist_text(q.depth_hist), q.inflight)
+                for q in iv.io_queue])
+            db.executemany("INSERT INTO io_submitters VALUES (?,?,?,?,?,?,?)", [
+                (i, d.dev, d.op, d.tgid, d.comm, d.requests, d.sectors) for d in iv.io_submitters])
+            db.executemany("INSERT INTO io_wakes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (i, w.task.pid, w.task.start_time_ns, w.tgid, w.dev, w.op, w.submit_tgid, w.submit_comm,
+                 _s64(w.wakee.func), w.wakee.state, w.wakee.why, w.count, w.wait_ns, w.req_ns, w.timed, w.queued_ns,
+                 w.device_ns) for w in iv.io_wakes])
             db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", [
                 (_s64(s.id), s.kind, int(s.truncated),
                  json.dumps([_FRAME_ROW(f) for f in s.frames]))
@@ -575,6 +603,7 @@ class Recording:
             "idx", "level", "walks_per_s", "min_stack_ns", "sample_hz", "reason", ("sample_ns", "0"),
             ("user_walks_per_s", "0"), ("lock_calls", "1")), window,
             lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0, r[8] != 0), r[5]))
+        io, io_queue, io_submitters, io_wakes = self._io_streams(window)
         rows = self._stream("intervals", (
             "idx", "start_ns", "end_ns", "wall_start", "switches", "collector_cpu_ns", "health", "kernel_switches"),
             window, lambda r: (*r[:6], health_cell(r[6]), r[7]))
@@ -583,7 +612,26 @@ class Recording:
                            wakers.take(idx), migrations.take(idx), (), health, programs.take(idx), cpu,
                            kswitches or 0, locks.take(idx), slab.take(idx), slab_caches.take(idx),
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
-                           futex.take(idx), tuning.take(idx))
+                           futex.take(idx), tuning.take(idx), io=io.take(idx), io_queue=io_queue.take(idx),
+                           io_submitters=io_submitters.take(idx), io_wakes=io_wakes.take(idx))
+
+    def _io_streams(self, window: tuple[int, int]) -> tuple["_ByInterval", ...]:
+        """The io group's tables (empty in recordings made before they were kept)."""
+        io = self._stream("io", (
+            "idx", "dev", "op", "requests", "sectors", "total_ns", "timed", "queued_ns", "device_ns", "bytes",
+            "unaccounted", "size_hist", "total_hist", "queued_hist", "device_hist"), window,
+            lambda r: IoDelta(*r[1:11], hist_cell(r[11]), hist_cell(r[12]), hist_cell(r[13]), hist_cell(r[14])))
+        queue = self._stream("io_queue", (
+            "idx", "dev", "name", "issued", "busy_ns", "depth_sum", "depth_hist", "inflight"), window,
+            lambda r: IoQueueDelta(*r[1:6], hist_cell(r[6]), r[7]))
+        submitters = self._stream("io_submitters", (
+            "idx", "dev", "op", "tgid", "comm", "requests", "sectors"), window,
+            lambda r: IoSubmitDelta(*r[1:7]))
+        wakes = self._stream("io_wakes", (
+            "idx", "pid", "start_ns", "tgid", "dev", "op", "submit_tgid", "submit_comm", "wakee_func", "wakee_state",
+            "wakee_why", "count", "wait_ns", "req_ns", "timed", "queued_ns", "device_ns"), window,
+            lambda r: IoWakeDelta(TaskId(r[1], r[2]), *r[3:8], WaitLink(_u64(r[8]), r[9], r[10]), *r[11:17]))
+        return io, queue, submitters, wakes
 
     def _stream(self, table: str, columns, window: tuple[int, int], make,
                 without: frozenset[str] = frozenset()) -> _ByInterval:

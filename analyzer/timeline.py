@@ -21,6 +21,7 @@ from stallscope.analyzer.blockers import Blocker, causes_by_task, denominator, h
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import RootTable, root_table
 from stallscope.analyzer.data_loss import Loss, model_losses
+from stallscope.analyzer.io import CauseDevice, IoDeviceRow, bio_based, cause_devices, devices_described, io_table
 from stallscope.analyzer.locks import LockStat, lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
@@ -162,6 +163,21 @@ class Snapshot:
     @cached_property
     def slab(self) -> list[SlabRow]:
         return slab_rows(self.model, self.scope)
+
+    @cached_property
+    def io(self) -> list[IoDeviceRow]:
+        """Block devices (the io group): per device and operation, busiest first."""
+        return io_table(self.model, self.scope)
+
+    @cached_property
+    def io_bio_based(self) -> list[str]:
+        """The recording machine's bio-based devices: the request tracepoints never see their I/O."""
+        return bio_based(devices_described(self.model))
+
+    @cached_property
+    def io_causes(self) -> dict[str, list[CauseDevice]]:
+        """For each cause, the devices whose completions ended its waits."""
+        return cause_devices(self.model, self.scope)
 
     @cached_property
     def oncpu(self) -> list[FunctionSamples]:

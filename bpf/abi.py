@@ -154,7 +154,8 @@ def decode(struct_type, raw: bytes):
     return struct_type.from_buffer_copy(raw[: ctypes.sizeof(struct_type)])
 
 
-_STRUCT_CODES = {ctypes.c_uint32: "I", ctypes.c_uint64: "Q", ctypes.c_char: "s", ctypes.c_uint16: "H", ctypes.c_int32: "i"}
+_STRUCT_CODES = {ctypes.c_uint32: "I", ctypes.c_uint64: "Q", ctypes.c_char: "s", ctypes.c_uint16: "H", ctypes.c_int32: "i",
+                 ctypes.c_int64: "q"}
 
 
 def _layout(struct_type) -> str:
@@ -344,4 +345,72 @@ class FutexConfig(ctypes.Structure):
 OBJECT_MIRRORS["futex.bpf.o"] = {
     "futex_wait_key": FutexWaitKey, "futex_wait_val": FutexWaitVal, "futex_health": FutexHealth,
     "futex_config": FutexConfig, "futex_new_key": FutexNewKey, "futex_inflight": FutexInflight, "stack": Stack,
+}
+
+
+# ---- bpf/io.h ------------------------------------------------------------
+IO_DISK_NAME_LEN = 32
+IO_TIME_SLOTS, IO_SIZE_SLOTS, IO_DEPTH_SLOTS = 40, 32, 16
+IO_OP_READ, IO_OP_WRITE, IO_OP_DISCARD, IO_OP_FLUSH = 0, 1, 2, 3
+s64 = ctypes.c_int64
+
+
+class IoKey(ctypes.Structure):
+    _fields_ = [("dev", u32), ("op", u32)]
+
+
+class IoStats(ctypes.Structure):
+    _fields_ = [("requests", u64), ("sectors", u64), ("total_ns", u64), ("timed", u64), ("queued_ns", u64),
+                ("device_ns", u64), ("bytes", u64), ("unaccounted", u64), ("size_hist", u32 * IO_SIZE_SLOTS),
+                ("total_hist", u32 * IO_TIME_SLOTS), ("queued_hist", u32 * IO_TIME_SLOTS),
+                ("device_hist", u32 * IO_TIME_SLOTS)]
+
+
+class IoDevice(ctypes.Structure):
+    _fields_ = [("inflight", s64), ("stamp", u64), ("busy_ns", u64), ("issued", u64), ("depth_sum", u64),
+                ("depth_hist", u32 * IO_DEPTH_SLOTS), ("name", ctypes.c_char * IO_DISK_NAME_LEN)]
+
+
+class IoReq(ctypes.Structure):
+    _fields_ = [("issue_ns", u64), ("bytes", u32), ("pid", u32), ("tgid", u32), ("pad", u32),
+                ("comm", ctypes.c_char * TASK_COMM_LEN)]
+
+
+class IoSubmitKey(ctypes.Structure):
+    _fields_ = [("dev", u32), ("op", u32), ("tgid", u32), ("pad", u32)]
+
+
+class IoSubmitVal(ctypes.Structure):
+    _fields_ = [("requests", u64), ("sectors", u64), ("comm", ctypes.c_char * TASK_COMM_LEN)]
+
+
+class IoCompleting(ctypes.Structure):
+    _fields_ = [("ts", u64), ("context", u64), ("total_ns", u64), ("queued_ns", u64), ("device_ns", u64), ("dev", u32),
+                ("op", u32), ("submit_tgid", u32), ("pad", u32), ("submit_comm", ctypes.c_char * TASK_COMM_LEN)]
+
+
+class IoWakeKey(ctypes.Structure):
+    _fields_ = [("pid", u32), ("tgid", u32), ("start_ns", u64), ("dev", u32), ("op", u32), ("submit_tgid", u32),
+                ("state", u32), ("func", u64), ("why", u32), ("pad", u32)]
+
+
+class IoWakeVal(ctypes.Structure):
+    _fields_ = [("count", u64), ("wait_ns", u64), ("req_ns", u64), ("timed", u64), ("queued_ns", u64),
+                ("device_ns", u64), ("submit_comm", ctypes.c_char * TASK_COMM_LEN)]
+
+
+class IoHealth(ctypes.Structure):
+    _fields_ = [("stats_map_full", u64), ("device_map_full", u64), ("req_map_full", u64), ("submit_map_full", u64),
+                ("wake_map_full", u64), ("untimed", u64), ("wakes_unmatched", u64), ("reissued", u64)]
+
+
+class IoConfig(ctypes.Structure):
+    _fields_ = [("targ_tgid", u32), ("self_tgid", u32), ("wake_window_ns", u32), ("has_sched_state", u32),
+                ("thread_size", u32), ("pad", u32)]
+
+
+OBJECT_MIRRORS["io.bpf.o"] = {
+    "io_key": IoKey, "io_stats": IoStats, "io_device": IoDevice, "io_req": IoReq, "io_submit_key": IoSubmitKey,
+    "io_submit_val": IoSubmitVal, "io_completing": IoCompleting, "io_wake_key": IoWakeKey, "io_wake_val": IoWakeVal,
+    "io_health": IoHealth, "io_config": IoConfig,
 }

@@ -31,6 +31,8 @@ TRACEPOINTS = {
     "lock": ["contention_begin", "contention_end"],
     "kmem": ["kmem_cache_alloc", "kmem_cache_free", "kmalloc", "kfree"],
     "syscalls": ["sys_enter", "sys_exit"],
+    # block_io_start: 6.5+ (where a request begins, in its submitter's context)
+    "block": ["block_rq_issue", "block_rq_complete", "block_rq_requeue", "block_rq_insert", "block_io_start"],
 }
 
 KFUNCS = ["bpf_get_kmem_cache"]

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from stallscope.bpf import features
+from stallscope.bpf import blockdev, features
 from stallscope.bpf.collector import SCHED_GROUPS, SchedCollector, SchedOptions, object_path
 from stallscope.bpf.groups import GROUPS as OPTIONAL_GROUPS, GroupOptions
 from stallscope.errors import StallscopeError
@@ -38,6 +38,8 @@ def collect() -> dict:
         "mechanisms": {},
         "probes": {},
         "missing": missing,
+        # the io group sees request-based (blk-mq) devices only: the request tracepoints never fire for bio-based ones
+        "block_devices": blockdev.describe(),
         # what `--probes` takes: the groups on top of the always-on scheduler probes
         "optional_groups": {name: {"default": g.default, "what": g.what, "cost": g.cost}
                             for name, g in OPTIONAL_GROUPS.items()},
@@ -113,6 +115,14 @@ def _print(doc: dict, out) -> None:
     w("kfuncs\n")
     for name, c in doc["kfuncs"].items():
         w(f"  {name:<22} {_yes(c['ok'])} {c['detail']}\n")
+    devices = doc.get("block_devices") or {}
+    if devices:
+        requests = [n for n, d in devices.items() if d.get("requests")]
+        bio = [n for n, d in devices.items() if not d.get("requests")]
+        w(f"block devices  request-based (the io group sees them): {', '.join(requests) or '-'}\n")
+        if bio:
+            w(f"               bio-based (no requests, so the block request tracepoints never fire for them; "
+              f"their I/O shows on the devices beneath): {', '.join(bio)}\n")
     absent = [n for n, c in doc["tracepoints"].items() if not c["ok"]]
     w(f"tracepoints  {len(doc['tracepoints']) - len(absent)}/{len(doc['tracepoints'])} present"
       + (f"; absent: {', '.join(absent)}" if absent else "") + "\n")

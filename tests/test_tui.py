@@ -271,7 +271,7 @@ def test_the_data_model_and_help_need_no_elf_reader():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-VIEWS = ("1", "2", "3", "4", "5", "6", "7")
+VIEWS = ("1", "2", "3", "4", "5", "6", "7", "8")
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])

@@ -6,6 +6,7 @@ from stallscope.analyzer.blockers import denominator, parts, process_causes, ran
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import root_table
 from stallscope.analyzer.export import stack_texts
+from stallscope.analyzer.io import cause_devices
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.signals import Signals, signals
 from stallscope.analyzer.units import fmt_ns
@@ -52,6 +53,7 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
     lines.append(f"{'CAUSE':<50} {'MAX':>9} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6} {'ESTIMATED':>16} "
                  f"{'COUNT':>8}  TASKS\n")
     estimated = False
+    devices = cause_devices(model, tasks)
     for b in ranked[:rows]:
         names = ", ".join(sorted({printable(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
         label = printable(b.cause) + (" [idle]" if b.cls == IDLE else "")
@@ -60,6 +62,7 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
         estimated = estimated or bool(b.estimated_ns)
         lines.append(f"{label[:50]:<50} {fmt_ns(b.max_ns):>9} {fmt_ns(b.total_ns):>10} {fmt_ns(b.total_ns / secs):>9} "
                      f"{share} {est:>16} {b.count:>8}  {names[:60]}\n")
+        lines += [f"  {device_line(d)}\n" for d in devices.get(b.cause, ())[:3]]
     if not ranked:
         lines.append("no off-CPU time recorded\n")
     if estimated:
@@ -67,6 +70,15 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
                      "of the same task doing the same thing (same system call, file kind, state), with its 95% "
                      "margin; see docs/causes.md\n")
     return "".join(lines)
+
+
+def device_line(d) -> str:
+    """One device behind a cause: the waits its completions ended, its requests' latency at the time,
+    and who submitted them."""
+    subs = ", ".join(printable(x) for x in d.submitters[:3]) + (" ..." if len(d.submitters) > 3 else "")
+    return (f"on {printable(d.device)} {d.op}: {round(d.count)} waits, {fmt_ns(d.wait_ns)}; its requests "
+            f"{fmt_ns(d.request_avg_ns)} (queued {fmt_ns(d.queued_avg_ns)}, at the device {fmt_ns(d.device_avg_ns)}); "
+            f"submitted by {subs}")
 
 
 def signals_text(s: Signals) -> str:

@@ -1,7 +1,7 @@
 """What Enter opens: the evidence behind one row, as literal text (names are never markup).
 
 A blocker: its numbers and latency percentiles, the stacks its waits were seen in with their share, who
-held its tasks up (wakers, lock owners, CPU hogs), its root causes with the chain to each, the tasks,
+held its tasks up (wakers, lock owners, CPU hogs), the devices whose completions ended its waits, its root causes with the chain to each, the tasks,
 and the latency histogram. A lock: its contention points with the wait split, instances and tasks. A
 task: all its causes, its wakers, its wakeup-latency histogram. A fix: evidence, command, risk, verify.
 """
@@ -106,6 +106,15 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
             t.append(f"  lock owner {visible(owner)}\n")
         for name, n in h.hogs:
             t.append(f"  ran instead: {visible(name)} ({n:,} preemptions)\n")
+
+    devices = snap.io_causes.get(b.cause, ())
+    if devices:
+        _h(t, "Devices whose completions ended its waits (the io group)")
+        for d in devices[:5]:
+            t.append(f"  {visible(d.device)} {d.op}: {round(d.count):,} waits, {fmt_ns(d.wait_ns)}; its requests "
+                     f"{fmt_ns(d.request_avg_ns)} (queued {fmt_ns(d.queued_avg_ns)}, at the device "
+                     f"{fmt_ns(d.device_avg_ns)})\n")
+            t.append(f"      submitted by {visible(', '.join(d.submitters[:3]))}\n", style="dim")
 
     roots = snap.roots.by_cause.get(b.cause, ())
     if roots:

@@ -302,9 +302,63 @@ class FixesView(View):
         return "no recommendation: nothing in this window crossed a rule's threshold"
 
 
+class DevicesView(View):
+    """Block devices (the io group): iostat's figures per device and operation, from the request tracepoints,
+    with where each request's time went (queued, at the device) and the saturation verdict drawn from it."""
+
+    name, title = "devices", "Devices"
+    columns = (Column("Device", 10, False), Column("Op", 7, False), Column("Req/s", 8), Column("Bytes/s", 8),
+               Column("Avg size", 8), Column("Await", 8), Column("p99", 8), Column("Queued", 8),
+               Column("At device", 9), Column("%util", 6), Column("In flight", 9), Column("Verdict", None, False))
+    default_sort = 2
+
+    def available(self, snap: Snapshot) -> bool:
+        st = snap.meta.probes.get("io")
+        return bool(st and st.enabled)
+
+    def empty(self, snap: Snapshot) -> str:
+        return ("the io group is off: start with --probes +io" if not self.available(snap)
+                else "no block request in this window")
+
+    def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
+        t = Text("per device and operation, counted as /proc/diskstats counts; await = queued + at the device; "
+                 "verdict from time queued against time at the device, not %util")
+        rows = snap.io
+        if rows:
+            top = rows[0]
+            first = max(timeline.first_index, snap.last - SPARK_INTERVALS + 1)
+            depth = timeline.series(first, snap.last,
+                                    lambda x: next((r.avg_inflight for r in x.io if r.dev == top.dev), 0.0))
+            t.append("\nrequests at ")
+            t.append_text(lit(top.name))
+            t.append(f" {top.avg_inflight:6.2f} ")
+            t.append_text(sparkline(depth, 40))
+        bio = snap.io_bio_based
+        if bio:
+            t.append(f"\nbio-based, not seen by the request tracepoints: {', '.join(bio)}", style="dim")
+        return t
+
+    def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        out = []
+        for r in snap.io:
+            util = r.util_pct
+            for o in r.ops:
+                verdict = r.saturation.verdict
+                out.append(Row(f"{r.dev}:{o.op}", (r.name, o.op, o.requests_per_s, o.bytes_per_s, o.avg_size,
+                                                  o.await_.avg_ns, o.await_.p99_ns, o.queued.avg_ns,
+                                                  o.device_time.avg_ns, util or 0, r.avg_inflight, verdict),
+                               (lit(r.name), lit(o.op), count(o.requests_per_s), num(fmt_bytes(o.bytes_per_s)),
+                                num(fmt_bytes(o.avg_size) if o.timed else "-"), dur(o.await_.avg_ns),
+                                dur(o.await_.p99_ns), dur(o.queued.avg_ns), dur(o.device_time.avg_ns), pct(util, 0),
+                                num(f"{r.avg_inflight:.2f}"),
+                                lit(verdict, "red" if verdict == "saturated" else "yellow" if verdict == "queueing"
+                                    else "")), r))
+        return out
+
+
 def default_views() -> list[View]:
     """The views, in their key order (1..n)."""
-    return [BlockersView(), TasksView(), LocksView(), SlabView(), CpusView(), OncpuView(), FixesView()]
+    return [BlockersView(), TasksView(), LocksView(), SlabView(), CpusView(), OncpuView(), FixesView(), DevicesView()]
 
 
 Sorter = Callable[[Row], Any]

@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Block I/O per device and operation, from the request tracepoints, counted as /proc/diskstats
+ * counts (block/blk-mq.c blk_account_io_done(), blk_account_io_completion(), block/blk-flush.c
+ * blk_account_io_flush()), with each request's time split at its issue into queued and at the
+ * device; the device's busy time and depth; who submitted; and which device's completion ended
+ * the wait of a task blocked in I/O (tied at the wakeup).
+ *
+ * Request-based (blk-mq) devices only: a bio-based device (dm, md, zram, brd) makes no requests,
+ * so these tracepoints never fire for it; the requests it passes on to the devices beneath are
+ * counted there. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "sched_state.bpf.h"
+#include "io.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile struct io_config cfg = {
+	.wake_window_ns = 500000,
+	.thread_size = 16384,
+};
+
+struct io_health health = {};
+
+#include "maps.bpf.h"
+
+#define REQ_OP_MASK 0xff      /* include/linux/blk_types.h: REQ_OP_BITS 8 */
+#define OP_FLUSH 2            /* enum req_op */
+#define OP_DISCARD 3
+
+/* io_key -> per-CPU cumulative io_stats */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct io_key);
+	__type(value, struct io_stats);
+} stats SEC(".maps");
+
+/* dev -> the device's in-flight requests, busy time and depth (shared by the CPUs) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct io_device);
+} devices SEC(".maps");
+
+/* struct request * -> its issue time and submitter, from its start to its last completion.
+ * Requests come from per-tag pools: an entry whose completion was never seen is overwritten when
+ * its request is used again, so the map holds at most the pools' requests. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct io_req);
+} reqs SEC(".maps");
+
+/* io_submit_key -> requests and sectors by submitting process */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct io_submit_key);
+	__type(value, struct io_submit_val);
+} submitters SEC(".maps");
+
+/* io_wake_key -> waits ended by a device's completions */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* user space deletes dead tasks' entries */
+	__uint(max_entries, 16384);
+	__type(key, struct io_wake_key);
+	__type(value, struct io_wake_val);
+} wakes SEC(".maps");
+
+/* the completion this CPU runs now */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct io_completing);
+} completing SEC(".maps");
+
+/* an all-zero io_stats to create entries from (too large for the BPF stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct io_stats);
+} stats_zero SEC(".maps");
+
+static __always_inline __u32 log2_of(__u64 v, __u32 slots)
+{
+	__u32 r = 0;
+
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r < slots ? r : slots - 1;
+}
+
+/* Where the traced event runs: the current task, and whether on an interrupt stack rather than the
+ * task's own (`ctx`, the argument array bpf_trace_run() builds on the traced context's stack, lies
+ * outside the task's stack; as the scheduler probe tells a waker in an interrupt). A wakeup in the
+ * same context just after a completion is that completion's. */
+static __always_inline __u64 context_of(void *ctx)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u64 here = (__u64)ctx, base = (__u64)cur->stack;
+	__u64 irq = here < base || here >= base + cfg.thread_size;
+
+	return (irq << 32) | (__u32)cur->pid;
+}
+
+static __always_inline __u32 rq_dev(struct request *rq)
+{
+	struct gendisk *disk = rq->q->disk;
+
+	if (!disk)
+		return 0;
+	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+}
+
+/* RQF_* bits: bit indexes in enum rqf_flags on newer kernels (6.18 here), plain defines on older
+ * ones (include/linux/blk-mq.h of 6.1: RQF_FLUSH_SEQ 1 << 4, RQF_IO_STAT 1 << 13) */
+#define RQF_BIT(name, old) \
+	(bpf_core_enum_value_exists(enum rqf_flags, name) ? 1U << bpf_core_enum_value(enum rqf_flags, name) : (old))
+#define rq_flag(rq, name, old) (!!((rq)->rq_flags & RQF_BIT(name, old)))
+
+/* The diskstats group of a request (op_stat_group()); a flush the flush machinery sends to the
+ * device (RQF_FLUSH_SEQ, REQ_OP_FLUSH) is the one counted as a flush (blk_account_io_flush()). */
+static __always_inline __u32 op_group(struct request *rq)
+{
+	__u32 op = rq->cmd_flags & REQ_OP_MASK;
+
+	if (op == OP_FLUSH && rq_flag(rq, __RQF_FLUSH_SEQ, 1U << 4))
+		return IO_OP_FLUSH;
+	if (op == OP_DISCARD)
+		return IO_OP_DISCARD;
+	return op & 1;
+}
+
+static __always_inline struct io_device *device_of(struct request *rq, __u32 dev)
+{
+	struct io_device *d = bpf_map_lookup_elem(&devices, &dev), init = {};
+	struct gendisk *disk;
+
+	if (d)
+		return d;
+	disk = rq->q->disk;
+	if (disk)
+		bpf_probe_read_kernel_str(init.name, sizeof(init.name), disk->disk_name);
+	return lookup_or_init(&devices, &dev, &init, &health.device_map_full);
+}
+
+/* The device's busy time as the kernel keeps io_ticks (block/blk-core.c update_io_ticks()): the
+ * span since the last event is busy when a request was at the device throughout it; the exchange
+ * of the stamp gives each span to one CPU. */
+static __always_inline void tick(struct io_device *d, __u64 now, bool busy)
+{
+	__u64 stamp = *(volatile __u64 *)&d->stamp;
+
+	if (now > stamp && __sync_val_compare_and_swap(&d->stamp, stamp, now) == stamp && busy && stamp)
+		__sync_fetch_and_add(&d->busy_ns, now - stamp);
+}
+
+static __always_inline void note_submitter(struct request *rq)
+{
+	__u64 key = (__u64)rq;
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct io_req *old = bpf_map_lookup_elem(&reqs, &key), r = { .pid = cur->pid, .tgid = cur->tgid };
+
+	if (old && old->issue_ns) {
+		/* left from an earlier life of this request, its completion not seen: no longer at the device */
+		__u32 dev = rq_dev(rq);
+		struct io_device *d = bpf_map_lookup_elem(&devices, &dev);
+
+		if (d)
+			__sync_fetch_and_add(&d->inflight, -1);
+		__sync_fetch_and_add(&health.reissued, 1);
+	}
+	__builtin_memcpy(r.comm, cur->comm, TASK_COMM_LEN);
+	if (bpf_map_update_elem(&reqs, &key, &r, BPF_ANY) == -E2BIG)
+		__sync_fetch_and_add(&health.req_map_full, 1);
+}
+
+/* blk_account_io_start() (6.5+): the request begins, in the submitter's context (the task that
+ * called submit_bio, or the plug's owner when it flushes). */
+SEC("tp_btf/block_io_start")
+int BPF_PROG(block_io_start, struct request *rq)
+{
+	note_submitter(rq);
+	return 0;
+}
+
+/* Before 6.5: the submitter as the request enters the scheduler or the plug list (a request
+ * issued directly to the driver has none). */
+SEC("tp_btf/block_rq_insert")
+int BPF_PROG(block_rq_insert, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+
+	if (!bpf_map_lookup_elem(&reqs, &key))
+		note_submitter(rq);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(block_rq_issue, struct request *rq)
+{
+	__u64 key = (__u64)rq, now = bpf_ktime_get_ns(), depth, was;
+	__u32 dev = rq_dev(rq);
+	struct io_req *r, init = {};
+	struct io_device *d;
+	__s64 before;
+
+	if (!dev)
+		return 0;
+	r = lookup_or_init(&reqs, &key, &init, &health.req_map_full);
+	if (!r)
+		return 0;
+	was = r->issue_ns;
+	r->issue_ns = now;
+	r->bytes = rq->__data_len;
+	d = device_of(rq, dev);
+	if (!d)
+		return 0;
+	if (was) {
+		/* an entry left from an earlier life of this request (requests are reused from a
+		 * per-tag pool) whose completion was not seen: it already counts as at the device */
+		__sync_fetch_and_add(&health.reissued, 1);
+		return 0;
+	}
+	before = __sync_fetch_and_add(&d->inflight, 1);
+	tick(d, now, before > 0);
+	depth = before >= 0 ? before + 1 : 1;
+	__sync_fetch_and_add(&d->issued, 1);
+	__sync_fetch_and_add(&d->depth_sum, depth);
+	__sync_fetch_and_add(&d->depth_hist[log2_of(depth, IO_DEPTH_SLOTS)], 1);
+	return 0;
+}
+
+/* Back to the queue after its issue (the driver was busy): no longer at the device. */
+SEC("tp_btf/block_rq_requeue")
+int BPF_PROG(block_rq_requeue, struct request *rq)
+{
+	__u64 key = (__u64)rq, now;
+	struct io_req *r = bpf_map_lookup_elem(&reqs, &key);
+	struct io_device *d;
+	__u32 dev = rq_dev(rq);
+
+	if (!r || !r->issue_ns)
+		return 0;
+	r->issue_ns = 0;
+	d = bpf_map_lookup_elem(&devices, &dev);
+	if (!d)
+		return 0;
+	now = bpf_ktime_get_ns();
+	__sync_fetch_and_add(&d->inflight, -1);
+	tick(d, now, true);
+	return 0;
+}
+
+static __always_inline struct io_stats *stats_of(__u32 dev, __u32 op)
+{
+	struct io_key key = { .dev = dev, .op = op };
+	struct io_stats *s = bpf_map_lookup_elem(&stats, &key), *zero;
+	__u32 k0 = 0;
+
+	if (s)
+		return s;
+	zero = bpf_map_lookup_elem(&stats_zero, &k0);
+	if (!zero)
+		return NULL;
+	return lookup_or_init(&stats, &key, zero, &health.stats_map_full);
+}
+
+static __always_inline void count_submitter(__u32 dev, __u32 op, struct io_req *r, __u64 sectors, bool done)
+{
+	struct io_submit_key key = { .dev = dev, .op = op, .tgid = r ? r->tgid : 0 };
+	struct io_submit_val *v, init = {};
+
+	if (r)
+		__builtin_memcpy(init.comm, r->comm, TASK_COMM_LEN);
+	v = lookup_or_init(&submitters, &key, &init, &health.submit_map_full);
+	if (!v)
+		return;
+	if (done)
+		__sync_fetch_and_add(&v->requests, 1);
+	__sync_fetch_and_add(&v->sectors, sectors);
+}
+
+/* blk_update_request() and blk_complete_request(): `nr_bytes` of the request completed; it is
+ * done when they cover what remains (partial completions fire this again). Counted as diskstats
+ * counts; the request's times are taken at its last completion. */
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq, now = bpf_ktime_get_ns(), start = rq->start_time_ns, sectors = 0;
+	__u64 total = 0, queued = 0, device = 0;
+	__u32 dev = rq_dev(rq), op, k0 = 0;
+	bool io_stat, flush_seq, done, counted;
+	struct io_completing *c;
+	struct io_stats *s;
+	struct io_req *r;
+
+	if (!dev)
+		return 0;
+	op = op_group(rq);
+	io_stat = rq_flag(rq, __RQF_IO_STAT, 1U << 13);
+	flush_seq = rq_flag(rq, __RQF_FLUSH_SEQ, 1U << 4);
+	done = !rq->bio || nr_bytes >= rq->__data_len;
+	/* blk_account_io_done() for a request's end, blk_account_io_flush() for a device flush */
+	counted = done && (op == IO_OP_FLUSH || (io_stat && !flush_seq));
+	if (io_stat && rq->bio && rq->part)
+		sectors = nr_bytes >> 9; /* blk_account_io_completion() */
+	r = bpf_map_lookup_elem(&reqs, &key);
+	if (start && now > start)
+		total = now - start;
+	if (r && r->issue_ns && now > r->issue_ns) {
+		device = now - r->issue_ns;
+		if (start && r->issue_ns > start)
+			queued = r->issue_ns - start;
+	}
+	/* plain adds: the counts are per CPU and only this program writes them, which never runs nested
+	 * in itself on one CPU (a nested run is refused and counted as a recursion miss) */
+	s = stats_of(dev, op);
+	if (s) {
+		if (counted) {
+			s->requests += 1;
+			s->total_ns += total;
+			s->total_hist[log2_of(total, IO_TIME_SLOTS)] += 1;
+			if (device) {
+				__u32 bytes = r->bytes;
+
+				s->timed += 1;
+				s->queued_ns += queued;
+				s->device_ns += device;
+				s->bytes += bytes;
+				s->queued_hist[log2_of(queued, IO_TIME_SLOTS)] += 1;
+				s->device_hist[log2_of(device, IO_TIME_SLOTS)] += 1;
+				if (bytes)
+					s->size_hist[log2_of(bytes, IO_SIZE_SLOTS)] += 1;
+			} else {
+				__sync_fetch_and_add(&health.untimed, 1);
+			}
+		} else if (done && !io_stat && !flush_seq) {
+			s->unaccounted += 1;
+		}
+		if (sectors)
+			s->sectors += sectors;
+	}
+	if (counted || sectors)
+		count_submitter(dev, op, r, sectors, counted);
+	/* what completes here, for the wakeups this completion makes */
+	c = bpf_map_lookup_elem(&completing, &k0);
+	if (c) {
+		c->ts = now;
+		c->context = context_of(ctx);
+		c->dev = dev;
+		c->op = op;
+		c->total_ns = total;
+		c->queued_ns = queued;
+		c->device_ns = device;
+		c->submit_tgid = r ? r->tgid : 0;
+		if (r)
+			__builtin_memcpy(c->submit_comm, r->comm, TASK_COMM_LEN);
+		else
+			__builtin_memset(c->submit_comm, 0, TASK_COMM_LEN);
+	}
+	if (done && r) {
+		if (r->issue_ns) {
+			struct io_device *d = bpf_map_lookup_elem(&devices, &dev);
+
+			if (d) {
+				__sync_fetch_and_add(&d->inflight, -1);
+				tick(d, now, true);
+			}
+		}
+		bpf_map_delete_elem(&reqs, &key);
+	}
+	return 0;
+}
+
+/* A wakeup on the stack of a completion this CPU ran just before, of a task blocked in I/O
+ * (io_schedule() sets in_iowait): that device's completion ended the wait. The scheduler's own
+ * sched_waking program (attached first, so it runs first) has closed the wait by now: its length
+ * and stratum are read from the shared task storage. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(io_waking, struct task_struct *p)
+{
+	struct task_struct *wakee = p; /* BPF_CORE_READ_BITFIELD() has a `p` of its own */
+	struct io_completing *c;
+	struct io_wake_val *v, init = {};
+	struct task_stats *s;
+	__u64 now, wait = 0;
+	__u32 k0 = 0;
+
+	c = bpf_map_lookup_elem(&completing, &k0);
+	if (!c || !c->ts || c->context != context_of(ctx))
+		return 0;
+	if (!BPF_CORE_READ_BITFIELD(wakee, in_iowait))
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now - c->ts > cfg.wake_window_ns)
+		return 0;
+	if (cfg.targ_tgid && p->tgid != cfg.targ_tgid)
+		return 0;
+	{
+		struct io_wake_key key = {
+			.pid = p->pid, .tgid = p->tgid, .start_ns = p->start_boottime,
+			.dev = c->dev, .op = c->op, .submit_tgid = c->submit_tgid,
+		};
+
+		s = cfg.has_sched_state ? bpf_task_storage_get(&task_stats, p, 0, 0) : NULL;
+		if (s) {
+			__u64 mark = *(volatile __u64 *)&s->mark;
+
+			if (mark && s->block_ts && now > s->block_ts)
+				wait = now - s->block_ts; /* not closed yet: the scheduler's program ran second */
+			else if (s->woken && s->last_woken_ts && now >= s->last_woken_ts &&
+				 now - s->last_woken_ts < cfg.wake_window_ns && s->last_woken_ts > s->last_block_ts)
+				wait = s->last_woken_ts - s->last_block_ts; /* closed by this very wakeup */
+			if (!wait) {
+				__sync_fetch_and_add(&health.wakes_unmatched, 1);
+				return 0;
+			}
+			key.state = s->state;
+			key.why = s->why;
+			key.func = s->func;
+		}
+		__builtin_memcpy(init.submit_comm, c->submit_comm, TASK_COMM_LEN);
+		v = lookup_or_init(&wakes, &key, &init, &health.wake_map_full);
+		if (!v)
+			return 0;
+		__sync_fetch_and_add(&v->count, 1);
+		__sync_fetch_and_add(&v->wait_ns, wait);
+		__sync_fetch_and_add(&v->req_ns, c->total_ns);
+		if (c->device_ns) {
+			__sync_fetch_and_add(&v->timed, 1);
+			__sync_fetch_and_add(&v->queued_ns, c->queued_ns);
+			__sync_fetch_and_add(&v->device_ns, c->device_ns);
+		}
+	}
+	return 0;
+}
