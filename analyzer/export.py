@@ -14,6 +14,7 @@ from stallscope.analyzer.blockers import (
 )
 from stallscope.analyzer.chains import Root
 from stallscope.analyzer.data_loss import model_losses
+from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.io import bio_based, device_dev_text as io_dev_text, devices_described
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc, uprobe_trap_ns
@@ -22,6 +23,7 @@ from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
 from stallscope.analyzer.sample import TS_DEAD, TS_EXITING, Stack, TaskId
 from stallscope.analyzer.scope import own_tasks
+from stallscope.analyzer.slab import slab_rows
 from stallscope.analyzer.timeline import Snapshot
 from stallscope.analyzer.untrusted import printable
 from stallscope.analyzer.wakers import waker_context
@@ -128,8 +130,10 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "tasks": tasks,
         "blockers": blockers,
         "roots": [_root_doc(r) for r in roots.all],
-        "locks": [_lock_doc(s) for s in snap.locks],
-        "slab": [_slab_doc(r) for r in snap.slab],
+        # the whole recording's tables, stallscope's own slab allocations and lock waits counted as the
+        # tracepoints count them (the snapshot's tables leave stallscope's own out, as the views do)
+        "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],
+        "slab": [_slab_doc(r) for r in slab_rows(model, scope)],
         "io": _io_doc(model, snap),
         "oncpu": _oncpu_doc(model, scope),
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},

@@ -372,8 +372,8 @@ class IoDevice(ctypes.Structure):
 
 
 class IoReq(ctypes.Structure):
-    _fields_ = [("issue_ns", u64), ("bytes", u32), ("pid", u32), ("tgid", u32), ("pad", u32),
-                ("comm", ctypes.c_char * TASK_COMM_LEN)]
+    _fields_ = [("issue_ns", u64), ("bytes", u32), ("pid", u32), ("tgid", u32), ("ended", u32),
+                ("queued_ns", u64), ("device_ns", u64), ("comm", ctypes.c_char * TASK_COMM_LEN)]
 
 
 class IoSubmitKey(ctypes.Structure):
@@ -406,7 +406,7 @@ class IoHealth(ctypes.Structure):
 
 class IoConfig(ctypes.Structure):
     _fields_ = [("targ_tgid", u32), ("self_tgid", u32), ("wake_window_ns", u32), ("has_sched_state", u32),
-                ("thread_size", u32), ("pad", u32)]
+                ("thread_size", u32), ("has_io_done", u32)]
 
 
 OBJECT_MIRRORS["io.bpf.o"] = {

@@ -32,7 +32,8 @@ TRACEPOINTS = {
     "kmem": ["kmem_cache_alloc", "kmem_cache_free", "kmalloc", "kfree"],
     "syscalls": ["sys_enter", "sys_exit"],
     # block_io_start: 6.5+ (where a request begins, in its submitter's context)
-    "block": ["block_rq_issue", "block_rq_complete", "block_rq_requeue", "block_rq_insert", "block_io_start"],
+    "block": ["block_rq_issue", "block_rq_complete", "block_rq_requeue", "block_rq_insert", "block_io_start",
+              "block_io_done"],
 }
 
 KFUNCS = ["bpf_get_kmem_cache"]

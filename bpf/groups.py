@@ -123,7 +123,8 @@ GROUPS: dict[str, Group] = {
                         "uprobes removed)"),
     "io": Group("io", "block I/O per device and operation as /proc/diskstats counts it, with each request's "
                       "time queued and at the device, %util, depth, submitters, and the device whose completion "
-                      "ended each I/O wait (tp_btf block_io_start, block_rq_issue/complete/requeue; sched_waking)",
+                      "ended each I/O wait (tp_btf block_io_start, block_rq_issue/complete/requeue, block_io_done; "
+                      "sched_waking)",
                 False, _io, cost="about 0.9 us of BPF per block request (block_io_start ~290 ns, block_rq_issue "
                                   "~210 ns, block_rq_complete ~400 ns) plus ~40 ns of dispatch each, and 70-80 ns at "
                                   "every wakeup of the machine (io_waking, to tie waits to devices): at fio's 38k "

@@ -293,16 +293,40 @@ static __always_inline void count_submitter(__u32 dev, __u32 op, struct io_req *
 	__sync_fetch_and_add(&v->sectors, sectors);
 }
 
+/* A request's end as diskstats counts it: one request in its group, its time from its start, and,
+ * when it was seen at its issue, that time split into queued and at the device. */
+static __always_inline void count_request(struct io_stats *s, __u64 total, __u64 queued, __u64 device, __u32 bytes)
+{
+	s->requests += 1;
+	s->total_ns += total;
+	s->total_hist[log2_of(total, IO_TIME_SLOTS)] += 1;
+	if (device) {
+		s->timed += 1;
+		s->queued_ns += queued;
+		s->device_ns += device;
+		s->bytes += bytes;
+		s->queued_hist[log2_of(queued, IO_TIME_SLOTS)] += 1;
+		s->device_hist[log2_of(device, IO_TIME_SLOTS)] += 1;
+		if (bytes)
+			s->size_hist[log2_of(bytes, IO_SIZE_SLOTS)] += 1;
+	} else {
+		__sync_fetch_and_add(&health.untimed, 1);
+	}
+}
+
 /* blk_update_request() and blk_complete_request(): `nr_bytes` of the request completed; it is
- * done when they cover what remains (partial completions fire this again). Counted as diskstats
- * counts; the request's times are taken at its last completion. */
+ * done when they cover what remains (partial completions fire this again). Sectors are counted
+ * here, as blk_account_io_completion() counts them; the request itself where the kernel counts
+ * it: at block_io_done (6.5+), after its bios' completions ran, with the time the kernel adds to
+ * diskstats (from rq->start_time_ns to just before blk_account_io_done()), else here. A device
+ * flush is counted here (blk_account_io_flush(), which that tracepoint does not see). */
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq, now = bpf_ktime_get_ns(), start = rq->start_time_ns, sectors = 0;
 	__u64 total = 0, queued = 0, device = 0;
 	__u32 dev = rq_dev(rq), op, k0 = 0;
-	bool io_stat, flush_seq, done, counted;
+	bool io_stat, flush_seq, done, counted, later;
 	struct io_completing *c;
 	struct io_stats *s;
 	struct io_req *r;
@@ -315,6 +339,7 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 	done = !rq->bio || nr_bytes >= rq->__data_len;
 	/* blk_account_io_done() for a request's end, blk_account_io_flush() for a device flush */
 	counted = done && (op == IO_OP_FLUSH || (io_stat && !flush_seq));
+	later = counted && op != IO_OP_FLUSH && cfg.has_io_done;
 	if (io_stat && rq->bio && rq->part)
 		sectors = nr_bytes >> 9; /* blk_account_io_completion() */
 	r = bpf_map_lookup_elem(&reqs, &key);
@@ -325,36 +350,20 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 		if (start && r->issue_ns > start)
 			queued = r->issue_ns - start;
 	}
-	/* plain adds: the counts are per CPU and only this program writes them, which never runs nested
-	 * in itself on one CPU (a nested run is refused and counted as a recursion miss) */
+	/* plain adds: the counts are per CPU, and each field has one writer program (block_io_done
+	 * counts requests of the groups it sees, this one the sectors and the flushes), which never
+	 * runs nested in itself on one CPU (a nested run is refused and counted as a recursion miss) */
 	s = stats_of(dev, op);
 	if (s) {
-		if (counted) {
-			s->requests += 1;
-			s->total_ns += total;
-			s->total_hist[log2_of(total, IO_TIME_SLOTS)] += 1;
-			if (device) {
-				__u32 bytes = r->bytes;
-
-				s->timed += 1;
-				s->queued_ns += queued;
-				s->device_ns += device;
-				s->bytes += bytes;
-				s->queued_hist[log2_of(queued, IO_TIME_SLOTS)] += 1;
-				s->device_hist[log2_of(device, IO_TIME_SLOTS)] += 1;
-				if (bytes)
-					s->size_hist[log2_of(bytes, IO_SIZE_SLOTS)] += 1;
-			} else {
-				__sync_fetch_and_add(&health.untimed, 1);
-			}
-		} else if (done && !io_stat && !flush_seq) {
+		if (counted && !later)
+			count_request(s, total, queued, device, r ? r->bytes : 0);
+		else if (done && !io_stat && !flush_seq)
 			s->unaccounted += 1;
-		}
 		if (sectors)
 			s->sectors += sectors;
 	}
-	if (counted || sectors)
-		count_submitter(dev, op, r, sectors, counted);
+	if ((counted && !later) || sectors)
+		count_submitter(dev, op, r, sectors, counted && !later);
 	/* what completes here, for the wakeups this completion makes */
 	c = bpf_map_lookup_elem(&completing, &k0);
 	if (c) {
@@ -380,8 +389,55 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 				tick(d, now, true);
 			}
 		}
-		bpf_map_delete_elem(&reqs, &key);
+		if (later) {
+			/* no longer at the device; counted at block_io_done with these times */
+			r->ended = 1;
+			r->queued_ns = queued;
+			r->device_ns = device;
+			r->issue_ns = 0;
+		} else {
+			bpf_map_delete_elem(&reqs, &key);
+		}
 	}
+	return 0;
+}
+
+/* blk_account_io_done() (6.5+), just after the kernel took the time it adds to diskstats: the
+ * request's end counted, its time from its start to now (the completions of its bios, and the
+ * wakeups they made, included, as in diskstats and in what the waiting program sees). */
+SEC("tp_btf/block_io_done")
+int BPF_PROG(block_io_done, struct request *rq)
+{
+	__u64 key = (__u64)rq, now = bpf_ktime_get_ns(), start = rq->start_time_ns, total = 0;
+	__u32 dev = rq_dev(rq), op;
+	struct io_req *r, *t;
+	struct io_stats *s;
+
+	if (!dev)
+		return 0;
+	op = op_group(rq);
+	r = bpf_map_lookup_elem(&reqs, &key);
+	if (op == IO_OP_FLUSH || !rq_flag(rq, __RQF_IO_STAT, 1U << 13) || rq_flag(rq, __RQF_FLUSH_SEQ, 1U << 4)) {
+		if (r && r->ended)
+			bpf_map_delete_elem(&reqs, &key);
+		return 0;
+	}
+	if (start && now > start)
+		total = now - start;
+	t = r && r->ended ? r : NULL; /* its completion seen: its times */
+	if (r && !r->ended && r->issue_ns) {
+		/* its completion was not seen (the kernel did not run that program): off the device now */
+		struct io_device *d = bpf_map_lookup_elem(&devices, &dev);
+
+		if (d)
+			__sync_fetch_and_add(&d->inflight, -1);
+	}
+	s = stats_of(dev, op);
+	if (s)
+		count_request(s, total, t ? t->queued_ns : 0, t ? t->device_ns : 0, t ? t->bytes : 0);
+	count_submitter(dev, op, r, 0, true);
+	if (r)
+		bpf_map_delete_elem(&reqs, &key);
 	return 0;
 }
 

@@ -60,11 +60,13 @@ struct io_device {
 
 /* A request while it is in flight, by its address. */
 struct io_req {
-	__u64 issue_ns;    /* 0: not issued (yet, or requeued) */
+	__u64 issue_ns;    /* 0: not issued (yet, or requeued, or completed) */
 	__u32 bytes;       /* its size when issued */
 	__u32 pid;         /* submitter: current at block_io_start (block_rq_insert before 6.5) */
 	__u32 tgid;
-	__u32 pad;
+	__u32 ended;       /* completed, to be counted at block_io_done with these two times */
+	__u64 queued_ns;
+	__u64 device_ns;
 	char comm[TASK_COMM_LEN];
 };
 
@@ -140,7 +142,7 @@ struct io_config {
 	__u32 wake_window_ns;    /* a wakeup this soon after a completion on the same stack is its */
 	__u32 has_sched_state;   /* the scheduler's task storage is shared: waits have lengths and strata */
 	__u32 thread_size;       /* THREAD_SIZE: a task's kernel stack */
-	__u32 pad;
+	__u32 has_io_done;       /* block_io_done attached (6.5+): requests are counted there */
 };
 
 #endif

@@ -74,6 +74,7 @@ class IoCollector:
         self.obj: BpfObject | None = None
         self.nr_cpus = _possible_cpus()
         self.submitter_event = ""
+        self.end_event = ""
         self.devices: dict[str, dict] = {}
         self._health = HealthDeltas(abi.IoHealth, prefix="io.")
         self._programs = ProgramDeltas()
@@ -93,20 +94,26 @@ class IoCollector:
         # the submitter: where a request begins (6.5+), else where it enters the scheduler or plug
         start_ok = tps.get("block:block_io_start", features.Check(False)).ok
         self.submitter_event = "block_io_start" if start_ok else "block_rq_insert"
+        # where a request's end is counted: block_io_done (6.5+), where the kernel counts it, else its completion
+        done_ok = tps.get("block:block_io_done", features.Check(False)).ok
+        self.end_event = "block_io_done" if done_ok else "block_rq_complete"
         obj = None
         try:
             obj = BpfObject(object_path("io.bpf.o"))
             cfg = abi.IoConfig(targ_tgid=self.targ_tgid, self_tgid=os.getpid(), wake_window_ns=WAKE_WINDOW_NS,
-                               has_sched_state=int(self.sched_state_fd >= 0), thread_size=_thread_size())
+                               has_sched_state=int(self.sched_state_fd >= 0), thread_size=_thread_size(),
+                               has_io_done=int(done_ok))
             image = obj.section_map(".rodata").initial_value()
             ctypes.memmove(image, ctypes.addressof(cfg), ctypes.sizeof(cfg))
             if self.sched_state_fd >= 0:
                 obj.map("task_stats").reuse_fd(self.sched_state_fd)
             skip = "block_rq_insert" if start_ok else "block_io_start"
-            obj.program(skip).autoload = False
+            skipped = {skip} if done_ok else {skip, "block_io_done"}
+            for name in skipped:
+                obj.program(name).autoload = False
             obj.load()
             for prog in obj.programs():
-                if prog.name != skip:
+                if prog.name not in skipped:
                     obj.attach(prog)
         except BpfError as exc:
             if obj is not None:
@@ -115,7 +122,7 @@ class IoCollector:
         self.obj = obj
         self._kernel_base = diskstats_ios()
         self.devices = blockdev.describe()
-        notes = [f"submitter from {self.submitter_event}"]
+        notes = [f"submitter from {self.submitter_event}", f"requests counted at {self.end_event}"]
         if self.sched_state_fd < 0:
             notes.append("without the scheduler's task state: I/O waits are tied to devices without their length")
         note = bio_note(self.devices)
@@ -125,7 +132,8 @@ class IoCollector:
 
     def meta_options(self) -> dict:
         """What the recording keeps about the machine's block devices, beside the records."""
-        return {"devices": self.devices, "submitter_event": self.submitter_event, "wake_window_ns": WAKE_WINDOW_NS}
+        return {"devices": self.devices, "submitter_event": self.submitter_event, "end_event": self.end_event,
+                "wake_window_ns": WAKE_WINDOW_NS}
 
     def drain(self, dead: set[TaskId]) -> GroupDrain:
         assert self.obj is not None

@@ -13,7 +13,7 @@ LIMITS = {"processes": 100, "threads": 200, "locks": 100, "slab": 100, "function
 def whole_tables(doc: dict) -> dict:
     return {"blockers": _blockers(doc), "processes": _processes(doc), "cgroups": _cgroups(doc),
             "threads": _threads(doc), "locks": _locks(doc), "slab": _slab(doc), "runq": _runq_hist(doc),
-            "matrix": _matrix(doc), "functions": _functions(doc)}
+            "matrix": _matrix(doc), "functions": _functions(doc), "io": _io(doc)}
 
 
 def ran(probes: dict, group: str) -> bool:
@@ -41,7 +41,7 @@ def _blockers(doc: dict) -> dict:
                      "p99_ns": b["latency"].get("p99_ns"), "estimated_ns": b["estimated_ns"],
                      "error_ns": b["estimated_error_ns"], "method": b["method"], "frame": b["frame"],
                      "tasks": sorted({t["comm"] for t in b["tasks"]}), "ntasks": len(b["tasks"]),
-                     "stack": b["stack"], "held_up_by": b["held_up_by"],
+                     "stack": b["stack"], "held_up_by": b["held_up_by"], "devices": b.get("devices", []),
                      "roots": [{"root": r["root"], "share_pct": r["share_pct"], "chain": r["chain"]} for r in b["roots"]]})
     return {"rows": rows, "total": len(rows)}
 
@@ -141,6 +141,36 @@ def _slab(doc: dict) -> dict:
              "lock_wait_ns": r["list_lock"]["wait_total_ns"]} for r in doc["slab"]]
     return {"rows": rows[:LIMITS["slab"]], "total": len(rows), "ran": ran(doc["meta"]["probes"], "slab"),
             "reason": doc["meta"]["probes"].get("slab", {}).get("reason", "")}
+
+
+def _io(doc: dict) -> dict:
+    """Block devices, one row per device and operation group (the export's `io`), most requests first."""
+    io = doc.get("io") or {"devices": [], "bio_based": []}
+    rows = []
+    for d in io["devices"]:
+        for o in d["ops"]:
+            lat = o["latency"]
+            rows.append({"device": d["device"], "dev": d["dev"], "op": o["op"], "requests": o["requests"],
+                         "requests_per_s": o["requests_per_s"], "bytes_per_s": o["bytes_per_s"],
+                         "avg_size_bytes": o["avg_size_bytes"], "await_ns": o["await_ns"],
+                         "await_p50_ns": lat["await"]["p50_ns"], "await_p99_ns": lat["await"]["p99_ns"],
+                         "queued_ns": lat["queued"]["avg_ns"], "device_ns": lat["device"]["avg_ns"],
+                         "device_p99_ns": lat["device"]["p99_ns"], "timed": o["timed"],
+                         "sizes": _size_rows(o["size_hist_log2_bytes"])})
+    devices = [{"device": d["device"], "dev": d["dev"], "util_pct": d["util_pct"], "avg_inflight": d["avg_inflight"],
+                "depth_p99": d["depth_p99"], "saturation": d["saturation"], "queue": d["queue"],
+                "io_wait_ns": d["io_wait_ns"], "io_waits": d["io_waits"], "submitters": d["submitters"][:5],
+                "requests_per_s": d["requests_per_s"], "bytes_per_s": d["bytes_per_s"]} for d in io["devices"]]
+    return {"rows": rows, "total": len(rows), "devices": devices, "bio_based": io["bio_based"],
+            "ran": ran(doc["meta"]["probes"], "io")}
+
+
+def _size_rows(hist: dict[str, int]) -> list[dict]:
+    """A request size histogram's buckets holding 1% or more of the requests, largest share first."""
+    total = sum(hist.values())
+    rows = [{"from_bytes": 2 ** int(k), "to_bytes": 2 ** (int(k) + 1), "pct": 100.0 * n / total}
+            for k, n in hist.items() if total and n * 100 >= total]
+    return sorted(rows, key=lambda r: (-r["pct"], r["from_bytes"]))[:4]
 
 
 def _hist_rows(hist: dict[int, int]) -> list[dict]:

@@ -22,8 +22,8 @@ from reportpage import (  # noqa: E402
 )
 from synthetic import two_interval_recording, write_recording  # noqa: E402
 
-SECTIONS = ("summary", "fixes", "flame", "timeline", "blockers", "processes", "threads", "locks", "slab", "runq",
-            "migrations", "oncpu", "recording")
+SECTIONS = ("summary", "fixes", "flame", "timeline", "blockers", "processes", "threads", "locks", "slab", "devices",
+            "runq", "migrations", "oncpu", "recording")
 
 
 @pytest.fixture(scope="module")
