@@ -38,8 +38,8 @@ from benchmarks.overhead import (
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDITIONS = {"sched": "none", "sched+io": "none,+io", "default+io": "default,+io"}
-IO_PROGRAMS = ("block_io_start", "block_rq_insert", "block_rq_issue", "block_rq_complete", "block_rq_requeue",
-               "io_waking")
+IO_PROGRAMS = ("block_io_start", "block_rq_insert", "block_rq_issue", "block_rq_complete", "block_io_done",
+               "block_rq_requeue", "io_waking")
 DISPATCH_NS = 40  # the estimate of calling a program that run_time_ns leaves out (docs/recording.md)
 
 
@@ -126,14 +126,14 @@ def per_event(overheads: list[dict]) -> list[dict]:
             for c in program_costs(overheads) if c.program in IO_PROGRAMS]
 
 
-def report(env: dict, results: dict, args, started: str, finished: str) -> str:
+def report(env: dict, results: dict, args, started: str, finished: str, argv: list[str] | None = None) -> str:
     lines = ["# The io group's cost", "", args.note or "", "",
              f"- Date: {started} to {finished}",
              f"- Host: {env['host']}, kernel {env['kernel']}, {env['cpus']} x {env['cpu_model']}",
              f"- stallscope source: {env['source']} ({env['source_commit']}); fingerprint "
              f"{env['source_fingerprint_start']} at start, {source_fingerprint(Path(env['source']))} at end",
              f"- Load average at start: {' '.join(env['loadavg_at_start'])}",
-             f"- Invocation: `python -m benchmarks.io {' '.join(sys.argv[1:])}`",
+             f"- Invocation: `python -m benchmarks.io {' '.join(sys.argv[1:] if argv is None else argv)}`",
              f"- {args.pairs} interleaved pairs per condition; ratio = untraced IOPS / traced IOPS for fio "
              "(above 1: slower traced), traced time / untraced time for messaging; 95% CI: percentile bootstrap "
              "of the median", ""]
@@ -164,7 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--note", default="")
     p.add_argument("--output", default="")
     p.add_argument("--raw", default="")
+    p.add_argument("--from-raw", default="", help="write the results of an earlier run's --raw file again")
     args = p.parse_args(argv)
+    if args.from_raw:
+        raw = json.loads(Path(args.from_raw).read_text())
+        args.note, args.pairs = raw.get("note", args.note), raw.get("pairs", args.pairs)
+        text = report(raw["environment"], raw["results"], args, raw["started"], raw["finished"], raw.get("argv"))
+        Path(args.output).write_text(text) if args.output else sys.stdout.write(text)
+        return 0
     if os.geteuid() != 0:
         print("benchmarks.io: run as root (tracing and losetup need it)", file=sys.stderr)
         return 2
@@ -192,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(text)
     if args.raw:
         Path(args.raw).write_text(json.dumps({"environment": env, "results": results, "started": started,
-                                              "finished": finished}, indent=1, sort_keys=True) + "\n")
+                                              "finished": finished, "argv": sys.argv[1:], "note": args.note,
+                                              "pairs": args.pairs}, indent=1, sort_keys=True) + "\n")
     for res in results.values():
         for cond, r in res["conditions"].items():
             r["median_ratio"] = statistics.median(r["ratios"])
