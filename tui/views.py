@@ -321,8 +321,8 @@ class DevicesView(View):
                 else "no block request in this window")
 
     def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
-        t = Text("per device and operation, counted as /proc/diskstats counts; await = queued + at the device; "
-                 "verdict from time queued against time at the device, not %util")
+        t = Text("per device and operation, counted as /proc/diskstats counts; await: start to the kernel's count, "
+                 "queued and at the device within it; verdict from time queued against time at the device, not %util")
         rows = snap.io
         if rows:
             top = rows[0]
