@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.causes import BLOCKER, Cause, CauseTable, default_table
 from stallscope.analyzer.model import Model, StackWait
 from stallscope.analyzer.sample import (
@@ -69,8 +70,8 @@ def _arch(model: Model) -> str | None:
     return (model.meta.machine or {}).get("arch")
 
 
-def wait_evidence(model: Model, w: StackWait):
-    return decode(w.why, w.func, w.woken, _arch(model))
+def wait_evidence(model: Model, w: StackWait, arch: str | None = None):
+    return decode(w.why, w.func, w.woken, arch if arch is not None else _arch(model))
 
 
 def classify_wait(model: Model, w: StackWait, table: CauseTable | None = None) -> Cause:
@@ -122,13 +123,18 @@ class WaitSplit:
 
 def split_waits(model: Model, tasks: set[TaskId] | None,
                 table: CauseTable | None = None) -> dict[Stratum, list[WaitSplit]]:
-    """Each stratum's wait records of `tasks` (None: every task), each with where its time goes."""
-    table = table or default_table()
+    """Each stratum's wait records of `tasks` (None: every task), each with where its time goes. A
+    stratum is one task's: the splits of some tasks are those of all, kept once per model."""
+    every = _split_all(model, table or default_table())
+    return every if tasks is None else {k: v for k, v in every.items() if k[0] in tasks}
+
+
+@per_model
+def _split_all(model: Model, table: CauseTable) -> dict[Stratum, list[WaitSplit]]:
     arch = _arch(model)
     strata: dict[tuple, list[StackWait]] = {}
     for w in model.waits:
-        if tasks is None or w.task in tasks:
-            strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
+        strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
     out: dict[Stratum, list[WaitSplit]] = {}
     for (task, state, why, func), waits in strata.items():
         drawn, shared, alone = [], [], []
@@ -158,10 +164,16 @@ def split_waits(model: Model, tasks: set[TaskId] | None,
 
 def attribute_strata(model: Model, tasks: set[TaskId] | None,
                      table: CauseTable | None = None) -> dict[Stratum, dict[str, Part]]:
-    """Each stratum's blocked time by cause (the parts of one task in one stratum)."""
-    table = table or default_table()
+    """Each stratum's blocked time by cause (the parts of one task in one stratum), for `tasks`
+    (None: every task). Shared: readers never change the parts."""
+    every = _strata_all(model, table or default_table())
+    return every if tasks is None else {k: v for k, v in every.items() if k[0] in tasks}
+
+
+@per_model
+def _strata_all(model: Model, table: CauseTable) -> dict[Stratum, dict[str, Part]]:
     out: dict[Stratum, dict[str, Part]] = {}
-    for (task, state, why, func), splits in split_waits(model, tasks, table).items():
+    for (task, state, why, func), splits in split_waits(model, None, table).items():
         parts: dict[str, Part] = out.setdefault((task, state, why, func), {})
 
         def part(cause: Cause, task: TaskId, parts=parts) -> Part:

@@ -21,6 +21,7 @@ from stallscope.analyzer.attribution import (
     LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, no_stack_cause,
 )
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable
+from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import (  # noqa: F401 (re-exported: the reasons a wait has no stack)
     STACK_FAILED, STACK_ID_MIN, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack,
@@ -142,7 +143,17 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
     denominator (`denominator`). `include_delays` keeps the delays tasks asked for (idle causes
     with delays_wakees: sleeps) when the other idle ones are left out."""
     if all_parts is None:
-        all_parts = parts(model, tasks, table, include_cpu)
+        return list(_ranked(model, tasks, table, include_idle, include_cpu, sort, include_delays))
+    return _rank(all_parts, include_idle, sort, include_delays)
+
+
+@per_model
+def _ranked(model: Model, tasks, table, include_idle: bool, include_cpu: bool, sort: str,
+            include_delays: bool) -> tuple[Blocker, ...]:
+    return tuple(_rank(parts(model, tasks, table, include_cpu), include_idle, sort, include_delays))
+
+
+def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: bool) -> list[Blocker]:
     denom = denominator(all_parts).total_ns or 1
     groups: dict[str, dict] = {}
     for p in all_parts:
@@ -255,6 +266,24 @@ class HeldUpBy:
     hogs: tuple[tuple[str, int], ...] = ()  # ("comm[pid]", involuntary switches)
 
 
+@dataclass(frozen=True)
+class _TaskIndex:
+    wakeups: dict  # task -> [(its position in model.wakeups, the wakeup)]
+    owners: dict  # task -> {"comm[pid]" of the owners of the locks it waited for}
+
+
+@per_model
+def _by_task(model: Model) -> _TaskIndex:
+    wakeups: dict = {}
+    for i, w in enumerate(model.wakeups):
+        wakeups.setdefault(w.task, []).append((i, w))
+    owners: dict = {}
+    for lw in model.lock_waits:
+        if lw.owner_pid:
+            owners.setdefault(lw.task, set()).add(f"{lw.owner_comm}[{lw.owner_pid}]")
+    return _TaskIndex(wakeups, owners)
+
+
 def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
     tasks = set(b.tasks)
     if b.cls == CPU:  # the threads preempted most were running when the scheduler switched
@@ -264,9 +293,9 @@ def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
         others.sort(key=lambda t: -t.involuntary_switches)
         return HeldUpBy(hogs=tuple((f"{t.info.comm}[{t.task.pid}]", t.involuntary_switches) for t in others[:n]))
     by: dict[tuple, list] = {}
-    for w in model.wakeups:
-        if w.task not in tasks:
-            continue
+    index = _by_task(model)
+    mine = sorted((e for t in tasks for e in index.wakeups.get(t, ())), key=lambda e: e[0])
+    for _i, w in mine:  # in the model's order, as ties rank
         ctx = waker_context(w.waker.pid, w.waker_stack, w.in_interrupt)
         key = (ctx, w.waker.pid if ctx == "task" else 0)
         e = by.setdefault(key, [waker_label(w.waker.pid, w.waker_comm, w.waker_stack, w.in_interrupt), 0, 0, None])
@@ -274,6 +303,5 @@ def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
         e[2] += w.weighted
         e[3] = e[3] or w.waker_stack
     wakers = sorted(by.values(), key=lambda e: -e[2])[:n]
-    owners = sorted({f"{lw.owner_comm}[{lw.owner_pid}]" for lw in model.lock_waits
-                     if lw.task in tasks and lw.owner_pid})
+    owners = sorted({o for t in tasks for o in index.owners.get(t, ())})
     return HeldUpBy(wakers=tuple(tuple(e) for e in wakers), owners=tuple(owners[:n]))

@@ -27,6 +27,7 @@ import re
 from stallscope.analyzer.attribution import NO_STACK_LABELS, SHARABLE
 from stallscope.analyzer.frames import LOCK_INTERNAL, bare
 from stallscope.analyzer.sample import STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED
+from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.model import FutexWaits, LockWaits, Model
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.scope import in_scope
@@ -251,17 +252,26 @@ def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = No
                kind: str = "all") -> list[LockStat]:
     """One row per lock (kernel: address and type; futex: process and futex word), heaviest first.
     stallscope's own waits are left out (analyzer/scope.py)."""
+    leaders = _leaders(model)
+
     def comm_of(tgid: int) -> str:
-        for t in model.tasks.values():
-            if t.info.tgid == tgid and t.info.task.pid == tgid:
-                return t.info.comm
-        return "?"
+        return leaders.get(tgid, "?")
 
     scope = in_scope(model, tasks)
     out = _kernel_lock_stats(model, scope, comm_of) if kind in ("all", "kernel") else []
     if kind in ("all", "futex"):
         out += _futex_lock_stats(model, scope, comm_of)
     out.sort(key=lambda s: (-SORT_KEYS[sort](s), s.name))
+    return out
+
+
+@per_model
+def _leaders(model: Model) -> dict[int, str]:
+    """Each process's name: its leader's (the thread whose id is the process's)."""
+    out: dict[int, str] = {}
+    for t in model.tasks.values():
+        if t.info.task.pid == t.info.tgid:
+            out.setdefault(t.info.tgid, t.info.comm)
     return out
 
 

@@ -14,6 +14,7 @@ import signal
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane, Button
@@ -214,9 +215,13 @@ class TopApp(App):
                 self.ended = f"collection ended ({ev.payload.ended_by or 'stopped'})"
             elif ev.kind == "meta":
                 changed = True
-        if changed or self._shown is None:
-            self.refresh_data()
-        self.update_status()
+        try:
+            if changed or self._shown is None:
+                self.refresh_data()
+            self.update_status()
+        except NoMatches:
+            # a tick while the screens change or the app closes, its widgets not there: the next tick draws
+            pass
 
     def current_window(self) -> tuple[int, int] | None:
         tl = self.timeline

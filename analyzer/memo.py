@@ -1,0 +1,46 @@
+"""Derived figures of one model, computed once while the model lives.
+
+A window's parts, its wait splits and its indexes are asked for by many readers: the ranked blockers,
+each rule of the advice, the root causes, the flame graph, the per-interval series. Each is a pure
+function of the model (a model never changes), so each is kept beside it, keyed by its other
+arguments, and dropped with it. What a memoised function returns is shared: readers never change it.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Callable, TypeVar
+
+R = TypeVar("R")
+
+_memos: dict[int, dict] = {}  # id(model) -> {(function, arguments): result}
+
+
+def _key(value):
+    """An argument as part of a key: sets by their members, unhashable objects (a cause table) by
+    identity (the tables are built once and kept)."""
+    if isinstance(value, (set, frozenset)):
+        return frozenset(value)
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return value
+
+
+def per_model(fn: Callable[..., R]) -> Callable[..., R]:
+    """Memoise `fn(model, *args, **kwargs)` for as long as `model` lives."""
+
+    @functools.wraps(fn)
+    def wrapper(model, *args, **kwargs):
+        memo = _memos.get(id(model))
+        if memo is None:
+            memo = _memos[id(model)] = {}
+            weakref.finalize(model, _memos.pop, id(model), None)
+        key = (fn.__qualname__, tuple(_key(a) for a in args), tuple(sorted((k, _key(v)) for k, v in kwargs.items())))
+        if key not in memo:
+            memo[key] = fn(model, *args, **kwargs)
+        return memo[key]
+
+    return wrapper
