@@ -15,7 +15,7 @@ from stallscope.analyzer.blockers import (
 from stallscope.analyzer.chains import Root
 from stallscope.analyzer.data_loss import model_losses
 from stallscope.analyzer.locks import lock_stats
-from stallscope.analyzer.io import bio_based, device_dev_text as io_dev_text, devices_described
+from stallscope.analyzer.io import bio_based, bios_counted, device_dev_text as io_dev_text, devices_described
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_costs, tuning_doc, uprobe_trap_ns
 from stallscope.analyzer.recommend import recommend
@@ -251,7 +251,7 @@ def _io_doc(model: Model, snap: Snapshot) -> dict:
             "submitters": [{"tgid": u.tgid, "comm": u.comm, "requests": u.requests, "bytes": u.bytes}
                            for u in r.submitters[:10]],
             "ops": [_io_op_doc(o) for o in r.ops]})
-    return {"devices": devices, "bio_based": bio_based(devices_described(model))}
+    return {"devices": devices, "bio_based": bio_based(devices_described(model)), "bios_counted": bios_counted(model)}
 
 
 def _cause_device_doc(d) -> dict:

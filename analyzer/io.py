@@ -46,6 +46,11 @@ def devices_described(model: Model) -> dict[str, dict]:
     return ((model.meta.options or {}).get("io") or {}).get("devices") or {}
 
 
+def bios_counted(model: Model) -> bool:
+    """Whether the recording counted the bios of bio-based devices (the bio tracepoints were attached)."""
+    return bool(((model.meta.options or {}).get("io") or {}).get("bio_event"))
+
+
 def device_names(model: Model) -> dict[int, str]:
     """dev -> the disk's name: as the probe read it (gendisk), else as sysfs listed it at start."""
     names = {d["dev"]: name for name, d in devices_described(model).items() if isinstance(d, dict) and "dev" in d}
@@ -293,7 +298,8 @@ def cause_devices(model: Model, tasks: set[TaskId] | None = None,
 
 
 def bio_based(devices: dict[str, dict]) -> list[str]:
-    """The devices the recording described as bio-based: the request tracepoints cannot see them."""
+    """The devices the recording described as bio-based: no requests; counted per bio where the kernel
+    has the bio tracepoints (`meta.options.io.bio_event`), else not seen at all."""
     return [name for name, d in sorted(devices.items()) if isinstance(d, dict) and not d.get("requests", True)]
 
 

@@ -21,7 +21,9 @@ from stallscope.analyzer.blockers import Blocker, causes_by_task, denominator, h
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import RootTable, root_table
 from stallscope.analyzer.data_loss import Loss, model_losses
-from stallscope.analyzer.io import CauseDevice, IoDeviceRow, bio_based, cause_devices, devices_described, io_table
+from stallscope.analyzer.io import (
+    CauseDevice, IoDeviceRow, bio_based, bios_counted, cause_devices, devices_described, io_table,
+)
 from stallscope.analyzer.locks import LockStat, lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
@@ -171,8 +173,9 @@ class Snapshot:
 
     @cached_property
     def io_bio_based(self) -> list[str]:
-        """The recording machine's bio-based devices: the request tracepoints never see their I/O."""
-        return bio_based(devices_described(self.model))
+        """The recording machine's bio-based devices whose I/O is not counted (recorded where the kernel
+        had no bio tracepoints, or before they were used): the request tracepoints never see it."""
+        return [] if bios_counted(self.model) else bio_based(devices_described(self.model))
 
     @cached_property
     def io_causes(self) -> dict[str, list[CauseDevice]]:

@@ -33,7 +33,7 @@ TRACEPOINTS = {
     "syscalls": ["sys_enter", "sys_exit"],
     # block_io_start: 6.5+ (where a request begins, in its submitter's context)
     "block": ["block_rq_issue", "block_rq_complete", "block_rq_requeue", "block_rq_insert", "block_io_start",
-              "block_io_done"],
+              "block_io_done", "block_bio_queue", "block_bio_complete"],
 }
 
 KFUNCS = ["bpf_get_kmem_cache"]

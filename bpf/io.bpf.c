@@ -56,6 +56,15 @@ struct {
 	__type(value, struct io_req);
 } reqs SEC(".maps");
 
+/* struct bio * of a bio-based device (dm, md, zram, brd) -> its start, size and submitter, from
+ * block_bio_queue to block_bio_complete */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct io_req);
+} bios SEC(".maps");
+
 /* io_submit_key -> requests and sectors by submitting process */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -438,6 +447,133 @@ int BPF_PROG(block_io_done, struct request *rq)
 	count_submitter(dev, op, r, 0, true);
 	if (r)
 		bpf_map_delete_elem(&reqs, &key);
+	return 0;
+}
+
+/* ---- bio-based devices: no requests, so the request tracepoints never fire for them; their bios
+ * are seen from block_bio_queue (submit_bio, which marks the bio for block_bio_complete) to
+ * block_bio_complete (bio_endio, before the bio's end_io wakes its waiter). A bio is what their
+ * drivers account in /proc/diskstats (bio_start_io_acct() / bio_end_io_acct()), each as they choose
+ * (zram accounts reads and writes). All of a bio's time is the driver's: none is queued. */
+
+static __always_inline struct gendisk *bio_based_disk(struct bio *bio)
+{
+	struct block_device *bdev = bio->bi_bdev;
+	struct gendisk *disk;
+
+	if (!bdev)
+		return NULL;
+	disk = bdev->bd_disk;
+	if (!disk || !disk->queue || disk->queue->mq_ops)
+		return NULL; /* a blk-mq device: its requests are counted */
+	return disk;
+}
+
+static __always_inline __u32 bio_op_group(struct bio *bio)
+{
+	__u32 op = bio->bi_opf & REQ_OP_MASK;
+
+	if (op == OP_DISCARD)
+		return IO_OP_DISCARD;
+	return op & 1;
+}
+
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(block_bio_queue, struct bio *bio)
+{
+	__u64 key = (__u64)bio, now = bpf_ktime_get_ns(), depth;
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct gendisk *disk = bio_based_disk(bio);
+	struct io_req r = {};
+	struct io_device *d, init = {};
+	__u32 dev;
+	__s64 before;
+
+	if (!disk)
+		return 0;
+	dev = ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+	r.issue_ns = now;
+	r.bytes = bio->bi_iter.bi_size;
+	r.pid = cur->pid;
+	r.tgid = cur->tgid;
+	__builtin_memcpy(r.comm, cur->comm, TASK_COMM_LEN);
+	if (bpf_map_update_elem(&bios, &key, &r, BPF_ANY) == -E2BIG) {
+		__sync_fetch_and_add(&health.req_map_full, 1);
+		return 0;
+	}
+	d = bpf_map_lookup_elem(&devices, &dev);
+	if (!d) {
+		bpf_probe_read_kernel_str(init.name, sizeof(init.name), disk->disk_name);
+		d = lookup_or_init(&devices, &dev, &init, &health.device_map_full);
+		if (!d)
+			return 0;
+	}
+	before = __sync_fetch_and_add(&d->inflight, 1);
+	tick(d, now, before > 0);
+	depth = before >= 0 ? before + 1 : 1;
+	__sync_fetch_and_add(&d->issued, 1);
+	__sync_fetch_and_add(&d->depth_sum, depth);
+	__sync_fetch_and_add(&d->depth_hist[log2_of(depth, IO_DEPTH_SLOTS)], 1);
+	return 0;
+}
+
+SEC("tp_btf/block_bio_complete")
+int BPF_PROG(block_bio_complete, struct request_queue *q, struct bio *bio)
+{
+	__u64 key = (__u64)bio, now = bpf_ktime_get_ns(), start, total;
+	struct gendisk *disk = bio_based_disk(bio);
+	struct io_completing *c;
+	struct io_device *d;
+	struct io_stats *s;
+	struct io_req *r;
+	__u32 dev, op, k0 = 0, bytes;
+
+	if (!disk)
+		return 0;
+	dev = ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+	op = bio_op_group(bio);
+	r = bpf_map_lookup_elem(&bios, &key);
+	start = r ? r->issue_ns : 0;
+	bytes = r ? r->bytes : 0;
+	if (!r || now < start) {
+		/* submitted before the probe was attached: not counted (a start-up loss, as
+		 * io.completions_lost reports it) */
+		__sync_fetch_and_add(&health.untimed, 1);
+		if (r)
+			bpf_map_delete_elem(&bios, &key);
+		return 0;
+	}
+	total = now - start;
+	/* plain adds: a bio-based device's entries have this one writer */
+	s = stats_of(dev, op);
+	if (s) {
+		count_request(s, total, 0, total, bytes);
+		s->sectors += bytes >> 9;
+	}
+	count_submitter(dev, op, r, bytes >> 9, true);
+	c = bpf_map_lookup_elem(&completing, &k0);
+	if (c) {
+		c->ts = now;
+		c->context = context_of(ctx);
+		c->dev = dev;
+		c->op = op;
+		c->total_ns = total;
+		c->queued_ns = 0;
+		c->device_ns = total;
+		c->submit_tgid = r ? r->tgid : 0;
+		if (r)
+			__builtin_memcpy(c->submit_comm, r->comm, TASK_COMM_LEN);
+		else
+			__builtin_memset(c->submit_comm, 0, TASK_COMM_LEN);
+	}
+	if (r) {
+		d = bpf_map_lookup_elem(&devices, &dev);
+		if (d) {
+			__sync_fetch_and_add(&d->inflight, -1);
+			tick(d, now, true);
+		}
+		bpf_map_delete_elem(&bios, &key);
+	}
 	return 0;
 }
 

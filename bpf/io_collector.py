@@ -59,10 +59,13 @@ def diskstats_ios(path: str = "/proc/diskstats") -> dict[int, int]:
     return out
 
 
-def bio_note(devices: dict[str, dict]) -> str:
+def bio_note(devices: dict[str, dict], bios_seen: bool = False) -> str:
     bio = blockdev.bio_based(devices)
     if not bio:
         return ""
+    if bios_seen:
+        return (f"bio-based devices make no requests: {', '.join(bio)} counted per bio (block_bio_queue to "
+                "block_bio_complete), as their drivers account bios")
     return (f"bio-based devices make no requests, so the request tracepoints never fire for them: "
             f"{', '.join(bio)} (their I/O is counted on the devices beneath, if any)")
 
@@ -75,6 +78,7 @@ class IoCollector:
         self.nr_cpus = _possible_cpus()
         self.submitter_event = ""
         self.end_event = ""
+        self.bio_event = ""
         self.devices: dict[str, dict] = {}
         self._health = HealthDeltas(abi.IoHealth, prefix="io.")
         self._programs = ProgramDeltas()
@@ -109,6 +113,11 @@ class IoCollector:
                 obj.map("task_stats").reuse_fd(self.sched_state_fd)
             skip = "block_rq_insert" if start_ok else "block_io_start"
             skipped = {skip} if done_ok else {skip, "block_io_done"}
+            # bio-based devices (dm, md, zram): their bios, where the kernel has the bio tracepoints
+            self.bio_event = "block_bio_queue/complete" if all(
+                tps.get(f"block:{n}", features.Check(False)).ok for n in ("block_bio_queue", "block_bio_complete")) else ""
+            if not self.bio_event:
+                skipped |= {"block_bio_queue", "block_bio_complete"}
             for name in skipped:
                 obj.program(name).autoload = False
             obj.load()
@@ -125,7 +134,7 @@ class IoCollector:
         notes = [f"submitter from {self.submitter_event}", f"requests counted at {self.end_event}"]
         if self.sched_state_fd < 0:
             notes.append("without the scheduler's task state: I/O waits are tied to devices without their length")
-        note = bio_note(self.devices)
+        note = bio_note(self.devices, bool(self.bio_event))
         if note:
             notes.append(note)
         return ProbeStatus(True, "tp_btf", "; ".join(notes))
@@ -133,6 +142,7 @@ class IoCollector:
     def meta_options(self) -> dict:
         """What the recording keeps about the machine's block devices, beside the records."""
         return {"devices": self.devices, "submitter_event": self.submitter_event, "end_event": self.end_event,
+                "bio_event": self.bio_event,
                 "wake_window_ns": WAKE_WINDOW_NS}
 
     def drain(self, dead: set[TaskId]) -> GroupDrain:

@@ -161,7 +161,8 @@ def _io(doc: dict) -> dict:
                 "depth_p99": d["depth_p99"], "saturation": d["saturation"], "queue": d["queue"],
                 "io_wait_ns": d["io_wait_ns"], "io_waits": d["io_waits"], "submitters": d["submitters"][:5],
                 "requests_per_s": d["requests_per_s"], "bytes_per_s": d["bytes_per_s"]} for d in io["devices"]]
-    return {"rows": rows, "total": len(rows), "devices": devices, "bio_based": io["bio_based"],
+    return {"rows": rows, "total": len(rows), "devices": devices,
+            "bio_uncounted": [] if io.get("bios_counted") else io["bio_based"],
             "ran": ran(doc["meta"]["probes"], "io")}
 
 

@@ -38,7 +38,7 @@ def collect() -> dict:
         "mechanisms": {},
         "probes": {},
         "missing": missing,
-        # the io group sees request-based (blk-mq) devices only: the request tracepoints never fire for bio-based ones
+        # the io group counts requests on request-based (blk-mq) devices and bios on bio-based ones
         "block_devices": blockdev.describe(),
         # what `--probes` takes: the groups on top of the always-on scheduler probes
         "optional_groups": {name: {"default": g.default, "what": g.what, "cost": g.cost}
@@ -119,10 +119,14 @@ def _print(doc: dict, out) -> None:
     if devices:
         requests = [n for n, d in devices.items() if d.get("requests")]
         bio = [n for n, d in devices.items() if not d.get("requests")]
-        w(f"block devices  request-based (the io group sees them): {', '.join(requests) or '-'}\n")
+        w(f"block devices  request-based (the io group counts their requests): {', '.join(requests) or '-'}\n")
         if bio:
-            w(f"               bio-based (no requests, so the block request tracepoints never fire for them; "
-              f"their I/O shows on the devices beneath): {', '.join(bio)}\n")
+            tps = doc["tracepoints"]
+            bios = all(tps.get(f"block:{n}", {}).get("ok") for n in ("block_bio_queue", "block_bio_complete"))
+            w(f"               bio-based (no requests: the request tracepoints never fire for them; "
+              + ("the io group counts their bios, block_bio_queue to block_bio_complete" if bios else
+                 "no bio tracepoints here: their I/O shows only on the devices beneath")
+              + f"): {', '.join(bio)}\n")
     absent = [n for n, c in doc["tracepoints"].items() if not c["ok"]]
     w(f"tracepoints  {len(doc['tracepoints']) - len(absent)}/{len(doc['tracepoints'])} present"
       + (f"; absent: {', '.join(absent)}" if absent else "") + "\n")

@@ -335,7 +335,7 @@ class DevicesView(View):
             t.append_text(sparkline(depth, 40))
         bio = snap.io_bio_based
         if bio:
-            t.append(f"\nbio-based, not seen by the request tracepoints: {', '.join(bio)}", style="dim")
+            t.append(f"\nbio-based, not counted in this recording: {', '.join(bio)}", style="dim")
         return t
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
