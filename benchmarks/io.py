@@ -39,6 +39,7 @@ from benchmarks.overhead import (
 ROOT = Path(__file__).resolve().parent.parent
 CONDITIONS = {"sched": "none", "sched+io": "none,+io", "default+io": "default,+io"}
 IO_PROGRAMS = ("block_io_start", "block_rq_insert", "block_rq_issue", "block_rq_complete", "block_io_done",
+               "block_bio_queue", "block_bio_complete",
                "block_rq_requeue", "io_waking")
 DISPATCH_NS = 40  # the estimate of calling a program that run_time_ns leaves out (docs/recording.md)
 

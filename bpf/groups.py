@@ -125,11 +125,11 @@ GROUPS: dict[str, Group] = {
                       "time queued and at the device, %util, depth, submitters, and the device whose completion "
                       "ended each I/O wait (tp_btf block_io_start, block_rq_issue/complete/requeue, block_io_done; "
                       "sched_waking)",
-                False, _io, cost="about 1.0 us of BPF per block request (block_io_start, block_rq_issue, "
-                                  "block_rq_complete, block_io_done: 205-290 ns each) plus ~40 ns of dispatch each, "
-                                  "and 70-80 ns at every wakeup of the machine (io_waking, to tie waits to devices): "
-                                  "fio's 112k requests/s here ran 7% slower, ~6.5% of the 2 CPUs, far above the "
-                                  "default budget (benchmarks/RESULTS-io.md)"),
+                False, _io, cost="about 1.1 us of BPF per block request (block_io_start, block_rq_issue, "
+                                  "block_rq_complete, block_io_done, block_bio_queue: 115-275 ns each) plus ~40 ns of "
+                                  "dispatch each, and ~75 ns at every wakeup of the machine (io_waking, to tie waits "
+                                  "to devices): fio's 121k requests/s here ran ~7% slower, ~7.5% of the 2 CPUs, far "
+                                  "above the default budget (benchmarks/RESULTS-io.md)"),
 }
 
 
