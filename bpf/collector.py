@@ -170,18 +170,21 @@ class SchedCollector:
     # ---- set-up -------------------------------------------------------
     def start(self) -> dict[str, ProbeStatus]:
         path = object_path("sched.bpf.o")
-        failed = self._probe_programs(path)
-        self.obj = obj = BpfObject(path)
-        self._configure(obj, comm_at_switch="task_rename" in failed)
-        for prog in obj.programs():
-            prog.autoload = prog.name not in failed
-        for essential in ("sched_switch", "dump_tasks"):
-            if essential in failed:
-                reason = failed[essential]
-                obj.close()
-                self.obj = None
-                raise StallscopeError(f"the scheduler probes cannot run: {reason}", "see `stallscope doctor`")
-        obj.load()
+        loaded, failed = self._probe_programs(path)
+        if loaded is not None:  # every program loaded: that object is the one used (verified once)
+            self.obj = obj = loaded
+        else:
+            self.obj = obj = BpfObject(path)
+            self._configure(obj, comm_at_switch="task_rename" in failed)
+            for prog in obj.programs():
+                prog.autoload = prog.name not in failed
+            for essential in ("sched_switch", "dump_tasks"):
+                if essential in failed:
+                    reason = failed[essential]
+                    obj.close()
+                    self.obj = None
+                    raise StallscopeError(f"the scheduler probes cannot run: {reason}", "see `stallscope doctor`")
+            obj.load()
         for prog in obj.programs():
             if prog.name in failed:
                 continue
@@ -228,15 +231,19 @@ class SchedCollector:
         obj.map("wakers").set_max_entries(sizes.wakers)
         obj.map("stacks").set_max_entries(sizes.stack_entries)
 
-    def _probe_programs(self, path: str) -> dict[str, str]:
-        """Load the whole object once; only if that fails, find which programs this kernel rejects."""
-        with BpfObject(path) as obj:
+    def _probe_programs(self, path: str) -> tuple[BpfObject | None, dict[str, str]]:
+        """Load the whole object: loaded, it is returned to be used; only if that fails, find which programs
+        this kernel rejects (each alone in a copy), for a copy without them."""
+        obj = BpfObject(path)
+        try:
             self._configure(obj)
-            try:
-                obj.load()
-                return {}
-            except BpfError:
-                pass
+            obj.load()
+            return obj, {}
+        except BpfError:
+            obj.close()
+        except BaseException:
+            obj.close()
+            raise
         failed: dict[str, str] = {}
         with BpfObject(path) as probe:
             names = [p.name for p in probe.programs()]
@@ -249,7 +256,7 @@ class SchedCollector:
                     obj.load()
                 except BpfError as exc:
                     failed[name] = _first_reason(exc)
-        return failed
+        return None, failed
 
     def _group_status(self, failed: dict[str, str]) -> dict[str, ProbeStatus]:
         def status(progs: list[str]) -> ProbeStatus:

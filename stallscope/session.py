@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -175,7 +176,6 @@ class Session:
         try:
             status = collector.start()
             status = {**status, **self._start_optional(symbolizer)}
-            symbolizer.preload_kernel(data="locks" in self.groups)
             settle_gc()
             self._skip_setup()
             start_ns = collector.interval_start_ns
@@ -244,17 +244,39 @@ class Session:
                              sample_hz=o.sample_hz, sched_state_fd=self.collector.state_map_fd(),
                              max_tasks=self.sizes.tasks, max_stacks=self.sizes.stack_entries)
         status = {}
-        for name, group in GROUPS.items():
-            if name not in o.probes:
-                status[name] = ProbeStatus(False, "", f"not requested (--probes +{name})")
-                continue
-            collector = group.factory(symbolizer, gopts)
-            status[name] = st = collector.start()
-            if st.enabled:
-                self.groups[name] = collector
-            else:
-                collector.close()
+        # at once: their BPF objects are verified in the kernel and the futex group's helpers (objdump) run
+        # outside this process, so the groups' start-ups overlap rather than add up (on a loaded machine,
+        # seconds); the kernel's symbols are read meanwhile
+        with ThreadPoolExecutor(max_workers=len(GROUPS) + 1, thread_name_prefix="stallscope-start") as pool:
+            kernel = pool.submit(symbolizer.preload_kernel, data="locks" in o.probes)
+            started = {name: pool.submit(self._start_group, group, symbolizer, gopts)
+                       for name, group in GROUPS.items() if name in o.probes}
+            error = None
+            for name in GROUPS:
+                if name not in started:
+                    status[name] = ProbeStatus(False, "", f"not requested (--probes +{name})")
+                    continue
+                try:
+                    collector, status[name] = started[name].result()
+                except BaseException as exc:  # the others are kept, to be closed with the session
+                    error = error or exc
+                    continue
+                if collector is not None:
+                    self.groups[name] = collector
+            kernel.result()
+        if error is not None:
+            raise error
         return status
+
+    @staticmethod
+    def _start_group(group, symbolizer: Symbolizer, gopts: GroupOptions):
+        """(the collector, its status); the collector None when it could not start (closed)."""
+        collector = group.factory(symbolizer, gopts)
+        st = collector.start()
+        if st.enabled:
+            return collector, st
+        collector.close()
+        return None, st
 
     def _finish_groups(self) -> None:
         for name, collector in self.groups.items():
