@@ -260,11 +260,14 @@ class Timeline:
     _cache: OrderedDict = field(default_factory=OrderedDict)
     _dead_at: dict = field(default_factory=dict)  # task -> index of the interval that saw its final switch
 
-    def add(self, iv: Interval) -> None:
-        """One more interval (live: the newest; the oldest beyond `keep` is forgotten)."""
+    def add(self, iv: Interval, snapshot: Snapshot | None = None) -> None:
+        """One more interval (live: the newest; the oldest beyond `keep` is forgotten). `snapshot`: its
+        own one-interval snapshot, folded elsewhere from the same names and stacks (a live source folds
+        it in its collector's thread), kept as this timeline's."""
         for t in iv.task_info:
             self.task_info[t.task] = t
             if t.dead:
+                self._dead_at.pop(t.task, None)  # a later death notice: its place is now
                 self._dead_at[t.task] = iv.index
         for s in iv.stacks:
             self.stacks[s.id] = s
@@ -272,6 +275,8 @@ class Timeline:
         for c in iv.slab_caches:
             self.slab_caches[c.addr] = c
         self.intervals.append(iv)
+        if snapshot is not None and (snapshot.first, snapshot.last) == (iv.index, iv.index):
+            self._cache[(iv.index, iv.index)] = snapshot
         if self.keep is None:
             return
         while len(self.intervals) > self.keep:
@@ -280,7 +285,11 @@ class Timeline:
 
     def _forget(self, iv: Interval) -> None:
         first = self.first_index
-        for tid in [t for t, at in self._dead_at.items() if at < first]:
+        # in the order the tasks died (intervals arrive in order): the oldest first, no scan of the rest
+        while self._dead_at:
+            tid, at = next(iter(self._dead_at.items()))
+            if at >= first:
+                break
             del self._dead_at[tid]
             self.task_info.pop(tid, None)
         used = [o.kstack for o in iv.offcpu] + [o.ustack for o in iv.offcpu] + [w.waker_kstack for w in iv.wakers]

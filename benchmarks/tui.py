@@ -8,10 +8,10 @@ exist, and measures:
 - start: from creating the app to its first screen (on_mount) and to the first interval shown (BPF load
   and attach included);
 - steady state: the stallscope process's CPU time (collector thread and UI together, getrusage) per
-  second of wall time, after the first 10 s;
+  second of wall time, after the first 10 s, for SECONDS with no key pressed;
 - key to frame: the time from a key event reaching the app to the next frame drawn after its action ran
   (`s`, a sort that rebuilds the table; the frame marked by Textual's call_after_refresh), pressed every
-  0.25 s, drains running meanwhile in the session's thread; p50/p99/max. (Textual's pilot waits for the
+  0.25 s for SECONDS more, drains running meanwhile in the session's thread; p50/p99/max. (Textual's pilot waits for the
   process to go idle after a key, which a process whose collector thread is busy never does: its
   timings are not key-to-frame.)
 Standard library and the project only. Run as root.
@@ -81,12 +81,16 @@ async def measure(seconds: float, interval: float) -> dict:
         warm = time.monotonic() + 10
         while time.monotonic() < warm:
             await pilot.pause(0.25)
+        # steady state: the view left alone, as it is most of the time
         cpu0, wall0 = _cpu_s(), time.monotonic()
+        await asyncio.sleep(seconds)
+        cpu = (_cpu_s() - cpu0) / (time.monotonic() - wall0)
+        # then a key every 0.25 s for as long
+        wall0 = time.monotonic()
         while time.monotonic() - wall0 < seconds:
             app.sent = time.monotonic()
             app._driver.send_message(events.Key("s", "s"))
             await asyncio.sleep(0.25)
-        cpu = (_cpu_s() - cpu0) / (time.monotonic() - wall0)
         level = max((c.to.level for iv in source.timeline.intervals for c in iv.tuning), default=0)
         intervals = len(source.timeline)
         await pilot.press("q")

@@ -20,6 +20,8 @@ from stallscope.errors import StallscopeError
 
 # what a live timeline keeps: the sparklines' minute and room for a range, at 1 s intervals
 LIVE_KEEP = 600
+# what the default view (Blockers, with each cause's history) and the status line read of each interval
+PREFOLDED = ("ranked", "idle_ns", "shares", "cost", "lost")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class Event:
 
     kind: str
     payload: Any = None
+    snapshot: Any = None  # "interval": the interval's own snapshot, folded off the view's thread
 
 
 class RecordingSource:
@@ -114,6 +117,10 @@ class LiveSource:
     def _on_start(self, meta: RecordingMeta) -> None:
         if self.writer_factory is not None:
             self.writer = self.writer_factory(meta)
+        # the newest interval's snapshot is folded here, in the session's thread, with what the default
+        # view and the status line read of it: the view's thread only draws (a key is not kept waiting
+        # behind a fold); a timeline of its own, as the view's holds the same names and stacks
+        self._fold = Timeline(meta, keep=2, live=True)
         self._put(Event("meta", meta))
 
     def _on_interval(self, iv: Interval) -> None:
@@ -123,7 +130,18 @@ class LiveSource:
             except StallscopeError as exc:  # the disk: the view goes on, the file keeps what it has
                 self._notice(f"recording stopped: {exc}")
                 self._close_writer(None)
-        self._put(Event("interval", iv))
+        self._put(Event("interval", iv, self._prefold(iv)))
+
+    def _prefold(self, iv: Interval):
+        fold = getattr(self, "_fold", None)
+        if fold is None:
+            return None
+        fold.add(iv)
+        snap = fold.window(iv.index, iv.index)
+        if snap is not None:
+            for name in PREFOLDED:
+                getattr(snap, name)
+        return snap
 
     def _close_writer(self, meta: RecordingMeta | None) -> None:
         writer, self.writer = self.writer, None
@@ -162,7 +180,7 @@ class LiveSource:
                 self.meta = ev.payload
                 self.timeline = Timeline(ev.payload, keep=LIVE_KEEP, live=True)
             elif ev.kind == "interval" and self.timeline is not None:
-                self.timeline.add(ev.payload)
+                self.timeline.add(ev.payload, snapshot=ev.snapshot)
             out.append(ev)
 
     def stop(self) -> None:

@@ -151,6 +151,7 @@ class TopApp(App):
         self.source = source
         self.applier = applier
         self.refresh_s = refresh_s
+        self._status_shown: tuple | None = None
         self.views = views or default_views()
         self.label = title or ("live" if source.live else f"replay {getattr(source, 'path', '')}")
         self.paused = False
@@ -290,8 +291,15 @@ class TopApp(App):
                 table.move_cursor(row=keys.index(selected), animate=False)
 
     def update_status(self) -> None:
-        self.query_one("#status", Static).update(self.status_text())
+        """The status line and the notice, redrawn only when they read differently (each update lays the
+        screen out again: four times a second, most of an idle view's cost)."""
+        text = self.status_text()
         note = self.ended or self.notice
+        shown = (text.plain, tuple(text.spans), note)
+        if shown == self._status_shown:
+            return
+        self._status_shown = shown
+        self.query_one("#status", Static).update(text)
         box = self.query_one("#notice", Static)
         box.update(Text(visible(note)) if note else "")
         box.display = bool(note)
