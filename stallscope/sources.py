@@ -8,6 +8,7 @@ not prints. Recording: the SQLite store, read whole at open.
 
 from __future__ import annotations
 
+import gc
 import queue
 import threading
 from dataclasses import dataclass
@@ -181,6 +182,10 @@ class LiveSource:
                 self.timeline = Timeline(ev.payload, keep=LIVE_KEEP, live=True)
             elif ev.kind == "interval" and self.timeline is not None:
                 self.timeline.add(ev.payload, snapshot=ev.snapshot)
+                # what the timeline keeps (minutes of records, millions of objects, none in a cycle) leaves
+                # the cycle collector's view: its older generations walked it all, pausing the view for up
+                # to a second under load; what dies is still freed as ever
+                gc.freeze()
             out.append(ev)
 
     def stop(self) -> None:
