@@ -136,8 +136,24 @@ def tile(source: Path, out: Path, intervals: int, new_pids: bool = False, comman
             "tasks": len(tasks) + len(moved) * (copies - 1), "hackbench_tasks_per_copy": len(moved)}
 
 
+def _summary(path: Path) -> str:
+    from stallscope.analyzer.store import Recording
+
+    rec = Recording(str(path))
+    try:
+        n = rec.db.execute("SELECT count(*), min(start_ns), max(end_ns) FROM intervals").fetchone()
+        tasks = rec.db.execute("SELECT count(*) FROM tasks").fetchone()[0]
+    finally:
+        rec.close()
+    return f"{n[0]} intervals ({(n[2] - n[1]) / 1e9:.0f} s), {tasks:,} tasks"
+
+
 def stages(path: Path) -> dict:
-    """Each stage of a report, timed in this process (CPU seconds: the machine may be shared)."""
+    """Each stage of a report, timed in this process (CPU seconds: the machine may be shared), with the
+    cycle collector's thresholds as the command sets them."""
+    from stallscope.cli import _batch_gc
+
+    _batch_gc()
     from stallscope.analyzer.export import to_json_doc
     from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
     from stallscope.analyzer.model import Model
@@ -187,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--reuse", action="store_true", help="the recording built by an earlier run in --keep DIR")
     src.add_argument("--source", type=Path, help="a short real recording to repeat")
+    src.add_argument("--as-is", type=Path, dest="as_is",
+                     help="a real long recording, reported as it is (no copies made)")
     src.add_argument("--record", action="store_true", help=f"record {WORKLOAD} in a loop for 20 s first (root)")
     ap.add_argument("--intervals", type=int, default=600)
     ap.add_argument("--new-pids", action="store_true", help="new pids for hackbench in each copy (a loop of runs)")
@@ -203,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         record_source(source)
     big = work / "ten-minutes.stall"
     built_file = work / "built.json"
-    if args.reuse:
+    if args.as_is:
+        big = args.as_is
+        built = None
+    elif args.reuse:
         built = json.loads(built_file.read_text())
     else:
         if big.exists():
@@ -213,15 +234,18 @@ def main(argv: list[str] | None = None) -> int:
                         (", hackbench's tasks renamed in each copy" if args.new_pids else ", the same tasks going on"))
         built_file.write_text(json.dumps(built))
     page = work / "report.html"
+    if page.exists():
+        page.unlink()
     cli = run_report(big, page)
     parts = stages(big)
     load = os.getloadavg()
     lines = [
         "# HTML report of a 10-minute hackbench recording",
         "",
-        f"Recording: synthetic, {built['intervals']} intervals ({built['seconds']:.0f} s of recorded time), "
-        f"{built['copies']} copies of a real {built['source_intervals']}-interval recording of `{WORKLOAD}` "
-        f"(default probes){built['how']}: {built['tasks']:,} tasks; {big.stat().st_size / 1e6:.0f} MB.",
+        (f"Recording: synthetic, {built['intervals']} intervals ({built['seconds']:.0f} s of recorded time), "
+         f"{built['copies']} copies of a real {built['source_intervals']}-interval recording of `{WORKLOAD}` "
+         f"(default probes){built['how']}: {built['tasks']:,} tasks; {big.stat().st_size / 1e6:.0f} MB.")
+        if built else f"Recording: real, `{big.name}` as it is, {_summary(big)}; {big.stat().st_size / 1e6:.0f} MB.",
         "",
         f"`stallscope report`: **{cli['wall_s']:.2f} s** wall, {cli['cpu_s']:.2f} s CPU, peak RSS "
         f"{cli['max_rss_mb']:.0f} MB; page **{cli['bytes'] / 1e6:.2f} MB** (budgets: {BUDGET_S:g} s, "
