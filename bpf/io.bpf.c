@@ -57,9 +57,10 @@ struct {
 } reqs SEC(".maps");
 
 /* struct bio * of a bio-based device (dm, md, zram, brd) -> its start, size and submitter, from
- * block_bio_queue to block_bio_complete */
+ * block_bio_queue to block_bio_complete. LRU: an entry whose completion is never traced (a driver
+ * that ends a bio otherwise) is evicted in time rather than filling the map. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u64);
 	__type(value, struct io_req);

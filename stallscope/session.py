@@ -246,9 +246,9 @@ class Session:
         status = {}
         # at once: their BPF objects are verified in the kernel and the futex group's helpers (objdump) run
         # outside this process, so the groups' start-ups overlap rather than add up (on a loaded machine,
-        # seconds); the kernel's symbols are read meanwhile
-        with ThreadPoolExecutor(max_workers=len(GROUPS) + 1, thread_name_prefix="stallscope-start") as pool:
-            kernel = pool.submit(symbolizer.preload_kernel, data="locks" in o.probes)
+        # seconds). The kernel's symbols are read after: their parse is Python work, which would hold the
+        # interpreter while the futex group times its uprobe trap
+        with ThreadPoolExecutor(max_workers=len(GROUPS), thread_name_prefix="stallscope-start") as pool:
             started = {name: pool.submit(self._start_group, group, symbolizer, gopts)
                        for name, group in GROUPS.items() if name in o.probes}
             error = None
@@ -263,9 +263,9 @@ class Session:
                     continue
                 if collector is not None:
                     self.groups[name] = collector
-            kernel.result()
         if error is not None:
             raise error
+        symbolizer.preload_kernel(data="locks" in self.groups)
         return status
 
     @staticmethod
