@@ -1,6 +1,6 @@
 """The machine's block devices, from sysfs: which are request-based (blk-mq: the block request
 tracepoints see their requests) and which bio-based (dm, md, zram, brd: no requests, so those
-tracepoints never fire for them; their I/O shows on the devices beneath), and each queue's settings,
+tracepoints never fire for them; the io group counts their bios), and each queue's settings,
 which the I/O advice weighs requests against (max_sectors_kb, optimal_io_size, nr_requests, ...).
 """
 
@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import os
 
+from stallscope.machine import read_value
+
 SYS_BLOCK = "/sys/block"
 QUEUE_FIELDS = ("rotational", "nr_requests", "max_sectors_kb", "max_hw_sectors_kb", "optimal_io_size",
                 "minimum_io_size", "logical_block_size", "physical_block_size", "scheduler", "wbt_lat_usec",
                 "write_cache", "iostats")
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 def _value(field: str, text: str) -> int | str:
@@ -49,7 +43,7 @@ def describe(root: str = SYS_BLOCK) -> dict[str, dict]:
         return out
     for name in names:
         base = os.path.join(root, name)
-        numbers = _read(os.path.join(base, "dev"))
+        numbers = read_value(os.path.join(base, "dev"))
         if not numbers or ":" not in numbers:
             continue
         try:
@@ -66,7 +60,7 @@ def describe(root: str = SYS_BLOCK) -> dict[str, dict]:
                 pass
         queue = {}
         for field in QUEUE_FIELDS:
-            text = _read(os.path.join(base, "queue", field))
+            text = read_value(os.path.join(base, "queue", field))
             if text is not None:
                 queue[field] = _value(field, text)
         entry["queue"] = queue

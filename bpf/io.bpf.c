@@ -125,13 +125,17 @@ static __always_inline __u64 context_of(void *ctx)
 	return (irq << 32) | (__u32)cur->pid;
 }
 
+/* A disk as user space names it: MAJOR << 20 | its first minor (a partition's I/O counts on its disk). */
+static __always_inline __u32 disk_dev(struct gendisk *disk)
+{
+	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+}
+
 static __always_inline __u32 rq_dev(struct request *rq)
 {
 	struct gendisk *disk = rq->q->disk;
 
-	if (!disk)
-		return 0;
-	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+	return disk ? disk_dev(disk) : 0;
 }
 
 /* RQF_* bits: bit indexes in enum rqf_flags on newer kernels (6.18 here), plain defines on older
@@ -153,14 +157,12 @@ static __always_inline __u32 op_group(struct request *rq)
 	return op & 1;
 }
 
-static __always_inline struct io_device *device_of(struct request *rq, __u32 dev)
+static __always_inline struct io_device *device_of(struct gendisk *disk, __u32 dev)
 {
 	struct io_device *d = bpf_map_lookup_elem(&devices, &dev), init = {};
-	struct gendisk *disk;
 
 	if (d)
 		return d;
-	disk = rq->q->disk;
 	if (disk)
 		bpf_probe_read_kernel_str(init.name, sizeof(init.name), disk->disk_name);
 	return lookup_or_init(&devices, &dev, &init, &health.device_map_full);
@@ -177,6 +179,30 @@ static __always_inline void tick(struct io_device *d, __u64 now, bool busy)
 		__sync_fetch_and_add(&d->busy_ns, now - stamp);
 }
 
+/* One more request (or bio) at the device: its depth just after, and the busy time up to now. */
+static __always_inline void device_issued(struct io_device *d, __u64 now)
+{
+	__s64 before = __sync_fetch_and_add(&d->inflight, 1);
+	__u64 depth = before >= 0 ? before + 1 : 1;
+
+	tick(d, now, before > 0);
+	__sync_fetch_and_add(&d->issued, 1);
+	__sync_fetch_and_add(&d->depth_sum, depth);
+	__sync_fetch_and_add(&d->depth_hist[log2_of(depth, IO_DEPTH_SLOTS)], 1);
+}
+
+/* One fewer at the device: it completed (`now`), or its completion was never seen (0: no busy time). */
+static __always_inline void device_left(__u32 dev, __u64 now)
+{
+	struct io_device *d = bpf_map_lookup_elem(&devices, &dev);
+
+	if (!d)
+		return;
+	__sync_fetch_and_add(&d->inflight, -1);
+	if (now)
+		tick(d, now, true);
+}
+
 static __always_inline void note_submitter(struct request *rq)
 {
 	__u64 key = (__u64)rq;
@@ -185,11 +211,7 @@ static __always_inline void note_submitter(struct request *rq)
 
 	if (old && old->issue_ns) {
 		/* left from an earlier life of this request, its completion not seen: no longer at the device */
-		__u32 dev = rq_dev(rq);
-		struct io_device *d = bpf_map_lookup_elem(&devices, &dev);
-
-		if (d)
-			__sync_fetch_and_add(&d->inflight, -1);
+		device_left(rq_dev(rq), 0);
 		__sync_fetch_and_add(&health.reissued, 1);
 	}
 	__builtin_memcpy(r.comm, cur->comm, TASK_COMM_LEN);
@@ -221,11 +243,10 @@ int BPF_PROG(block_rq_insert, struct request *rq)
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(block_rq_issue, struct request *rq)
 {
-	__u64 key = (__u64)rq, now = bpf_ktime_get_ns(), depth, was;
+	__u64 key = (__u64)rq, now = bpf_ktime_get_ns(), was;
 	__u32 dev = rq_dev(rq);
 	struct io_req *r, init = {};
 	struct io_device *d;
-	__s64 before;
 
 	if (!dev)
 		return 0;
@@ -235,7 +256,7 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 	was = r->issue_ns;
 	r->issue_ns = now;
 	r->bytes = rq->__data_len;
-	d = device_of(rq, dev);
+	d = device_of(rq->q->disk, dev);
 	if (!d)
 		return 0;
 	if (was) {
@@ -244,12 +265,7 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 		__sync_fetch_and_add(&health.reissued, 1);
 		return 0;
 	}
-	before = __sync_fetch_and_add(&d->inflight, 1);
-	tick(d, now, before > 0);
-	depth = before >= 0 ? before + 1 : 1;
-	__sync_fetch_and_add(&d->issued, 1);
-	__sync_fetch_and_add(&d->depth_sum, depth);
-	__sync_fetch_and_add(&d->depth_hist[log2_of(depth, IO_DEPTH_SLOTS)], 1);
+	device_issued(d, now);
 	return 0;
 }
 
@@ -257,20 +273,13 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 SEC("tp_btf/block_rq_requeue")
 int BPF_PROG(block_rq_requeue, struct request *rq)
 {
-	__u64 key = (__u64)rq, now;
+	__u64 key = (__u64)rq;
 	struct io_req *r = bpf_map_lookup_elem(&reqs, &key);
-	struct io_device *d;
-	__u32 dev = rq_dev(rq);
 
 	if (!r || !r->issue_ns)
 		return 0;
 	r->issue_ns = 0;
-	d = bpf_map_lookup_elem(&devices, &dev);
-	if (!d)
-		return 0;
-	now = bpf_ktime_get_ns();
-	__sync_fetch_and_add(&d->inflight, -1);
-	tick(d, now, true);
+	device_left(rq_dev(rq), bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -324,6 +333,29 @@ static __always_inline void count_request(struct io_stats *s, __u64 total, __u64
 	}
 }
 
+/* What this CPU completes now, for the wakeups the completion makes (io_waking reads it). */
+static __always_inline void note_completing(void *ctx, __u64 now, __u32 dev, __u32 op, __u64 total, __u64 queued,
+					    __u64 device, struct io_req *r)
+{
+	__u32 k0 = 0;
+	struct io_completing *c = bpf_map_lookup_elem(&completing, &k0);
+
+	if (!c)
+		return;
+	c->ts = now;
+	c->context = context_of(ctx);
+	c->dev = dev;
+	c->op = op;
+	c->total_ns = total;
+	c->queued_ns = queued;
+	c->device_ns = device;
+	c->submit_tgid = r ? r->tgid : 0;
+	if (r)
+		__builtin_memcpy(c->submit_comm, r->comm, TASK_COMM_LEN);
+	else
+		__builtin_memset(c->submit_comm, 0, TASK_COMM_LEN);
+}
+
 /* blk_update_request() and blk_complete_request(): `nr_bytes` of the request completed; it is
  * done when they cover what remains (partial completions fire this again). Sectors are counted
  * here, as blk_account_io_completion() counts them; the request itself where the kernel counts
@@ -335,9 +367,8 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 {
 	__u64 key = (__u64)rq, now = bpf_ktime_get_ns(), start = rq->start_time_ns, sectors = 0;
 	__u64 total = 0, queued = 0, device = 0;
-	__u32 dev = rq_dev(rq), op, k0 = 0;
+	__u32 dev = rq_dev(rq), op;
 	bool io_stat, flush_seq, done, counted, later;
-	struct io_completing *c;
 	struct io_stats *s;
 	struct io_req *r;
 
@@ -374,31 +405,10 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 	}
 	if ((counted && !later) || sectors)
 		count_submitter(dev, op, r, sectors, counted && !later);
-	/* what completes here, for the wakeups this completion makes */
-	c = bpf_map_lookup_elem(&completing, &k0);
-	if (c) {
-		c->ts = now;
-		c->context = context_of(ctx);
-		c->dev = dev;
-		c->op = op;
-		c->total_ns = total;
-		c->queued_ns = queued;
-		c->device_ns = device;
-		c->submit_tgid = r ? r->tgid : 0;
-		if (r)
-			__builtin_memcpy(c->submit_comm, r->comm, TASK_COMM_LEN);
-		else
-			__builtin_memset(c->submit_comm, 0, TASK_COMM_LEN);
-	}
+	note_completing(ctx, now, dev, op, total, queued, device, r);
 	if (done && r) {
-		if (r->issue_ns) {
-			struct io_device *d = bpf_map_lookup_elem(&devices, &dev);
-
-			if (d) {
-				__sync_fetch_and_add(&d->inflight, -1);
-				tick(d, now, true);
-			}
-		}
+		if (r->issue_ns)
+			device_left(dev, now);
 		if (later) {
 			/* no longer at the device; counted at block_io_done with these times */
 			r->ended = 1;
@@ -435,13 +445,8 @@ int BPF_PROG(block_io_done, struct request *rq)
 	if (start && now > start)
 		total = now - start;
 	t = r && r->ended ? r : NULL; /* its completion seen: its times */
-	if (r && !r->ended && r->issue_ns) {
-		/* its completion was not seen (the kernel did not run that program): off the device now */
-		struct io_device *d = bpf_map_lookup_elem(&devices, &dev);
-
-		if (d)
-			__sync_fetch_and_add(&d->inflight, -1);
-	}
+	if (r && !r->ended && r->issue_ns)
+		device_left(dev, 0); /* its completion was not seen (the kernel did not run that program) */
 	s = stats_of(dev, op);
 	if (s)
 		count_request(s, total, t ? t->queued_ns : 0, t ? t->device_ns : 0, t ? t->bytes : 0);
@@ -482,17 +487,16 @@ static __always_inline __u32 bio_op_group(struct bio *bio)
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(block_bio_queue, struct bio *bio)
 {
-	__u64 key = (__u64)bio, now = bpf_ktime_get_ns(), depth;
+	__u64 key = (__u64)bio, now = bpf_ktime_get_ns();
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct gendisk *disk = bio_based_disk(bio);
 	struct io_req r = {};
-	struct io_device *d, init = {};
+	struct io_device *d;
 	__u32 dev;
-	__s64 before;
 
 	if (!disk)
 		return 0;
-	dev = ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+	dev = disk_dev(disk);
 	r.issue_ns = now;
 	r.bytes = bio->bi_iter.bi_size;
 	r.pid = cur->pid;
@@ -502,19 +506,9 @@ int BPF_PROG(block_bio_queue, struct bio *bio)
 		__sync_fetch_and_add(&health.req_map_full, 1);
 		return 0;
 	}
-	d = bpf_map_lookup_elem(&devices, &dev);
-	if (!d) {
-		bpf_probe_read_kernel_str(init.name, sizeof(init.name), disk->disk_name);
-		d = lookup_or_init(&devices, &dev, &init, &health.device_map_full);
-		if (!d)
-			return 0;
-	}
-	before = __sync_fetch_and_add(&d->inflight, 1);
-	tick(d, now, before > 0);
-	depth = before >= 0 ? before + 1 : 1;
-	__sync_fetch_and_add(&d->issued, 1);
-	__sync_fetch_and_add(&d->depth_sum, depth);
-	__sync_fetch_and_add(&d->depth_hist[log2_of(depth, IO_DEPTH_SLOTS)], 1);
+	d = device_of(disk, dev);
+	if (d)
+		device_issued(d, now);
 	return 0;
 }
 
@@ -523,28 +517,24 @@ int BPF_PROG(block_bio_complete, struct request_queue *q, struct bio *bio)
 {
 	__u64 key = (__u64)bio, now = bpf_ktime_get_ns(), start, total;
 	struct gendisk *disk = bio_based_disk(bio);
-	struct io_completing *c;
-	struct io_device *d;
 	struct io_stats *s;
 	struct io_req *r;
-	__u32 dev, op, k0 = 0, bytes;
+	__u32 dev, op, bytes;
 
 	if (!disk)
 		return 0;
-	dev = ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+	dev = disk_dev(disk);
 	op = bio_op_group(bio);
 	r = bpf_map_lookup_elem(&bios, &key);
-	start = r ? r->issue_ns : 0;
-	bytes = r ? r->bytes : 0;
-	if (!r || now < start) {
-		/* submitted before the probe was attached: not counted (a start-up loss, as
-		 * io.completions_lost reports it) */
+	if (!r) {
+		/* submitted before the probe was attached, or its entry evicted: not counted (a loss,
+		 * as io.completions_lost reports it) */
 		__sync_fetch_and_add(&health.untimed, 1);
-		if (r)
-			bpf_map_delete_elem(&bios, &key);
 		return 0;
 	}
-	total = now - start;
+	start = r->issue_ns;
+	bytes = r->bytes;
+	total = now > start ? now - start : 0;
 	/* plain adds: a bio-based device's entries have this one writer */
 	s = stats_of(dev, op);
 	if (s) {
@@ -552,29 +542,9 @@ int BPF_PROG(block_bio_complete, struct request_queue *q, struct bio *bio)
 		s->sectors += bytes >> 9;
 	}
 	count_submitter(dev, op, r, bytes >> 9, true);
-	c = bpf_map_lookup_elem(&completing, &k0);
-	if (c) {
-		c->ts = now;
-		c->context = context_of(ctx);
-		c->dev = dev;
-		c->op = op;
-		c->total_ns = total;
-		c->queued_ns = 0;
-		c->device_ns = total;
-		c->submit_tgid = r ? r->tgid : 0;
-		if (r)
-			__builtin_memcpy(c->submit_comm, r->comm, TASK_COMM_LEN);
-		else
-			__builtin_memset(c->submit_comm, 0, TASK_COMM_LEN);
-	}
-	if (r) {
-		d = bpf_map_lookup_elem(&devices, &dev);
-		if (d) {
-			__sync_fetch_and_add(&d->inflight, -1);
-			tick(d, now, true);
-		}
-		bpf_map_delete_elem(&bios, &key);
-	}
+	note_completing(ctx, now, dev, op, total, 0, total, r);
+	device_left(dev, now);
+	bpf_map_delete_elem(&bios, &key);
 	return 0;
 }
 

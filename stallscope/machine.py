@@ -15,7 +15,8 @@ SCHED_SYSCTLS = "/proc/sys/kernel"
 SCHED_DEBUGFS = "/sys/kernel/debug/sched"
 
 
-def _read(path: str) -> str | None:
+def read_value(path: str) -> str | None:
+    """A /proc or /sys file's text, stripped; None when it cannot be read."""
     try:
         with open(path) as f:
             return f.read().strip()
@@ -34,24 +35,24 @@ def parse_cpu_list(text: str) -> list[int]:
 
 def topology(root: str = "/sys/devices/system/cpu") -> dict:
     """Per online CPU: its core, package, NUMA node and the CPUs sharing its last-level cache."""
-    online = parse_cpu_list(_read(f"{root}/online") or "0")
+    online = parse_cpu_list(read_value(f"{root}/online") or "0")
     cpus = {}
     for cpu in online:
         base = f"{root}/cpu{cpu}"
         llc, level = None, -1
         for index in glob.glob(f"{base}/cache/index*"):
-            lvl = _read(f"{index}/level")
-            shared = _read(f"{index}/shared_cpu_list")
+            lvl = read_value(f"{index}/level")
+            shared = read_value(f"{index}/shared_cpu_list")
             if lvl and shared and int(lvl) > level:
                 level, llc = int(lvl), parse_cpu_list(shared)
         nodes = [int(m.group(1)) for n in glob.glob(f"{base}/node*") if (m := re.search(r"node(\d+)$", n))]
         cpus[str(cpu)] = {
-            "core": int(_read(f"{base}/topology/core_id") or -1),
-            "package": int(_read(f"{base}/topology/physical_package_id") or -1),
+            "core": int(read_value(f"{base}/topology/core_id") or -1),
+            "package": int(read_value(f"{base}/topology/physical_package_id") or -1),
             "node": nodes[0] if nodes else 0,
             "llc": llc if llc is not None else [cpu],
             "llc_level": level,
-            "siblings": parse_cpu_list(_read(f"{base}/topology/thread_siblings_list") or str(cpu)),
+            "siblings": parse_cpu_list(read_value(f"{base}/topology/thread_siblings_list") or str(cpu)),
         }
     return {"online": online, "cpus": cpus}
 
@@ -59,7 +60,7 @@ def topology(root: str = "/sys/devices/system/cpu") -> dict:
 def cpu_times() -> dict[int, tuple[int, int]]:
     """Per CPU (busy, total) jiffies from /proc/stat: the difference of two reads is utilisation."""
     out = {}
-    for line in (_read("/proc/stat") or "").splitlines():
+    for line in (read_value("/proc/stat") or "").splitlines():
         m = re.match(r"cpu(\d+)\s+(.*)", line)
         if not m:
             continue
@@ -84,11 +85,11 @@ def sched_knobs() -> dict[str, dict]:
     """The scheduler knobs this kernel has, with their values: sysctls, and debugfs files (mounted or not)."""
     out = {}
     for path in sorted(glob.glob(f"{SCHED_SYSCTLS}/sched_*")):
-        value = _read(path)
+        value = read_value(path)
         if value is not None:
             out[os.path.basename(path)] = {"path": path, "value": value, "stable": True}
     for path in sorted(glob.glob(f"{SCHED_DEBUGFS}/*")):
-        value = _read(path) if os.path.isfile(path) else None
+        value = read_value(path) if os.path.isfile(path) else None
         if value is not None and len(value) < 200:
             out[os.path.basename(path)] = {"path": path, "value": value, "stable": False}
     return out
@@ -112,7 +113,7 @@ def pressure(base: str = "/proc/pressure", suffix: str = "") -> dict[str, dict[s
     (/proc/pressure/RES) or of a cgroup (its RES.pressure)."""
     out = {}
     for res in PSI_RESOURCES:
-        for line in (_read(f"{base}/{res}{suffix}") or "").splitlines():
+        for line in (read_value(f"{base}/{res}{suffix}") or "").splitlines():
             kind, _, rest = line.partition(" ")
             m = re.search(r"total=(\d+)", rest)
             if m:
@@ -122,7 +123,7 @@ def pressure(base: str = "/proc/pressure", suffix: str = "") -> dict[str, dict[s
 
 def steal_ns() -> int:
     """Time the hypervisor ran something else on this VM's CPUs (/proc/stat steal, all CPUs)."""
-    fields = (_read("/proc/stat") or "cpu").splitlines()[0].split()
+    fields = (read_value("/proc/stat") or "cpu").splitlines()[0].split()
     return int(fields[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0
 
 
@@ -154,7 +155,7 @@ def cgroup_throttling() -> dict[str, tuple[int, int]]:
             if "cpu.stat" not in filenames:
                 continue
             seen += 1
-            stat = dict(line.split()[:2] for line in (_read(f"{dirpath}/cpu.stat") or "").splitlines()
+            stat = dict(line.split()[:2] for line in (read_value(f"{dirpath}/cpu.stat") or "").splitlines()
                         if len(line.split()) >= 2)
             if "nr_throttled" not in stat:
                 continue

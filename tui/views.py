@@ -15,7 +15,7 @@ from rich.text import Text
 from stallscope.analyzer.recommend import RECOMMENDED
 from stallscope.analyzer.timeline import Snapshot, Timeline
 from stallscope.analyzer.units import fmt_bytes, fmt_ns
-from stallscope.tui.cells import count, dur, heat, lit, num, pct, rate, sparkline
+from stallscope.tui.cells import count, dur, heat, lit, num, pct, rate, sparkline, visible
 
 SPARK_INTERVALS = 60  # the last minute at 1 s intervals
 
@@ -335,7 +335,7 @@ class DevicesView(View):
             t.append_text(sparkline(depth, 40))
         bio = snap.io_bio_based
         if bio:
-            t.append(f"\nbio-based, not counted in this recording: {', '.join(bio)}", style="dim")
+            t.append(f"\nbio-based, not counted in this recording: {visible(', '.join(bio))}", style="dim")
         return t
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
