@@ -85,9 +85,18 @@ def _drawn(w: StackWait) -> bool:
 
 
 def attribute(model: Model, tasks: set[TaskId] | None, table: CauseTable | None = None) -> list[Part]:
-    """Every (task, cause) part of the blocked time of `tasks` (None: every task) in the window."""
+    """Every (task, cause) part of the blocked time of `tasks` (None: every task) in the window. A part
+    is one task's: the parts of some tasks are those of all, merged once per model."""
+    every = _attribute(model, table)
+    return list(every) if tasks is None else [p for p in every if p.task in tasks]
+
+
+@per_model
+def _attribute(model: Model, table: CauseTable | None) -> tuple[Part, ...]:
+    """Kept per model (the blockers, each task's causes and the advice ask alike); readers never change
+    the parts."""
     merged: dict[tuple[TaskId, str], Part] = {}
-    for by_cause in attribute_strata(model, tasks, table).values():
+    for by_cause in attribute_strata(model, None, table).values():
         for p in by_cause.values():
             m = merged.get((p.task, p.cause.name))
             if m is None:
@@ -102,7 +111,7 @@ def attribute(model: Model, tasks: set[TaskId] | None, table: CauseTable | None 
             for sid, (ns, stack) in p.stacks.items():
                 e = m.stacks.setdefault(sid, [0, stack])
                 e[0] += ns
-    return list(merged.values())
+    return tuple(merged.values())
 
 
 Stratum = tuple  # (task, state, why, func name): the waits of one task doing one thing

@@ -190,9 +190,8 @@ def causes_by_task(model: Model, tasks: set[TaskId] | None = None,
                    table: CauseTable | None = None) -> dict[TaskId, list[tuple[Cause, int]]]:
     """Each task's waiting time by cause, heaviest first: blocked causes (idle ones included, in their
     place by time) and "Waiting for CPU". stallscope's own tasks are left out unless asked for."""
-    scope = tasks if tasks is not None else set(model.tasks)
     by: dict[TaskId, dict[str, list]] = {}
-    for p in attribute(model, scope, table) + cpu_parts(model, scope):
+    for p in attribute(model, tasks, table) + cpu_parts(model, tasks):
         e = by.setdefault(p.task, {}).setdefault(p.cause.name, [p.cause, 0.0])
         e[1] += p.ns
     return {task: sorted(((c, round(ns)) for c, ns in causes.values()), key=lambda kv: (-kv[1], kv[0].name))

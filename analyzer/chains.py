@@ -69,6 +69,7 @@ class _Chains:
             key = (w.task, w.wakee.state, w.wakee.why, self._func(w.wakee.func))
             self.wakers.setdefault(key, []).append(w)
         self.memo: dict[tuple, dict] = {}
+        self.links: dict[tuple, tuple] = {}
         self.cpu = {p.task: p.ns for p in cpu_parts(model, None)}
         self.labels: dict[TaskId, str] = {}  # a task is labelled at every step of every chain through it
 
@@ -109,43 +110,65 @@ class _Chains:
             self.memo[key] = out
         return out
 
-    def _explain_stratum(self, out: dict, stratum: tuple, cause: str, weight: float, depth: int, seen, here: str):
+    def _links(self, stratum: tuple) -> tuple:
+        """The waker records of a stratum, each as what `_explain_stratum` reads: its weight and the
+        stratum's, and the parts of it the waker spent blocked (with the waker's stratum then),
+        waiting for a CPU and running. Worked out once per stratum: chains pass through a stratum many
+        times."""
+        links = self.links.get(stratum)
+        if links is not None:
+            return links
         wakers = self.wakers.get(stratum, [])
-        total = sum(w.weighted for w in wakers)
-        if not total:
-            self._add(out, ("cause", cause, None), weight, (here,))
-            return
-        for w in wakers:
-            f = weight * w.weighted / total
+        weights = [w.weighted for w in wakers]
+        total = sum(weights)
+        out = []
+        for w, weighted in zip(wakers, weights) if total else ():
+            share = (weighted, total)
             if w.in_interrupt or not w.waker.pid:
-                self._add(out, ("cause", cause, None), f, (here,))
+                out.append((share, "self", None, 0.0, 0.0, 0.0))
                 continue
             if w.exiting:
-                self._exited(out, w.waker, f, depth, seen, here)
+                out.append((share, "exit", w.waker, 0.0, 0.0, 0.0))
                 continue
-            blocked = min(w.link_blocked_ns / w.weighted, 1.0) if w.weighted else 0.0
-            runq = min(w.link_runq_ns / w.weighted, 1.0 - blocked) if w.weighted else 0.0
-            running = 1.0 - blocked - runq
+            blocked = min(w.link_blocked_ns / weighted, 1.0) if weighted else 0.0
+            runq = min(w.link_runq_ns / weighted, 1.0 - blocked) if weighted else 0.0
+            link = (w.waker, w.link.state, w.link.why, self._func(w.link.func)) if blocked > 0 else None
+            out.append((share, "link", w.waker, blocked, runq, 1.0 - blocked - runq, link))
+        links = self.links[stratum] = tuple(out)
+        return links
+
+    def _explain_stratum(self, out: dict, stratum: tuple, cause: str, weight: float, depth: int, seen, here: str):
+        links = self._links(stratum)
+        if not links:
+            self._add(out, ("cause", cause, None), weight, (here,))
+            return
+        for (weighted, total), kind, waker, blocked, runq, running, *link in links:
+            f = weight * weighted / total
+            if kind == "self":
+                self._add(out, ("cause", cause, None), f, (here,))
+                continue
+            if kind == "exit":
+                self._exited(out, waker, f, depth, seen, here)
+                continue
             if blocked > 0:
-                link = (w.waker, w.link.state, w.link.why, self._func(w.link.func))
-                parts = self.strata.get(link, {})
+                parts = self.strata.get(link[0], {})
                 link_total = sum(p.ns for p in parts.values())
                 if link_total:
                     for name, p in parts.items():
-                        share = f * blocked * p.ns / link_total
+                        part_share = f * blocked * p.ns / link_total
                         if p.cause.cls == IDLE and not p.cause.delays_wakees:
                             # the waker waited for work: the wait was for what it waited on
-                            self._add(out, ("cause", cause, None), share, (here,))
+                            self._add(out, ("cause", cause, None), part_share, (here,))
                         else:
-                            self._follow(out, w.waker, p, share, depth, seen, here)
+                            self._follow(out, waker, p, part_share, depth, seen, here)
                 else:
                     running += blocked
             if runq > 0:
                 self._add(out, ("cpu", WAITING_FOR_CPU.name, None), f * runq,
-                          (here, f"{WAITING_FOR_CPU.name} ({self._label(w.waker)})"))
+                          (here, f"{WAITING_FOR_CPU.name} ({self._label(waker)})"))
             if running > 0:
-                self._add(out, ("running", f"{self._label(w.waker)} {ON_CPU}", None), f * running,
-                          (here, f"{self._label(w.waker)} {ON_CPU}"))
+                self._add(out, ("running", f"{self._label(waker)} {ON_CPU}", None), f * running,
+                          (here, f"{self._label(waker)} {ON_CPU}"))
 
     def _follow(self, out: dict, task: TaskId, p: Part, f: float, depth: int, seen, here: str):
         """The waker was blocked in a wait of cause p: what that wait comes down to."""

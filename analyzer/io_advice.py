@@ -67,7 +67,7 @@ def _node(dev: str) -> str:
     return f"/dev/{dev if is_path_component(dev) else 'DEV'}"
 
 
-def rule_small_requests(model: Model, rows: list[IoDeviceRow], th: IoThresholds) -> list[Recommendation]:
+def rule_small_requests(model: Model, rows: list[IoDeviceRow], th: IoThresholds, whole: tuple) -> list[Recommendation]:
     out = []
     for row in rows:
         limit_kb = _queue(row, "max_sectors_kb")
@@ -107,7 +107,7 @@ def rule_small_requests(model: Model, rows: list[IoDeviceRow], th: IoThresholds)
     return out
 
 
-def rule_queue_bottleneck(model: Model, rows: list[IoDeviceRow], th: IoThresholds) -> list[Recommendation]:
+def rule_queue_bottleneck(model: Model, rows: list[IoDeviceRow], th: IoThresholds, whole: tuple) -> list[Recommendation]:
     out = []
     for row in rows:
         s = row.saturation
@@ -152,7 +152,7 @@ def _is_kernel_thread(model: Model, task) -> bool:
     return t is None or t.info.tgid == 2 or t.info.ptgid == 2 or task.pid == 2
 
 
-def rule_sync_io_worker(model: Model, rows: list[IoDeviceRow], th: IoThresholds) -> list[Recommendation]:
+def rule_sync_io_worker(model: Model, rows: list[IoDeviceRow], th: IoThresholds, whole: tuple) -> list[Recommendation]:
     secs = model.duration_s or 1.0
     names = {r.dev: r.name for r in rows}
     by_task: dict = {}
@@ -190,13 +190,13 @@ def rule_sync_io_worker(model: Model, rows: list[IoDeviceRow], th: IoThresholds)
     return out
 
 
-def rule_journal(model: Model, rows: list[IoDeviceRow], th: IoThresholds) -> list[Recommendation]:
+def rule_journal(model: Model, rows: list[IoDeviceRow], th: IoThresholds, whole: tuple) -> list[Recommendation]:
     secs = model.duration_s or 1.0
     out = []
-    for b in rank_blockers(model, include_idle=False):
+    for b in rank_blockers(whole[0], whole[1], include_idle=False):
         if b.cause != FSYNC or b.count / secs < th.fsync_per_s:
             continue
-        wakers = held_up_by(model, b, n=5).wakers
+        wakers = held_up_by(whole[0], b, n=5).wakers
         total = sum(ns for _l, _n, ns, _s in wakers)
         jbd2 = sum(ns for label, _n, ns, _s in wakers if "jbd2" in label)
         if not total or 100 * jbd2 / total < th.jbd2_share_pct:
@@ -224,11 +224,12 @@ def rule_journal(model: Model, rows: list[IoDeviceRow], th: IoThresholds) -> lis
     return out
 
 
-def rule_writeback_throttle(model: Model, rows: list[IoDeviceRow], th: IoThresholds) -> list[Recommendation]:
+def rule_writeback_throttle(model: Model, rows: list[IoDeviceRow], th: IoThresholds,
+                            whole: tuple) -> list[Recommendation]:
     secs = model.duration_s or 1.0
     by_name = {r.name: r for r in rows}
     out = []
-    for b in rank_blockers(model, include_idle=False):
+    for b in rank_blockers(whole[0], whole[1], include_idle=False):
         if b.cause not in THROTTLED or b.total_ns / secs < th.throttled_per_s_ns:
             continue
         devices = cause_devices(model).get(b.cause, ())
@@ -257,9 +258,13 @@ def rule_writeback_throttle(model: Model, rows: list[IoDeviceRow], th: IoThresho
 RULES = (rule_small_requests, rule_queue_bottleneck, rule_sync_io_worker, rule_journal, rule_writeback_throttle)
 
 
-def io_recommendations(model: Model, th: IoThresholds | None = None) -> list[Recommendation]:
+def io_recommendations(model: Model, th: IoThresholds | None = None,
+                       whole: tuple[Model, set | None] | None = None) -> list[Recommendation]:
     """Every I/O rule's findings; none without the io group's records but the journal and throttling
-    rules, which read the scheduler's (they name the device when the io group ran)."""
+    rules, which read the scheduler's (they name the device when the io group ran). `whole`: the model
+    `model` was restricted from and the tasks kept, whose ranked blockers are the same and already
+    computed (analyzer/recommend.py `Whole`)."""
     th = th or IoThresholds()
     rows = io_table(model)
-    return [r for rule in RULES for r in rule(model, rows, th)]
+    whole = whole or (model, None)
+    return [r for rule in RULES for r in rule(model, rows, th, whole)]

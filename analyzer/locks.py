@@ -252,17 +252,33 @@ def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = No
                kind: str = "all") -> list[LockStat]:
     """One row per lock (kernel: address and type; futex: process and futex word), heaviest first.
     stallscope's own waits are left out (analyzer/scope.py)."""
+    scope = in_scope(model, tasks)
+    out = list(_kernel_rows(model, scope)) if kind in ("all", "kernel") else []
+    if kind in ("all", "futex"):
+        out += _futex_rows(model, scope)
+    out.sort(key=lambda s: (-SORT_KEYS[sort](s), s.name))
+    return out
+
+
+# the rows of a model's locks for a choice of tasks, built once however many readers sort them (the
+# export, the advice, the series and the views each ask)
+@per_model
+def _kernel_rows(model: Model, scope: set[TaskId] | None) -> tuple[LockStat, ...]:
+    return tuple(_kernel_lock_stats(model, scope, _comm_of(model)))
+
+
+@per_model
+def _futex_rows(model: Model, scope: set[TaskId] | None) -> tuple[LockStat, ...]:
+    return tuple(_futex_lock_stats(model, scope, _comm_of(model)))
+
+
+def _comm_of(model: Model):
     leaders = _leaders(model)
 
     def comm_of(tgid: int) -> str:
         return leaders.get(tgid, "?")
 
-    scope = in_scope(model, tasks)
-    out = _kernel_lock_stats(model, scope, comm_of) if kind in ("all", "kernel") else []
-    if kind in ("all", "futex"):
-        out += _futex_lock_stats(model, scope, comm_of)
-    out.sort(key=lambda s: (-SORT_KEYS[sort](s), s.name))
-    return out
+    return comm_of
 
 
 @per_model
@@ -376,51 +392,68 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
     """One row per lock, as lock_stat has one per class: the locks held by one struct field (10,000
     inodes' i_rwsem) are one row, with its heaviest instances; the others one row per address."""
     node_caches = list_lock_caches(model)
-    groups: dict[tuple, dict] = {}
+    # per group: [named_by, count, total, max, min, spin, sleep, callers, tasks, owner, blocked, runnable,
+    # split, addrs]; lists and locals: a recording's hundreds of thousands of (task, lock, stack) rows
+    groups: dict[tuple, list] = {}
+    types: dict[int, str] = {}  # by flags
+    points: dict[int, str | None] = {}  # by stack id: a stack's contention point, found once
+    lost = "(stack lost: map full)"
     for w in model.lock_waits:
         if tasks is not None and w.task not in tasks:
             continue
-        key = (("field", w.field) if w.field else ("addr", w.addr), lock_type(w.flags))
-        g = groups.setdefault(key, {"named_by": None, "count": 0, "total": 0, "max": 0, "min": 0,
-                                    "spin": 0, "sleep": 0, "callers": _Callers(), "tasks": set(), "owner": "",
-                                    "blocked": 0, "runnable": 0, "split": True, "addrs": {}})
+        typ = types.get(w.flags)
+        if typ is None:
+            typ = types[w.flags] = lock_type(w.flags)
+        key = (("field", w.field) if w.field else ("addr", w.addr), typ)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [None, 0, 0, 0, 0, 0, 0, _Callers(), set(), "", 0, 0, True, {}]
+        stack = w.stack
         # named by its heaviest wait with a stack (a stackless one names only by address)
-        best = g["named_by"]
-        if best is None or (w.stack is not None and (best.stack is None or w.total_ns > best.total_ns)):
-            g["named_by"] = w
-        g["count"] += w.count
-        g["total"] += w.total_ns
-        g["max"] = max(g["max"], w.max_ns)
-        g["min"] = min(g["min"], w.min_ns) if g["min"] and w.min_ns else (g["min"] or w.min_ns)
-        g["spin"] += w.spin_ns
-        g["sleep"] += w.sleep_ns
-        g["split"] = g["split"] and w.split
-        g["blocked"] += max(w.blocked_ns, 0)
-        g["runnable"] += max(w.runnable_ns, 0)
-        g["tasks"].add(w.task)
-        a = g["addrs"].setdefault(w.addr, ["", 0])
+        best = g[0]
+        if best is None or (stack is not None and (best.stack is None or w.total_ns > best.total_ns)):
+            g[0] = w
+        g[1] += w.count
+        g[2] += w.total_ns
+        if w.max_ns > g[3]:
+            g[3] = w.max_ns
+        g[4] = min(g[4], w.min_ns) if g[4] and w.min_ns else (g[4] or w.min_ns)
+        g[5] += w.spin_ns
+        g[6] += w.sleep_ns
+        blocked, runnable = w.blocked_ns, w.runnable_ns
+        if blocked < 0:
+            g[12] = False
+        g[10] += max(blocked, 0)
+        g[11] += max(runnable, 0)
+        g[8].add(w.task)
+        a = g[13].get(w.addr)
+        if a is None:
+            a = g[13][w.addr] = ["", 0]
         a[0] = a[0] or w.object
         a[1] += w.total_ns
-        point = contention_point(w.stack) if w.stack is not None and w.stack.frames else None
-        g["callers"].add(point, NO_STACK_LABELS.get(w.stack_id, "(stack lost: map full)"), w.count, w.total_ns,
-                         w.spin_ns, max(w.blocked_ns, 0), max(w.runnable_ns, 0), w.weighted_ns,
-                         w.stack_id in SHARABLE or w.stack is not None)
+        if stack is None:
+            point = None
+        elif w.stack_id in points:
+            point = points[w.stack_id]
+        else:
+            point = points[w.stack_id] = contention_point(stack) if stack.frames else None
+        g[7].add(point, NO_STACK_LABELS.get(w.stack_id, lost), w.count, w.total_ns, w.spin_ns, max(blocked, 0),
+                 max(runnable, 0), w.weighted_ns, stack is not None or w.stack_id in SHARABLE)
         if w.owner_pid:
-            g["owner"] = f"{w.owner_comm}[{w.owner_pid}]"
+            g[9] = f"{w.owner_comm}[{w.owner_pid}]"
     out = []
-    for key, g in groups.items():
+    for key, (named_by, count, total, longest, shortest, spin, sleep, callers, waiters, owner, blocked, runnable,
+              split, addrs) in groups.items():
         typ = key[1]
-        split = g["split"]
         hottest = tuple((addr, where, ns) for addr, (where, ns) in
-                        sorted(g["addrs"].items(), key=lambda kv: -kv[1][1])[:3])
-        name = lock_name(g["named_by"], comm_of, node_caches)
-        if len(g["addrs"]) == 1 and hottest[0][1] and g["named_by"].field:
+                        sorted(addrs.items(), key=lambda kv: -kv[1][1])[:3])
+        name = lock_name(named_by, comm_of, node_caches)
+        if len(addrs) == 1 and hottest[0][1] and named_by.field:
             name += f" ({hottest[0][1]})"  # one lock: where it is, a directory's path
-        out.append(LockStat(name, typ, hottest[0][0] if len(g["addrs"]) == 1 else 0, g["count"], g["total"],
-                            g["max"], g["min"], g["spin"], g["sleep"], g["callers"].result(split),
-                            tuple(sorted(g["tasks"])), g["owner"], hottest, g["named_by"].field,
-                            blocked_ns=g["blocked"] if split else -1, runnable_ns=g["runnable"] if split else -1,
-                            keys=(key,)))
+        out.append(LockStat(name, typ, hottest[0][0] if len(addrs) == 1 else 0, count, total, longest, shortest,
+                            spin, sleep, callers.result(split), tuple(sorted(waiters)), owner, hottest,
+                            named_by.field, blocked_ns=blocked if split else -1,
+                            runnable_ns=runnable if split else -1, keys=(key,)))
     return _merge_same_name(out)
 
 

@@ -10,6 +10,7 @@ the target is still the same task; a boot-time fix is only printed.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from stallscope.analyzer.advice import (  # noqa: F401 (shell_command, write_command: used by apply and the CLI)
     NOT_HELPFUL, RECOMMENDED, Fact, Recommendation, is_path_component, shell_command, verify as _verify, write_command,
@@ -71,7 +72,7 @@ def _is_kernel_thread(t: TaskTotals) -> bool:
     return t.task.pid == 2 or t.info.tgid == 2 or t.info.ptgid == 2
 
 
-def rule_pin(model: Model, th: Thresholds) -> list[Recommendation]:
+def rule_pin(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     machine = model.meta.machine or {}
     topo = machine.get("topology", {})
     cpus = topo.get("cpus", {})
@@ -166,7 +167,7 @@ def _starved(t: TaskTotals, th: Thresholds) -> tuple[bool, int, int]:
     return ok, p99, wakeups
 
 
-def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
+def rule_priority(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """A thread starved relative to others: offer what today's scheduler has (nice, an EEVDF slice,
     the cgroup's weight, the hogs pinned away); a real-time or background thread is told why not."""
     secs = model.duration_s or 1.0
@@ -236,7 +237,7 @@ def rule_priority(model: Model, th: Thresholds) -> list[Recommendation]:
     return out
 
 
-def rule_cpu_bound(model: Model, th: Thresholds) -> list[Recommendation]:
+def rule_cpu_bound(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """A saturated machine: more runnable threads than CPUs, waiting alike. Said once, with what can help
     (fewer runnable threads, more CPUs, a cgroup weight to choose who gets them), instead of renicing one
     of many."""
@@ -283,12 +284,12 @@ _LOCK_ADVICE = (
 )
 
 
-def rule_lock(model: Model, th: Thresholds) -> list[Recommendation]:
+def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """A lock whose waiters wait for it itself (its total less the run-queue wait after the wakeup, which
     is a want of CPUs, not of the lock) past the threshold, with a call site to act on."""
     secs = model.duration_s or 1.0
     out = []
-    for s in lock_stats(model, sort="lock"):
+    for s in lock_stats(whole.model, sort="lock", tasks=whole.scope):
         if s.lock_wait_ns / secs < th.lock_wait_per_s_ns:
             continue
         if not s.is_lock:
@@ -348,10 +349,10 @@ def rule_lock(model: Model, th: Thresholds) -> list[Recommendation]:
 _IO_CAUSES = {"Waiting for I/O", "fsync() on a file", "Writeback throttling (too many dirty pages)"}
 
 
-def rule_io(model: Model, th: Thresholds) -> list[Recommendation]:
+def rule_io(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     secs = model.duration_s or 1.0
     out = []
-    for b in rank_blockers(model, include_idle=False):
+    for b in rank_blockers(whole.model, whole.scope, include_idle=False):
         if b.cause not in _IO_CAUSES or b.total_ns / secs < th.io_wait_per_s_ns:
             continue
         names = ", ".join(sorted({printable(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))[:80]
@@ -375,7 +376,7 @@ def rule_io(model: Model, th: Thresholds) -> list[Recommendation]:
     return out
 
 
-def rule_sched_knob(model: Model, th: Thresholds) -> list[Recommendation]:
+def rule_sched_knob(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """Only knobs this kernel has, only with evidence: today, migration cost against system-wide ping-pong."""
     knobs = (model.meta.machine or {}).get("sched_knobs", {})
     secs = model.duration_s or 1.0
@@ -400,7 +401,7 @@ def rule_sched_knob(model: Model, th: Thresholds) -> list[Recommendation]:
         RECOMMENDED, True, {"type": "write", "knob": name, "path": path, "value": str(current * 2)})]
 
 
-def rule_slub(model: Model, th: Thresholds) -> list[Recommendation]:
+def rule_slub(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """slub_min_objects after the 2008 hackbench study (best at 2 x CPUs), only with slab evidence, and
     never at or below what the kernel already uses: since then the default scales with the CPUs,
     4 * (fls(nr_cpus) + 1), already above 2 x CPUs below 16 CPUs. And, at run time, a hot cache's
@@ -472,13 +473,22 @@ def rule_slub(model: Model, th: Thresholds) -> list[Recommendation]:
     return out
 
 
-def rule_io_devices(model: Model, th: Thresholds) -> list[Recommendation]:
+def rule_io_devices(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """The io group's rules (analyzer/io_advice.py): request sizes, the queue, synchronous I/O, the journal,
     writeback throttling."""
-    return io_recommendations(model)
+    return io_recommendations(model, whole=whole)
 
 
 RULES = (rule_pin, rule_priority, rule_cpu_bound, rule_slub, rule_lock, rule_io, rule_sched_knob, rule_io_devices)
+
+
+class Whole(NamedTuple):
+    """The model a recommendation is asked of and the tasks in view: a rule that reads a view the export
+    and the screens read too (the lock rows, the ranked blockers) reads it here, computed once per model,
+    rather than again on the model restricted to the tasks (the same rows: a task's waits are its own)."""
+
+    model: Model
+    scope: set | None
 
 
 def recommend(model: Model, th: Thresholds | None = None, tasks: set | None = None) -> list[Recommendation]:
@@ -486,9 +496,10 @@ def recommend(model: Model, th: Thresholds | None = None, tasks: set | None = No
     cannot help here. stallscope itself is never advised on (analyzer/scope.py)."""
     th = th or Thresholds()
     scope = in_scope(model, tasks)
+    whole = Whole(model, scope)
     if scope is not None:
         model = restrict(model, scope)
-    out = [r for rule in RULES for r in rule(model, th)]
+    out = [r for rule in RULES for r in rule(model, th, whole)]
     return sorted(out, key=lambda r: (r.status != RECOMMENDED, KINDS.index(r.kind)))
 
 

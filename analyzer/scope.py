@@ -6,18 +6,21 @@ is its child too, and is not its own."""
 
 from __future__ import annotations
 
+from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import TaskId
 
 
-def own_tasks(model: Model) -> set[TaskId]:
-    """stallscope's threads, and the processes it started other than the recorded command."""
+@per_model
+def own_tasks(model: Model) -> frozenset[TaskId]:
+    """stallscope's threads, and the processes it started other than the recorded command. Kept per
+    model (every view asks); frozen, as it is shared."""
     own = model.meta.options.get("stallscope_pid")
     if not own:
-        return set()
+        return frozenset()
     mine = model.descendants(own)
     cmd = command_tasks(model)
-    return mine - cmd if cmd else mine
+    return frozenset(mine - cmd if cmd else mine)
 
 
 def command_tasks(model: Model) -> set[TaskId] | None:
@@ -28,12 +31,13 @@ def command_tasks(model: Model) -> set[TaskId] | None:
     return model.descendants(cmd["pid"])
 
 
-def recorded_tasks(model: Model) -> set[TaskId] | None:
-    """Every task but stallscope's own; None when there is nothing to leave out."""
+@per_model
+def recorded_tasks(model: Model) -> frozenset[TaskId] | None:
+    """Every task but stallscope's own; None when there is nothing to leave out. Kept per model, frozen."""
     own = own_tasks(model)
     if not own:
         return None
-    return {tid for tid in model.tasks if tid not in own}
+    return frozenset(tid for tid in model.tasks if tid not in own)
 
 
 def in_scope(model: Model, tasks: set[TaskId] | None) -> set[TaskId] | None:
