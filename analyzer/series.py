@@ -17,8 +17,9 @@ Rates are per second of each interval's own length (a stretched interval is not 
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from stallscope.analyzer.attribution import split_waits
 from stallscope.analyzer.blockers import WAITING_FOR_CPU
@@ -31,8 +32,6 @@ from stallscope.analyzer.scope import in_scope
 from stallscope.analyzer.slab import list_lock_caches
 
 RUNQ_SLOTS = 40
-# what interval_series never reads: a reader of the store can leave these tables out (Recording.intervals)
-UNUSED_TABLES = frozenset({"wakers"})
 
 
 @dataclass
@@ -79,6 +78,71 @@ class Series:
         return len(self.start_ns)
 
 
+class _Keys:
+    """Record keys numbered in the order first seen: a ledger row holds a key's number, not the key."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple, int] = {}
+        self.keys: list[tuple] = []
+
+    def number(self, key: tuple) -> int:
+        n = self.index.get(key)
+        if n is None:
+            n = self.index[key] = len(self.keys)
+            self.keys.append(key)
+        return n
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One interval as the series reads it: its records, the off-CPU and lock ones as (key number, values)."""
+
+    start_ns: int
+    duration_ns: int
+    switches: int
+    migrations: tuple
+    tasks: tuple
+    offcpu: tuple  # (wait key number, charged ns, count, max ns, hist)
+    locks: array  # (lock key number, count, total ns) after one another: the most numerous records, kept flat
+    futex: tuple
+    slab: tuple
+    oncpu: tuple
+
+
+class Ledger:
+    """A window's intervals as `interval_series` reads them. Kept while the model is folded from the same
+    stream (`tee`), the series needs no second read of the recording: each wait and lock record is a key
+    number and its values, the keys kept once. Iterated once it is filled, or `streamed` from intervals,
+    each entry made and dropped (nothing kept but the keys)."""
+
+    def __init__(self) -> None:
+        self.waits = _Keys()  # (task, tgid, state, kstack, ustack, why, func address)
+        self.locks = _Keys()  # the model's lock key (analyzer/model.py): (task, tgid, addr, flags, kind, cache, kstack)
+        self.entries: list[LedgerEntry] = []
+
+    def entry(self, iv: Interval) -> LedgerEntry:
+        wait, lock = self.waits.number, self.locks.number
+        return LedgerEntry(
+            iv.start_ns, iv.duration_ns, iv.switches, iv.migrations, iv.tasks,
+            tuple((wait((o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)), o.charged, o.count, o.max_ns,
+                   o.hist) for o in iv.offcpu),
+            array("q", [v for lk in iv.locks for v in (
+                lock((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)), lk.count, lk.total_ns)]),
+            iv.futex, iv.slab, iv.oncpu)
+
+    def tee(self, intervals: Iterable[Interval]) -> Iterator[Interval]:
+        """`intervals`, each kept here as it passes."""
+        for iv in intervals:
+            self.entries.append(self.entry(iv))
+            yield iv
+        self.waits.index.clear()  # numbered: only the keys are read from here on
+        self.locks.index.clear()
+
+    def streamed(self, intervals: Iterable[Interval]) -> Iterator[LedgerEntry]:
+        for iv in intervals:
+            yield self.entry(iv)
+
+
 def _wait_key(task: TaskId, tgid: int, state: int, kstack: int, ustack: int, why: int, func: str) -> tuple:
     return (task, tgid, state, kstack, ustack, why, func)
 
@@ -96,12 +160,18 @@ def _add_list(d: dict, i: int, values) -> None:
             e[j] += v
 
 
-def interval_series(model: Model, intervals: Iterable[Interval], table: CauseTable | None = None) -> Series:
-    """The series of `intervals`, the ones `model` was built from (its classification, lock rows and
-    stacks name each record), for the tasks a report shows: every task but stallscope's own."""
+def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table: CauseTable | None = None) -> Series:
+    """The series of `intervals` (or of the ledger kept while the model was folded from them), the ones
+    `model` was built from (its classification, lock rows and stacks name each record), for the tasks a
+    report shows: every task but stallscope's own."""
     scope = in_scope(model, None)
     own_tgid = model.meta.options.get("stallscope_pid")
     funcs = model.functions
+    if isinstance(intervals, Ledger):
+        ledger, entries = intervals, intervals.entries
+    else:
+        ledger = Ledger()
+        entries = ledger.streamed(intervals)
 
     # where each wait record's time goes, from the whole recording's attribution
     splits = {}
@@ -127,6 +197,25 @@ def interval_series(model: Model, intervals: Iterable[Interval], table: CauseTab
             lock_row[(w.task, w.tgid, w.addr, w.flags, w.kind, w.cache, w.stack_id)] = lock_row[group]
     node_owner = {addr: c.addr for addr, c in list_lock_caches(model).items()}
 
+    # what each numbered key of the ledger comes to, worked out when the key is first met
+    wait_of: list = []  # wait key number -> (its split, its process) or None (not in view)
+    lock_of: list = []  # lock key number -> (its row or None, the row is a lock, its slab cache or None) or None
+
+    def wait_to(n: int) -> None:
+        for task, tgid, state, kstack, ustack, why, func in ledger.waits.keys[len(wait_of):n + 1]:
+            name = funcs.get(func, f"{func:#x}") if func else ""
+            split = splits.get(_wait_key(task, tgid, state, kstack, ustack, why, name))
+            wait_of.append(None if split is None else (split, tgid_of.get(task, tgid)))
+
+    def lock_to(n: int) -> None:
+        for key in ledger.locks.keys[len(lock_of):n + 1]:
+            if scope is not None and key[0] not in scope:
+                lock_of.append(None)
+                continue
+            row = lock_row.get(key)
+            lock_of.append((row, row is not None and is_lock.get(row, True),
+                            node_owner.get(key[2]) if key[4] == LOCK_KIND_SLAB else None))
+
     # each sampled stack's functions, once
     samples_of: dict[tuple, OncpuSamples] = {}
     for s in selected_samples(model):
@@ -135,17 +224,17 @@ def interval_series(model: Model, intervals: Iterable[Interval], table: CauseTab
 
     out = Series()
     first_start = None
-    for i, iv in enumerate(intervals):
+    for i, e in enumerate(entries):
         if first_start is None:
-            first_start = iv.start_ns
-        out.start_ns.append(iv.start_ns - first_start)
-        out.duration_ns.append(iv.duration_ns)
-        out.switches.append(iv.switches)
-        out.migrations.append(sum(c for _s, _d, c in iv.migrations))
-        out.matrix.append(tuple(sorted(iv.migrations)))
+            first_start = e.start_ns
+        out.start_ns.append(e.start_ns - first_start)
+        out.duration_ns.append(e.duration_ns)
+        out.switches.append(e.switches)
+        out.migrations.append(sum(c for _s, _d, c in e.migrations))
+        out.matrix.append(tuple(sorted(e.migrations)))
         run = runq = 0
         hist: dict[int, int] = {}
-        for d in iv.tasks:
+        for d in e.tasks:
             if scope is not None and d.task not in scope:
                 continue
             run += d.run_ns
@@ -169,33 +258,37 @@ def interval_series(model: Model, intervals: Iterable[Interval], table: CauseTab
         out.run_ns.append(run)
         out.runq_ns.append(runq)
         out.runq_hist.append(hist)
-        _offcpu(out, i, iv, splits, funcs, tgid_of)
-        out.lock_wait_ns.append(_locks(out, i, iv, scope, lock_row, is_lock, node_owner))
-        _slab(out, i, iv)
-        out.oncpu_samples.append(_oncpu(out, i, iv, own_tgid, samples_of, sample_fns))
+        # keys first met in this interval (or, with a kept ledger, every key at once)
+        if len(wait_of) < len(ledger.waits.keys):
+            wait_to(len(ledger.waits.keys) - 1)
+        if len(lock_of) < len(ledger.locks.keys):
+            lock_to(len(ledger.locks.keys) - 1)
+        _offcpu(out, i, e.offcpu, wait_of)
+        out.lock_wait_ns.append(_locks(out, i, e, scope, lock_of, lock_row, is_lock))
+        _slab(out, i, e)
+        out.oncpu_samples.append(_oncpu(out, i, e, own_tgid, samples_of, sample_fns))
     return out
 
 
-def _offcpu(out: Series, i: int, iv: Interval, splits: dict, funcs: dict[int, str], tgid_of: dict) -> None:
-    for o in iv.offcpu:
-        func = funcs.get(o.func, f"{o.func:#x}") if o.func else ""
-        s = splits.get(_wait_key(o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, func))
-        if s is None:  # not in view (stallscope's own)
+def _offcpu(out: Series, i: int, records: tuple, wait_of: list) -> None:
+    for n, charged, count, max_ns, hist in records:
+        w = wait_of[n]
+        if w is None:  # not in view (stallscope's own)
             continue
-        pc = out.process_causes.setdefault(tgid_of.get(o.task, o.tgid), {})
-        hist = o.hist
+        s, tgid = w
+        pc = out.process_causes.setdefault(tgid, {})
         for cause, frac in s.causes:
             cs = out.causes.get(cause.name)
             if cs is None:
                 cs = out.causes[cause.name] = CauseSeries(cause.cls)
-            ns = o.charged * frac
+            ns = charged * frac
             if ns:
                 _add(cs.ns, i, ns)
                 _add(pc.setdefault(cause.name, {}), i, ns)
-            if o.count:
-                _add(cs.count, i, o.count * frac)
-            if s.measured and o.max_ns:
-                cs.max_ns[i] = max(cs.max_ns.get(i, 0), o.max_ns)
+            if count:
+                _add(cs.count, i, count * frac)
+            if s.measured and max_ns:
+                cs.max_ns[i] = max(cs.max_ns.get(i, 0), max_ns)
             if hist:
                 h = cs.hist.setdefault(i, {})
                 for slot, c in hist:
@@ -203,19 +296,21 @@ def _offcpu(out: Series, i: int, iv: Interval, splits: dict, funcs: dict[int, st
                         _add(h, slot, c * frac)
 
 
-def _locks(out: Series, i: int, iv: Interval, scope, lock_row: dict, is_lock: dict, node_owner: dict) -> int:
+def _locks(out: Series, i: int, e: LedgerEntry, scope, lock_of: list, lock_row: dict, is_lock: dict) -> int:
     total = 0
-    for lk in iv.locks:
-        if scope is not None and lk.task not in scope:
+    flat = iter(e.locks)
+    for n, count, wait_ns in zip(flat, flat, flat):
+        lk = lock_of[n]
+        if lk is None:  # not in view
             continue
-        row = lock_row.get((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack))
+        row, a_lock, cache = lk
         if row is not None:
-            _add_list(out.locks.setdefault(row, {}), i, (lk.count, lk.total_ns))
-            if is_lock.get(row, True):
-                total += lk.total_ns
-        if lk.kind == LOCK_KIND_SLAB and lk.addr in node_owner:
-            _add_list(out.slab.setdefault(node_owner[lk.addr], {}), i, (0, 0, 0, lk.count, lk.total_ns))
-    for fx in iv.futex:
+            _add_list(out.locks.setdefault(row, {}), i, (count, wait_ns))
+            if a_lock:
+                total += wait_ns
+        if cache is not None:
+            _add_list(out.slab.setdefault(cache, {}), i, (0, 0, 0, count, wait_ns))
+    for fx in e.futex:
         if scope is not None and fx.task not in scope:
             continue
         row = lock_row.get((fx.tgid, fx.uaddr))
@@ -226,14 +321,14 @@ def _locks(out: Series, i: int, iv: Interval, scope, lock_row: dict, is_lock: di
     return total
 
 
-def _slab(out: Series, i: int, iv: Interval) -> None:
-    for d in iv.slab:
+def _slab(out: Series, i: int, e: LedgerEntry) -> None:
+    for d in e.slab:
         _add_list(out.slab.setdefault(d.cache, {}), i, (d.allocs, d.frees, d.bytes_alloc, 0, 0))
 
 
-def _oncpu(out: Series, i: int, iv: Interval, own_tgid, samples_of: dict, sample_fns: dict) -> int:
+def _oncpu(out: Series, i: int, e: LedgerEntry, own_tgid, samples_of: dict, sample_fns: dict) -> int:
     total = 0
-    for o in iv.oncpu:
+    for o in e.oncpu:
         if own_tgid and o.tgid == own_tgid:
             continue
         key = (o.task, o.tgid, o.kstack, o.ustack)

@@ -157,19 +157,20 @@ def stages(path: Path) -> dict:
     from stallscope.analyzer.export import to_json_doc
     from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
     from stallscope.analyzer.model import Model
-    from stallscope.analyzer.series import interval_series
+    from stallscope.analyzer.series import Ledger, interval_series
     from stallscope.analyzer.store import Recording
     from stallscope.reports import assemble, render
 
     out = {}
     t = time.process_time()
     rec = Recording(str(path))
-    model = Model.from_intervals(rec.meta, rec.intervals(), rec.tasks(), rec.stacks(), slab_caches=rec.slab_caches(),
-                                 functions=rec.functions())
+    ledger = Ledger()  # as the command reads: once, the series' records kept as the model is folded
+    model = Model.from_intervals(rec.meta, ledger.tee(rec.intervals()), rec.tasks(), rec.stacks(),
+                                 slab_caches=rec.slab_caches(), functions=rec.functions())
+    rec.close()
     out["model"] = time.process_time() - t
     t = time.process_time()
-    series = interval_series(model, rec.intervals())
-    rec.close()
+    series = interval_series(model, ledger)
     out["series"] = time.process_time() - t
     t = time.process_time()
     doc = to_json_doc(model)

@@ -20,7 +20,7 @@ from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds
 from stallscope.analyzer.sample import Interval
-from stallscope.analyzer.series import UNUSED_TABLES, Series, interval_series
+from stallscope.analyzer.series import Ledger, Series, interval_series
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.units import fmt_ns
 from stallscope.reports.redact import redact
@@ -38,16 +38,23 @@ def build(source, intervals: Iterable[Interval] | None = None, redacted: bool = 
         model = source
         series = interval_series(model, intervals) if intervals is not None else None
     else:
-        rec = Recording(source)
-        try:
-            model = Model.from_intervals(rec.meta, rec.intervals(), rec.tasks(), rec.stacks(),
-                                         slab_caches=rec.slab_caches(), functions=rec.functions())
-            series = interval_series(model, rec.intervals(without=UNUSED_TABLES))
-        finally:
-            rec.close()
+        model, series = load(source)
         file_name = file_name or os.path.basename(source)
     return assemble(to_json_doc(model), series, offcpu_stacks(model), oncpu_stacks(model), redacted=redacted,
                     file_name=file_name)
+
+
+def load(path: str) -> tuple[Model, Series]:
+    """A recording's model and its series, from one read: the series' records are kept (a ledger) as
+    the model is folded."""
+    rec = Recording(path)
+    try:
+        ledger = Ledger()
+        model = Model.from_intervals(rec.meta, ledger.tee(rec.intervals()), rec.tasks(), rec.stacks(),
+                                     slab_caches=rec.slab_caches(), functions=rec.functions())
+    finally:
+        rec.close()
+    return model, interval_series(model, ledger)
 
 
 def assemble(doc: dict, series: Series | None, offcpu, oncpu, redacted: bool = False, file_name: str = "") -> dict:

@@ -11,10 +11,9 @@ from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.diff import NoiseGuard, diff
 from stallscope.analyzer.export import to_json_doc
 from stallscope.analyzer.flame import offcpu_stacks
-from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import TaskId
-from stallscope.analyzer.series import UNUSED_TABLES, Series, interval_series
-from stallscope.analyzer.store import Recording
+from stallscope.analyzer.series import Series
+from stallscope.reports.build import load
 from stallscope.reports.window import chart_value
 from stallscope.reports.flametree import build_tree
 from stallscope.reports.redact import REDACTED, command_name, redact
@@ -23,21 +22,11 @@ from stallscope.tui.diff import diff_doc
 QUIET_ROWS = 50  # changes under the noise guard shown (they follow the ranked ones)
 
 
-def _load(path: str) -> tuple[Model, Series]:
-    rec = Recording(path)
-    try:
-        model = Model.from_intervals(rec.meta, rec.intervals(), rec.tasks(), rec.stacks(),
-                                     slab_caches=rec.slab_caches(), functions=rec.functions())
-        return model, interval_series(model, rec.intervals(without=UNUSED_TABLES))
-    finally:
-        rec.close()
-
-
 def build_diff(base: str, new: str, guard: NoiseGuard | None = None, include_idle: bool = False,
                scopes: tuple[set[TaskId] | None, set[TaskId] | None] = (None, None), redacted: bool = False) -> dict:
     """The page data comparing recording `new` with recording `base` (paths)."""
     guard = guard or NoiseGuard()
-    (bm, bs), (nm, ns) = _load(base), _load(new)
+    (bm, bs), (nm, ns) = load(base), load(new)
     names = (os.path.basename(base), os.path.basename(new))
     changes = diff(bm, nm, guard, include_idle=include_idle, scopes=scopes)
     doc = diff_doc(bm, nm, changes, guard, names)

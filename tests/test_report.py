@@ -125,6 +125,29 @@ def test_the_windows_parts_add_up_to_the_whole_recording(report_recording):
 
 
 @needs_bpf
+def test_the_series_kept_while_folding_the_model_are_the_series_of_a_second_read(report_recording):
+    """The report reads a recording once (the series' records kept as the model is folded): its series
+    equal those of the intervals read again, record by record."""
+    from stallscope.analyzer.model import Model
+    from stallscope.analyzer.series import interval_series
+    from stallscope.analyzer.store import Recording
+    from stallscope.reports.build import load
+
+    model, kept = load(str(report_recording["stall"]))
+    rec = Recording(str(report_recording["stall"]))
+    try:
+        again = interval_series(model, rec.intervals())
+        # and a model folded without a ledger is the same model
+        assert Model.from_intervals(rec.meta, rec.intervals(), rec.tasks(), rec.stacks(),
+                                    slab_caches=rec.slab_caches(), functions=rec.functions()) == model
+    finally:
+        rec.close()
+    assert kept.intervals == again.intervals > 3
+    assert kept.locks and kept.causes and kept.tasks
+    assert kept == again
+
+
+@needs_bpf
 def test_the_same_recording_gives_the_same_bytes(report_recording):
     time.sleep(1.1)  # a clock read anywhere in the page would differ now
     again = report_recording["dir"] / "again.html"
