@@ -25,7 +25,7 @@ from stallscope.analyzer.attribution import split_waits
 from stallscope.analyzer.blockers import WAITING_FOR_CPU
 from stallscope.analyzer.causes import CauseTable
 from stallscope.analyzer.locks import LOCK_KIND_SLAB, lock_stats, lock_type
-from stallscope.analyzer.model import Model, OncpuSamples
+from stallscope.analyzer.model import LockWaits, Model, OncpuSamples
 from stallscope.analyzer.oncpu import sample_functions, selected_samples, self_function
 from stallscope.analyzer.sample import Interval, TaskId
 from stallscope.analyzer.scope import in_scope
@@ -119,6 +119,7 @@ class Ledger:
         self.waits = _Keys()  # (task, tgid, state, kstack, ustack, why, func address)
         self.locks = _Keys()  # the model's lock key (analyzer/model.py): (task, tgid, addr, flags, kind, cache, kstack)
         self.entries: list[LedgerEntry] = []
+        self.folded = False  # every interval passed through `tee`: the model folded from them numbers alike
 
     def entry(self, iv: Interval) -> LedgerEntry:
         wait, lock = self.waits.number, self.locks.number
@@ -137,6 +138,7 @@ class Ledger:
             yield iv
         self.waits.index.clear()  # numbered: only the keys are read from here on
         self.locks.index.clear()
+        self.folded = True
 
     def streamed(self, intervals: Iterable[Interval]) -> Iterator[LedgerEntry]:
         for iv in intervals:
@@ -183,19 +185,28 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
     # as blockers.cpu_parts: a task's run-queue waits count where it waited for a CPU at all
     waited = {tid for tid, t in model.tasks.items() if t.runq_wait_ns}
 
-    # the lock_stat row of each lock key, and whether the row is a lock (not a poll, event or join)
+    # the lock_stat row of each lock group (analyzer/locks.py row keys: a kernel lock's field or address and
+    # type, a futex's process and word), and whether the row is a lock (not a poll, event or join)
     lock_row: dict[tuple, tuple[str, str]] = {}
     is_lock: dict[tuple[str, str], bool] = {}
     for row in lock_stats(model):
         for key in row.keys:
             lock_row[key] = (row.name, row.type)
         is_lock[(row.name, row.type)] = row.is_lock
-    # a contention's row, by the model's key for it (a field is named once for all its intervals)
-    for w in model.lock_waits:
-        group = (("field", w.field) if w.field else ("addr", w.addr), lock_type(w.flags))
-        if group in lock_row:
-            lock_row[(w.task, w.tgid, w.addr, w.flags, w.kind, w.cache, w.stack_id)] = lock_row[group]
     node_owner = {addr: c.addr for addr, c in list_lock_caches(model).items()}
+    types: dict[int, str] = {}
+    # a ledger kept while this model was folded numbers the lock keys in the fold's own order: key n is
+    # the model's n-th lock record; otherwise each key is found among the model's
+    aligned = ledger.folded and len(ledger.locks.keys) == len(model.lock_waits)
+    by_key: dict[tuple, LockWaits] | None = None
+
+    def model_lock(n: int) -> LockWaits | None:
+        nonlocal by_key
+        if aligned:
+            return model.lock_waits[n]
+        if by_key is None:
+            by_key = {(w.task, w.tgid, w.addr, w.flags, w.kind, w.cache, w.stack_id): w for w in model.lock_waits}
+        return by_key.get(ledger.locks.keys[n])
 
     # what each numbered key of the ledger comes to, worked out when the key is first met
     wait_of: list = []  # wait key number -> (its split, its process) or None (not in view)
@@ -208,13 +219,18 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
             wait_of.append(None if split is None else (split, tgid_of.get(task, tgid)))
 
     def lock_to(n: int) -> None:
-        for key in ledger.locks.keys[len(lock_of):n + 1]:
-            if scope is not None and key[0] not in scope:
+        for k in range(len(lock_of), n + 1):
+            w = model_lock(k)
+            if w is None or scope is not None and w.task not in scope:
                 lock_of.append(None)
                 continue
-            row = lock_row.get(key)
+            typ = types.get(w.flags)
+            if typ is None:
+                typ = types[w.flags] = lock_type(w.flags)
+            # the model's key names the field once for all its intervals
+            row = lock_row.get((("field", w.field) if w.field else ("addr", w.addr), typ))
             lock_of.append((row, row is not None and is_lock.get(row, True),
-                            node_owner.get(key[2]) if key[4] == LOCK_KIND_SLAB else None))
+                            node_owner.get(w.addr) if w.kind == LOCK_KIND_SLAB else None))
 
     # each sampled stack's functions, once
     samples_of: dict[tuple, OncpuSamples] = {}

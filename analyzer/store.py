@@ -19,7 +19,7 @@ import sqlite3
 import time
 import urllib.parse
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from functools import partial
 from operator import attrgetter
 from typing import Iterator
@@ -553,13 +553,12 @@ class Recording:
             "idx", "pid", "start_ns", "offcpu_ns", "offcpu_count", "offcpu_max_ns", "runq_wait_ns", "runq_count",
             "runq_max_ns", "voluntary_switches", "involuntary_switches", "migrations", "runq_hist", "runq_latency_ns",
             ("run_ns", "0")), window,
-            lambda r: TaskDelta(TaskId(r[1], r[2]), *r[3:12], runq_hist=hist_cell(r[12]),
-                                runq_latency_ns=r[13] or 0, run_ns=r[14] or 0))
+            lambda r: _TaskDelta(TaskId(r[1], r[2]), *r[3:12], hist_cell(r[12]), r[13] or 0, r[14] or 0))
         offcpu = self._stream("offcpu", (
             "idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "count", "total_ns", "max_ns",
             ("hist", "NULL"), ("why", "0"), ("func", "0"), ("charged_ns", "NULL"), ("weighted_ns", "0"),
             ("var_us2", "0"), ("woken", "NULL")), window,
-            lambda r: OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9],
+            lambda r: _OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9],
                                   hist_cell(r[10]), r[11] or 0, _u64(r[12] or 0), r[13], r[14] or 0, r[15] or 0,
                                   woken_cell(r[16])))
         wakers = self._stream("wakers", (
@@ -567,7 +566,7 @@ class Recording:
             "count", "total_ns", "in_interrupt", ("exiting", "0"), ("link_func", "0"), ("link_state", "0"),
             ("link_why", "0"), ("weighted_ns", "NULL"), ("link_blocked_ns", "0"), ("link_runq_ns", "0"),
             ("wakee_func", "0"), ("wakee_state", "0"), ("wakee_why", "0")), window,
-            lambda r: WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9],
+            lambda r: _WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9],
                                  bool(r[10]), bool(r[11]), WaitLink(_u64(r[12] or 0), r[13] or 0, r[14] or 0),
                                  r[15], r[16] or 0, r[17] or 0, WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0)),
             without)
@@ -577,7 +576,7 @@ class Recording:
             "min_ns", "spin_ns", "sleep_ns", "owner_pid", "owner_comm", "cache", ("symbol", "''"),
             ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0"), ("field", "''"),
             ("object", "''")), window,
-            lambda r: LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:18], r[18], r[19],
+            lambda r: _LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:18], r[18], r[19],
                                 r[20] or 0, r[21] or 0, r[22] or "", r[23] or ""))
         slab = self._stream("slab", (
             "idx", "cache", "tgid", "exiting", "kmallocs", "cache_allocs", "kfrees", "cache_frees", "bytes_req",
@@ -587,7 +586,7 @@ class Recording:
         cgroups = self._stream("cgroups", ("idx", "tgid", "start_ns", "path"), window, lambda r: (r[1], r[2], r[3]))
         oncpu = self._stream("oncpu", (
             "idx", "pid", "start_ns", "tgid", "comm", "kstack", "ustack", "samples", "period_ns"), window,
-            lambda r: OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8]))
+            lambda r: _OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8]))
         oncpu_cpus = self._stream("oncpu_cpus", (
             "idx", "cpu", "samples", "period_ns", "idle_samples", "idle_ns", "event_ns"), window,
             lambda r: CpuSamplesDelta(*r[1:7]))
@@ -595,7 +594,7 @@ class Recording:
             "idx", "pid", "start_ns", "tgid", "uaddr", "op", "ustack", "caller_addr", "caller", "lock_name", "count",
             "total_ns", "max_ns", "min_ns", ("flags", "0"), ("blocked_ns", "NULL"), ("runnable_ns", "NULL"),
             ("woken_irq", "0")), window,
-            lambda r: FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:14],
+            lambda r: _FutexDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), r[5], _u64(r[6]), _u64(r[7]), *r[8:14],
                                  r[14] or 0, r[15], r[16], r[17] or 0))
         programs = self._stream("programs", ("idx", "name", "run_cnt", "run_time_ns", "recursion_misses"), window,
                                 lambda r: ProgramCost(*r[1:5]))
@@ -652,6 +651,27 @@ class Recording:
 # Text cells as UTF-8, a byte that is not UTF-8 replaced (as the collector decodes names): a partial of
 # str, called in C for each of the millions of text cells an hour's recording holds.
 _text = partial(str, encoding="utf-8", errors="replace")
+
+
+def _record_maker(cls):
+    """`cls(*values)` for a frozen record class given every field in order, without the dataclass's
+    __init__ (a setattr per field, past the frozen guard): a recording holds a million records, and
+    building them was a fifth of reading it. The same object: equal, hashable, immutable."""
+    names = tuple(f.name for f in fields(cls))
+    new = object.__new__
+
+    def make(*values):
+        if len(values) != len(names):
+            raise TypeError(f"{cls.__name__}: {len(values)} values for {len(names)} fields")
+        obj = new(cls)
+        obj.__dict__.update(zip(names, values))
+        return obj
+
+    return make
+
+
+_TaskDelta, _OffcpuDelta, _WakerDelta, _LockDelta, _OncpuDelta, _FutexDelta = (
+    _record_maker(c) for c in (TaskDelta, OffcpuDelta, WakerDelta, LockDelta, OncpuDelta, FutexDelta))
 
 
 def _stack(r) -> Stack:
