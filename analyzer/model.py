@@ -12,7 +12,7 @@ from typing import Iterable
 from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
     NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, RecordingMeta, SlabCache, SlabDelta, Stack,
-    TaskId, TaskInfo, TuningChange, WaitLink,
+    TaskId, TaskInfo, TuningChange, WaitLink, record_maker,
 )
 
 RUNQ_SLOTS = 40
@@ -131,6 +131,9 @@ class LockWaits:
     def split(self) -> bool:
         """Whether the off-CPU part is split into blocked and runnable (recordings since it was kept)."""
         return self.blocked_ns >= 0
+
+
+_new_lock_waits = record_maker(LockWaits)  # the most numerous of a model's records
 
 
 @dataclass(frozen=True)
@@ -267,12 +270,14 @@ class Model:
             switches += iv.switches
             kswitches += iv.kernel_switches
             cpu += iv.collector_cpu_ns
+            # each accumulator made when its key is first met (not built for every record and dropped)
             for d in iv.tasks:
-                t = tasks.setdefault(d.task, {"hist": [0] * RUNQ_SLOTS, "offcpu_ns": 0, "offcpu_count": 0,
-                                              "offcpu_max_ns": 0, "runq_wait_ns": 0, "runq_count": 0,
-                                              "runq_max_ns": 0, "voluntary_switches": 0,
-                                              "involuntary_switches": 0, "migrations": 0, "runq_latency_ns": 0,
-                                              "run_ns": 0})
+                t = tasks.get(d.task)
+                if t is None:
+                    t = tasks[d.task] = {"hist": [0] * RUNQ_SLOTS, "offcpu_ns": 0, "offcpu_count": 0,
+                                         "offcpu_max_ns": 0, "runq_wait_ns": 0, "runq_count": 0, "runq_max_ns": 0,
+                                         "voluntary_switches": 0, "involuntary_switches": 0, "migrations": 0,
+                                         "runq_latency_ns": 0, "run_ns": 0}
                 for k in ("offcpu_ns", "offcpu_count", "runq_wait_ns", "runq_count", "voluntary_switches",
                           "involuntary_switches", "migrations", "runq_latency_ns", "run_ns"):
                     t[k] += getattr(d, k)
@@ -282,8 +287,10 @@ class Model:
                     if 0 <= slot < RUNQ_SLOTS:
                         t["hist"][slot] += c
             for o in iv.offcpu:
-                w = waits.setdefault((o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func),
-                                     [0, 0, 0, None, 0, 0, 0, [0, 0, 0]])
+                key = (o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)
+                w = waits.get(key)
+                if w is None:
+                    w = waits[key] = [0, 0, 0, None, 0, 0, 0, [0, 0, 0]]
                 w[0] += o.count
                 w[1] += o.total_ns
                 w[2] = max(w[2], o.max_ns)
@@ -308,8 +315,10 @@ class Model:
                 e[5] += wk.link_runq_ns
             funcs.update(iv.functions)
             for lk in iv.locks:
-                e = locks.setdefault((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack),
-                                     [0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, 0, "", ""])
+                key = (lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)
+                e = locks.get(key)
+                if e is None:
+                    e = locks[key] = [0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, 0, "", ""]
                 e[13] = e[13] or lk.field
                 e[14] = e[14] or lk.object
                 if lk.blocked_ns is None or e[9] < 0:
@@ -401,7 +410,7 @@ class Model:
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
             kernel_switches=kswitches,
-            lock_waits=tuple(LockWaits(tid, tgid, addr, flags, kind, cache, stacks.get(ks), ks, *e)
+            lock_waits=tuple(_new_lock_waits(tid, tgid, addr, flags, kind, cache, stacks.get(ks), ks, *e)
                              for (tid, tgid, addr, flags, kind, cache, ks), e in locks.items()),
             slab=tuple(SlabDelta(cache, tgid, exiting, *acc) for (cache, tgid, exiting), acc in sorted(slab.items())),
             slab_caches=caches,

@@ -19,7 +19,7 @@ import sqlite3
 import time
 import urllib.parse
 from collections import Counter
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from functools import partial
 from operator import attrgetter
 from typing import Iterator
@@ -27,7 +27,7 @@ from typing import Iterator
 from stallscope.analyzer.sample import (
     CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, OffcpuDelta,
     OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning,
-    TuningChange, WaitLink, WakerDelta,
+    TuningChange, WaitLink, WakerDelta, record_maker,
 )
 from stallscope.analyzer.recording_checks import (
     DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql, sysfs_cell,
@@ -653,25 +653,8 @@ class Recording:
 _text = partial(str, encoding="utf-8", errors="replace")
 
 
-def _record_maker(cls):
-    """`cls(*values)` for a frozen record class given every field in order, without the dataclass's
-    __init__ (a setattr per field, past the frozen guard): a recording holds a million records, and
-    building them was a fifth of reading it. The same object: equal, hashable, immutable."""
-    names = tuple(f.name for f in fields(cls))
-    new = object.__new__
-
-    def make(*values):
-        if len(values) != len(names):
-            raise TypeError(f"{cls.__name__}: {len(values)} values for {len(names)} fields")
-        obj = new(cls)
-        obj.__dict__.update(zip(names, values))
-        return obj
-
-    return make
-
-
 _TaskDelta, _OffcpuDelta, _WakerDelta, _LockDelta, _OncpuDelta, _FutexDelta = (
-    _record_maker(c) for c in (TaskDelta, OffcpuDelta, WakerDelta, LockDelta, OncpuDelta, FutexDelta))
+    record_maker(c) for c in (TaskDelta, OffcpuDelta, WakerDelta, LockDelta, OncpuDelta, FutexDelta))
 
 
 def _stack(r) -> Stack:
