@@ -74,6 +74,10 @@ class StackWait:
         return self.total_ns if self.charged_ns < 0 else self.charged_ns
 
 
+_new_stack_wait = record_maker(StackWait)  # a live interval makes one per sleeping thread
+_new_totals = record_maker(TaskTotals)
+
+
 @dataclass(frozen=True)
 class Wakeups:
     """The wakeups of one task by one waker (and the waker's own last wait before it) over the window,
@@ -386,8 +390,10 @@ class Model:
         totals = {}
         for tid, t in tasks.items():
             info = task_info.get(tid) or TaskInfo(tid, 0, 0, "?")
-            hist = tuple(t.pop("hist"))
-            totals[tid] = TaskTotals(info=info, runq_hist=hist, **t)
+            totals[tid] = _new_totals(info, t["offcpu_ns"], t["offcpu_count"], t["offcpu_max_ns"], t["runq_wait_ns"],
+                                      t["runq_count"], t["runq_max_ns"], t["voluntary_switches"],
+                                      t["involuntary_switches"], t["migrations"], tuple(t["hist"]),
+                                      t["runq_latency_ns"], t["run_ns"])
         # a wait is attributed at the switch-in after its wakeup, possibly an interval later
         # than the task's own totals moved: such a task is still named
         for (tid, tgid, *_rest) in list(waits) + list(futexes):
@@ -399,10 +405,10 @@ class Model:
                 totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, e[0]))
         return cls(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
-            waits=tuple(StackWait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], kstack_id=k, ustack_id=u,
-                                  hist=tuple(v[3]) if v[3] else (), why=why,
-                                  func=funcs.get(func, f"{func:#x}") if func else "", charged_ns=v[4],
-                                  weighted_ns=v[5], var_us2=v[6], woken=tuple(v[7]))
+            waits=tuple(_new_stack_wait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], k, u,
+                                        tuple(v[3]) if v[3] else (), why,
+                                        funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
+                                        tuple(v[7]))
                         for (tid, tgid, state, k, u, why, func), v in waits.items()),
             wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq, exiting, link,
                                   e[3], e[4], e[5], wakee)

@@ -498,7 +498,8 @@ class RecordingMeta:
 def record_maker(cls):
     """`cls(*values)` for a frozen record class given every field in order, without the dataclass's
     __init__ (a setattr per field, past the frozen guard): a recording holds a million records, and
-    building them was a fifth of reading it. The same object: equal, hashable, immutable."""
+    building them was a fifth of reading it; a live interval of 5,000 sleeping threads makes 10,000. The
+    same object: equal, hashable, immutable."""
     names = tuple(f.name for f in fields(cls))
     new = object.__new__
 

@@ -20,7 +20,7 @@ from importlib import resources
 
 from stallscope.analyzer.sample import (
     Interval, OffcpuDelta, ProbeStatus, ProgramCost, Stack, TaskDelta, TaskId, TaskInfo, Tuning, WaitLink,
-    WakerDelta,
+    WakerDelta, record_maker,
 )
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, tune
@@ -33,6 +33,8 @@ CLOCK_BOOTTIME = 7
 _NO_HIST = [0] * abi.RUNQ_SLOTS
 _SLOTS = range(abi.RUNQ_SLOTS)
 _NO_WAITS = (0, 0, 0, 0, 0, 0, 0, 0, 0, _NO_HIST)
+_NO_WOKEN = (0, 0, 0)
+_new_offcpu, _new_task_delta = record_maker(OffcpuDelta), record_maker(TaskDelta)
 _OFFCPU_KEY, _OFFCPU_VAL = abi.unpacker(abi.OffcpuKey), abi.unpacker(abi.OffcpuVal)
 _WAKER_KEY, _WAKER_VAL = abi.unpacker(abi.WakerKey), abi.unpacker(abi.WakerVal)
 _OPEN_WAIT = abi.unpacker(abi.OpenWait)
@@ -429,13 +431,15 @@ class SchedCollector:
         # key; a task whose entry came too already has it in its totals.
         for pid, tgid, start_ns, charged, _open_ns, kstack, ustack, state, why, func in opened:
             tid = TaskId(pid, start_ns)
-            self._open_deltas.append(OffcpuDelta(tid, tgid, state, kstack, ustack, 0, 0, 0, (), why, func, charged))
+            # one of each per sleeping thread and interval (thousands): every field given, built directly
+            self._open_deltas.append(_new_offcpu(tid, tgid, state, kstack, ustack, 0, 0, 0, (), why, func, charged, 0,
+                                                 0, _NO_WOKEN))
             if tid in seen:
                 continue
             prev = self._prev_tasks.get(tid)
             if prev is not None:
                 prev.offcpu_ns += charged
-            deltas.append(TaskDelta(tid, offcpu_ns=charged))
+            deltas.append(_new_task_delta(tid, charged, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0))
         return tuple(deltas), tuple(infos), dead
 
     def _forget_dead_processes(self, dead: set[TaskId]) -> None:
