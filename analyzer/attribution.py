@@ -96,22 +96,35 @@ def _attribute(model: Model, table: CauseTable | None) -> tuple[Part, ...]:
     """Kept per model (the blockers, each task's causes and the advice ask alike); readers never change
     the parts."""
     merged: dict[tuple[TaskId, str], Part] = {}
+    alone: set[tuple[TaskId, str]] = set()  # a task's only part of a cause: the stratum's own, shared
     for by_cause in attribute_strata(model, None, table).values():
         for p in by_cause.values():
-            m = merged.get((p.task, p.cause.name))
+            key = (p.task, p.cause.name)
+            m = merged.get(key)
             if m is None:
-                m = merged[(p.task, p.cause.name)] = Part(p.cause, p.task)
-            m.ns += p.ns
-            m.estimated_ns += p.estimated_ns
-            m.var_ns2 += p.var_ns2
-            m.count += p.count
-            m.max_ns = max(m.max_ns, p.max_ns)
-            for slot, c in p.hist.items():
-                m.hist[slot] = m.hist.get(slot, 0) + c
-            for sid, (ns, stack) in p.stacks.items():
-                e = m.stacks.setdefault(sid, [0, stack])
-                e[0] += ns
+                merged[key] = p
+                alone.add(key)
+                continue
+            if key in alone:  # a second stratum: the sum is a part of its own
+                alone.discard(key)
+                first, m = m, Part(m.cause, m.task)
+                merged[key] = m
+                _merge_into(m, first)
+            _merge_into(m, p)
     return tuple(merged.values())
+
+
+def _merge_into(m: Part, p: Part) -> None:
+    m.ns += p.ns
+    m.estimated_ns += p.estimated_ns
+    m.var_ns2 += p.var_ns2
+    m.count += p.count
+    m.max_ns = max(m.max_ns, p.max_ns)
+    for slot, c in p.hist.items():
+        m.hist[slot] = m.hist.get(slot, 0) + c
+    for sid, (ns, stack) in p.stacks.items():
+        e = m.stacks.setdefault(sid, [0, stack])
+        e[0] += ns
 
 
 Stratum = tuple  # (task, state, why, func name): the waits of one task doing one thing
@@ -146,6 +159,16 @@ def _split_all(model: Model, table: CauseTable) -> dict[Stratum, list[WaitSplit]
         strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
     out: dict[Stratum, list[WaitSplit]] = {}
     for (task, state, why, func), waits in strata.items():
+        if len(waits) == 1:  # most strata (a sleeping thread's one wait): drawn, or alone with its evidence
+            w = waits[0]
+            if _drawn(w):
+                cause = classify_wait(model, w, table)
+            else:
+                cause = table.classify(None, None, state, decode(why, func, w.woken, arch))
+                if cause is None:
+                    cause = no_stack_cause(w.kstack_id)
+            out[(task, state, why, func)] = [WaitSplit(w, ((cause, 1.0),), True)]
+            continue
         drawn, shared, alone = [], [], []
         for w in waits:
             if _drawn(w):

@@ -76,6 +76,7 @@ class StackWait:
 
 _new_stack_wait = record_maker(StackWait)  # a live interval makes one per sleeping thread
 _new_totals = record_maker(TaskTotals)
+_NOT_WOKEN = (0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ class Model:
         """`slab_caches`: caches described anywhere in the recording (each is described once, when
         first seen, possibly before the window); those described inside the window are added. The
         same for `functions`."""
-        tasks: dict[TaskId, dict] = {}
+        tasks: dict[TaskId, list] = {}
         waits: dict[tuple, list[int]] = {}
         wake: dict[tuple, list] = {}
         n = max(meta.cpus, 1)
@@ -274,22 +275,31 @@ class Model:
             switches += iv.switches
             kswitches += iv.kernel_switches
             cpu += iv.collector_cpu_ns
-            # each accumulator made when its key is first met (not built for every record and dropped)
+            # each accumulator made when its key is first met (not built for every record and dropped); a
+            # task's in TaskTotals' order: offcpu ns, count, max, runq wait ns, count, max, voluntary and
+            # involuntary switches, migrations, histogram, runq latency ns, run ns
             for d in iv.tasks:
                 t = tasks.get(d.task)
                 if t is None:
-                    t = tasks[d.task] = {"hist": [0] * RUNQ_SLOTS, "offcpu_ns": 0, "offcpu_count": 0,
-                                         "offcpu_max_ns": 0, "runq_wait_ns": 0, "runq_count": 0, "runq_max_ns": 0,
-                                         "voluntary_switches": 0, "involuntary_switches": 0, "migrations": 0,
-                                         "runq_latency_ns": 0, "run_ns": 0}
-                for k in ("offcpu_ns", "offcpu_count", "runq_wait_ns", "runq_count", "voluntary_switches",
-                          "involuntary_switches", "migrations", "runq_latency_ns", "run_ns"):
-                    t[k] += getattr(d, k)
-                t["offcpu_max_ns"] = max(t["offcpu_max_ns"], d.offcpu_max_ns)
-                t["runq_max_ns"] = max(t["runq_max_ns"], d.runq_max_ns)
-                for slot, c in d.runq_hist:
-                    if 0 <= slot < RUNQ_SLOTS:
-                        t["hist"][slot] += c
+                    t = tasks[d.task] = [0, 0, 0, 0, 0, 0, 0, 0, 0, [0] * RUNQ_SLOTS, 0, 0]
+                t[0] += d.offcpu_ns
+                t[1] += d.offcpu_count
+                if d.offcpu_max_ns > t[2]:
+                    t[2] = d.offcpu_max_ns
+                t[3] += d.runq_wait_ns
+                t[4] += d.runq_count
+                if d.runq_max_ns > t[5]:
+                    t[5] = d.runq_max_ns
+                t[6] += d.voluntary_switches
+                t[7] += d.involuntary_switches
+                t[8] += d.migrations
+                t[10] += d.runq_latency_ns
+                t[11] += d.run_ns
+                if d.runq_hist:
+                    h = t[9]
+                    for slot, c in d.runq_hist:
+                        if 0 <= slot < RUNQ_SLOTS:
+                            h[slot] += c
             for o in iv.offcpu:
                 key = (o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)
                 w = waits.get(key)
@@ -297,12 +307,14 @@ class Model:
                     w = waits[key] = [0, 0, 0, None, 0, 0, 0, [0, 0, 0]]
                 w[0] += o.count
                 w[1] += o.total_ns
-                w[2] = max(w[2], o.max_ns)
-                w[4] += o.charged
+                if o.max_ns > w[2]:
+                    w[2] = o.max_ns
+                w[4] += o.total_ns if o.charged_ns is None else o.charged_ns  # o.charged
                 w[5] += o.weighted_ns
                 w[6] += o.var_us2
-                for j, woken in enumerate(o.woken):
-                    w[7][j] += woken
+                if o.woken != _NOT_WOKEN:
+                    for j, woken in enumerate(o.woken):
+                        w[7][j] += woken
                 if o.hist:
                     if w[3] is None:
                         w[3] = [0] * RUNQ_SLOTS
@@ -390,10 +402,8 @@ class Model:
         totals = {}
         for tid, t in tasks.items():
             info = task_info.get(tid) or TaskInfo(tid, 0, 0, "?")
-            totals[tid] = _new_totals(info, t["offcpu_ns"], t["offcpu_count"], t["offcpu_max_ns"], t["runq_wait_ns"],
-                                      t["runq_count"], t["runq_max_ns"], t["voluntary_switches"],
-                                      t["involuntary_switches"], t["migrations"], tuple(t["hist"]),
-                                      t["runq_latency_ns"], t["run_ns"])
+            t[9] = tuple(t[9])
+            totals[tid] = _new_totals(info, *t)
         # a wait is attributed at the switch-in after its wakeup, possibly an interval later
         # than the task's own totals moved: such a task is still named
         for (tid, tgid, *_rest) in list(waits) + list(futexes):

@@ -6,6 +6,7 @@ a stack, so this is what names the others (and what the cause table's evidence r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from stallscope.analyzer import syscalls
 
@@ -62,6 +63,7 @@ class Why:
 NO_WHY = Why("")
 
 
+@lru_cache(maxsize=65536)  # pure, and asked once per wait record: a live interval of sleeping threads asks thousands
 def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0), arch: str | None = None) -> Why:
     if not why and not function:
         return Why("", woken_by=_woken_by(woken))

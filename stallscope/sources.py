@@ -23,6 +23,7 @@ from stallscope.errors import StallscopeError
 LIVE_KEEP = 600
 # what the default view (Blockers, with each cause's history) and the status line read of each interval
 PREFOLDED = ("ranked", "idle_ns", "shares", "cost", "lost")
+LIVE_GC_THRESHOLD = 100_000  # allocations between young-generation collections, live
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,11 @@ class LiveSource:
 
     def start(self) -> None:
         if not self._thread.is_alive() and self._thread.ident is None:
+            # each interval's fold makes tens of thousands of short-lived containers (a record, a part per
+            # sleeping thread): with the default threshold (700) the young generation was collected a
+            # hundred times an interval, a quarter of the fold's time; what outlives an interval is frozen
+            # out of the collector's view (events), cycles are still collected
+            gc.set_threshold(LIVE_GC_THRESHOLD, *gc.get_threshold()[1:])
             self._thread.start()
 
     @property
