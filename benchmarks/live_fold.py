@@ -1,0 +1,64 @@
+"""What `top` does with each live interval, replayed from a recording: its fold into a snapshot and the
+views the screen reads first (stallscope/sources.py `PREFOLDED`), then the view's timeline, as the live
+source does it, cycle collector included. Reports the CPU time per interval (best of --runs), with the
+live source's young-generation threshold and with Python's default.
+
+    python -m benchmarks.live_fold RECORDING [--runs 4]
+
+A recording of many sleeping threads shows the per-thread cost that dominates `top` on such a machine:
+`stallscope record -o idle.stall -d 12` while `examples/bin/idle_threads -n 5000` runs.
+Standard library and stallscope only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+
+from stallscope.analyzer.store import Recording
+from stallscope.analyzer.timeline import Timeline
+from stallscope.sources import LIVE_GC_THRESHOLD, LIVE_KEEP, PREFOLDED
+
+
+def per_interval_ms(meta, intervals: list, runs: int) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        t = time.process_time()
+        fold = Timeline(meta, keep=2, live=True)
+        view = Timeline(meta, keep=LIVE_KEEP, live=True)
+        for iv in intervals:
+            fold.add(iv)
+            snap = fold.window(iv.index, iv.index)
+            for name in PREFOLDED:
+                getattr(snap, name)
+            view.add(iv, snapshot=snap)
+            gc.freeze()
+        best = min(best, time.process_time() - t)
+        gc.unfreeze()
+    return 1e3 * best / max(len(intervals), 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("recording")
+    ap.add_argument("--runs", type=int, default=4)
+    args = ap.parse_args(argv)
+    rec = Recording(args.recording)
+    try:
+        meta, intervals = rec.meta, list(rec.intervals())
+    finally:
+        rec.close()
+    records = sum(len(iv.tasks) + len(iv.offcpu) for iv in intervals) / max(len(intervals), 1)
+    default = gc.get_threshold()
+    print(f"{len(intervals)} intervals, {records:,.0f} task and off-CPU records each on average")
+    for label, threshold in (("Python's default", default[0]), ("live source's", LIVE_GC_THRESHOLD)):
+        gc.set_threshold(threshold, *default[1:])
+        print(f"young generation every {threshold:,} allocations ({label}): "
+              f"{per_interval_ms(meta, intervals, args.runs):.1f} ms of CPU per interval")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
