@@ -497,22 +497,27 @@ class Map:
         token_in = None
         token_out = ctypes.create_string_buffer(max(ks, 8))
         opts = _BatchOpts(ctypes.sizeof(_BatchOpts), 0, 0)
+        # the buffers are made once a call (a drain reads every cumulative map each interval: thousands
+        # of entries with thousands of sleeping threads), and only the part the kernel filled is copied
+        keys = vals = None
         while True:
-            keys = ctypes.create_string_buffer(ks * chunk)
-            vals = ctypes.create_string_buffer(vs * chunk)
+            if keys is None:
+                keys = ctypes.create_string_buffer(ks * chunk)
+                vals = ctypes.create_string_buffer(vs * chunk)
             count = ctypes.c_uint32(chunk)
             rc = self._lib.lib.bpf_map_lookup_batch(self.fd, token_in, token_out, keys, vals, ctypes.byref(count), ctypes.byref(opts))
             err = -rc if rc < 0 else 0
             if err and err not in (errno.ENOENT,):
                 if err == errno.ENOSPC:  # one bucket holds more than `chunk`: retry larger
                     chunk *= 4
+                    keys = None
                     continue
                 if err in (errno.EINVAL, errno.ENOTSUPP if hasattr(errno, "ENOTSUPP") else 524, 524):
                     return [(k, self.lookup(k, vs)) for k in self.keys() if self.lookup(k, vs) is not None]
                 raise BpfError(f"batch lookup in map {self.name}", err)
-            kr, vr = keys.raw, vals.raw
-            for n in range(count.value):
-                out.append((kr[n * ks:(n + 1) * ks], vr[n * vs:(n + 1) * vs]))
+            n = count.value
+            kr, vr = ctypes.string_at(keys, n * ks), ctypes.string_at(vals, n * vs)
+            out += zip([kr[i:i + ks] for i in range(0, n * ks, ks)], [vr[i:i + vs] for i in range(0, n * vs, vs)])
             if err == errno.ENOENT:
                 return out
             if token_in is None:
