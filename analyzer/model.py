@@ -282,15 +282,11 @@ class Model:
             for d in iv.tasks:
                 t = tasks.get(d.task)
                 if t is None:  # first met (in a one-interval window, every task): its own values
-                    tasks[d.task] = t = [
+                    tasks[d.task] = [
                         d.offcpu_ns, d.offcpu_count, d.offcpu_max_ns if d.offcpu_max_ns > 0 else 0, d.runq_wait_ns,
                         d.runq_count, d.runq_max_ns if d.runq_max_ns > 0 else 0, d.voluntary_switches,
-                        d.involuntary_switches, d.migrations, None, d.runq_latency_ns, d.run_ns]
-                    if d.runq_hist:
-                        h = t[9] = [0] * RUNQ_SLOTS
-                        for slot, c in d.runq_hist:
-                            if 0 <= slot < RUNQ_SLOTS:
-                                h[slot] += c
+                        d.involuntary_switches, d.migrations, _add_slots(None, d.runq_hist) if d.runq_hist else None,
+                        d.runq_latency_ns, d.run_ns]
                     continue
                 t[0] += d.offcpu_ns
                 t[1] += d.offcpu_count
@@ -306,27 +302,15 @@ class Model:
                 t[10] += d.runq_latency_ns
                 t[11] += d.run_ns
                 if d.runq_hist:
-                    h = t[9]
-                    if h is None:
-                        h = t[9] = [0] * RUNQ_SLOTS
-                    for slot, c in d.runq_hist:
-                        if 0 <= slot < RUNQ_SLOTS:
-                            h[slot] += c
+                    t[9] = _add_slots(t[9], d.runq_hist)
             for o in iv.offcpu:
                 key = (o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)
                 w = waits.get(key)
                 if w is None:  # first met: its own values
-                    waits[key] = w = [o.count, o.total_ns, o.max_ns if o.max_ns > 0 else 0, None,
-                                      o.total_ns if o.charged_ns is None else o.charged_ns, o.weighted_ns, o.var_us2,
-                                      [0, 0, 0]]
-                    if o.woken != _NOT_WOKEN:
-                        for j, woken in enumerate(o.woken):
-                            w[7][j] += woken
-                    if o.hist:
-                        h = w[3] = [0] * RUNQ_SLOTS
-                        for slot, c in o.hist:
-                            if 0 <= slot < RUNQ_SLOTS:
-                                h[slot] += c
+                    waits[key] = [o.count, o.total_ns, o.max_ns if o.max_ns > 0 else 0,
+                                  _add_slots(None, o.hist) if o.hist else None,
+                                  o.total_ns if o.charged_ns is None else o.charged_ns, o.weighted_ns, o.var_us2,
+                                  list(o.woken)]
                     continue
                 w[0] += o.count
                 w[1] += o.total_ns
@@ -339,11 +323,7 @@ class Model:
                     for j, woken in enumerate(o.woken):
                         w[7][j] += woken
                 if o.hist:
-                    if w[3] is None:
-                        w[3] = [0] * RUNQ_SLOTS
-                    for slot, c in o.hist:
-                        if 0 <= slot < RUNQ_SLOTS:
-                            w[3][slot] += c
+                    w[3] = _add_slots(w[3], o.hist)
             for wk in iv.wakers:
                 e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack, wk.in_interrupt, wk.exiting,
                                      wk.link, wk.wakee), [wk.waker_comm, 0, 0, 0, 0, 0])
@@ -478,6 +458,17 @@ class Model:
                     procs.add(child)
                     todo.append(child)
         return {info.task for info in infos if info.tgid in procs}
+
+
+def _add_slots(acc: list[int] | None, hist: tuple[tuple[int, int], ...]) -> list[int]:
+    """A log2 histogram's (slot, count) pairs added into a list of RUNQ_SLOTS counts (made when None);
+    slots beyond it dropped."""
+    if acc is None:
+        acc = [0] * RUNQ_SLOTS
+    for slot, c in hist:
+        if 0 <= slot < RUNQ_SLOTS:
+            acc[slot] += c
+    return acc
 
 
 def _add_hist(acc: dict[int, int], hist: tuple[tuple[int, int], ...]) -> None:
