@@ -53,7 +53,9 @@ async def measure(seconds: float, interval: float) -> dict:
 
     t0 = time.monotonic()
     marks: dict[str, float] = {}
-    source = LiveSource(SessionOptions(interval_s=interval))
+    from stallscope.priority import DEFAULT_NICE
+
+    source = LiveSource(SessionOptions(interval_s=interval, nice=DEFAULT_NICE))  # as `stallscope top` runs
 
     class Timed(TopApp):
         def on_mount(self) -> None:  # Textual calls TopApp's own on_mount too (handlers run up the MRO)
@@ -92,13 +94,14 @@ async def measure(seconds: float, interval: float) -> dict:
             app._driver.send_message(events.Key("s", "s"))
             await asyncio.sleep(0.25)
         level = max((c.to.level for iv in source.timeline.intervals for c in iv.tuning), default=0)
+        group = source.meta.options.get("group_nice") if source.meta else None
         intervals = len(source.timeline)
         await pilot.press("q")
     source.join(15)
     return {"first_screen_s": round(marks.get("screen", -1), 3), "first_data_s": round(marks.get("data", -1), 3),
             "cpu_pct_of_one_cpu": round(100 * cpu, 2), "key_p50_ms": round(1e3 * _pct(keys, 0.5), 1),
             "key_p99_ms": round(1e3 * _pct(keys, 0.99), 1), "key_max_ms": round(1e3 * max(keys, default=0), 1),
-            "keys": len(keys), "intervals": intervals, "budget_level_reached": level}
+            "keys": len(keys), "intervals": intervals, "budget_level_reached": level, "group_nice": group}
 
 
 def main() -> int:
@@ -112,8 +115,9 @@ def main() -> int:
     procs = []
     try:
         if args.idle:
+            # other programs, as the load: each in a session (a scheduling group) of its own
             procs.append(subprocess.Popen([str(ROOT / "examples/bin/idle_threads"), "-n", str(args.idle)],
-                                          stdout=subprocess.DEVNULL))
+                                          stdout=subprocess.DEVNULL, start_new_session=True))
         if not args.no_load:
             procs.append(subprocess.Popen(["bash", "-c", "while :; do perf bench sched messaging -g 10 -l 2000 "
                                                          ">/dev/null 2>&1; done"], start_new_session=True))
@@ -145,7 +149,9 @@ def main() -> int:
             f"| stallscope's process CPU, steady state | {result['cpu_pct_of_one_cpu']:.1f}% of one CPU | 5% |\n"
             f"| key to frame p50 / p99 / max ({result['keys']} keys) | {result['key_p50_ms']:.0f} / "
             f"{result['key_p99_ms']:.0f} / {result['key_max_ms']:.0f} ms | p99 100 ms |\n"
-            f"| intervals shown; budget level reached | {result['intervals']}; {result['budget_level_reached']} | |\n")
+            f"| intervals shown; budget level reached | {result['intervals']}; {result['budget_level_reached']} | |\n"
+            f"| the session's scheduling group (autogroup) raised to | "
+            f"{'nice %d' % result['group_nice'] if result['group_nice'] is not None else 'not raised'} | |\n")
     return 0
 
 

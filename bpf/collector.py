@@ -168,6 +168,7 @@ class SchedCollector:
         self._open_deltas: list[OffcpuDelta] = []  # waits in progress charged by the dump
         self._named_functions: set[int] = set()
         self._dump_ns = 0
+        self.dump_monotonic = 0.0
 
     # ---- set-up -------------------------------------------------------
     def start(self) -> dict[str, ProbeStatus]:
@@ -354,7 +355,9 @@ class SchedCollector:
         # the interval's end: the dump charges every wait in progress up to this instant, however
         # long it takes to reach each task (bpf_ktime_get_ns is CLOCK_MONOTONIC)
         self._dump_ns = boottime_ns()
-        self._set_dump_clock(obj, time.clock_gettime_ns(time.CLOCK_MONOTONIC))
+        mono_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        self.dump_monotonic = mono_ns / 1e9  # where the interval ended, on time.monotonic()'s clock
+        self._set_dump_clock(obj, mono_ns)
         raw = self._dump.read() if self._dump is not None else b""
         # the matrix right after the dump, before any parsing, so that few migrations fall between them
         self._matrix_cells = self._read_matrix(obj)

@@ -191,7 +191,7 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
     cost.add_argument("--stack-map-entries", type=_map_size, default=None, metavar="N",
                       help="stacks each probe object's stack map holds (default 32768, less on a small machine)")
     cost.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N",
-                      help=f"stallscope's own priority, -20..19 (default {DEFAULT_NICE}, as atop runs)" if live else
+                      help=f"stallscope's own priority, -20..19 (default {DEFAULT_NICE}, as atop runs; docs/recording.md)" if live else
                            "stallscope's own priority, -20..19 (default: the caller's; a command keeps the caller's)")
 
 

@@ -8,13 +8,23 @@ totals stay exact, and its drains do not take CPU from the work being recorded. 
 value per thread: it is set on the thread that runs the session before that thread starts any other,
 so the collector's threads inherit it; a command stallscope starts is forked at the caller's
 priority, not ours.
+
+A nice value ranks a thread only among the tasks of its own scheduling group. Where the kernel groups
+tasks by session (autogroup: `kernel.sched_autogroup_enabled`, tasks in the root CPU cgroup), a
+workload started from another terminal is another group, and the two groups share the CPUs by their
+own weights, whatever stallscope's nice: under `perf bench sched messaging` a view at nice -20 waited
+up to 1.6 s for a CPU. So the session's group is raised as well (`raise_group`), while tracing, and put
+back after. The group holds every process of stallscope's terminal session: it is raised only when
+none but stallscope and its ancestors (the shell, sudo) are in it, never over a workload started from
+the same terminal, and a notice says why not. A stallscope killed with SIGKILL leaves its terminal's
+group raised: `echo 0 > /proc/$$/autogroup` in that shell puts it back.
 """
 
 from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 DEFAULT_NICE = -20
 
@@ -44,3 +54,94 @@ def at_nice(nice: int) -> Iterator[None]:
         yield
     finally:
         set_own_nice(mine)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _autogroup(pid: int | str = "self") -> tuple[str, int] | None:
+    """(the group's name, its nice) from /proc/PID/autogroup ("/autogroup-12 nice 0"); None without one."""
+    parts = _read(f"/proc/{pid}/autogroup").split()
+    if len(parts) != 3 or parts[1] != "nice":
+        return None
+    try:
+        return parts[0], int(parts[2])
+    except ValueError:
+        return None
+
+
+def _in_root_cpu_cgroup(text: str) -> bool:
+    """Whether /proc/self/cgroup (`text`) puts the process in the root of the CPU controller's hierarchy:
+    only there does the kernel group tasks by session."""
+    unified = None
+    for line in text.splitlines():
+        _id, _sep, rest = line.partition(":")
+        controllers, _sep, path = rest.partition(":")
+        if "cpu" in controllers.split(","):
+            return path == "/"
+        if controllers == "":
+            unified = path
+    return unified in (None, "/")
+
+
+def _ancestors(pid: int) -> set[int]:
+    out = set()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        stat = _read(f"/proc/{pid}/stat")
+        try:
+            pid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (ValueError, IndexError):
+            break
+    return out
+
+
+def group_sharers(name: str) -> list[tuple[int, str]]:
+    """The processes in the autogroup `name` other than this one and its ancestors: (pid, name)."""
+    mine = _ancestors(os.getpid())
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in mine:
+            continue
+        group = _autogroup(entry)
+        if group is not None and group[0] == name:
+            out.append((int(entry), _read(f"/proc/{entry}/comm").strip()))
+    return out
+
+
+def raise_group(nice: int) -> tuple[Callable[[], None] | None, str]:
+    """Raise this process's autogroup to `nice` (module docstring): (a function that puts it back, or None
+    when nothing was changed; why not, or "" when there was nothing to do)."""
+    if _read("/proc/sys/kernel/sched_autogroup_enabled").strip() != "1":
+        return None, ""
+    group = _autogroup()
+    if group is None or group[1] <= nice or not _in_root_cpu_cgroup(_read("/proc/self/cgroup")):
+        return None, ""
+    name, before = group
+    sharers = group_sharers(name)
+    if sharers:
+        names = ", ".join(f"{comm or '?'} ({pid})" for pid, comm in sharers[:3])
+        more = f" and {len(sharers) - 3} more" if len(sharers) > 3 else ""
+        verb = "shares" if len(sharers) == 1 else "share"
+        return None, (f"{names}{more} {verb} this terminal session's scheduling group, so it stays at nice {before}: "
+                      "among other terminals' work stallscope waits for a CPU as they do; run it from a terminal of "
+                      "its own")
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError as exc:
+        return None, f"cannot raise this terminal session's scheduling group to nice {nice}: {exc.strerror or exc}"
+
+    def restore() -> None:
+        try:
+            with open("/proc/self/autogroup", "w") as f:
+                f.write(str(before))
+        except OSError:
+            pass
+
+    return restore, ""

@@ -32,7 +32,7 @@ from stallscope.bpf.sizing import DEFAULT_SIZES, machine_sizes
 from stallscope.bpf import tune
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.errors import StallscopeError
-from stallscope.priority import at_nice, own_nice, set_own_nice
+from stallscope.priority import at_nice, own_nice, raise_group, set_own_nice
 
 
 
@@ -127,6 +127,7 @@ class Session:
         self.tuning = Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz, o.stack_scale_ns, o.user_walks_per_s)
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
         self.sizes = DEFAULT_SIZES  # the BPF maps' sizes: chosen for the machine when run() starts
+        self._restore_group = None  # puts the session's scheduling group back (stallscope/priority.py)
 
     def stop(self, reason: str) -> None:
         """For a consumer that can take no more intervals (a full disk): the session ends at its next
@@ -190,7 +191,9 @@ class Session:
                 meta = replace(meta, options={**meta.options, "command": {"argv": o.command, "pid": self.child.pid}})
             on_start(meta)
             deadline = time.monotonic() + o.duration_s if o.duration_s else None
-            next_tick = time.monotonic() + o.interval_s
+            # the first interval began at the set-up drain's task dump: what came after it (parsing the
+            # machine's tasks, naming their stacks) is inside the interval rather than before it
+            next_tick = max(collector.dump_monotonic + o.interval_s, time.monotonic())
             while True:
                 stop = self._halted or self._wait_until(next_tick, deadline)
                 if self.child is not None and exit_status is None:
@@ -221,6 +224,9 @@ class Session:
             for group in self.groups.values():
                 group.close()
             set_own_nice(self._nice_before)
+            if self._restore_group is not None:
+                self._restore_group()
+                self._restore_group = None
         if self.child is not None and exit_status is None:
             exit_status, rusage = self._finish_child()
         end_ns = boottime_ns()
@@ -334,6 +340,8 @@ class Session:
                 "user_stack_walks_per_s": o.user_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
                 "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct,
                 "degrade": o.degrade, "nice": own_nice(), "map_sizes": self.sizes.as_options()}
+        if self._restore_group is not None:  # the session's scheduling group raised too (stallscope/priority.py)
+            opts["group_nice"] = o.nice
         for name, collector in self.groups.items():  # what a group records about the machine once
             extra = getattr(collector, "meta_options", None)
             if extra is not None:
@@ -347,12 +355,17 @@ class Session:
     def _raise_priority(self) -> None:
         """Before the probes load (the verifier, too, waits for a CPU on a busy machine)."""
         nice = self.options.nice
-        if nice is None or nice == self._nice_before:
+        if nice is None:
             return
-        why = set_own_nice(nice)
+        why = set_own_nice(nice) if nice != self._nice_before else ""  # a live view's thread may be there already
         if why:
             self.notify(f"cannot run at nice {nice} ({why}): on a busy machine the intervals may stretch; "
                 "run as root, or pass --nice to choose another priority")
+            return
+        if nice < 0 and not self.options.command:  # a command would run in the raised group too
+            self._restore_group, why = raise_group(nice)
+            if why:
+                self.notify(why)
 
     def _spawn(self, argv: list[str]) -> subprocess.Popen:
         try:

@@ -91,3 +91,17 @@ def report_recording(tmp_path_factory) -> dict:
     run_stallscope("report", str(stall), "-o", str(html), timeout=300)
     doc = json.loads(run_stallscope("export", str(stall), timeout=300).stdout)
     return {"stall": stall, "html": html, "text": html.read_text(), "doc": doc, "dir": d}
+
+
+def autogroup_in_use() -> bool:
+    """Whether the kernel groups this process's tasks by session (stallscope/priority.py)."""
+    from stallscope.priority import _in_root_cpu_cgroup, _read
+
+    return (os.path.exists("/proc/self/autogroup") and _read("/proc/sys/kernel/sched_autogroup_enabled").strip() == "1"
+            and _in_root_cpu_cgroup(_read("/proc/self/cgroup")))
+
+
+def group_nice(pid: int) -> int:
+    """The nice value of a process's autogroup."""
+    with open(f"/proc/{pid}/autogroup") as f:
+        return int(f.read().split()[2])

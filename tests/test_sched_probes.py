@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import ALL_STACKS, STALLSCOPE, example, needs_bpf, record_command
+from conftest import ALL_STACKS, STALLSCOPE, autogroup_in_use, example, group_nice, needs_bpf, record_command
 
 pytestmark = needs_bpf
 
@@ -314,6 +314,34 @@ def test_top_refreshes_at_a_raised_priority():
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert nice == -20
+
+
+@pytest.mark.skipif(not autogroup_in_use(), reason="the kernel does not group tasks by session here (autogroup off, "
+                                                       "or a CPU cgroup of its own): a nice value ranks top among all")
+@pytest.mark.parametrize("shared", [False, True])
+def test_top_raises_its_terminals_scheduling_group_only_when_alone_in_it_and_puts_it_back(shared):
+    """Tasks are grouped by session: a nice value alone ranks top only within its terminal's group, so
+    under another terminal's load it waited for a CPU as if at nice 0. The group is raised while top runs
+    and put back after; a workload started from the same terminal would be raised with it, so then the
+    group is left alone, and a notice says why."""
+    other = "sleep 60 & " if shared else ""
+    script = f"{other}{STALLSCOPE} top -n 3 -i 0.5; cut -d' ' -f3 /proc/self/autogroup; kill $! 2>/dev/null; true"
+    proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline()  # the first refresh: the session is running
+        during = group_nice(proc.pid)
+    finally:
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    after = int(out.strip().splitlines()[-1])
+    assert after == 0, out
+    if shared:
+        assert during == 0
+        assert "sleep (" in err and "shares this terminal session's scheduling group, so it stays at nice 0" in err, err
+    else:
+        assert during == -20
+        assert "scheduling group" not in err, err
 
 
 def test_a_task_renamed_after_it_was_first_seen_is_named_by_its_new_name(tmp_path):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import STALLSCOPE, example, needs_bpf
+from conftest import STALLSCOPE, autogroup_in_use, example, group_nice, needs_bpf
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make installs it)")
 
@@ -83,10 +83,17 @@ def test_sigterm_to_top_detaches_the_probes_and_restores_the_terminal(tmp_path):
         assert pid, (pids, _pane(session))
         links_before = _stallscope_links(int(pid[0]))
         assert links_before > 0
+        grouped = autogroup_in_use()
+        if grouped:  # the pane's session group raised with it (stallscope/priority.py)
+            assert group_nice(int(pid[0])) == -20
+        shell = int(subprocess.run(["tmux", "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True,
+                                   text=True).stdout)
         os.kill(int(pid[0]), 15)
         _wait_for_file(done)
         assert done.exists() and done.read_text().strip() == "0"
         assert _alternate_screen(session) == "0"
+        if grouped:
+            assert group_nice(shell) == 0  # and put back
         assert not os.path.exists(f"/proc/{pid[0]}")  # its links were file descriptors: gone with it
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
