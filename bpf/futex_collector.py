@@ -30,6 +30,7 @@ import shutil
 import struct
 import threading
 import time
+from dataclasses import dataclass
 
 from elftools.elf.elffile import ELFFile
 
@@ -210,13 +211,15 @@ def _slow_path_sites(f, path: str, fd: int, wanted: set, objdump: str, readelf: 
 CALIBRATION_CALLS = 2000
 
 
-def measure_uprobe_trap(prog, libc: str) -> int:
+def measure_uprobe_trap(prog, libc: str, off: int | None = None, removals: list | None = None) -> int:
     """What one uprobe hit costs on this machine, in ns (0: not measured): `prog` at libc's getppid()
-    for this process only, a loop of calls timed with and without it (the fastest of three rounds
-    each). The trap into the kernel and back is not in any program's run-time statistics; it is most
-    of a hit's cost (8.8 us a hit on a 2-CPU VM, 1-2 us on bare metal), and the overhead budget
-    charges it per hit (analyzer/overhead.py)."""
-    off = function_file_offsets(libc, ("getppid",)).get("getppid")
+    (at `off` when known) for this process only, a loop of calls timed with and without it (the fastest
+    of three rounds each). The trap into the kernel and back is not in any program's run-time
+    statistics; it is most of a hit's cost (8.8 us a hit on a 2-CPU VM, 1-2 us on bare metal), and the
+    overhead budget charges it per hit (analyzer/overhead.py). `removals`: the probe's removal, which
+    waits for an RCU grace period (0.1 s), is started in a thread put there, for the caller to join."""
+    if off is None:
+        off = function_file_offsets(libc, ("getppid",)).get("getppid")
     if off is None:
         return 0
     call = ctypes.CDLL(libc).getppid
@@ -235,8 +238,67 @@ def measure_uprobe_trap(prog, libc: str) -> int:
     try:
         traced = rounds()
     finally:
-        link.destroy()
+        if removals is None:
+            link.destroy()
+        else:
+            removal = threading.Thread(target=link.destroy, name="uprobe-removal", daemon=True)
+            removal.start()
+            removals.append(removal)
     return max(traced - base, 0) // CALIBRATION_CALLS
+
+
+@dataclass(frozen=True)
+class LockCallSites:
+    """Where the lock-call uprobes go in a C library, worked out from the file alone."""
+
+    libc: str | None
+    sites: dict  # file offset -> CFA offset from SP
+    note: str  # how they were placed, when not as designed
+    why_not: str  # why there are none ("" when there are)
+    getppid: int | None  # the calibration's function (measure_uprobe_trap)
+
+
+_SITES: dict[tuple, LockCallSites] = {}
+_SITES_LOCK = threading.Lock()
+
+
+def lock_call_sites(targ_tgid: int = 0) -> LockCallSites:
+    """The lock-call sites of the C library the target (or stallscope) maps, read once per file (its path
+    and identity) and kept: objdump, readelf and the ELF reads take 0.2 s, and the file does not change
+    between two sessions of one process (a test run's, or a live view restarted)."""
+    libc = libc_of(targ_tgid) or libc_of(0)
+    if libc is None:
+        return LockCallSites(None, {}, "", "no C library found in the process maps: lock callers are named from "
+                                            "user stacks only", None)
+    try:
+        st = os.stat(libc)
+        key = (libc, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = (libc,)
+    with _SITES_LOCK:  # a second caller waits for the first's result
+        found = _SITES.get(key)
+        if found is None:
+            found = _SITES[key] = _lock_call_sites(libc)
+    return found
+
+
+def _lock_call_sites(libc: str) -> LockCallSites:
+    note = ""
+    try:
+        sites = slow_path_sites(libc, LOCK_FUNCTIONS)
+        offsets = function_file_offsets(libc, (*LOCK_FUNCTIONS, "getppid"))
+        if not sites:
+            # no objdump/readelf or no .eh_frame: at the entry, where the return address is at SP
+            # (CFA = SP + 8), at the price of a trap on every lock call
+            sites = {off: 8 for name, off in offsets.items() if name in LOCK_FUNCTIONS}
+            note = "slow-path calls not found: uprobes at the lock functions' entry (every lock call traps)"
+    except Exception as exc:  # noqa: BLE001  (pyelftools and the binutils raise many types)
+        return LockCallSites(libc, {}, "", f"cannot read {libc} ({exc}): lock callers are named from user stacks only",
+                             None)
+    if not sites:
+        return LockCallSites(libc, {}, "", f"no pthread lock functions in {libc}: lock callers are named from user "
+                                           "stacks only", offsets.get("getppid"))
+    return LockCallSites(libc, sites, note, "", offsets.get("getppid"))
 
 
 def function_file_offsets(path: str, names) -> dict[str, int]:
@@ -403,6 +465,7 @@ class FutexCollector:
         self._uprobe_links: list = []
         self._charged: list[tuple[abi.FutexInflight, int]] = []
         self.uprobe_trap_ns = 0  # measured at start (measure_uprobe_trap)
+        self._removals: list[threading.Thread] = []  # the calibration probe's removal (measure_uprobe_trap)
 
     def start(self) -> ProbeStatus:
         """Load and attach with the first mechanism this kernel allows; never raises for a kernel
@@ -490,24 +553,15 @@ class FutexCollector:
 
     def _attach_lock_calls(self, obj: BpfObject) -> str:
         """Uprobes in the libc lock functions, for every process mapping that libc; "" or why not."""
-        libc = libc_of(self.targ_tgid) or libc_of(0)
-        if libc is None:
-            return "no C library found in the process maps: lock callers are named from user stacks only"
-        note = ""
-        try:
-            sites = slow_path_sites(libc, LOCK_FUNCTIONS)
-            if not sites:
-                # no objdump/readelf or no .eh_frame: at the entry, where the return address is at SP
-                # (CFA = SP + 8), at the price of a trap on every lock call
-                sites = {off: 8 for off in function_file_offsets(libc, LOCK_FUNCTIONS).values()}
-                note = "slow-path calls not found: uprobes at the lock functions' entry (every lock call traps)"
-        except Exception as exc:  # noqa: BLE001  (pyelftools and the binutils raise many types)
-            return f"cannot read {libc} ({exc}): lock callers are named from user stacks only"
-        if not sites:
-            return f"no pthread lock functions in {libc}: lock callers are named from user stacks only"
+        found = lock_call_sites(self.targ_tgid)
+        if found.why_not:
+            return found.why_not
+        libc, sites, note = found.libc, found.sites, found.note
         prog = obj.program("lock_call")
+        own = libc_of(0) or libc
         try:
-            self.uprobe_trap_ns = measure_uprobe_trap(prog, libc_of(0) or libc)
+            self.uprobe_trap_ns = measure_uprobe_trap(prog, own, found.getppid if own == libc else None,
+                                                      self._removals)
         except (BpfError, OSError, AttributeError):
             self.uprobe_trap_ns = 0  # the budget then charges a default per hit
         failed = []
@@ -657,6 +711,9 @@ class FutexCollector:
         if self._reader is not None:
             self._reader.join()
             self._reader = None
+        for removal in self._removals:
+            removal.join()
+        self._removals.clear()
         # Each uprobe's removal waits for an RCU grace period (~0.1 s here): in parallel, not one by one.
         if self._uprobe_links:
             threads = [threading.Thread(target=link.destroy) for link in self._uprobe_links]

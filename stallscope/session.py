@@ -179,6 +179,9 @@ class Session:
             status = {**status, **self._start_optional(symbolizer)}
             settle_gc()
             self._skip_setup()
+            # after the set-up drain's task dump, where the first interval begins: the kernel's symbols are
+            # read within it, not before it (and still before a command starts)
+            symbolizer.preload_kernel(data="locks" in self.groups)
             start_ns = collector.interval_start_ns
             meta = replace(self._meta(status, start_ns), machine=machine.describe())
             self._cpu_times = machine.cpu_times()
@@ -252,8 +255,8 @@ class Session:
         status = {}
         # at once: their BPF objects are verified in the kernel and the futex group's helpers (objdump) run
         # outside this process, so the groups' start-ups overlap rather than add up (on a loaded machine,
-        # seconds). The kernel's symbols are read after: their parse is Python work, which would hold the
-        # interpreter while the futex group times its uprobe trap
+        # seconds). The kernel's symbols are read after (run): their parse is Python work, which would hold
+        # the interpreter while the futex group times its uprobe trap
         with ThreadPoolExecutor(max_workers=len(GROUPS), thread_name_prefix="stallscope-start") as pool:
             started = {name: pool.submit(self._start_group, group, symbolizer, gopts)
                        for name, group in GROUPS.items() if name in o.probes}
@@ -271,7 +274,6 @@ class Session:
                     self.groups[name] = collector
         if error is not None:
             raise error
-        symbolizer.preload_kernel(data="locks" in self.groups)
         return status
 
     @staticmethod
