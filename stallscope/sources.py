@@ -12,7 +12,7 @@ import gc
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from stallscope.analyzer.sample import Interval, RecordingMeta
 from stallscope.analyzer.store import Recording
@@ -94,6 +94,9 @@ class LiveSource:
         self._queue: queue.Queue[Event] = queue.Queue(max_queued)
         self._thread = threading.Thread(target=self._run, name="stallscope-session", daemon=True)
         self._stopping = threading.Event()
+        # called from the session's thread after each event is queued, when set: a view's way of being woken
+        # at once (it must not block) rather than at its next poll
+        self.on_event: Callable[[], None] | None = None
 
     def start(self) -> None:
         if not self._thread.is_alive() and self._thread.ident is None:
@@ -113,6 +116,9 @@ class LiveSource:
         while True:
             try:
                 self._queue.put(event, timeout=0.2)
+                wake = self.on_event
+                if wake is not None:
+                    wake()
                 return
             except queue.Full:
                 if self._stopping.is_set():

@@ -186,9 +186,19 @@ class TopApp(App):
             table = self.query_one(f"#table-{v.name}", DataTable)
             for c in v.columns:
                 table.add_column(Text(c.label, justify="right" if c.numeric else "left"), width=c.width)
+        loop = asyncio.get_running_loop()
+        if self.source.live:
+            # an interval is drawn as soon as the session hands it over, not at the next poll (up to
+            # refresh_s later); never waits for the view, and a view already gone is not woken
+            def wake() -> None:
+                try:
+                    loop.call_soon_threadsafe(self.poll)
+                except RuntimeError:
+                    pass
+
+            self.source.on_event = wake
         self.source.start()
         try:
-            loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 if signal.getsignal(sig) != signal.SIG_IGN:
                     loop.add_signal_handler(sig, self.exit)
