@@ -6,10 +6,12 @@ import json
 import os
 import sys
 
+from stallscope.analyzer.untrusted import escaped
 from stallscope.bpf import blockdev, features
 from stallscope.bpf.collector import SCHED_GROUPS, SchedCollector, SchedOptions, object_path
 from stallscope.bpf.groups import GROUPS as OPTIONAL_GROUPS, GroupOptions
 from stallscope.errors import StallscopeError
+from stallscope.priority import group_state
 
 # Probe groups: what each shows, and whether `record`/`top` run it by default.
 GROUPS = {
@@ -40,6 +42,8 @@ def collect() -> dict:
         "missing": missing,
         # the io group counts requests on request-based (blk-mq) devices and bios on bio-based ones
         "block_devices": blockdev.describe(),
+        # whether `top` can raise its terminal session's scheduling group (stallscope/priority.py)
+        "scheduling_group": group_state(),
         # what `--probes` takes: the groups on top of the always-on scheduler probes
         "optional_groups": {name: {"default": g.default, "what": g.what, "cost": g.cost}
                             for name, g in OPTIONAL_GROUPS.items()},
@@ -127,6 +131,15 @@ def _print(doc: dict, out) -> None:
               + ("the io group counts their bios, block_bio_queue to block_bio_complete" if bios else
                  "no bio tracepoints here: their I/O shows only on the devices beneath")
               + f"): {', '.join(bio)}\n")
+    sg = doc.get("scheduling_group") or {}
+    if sg.get("autogroup"):
+        shared = sg["shared_with"]
+        w(f"scheduling   tasks grouped by terminal session (autogroup); this one's group at nice {sg['nice']}: "
+          + (f"shared with {len(shared)} other process{'es' if len(shared) != 1 else ''} ({', '.join(escaped(p['comm']) for p in shared[:3])}), "
+             "so `top` run here leaves it alone" if shared else "`top` run here raises it while it runs")
+          + "\n")
+    else:
+        w("scheduling   tasks not grouped by session here: `top`'s nice value ranks it among all\n")
     absent = [n for n, c in doc["tracepoints"].items() if not c["ok"]]
     w(f"tracepoints  {len(doc['tracepoints']) - len(absent)}/{len(doc['tracepoints'])} present"
       + (f"; absent: {', '.join(absent)}" if absent else "") + "\n")

@@ -114,6 +114,19 @@ def group_sharers(name: str) -> list[tuple[int, str]]:
     return out
 
 
+def group_state() -> dict:
+    """What decides whether a live view can raise its scheduling group (`doctor`): whether the kernel groups
+    this process by session, its group's name and nice, and who else is in it."""
+    grouped = (_read("/proc/sys/kernel/sched_autogroup_enabled").strip() == "1"
+               and _in_root_cpu_cgroup(_read("/proc/self/cgroup")))
+    group = _autogroup()
+    out = {"autogroup": grouped and group is not None, "group": group[0] if group else "",
+           "nice": group[1] if group else None, "shared_with": []}
+    if out["autogroup"]:
+        out["shared_with"] = [{"pid": pid, "comm": comm} for pid, comm in group_sharers(group[0])]
+    return out
+
+
 def raise_group(nice: int) -> tuple[Callable[[], None] | None, str]:
     """Raise this process's autogroup to `nice` (module docstring): (a function that puts it back, or None
     when nothing was changed; why not, or "" when there was nothing to do)."""

@@ -344,6 +344,19 @@ def test_top_raises_its_terminals_scheduling_group_only_when_alone_in_it_and_put
         assert "scheduling group" not in err, err
 
 
+@pytest.mark.skipif(not autogroup_in_use(), reason="the kernel does not group tasks by session here (autogroup off, "
+                                                      "or a CPU cgroup of its own)")
+def test_doctor_says_whether_top_would_raise_its_terminals_group():
+    import json
+
+    for other, sharers in (("", []), ("sleep 60 & ", ["sleep"])):
+        out = subprocess.run(["sh", "-c", f"{other}{STALLSCOPE} doctor --json; kill $! 2>/dev/null; true"],
+                             capture_output=True, text=True, start_new_session=True, timeout=120).stdout
+        group = json.loads(out)["scheduling_group"]
+        assert group["autogroup"] and group["nice"] == 0
+        assert [p["comm"] for p in group["shared_with"]] == sharers
+
+
 def test_a_task_renamed_after_it_was_first_seen_is_named_by_its_new_name(tmp_path):
     """The shell blocks (waiting for its child) under its own name, then execs `sleep`: the name
     arrives by task_rename, not by a copy at every switch."""
