@@ -35,9 +35,12 @@ _SLOTS = range(abi.RUNQ_SLOTS)
 _NO_WAITS = (0, 0, 0, 0, 0, 0, 0, 0, 0, _NO_HIST)
 _NO_WOKEN = (0, 0, 0)
 _new_offcpu, _new_task_delta = record_maker(OffcpuDelta), record_maker(TaskDelta)
+_ZERO_STATS = abi.TaskStats()  # never written: what a new task's counters are taken from
+_UNCHANGED = (0, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0)  # a TaskDelta's values (after its task) when nothing moved
 _OFFCPU_KEY, _OFFCPU_VAL = abi.unpacker(abi.OffcpuKey), abi.unpacker(abi.OffcpuVal)
 _WAKER_KEY, _WAKER_VAL = abi.unpacker(abi.WakerKey), abi.unpacker(abi.WakerVal)
 _OPEN_WAIT = abi.unpacker(abi.OpenWait)
+_TASK_KEY = abi.unpacker(abi.TaskKey)
 _HEADER = abi.unpacker(abi.DumpHeader)
 _TASK_RECORD = ctypes.sizeof(abi.TaskKey) + ctypes.sizeof(abi.TaskStats)
 
@@ -389,40 +392,44 @@ class SchedCollector:
         seen: set[TaskId] = set()
         # Only entries an event changed arrive (dump_tasks skips the others): most of a busy
         # machine's tasks in any one interval are neither read nor decoded.
+        key_of = _TASK_KEY.unpack_from
         for kraw, vraw in entries:
-            key = abi.decode(abi.TaskKey, kraw)
+            pid, _pad, start_ns = key_of(kraw)
             v = abi.decode(abi.TaskStats, vraw)
-            tid = TaskId(key.pid, key.start_ns)
+            tid = TaskId(pid, start_ns)
             seen.add(tid)
             prev = self._prev_tasks.get(tid)
+            tgid, flags = v.tgid, v.flags
             comm = v.comm.decode(errors="replace")
             before = self._info.get(tid)
-            now_info = (comm, v.flags, v.policy, v.nice, v.rt_priority)
+            now_info = (comm, flags, v.policy, v.nice, v.rt_priority)
             if before != now_info:
                 self._info[tid] = now_info
-                infos.append(TaskInfo(tid, v.tgid, v.ptgid, comm, v.flags, v.policy, v.nice, v.rt_priority))
-                if before is not None and before[0] != comm and key.pid == v.tgid and self.symbolizer:
+                infos.append(TaskInfo(tid, tgid, v.ptgid, *now_info))
+                if before is not None and before[0] != comm and pid == tgid and self.symbolizer:
                     # the leader's name changed: an exec replaced the image, and maps read before it
                     # (a command is first seen between its fork and its exec) would name nothing
-                    self.symbolizer.process(v.tgid, key.start_ns).refresh(force=True)
-            if key.pid == v.tgid:
-                self._leader_start[v.tgid] = key.start_ns
-            if v.tgid not in self._remembered:
-                self._remembered.add(v.tgid)
-                if (self._renames_seen and key.pid == v.tgid and v.flags & abi.TS_NEW
-                        and not v.flags & abi.TS_RENAMED and v.ptgid in self._remembered):
+                    self.symbolizer.process(tgid, start_ns).refresh(force=True)
+            if pid == tgid:
+                self._leader_start[tgid] = start_ns
+            if tgid not in self._remembered:
+                self._remembered.add(tgid)
+                ptgid = v.ptgid
+                if (self._renames_seen and pid == tgid and flags & abi.TS_NEW
+                        and not flags & abi.TS_RENAMED and ptgid in self._remembered):
                     # forked while we watched, no exec since: its parent's maps are its own
-                    self.symbolizer.remember_fork(v.tgid, key.start_ns, v.ptgid, self._leader_start.get(v.ptgid, 0))
+                    self.symbolizer.remember_fork(tgid, start_ns, ptgid, self._leader_start.get(ptgid, 0))
                 else:
-                    self.symbolizer.remember(v.tgid, self._leader_start.get(v.tgid, 0))
-                path = process_cgroup(v.tgid)
+                    self.symbolizer.remember(tgid, self._leader_start.get(tgid, 0))
+                path = process_cgroup(tgid)
                 if path is not None:
-                    self._new_cgroups.append((v.tgid, self._leader_start.get(v.tgid, 0), path))
+                    self._new_cgroups.append((tgid, self._leader_start.get(tgid, 0), path))
             d = _task_delta(tid, v, prev)
             if d is not None:
                 deltas.append(d)
-            self._slot_deltas.extend(_slot_deltas(tid, v, prev))
-            if v.flags & abi.TS_DEAD:
+            if v.slots[0].used:
+                self._slot_deltas.extend(_slot_deltas(tid, v, prev))
+            if flags & abi.TS_DEAD:
                 dead.add(tid)
                 gone.append(kraw)
                 self._prev_tasks.pop(tid, None)
@@ -661,33 +668,32 @@ class ProgramDeltas:
         return tuple(out)
 
 def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None) -> TaskDelta | None:
+    """The task's change since `prev` (None: since its counters' bases); None when nothing changed."""
     if prev is None:
         vol = v.nvcsw - v.nvcsw_base
         invol = v.nivcsw - v.nivcsw_base
-        base = abi.TaskStats()
+        base = _ZERO_STATS
+        run_delay_base, run_base = v.run_delay_base, v.run_base
     else:
         vol = v.nvcsw - prev.nvcsw
         invol = v.nivcsw - prev.nivcsw
         base = prev
+        run_delay_base, run_base = prev.run_delay, prev.run_ns
     now_h, base_h = v.runq_hist[:], base.runq_hist[:]  # lists: a ctypes array indexes slowly
-    hist = () if now_h == base_h else tuple((s, n - base_h[s]) for s, n in enumerate(now_h) if n != base_h[s])
-    d = TaskDelta(
-        task=tid,
-        offcpu_ns=v.offcpu_ns - base.offcpu_ns,
-        offcpu_count=v.offcpu_count - base.offcpu_count,
-        offcpu_max_ns=v.offcpu_max_ns if v.offcpu_max_ns > base.offcpu_max_ns else 0,
-        runq_wait_ns=(v.runq_ns - base.runq_ns) if v.flags & abi.TS_NO_SCHED_INFO
-        else v.run_delay - (base.run_delay if prev is not None else v.run_delay_base),
-        runq_latency_ns=v.runq_ns - base.runq_ns,
-        runq_count=v.runq_count - base.runq_count,
-        runq_max_ns=v.runq_max_ns if v.runq_max_ns > base.runq_max_ns else 0,
-        voluntary_switches=vol, involuntary_switches=invol,
-        migrations=v.migrations - base.migrations, runq_hist=hist,
-        run_ns=v.run_ns - (base.run_ns if prev is not None else v.run_base),
+    hist = () if now_h == base_h else tuple([(s, n - b) for s, n, b in zip(_SLOTS, now_h, base_h) if n != b])
+    offcpu_ns, offcpu_count, offcpu_max = v.offcpu_ns, v.offcpu_count, v.offcpu_max_ns
+    runq_ns, runq_count, runq_max = v.runq_ns, v.runq_count, v.runq_max_ns
+    latency = runq_ns - base.runq_ns
+    values = (
+        offcpu_ns - base.offcpu_ns, offcpu_count - base.offcpu_count,
+        offcpu_max if offcpu_max > base.offcpu_max_ns else 0,
+        latency if v.flags & abi.TS_NO_SCHED_INFO else v.run_delay - run_delay_base,
+        runq_count - base.runq_count, runq_max if runq_max > base.runq_max_ns else 0,
+        vol, invol, v.migrations - base.migrations, hist, latency, v.run_ns - run_base,
     )
-    if prev is not None and d == TaskDelta(task=tid):
+    if prev is not None and values == _UNCHANGED:
         return None
-    return d
+    return _new_task_delta(tid, *values)
 
 
 def process_cgroup(tgid: int) -> str | None:
