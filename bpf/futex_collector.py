@@ -278,11 +278,14 @@ def lock_call_sites(targ_tgid: int = 0) -> LockCallSites:
     with _SITES_LOCK:  # a second caller waits for the first's result
         found = _SITES.get(key)
         if found is None:
-            found = _SITES[key] = _lock_call_sites(libc)
+            found, lasting = _lock_call_sites(libc)
+            if lasting:  # a tool that failed (timed out on a loaded machine) is asked again next time
+                _SITES[key] = found
     return found
 
 
-def _lock_call_sites(libc: str) -> LockCallSites:
+def _lock_call_sites(libc: str) -> tuple[LockCallSites, bool]:
+    """The sites, and whether they are the file's for good (not a failure to read it)."""
     note = ""
     try:
         sites = slow_path_sites(libc, LOCK_FUNCTIONS)
@@ -294,11 +297,11 @@ def _lock_call_sites(libc: str) -> LockCallSites:
             note = "slow-path calls not found: uprobes at the lock functions' entry (every lock call traps)"
     except Exception as exc:  # noqa: BLE001  (pyelftools and the binutils raise many types)
         return LockCallSites(libc, {}, "", f"cannot read {libc} ({exc}): lock callers are named from user stacks only",
-                             None)
+                             None), False
     if not sites:
         return LockCallSites(libc, {}, "", f"no pthread lock functions in {libc}: lock callers are named from user "
-                                           "stacks only", offsets.get("getppid"))
-    return LockCallSites(libc, sites, note, "", offsets.get("getppid"))
+                                           "stacks only", offsets.get("getppid")), True
+    return LockCallSites(libc, sites, note, "", offsets.get("getppid")), True
 
 
 def function_file_offsets(path: str, names) -> dict[str, int]:
