@@ -192,7 +192,7 @@ class TopApp(App):
             # refresh_s later); never waits for the view, and a view already gone is not woken
             def wake() -> None:
                 try:
-                    loop.call_soon_threadsafe(self.poll)
+                    loop.call_soon_threadsafe(self.call_next, self.poll)  # in the app's own message queue
                 except RuntimeError:
                     pass
 
