@@ -97,16 +97,19 @@ def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp
     lock = next(b for b in doc["blockers"] if b["cause"] == "Userspace lock contention")
     waiters = {t["tid"] for t in truth if t["role"] == "waiter"}
     assert {t["pid"] for t in lock["tasks"]} >= waiters
-    # How much of its holding the holder spent in fdatasync(), as it measured it: on a disk that syncs
-    # slowly the fsync is the root that comes first; on one that syncs fast the holder's own writes on a
-    # CPU may lead, and the fsync still has its part.
+    # How much of its holding the holder spent asleep in fdatasync(), as it measured it (its time in the
+    # call less its CPU time and its run-queue wait there: the sync's own work on a CPU, 40% of the call on
+    # a quiet machine here, and, on a busy one, each wakeup's wait for a CPU come down to the holder on a
+    # CPU and to "Waiting for CPU", not to the fsync): on a disk that syncs slowly the fsync is the root
+    # that comes first; on one that syncs fast the holder's own writes on a CPU may lead, and the fsync
+    # still has its part.
     holder = next(t for t in truth if t["role"] == "holder")
-    synced = holder["blocked_ns"] / holder["extra"]["held_ns"]
+    synced = holder["extra"]["slept_ns"] / holder["extra"]["held_ns"]
     fsync = next((r for r in lock["roots"] if r["root"] == "fsync() on a file"), None)
     assert fsync is not None, lock["roots"]
     assert fsync["chain"][-1].startswith("fsync() on a file (holder["), fsync
     assert fsync["total_ns"] >= 0.5 * synced * lock["total_ns"], (synced, lock["roots"])
-    if synced >= 0.6:
+    if synced >= 0.5:  # asleep in the sync for most of its holding: the fsync is the largest part
         assert lock["roots"][0] is fsync and fsync["total_ns"] >= 0.35 * lock["total_ns"], (synced, lock["roots"])
     else:
         assert "holder[" in lock["roots"][0]["chain"][-1], (synced, lock["roots"])
