@@ -46,31 +46,19 @@ static void sleep_ms(long ms)
 		req = rem;
 }
 
-/* The calling thread's CPU time, exact to the call (schedstat's field 1 lags by up to a tick). */
-static long long cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* The calling thread's time runnable, waiting for a CPU (schedstat field 2, updated as it gets one). */
+/* The calling thread's time runnable, waiting for a CPU so far (0 when schedstat cannot be read). */
 static long long run_delay_ns(void)
 {
-	char buf[128];
-	long long run, delay;
+	long long run = 0, delay = 0, slices = 0;
 
-	if (truth_slurp("/proc/thread-self/schedstat", buf, sizeof(buf)) > 0 &&
-	    sscanf(buf, "%lld %lld", &run, &delay) == 2)
-		return delay;
-	return 0;
+	truth_schedstat(&run, &delay, &slices);
+	return delay;
 }
 
 static void *holder(void *arg)
 {
 	struct truth_snapshot start, end;
-	long long synced_ns = 0, slept_ns = 0, held_ns = 0, t0, t1, d1, c1;
+	long long synced_ns = 0, slept_ns = 0, held_ns = 0, t0, t1, t2, d1, c1;
 	char block[4096];
 	long i;
 
@@ -89,14 +77,15 @@ static void *holder(void *arg)
 			}
 		}
 		d1 = run_delay_ns();
-		c1 = cpu_ns();
+		c1 = truth_thread_cpu_ns();
 		t1 = truth_now_ns();
 		if (fdatasync(fd) != 0) {
 			perror("holder: fdatasync");
 			exit(1);
 		}
-		synced_ns += truth_now_ns() - t1;
-		slept_ns += truth_now_ns() - t1 - (cpu_ns() - c1) - (run_delay_ns() - d1);
+		t2 = truth_now_ns(); /* first: the reads below are not the call's */
+		synced_ns += t2 - t1;
+		slept_ns += t2 - t1 - (truth_thread_cpu_ns() - c1) - (run_delay_ns() - d1);
 		held_ns += truth_now_ns() - t0;
 		pthread_mutex_unlock(&lock);
 		sleep_ms(pause_ms);

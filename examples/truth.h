@@ -132,6 +132,23 @@ static long long truth_field(const char *text, const char *key)
 	return -1;
 }
 
+/* The calling thread's schedstat: on-CPU run ns, run-queue wait ns, timeslices.  Returns 0, or -1
+ * (the three left as they were) when it cannot be read.  The run-queue wait is exact once the thread has
+ * a CPU again (the kernel adds each wait as the thread gets one); run ns lags, see above. */
+static int truth_schedstat(long long *run_ns, long long *runq_wait_ns, long long *timeslices)
+{
+	char buf[256];
+	long long a, b, c;
+
+	if (truth_slurp("/proc/thread-self/schedstat", buf, sizeof(buf)) <= 0 ||
+	    sscanf(buf, "%lld %lld %lld", &a, &b, &c) != 3)
+		return -1;
+	*run_ns = a;
+	*runq_wait_ns = b;
+	*timeslices = c;
+	return 0;
+}
+
 /* Fills *s with the calling thread's counters.  Returns 0, or -1 if any field is missing (then -1). */
 static int truth_read(struct truth_snapshot *s)
 {
@@ -147,15 +164,7 @@ static int truth_read(struct truth_snapshot *s)
 	}
 	if (truth_slurp("/proc/thread-self/sched", buf, sizeof(buf)) > 0)
 		s->nr_migrations = truth_field(buf, "se.nr_migrations");
-	if (truth_slurp("/proc/thread-self/schedstat", buf, sizeof(buf)) > 0) {
-		long long a, b, c;
-
-		if (sscanf(buf, "%lld %lld %lld", &a, &b, &c) == 3) {
-			s->run_ns = a;
-			s->runq_wait_ns = b;
-			s->timeslices = c;
-		}
-	}
+	truth_schedstat(&s->run_ns, &s->runq_wait_ns, &s->timeslices);
 	if (s->voluntary_switches < 0 || s->involuntary_switches < 0 || s->nr_migrations < 0 ||
 	    s->run_ns < 0 || s->runq_wait_ns < 0 || s->timeslices < 0)
 		ok = -1;

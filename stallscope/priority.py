@@ -115,8 +115,8 @@ def group_sharers(name: str) -> list[tuple[int, str]]:
 
 
 def group_state() -> dict:
-    """What decides whether a live view can raise its scheduling group (`doctor`): whether the kernel groups
-    this process by session, its group's name and nice, and who else is in it."""
+    """What decides whether a live view can raise its scheduling group (`doctor`, `raise_group`): whether the
+    kernel groups this process by session, its group's name and nice, and who else is in it."""
     grouped = (_read("/proc/sys/kernel/sched_autogroup_enabled").strip() == "1"
                and _in_root_cpu_cgroup(_read("/proc/self/cgroup")))
     group = _autogroup()
@@ -130,15 +130,13 @@ def group_state() -> dict:
 def raise_group(nice: int) -> tuple[Callable[[], None] | None, str]:
     """Raise this process's autogroup to `nice` (module docstring): (a function that puts it back, or None
     when nothing was changed; why not, or "" when there was nothing to do)."""
-    if _read("/proc/sys/kernel/sched_autogroup_enabled").strip() != "1":
+    state = group_state()
+    before = state["nice"]
+    if not state["autogroup"] or before <= nice:
         return None, ""
-    group = _autogroup()
-    if group is None or group[1] <= nice or not _in_root_cpu_cgroup(_read("/proc/self/cgroup")):
-        return None, ""
-    name, before = group
-    sharers = group_sharers(name)
+    sharers = state["shared_with"]
     if sharers:
-        names = ", ".join(f"{comm or '?'} ({pid})" for pid, comm in sharers[:3])
+        names = ", ".join(f"{p['comm'] or '?'} ({p['pid']})" for p in sharers[:3])
         more = f" and {len(sharers) - 3} more" if len(sharers) > 3 else ""
         verb = "shares" if len(sharers) == 1 else "share"
         return None, (f"{names}{more} {verb} this terminal session's scheduling group, so it stays at nice {before}: "

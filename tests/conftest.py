@@ -95,10 +95,9 @@ def report_recording(tmp_path_factory) -> dict:
 
 def autogroup_in_use() -> bool:
     """Whether the kernel groups this process's tasks by session (stallscope/priority.py)."""
-    from stallscope.priority import _in_root_cpu_cgroup, _read
+    from stallscope.priority import group_state
 
-    return (os.path.exists("/proc/self/autogroup") and _read("/proc/sys/kernel/sched_autogroup_enabled").strip() == "1"
-            and _in_root_cpu_cgroup(_read("/proc/self/cgroup")))
+    return group_state()["autogroup"]
 
 
 def group_nice(pid: int) -> int:
