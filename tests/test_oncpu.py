@@ -133,19 +133,23 @@ def test_a_rate_above_the_kernels_limit_turns_the_group_off_with_the_reason(tmp_
 @needs_bpf
 def test_pid_filter_keeps_only_that_processes_samples(tmp_path):
     burner = subprocess.Popen([example("cpu_burner"), "-t", "1", "-m", "3000"], stdout=subprocess.DEVNULL)
+    # another process on the other CPU, outside the filter: on a quiet machine little else runs, and the
+    # CPU totals had exceeded the burner's samples by 0-9 samples of ~150
+    other = subprocess.Popen([example("cpu_burner"), "-t", "1", "-m", "3000"], stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.2)
         out = tmp_path / "p.stall"
         run_stallscope("record", "-o", str(out), "-p", str(burner.pid), "-d", "1.5s")
     finally:
-        burner.kill()
-        burner.wait()
+        for p in (burner, other):
+            p.kill()
+            p.wait()
     doc = json.loads(run_stallscope("export", str(out)).stdout)
     # how much CPU the burner gets depends on the machine's load; that it is sampled, and alone, does not
     assert doc["oncpu"]["tasks"] and {t["tgid"] for t in doc["oncpu"]["tasks"]} == {burner.pid}
-    # the rest of the system was sampled (the CPU totals) but kept in no task
+    # the rest of the system, the other burner, was sampled (the CPU totals) but kept in no task
     busy = doc["oncpu"]["samples"] - doc["oncpu"]["idle_samples"]
-    assert busy > sum(t["samples"] for t in doc["oncpu"]["tasks"])
+    assert busy > 1.5 * sum(t["samples"] for t in doc["oncpu"]["tasks"])
 
 
 @needs_bpf
