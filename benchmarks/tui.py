@@ -76,6 +76,7 @@ async def measure(seconds: float, interval: float) -> dict:
             sent = self.sent
             self.call_after_refresh(lambda: keys.append(time.monotonic() - sent))
 
+    source.start()  # as `stallscope top` does: before the screen starts
     app = Keyed(source)
     async with app.run_test(size=(160, 50)) as pilot:
         while "data" not in marks and time.monotonic() - t0 < 60:

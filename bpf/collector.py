@@ -140,7 +140,8 @@ class SchedCollector:
         self.options = options
         self.symbolizer = symbolizer
         self.nr_cpus = _possible_cpus()
-        self.obj: BpfObject | None = None
+        self.obj: BpfObject | None = None  # the maps (prepare())
+        self.progs: BpfObject | None = None  # the programs and their links (start())
         self.status: dict[str, ProbeStatus] = {}
         self._stats: RunTimeStats | None = None
         self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
@@ -174,37 +175,66 @@ class SchedCollector:
         self.dump_monotonic = 0.0
 
     # ---- set-up -------------------------------------------------------
+    def prepare(self) -> None:
+        """The object's maps made, its programs not yet loaded: the other groups' objects can share the
+        tasks' state (state_map_fd) and be verified while start() verifies these programs. The maps
+        live in an object of their own, loaded with no program (`self.obj`); the programs' object
+        shares every one of them (`self.progs`)."""
+        if self.obj is not None:
+            return
+        obj = BpfObject(object_path("sched.bpf.o"))
+        try:
+            # .rodata is frozen here, before any program is known to load: a kernel without the
+            # task_rename tracepoint (absent from its BTF) has names copied at every switch-out instead
+            self._configure(obj, comm_at_switch=not _has_tracepoint("task_rename"))
+            for prog in obj.programs():
+                prog.autoload = False
+            obj.load()
+        except BaseException:
+            obj.close()
+            raise
+        self.obj = obj
+
     def start(self) -> dict[str, ProbeStatus]:
+        """The programs loaded and attached (the maps made first, if prepare() was not called). When it
+        fails, the programs are detached; the maps stay until close(), as other groups may be loading
+        objects that share them."""
+        self.prepare()
+        try:
+            return self._start_programs()
+        except BaseException:
+            if self.progs is not None:
+                self.progs.close()
+                self.progs = None
+            self._dump = None
+            raise
+
+    def _start_programs(self) -> dict[str, ProbeStatus]:
         path = object_path("sched.bpf.o")
         loaded, failed = self._probe_programs(path)
         if loaded is not None:  # every program loaded: that object is the one used (verified once)
-            self.obj = obj = loaded
+            self.progs = progs = loaded
         else:
-            self.obj = obj = BpfObject(path)
-            self._configure(obj, comm_at_switch="task_rename" in failed)
-            for prog in obj.programs():
+            self.progs = progs = self._programs_object(path)
+            for prog in progs.programs():
                 prog.autoload = prog.name not in failed
             for essential in ("sched_switch", "dump_tasks"):
                 if essential in failed:
-                    reason = failed[essential]
-                    obj.close()
-                    self.obj = None
-                    raise StallscopeError(f"the scheduler probes cannot run: {reason}", "see `stallscope doctor`")
-            obj.load()
-        for prog in obj.programs():
+                    raise StallscopeError(f"the scheduler probes cannot run: {failed[essential]}",
+                                          "see `stallscope doctor`")
+            progs.load()
+        for prog in progs.programs():
             if prog.name in failed:
                 continue
             try:
                 if prog.section.startswith("iter/"):
                     self._dump = prog.attach_iter()
-                    obj.links.append(self._dump)
+                    progs.links.append(self._dump)
                 else:
-                    obj.attach(prog)
+                    progs.attach(prog)
             except BpfError as exc:
                 failed[prog.name] = str(exc)
         if self._dump is None:
-            obj.close()
-            self.obj = None
             raise StallscopeError(f"the scheduler probes cannot run: {failed.get('dump_tasks', 'no task iterator')}",
                                   "see `stallscope doctor`")
         self._stats = RunTimeStats()
@@ -215,6 +245,18 @@ class SchedCollector:
         self._prev_cs = self._switches()
         self._prev_ctxt = _proc_ctxt()
         return self.status
+
+    def _programs_object(self, path: str) -> BpfObject:
+        """The object whose programs run, with every map the maps object's (prepare()): its .rodata too,
+        configured and frozen there, which is what the verifier reads."""
+        obj = BpfObject(path)
+        try:
+            for m in obj.maps():
+                m.reuse_fd(self.obj.map(m.name).fd)
+        except BaseException:
+            obj.close()
+            raise
+        return obj
 
     def _configure(self, obj: BpfObject, comm_at_switch: bool = False) -> None:
         o = self.options
@@ -240,9 +282,8 @@ class SchedCollector:
     def _probe_programs(self, path: str) -> tuple[BpfObject | None, dict[str, str]]:
         """Load the whole object: loaded, it is returned to be used; only if that fails, find which programs
         this kernel rejects (each alone in a copy), for a copy without them."""
-        obj = BpfObject(path)
+        obj = self._programs_object(path)
         try:
-            self._configure(obj)
             obj.load()
             return obj, {}
         except BpfError:
@@ -323,7 +364,7 @@ class SchedCollector:
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
             migrations=migrations, stacks=stacks, health=self._health.drain(obj),
-            programs=self._programs.drain(obj), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
+            programs=self._programs.drain(self.progs), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
             kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups), functions=functions,
         )
         self._new_cgroups = []
@@ -548,9 +589,11 @@ class SchedCollector:
         if self._stats:
             self._stats.close()
             self._stats = None
-        if self.obj:
-            self.obj.close()
-            self.obj = None
+        for obj in (self.progs, self.obj):  # the programs' links first, then the maps they used
+            if obj:
+                obj.close()
+        self.progs = self.obj = None
+        self._dump = None
 
 
 
@@ -717,17 +760,33 @@ def process_cgroup(tgid: int) -> str | None:
 def irqentry_text(kallsyms: str = "/proc/kallsyms") -> tuple[int, int]:
     """Where the kernel's interrupt entry code lies (__irqentry_text_start, __irqentry_text_end), or
     (0, 0) when kallsyms hides the addresses or lacks the symbols."""
-    found: dict[str, int] = {}
     try:
         with open(kallsyms, "rb") as f:
-            for line in f:
-                if b"__irqentry_text_" in line:
-                    addr, _, name = line.split()[:3]
-                    found[name.decode()] = int(addr, 16)
-    except (OSError, ValueError):
+            data = f.read()  # read whole and searched: a Python loop over its 200,000 lines takes as long again
+    except OSError:
         return 0, 0
-    lo, hi = found.get("__irqentry_text_start", 0), found.get("__irqentry_text_end", 0)
+    found = []
+    for name in (b" __irqentry_text_start\n", b" __irqentry_text_end\n"):
+        at = data.find(name)
+        if at < 0:
+            return 0, 0
+        line = data[data.rfind(b"\n", 0, at) + 1:at].split()
+        try:
+            found.append(int(line[0], 16))
+        except (IndexError, ValueError):
+            return 0, 0
+    lo, hi = found
     return (lo, hi) if 0 < lo < hi else (0, 0)
+
+
+def _has_tracepoint(name: str, btf: str = "/sys/kernel/btf/vmlinux") -> bool:
+    """Whether the kernel's BTF has the tracepoint (what tp_btf attaches to); True when unreadable, as
+    the programs' load then tells."""
+    try:
+        with open(btf, "rb") as f:
+            return f"\0btf_trace_{name}\0".encode() in f.read()
+    except OSError:
+        return True
 
 
 def _proc_ctxt() -> int:

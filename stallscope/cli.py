@@ -846,9 +846,7 @@ def cmd_top(args) -> int:
     options = _session_options(args, command=[], duration_s=None, max_intervals=args.iterations)
     if plain:
         return _top_plain(args, options)
-    from stallscope import apply as applier
     from stallscope.sources import LiveSource
-    from stallscope.tui.app import TopApp
 
     writer = None
     if args.output:
@@ -857,8 +855,14 @@ def cmd_top(args) -> int:
         target = outputs.create_recording(args.output, force=args.force)  # before the probes, as record does
         writer = lambda meta: RecordingWriter(args.output, meta, target)  # noqa: E731
     source = LiveSource(options, writer_factory=writer)
-    app = TopApp(source, applier=applier)
+    # the probes load (most of it the kernel's verifier, outside the interpreter's lock) while the screen's
+    # code is imported and its first frame drawn; the view reads what the session queued meanwhile
+    source.start()
     try:
+        from stallscope import apply as applier
+        from stallscope.tui.app import TopApp
+
+        app = TopApp(source, applier=applier)
         # the screen's thread too: it shares the interpreter's lock with the session's, and one left at
         # the caller's priority on a busy machine would hold the session up while it waits for a CPU
         with _at_nice(options.nice):

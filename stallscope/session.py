@@ -175,13 +175,14 @@ class Session:
         self._nice_before = own_nice()
         self._raise_priority()
         try:
-            status = collector.start()
-            status = {**status, **self._start_optional(symbolizer)}
-            settle_gc()
+            collector.prepare()  # the maps the other groups share: they start while its programs are verified
+            status = self._start_all(symbolizer)
             self._skip_setup()
             # after the set-up drain's task dump, where the first interval begins: the kernel's symbols are
-            # read within it, not before it (and still before a command starts)
+            # read within it, not before it (and still before a command starts); so is the collection that
+            # puts what start-up built, those symbols among it, out of the collector's view
             symbolizer.preload_kernel(data="locks" in self.groups)
+            settle_gc()
             start_ns = collector.interval_start_ns
             meta = replace(self._meta(status, start_ns), machine=machine.describe())
             self._cpu_times = machine.cpu_times()
@@ -246,21 +247,27 @@ class Session:
             meta = replace(meta, options={**meta.options, "command": cmd})
         return SessionResult(meta, intervals, exit_status, self._stop_reason)
 
-    def _start_optional(self, symbolizer: Symbolizer) -> dict[str, ProbeStatus]:
-        """Each optional group that was asked for; one that cannot run is off with its reason."""
+    def _start_all(self, symbolizer: Symbolizer) -> dict[str, ProbeStatus]:
+        """The scheduler group's programs, and each optional group that was asked for (one that cannot
+        run is off with its reason)."""
         o = self.options
         gopts = GroupOptions(targ_tgid=o.pid, stack_tune=tune.of_tuning(self.tuning), user_stacks=o.user_stacks,
                              sample_hz=o.sample_hz, sched_state_fd=self.collector.state_map_fd(),
                              max_tasks=self.sizes.tasks, max_stacks=self.sizes.stack_entries)
-        status = {}
-        # at once: their BPF objects are verified in the kernel and the futex group's helpers (objdump) run
-        # outside this process, so the groups' start-ups overlap rather than add up (on a loaded machine,
-        # seconds). The kernel's symbols are read after (run): their parse is Python work, which would hold
-        # the interpreter while the futex group times its uprobe trap
+        status: dict[str, ProbeStatus] = {}
+        # at once, the scheduler's programs among them: their BPF objects are verified in the kernel and
+        # the futex group's helpers (objdump) run outside this process, so the groups' start-ups overlap
+        # rather than add up (on a loaded machine, seconds). The kernel's symbols are read after (run):
+        # their parse is Python work, which would hold the interpreter while the futex group times its
+        # uprobe trap
         with ThreadPoolExecutor(max_workers=len(GROUPS), thread_name_prefix="stallscope-start") as pool:
             started = {name: pool.submit(self._start_group, group, symbolizer, gopts)
                        for name, group in GROUPS.items() if name in o.probes}
             error = None
+            try:
+                status.update(self.collector.start())
+            except BaseException as exc:  # the groups started are kept, to be closed with the session
+                error = exc
             for name in GROUPS:
                 if name not in started:
                     status[name] = ProbeStatus(False, "", f"not requested (--probes +{name})")
