@@ -138,14 +138,18 @@ class SchedHealth(ctypes.Structure):
 class SchedConfig(ctypes.Structure):
     _fields_ = [("targ_tgid", u32), ("nr_cpus", u32), ("user_stacks", u32),
                 ("kernel_stacks", u32), ("waker_stacks", u32), ("thread_size", u32), ("comm_at_switch", u32),
-                ("self_tgid", u32), ("irqentry_start", u64), ("irqentry_end", u64)]
+                ("self_tgid", u32)]
+
+
+class IrqText(ctypes.Structure):
+    _fields_ = [("start", u64), ("end", u64)]
 
 
 # C struct name -> mirror, for the BTF size check.
 MIRRORS = {
     "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal, "offcpu_slot": OffcpuSlot,
     "waker_key": WakerKey, "waker_val": WakerVal, "stack": Stack, "sched_health": SchedHealth,
-    "sched_config": SchedConfig, "stack_tune": StackTune, "walk_budget": WalkBudget, "open_wait": OpenWait,
+    "sched_config": SchedConfig, "irq_text": IrqText, "stack_tune": StackTune, "walk_budget": WalkBudget, "open_wait": OpenWait,
     "dump_header": DumpHeader, "recent_wait": RecentWait,
 }
 

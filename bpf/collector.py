@@ -14,7 +14,9 @@ import ctypes
 import functools
 import os
 import resource
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 
@@ -23,7 +25,7 @@ from stallscope.analyzer.sample import (
     WakerDelta, record_maker,
 )
 from stallscope.analyzer.symbols import Symbolizer
-from stallscope.bpf import abi, tune
+from stallscope.bpf import abi, features, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeStats
 from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
@@ -141,7 +143,7 @@ class SchedCollector:
         self.symbolizer = symbolizer
         self.nr_cpus = _possible_cpus()
         self.obj: BpfObject | None = None  # the maps (prepare())
-        self.progs: BpfObject | None = None  # the programs and their links (start())
+        self.progs: list[BpfObject] = []  # the programs and their links (start())
         self.status: dict[str, ProbeStatus] = {}
         self._stats: RunTimeStats | None = None
         self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
@@ -173,15 +175,19 @@ class SchedCollector:
         self._named_functions: set[int] = set()
         self._dump_ns = 0
         self.dump_monotonic = 0.0
+        self._irq_text: Future | None = None  # the interrupt entry's bounds, read from kallsyms (prepare())
 
     # ---- set-up -------------------------------------------------------
     def prepare(self) -> None:
         """The object's maps made, its programs not yet loaded: the other groups' objects can share the
         tasks' state (state_map_fd) and be verified while start() verifies these programs. The maps
-        live in an object of their own, loaded with no program (`self.obj`); the programs' object
-        shares every one of them (`self.progs`)."""
+        live in an object of their own, loaded with no program (`self.obj`); the programs' objects
+        share every one of them (`self.progs`)."""
         if self.obj is not None:
             return
+        # kallsyms (a 5 MB read, most of it the kernel's) is read while the programs are verified: the
+        # interrupt entry's bounds are written before they are attached (_write_irq_text)
+        self._irq_text = _in_thread(irqentry_text, "stallscope-kallsyms")
         obj = BpfObject(object_path("sched.bpf.o"))
         try:
             # .rodata is frozen here, before any program is known to load: a kernel without the
@@ -203,37 +209,40 @@ class SchedCollector:
         try:
             return self._start_programs()
         except BaseException:
-            if self.progs is not None:
-                self.progs.close()
-                self.progs = None
-            self._dump = None
+            self._close_programs()
             raise
+
+    def _close_programs(self) -> None:
+        for obj in self.progs:
+            obj.close()
+        self.progs = []
+        self._dump = None
 
     def _start_programs(self) -> dict[str, ProbeStatus]:
         path = object_path("sched.bpf.o")
         loaded, failed = self._probe_programs(path)
-        if loaded is not None:  # every program loaded: that object is the one used (verified once)
-            self.progs = progs = loaded
+        if loaded:  # every program loaded: those objects are the ones used (verified once)
+            self.progs = loaded
         else:
-            self.progs = progs = self._programs_object(path)
-            for prog in progs.programs():
-                prog.autoload = prog.name not in failed
+            self.progs = [progs := self._programs_object(path, lambda name: name not in failed)]
             for essential in ("sched_switch", "dump_tasks"):
                 if essential in failed:
                     raise StallscopeError(f"the scheduler probes cannot run: {failed[essential]}",
                                           "see `stallscope doctor`")
             progs.load()
-        for prog in progs.programs():
-            if prog.name in failed:
-                continue
-            try:
-                if prog.section.startswith("iter/"):
-                    self._dump = prog.attach_iter()
-                    progs.links.append(self._dump)
-                else:
-                    progs.attach(prog)
-            except BpfError as exc:
-                failed[prog.name] = str(exc)
+        self._write_irq_text()
+        for progs in self.progs:
+            for prog in progs.programs():
+                if prog.name in failed or not prog.autoload:
+                    continue
+                try:
+                    if prog.section.startswith("iter/"):
+                        self._dump = prog.attach_iter()
+                        progs.links.append(self._dump)
+                    else:
+                        progs.attach(prog)
+                except BpfError as exc:
+                    failed[prog.name] = str(exc)
         if self._dump is None:
             raise StallscopeError(f"the scheduler probes cannot run: {failed.get('dump_tasks', 'no task iterator')}",
                                   "see `stallscope doctor`")
@@ -246,13 +255,22 @@ class SchedCollector:
         self._prev_ctxt = _proc_ctxt()
         return self.status
 
-    def _programs_object(self, path: str) -> BpfObject:
-        """The object whose programs run, with every map the maps object's (prepare()): its .rodata too,
-        configured and frozen there, which is what the verifier reads."""
+    def _write_irq_text(self) -> None:
+        """The interrupt entry's bounds, where an interrupt's waker stack is cut (bpf/sched.h struct
+        irq_text): before any program runs."""
+        lo, hi = self._irq_text.result() if self._irq_text is not None else irqentry_text()
+        self.obj.section_map(".data.irq").update(b"\0\0\0\0", bytes(abi.IrqText(lo, hi)))
+
+    def _programs_object(self, path: str, wanted=None) -> BpfObject:
+        """An object whose programs (those `wanted(name)` says, all when None) run, with every map the maps
+        object's (prepare()): its .rodata too, configured and frozen there, which is what the verifier
+        reads."""
         obj = BpfObject(path)
         try:
             for m in obj.maps():
                 m.reuse_fd(self.obj.map(m.name).fd)
+            for prog in obj.programs():
+                prog.autoload = wanted is None or wanted(prog.name)
         except BaseException:
             obj.close()
             raise
@@ -260,12 +278,10 @@ class SchedCollector:
 
     def _configure(self, obj: BpfObject, comm_at_switch: bool = False) -> None:
         o = self.options
-        irqentry = irqentry_text()
         cfg = abi.SchedConfig(
             targ_tgid=o.targ_tgid, nr_cpus=self.nr_cpus,
             user_stacks=int(o.user_stacks), kernel_stacks=int(o.kernel_stacks), waker_stacks=int(o.waker_stacks),
             thread_size=_thread_size(), comm_at_switch=int(comm_at_switch), self_tgid=os.getpid(),
-            irqentry_start=irqentry[0], irqentry_end=irqentry[1],
         )
         image = obj.section_map(".rodata").initial_value()
         if len(image) < ctypes.sizeof(cfg):
@@ -279,18 +295,31 @@ class SchedCollector:
         obj.map("wakers").set_max_entries(sizes.wakers)
         obj.map("stacks").set_max_entries(sizes.stack_entries)
 
-    def _probe_programs(self, path: str) -> tuple[BpfObject | None, dict[str, str]]:
-        """Load the whole object: loaded, it is returned to be used; only if that fails, find which programs
-        this kernel rejects (each alone in a copy), for a copy without them."""
-        obj = self._programs_object(path)
+    def _probe_programs(self, path: str) -> tuple[list[BpfObject], dict[str, str]]:
+        """Load every program: loaded, their objects are returned to be used; only if that fails, find which
+        programs this kernel rejects (each alone in a copy), for a copy without them. The verifier takes
+        most of a start-up, half of it on sched_switch: that program is verified in an object of its own,
+        in another thread, beside the others (the kernel's work, outside the interpreter's lock)."""
+        objs = []
         try:
-            obj.load()
-            return obj, {}
-        except BpfError:
-            obj.close()
+            objs = [self._programs_object(path, lambda name: name in _VERIFIED_ALONE),
+                    self._programs_object(path, lambda name: name not in _VERIFIED_ALONE)]
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stallscope-verify") as pool:
+                alone = pool.submit(objs[0].load)
+                errors = []
+                for load in (objs[1].load, alone.result):
+                    try:
+                        load()
+                    except BpfError as exc:
+                        errors.append(exc)
+            if not errors:
+                return objs, {}
         except BaseException:
-            obj.close()
+            for obj in objs:
+                obj.close()
             raise
+        for obj in objs:
+            obj.close()
         failed: dict[str, str] = {}
         with BpfObject(path) as probe:
             names = [p.name for p in probe.programs()]
@@ -364,7 +393,7 @@ class SchedCollector:
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
             migrations=migrations, stacks=stacks, health=self._health.drain(obj),
-            programs=self._programs.drain(self.progs), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
+            programs=tuple(c for obj in self.progs for c in self._programs.drain(obj)), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
             kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups), functions=functions,
         )
         self._new_cgroups = []
@@ -589,11 +618,10 @@ class SchedCollector:
         if self._stats:
             self._stats.close()
             self._stats = None
-        for obj in (self.progs, self.obj):  # the programs' links first, then the maps they used
-            if obj:
-                obj.close()
-        self.progs = self.obj = None
-        self._dump = None
+        self._close_programs()  # the programs' links first, then the maps they used
+        if self.obj:
+            self.obj.close()
+            self.obj = None
 
 
 
@@ -779,14 +807,29 @@ def irqentry_text(kallsyms: str = "/proc/kallsyms") -> tuple[int, int]:
     return (lo, hi) if 0 < lo < hi else (0, 0)
 
 
-def _has_tracepoint(name: str, btf: str = "/sys/kernel/btf/vmlinux") -> bool:
-    """Whether the kernel's BTF has the tracepoint (what tp_btf attaches to); True when unreadable, as
-    the programs' load then tells."""
-    try:
-        with open(btf, "rb") as f:
-            return f"\0btf_trace_{name}\0".encode() in f.read()
-    except OSError:
-        return True
+# verified in an object of its own, beside the others (_probe_programs): half of the verifier's time
+_VERIFIED_ALONE = frozenset({"sched_switch"})
+
+
+def _in_thread(fn, name: str) -> Future:
+    """fn() run in a thread of its own; its result (or exception) in the Future."""
+    out: Future = Future()
+
+    def run() -> None:
+        try:
+            out.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the result
+            out.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return out
+
+
+def _has_tracepoint(name: str) -> bool:
+    """Whether the kernel's BTF has the tracepoint (what tp_btf attaches to); True when there is no BTF to
+    read, as the programs' load then tells."""
+    names = features.btf_tracepoints()
+    return not names or name in names
 
 
 def _proc_ctxt() -> int:

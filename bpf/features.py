@@ -7,8 +7,10 @@ in the kernel's BTF. Nothing here changes the system.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
+import re
 from dataclasses import dataclass
 
 from stallscope.bpf.libbpf import BpfError, BpfObject, libbpf_available
@@ -90,12 +92,27 @@ def _btf_strings() -> bytes:
         return b""
 
 
+def btf_tracepoints(btf: bytes | None = None) -> frozenset[str]:
+    """The tracepoints tp_btf can attach to: each has a btf_trace_<name> type in the kernel's BTF. The
+    running kernel's are read once per process (a 5 MB file; the groups starting at once each ask)."""
+    return _kernel_btf_tracepoints() if btf is None else _btf_tracepoint_names(btf)
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_btf_tracepoints() -> frozenset[str]:
+    return _btf_tracepoint_names(_btf_strings())
+
+
+def _btf_tracepoint_names(data: bytes) -> frozenset[str]:
+    return frozenset(m.decode(errors="replace") for m in re.findall(rb"\0btf_trace_([A-Za-z0-9_]+)(?=\0)", data))
+
+
 def tracepoints(btf: bytes | None = None) -> dict[str, Check]:
-    data = _btf_strings() if btf is None else btf
+    found_names = btf_tracepoints(btf)
     out = {}
     for group, names in TRACEPOINTS.items():
         for name in names:
-            found = f"\0btf_trace_{name}\0".encode() in data
+            found = name in found_names
             out[f"{group}:{name}"] = Check(found, "" if found else "not in this kernel's BTF")
     return out
 

@@ -119,8 +119,8 @@ GROUPS: dict[str, Group] = {
                         "syscall-tracepoint slow path while they are on (a getppid() ~250 -> ~340 ns here); "
                         "the tp_btf fallback runs two programs on every system call (getppid() ~660 ns); a "
                         "uprobe trap (~30 us on this VM) only where a pthread mutex/rwlock lock call takes its "
-                        "slow path; ~1 s more to start and to stop (libc analysed with objdump/readelf, "
-                        "uprobes removed)"),
+                        "slow path; 0.1-0.2 s more to start, beside the other groups (libc analysed with "
+                        "objdump/readelf, the uprobe trap timed), and ~0.1 s a uprobe to stop (its removal)"),
     "io": Group("io", "block I/O per device and operation as /proc/diskstats counts it, with each request's "
                       "time queued and at the device, %util, depth, submitters, and the device whose completion "
                       "ended each I/O wait (tp_btf block_io_start, block_rq_issue/complete/requeue, block_io_done; "

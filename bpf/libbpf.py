@@ -68,6 +68,7 @@ class _LogCapture:
             return text
 
 
+LIBBPF_DEBUG = 2  # enum libbpf_print_level: LIBBPF_WARN, LIBBPF_INFO, LIBBPF_DEBUG
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 class _UprobeOpts(ctypes.Structure):
     """struct bpf_uprobe_opts (libbpf.h, 1.1)."""
@@ -193,6 +194,8 @@ class _Lib:
         lib.libbpf_set_print(self._print_cb)
 
     def _on_print(self, level: int, fmt: bytes, args: int) -> int:
+        if level >= LIBBPF_DEBUG:  # 2,500 lines a session's start-up, none of them a reason; warnings and info kept
+            return 0
         buf = ctypes.create_string_buffer(4096)
         self._libc.vsnprintf(buf, len(buf), fmt, args)
         self.log.add(level, buf.value.decode(errors="replace"))

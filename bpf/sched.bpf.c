@@ -794,9 +794,11 @@ static __always_inline bool interrupted_user_mode(struct task_struct *cur)
  * irqentry text): below it are the frames of whatever the interrupt landed on, which woke nobody
  * and made each timer wakeup of a sleeping thread a new stack and a new waker entry (18 a thread in
  * five minutes of hackbench, growing without end). Returns the length kept. */
+struct irq_text irq_text SEC(".data.irq") = {};
+
 static __always_inline long cut_at_irq_entry(struct stack *buf, long len)
 {
-	__u64 lo = cfg.irqentry_start, hi = cfg.irqentry_end;
+	__u64 lo = irq_text.start, hi = irq_text.end;
 	int i, n = len / sizeof(__u64), cut = -1;
 
 	if (!lo || len <= 0)

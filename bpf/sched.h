@@ -283,8 +283,14 @@ struct sched_config {
 	__u32 thread_size;       /* THREAD_SIZE: a task's kernel stack */
 	__u32 comm_at_switch;    /* no task_rename tracepoint: copy the name at every switch-out */
 	__u32 self_tgid;         /* stallscope's own process: its waits get no stack walk and no waker */
-	__u64 irqentry_start;    /* the kernel's interrupt entry code (__irqentry_text_start, _end in */
-	__u64 irqentry_end;      /* kallsyms; 0 when hidden): an interrupt's waker stack ends there */
+};
+
+/* Where the kernel's interrupt entry code lies (__irqentry_text_start, _end in kallsyms; 0 when
+ * hidden): an interrupt's waker stack ends there. A section of its own (.data.irq), written by user
+ * space after load and before attach, so that kallsyms is read while the verifier runs. */
+struct irq_text {
+	__u64 start;
+	__u64 end;
 };
 
 #endif

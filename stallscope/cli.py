@@ -859,6 +859,7 @@ def cmd_top(args) -> int:
     # code is imported and its first frame drawn; the view reads what the session queued meanwhile
     source.start()
     try:
+        source.wait_verifying(0.5)
         from stallscope import apply as applier
         from stallscope.tui.app import TopApp
 

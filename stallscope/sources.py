@@ -107,6 +107,12 @@ class LiveSource:
             gc.set_threshold(LIVE_GC_THRESHOLD, *gc.get_threshold()[1:])
             self._thread.start()
 
+    def wait_verifying(self, timeout: float) -> None:
+        """Until the session's probes are with the kernel's verifier (or it ended), at most `timeout` s:
+        a view started then imports and draws while the verifier runs, not while the session's set-up
+        needs the interpreter (the two threads share its lock)."""
+        self.session.verifying.wait(timeout)
+
     @property
     def running(self) -> bool:
         return self._thread.is_alive()
