@@ -142,8 +142,9 @@ def main() -> int:
         Path(args.output).with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
         Path(args.output).write_text(
             "# `stallscope top`: start, cost and key-to-frame latency, live\n\n"
-            f"`python -m benchmarks.tui --seconds {args.seconds:g} --idle {args.idle}`; kernel {result['kernel']}, "
-            f"{result['cpus']} CPUs; load: {result['load']} in a loop, {args.idle} idle threads; "
+            f"`python -m benchmarks.tui --seconds {args.seconds:g} --idle {args.idle}"
+            f"{' --no-load' if args.no_load else ''}`; kernel {result['kernel']}, {result['cpus']} CPUs; load: "
+            f"{'none' if args.no_load else result['load'] + ' in a loop'}, {args.idle} idle threads; "
             f"{args.interval:g} s intervals; the Textual app headless (its test driver).\n\n"
             "| measure | value | budget |\n|---|---|---|\n"
             f"| first screen | {result['first_screen_s']:.2f} s | 1 s |\n"
