@@ -9,7 +9,8 @@
  * Truth: each waiter's blocked_ns is its time inside pthread_mutex_lock; the holder's blocked_ns is its
  * time inside fdatasync(), with extra "held_ns" (its time holding the mutex) and "slept_ns" (its time
  * inside fdatasync() less what it waited there for a CPU, schedstat's run_delay: on a busy machine the
- * wakeup after each sync waits in the run queue, which is not the sync's). */
+ * wakeup after each sync waits in the run queue, which is not the sync's) and "runq_held_ns" (its time
+ * waiting for a CPU while it held the mutex, run_delay again). */
 #include "truth.h"
 
 #define MAX_WAITERS (TRUTH_MAX_RECORDS - 2)
@@ -58,7 +59,7 @@ static long long run_delay_ns(void)
 static void *holder(void *arg)
 {
 	struct truth_snapshot start, end;
-	long long synced_ns = 0, slept_ns = 0, held_ns = 0, t0, t1, t2, d1, c1;
+	long long synced_ns = 0, slept_ns = 0, held_ns = 0, runq_held_ns = 0, t0, t1, t2, d0, d1, c1;
 	char block[4096];
 	long i;
 
@@ -69,6 +70,7 @@ static void *holder(void *arg)
 	for (i = 0; i < count; i++) {
 		pthread_mutex_lock(&lock);
 		t0 = truth_now_ns();
+		d0 = run_delay_ns();
 		/* appended: the file grows, so each fdatasync() commits the journal too */
 		for (int k = 0; k < 16; k++) {
 			if (write(fd, block, sizeof(block)) != sizeof(block)) {
@@ -87,13 +89,15 @@ static void *holder(void *arg)
 		synced_ns += t2 - t1;
 		slept_ns += t2 - t1 - (truth_thread_cpu_ns() - c1) - (run_delay_ns() - d1);
 		held_ns += truth_now_ns() - t0;
+		runq_held_ns += run_delay_ns() - d0;
 		pthread_mutex_unlock(&lock);
 		sleep_ms(pause_ms);
 	}
 	done = 1;
 	truth_read(&end); /* last thing before the record; see truth.h */
 	truth_record_extra("holder", count, synced_ns, &start, &end,
-			   (const struct truth_counter[]){ { "held_ns", held_ns }, { "slept_ns", slept_ns } }, 2);
+			   (const struct truth_counter[]){ { "held_ns", held_ns }, { "slept_ns", slept_ns },
+							   { "runq_held_ns", runq_held_ns } }, 3);
 	return NULL;
 }
 

@@ -90,8 +90,9 @@ def test_threads_handing_a_lock_to_each_other_share_out_the_loop():
 @needs_bpf
 def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp_path):
     """examples/fsync_chain: the holder fdatasync()s while it holds the mutex the waiters take. At default
-    settings, the waiters' lock contention comes down first to the fsync (the holder's own time on a CPU
-    and in the run queue follow)."""
+    settings, on a quiet machine the waiters' lock contention comes down first to the fsync (the holder's
+    own time on a CPU and in the run queue follow); on a busy one, to waiting for CPUs (the holder's, and
+    that of the worker that completes its sync)."""
     doc, truth, path = record_command(tmp_path, [example("fsync_chain"), "-n", "300", "-f",
                                                  str(tmp_path / "data")], defaults=True)
     lock = next(b for b in doc["blockers"] if b["cause"] == "Userspace lock contention")
@@ -105,6 +106,8 @@ def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp
     # still has its part.
     holder = next(t for t in truth if t["role"] == "holder")
     synced = holder["extra"]["slept_ns"] / holder["extra"]["held_ns"]
+    # ... and how much of it waiting for a CPU (schedstat's run_delay while holding)
+    busy = holder["extra"]["runq_held_ns"] / holder["extra"]["held_ns"]
     # the holder's own sleep in the sync, as stallscope measured it, against the holder's (1-5% apart in
     # five runs, quiet and under two CPU hogs)
     ours = next(t for t in doc["tasks"] if t["pid"] == holder["tid"])
@@ -113,11 +116,23 @@ def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp
     fsync = next((r for r in lock["roots"] if r["root"] == "fsync() on a file"), None)
     assert fsync is not None, lock["roots"]
     assert fsync["chain"][-1].startswith("fsync() on a file (holder["), fsync
-    assert fsync["total_ns"] >= 0.5 * synced * lock["total_ns"], (synced, lock["roots"])
-    if synced >= 0.5:  # asleep in the sync for most of its holding: the fsync is the largest part
-        assert lock["roots"][0] is fsync and fsync["total_ns"] >= 0.35 * lock["total_ns"], (synced, lock["roots"])
+    roots = [r["root"] for r in lock["roots"]]
+    if busy >= 0.25:
+        # A busy machine (the holder waited for a CPU for a quarter of its holding or more): waiting for CPUs
+        # leads. The waiters' waits cluster at the end of each holding, where the holder, woken from its sync,
+        # waits for a CPU; and the sync itself waited for the worker completing it, waiting for a CPU too (the
+        # chain follows it there): under two CPU hogs "Waiting for CPU" took 86-91% of the lock wait in five
+        # runs while the holder slept in the sync for 14-63% of its holding.
+        assert roots[0] == "Waiting for CPU", (busy, synced, lock["roots"])
     else:
-        assert "holder[" in lock["roots"][0]["chain"][-1], (synced, lock["roots"])
+        assert fsync["total_ns"] >= 0.5 * synced * lock["total_ns"], (synced, busy, lock["roots"])
+        if synced >= 0.5:  # asleep in the sync for most of its holding: the fsync is among the largest parts
+            # (first on a quiet machine, 46-49% here; a CPU hog's worker waits can put "Waiting for CPU" just
+            # ahead: 38% against 35%)
+            assert "fsync() on a file" in roots[:2] and fsync["total_ns"] >= 0.3 * lock["total_ns"], (
+                synced, busy, lock["roots"])
+        else:
+            assert "holder[" in lock["roots"][0]["chain"][-1], (synced, busy, lock["roots"])
     # the waiters' time in the lock, as they measured it, against what the probe charged them
     measured = sum(t["blocked_ns"] for t in truth if t["role"] == "waiter")
     ours = sum(c["total_ns"] for t in doc["tasks"] if t["pid"] in waiters for c in t["causes"]
