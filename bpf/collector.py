@@ -393,7 +393,8 @@ class SchedCollector:
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
             migrations=migrations, stacks=stacks, health=self._health.drain(obj),
-            programs=tuple(c for obj in self.progs for c in self._programs.drain(obj)), collector_cpu_ns=cpu_ns - self._last_cpu_ns,
+            programs=tuple(c for progs in self.progs for c in self._programs.drain(progs)),
+            collector_cpu_ns=cpu_ns - self._last_cpu_ns,
             kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups), functions=functions,
         )
         self._new_cgroups = []

@@ -223,7 +223,8 @@ def _slow_path_sites(f, path: str, fd: int, wanted: set, objdump: str, readelf: 
     return sites
 
 
-CALIBRATION_CALLS = 500  # a round of ~5 ms: within 1-2% of 2,000 calls (9.7-9.8 us against 9.7-10.0 us), a quarter of the time
+# a round of ~5 ms: within 1-2% of 2,000 calls (9.7-9.8 us against 9.7-10.0 us), in a quarter of the time
+CALIBRATION_CALLS = 500
 
 
 def measure_uprobe_trap(prog, libc: str, off: int | None = None, removals: list | None = None) -> int:
@@ -363,7 +364,8 @@ def elf_symbols(elf: ELFFile, tables):
 def _object_symbols(path: str) -> list[tuple[int, int, str]]:
     """(value, size, name) of the data objects in an ELF file's symbol tables."""
     with untrusted_file(path) as f:
-        return [(value, max(size, 1), name) for name, info, _shndx, value, size in elf_symbols(ELFFile(f), (".symtab", ".dynsym"))
+        return [(value, max(size, 1), name)
+                for name, info, _shndx, value, size in elf_symbols(ELFFile(f), (".symtab", ".dynsym"))
                 if info & 0xF == _STT_OBJECT and value]
 
 

@@ -186,6 +186,8 @@ class LiveSource:
             self.error = f"collection failed: {type(exc).__name__}: {exc}"
             self._close_writer(None)
             self._put(Event("error", self.error))
+        finally:
+            self.session.verifying.set()  # a session that failed before its probes loaded keeps nobody waiting
 
     def events(self) -> list[Event]:
         """What arrived since the last call; intervals are added to the timeline here."""

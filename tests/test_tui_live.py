@@ -144,3 +144,22 @@ def test_what_top_records_replays_as_the_same_snapshots(tmp_path):
 def _view(snap):
     return ([(b.cause, b.total_ns, b.count, b.max_ns) for b in snap.ranked],
             [(r.task.pid, r.comm, round(r.waiting_per_s), r.vcs_per_s) for r in snap.tasks])
+
+
+def test_a_session_that_fails_before_loading_its_probes_keeps_no_view_waiting():
+    """`top` starts its screen once the session's programs are with the verifier (LiveSource.wait_verifying);
+    a session that fails first (no such PID, or no privileges) releases it at once, with its error."""
+    from stallscope.session import SessionOptions
+    from stallscope.sources import LiveSource
+
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid = int(f.read()) - 1
+    while os.path.exists(f"/proc/{pid}"):
+        pid -= 1
+    src = LiveSource(SessionOptions(pid=pid))
+    t0 = time.monotonic()
+    src.start()
+    src.wait_verifying(30)
+    assert time.monotonic() - t0 < 5
+    assert src.join(10)
+    assert src.error and ("PID" in src.error or "root" in src.error), src.error
