@@ -22,6 +22,9 @@ LOSSES: dict[str, tuple[str, str]] = {
                        "recorded", ""),
     "switch_out_open": ("waits whose wakeup and switch-in no probe saw: the part after the last interval's "
                         "charge is lost", ""),
+    "switch_in_unseen": ("waits whose switch-in the kernel did not trace: their time stays in their task's totals, "
+                         "their charge to a stack and cause is lost", ""),
+    "runq_unseen": ("run-queue waits whose end (the task's switch-in) the kernel did not trace: lost", ""),
     "locks.lock_map_full": ("kernel lock contentions not recorded (the lock map was full)", "--max-tasks"),
     "locks.stack_map_full": ("lock contention stacks not stored (the stack map was full)", "--stack-map-entries"),
     "locks.stack_errors": ("lock contention stack walks that returned nothing", ""),

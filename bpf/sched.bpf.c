@@ -503,6 +503,12 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 		if (m)
 			__sync_fetch_and_add(&health.switch_out_open, 1);
 	}
+	/* it ran, yet no switch-in closed what its wakeup began: the kernel did not trace that switch-in
+	 * (none for some switches out of an idle task); dropped below, counted here */
+	if (s->pending_ns)
+		__sync_fetch_and_add(&health.switch_in_unseen, 1);
+	if (s->runq_ts)
+		__sync_fetch_and_add(&health.runq_unseen, 1);
 	{
 		/* Both counters were incremented before the tracepoint: read them
 		 * rather than re-derive the kernel's voluntary/involuntary rule.

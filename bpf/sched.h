@@ -270,6 +270,10 @@ struct sched_health {
 	__u64 close_without_start; /* a wait closed whose start was not set (never expected) */
 	__u64 wakeups_deferred;  /* a first wakeup (a task asleep since before attach) whose storage could not be
 				  * made in the interrupt that woke it: made at its switch-in, its run-queue wait kept */
+	__u64 switch_in_unseen;  /* a task switched out with a wait closed at its wakeup and never charged: its
+				  * switch-in was not traced (the kernel emits none for some switches out of an idle
+				  * task); the wait's charge to its key is dropped, its time stays in the task's totals */
+	__u64 runq_unseen;       /* ... with a run-queue wait never closed, for the same reason: dropped */
 };
 
 /* Load-time knobs (.rodata); the stack-walk rate and minimum wait are run-time
