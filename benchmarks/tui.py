@@ -76,8 +76,8 @@ async def measure(seconds: float, interval: float) -> dict:
             sent = self.sent
             self.call_after_refresh(lambda: keys.append(time.monotonic() - sent))
 
-    source.start()  # as `stallscope top` does: before the screen starts, once the verifier runs
-    source.wait_verifying(0.5)
+    source.start()  # as `stallscope top` does: the screen starts once the probes are attached
+    source.wait_attached(0.5)
     app = Keyed(source)
     async with app.run_test(size=(160, 50)) as pilot:
         while "data" not in marks and time.monotonic() - t0 < 60:

@@ -855,11 +855,12 @@ def cmd_top(args) -> int:
         target = outputs.create_recording(args.output, force=args.force)  # before the probes, as record does
         writer = lambda meta: RecordingWriter(args.output, meta, target)  # noqa: E731
     source = LiveSource(options, writer_factory=writer)
-    # the probes load (most of it the kernel's verifier, outside the interpreter's lock) while the screen's
-    # code is imported and its first frame drawn; the view reads what the session queued meanwhile
+    # the probes load first (the screen's start would hold the interpreter's lock they need at times), then
+    # the screen's code is imported and its first frame drawn while the first interval runs; the view reads
+    # what the session queued meanwhile
     source.start()
     try:
-        source.wait_verifying(0.5)
+        source.wait_attached(0.5)
         from stallscope import apply as applier
         from stallscope.tui.app import TopApp
 

@@ -129,10 +129,10 @@ class Session:
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
         self.sizes = DEFAULT_SIZES  # the BPF maps' sizes: chosen for the machine when run() starts
         self._restore_group = None  # puts the session's scheduling group back (stallscope/priority.py)
-        # set once the kernel verifies the programs (start-up's longest part, outside the interpreter's lock),
-        # or once the session ended before that: a view's thread can start its own Python work then, rather
-        # than delay the session's set-up with it
-        self.verifying = threading.Event()
+        # set once every probe is attached and the first interval is about to begin, or once the session ended
+        # before that: a view's thread can start its own Python work then, rather than delay the session's
+        # set-up with it (the two threads share the interpreter's lock)
+        self.attached = threading.Event()
 
     def stop(self, reason: str) -> None:
         """For a consumer that can take no more intervals (a full disk): the session ends at its next
@@ -181,8 +181,8 @@ class Session:
         self._raise_priority()
         try:
             collector.prepare()  # the maps the other groups share: they start while its programs are verified
-            self.verifying.set()
             status = self._start_all(symbolizer)
+            self.attached.set()
             self._skip_setup()
             # after the set-up drain's task dump, where the first interval begins: the kernel's symbols are
             # read within it, not before it (and still before a command starts); so is the collection that
@@ -228,7 +228,7 @@ class Session:
                 if next_tick < time.monotonic():  # a slow drain: skip ahead rather than burst
                     next_tick = time.monotonic() + o.interval_s
         finally:
-            self.verifying.set()
+            self.attached.set()
             for s, h in old.items():
                 signal.signal(s, h)
             collector.close()

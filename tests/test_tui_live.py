@@ -147,7 +147,7 @@ def _view(snap):
 
 
 def test_a_session_that_fails_before_loading_its_probes_keeps_no_view_waiting():
-    """`top` starts its screen once the session's programs are with the verifier (LiveSource.wait_verifying);
+    """`top` starts its screen once the session's probes are attached (LiveSource.wait_attached);
     a session that fails first (no such PID, or no privileges) releases it at once, with its error."""
     from stallscope.session import SessionOptions
     from stallscope.sources import LiveSource
@@ -159,7 +159,7 @@ def test_a_session_that_fails_before_loading_its_probes_keeps_no_view_waiting():
     src = LiveSource(SessionOptions(pid=pid))
     t0 = time.monotonic()
     src.start()
-    src.wait_verifying(30)
+    src.wait_attached(30)
     assert time.monotonic() - t0 < 5
     assert src.join(10)
     assert src.error and ("PID" in src.error or "root" in src.error), src.error
