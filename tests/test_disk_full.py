@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -166,8 +167,14 @@ def _wait_for_intervals(path, n: int, proc) -> None:
 
 
 def _fill(disk) -> None:
-    """Takes every free block of the disk, as another program would."""
-    with open(disk / "ballast", "wb") as f:
+    """Takes every free block of the disk, as another program would (none left: already full)."""
+    try:
+        f = open(disk / "ballast", "wb")
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            return
+        raise
+    with f:
         try:
             while True:
                 f.write(b"\0" * (64 << 10))

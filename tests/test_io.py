@@ -275,7 +275,14 @@ def test_a_dd_dsync_waits_on_the_device_it_writes(tmp_path, loop_device):
     device = top["devices"][0]
     assert device["device"] == name and device["op"] == "write"
     assert device["count"] >= 200  # a wait for each write and each flush, at least
-    assert 0.5 * top["total_ns"] <= device["wait_ns"] <= 1.05 * top["total_ns"]
+    # the blocker's time is partly estimated (waits not walked are shared out: two standard errors of
+    # slack), and a wait whose switch-in the kernel did not trace keeps its device time but loses its
+    # charge to the cause (counted as switch_in_unseen, docs/reliability.md): at most one of dd's longest
+    # waits each
+    unseen = doc["meta"].get("health", {}).get("switch_in_unseen", 0)
+    slack = 2 * top["estimated_error_ns"] + unseen * top["max_ns"]
+    assert 0.5 * top["total_ns"] <= device["wait_ns"] <= 1.05 * top["total_ns"] + slack, (
+        device["wait_ns"], top["total_ns"], top["estimated_error_ns"], unseen, top["max_ns"])
     assert any(s.startswith("dd[") for s in device["submitters"])
     text = run_stallscope("causes", "--command-only", str(out)).stdout
     assert f"on {name} write:" in text
