@@ -258,7 +258,7 @@ class SchedCollector:
     def _write_irq_text(self) -> None:
         """The interrupt entry's bounds, where an interrupt's waker stack is cut (bpf/sched.h struct
         irq_text): before any program runs."""
-        lo, hi = self._irq_text.result() if self._irq_text is not None else irqentry_text()
+        lo, hi = self._irq_text.result()  # started by prepare(), which start() calls first
         self.obj.section_map(".data.irq").update(b"\0\0\0\0", bytes(abi.IrqText(lo, hi)))
 
     def _programs_object(self, path: str, wanted=None) -> BpfObject:

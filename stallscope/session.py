@@ -129,9 +129,10 @@ class Session:
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
         self.sizes = DEFAULT_SIZES  # the BPF maps' sizes: chosen for the machine when run() starts
         self._restore_group = None  # puts the session's scheduling group back (stallscope/priority.py)
-        # set once every probe is attached and the first interval is about to begin, or once the session ended
-        # before that: a view's thread can start its own Python work then, rather than delay the session's
-        # set-up with it (the two threads share the interpreter's lock)
+        # set once every probe is attached and the first interval is about to begin (the live source also sets it
+        # when run() returns or raises, so that nobody waits on a session that ended first): a view's thread
+        # can start its own Python work then, rather than delay the session's set-up with it (the two threads
+        # share the interpreter's lock)
         self.attached = threading.Event()
 
     def stop(self, reason: str) -> None:
@@ -228,7 +229,6 @@ class Session:
                 if next_tick < time.monotonic():  # a slow drain: skip ahead rather than burst
                     next_tick = time.monotonic() + o.interval_s
         finally:
-            self.attached.set()
             for s, h in old.items():
                 signal.signal(s, h)
             collector.close()
