@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import compress, count
+from typing import NamedTuple
 
 from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.causes import BLOCKER, Cause, CauseTable, default_table
@@ -130,13 +132,12 @@ def _merge_into(m: Part, p: Part) -> None:
 Stratum = tuple  # (task, state, why, func name): the waits of one task doing one thing
 
 
-@dataclass(frozen=True)
-class WaitSplit:
+class WaitSplit(NamedTuple):
     """Where one wait record's time goes: a wait drawn for a stack walk, or named by its evidence, all
     to one cause (`measured`: its count, its longest wait and its stack are that cause's); an undrawn
     wait shared among its stratum's drawn causes in fixed fractions (its time, count and histogram are
     shared alike; it has no longest wait of its own). Applied to a window's waits or to one interval's,
-    the same fractions give parts that add up."""
+    the same fractions give parts that add up. A tuple: one is made for every wait record of a window."""
 
     wait: StackWait
     causes: tuple[tuple[Cause, float], ...]
@@ -205,8 +206,16 @@ def attribute_strata(model: Model, tasks: set[TaskId] | None,
 @per_model
 def _strata_all(model: Model, table: CauseTable) -> dict[Stratum, dict[str, Part]]:
     out: dict[Stratum, dict[str, Part]] = {}
-    for (task, state, why, func), splits in split_waits(model, None, table).items():
-        parts: dict[str, Part] = out.setdefault((task, state, why, func), {})
+    for stratum, splits in split_waits(model, None, table).items():
+        task = stratum[0]
+        if len(splits) == 1:  # most strata (a sleeping thread's one wait): one cause, measured
+            w, causes, _measured = splits[0]
+            cause = causes[0][0]
+            p = Part(cause, task)
+            _add_measured(p, w, stack=_drawn(w))
+            out[stratum] = {cause.name: p}
+            continue
+        parts: dict[str, Part] = out.setdefault(stratum, {})
 
         def part(cause: Cause, task: TaskId, parts=parts) -> Part:
             p = parts.get(cause.name)
@@ -225,13 +234,21 @@ def _strata_all(model: Model, table: CauseTable) -> dict[Stratum, dict[str, Part
     return out
 
 
+def nonzero_slots(hist: tuple[int, ...]):
+    """(slot, count) of a dense log2 histogram's non-empty slots, found in C (a wait's histogram has
+    one or two of its 40)."""
+    return zip(compress(count(), hist), filter(None, hist))
+
+
 def _add_measured(p: Part, w: StackWait, stack: bool = True) -> None:
     p.ns += w.charged
     p.count += w.count
-    p.max_ns = max(p.max_ns, w.max_ns)
-    for slot, c in enumerate(w.hist):
-        if c:
-            p.hist[slot] = p.hist.get(slot, 0) + c
+    if w.max_ns > p.max_ns:
+        p.max_ns = w.max_ns
+    if w.hist:
+        ph = p.hist
+        for slot, c in nonzero_slots(w.hist):
+            ph[slot] = ph.get(slot, 0) + c
     if stack and w.kstack is not None:
         e = p.stacks.setdefault(w.kstack.id, [0, w.kstack])
         e[0] += w.charged
@@ -263,9 +280,8 @@ def _share(model: Model, table: CauseTable, drawn: list[StackWait], causes: list
     undrawn_count = sum(w.count for w in shared)
     undrawn_hist: dict[int, int] = {}
     for w in shared:
-        for slot, c in enumerate(w.hist):
-            if c:
-                undrawn_hist[slot] = undrawn_hist.get(slot, 0) + c
+        for slot, c in nonzero_slots(w.hist):
+            undrawn_hist[slot] = undrawn_hist.get(slot, 0) + c
     _weights, by_length = _share_weights(drawn)
     total_beyond = sum(max(w.weighted_ns - w.total_ns, 0) for w in drawn)
     seen: dict[str, int] = {}  # drawn waits of each cause

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from stallscope.analyzer.attribution import (
-    LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, no_stack_cause,
+    LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, no_stack_cause, nonzero_slots,
 )
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable
 from stallscope.analyzer.memo import per_model
@@ -73,7 +73,7 @@ def cpu_parts(model: Model, tasks: set[TaskId] | None) -> list[Part]:
     for t in model.tasks.values():
         if t.runq_wait_ns and (tasks is None or t.task in tasks):
             out.append(Part(WAITING_FOR_CPU, t.task, t.runq_wait_ns, 0, 0.0, t.runq_count, t.runq_max_ns, {},
-                            {i: c for i, c in enumerate(t.runq_hist) if c}))
+                            dict(nonzero_slots(t.runq_hist))))
     return out
 
 
@@ -155,33 +155,44 @@ def _ranked(model: Model, tasks, table, include_idle: bool, include_cpu: bool, s
 
 def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: bool) -> list[Blocker]:
     denom = denominator(all_parts).total_ns or 1
-    groups: dict[str, dict] = {}
+    # per cause: [ns, estimated ns, variance, count, max, tasks, stacks, cause, hist, methods]
+    groups: dict[str, list] = {}
     for p in all_parts:
-        if p.cause.cls == IDLE and not include_idle and not (include_delays and p.cause.delays_wakees):
+        cause = p.cause
+        if cause.cls == IDLE and not include_idle and not (include_delays and cause.delays_wakees):
             continue
-        g = groups.setdefault(p.cause.name, {"ns": 0.0, "est": 0.0, "var": 0.0, "count": 0.0, "max": 0, "tasks": {},
-                                             "stacks": {}, "cause": p.cause, "hist": {}, "methods": set()})
-        g["ns"] += p.ns
-        g["est"] += p.estimated_ns
-        g["var"] += p.var_ns2
-        g["count"] += p.count
-        g["max"] = max(g["max"], p.max_ns)
-        g["tasks"][p.task] = g["tasks"].get(p.task, 0.0) + p.ns
-        g["methods"].add(p.cause.method)
-        for slot, c in p.hist.items():
-            g["hist"][slot] = g["hist"].get(slot, 0) + c
-        for sid, (ns, stack) in p.stacks.items():
-            e = g["stacks"].setdefault(sid, [0, stack])
-            e[0] += ns
+        g = groups.get(cause.name)
+        if g is None:
+            g = groups[cause.name] = [0.0, 0.0, 0.0, 0.0, 0, {}, {}, cause, {}, set()]
+        g[0] += p.ns
+        g[1] += p.estimated_ns
+        g[2] += p.var_ns2
+        g[3] += p.count
+        if p.max_ns > g[4]:
+            g[4] = p.max_ns
+        tasks = g[5]
+        tasks[p.task] = tasks.get(p.task, 0.0) + p.ns
+        g[9].add(cause.method)
+        if p.hist:
+            hist = g[8]
+            for slot, c in p.hist.items():
+                hist[slot] = hist.get(slot, 0) + c
+        if p.stacks:
+            stacks = g[6]
+            for sid, (ns, stack) in p.stacks.items():
+                e = stacks.get(sid)
+                if e is None:
+                    stacks[sid] = [ns, stack]
+                else:
+                    e[0] += ns
     out = []
-    for name, g in groups.items():
-        c = g["cause"]
-        top = max(g["stacks"].values(), key=lambda v: v[0])[1] if g["stacks"] else None
-        method = "stack" if "stack" in g["methods"] else "evidence"
-        share = 0.0 if c.cls == IDLE else 100.0 * g["ns"] / denom
-        out.append(Blocker(name, round(g["ns"]), round(g["count"]), g["max"], share,
-                           tuple(sorted(g["tasks"], key=lambda t: (-g["tasks"][t], t))), top, round(g["est"]), c.cls, c.frame, c.matched,
-                           percentiles(g["hist"], g["max"]), error_ns(g["var"]), method))
+    for name, (ns, est, var, count, longest, tasks, stacks, c, hist, methods) in groups.items():
+        top = max(stacks.values(), key=lambda v: v[0])[1] if stacks else None
+        method = "stack" if "stack" in methods else "evidence"
+        share = 0.0 if c.cls == IDLE else 100.0 * ns / denom
+        out.append(Blocker(name, round(ns), round(count), longest, share,
+                           tuple(sorted(tasks, key=lambda t: (-tasks[t], t))), top, round(est), c.cls, c.frame,
+                           c.matched, percentiles(hist, longest), error_ns(var), method))
     out.sort(key=lambda b: (b.cls == IDLE, -SORTS[sort](b), b.cause))
     return out
 

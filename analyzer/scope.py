@@ -44,6 +44,8 @@ def in_scope(model: Model, tasks: set[TaskId] | None) -> set[TaskId] | None:
     """`tasks` (a view's choice, e.g. --command-only) without stallscope's own; None: every task."""
     if tasks is None:
         return recorded_tasks(model)
+    if tasks is recorded_tasks(model):  # the default scope, already without them
+        return tasks
     own = own_tasks(model)
     return {t for t in tasks if t not in own} if own else tasks
 

@@ -30,7 +30,7 @@ from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
 from stallscope.analyzer.overhead import Cost, model_costs
 from stallscope.analyzer.recommend import Recommendation, recommend
 from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, TaskId, TaskInfo
-from stallscope.analyzer.scope import own_tasks
+from stallscope.analyzer.scope import own_tasks, recorded_tasks
 from stallscope.analyzer.slab import SlabRow, slab_rows
 
 
@@ -94,7 +94,7 @@ class Snapshot:
         own = self.own
         if self.chosen is not None:
             return {t for t in self.chosen if t not in own} if own else set(self.chosen)
-        return {t for t in self.model.tasks if t not in own} if own else None
+        return recorded_tasks(self.model)  # kept per model, as every view's default scope
 
     @cached_property
     def parts(self):
