@@ -26,12 +26,15 @@ def test_pipe_reader_waits_reading_from_a_pipe(tmp_path):
     doc, _, _ = record_command(tmp_path, [example("pipe_reader"), "-n", "50", "-m", "10"], *ALL_STACKS)
     for causes in _causes(doc, "pipe-reader"):
         assert causes[0]["cause"] == "Reading from a pipe", causes[:3]
-    # the writer feeds the pipe every 10 ms: single waits of about 10 ms, in their log2 bucket
     # the tool's own cost, measured on the real kernel: BPF run time is there, and part of the total
     o = doc["meta"]["overhead"]
     assert 0 < o["bpf_pct"] <= o["total_pct"] and o["budget_pct"] == 1.0
+    # the writer feeds the pipe every 10 ms: waits of about 10 ms, in their log2 bucket. Nine in ten, not
+    # every one: a writer kept from a CPU on a busy machine makes one wait longer (254 ms once, in a full
+    # test run), and the longest wait is only bounded by the quantiles below it
     pipe = next(b for b in doc["blockers"] if b["cause"] == "Reading from a pipe")
-    assert 2 ** 23 <= pipe["latency"]["p50_ns"] <= pipe["latency"]["max_ns"] <= 2 ** 25, pipe["latency"]
+    lat = pipe["latency"]
+    assert 2 ** 23 <= lat["p50_ns"] <= lat["p90_ns"] <= 2 ** 25 and lat["p90_ns"] <= lat["max_ns"], lat
 
 
 @needs_bpf
