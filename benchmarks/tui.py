@@ -45,7 +45,7 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-async def measure(seconds: float, interval: float) -> dict:
+async def measure(seconds: float, interval: float, realtime: int | None = None) -> dict:
     from stallscope.session import SessionOptions
     from stallscope.sources import LiveSource
     from stallscope.tui.app import TopApp
@@ -55,7 +55,7 @@ async def measure(seconds: float, interval: float) -> dict:
     marks: dict[str, float] = {}
     from stallscope.priority import DEFAULT_NICE
 
-    source = LiveSource(SessionOptions(interval_s=interval, nice=DEFAULT_NICE))  # as `stallscope top` runs
+    source = LiveSource(SessionOptions(interval_s=interval, nice=DEFAULT_NICE, realtime=realtime))  # as `top` runs
 
     class Timed(TopApp):
         def on_mount(self) -> None:  # Textual calls TopApp's own on_mount too (handlers run up the MRO)
@@ -112,6 +112,9 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--idle", type=int, default=5000, help="idle threads alive meanwhile (default 5000)")
     ap.add_argument("--no-load", action="store_true", help="no hackbench: the machine as it is")
+    ap.add_argument("--rt-mutex", action="store_true",
+                    help="instead of hackbench, stress-ng --mutex 2: SCHED_FIFO threads holding both CPUs")
+    ap.add_argument("--realtime", type=int, metavar="PRIO", help="as `top --realtime PRIO`")
     ap.add_argument("--output", help="write the results as Markdown here (and JSON beside it)")
     args = ap.parse_args()
     procs = []
@@ -120,22 +123,28 @@ def main() -> int:
             # other programs, as the load: each in a session (a scheduling group) of its own
             procs.append(subprocess.Popen([str(ROOT / "examples/bin/idle_threads"), "-n", str(args.idle)],
                                           stdout=subprocess.DEVNULL, start_new_session=True))
-        if not args.no_load:
+        if args.rt_mutex:
+            procs.append(subprocess.Popen(["stress-ng", "--mutex", "2"], stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, start_new_session=True))
+        elif not args.no_load:
             procs.append(subprocess.Popen(["bash", "-c", "while :; do perf bench sched messaging -g 10 -l 2000 "
                                                          ">/dev/null 2>&1; done"], start_new_session=True))
         time.sleep(2)
-        from stallscope.priority import DEFAULT_NICE, at_nice
+        from stallscope.priority import DEFAULT_NICE, at_nice, enter_realtime
 
+        if args.realtime:
+            enter_realtime(args.realtime)  # as `top --realtime` does, before anything else
         with at_nice(DEFAULT_NICE):  # as `stallscope top` runs
-            result = asyncio.run(measure(args.seconds, args.interval))
+            result = asyncio.run(measure(args.seconds, args.interval, args.realtime))
     finally:
         for p in procs:
             try:
-                os.killpg(p.pid, 15) if p.args[0] == "bash" else p.terminate()
+                os.killpg(p.pid, 15) if p.args[0] in ("bash", "stress-ng") else p.terminate()
             except ProcessLookupError:
                 pass
             p.wait()
-    result.update({"idle_threads": args.idle, "load": "none" if args.no_load else "perf bench sched messaging -g 10",
+    load = ("stress-ng --mutex 2" if args.rt_mutex else "none" if args.no_load else "perf bench sched messaging -g 10")
+    result.update({"idle_threads": args.idle, "load": load, "realtime": args.realtime,
                    "interval_s": args.interval, "kernel": platform.release(), "cpus": os.cpu_count()})
     print(json.dumps(result, indent=2))
     if args.output:
@@ -143,8 +152,10 @@ def main() -> int:
         Path(args.output).write_text(
             "# `stallscope top`: start, cost and key-to-frame latency, live\n\n"
             f"`python -m benchmarks.tui --seconds {args.seconds:g} --idle {args.idle}"
-            f"{' --no-load' if args.no_load else ''}`; kernel {result['kernel']}, {result['cpus']} CPUs; load: "
-            f"{'none' if args.no_load else result['load'] + ' in a loop'}, {args.idle} idle threads; "
+            f"{' --no-load' if args.no_load else ''}{' --rt-mutex' if args.rt_mutex else ''}"
+            f"{' --realtime %d' % args.realtime if args.realtime else ''}`; kernel {result['kernel']}, "
+            f"{result['cpus']} CPUs; load: {load if args.no_load or args.rt_mutex else load + ' in a loop'}, "
+            f"{args.idle} idle threads; "
             f"{args.interval:g} s intervals; the Textual app headless (its test driver).\n\n"
             "| measure | value | budget |\n|---|---|---|\n"
             f"| first screen | {result['first_screen_s']:.2f} s | 1 s |\n"

@@ -357,6 +357,11 @@ class SchedCollector:
         """Where the next interval begins (CLOCK_BOOTTIME): the last drain's task dump, or start()."""
         return self._last_ns
 
+    def realtime_tasks(self) -> dict[TaskId, tuple[str, int, int]]:
+        """The live tasks last seen at a real-time policy (SCHED_FIFO 1, SCHED_RR 2): name, policy, priority."""
+        return {tid: (comm, policy, prio) for tid, (comm, _flags, policy, _nice, prio) in self._info.items()
+                if policy in (1, 2)}
+
     # ---- draining -----------------------------------------------------
     def drain(self) -> Interval:
         assert self.obj is not None, "start() first"

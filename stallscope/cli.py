@@ -135,6 +135,16 @@ def _nice(text: str) -> int:
     return v
 
 
+def _rt_priority(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= v <= 99:
+        raise argparse.ArgumentTypeError(f"a SCHED_FIFO priority is 1..99, not {v}")
+    return v
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -193,6 +203,9 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
     cost.add_argument("--nice", type=_nice, default=DEFAULT_NICE if live else None, metavar="N",
                       help=f"stallscope's own priority, -20..19 (default {DEFAULT_NICE}, as atop runs; docs/recording.md)" if live else
                            "stallscope's own priority, -20..19 (default: the caller's; a command keeps the caller's)")
+    cost.add_argument("--realtime", type=_rt_priority, default=None, metavar="PRIO",
+                      help="run stallscope's threads at SCHED_FIFO priority PRIO, 1..99 (as perf record -r), where "
+                           "real-time tasks hold the CPUs and leave an ordinary task 5%% of each (docs/recording.md)")
 
 
 def _add_force(p: argparse.ArgumentParser, text: str) -> None:
@@ -469,8 +482,20 @@ def _bind_probe_specs(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from stallscope.priority import enter_realtime, realtime_asked
+
+    early = realtime_asked(argv)
+    if early is not None:  # at once (docs/recording.md): where real-time tasks hold the CPUs, every step waits
+        enter_realtime(early)  # the session says so if it could not
     parser = build_parser()
-    args = parser.parse_args(_bind_probe_specs(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(_bind_probe_specs(argv))
+    if getattr(args, "realtime", None) != early:
+        from stallscope.priority import caller_policy, set_own_policy
+
+        set_own_policy(*caller_policy())
+        if getattr(args, "realtime", None) is not None:
+            enter_realtime(args.realtime)
     if not args.command:
         parser.print_help()
         return EXIT_ERROR
@@ -866,7 +891,8 @@ def cmd_top(args) -> int:
 
         app = TopApp(source, applier=applier)
         # the screen's thread too: it shares the interpreter's lock with the session's, and one left at
-        # the caller's priority on a busy machine would hold the session up while it waits for a CPU
+        # the caller's priority on a busy machine would hold the session up while it waits for a CPU (with
+        # --realtime it runs at SCHED_FIFO already: main())
         with _at_nice(options.nice):
             app.run()
     finally:
@@ -921,7 +947,7 @@ def _session_options(args, command, duration_s, max_intervals=None):
                           user_walks_per_s=max(args.user_stack_rate, 0), probes=args.probes, sample_hz=args.sample_hz,
                           max_intervals=max_intervals, overhead_budget_pct=args.overhead_budget,
                           degrade=args.degrade, nice=args.nice, max_tasks=args.max_tasks,
-                          stack_map_entries=args.stack_map_entries)
+                          stack_map_entries=args.stack_map_entries, realtime=args.realtime)
 
 
 COMMANDS = {"apply": cmd_apply, "causes": cmd_causes, "diff": cmd_diff, "recommend": cmd_recommend, "report": cmd_report,

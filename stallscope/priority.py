@@ -18,6 +18,13 @@ back after. The group holds every process of stallscope's terminal session: it i
 none but stallscope and its ancestors (the shell, sudo) are in it, never over a workload started from
 the same terminal, and a notice says why not. A stallscope killed with SIGKILL leaves its terminal's
 group raised: `echo 0 > /proc/$$/autogroup` in that shell puts it back.
+
+No nice value helps where real-time tasks hold the CPUs: an ordinary task then gets what the kernel's
+real-time throttling leaves (5% of each CPU by default, `kernel.sched_rt_runtime_us`), and under
+`stress-ng --mutex 2` (SCHED_FIFO threads on both CPUs) `top` showed its first data after 14 s. Asked
+(`--realtime PRIO`, as `perf record -r`), the session's threads and the screen's run at SCHED_FIFO at
+that priority, among or above those tasks; a command stallscope starts is forked at the caller's policy,
+and the policy is put back when tracing ends.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 DEFAULT_NICE = -20
+RT_PRIORITIES = range(1, 100)  # SCHED_FIFO's (sched_get_priority_min/max on Linux)
 
 
 def own_nice() -> int:
@@ -54,6 +62,67 @@ def at_nice(nice: int) -> Iterator[None]:
         yield
     finally:
         set_own_nice(mine)
+
+
+def own_policy() -> tuple[int, int]:
+    """The calling thread's scheduling policy and real-time priority."""
+    return os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+
+
+def set_own_policy(policy: int, priority: int = 0) -> str:
+    """Set the calling thread's policy (SCHED_FIFO and a priority, or SCHED_OTHER and 0); "" when done,
+    else why not. New threads inherit it; `at_policy` forks a command at another."""
+    try:
+        os.sched_setscheduler(0, policy, os.sched_param(priority))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return ""
+
+
+@contextmanager
+def at_policy(policy: int, priority: int = 0) -> Iterator[None]:
+    """Run the block at this policy (e.g. to fork a command at the caller's), then go back."""
+    mine = own_policy()
+    if mine == (policy, priority):
+        yield
+        return
+    set_own_policy(policy, priority)
+    try:
+        yield
+    finally:
+        set_own_policy(*mine)
+
+
+_CALLER_POLICY: tuple[int, int] | None = None  # the policy the process started with, before enter_realtime
+
+
+def enter_realtime(priority: int) -> str:
+    """The calling thread to SCHED_FIFO at `priority`, as early as a command can (the interpreter's own
+    start and stallscope's imports, at an ordinary task's 5%, took seconds); "" when done, else why not.
+    The policy the process had is kept for what it starts (`caller_policy`)."""
+    global _CALLER_POLICY
+    if _CALLER_POLICY is None:
+        _CALLER_POLICY = own_policy()
+    return set_own_policy(os.SCHED_FIFO, priority)
+
+
+def realtime_asked(argv: list[str]) -> int | None:
+    """`--realtime PRIO` (or `--realtime=PRIO`) among stallscope's own arguments (before a `--` and its
+    command), when PRIO is one; the parser checks it again. Read before the parser is even built, so that
+    the rest of the start runs at that priority."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return None
+        value = argv[i + 1] if arg == "--realtime" and i + 1 < len(argv) else (
+            arg.partition("=")[2] if arg.startswith("--realtime=") else None)
+        if value is not None:
+            return int(value) if value.isdigit() and int(value) in RT_PRIORITIES else None
+    return None
+
+
+def caller_policy() -> tuple[int, int]:
+    """The policy the process started with: a command stallscope starts is forked at it."""
+    return _CALLER_POLICY if _CALLER_POLICY is not None else own_policy()
 
 
 def _read(path: str) -> str:

@@ -33,7 +33,9 @@ from stallscope.bpf.sizing import DEFAULT_SIZES, machine_sizes
 from stallscope.bpf import tune
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.errors import StallscopeError
-from stallscope.priority import at_nice, own_nice, raise_group, set_own_nice
+from stallscope.priority import (
+    at_nice, at_policy, caller_policy, own_nice, own_policy, raise_group, set_own_nice, set_own_policy,
+)
 
 
 
@@ -54,6 +56,7 @@ class SessionOptions:
     overhead_budget_pct: float = 1.0  # of the machine's CPU; measured and reported every interval
     degrade: bool = True  # over the budget, lower the stack walks and sampling (analyzer/overhead.py)
     nice: int | None = None  # the session's own priority (stallscope/priority.py); None: the caller's
+    realtime: int | None = None  # run the session's threads at SCHED_FIFO at this priority; None: not
     max_tasks: int | None = None  # T of the BPF maps' sizes (bpf/sizing.py); None: sized for the machine
     stack_map_entries: int | None = None  # each probe object's stack map; None: sized for the machine
 
@@ -97,6 +100,16 @@ def process_exists(pid: int) -> bool:
         return False
     state = stat[stat.rfind(b")") + 2:][:1]
     return state not in (b"Z", b"X")
+
+
+def thread_run_delay_ns() -> int | None:
+    """How long the calling thread has waited on a run queue for a CPU (schedstat's run_delay); None
+    where the kernel does not count it."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def settle_gc() -> None:
@@ -178,7 +191,10 @@ class Session:
         exit_status = None
         rusage = None
         intervals = 0
+        self._starved_said = False
+        self._run_delay = thread_run_delay_ns(), time.monotonic()
         self._nice_before = own_nice()
+        self._policy_before = own_policy()  # what the session puts back (the CLI may have set it already)
         self._raise_priority()
         try:
             collector.prepare()  # the maps the other groups share: they start while its programs are verified
@@ -218,6 +234,7 @@ class Session:
                 if stop:
                     self._finish_groups()
                 iv = self._drain()
+                self._say_if_starved(iv)
                 if not stop:
                     iv = self._keep_to_budget(iv, meta)
                 on_interval(iv)
@@ -235,6 +252,8 @@ class Session:
             for group in self.groups.values():
                 group.close()
             set_own_nice(self._nice_before)
+            if own_policy() != self._policy_before:
+                set_own_policy(*self._policy_before)
             if self._restore_group is not None:
                 self._restore_group()
                 self._restore_group = None
@@ -358,6 +377,9 @@ class Session:
                 "degrade": o.degrade, "nice": own_nice(), "map_sizes": self.sizes.as_options()}
         if self._restore_group is not None:  # the session's scheduling group raised too (stallscope/priority.py)
             opts["group_nice"] = o.nice
+        policy, rt_priority = own_policy()
+        if policy == os.SCHED_FIFO:  # --realtime: the session's threads at SCHED_FIFO
+            opts["realtime"] = rt_priority
         for name, collector in self.groups.items():  # what a group records about the machine once
             extra = getattr(collector, "meta_options", None)
             if extra is not None:
@@ -368,8 +390,38 @@ class Session:
             start_wall=time.time(), start_ns=start_ns, interval_s=o.interval_s, probes=status, options=opts,
         )
 
+    def _say_if_starved(self, iv: Interval) -> None:
+        """Once, when the session's thread waited for a CPU a quarter of the time or more while real-time
+        tasks ran a tenth of it or more: no nice value gets stallscope a CPU they hold, --realtime does
+        (stallscope/priority.py). Its wait from the kernel's own count (schedstat's run_delay)."""
+        (delay, since), now = self._run_delay, time.monotonic()
+        self._run_delay = thread_run_delay_ns(), now
+        if self._starved_said or self.options.realtime is not None or delay is None or self._run_delay[0] is None:
+            return
+        waited = (self._run_delay[0] - delay) / 1e9
+        if waited < (now - since) / 4:
+            return
+        rt = self.collector.realtime_tasks() if self.collector is not None else {}
+        ran = sorted(((d.run_ns, d.task) for d in iv.tasks if d.task in rt and d.run_ns >= iv.duration_ns / 10),
+                     reverse=True)
+        if not ran:
+            return
+        self._starved_said = True
+        names = ", ".join(f"{rt[tid][0]} ({tid.pid}, {'SCHED_FIFO' if rt[tid][1] == 1 else 'SCHED_RR'} {rt[tid][2]}, "
+                          f"{100 * ns / iv.duration_ns:.0f}% of a CPU)" for ns, tid in ran[:3])
+        more = f" and {len(ran) - 3} more" if len(ran) > 3 else ""
+        top = max(rt[tid][2] for _ns, tid in ran)
+        self.notify(f"stallscope waited {waited:.1f} s of the last {now - since:.1f} s for CPUs that real-time tasks "
+                    f"hold (no nice value helps): --realtime {min(top + 1, 99)} runs it above them. They are {names}{more}")
+
     def _raise_priority(self) -> None:
         """Before the probes load (the verifier, too, waits for a CPU on a busy machine)."""
+        rt = self.options.realtime
+        if rt is not None:
+            why = set_own_policy(os.SCHED_FIFO, rt) if own_policy() != (os.SCHED_FIFO, rt) else ""
+            if why:
+                self.notify(f"cannot run at SCHED_FIFO priority {rt} ({why}): where real-time tasks hold the CPUs, "
+                            "stallscope gets what their throttling leaves; run as root")
         nice = self.options.nice
         if nice is None:
             return
@@ -387,7 +439,7 @@ class Session:
         try:
             # Started only now, with the probes attached; it keeps our stdin/stdout/stderr, and the
             # caller's priority rather than the one stallscope raised for itself.
-            with at_nice(self._nice_before):
+            with at_nice(self._nice_before), at_policy(*caller_policy()):
                 return subprocess.Popen(argv)
         except OSError as exc:
             raise StallscopeError(f"cannot run {argv[0]}: {exc.strerror}", "check the command and its path") from None
