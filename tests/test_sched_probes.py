@@ -324,12 +324,13 @@ def _rt_throttled() -> bool:
 
 @pytest.mark.skipif(not _rt_throttled(), reason="real-time throttling is off (kernel.sched_rt_runtime_us -1): "
                                                 "real-time busy loops would hold the CPUs for good")
-def test_where_real_time_tasks_hold_every_cpu_stallscope_says_so_and_realtime_keeps_its_intervals(tmp_path):
+def test_where_real_time_tasks_hold_every_cpu_stallscope_says_so_and_realtime_gets_it_a_cpu(tmp_path):
     """A busy loop at SCHED_FIFO 1 on every CPU leaves an ordinary task what real-time throttling does (5%),
     whatever its nice value: under stress-ng --mutex 2, top's first data came after 14-18 s. stallscope names
-    the tasks and the priority that runs it above them; at that priority its intervals keep their length
-    (1.45-1.54 s without it, scheduler probes alone; start-up waited seconds more)."""
-    from stallscope.analyzer.store import Recording
+    the tasks and the priority that runs it above them; at that priority its threads hardly wait for a CPU,
+    as the kernel counts it (their run-queue wait, schedstat). The intervals of a recording may still
+    stretch: the file's writes wait for the journal's kernel thread, an ordinary one."""
+    import json
 
     hogs = [subprocess.Popen(["chrt", "-f", "1", "taskset", "-c", str(cpu), "timeout", "120", "sh", "-c",
                               "while :; do :; done"], start_new_session=True) for cpu in range(os.cpu_count() or 1)]
@@ -346,13 +347,12 @@ def test_where_real_time_tasks_hold_every_cpu_stallscope_says_so_and_realtime_ke
     assert "for CPUs that real-time tasks hold (no nice value helps)" in starved.stderr, starved.stderr
     assert "--realtime 2 runs it above them. They are sh (" in starved.stderr, starved.stderr
     assert "SCHED_FIFO 1" in starved.stderr and "real-time tasks" not in kept.stderr, kept.stderr
-    rec = Recording(str(tmp_path / "b.stall"))
-    try:
-        lengths = [iv.duration_ns / 1e9 for iv in rec.intervals()]
-    finally:
-        rec.close()
-    # the last ends at the stop, after the deadline's checks (the file's writes wait for starved kernel threads)
-    assert len(lengths) >= 3 and max(lengths[:-1]) < 1.2, lengths
+    doc = json.loads(subprocess.run([STALLSCOPE, "export", str(tmp_path / "b.stall")], capture_output=True,
+                                    text=True, check=True).stdout)
+    ours = [t for t in doc["tasks"] if t["stallscope"] and t["policy"] == "SCHED_FIFO"]
+    waited = sum(t["runq_wait_ns"] for t in ours) / 1e9
+    # at SCHED_FIFO 2 it still shares real-time throttling's 5% with the loops: 0.4 s of 8.8 s here
+    assert ours and waited < 0.15 * doc["meta"]["duration_s"], (waited, doc["meta"]["duration_s"])
 
 
 def test_top_refreshes_at_a_raised_priority():
