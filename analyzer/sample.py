@@ -94,10 +94,12 @@ class TaskDelta:
     task: TaskId
     offcpu_ns: int = 0
     offcpu_count: int = 0
-    offcpu_max_ns: int = 0  # the task's new maximum if it rose in this interval, else 0
+    # the longest wait that ended in this interval (0: none, or not kept: bpf/sched.h struct max_epoch); in
+    # recordings before 2026-11-25, the task's new longest ever when it rose, else 0
+    offcpu_max_ns: int = 0
     runq_wait_ns: int = 0  # the kernel's sched_info.run_delay (schedstat), else runq_latency_ns
     runq_count: int = 0
-    runq_max_ns: int = 0  # same convention as offcpu_max_ns, measured
+    runq_max_ns: int = 0  # the longest run-queue wait of this interval, measured (as offcpu_max_ns)
     voluntary_switches: int = 0
     involuntary_switches: int = 0
     migrations: int = 0
@@ -120,7 +122,8 @@ class OffcpuDelta:
     ustack: int
     count: int
     total_ns: int
-    max_ns: int = 0
+    max_ns: int = 0  # the longest wait of this interval (as TaskDelta.offcpu_max_ns; older recordings: a new
+    # longest ever, else 0)
     hist: tuple[tuple[int, int], ...] = ()  # (log2 ns slot, waits) of this interval's waits
     why: int = 0  # WHY_* (bpf/sched.h): what the task was doing when it blocked; 0 in older recordings
     func: int = 0  # a kernel thread's function or work function (address; `Interval.functions` names it)

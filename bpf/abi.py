@@ -45,7 +45,20 @@ class TaskKey(ctypes.Structure):
 
 class OffcpuVal(ctypes.Structure):
     _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("charged_ns", u64), ("weighted_ns", u64),
-                ("var_us2", u64), ("woken", u32 * 3), ("pad", u32), ("hist", u32 * RUNQ_SLOTS)]
+                ("var_us2", u64), ("woken", u32 * 3), ("pad", u32), ("hist", u32 * RUNQ_SLOTS),
+                ("ival_max_ns", u64 * 2), ("max_epoch", u32 * 2)]
+
+
+class MaxEpoch(ctypes.Structure):
+    """bpf/sched.h: the interval numbers the per-interval maxima are kept by (the .data.epoch section)."""
+    _fields_ = [("offcpu", u32), ("task", u32)]
+
+
+def interval_max(maxima, epochs, e: int) -> int:
+    """The longest wait of interval `e` from a pair kept by parity (bpf/sched.h struct max_epoch); 0 when
+    none of that interval is kept."""
+    i = e & 1
+    return maxima[i] if epochs[i] == e else 0
 
 
 TASK_OFFCPU_SLOTS = 4
@@ -92,6 +105,8 @@ class TaskStats(ctypes.Structure):
         ("run_delay_base", u64), ("nvcsw_base", u64), ("nivcsw_base", u64),
         ("runq_hist", u32 * RUNQ_SLOTS),
         ("slots", OffcpuSlot * TASK_OFFCPU_SLOTS),
+        ("runq_ival_max", u64 * 2), ("runq_max_epoch", u32 * 2),
+        ("offcpu_ival_max", u64 * 2), ("offcpu_max_epoch", u32 * 2),
     ]
 
 
@@ -150,7 +165,7 @@ MIRRORS = {
     "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal, "offcpu_slot": OffcpuSlot,
     "waker_key": WakerKey, "waker_val": WakerVal, "stack": Stack, "sched_health": SchedHealth,
     "sched_config": SchedConfig, "irq_text": IrqText, "stack_tune": StackTune, "walk_budget": WalkBudget, "open_wait": OpenWait,
-    "dump_header": DumpHeader, "recent_wait": RecentWait,
+    "dump_header": DumpHeader, "recent_wait": RecentWait, "max_epoch": MaxEpoch,
 }
 
 

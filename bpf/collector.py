@@ -47,22 +47,28 @@ _HEADER = abi.unpacker(abi.DumpHeader)
 _TASK_RECORD = ctypes.sizeof(abi.TaskKey) + ctypes.sizeof(abi.TaskStats)
 
 
-def _offcpu_totals(v: abi.OffcpuVal) -> tuple:
-    """(count, total, max, charged, weighted, var, woken task, irq, exiting, hist) of a value."""
-    return (v.count, v.total_ns, v.max_ns, v.charged_ns, v.weighted_ns, v.var_us2, *v.woken,
-            v.hist[:])  # a list: a ctypes array indexes slowly
+def _offcpu_totals(v: abi.OffcpuVal, e: int) -> tuple:
+    """(count, total, longest wait of interval e, charged, weighted, var, woken task, irq, exiting, hist) of a
+    value."""
+    return (v.count, v.total_ns, abi.interval_max(v.ival_max_ns, v.max_epoch, e), v.charged_ns, v.weighted_ns,
+            v.var_us2, *v.woken, v.hist[:])  # a list: a ctypes array indexes slowly
 
 
-def _offcpu_now(v: tuple) -> tuple:
-    """An unpacked offcpu_val as the totals _offcpu_delta takes (v[9] is the pad)."""
-    return (*v[:9], list(v[10:]))
+_IVAL = 10 + abi.RUNQ_SLOTS  # where an unpacked offcpu_val's per-interval maxima begin, then their numbers
+
+
+def _offcpu_now(v: tuple, e: int) -> tuple:
+    """An unpacked offcpu_val as the totals _offcpu_delta takes (v[9] is the pad), with the longest wait of
+    interval e."""
+    i = e & 1
+    return (v[0], v[1], v[_IVAL + i] if v[_IVAL + 2 + i] == e else 0, *v[3:9], list(v[10:_IVAL]))
 
 
 def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, why: int, func: int, now: tuple,
                   before: tuple) -> OffcpuDelta:
     """The waits of one off-CPU key (a map key, or a task's own slot) since `before`."""
-    (c, t, m, ch, w, var, w0, w1, w2, h), (pc, pt, pm, pch, pw, pvar, p0, p1, p2, ph) = now, before
-    return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, m if m > pm else 0,
+    (c, t, m, ch, w, var, w0, w1, w2, h), (pc, pt, _pm, pch, pw, pvar, p0, p1, p2, ph) = now, before
+    return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, m,
                        tuple([(s, n - p) for s, n, p in zip(_SLOTS, h, ph) if n != p]), why, func, ch - pch,
                        w - pw, var - pvar, (w0 - p0, w1 - p1, w2 - p2))
 
@@ -87,8 +93,8 @@ def changed_entries(m, prevs: dict, dead: set, gone: list):
         yield kraw, vraw, prev
 
 
-def _slot_deltas(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None):
-    """Off-CPU deltas of the waits a task kept in its own slots (keys without stacks)."""
+def _slot_deltas(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None, e: int):
+    """Off-CPU deltas of the waits a task kept in its own slots (keys without stacks); e: the interval."""
     for i, sl in enumerate(v.slots):
         if not sl.used:
             break
@@ -97,10 +103,10 @@ def _slot_deltas(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None):
             was = prev.slots[i].val
             if sl.val.count == was.count:  # most slots of a changed task: decoded no further
                 continue
-            before = _offcpu_totals(was)
+            before = _offcpu_totals(was, e)
         if sl.val.count != before[0]:
-            yield _offcpu_delta(tid, v.tgid, sl.state, sl.kstack, sl.ustack, sl.why, sl.func, _offcpu_totals(sl.val),
-                                before)
+            yield _offcpu_delta(tid, v.tgid, sl.state, sl.kstack, sl.ustack, sl.why, sl.func,
+                                _offcpu_totals(sl.val, e), before)
 
 
 def object_path(name: str) -> str:
@@ -148,6 +154,10 @@ class SchedCollector:
         self._stats: RunTimeStats | None = None
         self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
         self._info: dict[TaskId, tuple[str, int]] = {}
+        # the per-interval maxima's interval numbers, the offcpu map's and the tasks' (bpf/sched.h struct
+        # max_epoch): the next to be read; and those of the interval just read
+        self._epoch = [1, 1]
+        self._ival_offcpu = self._ival_task = 0
         # key bytes -> (value bytes, task): unchanged entries are skipped by comparing bytes, a changed
         # one's previous totals decoded from them (bytes take a third of the memory of decoded totals,
         # and a map sized for the machine holds 65,536-131,072 entries); the task says whether its
@@ -231,6 +241,7 @@ class SchedCollector:
                                           "see `stallscope doctor`")
             progs.load()
         self._write_irq_text()
+        self._write_epoch()
         for progs in self.progs:
             for prog in progs.programs():
                 if prog.name in failed or not prog.autoload:
@@ -254,6 +265,18 @@ class SchedCollector:
         self._prev_cs = self._switches()
         self._prev_ctxt = _proc_ctxt()
         return self.status
+
+    def _next_epoch(self, which: int) -> int:
+        """Number the next interval of the offcpu map's (0) or the tasks' (1) per-interval maxima, just before
+        they are read; returns the number of the one ending (bpf/sched.h struct max_epoch)."""
+        ending = self._epoch[which]
+        self._epoch[which] = ending + 1
+        self._write_epoch()
+        return ending
+
+    def _write_epoch(self) -> None:
+        if self.obj is not None:  # its maps made (a collector's drains are also replayed on faked maps)
+            self.obj.section_map(".data.epoch").update(b"\0\0\0\0", bytes(abi.MaxEpoch(*self._epoch)))
 
     def _write_irq_text(self) -> None:
         """The interrupt entry's bounds, where an interrupt's waker stack is cut (bpf/sched.h struct
@@ -437,6 +460,7 @@ class SchedCollector:
         mono_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         self.dump_monotonic = mono_ns / 1e9  # where the interval ended, on time.monotonic()'s clock
         self._set_dump_clock(obj, mono_ns)
+        self._ival_task = self._next_epoch(1)
         raw = self._dump.read() if self._dump is not None else b""
         # the matrix right after the dump, before any parsing, so that few migrations fall between them
         self._matrix_cells = self._read_matrix(obj)
@@ -464,6 +488,7 @@ class SchedCollector:
 
     def _drain_tasks(self, obj: BpfObject):
         entries, opened, final = self._task_entries(obj)
+        e = self._ival_task
         deltas, infos, dead, gone = [], [], set(), []
         seen: set[TaskId] = set()
         # Only entries an event changed arrive (dump_tasks skips the others): most of a busy
@@ -500,11 +525,11 @@ class SchedCollector:
                 path = process_cgroup(tgid)
                 if path is not None:
                     self._new_cgroups.append((tgid, self._leader_start.get(tgid, 0), path))
-            d = _task_delta(tid, v, prev)
+            d = _task_delta(tid, v, prev, e)
             if d is not None:
                 deltas.append(d)
             if v.slots[0].used:
-                self._slot_deltas.extend(_slot_deltas(tid, v, prev))
+                self._slot_deltas.extend(_slot_deltas(tid, v, prev, e))
             if flags & abi.TS_DEAD:
                 dead.add(tid)
                 gone.append(kraw)
@@ -538,6 +563,7 @@ class SchedCollector:
                 self._remembered.discard(tid.pid)
 
     def _drain_offcpu(self, obj: BpfObject, dead: set[TaskId]) -> tuple[OffcpuDelta, ...]:
+        e = self._ival_offcpu = self._next_epoch(0)  # the interval whose maxima are read now
         m = obj.map("offcpu")
         out, gone = [], []
         prevs = self._prev_offcpu
@@ -546,9 +572,9 @@ class SchedCollector:
             pid, tgid, start_ns, kstack, ustack, state, why, func = key_of(kraw)
             v = val_of(vraw)
             tid = TaskId(pid, start_ns)
-            before = _offcpu_now(val_of(prev[0])) if prev is not None else _NO_WAITS
+            before = _offcpu_now(val_of(prev[0]), e) if prev is not None else _NO_WAITS
             if v[0] != before[0]:
-                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, why, func, _offcpu_now(v), before))
+                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, why, func, _offcpu_now(v, e), before))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
@@ -744,8 +770,9 @@ class ProgramDeltas:
             self._prev[s.name] = (s.run_cnt, s.run_time_ns, s.recursion_misses)
         return tuple(out)
 
-def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None) -> TaskDelta | None:
-    """The task's change since `prev` (None: since its counters' bases); None when nothing changed."""
+def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None, e: int) -> TaskDelta | None:
+    """The task's change since `prev` (None: since its counters' bases) in interval e; None when nothing
+    changed."""
     if prev is None:
         vol = v.nvcsw - v.nvcsw_base
         invol = v.nivcsw - v.nivcsw_base
@@ -758,14 +785,14 @@ def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None) -> Ta
         run_delay_base, run_base = prev.run_delay, prev.run_ns
     now_h, base_h = v.runq_hist[:], base.runq_hist[:]  # lists: a ctypes array indexes slowly
     hist = () if now_h == base_h else tuple([(s, n - b) for s, n, b in zip(_SLOTS, now_h, base_h) if n != b])
-    offcpu_ns, offcpu_count, offcpu_max = v.offcpu_ns, v.offcpu_count, v.offcpu_max_ns
-    runq_ns, runq_count, runq_max = v.runq_ns, v.runq_count, v.runq_max_ns
+    offcpu_ns, offcpu_count = v.offcpu_ns, v.offcpu_count
+    runq_ns, runq_count = v.runq_ns, v.runq_count
     latency = runq_ns - base.runq_ns
     values = (
         offcpu_ns - base.offcpu_ns, offcpu_count - base.offcpu_count,
-        offcpu_max if offcpu_max > base.offcpu_max_ns else 0,
+        abi.interval_max(v.offcpu_ival_max, v.offcpu_max_epoch, e),
         latency if v.flags & abi.TS_NO_SCHED_INFO else v.run_delay - run_delay_base,
-        runq_count - base.runq_count, runq_max if runq_max > base.runq_max_ns else 0,
+        runq_count - base.runq_count, abi.interval_max(v.runq_ival_max, v.runq_max_epoch, e),
         vol, invol, v.migrations - base.migrations, hist, latency, v.run_ns - run_base,
     )
     if prev is not None and values == _UNCHANGED:

@@ -343,6 +343,22 @@ static __always_inline void update_max(__u64 *max, __u64 v)
 		*max = v;
 }
 
+struct max_epoch max_epoch SEC(".data.epoch") = {};
+
+/* The maximum of interval `e` (its parity's pair), started again by the first wait of a new number;
+ * racy as update_max is. */
+static __always_inline void update_ival_max(__u64 *max, __u32 *epoch, __u32 e, __u64 v)
+{
+	__u32 i = e & 1;
+
+	if (epoch[i] != e) {
+		epoch[i] = e;
+		max[i] = v;
+	} else if (v > max[i]) {
+		max[i] = v;
+	}
+}
+
 static __always_inline void add_dead_thread(__u32 tgid, struct task_stats *s, __u64 min_flt)
 {
 	struct thread_totals *dt, zero = {};
@@ -481,6 +497,7 @@ static __always_inline __u64 close_wait(struct task_stats *s, __u64 now, __u64 m
 	__sync_fetch_and_add(&s->offcpu_ns, rest);
 	__sync_fetch_and_add(&s->offcpu_count, 1);
 	update_max(&s->offcpu_max_ns, d);
+	update_ival_max(s->offcpu_ival_max, s->offcpu_max_epoch, *(volatile __u32 *)&max_epoch.task, d);
 	mark_changed(s);
 	return d;
 }
@@ -637,7 +654,7 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 	};
 	struct offcpu_val *v = NULL, init = {};
 	__u64 d = s->pending_ns, t = s->draw_ns, weight = 0;
-	__u32 slot;
+	__u32 slot, epoch;
 
 	s->pending_ns = 0;
 	if (cfg.kernel_stacks) {
@@ -661,8 +678,12 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 	}
 	if (key.kstack < STACK_ID_MIN && key.ustack < STACK_ID_MIN)
 		v = own_slot(s, &key);
-	if (!v)
+	if (v) {
+		epoch = *(volatile __u32 *)&max_epoch.task;  /* a slot: read with the task dump */
+	} else {
+		epoch = *(volatile __u32 *)&max_epoch.offcpu;
 		v = lookup_or_init(&offcpu, &key, &init, &health.offcpu_map_full);
+	}
 	/* the next link of wait chains through this task's wakeups of others */
 	{
 		struct recent_wait *r = &s->recent[s->recent_next & (RECENT_WAITS - 1)];
@@ -690,6 +711,7 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 	if (s->woke < 3)
 		v->woken[s->woke & 3] += 1;
 	update_max(&v->max_ns, d);
+	update_ival_max(v->ival_max_ns, v->max_epoch, epoch, d);
 	slot = log2_slot(d);
 	if (slot < RUNQ_SLOTS)
 		v->hist[slot] += 1;
@@ -731,6 +753,7 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 		__sync_fetch_and_add(&s->runq_ns, d);
 		__sync_fetch_and_add(&s->runq_count, 1);
 		update_max(&s->runq_max_ns, d);
+		update_ival_max(s->runq_ival_max, s->runq_max_epoch, *(volatile __u32 *)&max_epoch.task, d);
 		if (s->runq_from_wakeup) {
 			slot = log2_slot(d);
 			if (slot < RUNQ_SLOTS)

@@ -89,6 +89,19 @@ struct offcpu_val {
 	__u32 woken[3];     /* waits ended by WOKE_TASK, WOKE_IRQ, WOKE_EXITING */
 	__u32 pad;
 	__u32 hist[RUNQ_SLOTS]; /* log2(ns) of each wait: latency percentiles per stack */
+	/* the longest wait that ended in interval max_epoch[i], by the interval number's parity
+	 * (struct max_epoch): max_ns only says when the key's longest ever grew */
+	__u64 ival_max_ns[2];
+	__u32 max_epoch[2];
+};
+
+/* User space's interval numbers, each moved on just before the data it numbers is read: `offcpu`
+ * before the offcpu map, `task` before the task dump (the tasks' slots and run-queue waits). A wait
+ * that ends is kept in the interval maximum of the number it reads; one that ends between the move
+ * and the read is counted in that interval and its length kept in the next one's maximum. */
+struct max_epoch {
+	__u32 offcpu;
+	__u32 task;
 };
 
 /* A task's own off-CPU aggregate for one key without stacks (both stack ids
@@ -211,6 +224,10 @@ struct task_stats {
 	__u64 nivcsw_base;
 	__u32 runq_hist[RUNQ_SLOTS]; /* waits that started at a wakeup (wakeup-to-run latency) */
 	struct offcpu_slot slots[TASK_OFFCPU_SLOTS]; /* off-CPU time without stacks, by key */
+	__u64 runq_ival_max[2];      /* the longest run-queue wait of interval runq_max_epoch[i] (max_epoch.task) */
+	__u32 runq_max_epoch[2];
+	__u64 offcpu_ival_max[2];    /* the longest blocked wait ... offcpu_max_epoch[i] */
+	__u32 offcpu_max_epoch[2];
 };
 
 /* Who ended a wait: the task running at sched_waking (waker 0 = idle CPU, i.e. an interrupt),

@@ -309,3 +309,34 @@ def test_the_interrupt_entry_text_is_found_in_kallsyms_and_hidden_addresses_cut_
     hidden.write_text("0000000000000000 T __irqentry_text_start\n0000000000000000 T __irqentry_text_end\n")
     assert collector.irqentry_text(str(hidden)) == (0, 0)
     assert collector.irqentry_text(str(tmp_path / "missing")) == (0, 0)
+
+
+def _max_entries(pid: int, count: int, maxima: tuple[int, int], epochs: tuple[int, int], runq: tuple = ()) -> FakeObj:
+    """One thread with one off-CPU map entry whose per-interval maxima (by the interval number's parity)
+    are `maxima`, numbered `epochs`; `runq`: its run-queue waits' count, maxima and numbers."""
+    v = abi.TaskStats(tgid=500, nvcsw=count, flags=abi.TS_BASE_EXACT)
+    if runq:
+        v.runq_count, v.runq_ns = runq[0], 100 * runq[0]
+        v.runq_ival_max[:], v.runq_max_epoch[:] = runq[1], runq[2]
+    ov = abi.OffcpuVal(count=count, total_ns=1000 * count, max_ns=5000)
+    ov.ival_max_ns[:], ov.max_epoch[:] = maxima, epochs
+    key = _raw(abi.OffcpuKey(pid=pid, start_ns=pid, tgid=500, state=1, kstack=99, ustack=98))
+    return FakeObj(FakeDump([(_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v))]), task_final=FakeMap([]),
+                   offcpu=FakeMap([(key, _raw(ov))]), wakers=FakeMap([]))
+
+
+def test_each_interval_gives_the_longest_wait_that_ended_in_it_not_only_a_new_longest_ever(sched):
+    """The BPF side keeps each key's longest wait per interval, numbered by user space just before it reads
+    (bpf/sched.h struct max_epoch); the drain reports the one numbered as the interval it reads, so an
+    interval whose waits were all shorter than an earlier one still has its own maximum (Max in a
+    one-interval view), and a pair left from an older interval of the same parity is not taken."""
+    # interval 1: its longest wait 5000 (slot 1), run-queue waits' 40
+    _, _, _, offcpu, _ = _drain(sched, _max_entries(7, 3, (0, 5000), (0, 1), runq=(2, (0, 40), (0, 1))))
+    assert [o.max_ns for o in offcpu] == [5000]
+    assert sched._ival_offcpu == 1 and sched._ival_task == 1
+    # interval 2: shorter waits (1200), while the cumulative maximum stays 5000
+    tasks, _, _, offcpu, _ = _drain(sched, _max_entries(7, 5, (1200, 5000), (2, 1), runq=(3, (25, 40), (2, 1))))
+    assert [o.max_ns for o in offcpu] == [1200] and [t.runq_max_ns for t in tasks] == [25]
+    # interval 3: new waits whose pair was not renumbered (a value of interval 1 left in slot 1): unknown, 0
+    tasks, _, _, offcpu, _ = _drain(sched, _max_entries(7, 6, (1200, 5000), (2, 1), runq=(4, (25, 40), (2, 1))))
+    assert [o.max_ns for o in offcpu] == [0] and [t.runq_max_ns for t in tasks] == [0]
