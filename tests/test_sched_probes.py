@@ -95,6 +95,31 @@ def test_sleeping_thread_is_off_cpu_for_the_time_it_slept(sleeper_run):
     assert blocks - 1 <= ours["offcpu_count"] <= blocks
 
 
+def test_each_interval_has_its_own_longest_wait(sleeper_run):
+    """100 sleeps of 20 ms over about 2 s: every interval in which some ended has its longest wait, about
+    20 ms, for the thread and for its key, not only the interval where the longest ever grew."""
+    from stallscope.analyzer.store import Recording
+
+    _, truth, path = sleeper_run
+    tid = _truth(truth, "sleeper")["tid"]
+    rec = Recording(str(path))
+    try:
+        intervals = list(rec.intervals())
+    finally:
+        rec.close()
+    seen = 0
+    for iv in intervals:
+        ended = [o for o in iv.offcpu if o.task.pid == tid and o.count]
+        task = [d for d in iv.tasks if d.task.pid == tid and d.offcpu_count]
+        if not ended:
+            continue
+        seen += 1
+        longest = max(o.max_ns for o in ended)
+        assert 20e6 <= longest <= 30e6, (iv.index, [(o.count, o.max_ns) for o in ended])
+        assert task and 20e6 <= task[0].offcpu_max_ns <= 30e6 and task[0].offcpu_max_ns >= longest - 1, task
+    assert seen >= 2, seen
+
+
 def test_sleep_is_attributed_to_the_nanosleep_stack(sleeper_run):
     doc, truth, _ = sleeper_run
     tid = _truth(truth, "sleeper")["tid"]
