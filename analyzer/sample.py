@@ -188,8 +188,10 @@ class LockDelta:
     kind: int  # how the kernel side named it: 0 address, 1 mmap_lock, 2 slab object (see cache)
     count: int
     total_ns: int
-    max_ns: int = 0  # the new maximum if it rose in this interval, else 0
-    min_ns: int = 0  # the new minimum if it fell in this interval, else 0
+    # the longest and the shortest of this interval (bpf/interval.h; 0: not kept); in recordings before
+    # 2026-11-25, a new maximum when it rose and a new minimum when it fell, else 0
+    max_ns: int = 0
+    min_ns: int = 0
     spin_ns: int = 0  # on a CPU: total - sleep
     sleep_ns: int = 0  # off a CPU: blocked + runnable (before those were kept: the mutex's sleep phase)
     owner_pid: int = 0  # a mutex's owner when a wait began
@@ -364,8 +366,10 @@ class FutexDelta:
     lock_name: str  # the futex word's data symbol in its process (`lock`), "" when it has none
     count: int
     total_ns: int
-    max_ns: int = 0  # the new maximum if it rose in this interval, else 0
-    min_ns: int = 0  # the new minimum if it fell in this interval, else 0
+    # the longest and the shortest of this interval (bpf/interval.h; 0: not kept); in recordings before
+    # 2026-11-25, a new maximum when it rose and a new minimum when it fell, else 0
+    max_ns: int = 0
+    min_ns: int = 0
     flags: int = 0  # FUTEX_F_* (bpf/futex.h): 1 the call had a timeout
     blocked_ns: int | None = None  # of total: the waiter blocked (None: recorded before the split was kept)
     runnable_ns: int | None = None  # ... woken, waiting for a CPU

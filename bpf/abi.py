@@ -230,11 +230,27 @@ class LockObject(ctypes.Structure):
                 ("mode", u32), ("ino", u64), ("dev", u32), ("pad", u32)]
 
 
+class IvalExtremes(ctypes.Structure):
+    """bpf/interval.h: the longest and shortest value of each of two intervals, by their number's parity."""
+    _fields_ = [("max_ns", u64 * 2), ("min_ns", u64 * 2), ("epoch", u32 * 2)]
+
+    def of(self, e: int) -> tuple[int, int]:
+        """(longest, shortest) of interval `e`; (0, 0) when none of that interval is kept."""
+        i = e & 1
+        return (self.max_ns[i], self.min_ns[i]) if self.epoch[i] == e else (0, 0)
+
+
+def interval_extremes(values: tuple, e: int) -> tuple[int, int]:
+    """The same from an unpacked ival_extremes (max0, max1, min0, min1, epoch0, epoch1)."""
+    i = e & 1
+    return (values[i], values[2 + i]) if values[4 + i] == e else (0, 0)
+
+
 class LockVal(ctypes.Structure):
     _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64), ("spin_ns", u64),
                 ("sleep_ns", u64), ("blocked_ns", u64), ("runnable_ns", u64), ("weighted_ns", u64), ("var_us2", u64),
                 ("owner_pid", u32), ("pad", u32), ("owner_comm", ctypes.c_char * TASK_COMM_LEN),
-                ("cache", ctypes.c_char * LOCK_NAME_LEN), ("obj", LockObject)]
+                ("cache", ctypes.c_char * LOCK_NAME_LEN), ("obj", LockObject), ("ival", IvalExtremes)]
 
 
 class LockHealth(ctypes.Structure):
@@ -276,6 +292,7 @@ class OncpuConfig(ctypes.Structure):
 OBJECT_MIRRORS = {
     "sched.bpf.o": MIRRORS,
     "locks.bpf.o": {"lock_key": LockKey, "lock_val": LockVal, "lock_health": LockHealth, "lock_object": LockObject,
+                    "ival_extremes": IvalExtremes,
                     "lock_config": LockConfig, "stack": Stack, "stack_tune": StackTune},
     "oncpu.bpf.o": {"oncpu_key": OncpuKey, "oncpu_val": OncpuVal, "oncpu_cpu": OncpuCpu,
                     "oncpu_health": OncpuHealth, "oncpu_config": OncpuConfig, "stack": Stack},
@@ -344,7 +361,7 @@ class FutexInflight(ctypes.Structure):
 
 class FutexWaitVal(ctypes.Structure):
     _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64), ("blocked_ns", u64),
-                ("runnable_ns", u64), ("woken_irq", u64)]
+                ("runnable_ns", u64), ("woken_irq", u64), ("ival", IvalExtremes)]
 
 
 class FutexHealth(ctypes.Structure):
@@ -363,6 +380,7 @@ class FutexConfig(ctypes.Structure):
 
 OBJECT_MIRRORS["futex.bpf.o"] = {
     "futex_wait_key": FutexWaitKey, "futex_wait_val": FutexWaitVal, "futex_health": FutexHealth,
+    "ival_extremes": IvalExtremes,
     "futex_config": FutexConfig, "futex_new_key": FutexNewKey, "futex_inflight": FutexInflight, "stack": Stack,
 }
 

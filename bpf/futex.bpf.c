@@ -56,6 +56,10 @@ const volatile struct futex_config cfg = {
 struct futex_health health = {};
 
 #include "maps.bpf.h"
+
+/* user space's interval number (interval.h), moved on just before it reads the map; from 1, so that a
+ * new entry's zeroed pairs are of no interval */
+__u32 ival_epoch SEC(".data.epoch") = 1;
 #include "stacks.bpf.h"
 #include "sched_state.bpf.h"
 
@@ -296,6 +300,7 @@ static __always_inline int end_wait_of(struct futex_inflight *w, struct task_str
 		v->max_ns = total;
 	if (total < v->min_ns)
 		v->min_ns = total;
+	update_ival_extremes(&v->ival, *(volatile __u32 *)&ival_epoch, total);
 	return 0;
 }
 

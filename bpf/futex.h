@@ -5,6 +5,7 @@
 #define STALLSCOPE_FUTEX_H
 
 #include "stacks.h"
+#include "interval.h"
 
 /* futex(2) commands (include/uapi/linux/futex.h), op & FUTEX_CMD_MASK */
 #define FUTEX_WAIT            0
@@ -82,6 +83,7 @@ struct futex_wait_val {
 	__u64 blocked_ns;   /* of total: the waiter blocked */
 	__u64 runnable_ns;  /* ... woken, waiting for a CPU (the rest: on a CPU, in the call) */
 	__u64 woken_irq;    /* waits ended from an interrupt (with FUTEX_F_TIMEOUT: timed out) */
+	struct ival_extremes ival; /* the longest and shortest wait of each interval (interval.h) */
 };
 
 /* A process's first wait on a futex word, stack or call site not seen before: user space reads

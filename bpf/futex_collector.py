@@ -474,6 +474,7 @@ class FutexCollector:
         # key bytes -> (value bytes, task, previous totals, (tgid, leader start)): unchanged entries
         # are skipped by their bytes
         self._prev: dict[bytes, tuple] = {}
+        self._epoch = 1  # the interval whose extremes the next drain reads (bpf/interval.h; .data.epoch starts at 1)
         self._names: dict[tuple[int, int, str, int], str] = {}
         self._data = DataSymbols()
         self._uprobe_links: list = []
@@ -624,9 +625,17 @@ class FutexCollector:
                 self._charged.append((w, now - w.begin_ns))
         return ""
 
+    def _next_epoch(self) -> int:
+        """Number the next interval of the waits' extremes just before they are read; returns the number of
+        the one ending (bpf/interval.h)."""
+        ending, self._epoch = self._epoch, self._epoch + 1
+        self.obj.section_map(".data.epoch").update(b"\0\0\0\0", self._epoch.to_bytes(4, "little"))
+        return ending
+
     def drain(self, dead: set[TaskId]) -> GroupDrain:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
+        e = self._next_epoch()
         m = self.obj.map("futex_waits")
         out, ids, leaders, live = [], {}, {}, set()
         gone, prevs = [], self._prev
@@ -641,16 +650,17 @@ class FutexCollector:
                 continue
             k = abi.decode(abi.FutexWaitKey, kraw)
             v = abi.decode(abi.FutexWaitVal, vraw)
-            pc, pt, pmax, pmin, pb, pr, pi = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0, 0)
+            pc, pt, _pmax, _pmin, pb, pr, pi = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0, 0)
             tid = TaskId(k.pid, k.start_ns)
             if v.count != pc:
+                longest, shortest = v.ival.of(e)
                 leaders[k.tgid] = k.leader_start_ns
                 out.append(FutexDelta(
                     task=tid, tgid=k.tgid, uaddr=k.uaddr, op=k.op, ustack=k.ustack, caller_addr=k.caller,
                     caller=self._name(k.tgid, k.leader_start_ns, "code", k.caller),
                     lock_name=self._name(k.tgid, k.leader_start_ns, "data", k.uaddr),
                     count=v.count - pc, total_ns=v.total_ns - pt,
-                    max_ns=v.max_ns if v.max_ns > pmax else 0, min_ns=v.min_ns if v.min_ns < pmin else 0,
+                    max_ns=longest, min_ns=shortest,
                     flags=k.flags, blocked_ns=v.blocked_ns - pb, runnable_ns=v.runnable_ns - pr,
                     woken_irq=v.woken_irq - pi))
                 ids.setdefault(k.ustack, ("user", k.tgid))

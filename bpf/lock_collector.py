@@ -40,6 +40,7 @@ class LockCollector:
         self._programs = ProgramDeltas()
         # key bytes -> (value bytes, task, previous totals): unchanged entries are skipped by their bytes
         self._prev: dict[bytes, tuple[bytes, TaskId, tuple[int, ...]]] = {}
+        self._epoch = 1  # the interval whose extremes the next drain reads (bpf/interval.h; .data.epoch starts at 1)
         self.symbolizer = symbolizer
         self._symbols: dict[int, str] = {}
         self.namer: LockNamer | None = LockNamer()
@@ -79,9 +80,17 @@ class LockCollector:
         reason = "; ".join(reasons)
         return ProbeStatus(True, "tp_btf", reason)
 
+    def _next_epoch(self) -> int:
+        """Number the next interval of the contentions' extremes just before they are read; returns the
+        number of the one ending (bpf/interval.h)."""
+        ending, self._epoch = self._epoch, self._epoch + 1
+        self.obj.section_map(".data.epoch").update(b"\0\0\0\0", self._epoch.to_bytes(4, "little"))
+        return ending
+
     def drain(self, dead: set[TaskId]) -> GroupDrain:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
+        e = self._next_epoch()
         m = self.obj.map("locks")
         out, ids, gone = [], {}, []
         prevs = self._prev
@@ -89,8 +98,8 @@ class LockCollector:
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
             addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
             (count, total, vmax, vmin, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm,
-             cache, slot_size, red_left_pad, order, min_order, mode, ino, dev, _) = val_of(vraw)
-            pc, pt, pmax, pmin, ps, psl, pb, pr, pw, pv = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0, 0,
+             cache, slot_size, red_left_pad, order, min_order, mode, ino, dev, _, *ival) = val_of(vraw)
+            pc, pt, _pmax, _pmin, ps, psl, pb, pr, pw, pv = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0, 0,
                                                                                            0, 0, 0)
             tid = TaskId(pid, start_ns)
             if count != pc:
@@ -98,10 +107,11 @@ class LockCollector:
                 if kind == abi.LOCK_KIND_SLAB and self.namer is not None:
                     field, where = self.namer.describe(text(cache), addr, slot_size, red_left_pad, order, min_order,
                                                        dev, ino, mode, (tgid,))
+                longest, shortest = abi.interval_extremes(ival, e)
                 out.append(LockDelta(
                     task=tid, tgid=tgid, addr=addr, kstack=kstack, flags=flags,
                     kind=kind, count=count - pc, total_ns=total - pt,
-                    max_ns=vmax if vmax > pmax else 0, min_ns=vmin if vmin < pmin else 0,
+                    max_ns=longest, min_ns=shortest,
                     spin_ns=spin - ps, sleep_ns=sleep - psl, owner_pid=owner_pid,
                     owner_comm=text(owner_comm), cache=text(cache),
                     symbol=self._symbol(addr) if kind == abi.LOCK_KIND_ADDR else "", blocked_ns=blocked - pb,

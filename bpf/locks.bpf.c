@@ -20,6 +20,10 @@ const volatile struct lock_config cfg = {
 struct lock_health health = {};
 
 #include "maps.bpf.h"
+
+/* user space's interval number (interval.h), moved on just before it reads the map; from 1, so that a
+ * new entry's zeroed pairs are of no interval */
+__u32 ival_epoch SEC(".data.epoch") = 1;
 #include "stacks.bpf.h"
 #include "sched_state.bpf.h"
 
@@ -187,6 +191,7 @@ static __always_inline void account(void *ctx, struct lock_wait *w, struct task_
 		v->max_ns = total;
 	if (total < v->min_ns)
 		v->min_ns = total;
+	update_ival_extremes(&v->ival, *(volatile __u32 *)&ival_epoch, total);
 	if (w->owner_pid) {
 		v->owner_pid = w->owner_pid;
 		__builtin_memcpy(v->owner_comm, w->owner_comm, TASK_COMM_LEN);

@@ -5,6 +5,7 @@
 #define STALLSCOPE_LOCKS_H
 
 #include "stacks.h"
+#include "interval.h"
 
 #ifndef TASK_COMM_LEN
 #define TASK_COMM_LEN 16
@@ -70,6 +71,7 @@ struct lock_val {
 	char owner_comm[TASK_COMM_LEN];
 	char cache[LOCK_NAME_LEN]; /* LOCK_KIND_SLAB: the cache holding the lock */
 	struct lock_object obj;    /* LOCK_KIND_SLAB: where in its object the lock is */
+	struct ival_extremes ival; /* the longest and shortest contention of each interval (interval.h) */
 };
 
 struct lock_health {
