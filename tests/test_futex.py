@@ -44,6 +44,25 @@ def test_convoy_threads_wait_in_the_futex_as_long_as_they_measure_around_pthread
 
 
 @needs_bpf
+def test_every_interval_keeps_its_own_longest_and_shortest_futex_wait(convoy_run):
+    """Each convoy thread waits about the other's 2 ms hold, interval after interval: every key that waited
+    in an interval has that interval's extremes (bpf/interval.h), within the waits' bounds, not only the
+    interval where its longest or shortest ever moved."""
+    from stallscope.analyzer.store import Recording
+
+    _, truth, path = convoy_run
+    convoy = {t["tid"] for t in truth if t["role"] == "convoy"}
+    rec = Recording(str(path))
+    try:
+        waits = [(iv.index, f) for iv in rec.intervals() for f in iv.futex if f.count and f.task.pid in convoy]
+    finally:
+        rec.close()
+    assert len({i for i, _ in waits}) >= 3, waits
+    for i, f in waits:
+        assert 0 < f.min_ns <= f.max_ns <= f.total_ns and f.max_ns * f.count >= f.total_ns, (i, f)
+
+
+@needs_bpf
 def test_convoy_lock_is_named_by_its_variable_process_and_the_function_that_took_it(convoy_run):
     doc, truth, _ = convoy_run
     tgid = truth[0]["tgid"]
