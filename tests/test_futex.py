@@ -44,13 +44,15 @@ def test_convoy_threads_wait_in_the_futex_as_long_as_they_measure_around_pthread
 
 
 @needs_bpf
-def test_every_interval_keeps_its_own_longest_and_shortest_futex_wait(convoy_run):
+def test_every_interval_keeps_its_own_longest_and_shortest_futex_wait(tmp_path):
     """Each convoy thread waits about the other's 2 ms hold, interval after interval: every key that waited
     in an interval has that interval's extremes (bpf/interval.h), within the waits' bounds, not only the
-    interval where its longest or shortest ever moved."""
+    interval where its longest or shortest ever moved. At nice -20, so that a busy machine does not merge
+    the 100 ms intervals."""
     from stallscope.analyzer.store import Recording
 
-    _, truth, path = convoy_run
+    _, truth, path = record_command(tmp_path, [example("mutex_convoy"), "-t", "2", "-n", "200", "-m", "2"],
+                                    "-i", "100ms", "--nice", "-20")
     convoy = {t["tid"] for t in truth if t["role"] == "convoy"}
     rec = Recording(str(path))
     try:

@@ -95,29 +95,28 @@ def test_sleeping_thread_is_off_cpu_for_the_time_it_slept(sleeper_run):
     assert blocks - 1 <= ours["offcpu_count"] <= blocks
 
 
-def test_each_interval_has_its_own_longest_wait(sleeper_run):
+def test_each_interval_has_its_own_longest_wait(tmp_path):
     """100 sleeps of 20 ms over about 2 s: every interval in which some ended has its longest wait, about
-    20 ms, for the thread and for its key, not only the interval where the longest ever grew."""
+    20 ms, for the thread and for its key, not only the interval where the longest ever grew. At nice -20,
+    so that a busy machine does not merge the 250 ms intervals."""
     from stallscope.analyzer.store import Recording
 
-    _, truth, path = sleeper_run
+    doc, truth, path = _record_with_steal(tmp_path, [example("sleeper"), "-n", "100", "-m", "20"],
+                                          "-i", "250ms", "--nice", "-20")
     tid = _truth(truth, "sleeper")["tid"]
+    high = 30e6 + doc["_test_steal_ns"]  # a vCPU the host stopped wakes the thread late
     rec = Recording(str(path))
     try:
         intervals = list(rec.intervals())
     finally:
         rec.close()
-    seen = 0
-    for iv in intervals:
-        ended = [o for o in iv.offcpu if o.task.pid == tid and o.count]
-        task = [d for d in iv.tasks if d.task.pid == tid and d.offcpu_count]
-        if not ended:
-            continue
-        seen += 1
-        longest = max(o.max_ns for o in ended)
-        assert 20e6 <= longest <= 30e6, (iv.index, [(o.count, o.max_ns) for o in ended])
-        assert task and 20e6 <= task[0].offcpu_max_ns <= 30e6 and task[0].offcpu_max_ns >= longest - 1, task
-    assert seen >= 2, seen
+    # a wait's key is charged at its switch-in, the thread's totals at its wakeup: near an interval's end
+    # the two may fall in consecutive intervals, so each is checked in the intervals where it moved
+    keys = [(iv.index, max(o.max_ns for o in ended)) for iv in intervals
+            if (ended := [o for o in iv.offcpu if o.task.pid == tid and o.count])]
+    thread = [(iv.index, d.offcpu_max_ns) for iv in intervals for d in iv.tasks if d.task.pid == tid and d.offcpu_count]
+    for seen in (keys, thread):
+        assert len(seen) >= 2 and all(19.5e6 <= longest <= high for _i, longest in seen), seen
 
 
 def test_sleep_is_attributed_to_the_nanosleep_stack(sleeper_run):
