@@ -539,6 +539,7 @@ def cmd_record(args) -> int:
     from stallscope.analyzer.redact import Redactor
     from stallscope.analyzer.store import RecordingWriter
     from stallscope.session import Session, say
+    from stallscope.writer import WriterThread
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     options = _session_options(args, command=command, duration_s=args.duration)
@@ -556,7 +557,9 @@ def cmd_record(args) -> int:
 
     def on_start(meta):
         try:
-            state["writer"] = RecordingWriter(args.output, redactor.meta(meta) if redactor else meta, target)
+            # written in a thread of its own: a write that waits does not stretch the intervals
+            state["writer"] = WriterThread(RecordingWriter(args.output, redactor.meta(meta) if redactor else meta,
+                                                           target))
         except StallscopeError as exc:
             stop(exc)
             return
@@ -876,9 +879,10 @@ def cmd_top(args) -> int:
     writer = None
     if args.output:
         from stallscope.analyzer.store import RecordingWriter
+        from stallscope.writer import WriterThread
 
         target = outputs.create_recording(args.output, force=args.force)  # before the probes, as record does
-        writer = lambda meta: RecordingWriter(args.output, meta, target)  # noqa: E731
+        writer = lambda meta: WriterThread(RecordingWriter(args.output, meta, target))  # noqa: E731
     source = LiveSource(options, writer_factory=writer)
     # the probes load first (the screen's start would hold the interpreter's lock they need at times), then
     # the screen's code is imported and its first frame drawn while the first interval runs; the view reads

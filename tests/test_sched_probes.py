@@ -353,8 +353,8 @@ def test_where_real_time_tasks_hold_every_cpu_stallscope_says_so_and_realtime_ge
     """A busy loop at SCHED_FIFO 1 on every CPU leaves an ordinary task what real-time throttling does (5%),
     whatever its nice value: under stress-ng --mutex 2, top's first data came after 14-18 s. stallscope names
     the tasks and the priority that runs it above them; at that priority its threads hardly wait for a CPU,
-    as the kernel counts it (their run-queue wait, schedstat). The intervals of a recording may still
-    stretch: the file's writes wait for the journal's kernel thread, an ordinary one."""
+    as the kernel counts it (their run-queue wait, schedstat). Its first interval may still stretch: the
+    recording file is made then, and waits for the journal's kernel thread, an ordinary one."""
     import json
 
     hogs = [subprocess.Popen(["chrt", "-f", "1", "taskset", "-c", str(cpu), "timeout", "120", "sh", "-c",
