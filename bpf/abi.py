@@ -43,22 +43,31 @@ class TaskKey(ctypes.Structure):
     _fields_ = [("pid", u32), ("pad", u32), ("start_ns", u64)]
 
 
+class IvalExtremes(ctypes.Structure):
+    """bpf/interval.h: the longest and shortest value of each of two intervals, by their number's parity."""
+    _fields_ = [("max_ns", u64 * 2), ("min_ns", u64 * 2), ("epoch", u32 * 2)]
+
+    def of(self, e: int) -> tuple[int, int]:
+        """(longest, shortest) of interval `e`; (0, 0) when none of that interval is kept."""
+        return extremes((*self.max_ns, *self.min_ns, *self.epoch), 0, e)
+
+
+def extremes(values, at: int, e: int) -> tuple[int, int]:
+    """(longest, shortest) of interval `e` from an ival_extremes unpacked at values[at:at + 6] (max0, max1,
+    min0, min1, epoch0, epoch1); (0, 0) when none of that interval is kept."""
+    i = at + (e & 1)
+    return (values[i], values[i + 2]) if values[i + 4] == e else (0, 0)
+
+
 class OffcpuVal(ctypes.Structure):
-    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("charged_ns", u64), ("weighted_ns", u64),
+    _fields_ = [("count", u64), ("total_ns", u64), ("charged_ns", u64), ("weighted_ns", u64),
                 ("var_us2", u64), ("woken", u32 * 3), ("pad", u32), ("hist", u32 * RUNQ_SLOTS),
-                ("ival_max_ns", u64 * 2), ("max_epoch", u32 * 2)]
+                ("ival", IvalExtremes)]
 
 
 class MaxEpoch(ctypes.Structure):
-    """bpf/sched.h: the interval numbers the per-interval maxima are kept by (the .data.epoch section)."""
+    """bpf/sched.h: the interval numbers the per-interval extremes are kept by (the .data.epoch section)."""
     _fields_ = [("offcpu", u32), ("task", u32)]
-
-
-def interval_max(maxima, epochs, e: int) -> int:
-    """The longest wait of interval `e` from a pair kept by parity (bpf/sched.h struct max_epoch); 0 when
-    none of that interval is kept."""
-    i = e & 1
-    return maxima[i] if epochs[i] == e else 0
 
 
 TASK_OFFCPU_SLOTS = 4
@@ -97,16 +106,15 @@ class TaskStats(ctypes.Structure):
         ("last_block_ts", u64), ("last_woken_ts", u64), ("recent", RecentWait * RECENT_WAITS),
         ("recent_next", u32), ("pad2", u32),
         ("fd_file", u64), ("fd", u32), ("fd_kind", u32),
-        ("offcpu_ns", u64), ("offcpu_count", u64), ("offcpu_max_ns", u64),
-        ("runq_ns", u64), ("runq_count", u64), ("runq_max_ns", u64), ("run_delay", u64),
+        ("offcpu_ns", u64), ("offcpu_count", u64),
+        ("runq_ns", u64), ("runq_count", u64), ("run_delay", u64),
         ("changed", u32), ("tgid", u32),
         ("migrations", u64), ("run_ns", u64), ("run_base", u64), ("comm", ctypes.c_char * TASK_COMM_LEN),
         ("ptgid", u32), ("policy", u32), ("nice", s32), ("rt_priority", u32),
         ("run_delay_base", u64), ("nvcsw_base", u64), ("nivcsw_base", u64),
         ("runq_hist", u32 * RUNQ_SLOTS),
         ("slots", OffcpuSlot * TASK_OFFCPU_SLOTS),
-        ("runq_ival_max", u64 * 2), ("runq_max_epoch", u32 * 2),
-        ("offcpu_ival_max", u64 * 2), ("offcpu_max_epoch", u32 * 2),
+        ("offcpu_ival", IvalExtremes), ("runq_ival", IvalExtremes),
     ]
 
 
@@ -165,7 +173,7 @@ MIRRORS = {
     "task_key": TaskKey, "task_stats": TaskStats, "offcpu_key": OffcpuKey, "offcpu_val": OffcpuVal, "offcpu_slot": OffcpuSlot,
     "waker_key": WakerKey, "waker_val": WakerVal, "stack": Stack, "sched_health": SchedHealth,
     "sched_config": SchedConfig, "irq_text": IrqText, "stack_tune": StackTune, "walk_budget": WalkBudget, "open_wait": OpenWait,
-    "dump_header": DumpHeader, "recent_wait": RecentWait, "max_epoch": MaxEpoch,
+    "dump_header": DumpHeader, "recent_wait": RecentWait, "max_epoch": MaxEpoch, "ival_extremes": IvalExtremes,
 }
 
 
@@ -230,24 +238,8 @@ class LockObject(ctypes.Structure):
                 ("mode", u32), ("ino", u64), ("dev", u32), ("pad", u32)]
 
 
-class IvalExtremes(ctypes.Structure):
-    """bpf/interval.h: the longest and shortest value of each of two intervals, by their number's parity."""
-    _fields_ = [("max_ns", u64 * 2), ("min_ns", u64 * 2), ("epoch", u32 * 2)]
-
-    def of(self, e: int) -> tuple[int, int]:
-        """(longest, shortest) of interval `e`; (0, 0) when none of that interval is kept."""
-        i = e & 1
-        return (self.max_ns[i], self.min_ns[i]) if self.epoch[i] == e else (0, 0)
-
-
-def interval_extremes(values: tuple, e: int) -> tuple[int, int]:
-    """The same from an unpacked ival_extremes (max0, max1, min0, min1, epoch0, epoch1)."""
-    i = e & 1
-    return (values[i], values[2 + i]) if values[4 + i] == e else (0, 0)
-
-
 class LockVal(ctypes.Structure):
-    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64), ("spin_ns", u64),
+    _fields_ = [("count", u64), ("total_ns", u64), ("spin_ns", u64),
                 ("sleep_ns", u64), ("blocked_ns", u64), ("runnable_ns", u64), ("weighted_ns", u64), ("var_us2", u64),
                 ("owner_pid", u32), ("pad", u32), ("owner_comm", ctypes.c_char * TASK_COMM_LEN),
                 ("cache", ctypes.c_char * LOCK_NAME_LEN), ("obj", LockObject), ("ival", IvalExtremes)]
@@ -360,7 +352,7 @@ class FutexInflight(ctypes.Structure):
 
 
 class FutexWaitVal(ctypes.Structure):
-    _fields_ = [("count", u64), ("total_ns", u64), ("max_ns", u64), ("min_ns", u64), ("blocked_ns", u64),
+    _fields_ = [("count", u64), ("total_ns", u64), ("blocked_ns", u64),
                 ("runnable_ns", u64), ("woken_irq", u64), ("ival", IvalExtremes)]
 
 

@@ -27,6 +27,7 @@ from stallscope.analyzer.sample import (
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
+from stallscope.bpf.intervals import IntervalNumbers
 from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeStats
 from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
@@ -34,7 +35,7 @@ from stallscope.errors import StallscopeError
 CLOCK_BOOTTIME = 7
 _NO_HIST = [0] * abi.RUNQ_SLOTS
 _SLOTS = range(abi.RUNQ_SLOTS)
-_NO_WAITS = (0, 0, 0, 0, 0, 0, 0, 0, 0, _NO_HIST)
+_NO_WAITS = (0, 0, 0, 0, 0, 0, 0, 0, _NO_HIST)
 _NO_WOKEN = (0, 0, 0)
 _new_offcpu, _new_task_delta = record_maker(OffcpuDelta), record_maker(TaskDelta)
 _ZERO_STATS = abi.TaskStats()  # never written: what a new task's counters are taken from
@@ -47,28 +48,26 @@ _HEADER = abi.unpacker(abi.DumpHeader)
 _TASK_RECORD = ctypes.sizeof(abi.TaskKey) + ctypes.sizeof(abi.TaskStats)
 
 
-def _offcpu_totals(v: abi.OffcpuVal, e: int) -> tuple:
-    """(count, total, longest wait of interval e, charged, weighted, var, woken task, irq, exiting, hist) of a
-    value."""
-    return (v.count, v.total_ns, abi.interval_max(v.ival_max_ns, v.max_epoch, e), v.charged_ns, v.weighted_ns,
-            v.var_us2, *v.woken, v.hist[:])  # a list: a ctypes array indexes slowly
+def _offcpu_totals(v: abi.OffcpuVal) -> tuple:
+    """(count, total, charged, weighted, var, woken task, irq, exiting, hist) of a value."""
+    return (v.count, v.total_ns, v.charged_ns, v.weighted_ns, v.var_us2, *v.woken,
+            v.hist[:])  # a list: a ctypes array indexes slowly
 
 
-_IVAL = 10 + abi.RUNQ_SLOTS  # where an unpacked offcpu_val's per-interval maxima begin, then their numbers
+_IVAL = 9 + abi.RUNQ_SLOTS  # where an unpacked offcpu_val's extremes begin (v[8] is the pad)
 
 
-def _offcpu_now(v: tuple, e: int) -> tuple:
-    """An unpacked offcpu_val as the totals _offcpu_delta takes (v[9] is the pad), with the longest wait of
-    interval e."""
-    i = e & 1
-    return (v[0], v[1], v[_IVAL + i] if v[_IVAL + 2 + i] == e else 0, *v[3:9], list(v[10:_IVAL]))
+def _offcpu_now(v: tuple) -> tuple:
+    """An unpacked offcpu_val as the totals _offcpu_delta takes."""
+    return (*v[:8], list(v[9:_IVAL]))
 
 
 def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, why: int, func: int, now: tuple,
-                  before: tuple) -> OffcpuDelta:
-    """The waits of one off-CPU key (a map key, or a task's own slot) since `before`."""
-    (c, t, m, ch, w, var, w0, w1, w2, h), (pc, pt, _pm, pch, pw, pvar, p0, p1, p2, ph) = now, before
-    return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, m,
+                  before: tuple, longest: int) -> OffcpuDelta:
+    """The waits of one off-CPU key (a map key, or a task's own slot) since `before`; `longest`: the
+    interval's longest (bpf/interval.h)."""
+    (c, t, ch, w, var, w0, w1, w2, h), (pc, pt, pch, pw, pvar, p0, p1, p2, ph) = now, before
+    return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, longest,
                        tuple([(s, n - p) for s, n, p in zip(_SLOTS, h, ph) if n != p]), why, func, ch - pch,
                        w - pw, var - pvar, (w0 - p0, w1 - p1, w2 - p2))
 
@@ -103,10 +102,10 @@ def _slot_deltas(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None, e: i
             was = prev.slots[i].val
             if sl.val.count == was.count:  # most slots of a changed task: decoded no further
                 continue
-            before = _offcpu_totals(was, e)
+            before = _offcpu_totals(was)
         if sl.val.count != before[0]:
-            yield _offcpu_delta(tid, v.tgid, sl.state, sl.kstack, sl.ustack, sl.why, sl.func,
-                                _offcpu_totals(sl.val, e), before)
+            yield _offcpu_delta(tid, v.tgid, sl.state, sl.kstack, sl.ustack, sl.why, sl.func, _offcpu_totals(sl.val),
+                                before, sl.val.ival.of(e)[0])
 
 
 def object_path(name: str) -> str:
@@ -154,10 +153,8 @@ class SchedCollector:
         self._stats: RunTimeStats | None = None
         self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
         self._info: dict[TaskId, tuple[str, int]] = {}
-        # the per-interval maxima's interval numbers, the offcpu map's and the tasks' (bpf/sched.h struct
-        # max_epoch): the next to be read; and those of the interval just read
-        self._epoch = [1, 1]
-        self._ival_offcpu = self._ival_task = 0
+        # the intervals the extremes are kept by (bpf/interval.h): the offcpu map's (0) and the tasks' (1)
+        self._numbers = IntervalNumbers(2)
         # key bytes -> (value bytes, task): unchanged entries are skipped by comparing bytes, a changed
         # one's previous totals decoded from them (bytes take a third of the memory of decoded totals,
         # and a map sized for the machine holds 65,536-131,072 entries); the task says whether its
@@ -241,7 +238,6 @@ class SchedCollector:
                                           "see `stallscope doctor`")
             progs.load()
         self._write_irq_text()
-        self._write_epoch()
         for progs in self.progs:
             for prog in progs.programs():
                 if prog.name in failed or not prog.autoload:
@@ -265,18 +261,6 @@ class SchedCollector:
         self._prev_cs = self._switches()
         self._prev_ctxt = _proc_ctxt()
         return self.status
-
-    def _next_epoch(self, which: int) -> int:
-        """Number the next interval of the offcpu map's (0) or the tasks' (1) per-interval maxima, just before
-        they are read; returns the number of the one ending (bpf/sched.h struct max_epoch)."""
-        ending = self._epoch[which]
-        self._epoch[which] = ending + 1
-        self._write_epoch()
-        return ending
-
-    def _write_epoch(self) -> None:
-        if self.obj is not None:  # its maps made (a collector's drains are also replayed on faked maps)
-            self.obj.section_map(".data.epoch").update(b"\0\0\0\0", bytes(abi.MaxEpoch(*self._epoch)))
 
     def _write_irq_text(self) -> None:
         """The interrupt entry's bounds, where an interrupt's waker stack is cut (bpf/sched.h struct
@@ -449,10 +433,10 @@ class SchedCollector:
             out.append((addr, name or f"{addr:#x}"))
         return tuple(out)
 
-    def _task_entries(self, obj: BpfObject) -> tuple[list[tuple[bytes, bytes]], list[tuple], Map]:
+    def _task_entries(self, obj: BpfObject) -> tuple[list[tuple[bytes, bytes]], list[tuple], Map, int]:
         """The entries events changed since the last drain: the live tasks' (dump_tasks writes each
-        as its key then its value), then those of tasks whose final switch came since; and the
-        waits in progress the dump charged (OpenWait fields, unpacked)."""
+        as its key then its value), then those of tasks whose final switch came since; the waits in
+        progress the dump charged (OpenWait fields, unpacked); the interval whose extremes they hold."""
         ks, hs = ctypes.sizeof(abi.TaskKey), _HEADER.size
         # the interval's end: the dump charges every wait in progress up to this instant, however
         # long it takes to reach each task (bpf_ktime_get_ns is CLOCK_MONOTONIC)
@@ -460,7 +444,7 @@ class SchedCollector:
         mono_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         self.dump_monotonic = mono_ns / 1e9  # where the interval ended, on time.monotonic()'s clock
         self._set_dump_clock(obj, mono_ns)
-        self._ival_task = self._next_epoch(1)
+        e = self._numbers.advance(self.obj, 1)
         raw = self._dump.read() if self._dump is not None else b""
         # the matrix right after the dump, before any parsing, so that few migrations fall between them
         self._matrix_cells = self._read_matrix(obj)
@@ -476,7 +460,7 @@ class SchedCollector:
                 opened.append(_OPEN_WAIT.unpack_from(raw, at))
             at += size
         final = obj.map("task_final")
-        return live + final.items_batch(), opened, final
+        return live + final.items_batch(), opened, final, e
 
     @staticmethod
     def _set_dump_clock(obj: BpfObject, mono_ns: int) -> None:
@@ -487,8 +471,7 @@ class SchedCollector:
         m.update(b"\0\0\0\0", mono_ns.to_bytes(8, "little"))
 
     def _drain_tasks(self, obj: BpfObject):
-        entries, opened, final = self._task_entries(obj)
-        e = self._ival_task
+        entries, opened, final, e = self._task_entries(obj)
         deltas, infos, dead, gone = [], [], set(), []
         seen: set[TaskId] = set()
         # Only entries an event changed arrive (dump_tasks skips the others): most of a busy
@@ -563,7 +546,7 @@ class SchedCollector:
                 self._remembered.discard(tid.pid)
 
     def _drain_offcpu(self, obj: BpfObject, dead: set[TaskId]) -> tuple[OffcpuDelta, ...]:
-        e = self._ival_offcpu = self._next_epoch(0)  # the interval whose maxima are read now
+        e = self._numbers.advance(self.obj, 0)  # the interval whose extremes are read now
         m = obj.map("offcpu")
         out, gone = [], []
         prevs = self._prev_offcpu
@@ -572,9 +555,10 @@ class SchedCollector:
             pid, tgid, start_ns, kstack, ustack, state, why, func = key_of(kraw)
             v = val_of(vraw)
             tid = TaskId(pid, start_ns)
-            before = _offcpu_now(val_of(prev[0]), e) if prev is not None else _NO_WAITS
+            before = _offcpu_now(val_of(prev[0])) if prev is not None else _NO_WAITS
             if v[0] != before[0]:
-                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, why, func, _offcpu_now(v, e), before))
+                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, why, func, _offcpu_now(v), before,
+                                         abi.extremes(v, _IVAL, e)[0]))
             if tid in dead:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
@@ -790,9 +774,9 @@ def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None, e: in
     latency = runq_ns - base.runq_ns
     values = (
         offcpu_ns - base.offcpu_ns, offcpu_count - base.offcpu_count,
-        abi.interval_max(v.offcpu_ival_max, v.offcpu_max_epoch, e),
+        v.offcpu_ival.of(e)[0],
         latency if v.flags & abi.TS_NO_SCHED_INFO else v.run_delay - run_delay_base,
-        runq_count - base.runq_count, abi.interval_max(v.runq_ival_max, v.runq_max_epoch, e),
+        runq_count - base.runq_count, v.runq_ival.of(e)[0],
         vol, invol, v.migrations - base.migrations, hist, latency, v.run_ns - run_base,
     )
     if prev is not None and values == _UNCHANGED:

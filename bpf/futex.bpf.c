@@ -243,7 +243,7 @@ static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp,
 static __always_inline int end_wait_of(struct futex_inflight *w, struct task_struct *t, bool switched)
 {
 	struct futex_wait_key key = {};
-	struct futex_wait_val *v, init = { .min_ns = ~0ULL };
+	struct futex_wait_val *v, init = {};
 	struct sched_mark begin, end;
 	struct task_stats *s;
 	__u64 now, total, blocked, runnable;
@@ -296,10 +296,6 @@ static __always_inline int end_wait_of(struct futex_inflight *w, struct task_str
 	v->runnable_ns += runnable;
 	if (s && s->woke == WOKE_IRQ && blocked)
 		v->woken_irq += 1;
-	if (total > v->max_ns)
-		v->max_ns = total;
-	if (total < v->min_ns)
-		v->min_ns = total;
 	update_ival_extremes(&v->ival, *(volatile __u32 *)&ival_epoch, total);
 	return 0;
 }

@@ -78,8 +78,6 @@ struct futex_inflight {
 struct futex_wait_val {
 	__u64 count;
 	__u64 total_ns;
-	__u64 max_ns;
-	__u64 min_ns;
 	__u64 blocked_ns;   /* of total: the waiter blocked */
 	__u64 runnable_ns;  /* ... woken, waiting for a CPU (the rest: on a CPU, in the call) */
 	__u64 woken_irq;    /* waits ended from an interrupt (with FUTEX_F_TIMEOUT: timed out) */

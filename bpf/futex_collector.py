@@ -38,6 +38,7 @@ from stallscope.analyzer.sample import FutexDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import SHARED_ELF_CACHE, Frame, ProcessMaps, Symbolizer, UserSymbols, untrusted_file
 from stallscope.analyzer.untrusted import run_bounded
 from stallscope.bpf import abi, tune
+from stallscope.bpf.intervals import IntervalNumbers
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
 from stallscope.bpf.groups import GroupDrain
@@ -474,7 +475,7 @@ class FutexCollector:
         # key bytes -> (value bytes, task, previous totals, (tgid, leader start)): unchanged entries
         # are skipped by their bytes
         self._prev: dict[bytes, tuple] = {}
-        self._epoch = 1  # the interval whose extremes the next drain reads (bpf/interval.h; .data.epoch starts at 1)
+        self._numbers = IntervalNumbers()  # the intervals the extremes are kept by (bpf/interval.h)
         self._names: dict[tuple[int, int, str, int], str] = {}
         self._data = DataSymbols()
         self._uprobe_links: list = []
@@ -625,17 +626,10 @@ class FutexCollector:
                 self._charged.append((w, now - w.begin_ns))
         return ""
 
-    def _next_epoch(self) -> int:
-        """Number the next interval of the waits' extremes just before they are read; returns the number of
-        the one ending (bpf/interval.h)."""
-        ending, self._epoch = self._epoch, self._epoch + 1
-        self.obj.section_map(".data.epoch").update(b"\0\0\0\0", self._epoch.to_bytes(4, "little"))
-        return ending
-
     def drain(self, dead: set[TaskId]) -> GroupDrain:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
-        e = self._next_epoch()
+        e = self._numbers.advance(self.obj)
         m = self.obj.map("futex_waits")
         out, ids, leaders, live = [], {}, {}, set()
         gone, prevs = [], self._prev
@@ -650,7 +644,7 @@ class FutexCollector:
                 continue
             k = abi.decode(abi.FutexWaitKey, kraw)
             v = abi.decode(abi.FutexWaitVal, vraw)
-            pc, pt, _pmax, _pmin, pb, pr, pi = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0, 0)
+            pc, pt, pb, pr, pi = prev[2] if prev is not None else (0, 0, 0, 0, 0)
             tid = TaskId(k.pid, k.start_ns)
             if v.count != pc:
                 longest, shortest = v.ival.of(e)
@@ -668,7 +662,7 @@ class FutexCollector:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (v.count, v.total_ns, v.max_ns, v.min_ns, v.blocked_ns, v.runnable_ns,
+                prevs[kraw] = (vraw, tid, (v.count, v.total_ns, v.blocked_ns, v.runnable_ns,
                                            v.woken_irq), (k.tgid, k.leader_start_ns))
                 live.add((k.tgid, k.leader_start_ns))
         m.delete_many(gone)

@@ -3,8 +3,7 @@
  * two intervals at a time by the number's parity. User space numbers the next interval (an object's
  * .data.epoch) just before it reads the map that holds them, and takes a pair only when it carries the
  * number just ended; a value that lands between the numbering and the read is counted in that interval
- * and its extremes kept in the next one's. The cumulative max_ns/min_ns beside them only say when a
- * key's extreme ever moved. */
+ * and its extremes kept in the next one's. */
 #ifndef STALLSCOPE_INTERVAL_H
 #define STALLSCOPE_INTERVAL_H
 

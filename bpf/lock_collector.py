@@ -13,6 +13,7 @@ import os
 from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
+from stallscope.bpf.intervals import IntervalNumbers
 from stallscope.bpf.lock_names import LockNamer
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.groups import GroupDrain
@@ -23,6 +24,7 @@ from stallscope.errors import StallscopeError
 
 
 _LOCK_KEY, _LOCK_VAL = abi.unpacker(abi.LockKey), abi.unpacker(abi.LockVal)
+_EXTREMES = len(_LOCK_VAL.unpack(bytes(_LOCK_VAL.size))) - 6  # where an unpacked lock_val's extremes begin
 
 
 class LockCollector:
@@ -40,7 +42,7 @@ class LockCollector:
         self._programs = ProgramDeltas()
         # key bytes -> (value bytes, task, previous totals): unchanged entries are skipped by their bytes
         self._prev: dict[bytes, tuple[bytes, TaskId, tuple[int, ...]]] = {}
-        self._epoch = 1  # the interval whose extremes the next drain reads (bpf/interval.h; .data.epoch starts at 1)
+        self._numbers = IntervalNumbers()  # the intervals the extremes are kept by (bpf/interval.h)
         self.symbolizer = symbolizer
         self._symbols: dict[int, str] = {}
         self.namer: LockNamer | None = LockNamer()
@@ -80,34 +82,27 @@ class LockCollector:
         reason = "; ".join(reasons)
         return ProbeStatus(True, "tp_btf", reason)
 
-    def _next_epoch(self) -> int:
-        """Number the next interval of the contentions' extremes just before they are read; returns the
-        number of the one ending (bpf/interval.h)."""
-        ending, self._epoch = self._epoch, self._epoch + 1
-        self.obj.section_map(".data.epoch").update(b"\0\0\0\0", self._epoch.to_bytes(4, "little"))
-        return ending
-
     def drain(self, dead: set[TaskId]) -> GroupDrain:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
-        e = self._next_epoch()
+        e = self._numbers.advance(self.obj)
         m = self.obj.map("locks")
         out, ids, gone = [], {}, []
         prevs = self._prev
         key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, self._text
         for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
             addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
-            (count, total, vmax, vmin, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm,
-             cache, slot_size, red_left_pad, order, min_order, mode, ino, dev, _, *ival) = val_of(vraw)
-            pc, pt, _pmax, _pmin, ps, psl, pb, pr, pw, pv = prev[2] if prev is not None else (0, 0, 0, 1 << 64, 0, 0, 0,
-                                                                                           0, 0, 0)
+            v = val_of(vraw)
+            (count, total, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm,
+             cache, slot_size, red_left_pad, order, min_order, mode, ino, dev, _) = v[:_EXTREMES]
+            pc, pt, ps, psl, pb, pr, pw, pv = prev[2] if prev is not None else (0, 0, 0, 0, 0, 0, 0, 0)
             tid = TaskId(pid, start_ns)
             if count != pc:
                 field = where = ""
                 if kind == abi.LOCK_KIND_SLAB and self.namer is not None:
                     field, where = self.namer.describe(text(cache), addr, slot_size, red_left_pad, order, min_order,
                                                        dev, ino, mode, (tgid,))
-                longest, shortest = abi.interval_extremes(ival, e)
+                longest, shortest = abi.extremes(v, _EXTREMES, e)
                 out.append(LockDelta(
                     task=tid, tgid=tgid, addr=addr, kstack=kstack, flags=flags,
                     kind=kind, count=count - pc, total_ns=total - pt,
@@ -122,7 +117,7 @@ class LockCollector:
                 gone.append(kraw)
                 prevs.pop(kraw, None)
             else:
-                prevs[kraw] = (vraw, tid, (count, total, vmax, vmin, spin, sleep, blocked, runnable, weighted, var))
+                prevs[kraw] = (vraw, tid, (count, total, spin, sleep, blocked, runnable, weighted, var))
         m.delete_many(gone)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))

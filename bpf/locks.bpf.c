@@ -169,7 +169,6 @@ static __always_inline void account(void *ctx, struct lock_wait *w, struct task_
 		sched_split(&w->at_begin, &at_end, total, &blocked, &runnable);
 	}
 	key.kstack = waiter_stack(ctx, cur, now, total, &weight, &var);
-	init.min_ns = ~0ULL;
 	__builtin_memcpy(init.cache, w->cache, sizeof(init.cache));
 	init.obj = w->obj;
 	v = lookup_or_init(&locks, &key, &init, &health.lock_map_full);
@@ -185,12 +184,8 @@ static __always_inline void account(void *ctx, struct lock_wait *w, struct task_
 		__sync_fetch_and_add(&v->weighted_ns, weight);
 		__sync_fetch_and_add(&v->var_us2, var);
 	}
-	/* maxima and minima race only between CPUs waiting on one lock from one
-	 * stack at once; the lost update is the less extreme value */
-	if (total > v->max_ns)
-		v->max_ns = total;
-	if (total < v->min_ns)
-		v->min_ns = total;
+	/* the extremes race only between CPUs waiting on one lock from one stack at once; the lost
+	 * update is the less extreme value */
 	update_ival_extremes(&v->ival, *(volatile __u32 *)&ival_epoch, total);
 	if (w->owner_pid) {
 		v->owner_pid = w->owner_pid;

@@ -58,8 +58,6 @@ struct lock_key {
 struct lock_val {
 	__u64 count;
 	__u64 total_ns;
-	__u64 max_ns;
-	__u64 min_ns;
 	__u64 spin_ns;   /* on a CPU: total - sleep */
 	__u64 sleep_ns;  /* off a CPU: blocked + runnable */
 	__u64 blocked_ns;

@@ -335,29 +335,8 @@ static __always_inline void mark_changed(struct task_stats *s)
 	WRITE_ONCE_U32(s->changed, 1);
 }
 
-static __always_inline void update_max(__u64 *max, __u64 v)
-{
-	/* racy by design: two CPUs may update one task's maximum at once only
-	 * across a migration; the lost update is the smaller value */
-	if (v > *max)
-		*max = v;
-}
-
-struct max_epoch max_epoch SEC(".data.epoch") = {};
-
-/* The maximum of interval `e` (its parity's pair), started again by the first wait of a new number;
- * racy as update_max is. */
-static __always_inline void update_ival_max(__u64 *max, __u32 *epoch, __u32 e, __u64 v)
-{
-	__u32 i = e & 1;
-
-	if (epoch[i] != e) {
-		epoch[i] = e;
-		max[i] = v;
-	} else if (v > max[i]) {
-		max[i] = v;
-	}
-}
+/* from 1, so that a new entry's zeroed pairs are of no interval (interval.h) */
+struct max_epoch max_epoch SEC(".data.epoch") = { .offcpu = 1, .task = 1 };
 
 static __always_inline void add_dead_thread(__u32 tgid, struct task_stats *s, __u64 min_flt)
 {
@@ -496,8 +475,7 @@ static __always_inline __u64 close_wait(struct task_stats *s, __u64 now, __u64 m
 	s->last_woken_ts = now;
 	__sync_fetch_and_add(&s->offcpu_ns, rest);
 	__sync_fetch_and_add(&s->offcpu_count, 1);
-	update_max(&s->offcpu_max_ns, d);
-	update_ival_max(s->offcpu_ival_max, s->offcpu_max_epoch, *(volatile __u32 *)&max_epoch.task, d);
+	update_ival_extremes(&s->offcpu_ival, *(volatile __u32 *)&max_epoch.task, d);
 	mark_changed(s);
 	return d;
 }
@@ -710,8 +688,7 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 	}
 	if (s->woke < 3)
 		v->woken[s->woke & 3] += 1;
-	update_max(&v->max_ns, d);
-	update_ival_max(v->ival_max_ns, v->max_epoch, epoch, d);
+	update_ival_extremes(&v->ival, epoch, d);
 	slot = log2_slot(d);
 	if (slot < RUNQ_SLOTS)
 		v->hist[slot] += 1;
@@ -752,8 +729,7 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 		d = now - s->runq_ts;
 		__sync_fetch_and_add(&s->runq_ns, d);
 		__sync_fetch_and_add(&s->runq_count, 1);
-		update_max(&s->runq_max_ns, d);
-		update_ival_max(s->runq_ival_max, s->runq_max_epoch, *(volatile __u32 *)&max_epoch.task, d);
+		update_ival_extremes(&s->runq_ival, *(volatile __u32 *)&max_epoch.task, d);
 		if (s->runq_from_wakeup) {
 			slot = log2_slot(d);
 			if (slot < RUNQ_SLOTS)

@@ -6,6 +6,7 @@
 #define STALLSCOPE_SCHED_H
 
 #include "stacks.h"
+#include "interval.h"
 
 #define TASK_COMM_LEN 16
 #define RUNQ_SLOTS 40 /* log2(ns): slot s counts waits in [2^s, 2^(s+1)) ns */
@@ -82,23 +83,18 @@ struct offcpu_key {
 struct offcpu_val {
 	__u64 count;
 	__u64 total_ns;     /* the waits' lengths */
-	__u64 max_ns;
 	__u64 charged_ns;   /* the waits' time not yet charged as open (see open_wait) */
 	__u64 weighted_ns;  /* sum of d/p (keys with a walked stack) */
 	__u64 var_us2;      /* sum of (1 - p) / p^2 * d^2, in us^2 */
 	__u32 woken[3];     /* waits ended by WOKE_TASK, WOKE_IRQ, WOKE_EXITING */
 	__u32 pad;
 	__u32 hist[RUNQ_SLOTS]; /* log2(ns) of each wait: latency percentiles per stack */
-	/* the longest wait that ended in interval max_epoch[i], by the interval number's parity
-	 * (struct max_epoch): max_ns only says when the key's longest ever grew */
-	__u64 ival_max_ns[2];
-	__u32 max_epoch[2];
+	struct ival_extremes ival; /* the longest and shortest wait of each interval (max_epoch.offcpu, or
+				    * .task in a task's own slot) */
 };
 
-/* User space's interval numbers, each moved on just before the data it numbers is read: `offcpu`
- * before the offcpu map, `task` before the task dump (the tasks' slots and run-queue waits). A wait
- * that ends is kept in the interval maximum of the number it reads; one that ends between the move
- * and the read is counted in that interval and its length kept in the next one's maximum. */
+/* User space's interval numbers (interval.h), each moved on just before the data it numbers is read:
+ * `offcpu` before the offcpu map, `task` before the task dump (the tasks' slots and totals). */
 struct max_epoch {
 	__u32 offcpu;
 	__u32 task;
@@ -203,10 +199,8 @@ struct task_stats {
 	/* totals */
 	__u64 offcpu_ns;      /* blocked: from switch-out in a sleeping state to the wakeup, charged as it goes */
 	__u64 offcpu_count;
-	__u64 offcpu_max_ns;
 	__u64 runq_ns;        /* measured: from enqueue (wakeup or re-queue) to switch-in, ktime */
 	__u64 runq_count;
-	__u64 runq_max_ns;
 	__u64 run_delay;      /* latest task->sched_info.run_delay (schedstat's own run-queue wait) */
 	__u32 changed;        /* an event changed the totals since the last dump (cleared by dump_tasks) */
 	__u32 tgid;
@@ -224,10 +218,8 @@ struct task_stats {
 	__u64 nivcsw_base;
 	__u32 runq_hist[RUNQ_SLOTS]; /* waits that started at a wakeup (wakeup-to-run latency) */
 	struct offcpu_slot slots[TASK_OFFCPU_SLOTS]; /* off-CPU time without stacks, by key */
-	__u64 runq_ival_max[2];      /* the longest run-queue wait of interval runq_max_epoch[i] (max_epoch.task) */
-	__u32 runq_max_epoch[2];
-	__u64 offcpu_ival_max[2];    /* the longest blocked wait ... offcpu_max_epoch[i] */
-	__u32 offcpu_max_epoch[2];
+	struct ival_extremes offcpu_ival; /* its blocked waits' extremes per interval (max_epoch.task) */
+	struct ival_extremes runq_ival;   /* its run-queue waits' */
 };
 
 /* Who ended a wait: the task running at sched_waking (waker 0 = idle CPU, i.e. an interrupt),

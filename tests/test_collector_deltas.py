@@ -67,7 +67,7 @@ def _entries(switches: dict[int, int], flags: dict[int, int] | None = None, dump
             final.append(item)
         elif dumped is None or pid in dumped:
             live.append(item)
-        ov = abi.OffcpuVal(count=n, total_ns=1000 * n, max_ns=1000)
+        ov = abi.OffcpuVal(count=n, total_ns=1000 * n)
         ov.hist[9] = n
         offcpu.append((_raw(abi.OffcpuKey(pid=pid, start_ns=pid, tgid=500, state=1, kstack=99, ustack=98)), _raw(ov)))
         wakers.append((_raw(abi.WakerKey(pid=pid, start_ns=pid, waker_pid=0)), _raw(abi.WakerVal(count=n, total_ns=7 * n))))
@@ -133,7 +133,7 @@ def _with_slots(pid: int, slots: list[tuple[int, int, int, int, int]], flags: in
     for i, (kstack, ustack, state, count, total) in enumerate(slots):
         sl = v.slots[i]
         sl.kstack, sl.ustack, sl.state, sl.used = kstack, ustack, state, 1
-        sl.val.count, sl.val.total_ns, sl.val.max_ns = count, total, total // max(count, 1)
+        sl.val.count, sl.val.total_ns = count, total
         sl.val.hist[10] = count
     item = (_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v))
     live, final = ([], [item]) if flags & abi.TS_DEAD else ([item], [])
@@ -317,9 +317,9 @@ def _max_entries(pid: int, count: int, maxima: tuple[int, int], epochs: tuple[in
     v = abi.TaskStats(tgid=500, nvcsw=count, flags=abi.TS_BASE_EXACT)
     if runq:
         v.runq_count, v.runq_ns = runq[0], 100 * runq[0]
-        v.runq_ival_max[:], v.runq_max_epoch[:] = runq[1], runq[2]
-    ov = abi.OffcpuVal(count=count, total_ns=1000 * count, max_ns=5000)
-    ov.ival_max_ns[:], ov.max_epoch[:] = maxima, epochs
+        v.runq_ival.max_ns[:], v.runq_ival.epoch[:] = runq[1], runq[2]
+    ov = abi.OffcpuVal(count=count, total_ns=1000 * count)
+    ov.ival.max_ns[:], ov.ival.epoch[:] = maxima, epochs
     key = _raw(abi.OffcpuKey(pid=pid, start_ns=pid, tgid=500, state=1, kstack=99, ustack=98))
     return FakeObj(FakeDump([(_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v))]), task_final=FakeMap([]),
                    offcpu=FakeMap([(key, _raw(ov))]), wakers=FakeMap([]))
@@ -333,8 +333,7 @@ def test_each_interval_gives_the_longest_wait_that_ended_in_it_not_only_a_new_lo
     # interval 1: its longest wait 5000 (slot 1), run-queue waits' 40
     _, _, _, offcpu, _ = _drain(sched, _max_entries(7, 3, (0, 5000), (0, 1), runq=(2, (0, 40), (0, 1))))
     assert [o.max_ns for o in offcpu] == [5000]
-    assert sched._ival_offcpu == 1 and sched._ival_task == 1
-    # interval 2: shorter waits (1200), while the cumulative maximum stays 5000
+    # interval 2: shorter waits (1200) than interval 1's
     tasks, _, _, offcpu, _ = _drain(sched, _max_entries(7, 5, (1200, 5000), (2, 1), runq=(3, (25, 40), (2, 1))))
     assert [o.max_ns for o in offcpu] == [1200] and [t.runq_max_ns for t in tasks] == [25]
     # interval 3: new waits whose pair was not renumbered (a value of interval 1 left in slot 1): unknown, 0

@@ -271,7 +271,7 @@ def test_the_task_dump_reads_only_the_entries_events_changed():
     opened: dict[int, int] = {}
 
     def dumped() -> set[int]:
-        live, waits, _final = c._task_entries(c.obj)
+        live, waits, _final, _e = c._task_entries(c.obj)
         opened.clear()
         opened.update({pid: charged for pid, _tgid, _start, charged, *_rest in waits})
         return {abi.decode(abi.TaskKey, k).pid for k, _ in live}
