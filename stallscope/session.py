@@ -394,9 +394,11 @@ class Session:
         """Once, when the session's thread waited for a CPU a quarter of the time or more while real-time
         tasks ran a tenth of it or more: no nice value gets stallscope a CPU they hold, --realtime does
         (stallscope/priority.py). Its wait from the kernel's own count (schedstat's run_delay)."""
+        if self._starved_said or self.options.realtime is not None:  # said, or nothing to say: no more reads
+            return
         (delay, since), now = self._run_delay, time.monotonic()
         self._run_delay = thread_run_delay_ns(), now
-        if self._starved_said or self.options.realtime is not None or delay is None or self._run_delay[0] is None:
+        if delay is None or self._run_delay[0] is None:
             return
         waited = (self._run_delay[0] - delay) / 1e9
         if waited < (now - since) / 4:
