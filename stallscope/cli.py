@@ -657,6 +657,7 @@ def cmd_export(args) -> int:
     from stallscope.analyzer.export import to_folded, to_folded_oncpu, to_json
     from stallscope.analyzer.load import load_model
 
+    _check_output(args)
     model = load_model(args.file)
     scope = _command_scope(model, args.file) if args.command_only else None
     _warn_data_loss(model)
@@ -736,6 +737,7 @@ def cmd_diff(args) -> int:
     from stallscope.tui.diff import diff_json, diff_text
 
     fmt = args.format or ("html" if (args.output or "").lower().endswith(".html") else "text")
+    _check_output(args)
     if fmt == "html":
         return _diff_html(args)
     base, new = load_model(args.base), load_model(args.new)
@@ -773,8 +775,15 @@ def _diff_html(args) -> int:
 def cmd_report(args) -> int:
     from stallscope.reports import build, render
 
+    _check_output(args)
     _write_output(render(build(args.file, redacted=args.redact)), args.output, args.force)
     return 0
+
+
+def _check_output(args) -> None:
+    """`-o`'s refusals (it exists, no such directory, ...) before the work, not after it."""
+    if args.output is not None:
+        outputs.check_text(args.output, args.force)
 
 
 def _write_output(text: str, path: str | None, force: bool) -> None:

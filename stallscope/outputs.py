@@ -347,31 +347,18 @@ class TextOutput:
             self._new_path = None
 
 
-def _open_inherited(path: str, fd: int) -> TextOutput:
+def _writable_fd(path: str, fd: int) -> None:
     try:
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     except OSError:
         raise StallscopeError(f"cannot write {path}: descriptor {fd} is not open", "redirect it, or give a file") from None
     if flags & os.O_ACCMODE == os.O_RDONLY:
         raise StallscopeError(f"cannot write {path}: descriptor {fd} is open for reading only", "give a file")
-    return TextOutput(path, os.dup(fd))
 
 
-def open_text(path: str, force: bool = False) -> TextOutput:
-    """An output for text at `path`; see the module's rules."""
-    _check_name(path)
-    fd = inherited_fd(path)
-    if fd is not None:
-        return _open_inherited(path, fd)
-    st = _lstat(path)
-    if st is None:
-        _check_directory(path)
-        try:
-            return TextOutput(path, os.open(path, os.O_WRONLY | _NEW, MODE), new_path=path)
-        except FileExistsError:
-            raise StallscopeError(f"{path} appeared while stallscope was creating it", "choose another name") from None
-        except OSError as exc:
-            raise _os_error(path, exc) from None
+def _existing(path: str, st: os.stat_result, force: bool) -> bool:
+    """What is at `path` may be written: True to write through it (a device or FIFO), False to replace
+    it (a regular file, with --force or empty and one's own); refused otherwise."""
     mode = st.st_mode
     if stat.S_ISLNK(mode):
         try:
@@ -383,13 +370,50 @@ def open_text(path: str, force: bool = False) -> TextOutput:
             raise StallscopeError(f"{path} is a symbolic link to {_kind(mode)}",
                                   "stallscope writes through a link only to a device or FIFO: name the file itself")
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
-        return _open_through(path)
+        return True
     if stat.S_ISDIR(mode):
         raise StallscopeError(f"{path} is a directory", "give a file name inside it")
     if not stat.S_ISREG(mode):
         raise StallscopeError(f"cannot write {path}: it is {_kind(mode)}", "give a file, a character device or a FIFO")
     if not force and not _is_free(st):
         raise _exists_error(path, st)
+    return False
+
+
+def check_text(path: str, force: bool = False) -> None:
+    """open_text()'s refusals, made before the work whose text goes there (a report of a long
+    recording takes seconds): a refused `-o` costs nothing. Nothing is created or opened; open_text()
+    checks again when the text is ready."""
+    _check_name(path)
+    fd = inherited_fd(path)
+    if fd is not None:
+        _writable_fd(path, fd)
+        return
+    st = _lstat(path)
+    if st is None:
+        _check_directory(path)
+    else:
+        _existing(path, st, force)
+
+
+def open_text(path: str, force: bool = False) -> TextOutput:
+    """An output for text at `path`; see the module's rules."""
+    _check_name(path)
+    fd = inherited_fd(path)
+    if fd is not None:
+        _writable_fd(path, fd)
+        return TextOutput(path, os.dup(fd))
+    st = _lstat(path)
+    if st is None:
+        _check_directory(path)
+        try:
+            return TextOutput(path, os.open(path, os.O_WRONLY | _NEW, MODE), new_path=path)
+        except FileExistsError:
+            raise StallscopeError(f"{path} appeared while stallscope was creating it", "choose another name") from None
+        except OSError as exc:
+            raise _os_error(path, exc) from None
+    if _existing(path, st, force):
+        return _open_through(path)
     # replaced by a new file renamed over it: never written into (someone else's file keeps its
     # owner's data; a failed write leaves the old one whole)
     directory, name = os.path.split(path)

@@ -45,6 +45,7 @@ def _digest(path) -> str:
 WRITERS = {
     "export": lambda rec, out: ["export", str(rec), "-o", out],
     "diff": lambda rec, out: ["diff", str(rec), str(rec), "-o", out],
+    "report": lambda rec, out: ["report", str(rec), "-o", out],
     "record": lambda rec, out: ["record", "-o", out, "-d", "1"],
 }
 
@@ -69,7 +70,7 @@ def test_a_recording_file_is_created_private(tmp_path):
 
 # ---- what is there already ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("command", ["export", "diff", "record"])
+@pytest.mark.parametrize("command", ["export", "diff", "report", "record"])
 def test_an_existing_file_is_never_overwritten_without_force(tmp_path, recording, command):
     out = tmp_path / "precious"
     out.write_bytes(b"do not lose me\n")
@@ -77,6 +78,19 @@ def test_an_existing_file_is_never_overwritten_without_force(tmp_path, recording
     proc = run_stallscope(*WRITERS[command](recording, str(out)), check=False)
     _one_line_error(proc, str(out), "exists", "--force")
     assert _digest(out) == before
+
+
+@pytest.mark.parametrize("command", ["export", "diff", "report"])
+def test_a_refused_output_is_refused_before_the_recording_is_read(tmp_path, command):
+    """A report of a long recording takes seconds: `-o` is checked first, not after the work."""
+    out = tmp_path / "precious"
+    out.write_bytes(b"do not lose me\n")
+    missing = tmp_path / "no-such.stall"
+    proc = run_stallscope(*WRITERS[command](missing, str(out)), check=False)
+    _one_line_error(proc, str(out), "exists", "--force")
+    assert "no-such" not in proc.stderr
+    proc = run_stallscope(*WRITERS[command](missing, str(tmp_path / "no-dir" / "x")), check=False)
+    _one_line_error(proc, "no-dir")
 
 
 def test_an_existing_recording_is_never_recorded_over(tmp_path, recording):
