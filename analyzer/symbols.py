@@ -215,19 +215,21 @@ class _Part(dict):
 
     def __init__(self, elf: "_ElfHeaders", fields: dict):
         super().__init__(fields)
-        self._elf = elf
+        # the headers' stream and byte order, not the headers (which hold their parts): no cycle to leave
+        # for the collector each time a process's files are read
+        self._stream, self._order = elf.stream, elf.order
 
     def data(self) -> bytes:
         offset = self.get("sh_offset", self.get("p_offset"))
         size = self.get("sh_size", self.get("p_filesz"))
-        self._elf.stream.seek(offset)
-        data = self._elf.stream.read(size)
+        self._stream.seek(offset)
+        data = self._stream.read(size)
         if len(data) != size:
             raise _HeaderError("truncated")
         return data
 
     def iter_notes(self):
-        data, order, at = self.data(), self._elf.order, 0
+        data, order, at = self.data(), self._order, 0
         while at + 12 <= len(data):
             namesz, descsz, ntype = struct.unpack_from(order + "III", data, at)
             name_at = at + 12

@@ -103,7 +103,8 @@ async def measure(seconds: float, interval: float, realtime: int | None = None) 
     return {"first_screen_s": round(marks.get("screen", -1), 3), "first_data_s": round(marks.get("data", -1), 3),
             "cpu_pct_of_one_cpu": round(100 * cpu, 2), "key_p50_ms": round(1e3 * _pct(keys, 0.5), 1),
             "key_p99_ms": round(1e3 * _pct(keys, 0.99), 1), "key_max_ms": round(1e3 * max(keys, default=0), 1),
-            "keys": len(keys), "intervals": intervals, "budget_level_reached": level, "group_nice": group}
+            "keys": len(keys), "intervals": intervals, "budget_level_reached": level, "group_nice": group,
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
 def main() -> int:
@@ -164,6 +165,7 @@ def main() -> int:
             f"| key to frame p50 / p99 / max ({result['keys']} keys) | {result['key_p50_ms']:.0f} / "
             f"{result['key_p99_ms']:.0f} / {result['key_max_ms']:.0f} ms | p99 100 ms |\n"
             f"| intervals shown; budget level reached | {result['intervals']}; {result['budget_level_reached']} | |\n"
+            f"| the process's peak resident memory | {result['peak_rss_mb']} MB | |\n"
             f"| the session's scheduling group (autogroup) raised to | "
             f"{'nice %d' % result['group_nice'] if result['group_nice'] is not None else 'not raised'} | |\n")
     return 0

@@ -206,6 +206,14 @@ def _slow_path_sites(f, path: str, fd: int, wanted: set, objdump: str, readelf: 
                 if m and int(m.group(3), 16) not in starts and not fde.lo <= int(m.group(3), 16) < fde.hi)
         return waits[target]
 
+    try:
+        return _sites(targets, fde_of, branches, makes_syscalls, starts, segments)
+    finally:
+        makes_syscalls = None  # it calls itself through its closure: a cycle holding every FDE otherwise
+
+
+def _sites(targets, fde_of, branches, makes_syscalls, starts, segments) -> dict[int, int]:
+    """The call sites of the wanted functions' slow paths: {file offset: CFA offset from rsp}."""
     sites: dict[int, int] = {}
     for fde in {fde_of(v).lo: fde_of(v) for v in targets.values() if fde_of(v) is not None}.values():
         lo, hi, rows = fde.lo, fde.hi, fde.rows

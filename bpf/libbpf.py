@@ -196,7 +196,7 @@ class _Lib:
     def _on_print(self, level: int, fmt: bytes, args: int) -> int:
         if level >= LIBBPF_DEBUG:  # 2,500 lines a session's start-up, none of them a reason; warnings and info kept
             return 0
-        buf = ctypes.create_string_buffer(4096)
+        buf = _chars(4096)
         self._libc.vsnprintf(buf, len(buf), fmt, args)
         self.log.add(level, buf.value.decode(errors="replace"))
         return 0
@@ -374,7 +374,7 @@ class Program:
     def test_run(self, ctx: bytes = b"", cpu: int | None = None) -> int:
         """Run the loaded program once on `ctx` (BPF_PROG_TEST_RUN), on `cpu` if given
         (raw_tp programs only); returns the program's return value."""
-        buf = ctypes.create_string_buffer(ctx, len(ctx)) if ctx else None
+        buf = _chars(len(ctx), ctx) if ctx else None
         opts = BpfTestRunOpts(sz=ctypes.sizeof(BpfTestRunOpts))
         if buf is not None:
             opts.ctx_in, opts.ctx_size_in = ctypes.addressof(buf), len(ctx)
@@ -432,7 +432,7 @@ class Map:
 
     def lookup(self, key: bytes | ctypes.Structure, value_size: int | None = None) -> bytes | None:
         kbuf = _buffer(key)
-        vbuf = ctypes.create_string_buffer(value_size or self.value_size)
+        vbuf = _chars(value_size or self.value_size)
         rc = self._lib.lib.bpf_map_lookup_elem(self.fd, kbuf, vbuf)
         if rc < 0:
             if -rc == errno.ENOENT:
@@ -458,7 +458,7 @@ class Map:
         keys = [k for k in keys if len(k) == ks]
         if not keys:
             return 0
-        buf = ctypes.create_string_buffer(b"".join(keys), ks * len(keys))
+        buf = _chars(ks * (1 << (len(keys) - 1).bit_length()), b"".join(keys))  # a size of a few: its type is kept
         opts = _BatchOpts(ctypes.sizeof(_BatchOpts), 0, 0)
         deleted = start = 0
         while start < len(keys):
@@ -481,7 +481,7 @@ class Map:
 
     def keys(self) -> Iterator[bytes]:
         prev = None
-        nxt = ctypes.create_string_buffer(self.key_size)
+        nxt = _chars(self.key_size)
         while True:
             rc = self._lib.lib.bpf_map_get_next_key(self.fd, prev, nxt)
             if rc < 0:
@@ -490,7 +490,7 @@ class Map:
                 raise BpfError(f"iterate map {self.name}", -rc)
             key = nxt.raw
             yield key
-            prev = ctypes.create_string_buffer(key, self.key_size)
+            prev = _chars(self.key_size, key)
 
     def items_batch(self, chunk: int = 4096, value_size: int | None = None) -> list[tuple[bytes, bytes]]:
         """All entries with BPF_MAP_LOOKUP_BATCH; falls back to key iteration where unsupported.
@@ -498,15 +498,15 @@ class Map:
         ks, vs = self.key_size, value_size or self.value_size
         out: list[tuple[bytes, bytes]] = []
         token_in = None
-        token_out = ctypes.create_string_buffer(max(ks, 8))
+        token_out = _chars(max(ks, 8))
         opts = _BatchOpts(ctypes.sizeof(_BatchOpts), 0, 0)
         # the buffers are made once a call (a drain reads every cumulative map each interval: thousands
         # of entries with thousands of sleeping threads), and only the part the kernel filled is copied
         keys = vals = None
         while True:
             if keys is None:
-                keys = ctypes.create_string_buffer(ks * chunk)
-                vals = ctypes.create_string_buffer(vs * chunk)
+                keys = _chars(ks * chunk)
+                vals = _chars(vs * chunk)
             count = ctypes.c_uint32(chunk)
             rc = self._lib.lib.bpf_map_lookup_batch(self.fd, token_in, token_out, keys, vals, ctypes.byref(count), ctypes.byref(opts))
             err = -rc if rc < 0 else 0
@@ -524,14 +524,34 @@ class Map:
             if err == errno.ENOENT:
                 return out
             if token_in is None:
-                token_in = ctypes.create_string_buffer(max(ks, 8))
+                token_in = _chars(max(ks, 8))
             ctypes.memmove(token_in, token_out, len(token_out))
 
 
 def _buffer(data) -> ctypes.Array | ctypes.Structure:
     if isinstance(data, (bytes, bytearray)):
-        return ctypes.create_string_buffer(bytes(data), len(data))
+        return _chars(len(data), data)
     return data
+
+
+# ctypes keeps the array types it makes only weakly: `create_string_buffer(n)` made a type for each
+# call whose size was not in use, and left it in a reference cycle (a type and its descriptors) when the
+# buffer went, tens of them a drain, for the cycle collector to find. Kept here, each is made once.
+_ARRAY_TYPES: dict[int, type] = {}
+_MAX_ARRAY_TYPES = 1024
+
+
+def _chars(size: int, init: bytes | bytearray = b"") -> ctypes.Array:
+    """A zeroed buffer of `size` bytes (create_string_buffer's), `init` copied to its start."""
+    t = _ARRAY_TYPES.get(size)
+    if t is None:
+        t = ctypes.c_char * size
+        if len(_ARRAY_TYPES) < _MAX_ARRAY_TYPES:
+            _ARRAY_TYPES[size] = t
+    buf = t()
+    if init:
+        ctypes.memmove(buf, bytes(init), min(len(init), size))
+    return buf
 
 
 class RingBuffer:

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -120,6 +121,26 @@ def settle_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
+
+
+@contextmanager
+def interval_work():
+    """An interval's drain and what is done with it (written, folded, handed to a view), outside the
+    cycle collector's view. That work makes hundreds of thousands of records, parts and rows, none in a
+    cycle, and what outlives it (a live view keeps minutes of intervals) is frozen when it is done: the
+    collector never walks it. Before it, the young generation is collected, while it holds only what
+    was made since the last interval (the view's own cycles among it). Left to the collector's
+    threshold, it walked each record in its first collection: 3 s of CPU in 85 s of `top` under
+    hackbench, an eighth of its cost."""
+    gc.collect(0)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 class Session:
@@ -233,11 +254,12 @@ class Session:
                     stop = stop or "done"
                 if stop:
                     self._finish_groups()
-                iv = self._drain()
-                self._say_if_starved(iv)
-                if not stop:
-                    iv = self._keep_to_budget(iv, meta)
-                on_interval(iv)
+                with interval_work():
+                    iv = self._drain()
+                    self._say_if_starved(iv)
+                    if not stop:
+                        iv = self._keep_to_budget(iv, meta)
+                    on_interval(iv)
                 intervals += 1
                 if stop:
                     self._stop_reason = self._stop_reason or stop

@@ -202,11 +202,9 @@ class LiveSource:
                 self.meta = ev.payload
                 self.timeline = Timeline(ev.payload, keep=LIVE_KEEP, live=True)
             elif ev.kind == "interval" and self.timeline is not None:
+                # what the timeline keeps (minutes of records, millions of objects, none in a cycle) was
+                # frozen out of the cycle collector's view as the session made it (session.interval_work)
                 self.timeline.add(ev.payload, snapshot=ev.snapshot)
-                # what the timeline keeps (minutes of records, millions of objects, none in a cycle) leaves
-                # the cycle collector's view: its older generations walked it all, pausing the view for up
-                # to a second under load; what dies is still freed as ever
-                gc.freeze()
             out.append(ev)
 
     def stop(self) -> None:

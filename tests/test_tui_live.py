@@ -163,3 +163,44 @@ def test_a_session_that_fails_before_loading_its_probes_keeps_no_view_waiting():
     assert time.monotonic() - t0 < 5
     assert src.join(10)
     assert src.error and ("PID" in src.error or "root" in src.error), src.error
+
+
+@needs_bpf
+def test_an_intervals_work_leaves_no_cycle_for_the_freeze_to_keep(monkeypatch):
+    """Each interval's drain, fold and views run outside the cycle collector's view, and what they made
+    is frozen when they are done (session.interval_work): an object in a reference cycle then would never
+    be freed, an interval after another, for as long as `top` runs. The drains here read the maps, name
+    the stacks of processes that start and end all along (their files read), and the futex group
+    analyses their libc: none of it leaves a cycle (ctypes array types and ELF headers did)."""
+    import gc
+
+    from stallscope.session import SessionOptions
+    from stallscope.sources import LiveSource
+
+    freeze, garbage, freezes = gc.freeze, [], []
+
+    def checked_freeze():
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            gc.collect(0)
+        finally:
+            gc.set_debug(0)
+        garbage.extend(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage)
+        gc.garbage.clear()
+        freezes.append(1)
+        freeze()
+
+    gc.collect()
+    gc.garbage.clear()
+    monkeypatch.setattr(gc, "freeze", checked_freeze)
+    loop = f"for i in $(seq 30); do {example('pipe_reader')} -n 10 -m 20 >/dev/null; done"
+    src = LiveSource(SessionOptions(interval_s=0.5, command=["sh", "-c", loop], max_intervals=8))
+    src.start()
+    deadline, kinds = time.monotonic() + 60, []
+    while time.monotonic() < deadline and "end" not in kinds and "error" not in kinds:
+        time.sleep(0.1)
+        kinds += [ev.kind for ev in src.events()]
+    assert "end" in kinds, (kinds, src.error)
+    assert src.join(10)
+    assert len(freezes) >= 6, freezes  # the start-up's, then one an interval
+    assert not garbage, sorted(set(garbage))
