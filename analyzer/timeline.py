@@ -239,9 +239,24 @@ def _hist_p99(hist: tuple[int, ...]) -> int:
     return 1 << (len(hist) - 1)
 
 
+class Digest:
+    """What a timeline keeps of an interval once its one-interval snapshot has left the cache: the values
+    the views plot interval by interval (the sparklines' minute), read as a snapshot's. The snapshot holds
+    its model, the interval's every record folded: tens of MB for an interval of a machine with thousands
+    of threads under load, so a live timeline that kept one for each of its intervals grew by that much
+    a second."""
+
+    __slots__ = ("first", "last", "seconds", "ranked", "signals", "io")
+
+    def __init__(self, snap: Snapshot):
+        self.first, self.last, self.seconds = snap.first, snap.last, snap.seconds
+        self.ranked, self.signals, self.io = snap.ranked, snap.signals, snap.io
+
+
 @dataclass
 class Timeline:
-    """Intervals in order and the names they carry; snapshots of windows, cached.
+    """Intervals in order and the names they carry; snapshots of windows, cached (the `cache_size` most
+    recently used; an interval's own, once gone, leaves its Digest for the series).
 
     `keep`: how many intervals a live timeline holds (None: all, for a recording). Names are sent once
     and referred to later, so a live timeline forgets a task only once its final switch has left the
@@ -250,7 +265,7 @@ class Timeline:
     meta: RecordingMeta
     keep: int | None = None
     live: bool = False
-    cache_size: int = 256
+    cache_size: int = 16
     max_stacks: int = 1 << 16
     intervals: deque = field(default_factory=deque)
     task_info: dict[TaskId, TaskInfo] = field(default_factory=dict)
@@ -258,6 +273,7 @@ class Timeline:
     functions: dict[int, str] = field(default_factory=dict)
     slab_caches: dict[int, SlabCache] = field(default_factory=dict)
     _cache: OrderedDict = field(default_factory=OrderedDict)
+    _digests: dict = field(default_factory=dict)  # interval index -> Digest of its snapshot, once evicted
     _dead_at: dict = field(default_factory=dict)  # task -> index of the interval that saw its final switch
 
     def add(self, iv: Interval, snapshot: Snapshot | None = None) -> None:
@@ -277,6 +293,7 @@ class Timeline:
         self.intervals.append(iv)
         if snapshot is not None and (snapshot.first, snapshot.last) == (iv.index, iv.index):
             self._cache[(iv.index, iv.index)] = snapshot
+            self._trim()
         if self.keep is None:
             return
         while len(self.intervals) > self.keep:
@@ -302,6 +319,15 @@ class Timeline:
             self.stacks.popitem(last=False)
         for key in [k for k in self._cache if k[0] < first]:
             del self._cache[key]
+        for i in [i for i in self._digests if i < first]:
+            del self._digests[i]
+
+    def _trim(self) -> None:
+        """Snapshots beyond `cache_size` go, least recently used first; an interval's own leaves its digest."""
+        while len(self._cache) > self.cache_size:
+            (first, last), snap = self._cache.popitem(last=False)
+            if first == last and first >= self.first_index:
+                self._digests[first] = Digest(snap)
 
     def __len__(self) -> int:
         return len(self.intervals)
@@ -332,8 +358,7 @@ class Timeline:
                                      functions=self.functions)
         snap = Snapshot(model, first, last, self.live)
         self._cache[key] = snap
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        self._trim()
         return snap
 
     def latest(self, n: int = 1) -> Snapshot | None:
@@ -344,9 +369,10 @@ class Timeline:
         return self.window(self.first_index, self.last_index)
 
     def series(self, first: int, last: int, value) -> list[float]:
-        """value(snapshot) for each interval first..last, from the one-interval snapshots (cached)."""
+        """value(snapshot) for each interval first..last, from the one-interval snapshots (cached) or their
+        digests: `value` reads `seconds`, `ranked`, `signals` or `io`."""
         out = []
         for i in range(max(first, self.first_index), min(last, self.last_index) + 1):
-            snap = self.window(i, i)
+            snap = self._cache.get((i, i)) or self._digests.get(i) or self.window(i, i)
             out.append(value(snap) if snap is not None else 0.0)
         return out

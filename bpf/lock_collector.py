@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning
+from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning, record_maker
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
 from stallscope.bpf.intervals import IntervalNumbers
@@ -25,6 +25,7 @@ from stallscope.errors import StallscopeError
 
 _LOCK_KEY, _LOCK_VAL = abi.unpacker(abi.LockKey), abi.unpacker(abi.LockVal)
 _EXTREMES = len(_LOCK_VAL.unpack(bytes(_LOCK_VAL.size))) - 6  # where an unpacked lock_val's extremes begin
+_new_lock = record_maker(LockDelta)  # every field given: built without the frozen dataclass's __init__
 
 
 class LockCollector:
@@ -103,7 +104,7 @@ class LockCollector:
                     field, where = self.namer.describe(text(cache), addr, slot_size, red_left_pad, order, min_order,
                                                        dev, ino, mode, (tgid,))
                 longest, shortest = abi.extremes(v, _EXTREMES, e)
-                out.append(LockDelta(
+                out.append(_new_lock(
                     task=tid, tgid=tgid, addr=addr, kstack=kstack, flags=flags,
                     kind=kind, count=count - pc, total_ns=total - pt,
                     max_ns=longest, min_ns=shortest,

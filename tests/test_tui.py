@@ -284,3 +284,22 @@ def test_each_view_looks_as_it_did(snap_compare, recording, key, size, tmp_path)
     shutil.copy(recording, fixed)
     app = TopApp(RecordingSource(str(fixed)), title="replay tui.stall")
     assert snap_compare(app, press=[key], terminal_size=size)
+
+
+def test_a_timeline_keeps_few_snapshots_and_its_series_read_the_same_from_digests():
+    """A snapshot holds its model (tens of MB for an interval of thousands of threads under load): a
+    live timeline keeps `cache_size` of them, not one per interval held, and the series the sparklines
+    plot read the same values from what an evicted interval's snapshot leaves (its Digest)."""
+    meta, ivs = tui_meta(), tui_intervals()
+    small, large = Timeline(meta, keep=600, live=True, cache_size=2), Timeline(meta, keep=600, live=True, cache_size=64)
+    for iv in ivs:
+        for tl in (small, large):
+            tl.add(iv, snapshot=None)
+            tl.task_info.update({t.task: t for t in iv.task_info})
+            snap = tl.window(iv.index, iv.index)
+            assert snap.ranked is not None
+    assert len(small._cache) <= 2 and len(small._digests) >= len(ivs) - 2
+    for value in (lambda s: {b.cause: b.total_ns / s.seconds for b in s.ranked}, lambda s: s.signals["runnable"],
+                  lambda s: len(s.io)):
+        assert small.series(0, len(ivs) - 1, value) == large.series(0, len(ivs) - 1, value)
+    assert len(small._cache) <= 2
