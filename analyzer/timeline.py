@@ -239,6 +239,12 @@ def _hist_p99(hist: tuple[int, ...]) -> int:
     return 1 << (len(hist) - 1)
 
 
+def records(iv: Interval) -> int:
+    """An interval's records, what its memory grows with."""
+    return (len(iv.tasks) + len(iv.offcpu) + len(iv.wakers) + len(iv.locks) + len(iv.futex) + len(iv.oncpu)
+            + len(iv.slab))
+
+
 class Digest:
     """What a timeline keeps of an interval once its one-interval snapshot has left the cache: the values
     the views plot interval by interval (the sparklines' minute), read as a snapshot's. The snapshot holds
@@ -258,7 +264,9 @@ class Timeline:
     """Intervals in order and the names they carry; snapshots of windows, cached (the `cache_size` most
     recently used; an interval's own, once gone, leaves its Digest for the series).
 
-    `keep`: how many intervals a live timeline holds (None: all, for a recording). Names are sent once
+    `keep`: how many intervals a live timeline holds (None: all, for a recording), and fewer when they
+    hold more than `max_records` records between them (the oldest go first; the series keep `keep`
+    intervals' digests all the same). Names are sent once
     and referred to later, so a live timeline forgets a task only once its final switch has left the
     intervals held, and stacks least recently used first beyond `max_stacks`."""
 
@@ -266,6 +274,7 @@ class Timeline:
     keep: int | None = None
     live: bool = False
     cache_size: int = 16
+    max_records: int | None = None
     max_stacks: int = 1 << 16
     intervals: deque = field(default_factory=deque)
     task_info: dict[TaskId, TaskInfo] = field(default_factory=dict)
@@ -275,6 +284,7 @@ class Timeline:
     _cache: OrderedDict = field(default_factory=OrderedDict)
     _digests: dict = field(default_factory=dict)  # interval index -> Digest of its snapshot, once evicted
     _dead_at: dict = field(default_factory=dict)  # task -> index of the interval that saw its final switch
+    _records: int = 0  # in the intervals held
 
     def add(self, iv: Interval, snapshot: Snapshot | None = None) -> None:
         """One more interval (live: the newest; the oldest beyond `keep` is forgotten). `snapshot`: its
@@ -291,13 +301,15 @@ class Timeline:
         for c in iv.slab_caches:
             self.slab_caches[c.addr] = c
         self.intervals.append(iv)
+        self._records += records(iv)
         if snapshot is not None and (snapshot.first, snapshot.last) == (iv.index, iv.index):
             self._cache[(iv.index, iv.index)] = snapshot
             self._trim()
         if self.keep is None:
             return
-        while len(self.intervals) > self.keep:
-            self.intervals.popleft()
+        while len(self.intervals) > self.keep or (
+                self.max_records is not None and self._records > self.max_records and len(self.intervals) > 1):
+            self._records -= records(self.intervals.popleft())
         self._forget(iv)
 
     def _forget(self, iv: Interval) -> None:
@@ -318,8 +330,11 @@ class Timeline:
         while len(self.stacks) > self.max_stacks:
             self.stacks.popitem(last=False)
         for key in [k for k in self._cache if k[0] < first]:
-            del self._cache[key]
-        for i in [i for i in self._digests if i < first]:
+            snap = self._cache.pop(key)
+            if key[0] == key[1]:
+                self._digests[key[0]] = Digest(snap)
+        oldest = self.last_index - self.keep + 1 if self.keep is not None else first
+        for i in [i for i in self._digests if i < oldest]:
             del self._digests[i]
 
     def _trim(self) -> None:
@@ -335,6 +350,11 @@ class Timeline:
     @property
     def first_index(self) -> int:
         return self.intervals[0].index if self.intervals else 0
+
+    @property
+    def earliest(self) -> int:
+        """The first interval the series can read: held, or gone with its digest kept."""
+        return min(self.first_index, min(self._digests, default=self.first_index))
 
     @property
     def last_index(self) -> int:
@@ -372,7 +392,8 @@ class Timeline:
         """value(snapshot) for each interval first..last, from the one-interval snapshots (cached) or their
         digests: `value` reads `seconds`, `ranked`, `signals` or `io`."""
         out = []
-        for i in range(max(first, self.first_index), min(last, self.last_index) + 1):
-            snap = self._cache.get((i, i)) or self._digests.get(i) or self.window(i, i)
+        held = self.first_index
+        for i in range(max(first, self.earliest), min(last, self.last_index) + 1):
+            snap = self._cache.get((i, i)) or self._digests.get(i) or (self.window(i, i) if i >= held else None)
             out.append(value(snap) if snap is not None else 0.0)
         return out

@@ -21,6 +21,9 @@ from stallscope.errors import StallscopeError
 
 # what a live timeline keeps: the sparklines' minute and room for a range, at 1 s intervals
 LIVE_KEEP = 600
+# ... and fewer intervals when they hold more records than this (about 300 bytes each): under hackbench beside
+# 5,000 sleeping threads an interval holds 20,000-30,000, and ten minutes of them would take gigabytes
+LIVE_MAX_RECORDS = 1_000_000
 # what the default view (Blockers, with each cause's history) and the status line read of each interval
 PREFOLDED = ("ranked", "idle_ns", "shares", "cost", "lost")
 LIVE_GC_THRESHOLD = 100_000  # allocations between young-generation collections, live
@@ -200,7 +203,7 @@ class LiveSource:
                 return out
             if ev.kind == "meta":
                 self.meta = ev.payload
-                self.timeline = Timeline(ev.payload, keep=LIVE_KEEP, live=True)
+                self.timeline = Timeline(ev.payload, keep=LIVE_KEEP, live=True, max_records=LIVE_MAX_RECORDS)
             elif ev.kind == "interval" and self.timeline is not None:
                 # what the timeline keeps (minutes of records, millions of objects, none in a cycle) was
                 # frozen out of the cycle collector's view as the session made it (session.interval_work)

@@ -303,3 +303,22 @@ def test_a_timeline_keeps_few_snapshots_and_its_series_read_the_same_from_digest
                   lambda s: len(s.io)):
         assert small.series(0, len(ivs) - 1, value) == large.series(0, len(ivs) - 1, value)
     assert len(small._cache) <= 2
+
+
+def test_a_live_timeline_holds_fewer_intervals_when_they_hold_many_records_and_its_series_go_on():
+    """`max_records` bounds what the intervals held take (top under load: tens of thousands of records an
+    interval); the oldest go first, and their digests keep the sparklines' minute."""
+    meta, ivs = tui_meta(), tui_intervals()
+    from stallscope.analyzer.timeline import records
+
+    per = max(records(iv) for iv in ivs)
+    tl, whole = Timeline(meta, keep=600, live=True, max_records=3 * per), Timeline(meta, keep=600, live=True)
+    for iv in ivs:
+        for t in (tl, whole):
+            t.add(iv)
+            t.task_info.update({x.task: x for x in iv.task_info})
+            assert t.window(iv.index, iv.index).ranked is not None
+    assert len(tl.intervals) <= 3 < len(ivs)
+    assert tl.earliest == 0 and tl.first_index > 0
+    value = (lambda s: {b.cause: b.total_ns / s.seconds for b in s.ranked})
+    assert tl.series(0, len(ivs) - 1, value) == whole.series(0, len(ivs) - 1, value)

@@ -102,7 +102,7 @@ class BlockersView(View):
 
 def _cause_history(snap: Snapshot, timeline: Timeline) -> list[dict[str, float]]:
     """Each cause's wait per second, interval by interval, over the minute up to the window's end."""
-    first = max(timeline.first_index, snap.last - SPARK_INTERVALS + 1)
+    first = max(timeline.earliest, snap.last - SPARK_INTERVALS + 1)
     return timeline.series(first, snap.last, lambda s: {b.cause: b.total_ns / s.seconds for b in s.ranked})
 
 
@@ -231,7 +231,7 @@ class CpusView(View):
 
     def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
         s = snap.signals
-        first = max(timeline.first_index, snap.last - SPARK_INTERVALS + 1)
+        first = max(timeline.earliest, snap.last - SPARK_INTERVALS + 1)
         cs = timeline.series(first, snap.last, lambda x: x.signals["cs_per_s"])
         runnable = timeline.series(first, snap.last, lambda x: x.signals["runnable"])
         t = Text(f"cs/s {s['cs_per_s']:>10,.0f} ")
@@ -326,7 +326,7 @@ class DevicesView(View):
         rows = snap.io
         if rows:
             top = rows[0]
-            first = max(timeline.first_index, snap.last - SPARK_INTERVALS + 1)
+            first = max(timeline.earliest, snap.last - SPARK_INTERVALS + 1)
             depth = timeline.series(first, snap.last,
                                     lambda x: next((r.avg_inflight for r in x.io if r.dev == top.dev), 0.0))
             t.append("\nrequests at ")
