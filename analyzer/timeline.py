@@ -29,7 +29,7 @@ from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
 from stallscope.analyzer.overhead import Cost, model_costs
 from stallscope.analyzer.recommend import Recommendation, recommend
-from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, TaskId, TaskInfo
+from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, TaskId, TaskInfo, TuningChange
 from stallscope.analyzer.scope import own_tasks, recorded_tasks
 from stallscope.analyzer.slab import SlabRow, slab_rows
 
@@ -285,6 +285,7 @@ class Timeline:
     _digests: dict = field(default_factory=dict)  # interval index -> Digest of its snapshot, once evicted
     _dead_at: dict = field(default_factory=dict)  # task -> index of the interval that saw its final switch
     _records: int = 0  # in the intervals held
+    tuning_before: TuningChange | None = None  # the last budget step of the intervals forgotten
 
     def add(self, iv: Interval, snapshot: Snapshot | None = None) -> None:
         """One more interval (live: the newest; the oldest beyond `keep` is forgotten). `snapshot`: its
@@ -309,7 +310,10 @@ class Timeline:
             return
         while len(self.intervals) > self.keep or (
                 self.max_records is not None and self._records > self.max_records and len(self.intervals) > 1):
-            self._records -= records(self.intervals.popleft())
+            old = self.intervals.popleft()
+            self._records -= records(old)
+            if old.tuning:
+                self.tuning_before = old.tuning[-1]
         self._forget(iv)
 
     def _forget(self, iv: Interval) -> None:

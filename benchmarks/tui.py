@@ -76,6 +76,15 @@ async def measure(seconds: float, interval: float, realtime: int | None = None) 
             sent = self.sent
             self.call_after_refresh(lambda: keys.append(time.monotonic() - sent))
 
+    levels: list[int] = []  # every budget step, as the intervals arrive (the timeline forgets the oldest)
+    events = source.events
+
+    def watched():
+        out = events()
+        levels.extend(c.to.level for ev in out if ev.kind == "interval" for c in ev.payload.tuning)
+        return out
+
+    source.events = watched
     source.start()  # as `stallscope top` does: the screen starts once the probes are attached
     source.wait_attached(0.5)
     app = Keyed(source)
@@ -95,7 +104,7 @@ async def measure(seconds: float, interval: float, realtime: int | None = None) 
             app.sent = time.monotonic()
             app._driver.send_message(events.Key("s", "s"))
             await asyncio.sleep(0.25)
-        level = max((c.to.level for iv in source.timeline.intervals for c in iv.tuning), default=0)
+        level = max(levels, default=0)
         group = source.meta.options.get("group_nice") if source.meta else None
         intervals = len(source.timeline)
         await pilot.press("q")

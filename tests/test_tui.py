@@ -322,3 +322,18 @@ def test_a_live_timeline_holds_fewer_intervals_when_they_hold_many_records_and_i
     assert tl.earliest == 0 and tl.first_index > 0
     value = (lambda s: {b.cause: b.total_ns / s.seconds for b in s.ranked})
     assert tl.series(0, len(ivs) - 1, value) == whole.series(0, len(ivs) - 1, value)
+
+
+def test_the_budgets_level_outlives_the_interval_that_stepped_it():
+    """A step of the overhead budget is carried by the interval where it happened: once a live timeline
+    forgets that interval, the status line still says the level in force."""
+    from stallscope.tui.app import _level_before
+
+    meta, ivs = tui_meta(), tui_intervals()
+    tl = Timeline(meta, keep=3, live=True)
+    for iv in ivs:
+        tl.add(iv)
+    forgotten = [c for iv in ivs if iv.index < tl.first_index for c in iv.tuning]
+    assert forgotten and not any(iv.tuning for iv in tl.intervals)  # the fixture's steps all forgotten
+    assert tl.tuning_before == forgotten[-1] and forgotten[-1].to.level > 0
+    assert _level_before(tl, tl.window(tl.first_index, tl.last_index)) == forgotten[-1].to.level
