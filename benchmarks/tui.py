@@ -77,10 +77,10 @@ async def measure(seconds: float, interval: float, realtime: int | None = None) 
             self.call_after_refresh(lambda: keys.append(time.monotonic() - sent))
 
     levels: list[int] = []  # every budget step, as the intervals arrive (the timeline forgets the oldest)
-    events = source.events
+    take = source.events
 
     def watched():
-        out = events()
+        out = take()
         levels.extend(c.to.level for ev in out if ev.kind == "interval" for c in ev.payload.tuning)
         return out
 
