@@ -334,9 +334,7 @@ class Timeline:
         while len(self.stacks) > self.max_stacks:
             self.stacks.popitem(last=False)
         for key in [k for k in self._cache if k[0] < first]:
-            snap = self._cache.pop(key)
-            if key[0] == key[1]:
-                self._digests[key[0]] = Digest(snap)
+            self._evict(key)
         oldest = self.last_index - self.keep + 1 if self.keep is not None else first
         for i in [i for i in self._digests if i < oldest]:
             del self._digests[i]
@@ -344,9 +342,13 @@ class Timeline:
     def _trim(self) -> None:
         """Snapshots beyond `cache_size` go, least recently used first; an interval's own leaves its digest."""
         while len(self._cache) > self.cache_size:
-            (first, last), snap = self._cache.popitem(last=False)
-            if first == last and first >= self.first_index:
-                self._digests[first] = Digest(snap)
+            self._evict(next(iter(self._cache)))
+
+    def _evict(self, key: tuple[int, int]) -> None:
+        """A snapshot leaves the cache; an interval's own leaves its digest."""
+        snap = self._cache.pop(key)
+        if key[0] == key[1]:
+            self._digests[key[0]] = Digest(snap)
 
     def __len__(self) -> int:
         return len(self.intervals)

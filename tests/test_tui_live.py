@@ -124,13 +124,7 @@ def test_what_top_records_replays_as_the_same_snapshots(tmp_path):
     src = LiveSource(SessionOptions(interval_s=0.5, command=[example("pipe_reader"), "-n", "300", "-m", "5"],
                                     max_intervals=4),
                      writer_factory=lambda meta: RecordingWriter(path, meta))
-    src.start()
-    deadline, kinds = time.monotonic() + 60, []
-    while time.monotonic() < deadline and "end" not in kinds and "error" not in kinds:
-        time.sleep(0.1)
-        kinds += [ev.kind for ev in src.events()]
-    assert "end" in kinds, (kinds, src.error)
-    assert src.join(10)
+    _run_to_end(src)
     live = src.timeline
     windows = [(i, i) for i in range(live.first_index, live.last_index + 1)] + [(live.first_index, live.last_index)]
     shown = {w: _view(live.window(*w)) for w in windows}
@@ -139,6 +133,17 @@ def test_what_top_records_replays_as_the_same_snapshots(tmp_path):
     for w in windows:
         assert _view(replay.window(*w)) == shown[w], w
     assert any(b[0] == "Reading from a pipe" for b in shown[windows[-1]][0]), shown[windows[-1]]
+
+
+def _run_to_end(src) -> None:
+    """A live source started and its events taken, as a view would, until its session ends."""
+    src.start()
+    deadline, kinds = time.monotonic() + 60, []
+    while time.monotonic() < deadline and "end" not in kinds and "error" not in kinds:
+        time.sleep(0.1)
+        kinds += [ev.kind for ev in src.events()]
+    assert "end" in kinds, (kinds, src.error)
+    assert src.join(10)
 
 
 def _view(snap):
@@ -195,12 +200,6 @@ def test_an_intervals_work_leaves_no_cycle_for_the_freeze_to_keep(monkeypatch):
     monkeypatch.setattr(gc, "freeze", checked_freeze)
     loop = f"for i in $(seq 30); do {example('pipe_reader')} -n 10 -m 20 >/dev/null; done"
     src = LiveSource(SessionOptions(interval_s=0.5, command=["sh", "-c", loop], max_intervals=8))
-    src.start()
-    deadline, kinds = time.monotonic() + 60, []
-    while time.monotonic() < deadline and "end" not in kinds and "error" not in kinds:
-        time.sleep(0.1)
-        kinds += [ev.kind for ev in src.events()]
-    assert "end" in kinds, (kinds, src.error)
-    assert src.join(10)
+    _run_to_end(src)
     assert len(freezes) >= 6, freezes  # the start-up's, then one an interval
     assert not garbage, sorted(set(garbage))
