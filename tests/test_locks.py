@@ -49,7 +49,7 @@ def test_each_threads_mmap_lock_wait_covers_the_time_it_slept_in_mmap_and_faults
     it is at least that sleep, and never more than the whole time inside the calls. (A writer's
     optimistic spin on a running owner precedes contention_begin: on the CPU, in neither figure.)"""
     steal_before = _steal_ns()
-    _, truth, path = record_command(tmp_path, [example("mmap_churn"), "-n", "600", "-w", "32"])
+    _, truth, path = record_command(tmp_path, [example("mmap_churn"), "-n", "2000", "-w", "32"])
     steal_ns = _steal_ns() - steal_before
     model = load_model(str(path))
     workers = [t for t in truth if t["role"] == "mmap-churn"]
