@@ -25,6 +25,9 @@ LOSSES: dict[str, tuple[str, str]] = {
     "switch_in_unseen": ("waits whose switch-in the kernel did not trace: their time stays in their task's totals, "
                          "their charge to a stack and cause is lost", ""),
     "runq_unseen": ("run-queue waits whose end (the task's switch-in) the kernel did not trace: lost", ""),
+    "open_carried_mismatch": ("waits in progress the task dump carried on that the collector did not charge, or "
+                              "the other way round, for one interval each (a task gone without its final switch): "
+                              "their keys' charge for that interval is wrong, their tasks' totals are not", ""),
     "locks.lock_map_full": ("kernel lock contentions not recorded (the lock map was full)", "--max-tasks"),
     "locks.stack_map_full": ("lock contention stacks not stored (the stack map was full)", "--stack-map-entries"),
     "locks.stack_errors": ("lock contention stack walks that returned nothing", ""),

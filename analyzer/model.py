@@ -7,12 +7,13 @@ means the same wherever it is shown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from collections.abc import Sequence
+from typing import Callable, Iterable
 
 from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
-    NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, RecordingMeta, SlabCache, SlabDelta, Stack,
-    TaskId, TaskInfo, TuningChange, WaitLink, record_maker,
+    NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, RecordingMeta, SlabCache, SlabDelta,
+    Stack, TaskId, TaskInfo, TuningChange, WaitLink, WakerDelta, record_maker,
 )
 
 RUNQ_SLOTS = 40
@@ -244,18 +245,20 @@ class Model:
     def from_intervals(cls, meta: RecordingMeta, intervals: Iterable[Interval],
                        task_info: dict[TaskId, TaskInfo], stacks: dict[int, Stack],
                        slab_caches: dict[int, SlabCache] | None = None,
-                       functions: dict[int, str] | None = None) -> "Model":
+                       functions: dict[int, str] | None = None, lazy: bool = False) -> "Model":
         """`slab_caches`: caches described anywhere in the recording (each is described once, when
         first seen, possibly before the window); those described inside the window are added. The
-        same for `functions`."""
+        same for `functions`. `lazy`: the wakeups and the lock waits, which the ranking of causes never
+        reads, are folded when first read (`Folded`): a live view folds each interval as it comes, and
+        shows them only in some views."""
         tasks: dict[TaskId, list] = {}
         waits: dict[tuple, list[int]] = {}
-        wake: dict[tuple, list] = {}
+        waker_records: list[tuple[WakerDelta, ...]] = []
+        lock_records: list[tuple[LockDelta, ...]] = []
         n = max(meta.cpus, 1)
         matrix = [[0] * n for _ in range(n)]
         health: dict[str, int] = {}
         programs: dict[str, list[int]] = {}
-        locks: dict[tuple, list] = {}
         slab: dict[tuple[int, int, bool], list[int]] = {}
         caches = dict(slab_caches or {})
         funcs = dict(functions or {})
@@ -324,38 +327,13 @@ class Model:
                         w[7][j] += woken
                 if o.hist:
                     w[3] = _add_slots(w[3], o.hist)
-            for wk in iv.wakers:
-                e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack, wk.in_interrupt, wk.exiting,
-                                     wk.link, wk.wakee), [wk.waker_comm, 0, 0, 0, 0, 0])
-                e[1] += wk.count
-                e[2] += wk.total_ns
-                e[3] += wk.weighted
-                e[4] += wk.link_blocked_ns
-                e[5] += wk.link_runq_ns
+            if iv.ongoing:
+                _fold_ongoing(iv, tasks, waits)
+            if iv.wakers:
+                waker_records.append(iv.wakers)
             funcs.update(iv.functions)
-            for lk in iv.locks:
-                key = (lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)
-                e = locks.get(key)
-                if e is None:
-                    e = locks[key] = [0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, 0, "", ""]
-                e[13] = e[13] or lk.field
-                e[14] = e[14] or lk.object
-                if lk.blocked_ns is None or e[9] < 0:
-                    e[9] = e[10] = -1
-                else:
-                    e[9] += lk.blocked_ns
-                    e[10] += lk.runnable_ns or 0
-                e[11] += lk.weighted_ns
-                e[12] += lk.var_us2
-                e[8] = e[8] or lk.symbol
-                e[0] += lk.count
-                e[1] += lk.total_ns
-                e[2] = max(e[2], lk.max_ns)
-                e[3] = min(e[3], lk.min_ns) if e[3] and lk.min_ns else (e[3] or lk.min_ns)
-                e[4] += lk.spin_ns
-                e[5] += lk.sleep_ns
-                if lk.owner_pid:
-                    e[6], e[7] = lk.owner_pid, lk.owner_comm
+            if iv.locks:
+                lock_records.append(iv.locks)
             for sd in iv.slab:
                 acc = slab.setdefault((sd.cache, sd.tgid, sd.exiting), [0] * len(_SLAB_COUNTS))
                 for i, name in enumerate(_SLAB_COUNTS):
@@ -423,14 +401,11 @@ class Model:
                                         funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
                                         tuple(v[7]))
                         for (tid, tgid, state, k, u, why, func), v in waits.items()),
-            wakeups=tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq, exiting, link,
-                                  e[3], e[4], e[5], wakee)
-                          for (tid, waker, wtgid, ks, irq, exiting, link, wakee), e in wake.items()),
+            wakeups=Folded.of(lambda: _fold_wakeups(waker_records, stacks), lazy),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
             kernel_switches=kswitches,
-            lock_waits=tuple(_new_lock_waits(tid, tgid, addr, flags, kind, cache, stacks.get(ks), ks, *e)
-                             for (tid, tgid, addr, flags, kind, cache, ks), e in locks.items()),
+            lock_waits=Folded.of(lambda: _fold_locks(lock_records, stacks), lazy),
             slab=tuple(SlabDelta(cache, tgid, exiting, *acc) for (cache, tgid, exiting), acc in sorted(slab.items())),
             slab_caches=caches,
             oncpu=tuple(OncpuSamples(tid, tgid, e[0], stacks.get(k), stacks.get(u), k, u, e[1], e[2])
@@ -458,6 +433,108 @@ class Model:
                     procs.add(child)
                     todo.append(child)
         return {info.task for info in infos if info.tgid in procs}
+
+
+def _fold_wakeups(records: list[tuple[WakerDelta, ...]], stacks: dict[int, Stack]) -> tuple[Wakeups, ...]:
+    """A window's wakeups, per (wakee, waker, its stack and context, the two waits' strata)."""
+    wake: dict[tuple, list] = {}
+    for wakers in records:
+        for wk in wakers:
+            e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack, wk.in_interrupt, wk.exiting,
+                                 wk.link, wk.wakee), [wk.waker_comm, 0, 0, 0, 0, 0])
+            e[1] += wk.count
+            e[2] += wk.total_ns
+            e[3] += wk.weighted
+            e[4] += wk.link_blocked_ns
+            e[5] += wk.link_runq_ns
+    return tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq, exiting, link, e[3], e[4], e[5], wakee)
+                 for (tid, waker, wtgid, ks, irq, exiting, link, wakee), e in wake.items())
+
+
+def _fold_locks(records: list[tuple[LockDelta, ...]], stacks: dict[int, Stack]) -> tuple[LockWaits, ...]:
+    """A window's kernel lock contentions, per (waiter, lock, type, how it was named, stack)."""
+    locks: dict[tuple, list] = {}
+    for iv_locks in records:
+        for lk in iv_locks:
+            key = (lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)
+            e = locks.get(key)
+            if e is None:
+                e = locks[key] = [0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, 0, "", ""]
+            e[13] = e[13] or lk.field
+            e[14] = e[14] or lk.object
+            if lk.blocked_ns is None or e[9] < 0:
+                e[9] = e[10] = -1
+            else:
+                e[9] += lk.blocked_ns
+                e[10] += lk.runnable_ns or 0
+            e[11] += lk.weighted_ns
+            e[12] += lk.var_us2
+            e[8] = e[8] or lk.symbol
+            e[0] += lk.count
+            e[1] += lk.total_ns
+            e[2] = max(e[2], lk.max_ns)
+            e[3] = min(e[3], lk.min_ns) if e[3] and lk.min_ns else (e[3] or lk.min_ns)
+            e[4] += lk.spin_ns
+            e[5] += lk.sleep_ns
+            if lk.owner_pid:
+                e[6], e[7] = lk.owner_pid, lk.owner_comm
+    return tuple(_new_lock_waits(tid, tgid, addr, flags, kind, cache, stacks.get(ks), ks, *e)
+                 for (tid, tgid, addr, flags, kind, cache, ks), e in locks.items())
+
+
+class Folded(Sequence):
+    """A model's table folded when first read (Model.from_intervals(lazy=True)), then kept: a tuple to
+    whoever reads it (iterated, indexed, measured, compared)."""
+
+    __slots__ = ("_fold", "_items")
+
+    def __init__(self, fold: Callable[[], tuple]):
+        self._fold, self._items = fold, None
+
+    @staticmethod
+    def of(fold: Callable[[], tuple], lazy: bool) -> "tuple | Folded":
+        return Folded(fold) if lazy else fold()
+
+    @property
+    def items(self) -> tuple:
+        if self._items is None:
+            self._items, self._fold = self._fold(), None
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __eq__(self, other) -> bool:
+        return self.items == (other.items if isinstance(other, Folded) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.items)
+
+    def __repr__(self) -> str:
+        return repr(self.items)
+
+
+def _fold_ongoing(iv: Interval, tasks: dict, waits: dict) -> None:
+    """An interval's waits in progress throughout it, into a window's task and wait accumulators (their
+    layouts: Model.from_intervals): each blocked `ongoing_ns` more, as a charge-only record would be."""
+    ns = iv.ongoing_ns
+    for key in iv.ongoing:
+        w = waits.get(key)
+        if w is None:
+            waits[key] = [0, 0, 0, None, ns, 0, 0, [0, 0, 0]]
+        else:
+            w[4] += ns
+        t = tasks.get(key[0])
+        if t is None:
+            tasks[key[0]] = [ns, 0, 0, 0, 0, 0, 0, 0, 0, None, 0, 0]
+        else:
+            t[0] += ns
 
 
 def _add_slots(acc: list[int] | None, hist: tuple[tuple[int, int], ...]) -> list[int]:

@@ -137,6 +137,21 @@ class OffcpuDelta:
         return self.total_ns if self.charged_ns is None else self.charged_ns
 
 
+class OngoingWait(NamedTuple):
+    """A wait in progress throughout an interval, charged the interval's `ongoing_ns` under this key (an
+    OffcpuDelta's key: the task's blocked time and its stratum's). The collector hands a wait over as an
+    OffcpuDelta's charge when it begins, when its key changes and when its task changes; between, it is
+    only carried on. A tuple: the model's fold keys its waits by it as it is."""
+
+    task: TaskId
+    tgid: int
+    state: int
+    kstack: int
+    ustack: int
+    why: int
+    func: int
+
+
 @dataclass(frozen=True)
 class WaitLink:
     """A wait's stratum (what the task was doing: function, state and why, as in OffcpuDelta): the
@@ -470,10 +485,29 @@ class Interval:
     io_queue: tuple[IoQueueDelta, ...] = ()  # ... per device
     io_submitters: tuple[IoSubmitDelta, ...] = ()
     io_wakes: tuple[IoWakeDelta, ...] = ()
+    # waits in progress throughout the interval, each blocked `ongoing_ns` more under its key and in its task's
+    # totals (thousands of sleeping threads: one key each, not an OffcpuDelta and a TaskDelta each)
+    ongoing: tuple[OngoingWait, ...] = ()
+    ongoing_ns: int = 0
 
     @property
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
+
+    def offcpu_records(self) -> tuple[OffcpuDelta, ...]:
+        """Every off-CPU record of the interval, its ongoing waits as the charge-only records they stand for."""
+        if not self.ongoing:
+            return self.offcpu
+        ns = self.ongoing_ns
+        return self.offcpu + tuple(_new_offcpu(w.task, w.tgid, w.state, w.kstack, w.ustack, 0, 0, 0, (), w.why, w.func,
+                                               ns, 0, 0, (0, 0, 0)) for w in self.ongoing)
+
+    def task_records(self) -> tuple[TaskDelta, ...]:
+        """Every task record of the interval, the tasks of its ongoing waits with their blocked time."""
+        if not self.ongoing:
+            return self.tasks
+        ns = self.ongoing_ns
+        return self.tasks + tuple(_new_task_delta(w.task, ns, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0) for w in self.ongoing)
 
 
 @dataclass(frozen=True)
@@ -518,3 +552,6 @@ def record_maker(cls):
     make = namespace["make"]
     make.__qualname__ = make.__name__ = f"new_{cls.__name__}"
     return make
+
+
+_new_offcpu, _new_task_delta = record_maker(OffcpuDelta), record_maker(TaskDelta)

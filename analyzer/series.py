@@ -124,9 +124,9 @@ class Ledger:
     def entry(self, iv: Interval) -> LedgerEntry:
         wait, lock = self.waits.number, self.locks.number
         return LedgerEntry(
-            iv.start_ns, iv.duration_ns, iv.switches, iv.migrations, iv.tasks,
+            iv.start_ns, iv.duration_ns, iv.switches, iv.migrations, iv.task_records(),
             tuple((wait((o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)), o.charged, o.count, o.max_ns,
-                   o.hist) for o in iv.offcpu),
+                   o.hist) for o in iv.offcpu_records()),
             array("q", [v for lk in iv.locks for v in (
                 lock((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)), lk.count, lk.total_ns)]),
             iv.futex, iv.slab, iv.oncpu)

@@ -300,11 +300,11 @@ class RecordingWriter:
                 (i, d.task.pid, d.task.start_time_ns, d.offcpu_ns, d.offcpu_count, d.offcpu_max_ns,
                  d.runq_wait_ns, d.runq_count, d.runq_max_ns, d.voluntary_switches, d.involuntary_switches,
                  d.migrations, _hist_text(d.runq_hist), d.runq_latency_ns, d.run_ns)
-                for d in iv.tasks])
+                for d in iv.task_records()])  # a wait carried on is stored as the records it stands for
             db.executemany("INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, o.task.pid, o.task.start_time_ns, o.tgid, o.state, _s64(o.kstack), _s64(o.ustack), o.count,
                  o.total_ns, o.max_ns, _hist_text(o.hist), o.why, _s64(o.func), o.charged_ns, o.weighted_ns,
-                 o.var_us2, None if not any(o.woken) else "%d,%d,%d" % o.woken) for o in iv.offcpu])
+                 o.var_us2, None if not any(o.woken) else "%d,%d,%d" % o.woken) for o in iv.offcpu_records()])
             db.executemany("INSERT INTO wakers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, w.task.pid, w.task.start_time_ns, w.waker.pid, w.waker.start_time_ns, w.waker_tgid,
                  w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns, int(w.in_interrupt), int(w.exiting),

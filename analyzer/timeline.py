@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter, itemgetter
 
 from stallscope.analyzer.blockers import Blocker, causes_by_task, denominator, held_up_by, parts, rank_blockers
 from stallscope.analyzer.causes import IDLE
@@ -239,10 +240,14 @@ def _hist_p99(hist: tuple[int, ...]) -> int:
     return 1 << (len(hist) - 1)
 
 
+_KSTACK, _USTACK, _WAKER_KSTACK = attrgetter("kstack"), attrgetter("ustack"), attrgetter("waker_kstack")
+_ONGOING_KSTACK, _ONGOING_USTACK = itemgetter(3), itemgetter(4)  # OngoingWait.kstack, .ustack
+
+
 def records(iv: Interval) -> int:
     """An interval's records, what its memory grows with."""
     return (len(iv.tasks) + len(iv.offcpu) + len(iv.wakers) + len(iv.locks) + len(iv.futex) + len(iv.oncpu)
-            + len(iv.slab))
+            + len(iv.slab) + len(iv.ongoing))
 
 
 class Digest:
@@ -325,12 +330,16 @@ class Timeline:
                 break
             del self._dead_at[tid]
             self.task_info.pop(tid, None)
-        used = [o.kstack for o in iv.offcpu] + [o.ustack for o in iv.offcpu] + [w.waker_kstack for w in iv.wakers]
-        used += [lk.kstack for lk in iv.locks] + [f.ustack for f in iv.futex]
-        used += [o.kstack for o in iv.oncpu] + [o.ustack for o in iv.oncpu]
-        for sid in used:
-            if sid in self.stacks:
-                self.stacks.move_to_end(sid)
+        # the stacks this interval refers to, each once (thousands of records share a few hundred), in C
+        used = set(map(_KSTACK, iv.offcpu))
+        for records, ids in ((iv.offcpu, _USTACK), (iv.wakers, _WAKER_KSTACK), (iv.locks, _KSTACK),
+                             (iv.futex, _USTACK), (iv.oncpu, _KSTACK), (iv.oncpu, _USTACK)):
+            used.update(map(ids, records))
+        used.update(map(_ONGOING_KSTACK, iv.ongoing))
+        used.update(map(_ONGOING_USTACK, iv.ongoing))
+        move = self.stacks.move_to_end
+        for sid in used & self.stacks.keys():
+            move(sid)
         while len(self.stacks) > self.max_stacks:
             self.stacks.popitem(last=False)
         for key in [k for k in self._cache if k[0] < first]:
@@ -381,7 +390,7 @@ class Timeline:
         base = self.first_index
         ivs = [self.intervals[i - base] for i in range(first, last + 1)]
         model = Model.from_intervals(self.meta, ivs, self.task_info, self.stacks, slab_caches=self.slab_caches,
-                                     functions=self.functions)
+                                     functions=self.functions, lazy=True)
         snap = Snapshot(model, first, last, self.live)
         self._cache[key] = snap
         self._trim()

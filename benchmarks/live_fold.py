@@ -6,7 +6,8 @@ the collector at the live source's young-generation threshold, what is kept froz
 
     python -m benchmarks.live_fold RECORDING [--runs 4]
 
-A recording of many sleeping threads shows the per-thread cost that dominates `top` on such a machine:
+The waits a recording stores as the records they stand for (those the task dump carried on) are taken back
+into each interval's `ongoing`, as the live collector hands them over. A recording of many sleeping threads shows the per-thread cost that dominates `top` on such a machine:
 `stallscope record -o idle.stall -d 12` while `examples/bin/idle_threads -n 5000` runs.
 Standard library and stallscope only.
 """
@@ -18,11 +19,32 @@ import contextlib
 import gc
 import sys
 import time
+from collections import Counter
+from dataclasses import replace
 
+from stallscope.analyzer.sample import Interval, OngoingWait, TaskDelta
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.timeline import Timeline
 from stallscope.session import interval_work
 from stallscope.sources import LIVE_GC_THRESHOLD, LIVE_KEEP, PREFOLDED
+
+
+def carried(iv: Interval) -> Interval:
+    """The interval as the live collector hands it over: a recording stores each wait the task dump carried on
+    (Interval.ongoing) as the records it stands for, a charge-only OffcpuDelta and a TaskDelta of the
+    interval's span each; those are taken back into `ongoing`."""
+    charges = Counter(o.charged for o in iv.offcpu if o.count == 0 and o.total_ns == 0)
+    if not charges:
+        return iv
+    span = charges.most_common(1)[0][0]
+    only = {d.task for d in iv.tasks if d == TaskDelta(d.task, offcpu_ns=span)}
+    waits = [o for o in iv.offcpu if o.task in only and o.count == 0 and o.total_ns == 0 and o.charged == span]
+    by_task = Counter(o.task for o in waits)
+    keep = {o.task for o in waits if by_task[o.task] == 1}
+    ongoing = tuple(OngoingWait(o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func) for o in waits if o.task in keep)
+    return replace(iv, tasks=tuple(d for d in iv.tasks if d.task not in keep),
+                   offcpu=tuple(o for o in iv.offcpu if not (o.task in keep and o.count == 0 and o.total_ns == 0)),
+                   ongoing=ongoing, ongoing_ns=span)
 
 
 def per_interval_ms(meta, intervals: list, names: tuple, runs: int, managed: bool) -> float:
@@ -56,13 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rec = Recording(args.recording)
     try:
-        meta, intervals = rec.meta, list(rec.intervals())
+        meta, intervals = rec.meta, [carried(iv) for iv in rec.intervals()]
         names = (rec.tasks(), rec.stacks(), rec.functions(), rec.slab_caches())
     finally:
         rec.close()
     records = sum(len(iv.tasks) + len(iv.offcpu) for iv in intervals) / max(len(intervals), 1)
+    ongoing = sum(len(iv.ongoing) for iv in intervals) / max(len(intervals), 1)
     default = gc.get_threshold()
-    print(f"{len(intervals)} intervals, {records:,.0f} task and off-CPU records each on average")
+    print(f"{len(intervals)} intervals, {records:,.0f} task and off-CPU records and {ongoing:,.0f} waits carried on "
+          f"each on average")
     gc.set_threshold(LIVE_GC_THRESHOLD, *default[1:])
     print(f"left to the collector, young generation every {LIVE_GC_THRESHOLD:,} allocations: "
           f"{per_interval_ms(meta, intervals, names, args.runs, False):.1f} ms of CPU per interval")

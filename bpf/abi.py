@@ -101,6 +101,7 @@ class TaskStats(ctypes.Structure):
         # the probes' scratch state between events: not read here
         ("block_ts", u64), ("mark", u64), ("runq_ts", u64), ("pending_ns", u64), ("pending_rest", u64),
         ("ustack", u64), ("kstack_open", u64), ("draw_ns", u64), ("func", u64), ("open_pending", u64),
+        ("open_bt", u64), ("open_kstack", u64),
         ("state", u32), ("why", u32), ("woken", u32), ("runq_from_wakeup", u32), ("woke", u32), ("no_walk", u32),
         ("flags", u32), ("nvcsw", u64), ("nivcsw", u64),
         ("last_block_ts", u64), ("last_woken_ts", u64), ("recent", RecentWait * RECENT_WAITS),
@@ -155,7 +156,7 @@ class SchedHealth(ctypes.Structure):
                 ("reap_unresolved", u64), ("reap_pending", u64), ("reap_exact", u64), ("reap_after_read", u64),
                 ("waking_unknown", u64), ("waking_unblocked", u64), ("waits_drawn", u64), ("waking_raced", u64),
                 ("open_walks", u64), ("switch_out_open", u64), ("close_without_start", u64),
-                ("wakeups_deferred", u64), ("switch_in_unseen", u64), ("runq_unseen", u64)]
+                ("wakeups_deferred", u64), ("switch_in_unseen", u64), ("runq_unseen", u64), ("open_carried", u64)]
 
 
 class SchedConfig(ctypes.Structure):

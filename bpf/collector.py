@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from importlib import resources
 
 from stallscope.analyzer.sample import (
-    Interval, OffcpuDelta, ProbeStatus, ProgramCost, Stack, TaskDelta, TaskId, TaskInfo, Tuning, WaitLink,
-    WakerDelta, record_maker,
+    Interval, OffcpuDelta, OngoingWait, ProbeStatus, ProgramCost, Stack, TaskDelta, TaskId, TaskInfo, Tuning,
+    WaitLink, WakerDelta, record_maker,
 )
 from stallscope.analyzer.symbols import Symbolizer
-from stallscope.bpf import abi, features, tune
+from stallscope.bpf import abi, features, task_dump, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.intervals import IntervalNumbers
 from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeStats
@@ -36,22 +36,11 @@ CLOCK_BOOTTIME = 7
 _NO_HIST = [0] * abi.RUNQ_SLOTS
 _SLOTS = range(abi.RUNQ_SLOTS)
 _NO_WAITS = (0, 0, 0, 0, 0, 0, 0, 0, _NO_HIST)
-_NO_WOKEN = (0, 0, 0)
-_new_offcpu, _new_task_delta = record_maker(OffcpuDelta), record_maker(TaskDelta)
-_ZERO_STATS = abi.TaskStats()  # never written: what a new task's counters are taken from
-_UNCHANGED = (0, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0)  # a TaskDelta's values (after its task) when nothing moved
 _OFFCPU_KEY, _OFFCPU_VAL = abi.unpacker(abi.OffcpuKey), abi.unpacker(abi.OffcpuVal)
 _WAKER_KEY, _WAKER_VAL = abi.unpacker(abi.WakerKey), abi.unpacker(abi.WakerVal)
-_OPEN_WAIT = abi.unpacker(abi.OpenWait)
 _TASK_KEY = abi.unpacker(abi.TaskKey)
 _HEADER = abi.unpacker(abi.DumpHeader)
 _TASK_RECORD = ctypes.sizeof(abi.TaskKey) + ctypes.sizeof(abi.TaskStats)
-
-
-def _offcpu_totals(v: abi.OffcpuVal) -> tuple:
-    """(count, total, charged, weighted, var, woken task, irq, exiting, hist) of a value."""
-    return (v.count, v.total_ns, v.charged_ns, v.weighted_ns, v.var_us2, *v.woken,
-            v.hist[:])  # a list: a ctypes array indexes slowly
 
 
 _IVAL = 9 + abi.RUNQ_SLOTS  # where an unpacked offcpu_val's extremes begin (v[8] is the pad)
@@ -64,7 +53,7 @@ def _offcpu_now(v: tuple) -> tuple:
 
 def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, why: int, func: int, now: tuple,
                   before: tuple, longest: int) -> OffcpuDelta:
-    """The waits of one off-CPU key (a map key, or a task's own slot) since `before`; `longest`: the
+    """The waits of one off-CPU map key since `before`; `longest`: the
     interval's longest (bpf/interval.h)."""
     (c, t, ch, w, var, w0, w1, w2, h), (pc, pt, pch, pw, pvar, p0, p1, p2, ph) = now, before
     return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, longest,
@@ -90,22 +79,6 @@ def changed_entries(m, prevs: dict, dead: set, gone: list):
                 del prevs[kraw]
             continue
         yield kraw, vraw, prev
-
-
-def _slot_deltas(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None, e: int):
-    """Off-CPU deltas of the waits a task kept in its own slots (keys without stacks); e: the interval."""
-    for i, sl in enumerate(v.slots):
-        if not sl.used:
-            break
-        before = _NO_WAITS
-        if prev is not None and prev.slots[i].used:
-            was = prev.slots[i].val
-            if sl.val.count == was.count:  # most slots of a changed task: decoded no further
-                continue
-            before = _offcpu_totals(was)
-        if sl.val.count != before[0]:
-            yield _offcpu_delta(tid, v.tgid, sl.state, sl.kstack, sl.ustack, sl.why, sl.func, _offcpu_totals(sl.val),
-                                before, sl.val.ival.of(e)[0])
 
 
 def object_path(name: str) -> str:
@@ -151,7 +124,7 @@ class SchedCollector:
         self.progs: list[BpfObject] = []  # the programs and their links (start())
         self.status: dict[str, ProbeStatus] = {}
         self._stats: RunTimeStats | None = None
-        self._prev_tasks: dict[TaskId, abi.TaskStats] = {}
+        self._prev_tasks: dict[TaskId, task_dump.Prev] = {}
         self._info: dict[TaskId, tuple[str, int]] = {}
         # the intervals the extremes are kept by (bpf/interval.h): the offcpu map's (0) and the tasks' (1)
         self._numbers = IntervalNumbers(2)
@@ -179,6 +152,10 @@ class SchedCollector:
         self._renames_seen = False  # task_rename attached: TS_RENAMED tells an exec'd child from a fork
         self._slot_deltas: list[OffcpuDelta] = []  # from the tasks' own slots, drained with the offcpu map
         self._open_deltas: list[OffcpuDelta] = []  # waits in progress charged by the dump
+        self._open = task_dump.OpenWaits()  # the waits in progress handed over, and those carried on
+        self._ongoing: tuple[OngoingWait, ...] = ()  # the last dump's carried waits
+        self._ongoing_ns = 0
+        self._dump_clock = 0  # the last dump's instant (CLOCK_MONOTONIC ns), 0: every wait is handed over
         self._named_functions: set[int] = set()
         self._dump_ns = 0
         self.dump_monotonic = 0.0
@@ -395,16 +372,21 @@ class SchedCollector:
         for w in wakers:
             stack_ids.setdefault(w.waker_kstack, ("kernel", 0))
             funcs.update(f for f in (w.link.func, w.wakee.func) if f)
+        for w in self._ongoing:  # named when handed over; a stack forgotten since is read again
+            stack_ids.setdefault(w.kstack, ("kernel", 0))
+            stack_ids.setdefault(w.ustack, ("user", w.tgid))
         stacks = self._stacks.read(obj.map("stacks"), stack_ids, self._leader_start)
         functions = self._functions(funcs)
         # Kept one drain longer: the other threads of a process may be seen dead only in the next one.
         self._forget_dead_processes(self._dead_before)
         self._dead_before = dead
         cpu_ns = _own_cpu_ns()
+        health = self._health.drain(obj)
+        self._check_carried(health)
         interval = Interval(
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
-            migrations=migrations, stacks=stacks, health=self._health.drain(obj),
+            migrations=migrations, stacks=stacks, health=health, ongoing=self._ongoing, ongoing_ns=self._ongoing_ns,
             programs=tuple(c for progs in self.progs for c in self._programs.drain(progs)),
             collector_cpu_ns=cpu_ns - self._last_cpu_ns,
             kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups), functions=functions,
@@ -413,6 +395,15 @@ class SchedCollector:
         self._prev_cs, self._last_ns, self._last_cpu_ns, self._prev_ctxt = cs, end_ns, cpu_ns, ctxt
         self._index += 1
         return interval
+
+    def _check_carried(self, health: dict[str, int]) -> None:
+        """The dump carried on as many waits as this side charged: each side counts them. A difference (a
+        task that vanished without its final switch, which would be charged on) is counted as inconsistent
+        data, and the next dump hands every wait in progress over, which this side's table is rebuilt from."""
+        carried = health.pop("open_carried", 0)
+        if carried != len(self._ongoing):
+            health["open_carried_mismatch"] = health.get("open_carried_mismatch", 0) + abs(carried - len(self._ongoing))
+            self._dump_clock = 0
 
     def _take_task_waits(self) -> tuple[OffcpuDelta, ...]:
         """The waits the last task dump handed over: those kept in the tasks' own slots (keys without
@@ -443,7 +434,11 @@ class SchedCollector:
         self._dump_ns = boottime_ns()
         mono_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         self.dump_monotonic = mono_ns / 1e9  # where the interval ended, on time.monotonic()'s clock
-        self._set_dump_clock(obj, mono_ns)
+        self._set_dump_clock(obj, mono_ns, self._dump_clock)
+        # what a wait carried on is charged in this dump: the time since the last one (none after a
+        # dump_clock of 0, which hands every wait over)
+        self._span_ns = mono_ns - self._dump_clock if self._dump_clock else 0
+        self._dump_clock = mono_ns
         e = self._numbers.advance(self.obj, 1)
         raw = self._dump.read() if self._dump is not None else b""
         # the matrix right after the dump, before any parsing, so that few migrations fall between them
@@ -456,85 +451,87 @@ class SchedCollector:
                 break
             if kind == abi.DUMP_TASK and size == _TASK_RECORD:
                 live.append((raw[at:at + ks], raw[at + ks:at + size]))
-            elif kind == abi.DUMP_OPEN and size == _OPEN_WAIT.size:
-                opened.append(_OPEN_WAIT.unpack_from(raw, at))
+            elif kind == abi.DUMP_OPEN and size == task_dump.OPEN_SIZE:
+                opened.append(task_dump.open_records(raw, at))
             at += size
         final = obj.map("task_final")
         return live + final.items_batch(), opened, final, e
 
     @staticmethod
-    def _set_dump_clock(obj: BpfObject, mono_ns: int) -> None:
+    def _set_dump_clock(obj: BpfObject, mono_ns: int, last_ns: int) -> None:
+        """This dump's instant, and the last one's: 0 when this side's table of waits handed over is to be
+        rebuilt (the first dump, a mismatch), so that the dump carries none on."""
         try:
             m = obj.map("dump_clock")
         except (BpfError, KeyError):
             return
+        m.update(b"\1\0\0\0", last_ns.to_bytes(8, "little"))
         m.update(b"\0\0\0\0", mono_ns.to_bytes(8, "little"))
 
     def _drain_tasks(self, obj: BpfObject):
         entries, opened, final, e = self._task_entries(obj)
         deltas, infos, dead, gone = [], [], set(), []
         seen: set[TaskId] = set()
+        prevs, opens = self._prev_tasks, self._open
+        if not self._span_ns:  # every wait in progress is handed over in this dump: the table is made anew
+            opens.reset(prevs)
         # Only entries an event changed arrive (dump_tasks skips the others): most of a busy
         # machine's tasks in any one interval are neither read nor decoded.
-        key_of = _TASK_KEY.unpack_from
+        key_of, values_of = _TASK_KEY.unpack_from, task_dump.values_of
         for kraw, vraw in entries:
             pid, _pad, start_ns = key_of(kraw)
-            v = abi.decode(abi.TaskStats, vraw)
+            values = values_of(vraw)
             tid = TaskId(pid, start_ns)
             seen.add(tid)
-            prev = self._prev_tasks.get(tid)
-            tgid, flags = v.tgid, v.flags
-            comm = v.comm.decode(errors="replace")
+            prev = prevs.get(tid)
+            opens.settle(tid, prev)
+            tgid, flags = values[task_dump.TGID], values[task_dump.FLAGS]
             before = self._info.get(tid)
-            now_info = (comm, flags, v.policy, v.nice, v.rt_priority)
+            now_info = (task_dump.comm_of(values), flags, values[task_dump.POLICY], values[task_dump.NICE],
+                        values[task_dump.RT_PRIORITY])
             if before != now_info:
                 self._info[tid] = now_info
-                infos.append(TaskInfo(tid, tgid, v.ptgid, *now_info))
-                if before is not None and before[0] != comm and pid == tgid and self.symbolizer:
+                infos.append(TaskInfo(tid, tgid, values[task_dump.PTGID], *now_info))
+                if before is not None and before[0] != now_info[0] and pid == tgid and self.symbolizer:
                     # the leader's name changed: an exec replaced the image, and maps read before it
                     # (a command is first seen between its fork and its exec) would name nothing
                     self.symbolizer.process(tgid, start_ns).refresh(force=True)
             if pid == tgid:
                 self._leader_start[tgid] = start_ns
             if tgid not in self._remembered:
-                self._remembered.add(tgid)
-                ptgid = v.ptgid
-                if (self._renames_seen and pid == tgid and flags & abi.TS_NEW
-                        and not flags & abi.TS_RENAMED and ptgid in self._remembered):
-                    # forked while we watched, no exec since: its parent's maps are its own
-                    self.symbolizer.remember_fork(tgid, start_ns, ptgid, self._leader_start.get(ptgid, 0))
-                else:
-                    self.symbolizer.remember(tgid, self._leader_start.get(tgid, 0))
-                path = process_cgroup(tgid)
-                if path is not None:
-                    self._new_cgroups.append((tgid, self._leader_start.get(tgid, 0), path))
-            d = _task_delta(tid, v, prev, e)
+                self._remember_process(tid, tgid, values[task_dump.PTGID], flags)
+            d = task_dump.task_delta(tid, vraw, values, prev, e)
             if d is not None:
                 deltas.append(d)
-            if v.slots[0].used:
-                self._slot_deltas.extend(_slot_deltas(tid, v, prev, e))
+            self._slot_deltas.extend(task_dump.slot_deltas(tid, tgid, vraw, prev, e))
             if flags & abi.TS_DEAD:
                 dead.add(tid)
                 gone.append(kraw)
-                self._prev_tasks.pop(tid, None)
+                prevs.pop(tid, None)
                 self._info.pop(tid, None)
             else:
-                self._prev_tasks[tid] = v
+                prevs[tid] = task_dump.Prev(vraw, list(values))
         final.delete_many(gone)
-        # Waits in progress: the part since the last dump is this interval's, charged to the wait's
-        # key; a task whose entry came too already has it in its totals.
-        for pid, tgid, start_ns, charged, _open_ns, kstack, ustack, state, why, func in opened:
-            tid = TaskId(pid, start_ns)
-            # one of each per sleeping thread and interval (thousands): every field given, built directly
-            self._open_deltas.append(_new_offcpu(tid, tgid, state, kstack, ustack, 0, 0, 0, (), why, func, charged, 0,
-                                                 0, _NO_WOKEN))
-            if tid in seen:
-                continue
-            prev = self._prev_tasks.get(tid)
-            if prev is not None:
-                prev.offcpu_ns += charged
-            deltas.append(_new_task_delta(tid, charged, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0))
+        # Waits in progress handed over (charged to their keys, and to their tasks unless their entries
+        # came), and the waits the dump carried on, each charged the time since the last dump.
+        open_deltas, self._ongoing = opens.take(opened, self._span_ns, seen, prevs, deltas)
+        self._open_deltas.extend(open_deltas)
+        self._ongoing_ns = self._span_ns
         return tuple(deltas), tuple(infos), dead
+
+    def _remember_process(self, tid: TaskId, tgid: int, ptgid: int, flags: int) -> None:
+        """A process first seen: how its user stacks are to be named, and its cgroup."""
+        self._remembered.add(tgid)
+        start_ns = tid.start_time_ns
+        if (self._renames_seen and tid.pid == tgid and flags & abi.TS_NEW
+                and not flags & abi.TS_RENAMED and ptgid in self._remembered):
+            # forked while we watched, no exec since: its parent's maps are its own
+            self.symbolizer.remember_fork(tgid, start_ns, ptgid, self._leader_start.get(ptgid, 0))
+        else:
+            self.symbolizer.remember(tgid, self._leader_start.get(tgid, 0))
+        path = process_cgroup(tgid)
+        if path is not None:
+            self._new_cgroups.append((tgid, self._leader_start.get(tgid, 0), path))
 
     def _forget_dead_processes(self, dead: set[TaskId]) -> None:
         """A drain after the one that read a leader's last entries, what was kept per process goes
@@ -753,36 +750,6 @@ class ProgramDeltas:
             out.append(ProgramCost(s.name, s.run_cnt - pc, s.run_time_ns - pt, s.recursion_misses - pr))
             self._prev[s.name] = (s.run_cnt, s.run_time_ns, s.recursion_misses)
         return tuple(out)
-
-def _task_delta(tid: TaskId, v: abi.TaskStats, prev: abi.TaskStats | None, e: int) -> TaskDelta | None:
-    """The task's change since `prev` (None: since its counters' bases) in interval e; None when nothing
-    changed."""
-    if prev is None:
-        vol = v.nvcsw - v.nvcsw_base
-        invol = v.nivcsw - v.nivcsw_base
-        base = _ZERO_STATS
-        run_delay_base, run_base = v.run_delay_base, v.run_base
-    else:
-        vol = v.nvcsw - prev.nvcsw
-        invol = v.nivcsw - prev.nivcsw
-        base = prev
-        run_delay_base, run_base = prev.run_delay, prev.run_ns
-    now_h, base_h = v.runq_hist[:], base.runq_hist[:]  # lists: a ctypes array indexes slowly
-    hist = () if now_h == base_h else tuple([(s, n - b) for s, n, b in zip(_SLOTS, now_h, base_h) if n != b])
-    offcpu_ns, offcpu_count = v.offcpu_ns, v.offcpu_count
-    runq_ns, runq_count = v.runq_ns, v.runq_count
-    latency = runq_ns - base.runq_ns
-    values = (
-        offcpu_ns - base.offcpu_ns, offcpu_count - base.offcpu_count,
-        v.offcpu_ival.of(e)[0],
-        latency if v.flags & abi.TS_NO_SCHED_INFO else v.run_delay - run_delay_base,
-        runq_count - base.runq_count, v.runq_ival.of(e)[0],
-        vol, invol, v.migrations - base.migrations, hist, latency, v.run_ns - run_base,
-    )
-    if prev is not None and values == _UNCHANGED:
-        return None
-    return _new_task_delta(tid, *values)
-
 
 def process_cgroup(tgid: int) -> str | None:
     """A process's cgroup: the unified (v2) path, else the v1 cpu controller's; None once it is gone."""

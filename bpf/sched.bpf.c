@@ -156,10 +156,12 @@ struct {
 /* [0]: the instant (CLOCK_MONOTONIC) of the task dump being read, set by user space just
  * before it and taken as the interval's end: every wait in progress is charged up to it.
  * Charged to "now" instead, a task the dump reached late was charged the dump's length
- * more than the interval held (40 ms over 1 s with 20,000 threads). */
+ * more than the interval held (40 ms over 1 s with 20,000 threads). [1]: the previous
+ * dump's instant, whose waits still in progress may be carried on (dump_tasks); 0: none
+ * is, every wait in progress is written. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u64);
 } dump_clock SEC(".maps");
@@ -1134,15 +1136,23 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
  * spanning intervals is charged to each. A wait already T long is drawn whatever its end
  * (p = 1), so its stack is walked now, once: a task stuck for minutes shows where. The
  * exchange on `mark` makes each nanosecond charged once, here or at the waking. Returns
- * the time to hand over (0: no record). */
-static __always_inline __u64 charge_open(struct task_struct *t, struct task_stats *s, struct open_wait *ow)
+ * the time to hand over (0: no record); `*carried`: the wait may be carried on without a
+ * record (dump_tasks): the last dump handed it over under the same key and charged it up to
+ * its own instant, and its whole charge is the time since. */
+static __always_inline __u64 charge_open(struct task_struct *t, struct task_stats *s, struct open_wait *ow,
+					 bool *carried, __u64 *blocked_at)
 {
 	__u64 m = *(volatile __u64 *)&s->mark, now = bpf_ktime_get_ns(), at = now, bt, tsample, open, pending;
-	__u32 zero = 0;
-	__u64 *clock = bpf_map_lookup_elem(&dump_clock, &zero);
+	__u64 prev = 0;
+	__u32 zero = 0, one = 1;
+	__u64 *clock = bpf_map_lookup_elem(&dump_clock, &zero), *last = bpf_map_lookup_elem(&dump_clock, &one);
 
+	*carried = false;
+	*blocked_at = 0;
 	if (clock && *clock && *clock < now)
 		at = *clock;
+	if (last)
+		prev = *last;
 	if (m && at > m && __sync_val_compare_and_swap(&s->mark, m, at) == m) {
 		__sync_fetch_and_add(&s->offcpu_ns, at - m);
 		__sync_fetch_and_add(&s->open_pending, at - m);
@@ -1151,6 +1161,7 @@ static __always_inline __u64 charge_open(struct task_struct *t, struct task_stat
 	if (!pending)
 		return 0;
 	bt = s->block_ts;
+	*blocked_at = bt;
 	open = bt && now > bt ? now - bt : 0;
 	tsample = *(volatile __u64 *)&stack_tune.sample_ns;
 	if (!s->kstack_open && bt && cfg.kernel_stacks && !own_task(t) && open >= tsample &&
@@ -1172,6 +1183,7 @@ static __always_inline __u64 charge_open(struct task_struct *t, struct task_stat
 	ow->state = s->state;
 	ow->why = s->why;
 	ow->func = s->func;
+	*carried = prev && m == prev && pending == at - m && bt && s->open_bt == bt && s->open_kstack == ow->kstack;
 	return pending;
 }
 
@@ -1180,7 +1192,9 @@ static __always_inline __u64 charge_open(struct task_struct *t, struct task_stat
  * then its task_stats. The mark is cleared before the copy, so an event racing the copy marks
  * it again. When a task's records do not fit, the kernel drops all of them and runs this
  * again for the task with the next read: nothing is taken as handed over until every write
- * went through. */
+ * went through. A wait carried on (charge_open) is not written unless the task's entry is:
+ * user space, which saw neither record, charges it as it was last handed over. With thousands
+ * of sleeping threads that is most of the dump. */
 SEC("iter/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
@@ -1191,18 +1205,24 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	struct task_key key = {};
 	struct open_wait ow = {};
 	struct task_stats *s;
-	__u64 pending;
+	__u64 pending, bt;
 	__u32 changed;
+	bool carried;
 
 	if (!t)
 		return 0;
 	s = bpf_task_storage_get(&task_stats, t, 0, 0);
 	if (!s || (s->flags & TS_DEAD))
 		return 0;
-	pending = charge_open(t, s, &ow);
+	pending = charge_open(t, s, &ow, &carried, &bt);
+	changed = s->changed;
+	if (pending && carried && !changed) {
+		__sync_fetch_and_sub(&s->open_pending, pending);
+		__sync_fetch_and_add(&health.open_carried, 1);
+		return 0;
+	}
 	if (pending && (bpf_seq_write(seq, &ohdr, sizeof(ohdr)) || bpf_seq_write(seq, &ow, sizeof(ow))))
 		return 0;
-	changed = s->changed;
 	if (changed) {
 		WRITE_ONCE_U32(s->changed, 0);
 		asm volatile("" ::: "memory");
@@ -1214,7 +1234,10 @@ int dump_tasks(struct bpf_iter__task *ctx)
 			return 0;
 		}
 	}
-	if (pending)
+	if (pending) {
 		__sync_fetch_and_sub(&s->open_pending, pending);
+		s->open_bt = bt;
+		s->open_kstack = ow.kstack;
+	}
 	return 0;
 }

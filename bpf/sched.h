@@ -132,7 +132,11 @@ struct open_wait {
 	__u64 func;
 };
 
-/* dump_tasks writes records of two kinds, each after this header */
+/* dump_tasks writes records of two kinds, each after this header. A wait in progress is written
+ * (DUMP_OPEN) when it is new since the last dump, its key changed (a stack walked for it), its task's
+ * entry is written too, or its charge is not exactly the time between the two dumps; otherwise it is
+ * carried on: charged the time between the dumps with no record, and counted (open_carried), user
+ * space charging the same to the key it was last handed over under. */
 #define DUMP_TASK 1 /* struct task_key then struct task_stats */
 #define DUMP_OPEN 2 /* struct open_wait */
 
@@ -178,6 +182,8 @@ struct task_stats {
 	__u64 draw_ns;        /* T when the wait was drawn for a walk (0: not drawn) */
 	__u64 func;           /* offcpu_key.func of the wait */
 	__u64 open_pending;   /* charged by dumps, not yet handed over (a record that did not fit) */
+	__u64 open_bt;        /* the block_ts of the wait a dump last handed over as an open_wait record */
+	__u64 open_kstack;    /* ... and the kstack of its key then: a wait carried on (see dump_tasks) keeps both */
 	__u32 state;          /* prev_state at that switch-out */
 	__u32 why;            /* WHY_* of the wait */
 	__u32 woken;          /* the wait ended by a wakeup: a runq wait from it is wakeup latency */
@@ -283,6 +289,7 @@ struct sched_health {
 				  * switch-in was not traced (the kernel emits none for some switches out of an idle
 				  * task); the wait's charge to its key is dropped, its time stays in the task's totals */
 	__u64 runq_unseen;       /* ... with a run-queue wait never closed, for the same reason: dropped */
+	__u64 open_carried;      /* waits in progress a dump carried on without a record (see DUMP_OPEN) */
 };
 
 /* Load-time knobs (.rodata); the stack-walk rate and minimum wait are run-time

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stallscope.bpf import abi, collector
-from stallscope.analyzer.sample import TaskId
+from stallscope.bpf import abi, collector, task_dump
+from stallscope.analyzer.sample import OngoingWait, TaskId
 
 
 def _raw(s) -> bytes:
@@ -93,8 +93,8 @@ def test_sleeping_threads_give_no_deltas_and_their_values_are_not_decoded(sched,
     tasks, infos, _, offcpu, wakers = _drain(sched, _entries(sched_before))
     assert len(tasks) == len(infos) == len(offcpu) == len(wakers) == 5
     decoded = []
-    real = abi.decode
-    monkeypatch.setattr(abi, "decode", lambda t, raw: decoded.append(t) or real(t, raw))
+    real = task_dump.values_of
+    monkeypatch.setattr(task_dump, "values_of", lambda raw: decoded.append(abi.TaskStats) or real(raw))
 
     class Counted:  # the maps' values are read with struct unpackers, not decoded into ctypes
         def __init__(self, name):
@@ -219,6 +219,102 @@ def test_a_wait_in_progress_is_charged_at_each_dump_to_its_key_and_its_task(sche
     assert [(t.task, t.offcpu_ns) for t in tasks] == [(TaskId(8, 8), 1000)]
 
 
+class Clock:
+    """CLOCK_MONOTONIC as the dump's instants read it: moved on by hand."""
+
+    def __init__(self, monkeypatch, ns: int):
+        self.ns = ns
+        real = collector.time.clock_gettime_ns
+        monkeypatch.setattr(collector.time, "clock_gettime_ns",
+                            lambda clk: self.ns if clk == collector.time.CLOCK_MONOTONIC else real(clk))
+
+
+def test_a_wait_carried_on_by_the_dump_is_charged_the_time_between_dumps_under_the_key_it_was_handed_over(
+        sched, monkeypatch):
+    """A thread asleep for three intervals: the first dump hands its wait over (its part so far, under its
+    key); the next two carry it on without any record (the thread is neither read nor written), each
+    charging it the time between the two dumps; when it wakes, its task's delta holds only what came after
+    the last dump, not again what was carried."""
+    clock = Clock(monkeypatch, 10_000)
+    key = OngoingWait(TaskId(8, 8), 500, 2, 3, 4, 0, 0)
+
+    def obj(entries=(), opened=()):
+        return FakeObj(FakeDump(list(entries), opened=list(opened)), task_final=FakeMap([]), offcpu=FakeMap([]),
+                       wakers=FakeMap([]))
+
+    def entry(offcpu_ns):
+        v = abi.TaskStats(tgid=500, nvcsw=1, flags=abi.TS_BASE_EXACT, offcpu_ns=offcpu_ns)
+        v.comm = b"asleep"
+        return _raw(abi.TaskKey(pid=8, start_ns=8)), _raw(v)
+
+    handed = abi.OpenWait(pid=8, tgid=500, start_ns=8, charged_ns=700, open_ns=700, kstack=3, ustack=4, state=2)
+    tasks, _, _, offcpu, _ = _drain(sched, obj([entry(700)], [handed]))  # blocked 700 ns before the first dump
+    assert [(o.task, o.charged_ns, o.kstack, o.ustack) for o in offcpu] == [(key.task, 700, 3, 4)]
+    assert sched._ongoing == ()
+    for span in (1_000, 2_500):
+        clock.ns += span
+        tasks, _, _, offcpu, _ = _drain(sched, obj())
+        assert (tasks, offcpu) == ((), ())  # nothing read: the wait carried on
+        assert (sched._ongoing, sched._ongoing_ns) == ((key,), span)
+    clock.ns += 300
+    # woken 100 ns after the last dump: its totals hold the carried time, and the 100 ns since
+    tasks, _, _, offcpu, _ = _drain(sched, obj([entry(700 + 1_000 + 2_500 + 100)]))
+    assert [(t.task, t.offcpu_ns) for t in tasks] == [(key.task, 100)]
+    assert sched._ongoing == ()  # its entry came: its wait is no longer carried on
+
+
+def test_a_wait_handed_over_again_as_its_stack_is_walked_charges_its_task_nothing_twice(sched, monkeypatch):
+    """A long wait gets its stack walked by a later dump: its key changes, so that dump hands it over again
+    (with that dump's part) though its task is not read; the time carried on before is in the task's totals,
+    and the task's next delta does not count it again."""
+    clock = Clock(monkeypatch, 10_000)
+
+    def obj(entries=(), opened=()):
+        return FakeObj(FakeDump(list(entries), opened=list(opened)), task_final=FakeMap([]), offcpu=FakeMap([]),
+                       wakers=FakeMap([]))
+
+    def entry(offcpu_ns):
+        v = abi.TaskStats(tgid=500, nvcsw=1, flags=abi.TS_BASE_EXACT, offcpu_ns=offcpu_ns)
+        v.comm = b"asleep"
+        return _raw(abi.TaskKey(pid=9, start_ns=9)), _raw(v)
+
+    def wait(charged, kstack):
+        return abi.OpenWait(pid=9, tgid=500, start_ns=9, charged_ns=charged, kstack=kstack, ustack=4, state=2)
+
+    _drain(sched, obj([entry(50)], [wait(50, collector.abi.STACK_NOT_DRAWN)]))
+    clock.ns += 1_000
+    _drain(sched, obj())  # carried: 1,000
+    clock.ns += 2_000
+    tasks, _, _, offcpu, _ = _drain(sched, obj(opened=[wait(2_000, 77)]))  # walked: handed over again
+    assert [(o.kstack, o.charged_ns) for o in offcpu] == [(77, 2_000)]
+    assert [(t.task, t.offcpu_ns) for t in tasks] == [(TaskId(9, 9), 2_000)]
+    assert sched._ongoing == ()
+    clock.ns += 500
+    _drain(sched, obj())
+    assert [w.kstack for w in sched._ongoing] == [77] and sched._ongoing_ns == 500
+    clock.ns += 10
+    tasks, *_ = _drain(sched, obj([entry(50 + 1_000 + 2_000 + 500 + 5)]))
+    assert [t.offcpu_ns for t in tasks] == [5]
+
+
+def test_when_the_two_sides_count_different_waits_carried_on_it_is_counted_and_the_next_dump_hands_all_over(
+        sched, monkeypatch):
+    """The dump counts the waits it carried on (sched_health.open_carried); this side charges those it
+    thinks were. A difference (a task gone without its final switch) is inconsistent data, counted, and
+    the next dump is asked to carry nothing on (its last instant given as 0), so the table is made anew."""
+    clock = Clock(monkeypatch, 10_000)
+    sched._ongoing = (OngoingWait(TaskId(8, 8), 500, 2, 3, 4, 0, 0),)
+    health = {"open_carried": 0, "waits_drawn": 3}
+    sched._dump_clock = 5_000
+    sched._check_carried(health)
+    assert health == {"waits_drawn": 3, "open_carried_mismatch": 1}
+    sched._task_entries(FakeObj(FakeDump([]), task_final=FakeMap([])))
+    assert sched._span_ns == 0 and sched._dump_clock == clock.ns
+    health = {"open_carried": 1}
+    sched._check_carried(health)
+    assert health == {}
+
+
 def test_a_waker_entry_goes_when_its_waker_dies_as_no_dead_task_wakes_anybody(sched):
     """A long-lived thread woken by short-lived processes (clients, hackbench's senders) had an entry
     per waker for as long as it lived: the entry goes, after its last read, once its waker is dead."""
@@ -339,3 +435,36 @@ def test_each_interval_gives_the_longest_wait_that_ended_in_it_not_only_a_new_lo
     # interval 3: new waits whose pair was not renumbered (a value of interval 1 left in slot 1): unknown, 0
     tasks, _, _, offcpu, _ = _drain(sched, _max_entries(7, 6, (1200, 5000), (2, 1), runq=(4, (25, 40), (2, 1))))
     assert [o.max_ns for o in offcpu] == [0] and [t.runq_max_ns for t in tasks] == [0]
+
+
+def test_the_task_dumps_struct_readers_read_what_the_ctypes_mirror_reads():
+    """bpf/task_dump.py reads entries with struct at the mirror's offsets: every field it takes, a slot's
+    key and values, and the extremes read the same as through abi.TaskStats."""
+    v = abi.TaskStats()
+    for i, name in enumerate(task_dump._FIELDS):
+        if name == "comm":
+            v.comm = b"reader-thread"
+        else:
+            setattr(v, name, 1000 + i)
+    for i in range(abi.RUNQ_SLOTS):
+        v.runq_hist[i] = 3 * i
+    sl = v.slots[1]
+    sl.kstack, sl.ustack, sl.state, sl.why, sl.func, sl.used = 5, 6, 7, 8, 9, 1
+    sl.val.count, sl.val.total_ns, sl.val.charged_ns, sl.val.weighted_ns, sl.val.var_us2 = 11, 12, 13, 14, 15
+    sl.val.woken[0], sl.val.woken[1], sl.val.woken[2] = 16, 17, 18
+    sl.val.hist[4] = 11
+    sl.val.ival.max_ns[1], sl.val.ival.epoch[1] = 99, 3
+    v.slots[0].used = 1  # the first slot, used and zero
+    v.offcpu_ival.max_ns[1], v.offcpu_ival.epoch[1] = 77, 3
+    raw = _raw(v)
+    values = task_dump.values_of(raw)
+    assert [values[i] for i, n in enumerate(task_dump._FIELDS) if n != "comm"] == \
+        [getattr(v, n) for n in task_dump._FIELDS if n != "comm"]
+    assert task_dump.comm_of(values) == "reader-thread"
+    tid = TaskId(3, 3)
+    d = task_dump.task_delta(tid, raw, values, None, 3)
+    assert d.offcpu_max_ns == 77 and d.runq_hist == tuple((i, 3 * i) for i in range(1, abi.RUNQ_SLOTS))
+    [o] = task_dump.slot_deltas(tid, 500, raw, None, 3)
+    assert (o.kstack, o.ustack, o.state, o.why, o.func) == (5, 6, 7, 8, 9)
+    assert (o.count, o.total_ns, o.charged_ns, o.weighted_ns, o.var_us2, o.woken) == (11, 12, 13, 14, 15, (16, 17, 18))
+    assert o.hist == ((4, 11),) and o.max_ns == 99

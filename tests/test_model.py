@@ -309,3 +309,44 @@ def test_the_live_view_forgets_threads_once_they_exit_but_names_them_in_their_la
     assert "reader" in view.out.getvalue().rsplit("TASK", 1)[1]  # still named in the interval it died in
     view.update(interval(2))
     assert set(view.tasks) == {A}
+
+
+def test_waits_carried_on_fold_as_the_charge_only_records_they_stand_for_and_are_stored_as_them(tmp_path):
+    """An interval's ongoing waits (OngoingWait: carried on by the dump, each charged ongoing_ns) give the
+    model what the records they stand for give (a charge-only OffcpuDelta and a TaskDelta each), beside other
+    records of the same key and task in the window; the recording stores them as those records."""
+    from stallscope.analyzer.sample import OngoingWait
+
+    m, (i0, i1) = two_interval_recording()
+    c = TaskId(102, 7 * SEC)
+    carried = (OngoingWait(A, 100, 1, SLEEP.id, 0, 0, 0), OngoingWait(c, 100, 2, 5, 0, 0, 0))
+    i1c = replace(i1, ongoing=carried, ongoing_ns=999_000_000)
+    expanded = replace(i1, offcpu=i1c.offcpu_records(), tasks=i1c.task_records())
+    assert len(expanded.offcpu) == len(i1.offcpu) + 2 and len(expanded.tasks) == len(i1.tasks) + 2
+    folded, by_records = _model(m, [i0, i1c]), _model(m, [i0, expanded])
+    assert folded.tasks == by_records.tasks
+    assert sorted(folded.waits, key=repr) == sorted(by_records.waits, key=repr)
+    assert folded.tasks[c].offcpu_ns == 999_000_000 and folded.tasks[A].offcpu_ns == 1_700_000_000 + 999_000_000
+    path = tmp_path / "carried.stall"
+    write_recording(path, m, [i0, i1c])
+    assert load_model(str(path)).tasks[c].offcpu_ns == 999_000_000
+    assert load_model(str(path)).tasks[A].offcpu_ns == folded.tasks[A].offcpu_ns
+
+
+def test_a_lazy_model_folds_its_wakeups_and_lock_waits_when_first_read_into_what_an_eager_one_holds():
+    """Model.from_intervals(lazy=True), as a timeline folds its windows: the ranking of causes reads neither
+    table, so they are folded when a view first reads them, and are then what the eager fold gives."""
+    from stallscope.analyzer.model import Folded
+    from stallscope.analyzer.sample import LockDelta
+
+    m, ivs = two_interval_recording()
+    ivs[1] = replace(ivs[1], locks=(LockDelta(A, 100, 0xABC, 0, 1, 0, 3, 300, 200, 50),))
+    infos = {t.task: t for iv in ivs for t in iv.task_info}
+    stacks = {s.id: s for iv in ivs for s in iv.stacks}
+    lazy = Model.from_intervals(m, ivs, infos, stacks, lazy=True)
+    eager = Model.from_intervals(m, ivs, infos, stacks)
+    assert isinstance(lazy.wakeups, Folded) and lazy.wakeups._items is None
+    rank_blockers(lazy)  # the ranking reads neither
+    assert lazy.wakeups._items is None and lazy.lock_waits._items is None
+    assert lazy.wakeups == eager.wakeups and list(lazy.lock_waits) == list(eager.lock_waits)
+    assert len(lazy.lock_waits) == 1 and lazy.lock_waits[0].total_ns == 300 and lazy == eager

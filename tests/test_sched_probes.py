@@ -248,8 +248,8 @@ def test_the_collector_forgets_a_process_one_drain_after_its_leader_exited():
 
 def test_the_task_dump_reads_only_the_entries_events_changed():
     """Once per interval dump_tasks hands over the live tasks' entries, but only those an event
-    changed since the last dump: a thread blocked throughout an interval is not read again (only the
-    part of its wait since the last dump is handed over, in a record of a few words), and is read once
+    changed since the last dump: a thread blocked throughout an interval is not read again, nor is its
+    wait, which the last dump handed over (it is carried on: counted, not written), and it is read once
     it has run."""
     import threading
     import time
@@ -282,8 +282,12 @@ def test_the_task_dump_reads_only_the_entries_events_changed():
         time.sleep(0.3)
         assert tids and tids[0] in dumped()  # its switch-out into the read
         time.sleep(0.3)
+        assert 0 < opened.get(tids[0], 0) <= 0.6e9  # its wait so far, handed over
+        c._health.drain(c.obj)
+        time.sleep(0.3)
         assert tids[0] not in dumped()  # blocked since: nothing changed
-        assert 0.2e9 <= opened.get(tids[0], 0) <= 0.6e9  # but the wait so far is charged to this interval
+        assert tids[0] not in opened  # its wait is carried on, without a record
+        assert c._health.drain(c.obj).get("open_carried", 0) >= 1  # counted by the dump
         os.write(w, b"x")
         time.sleep(0.3)
         assert tids[0] in dumped()  # woken, ran, blocked again
@@ -447,3 +451,57 @@ def test_a_task_renamed_after_it_was_first_seen_is_named_by_its_new_name(tmp_pat
     doc, _, _ = record_command(tmp_path, ["sh", "-c", "sleep 0.3; exec sleep 0.3"])
     pid = doc["meta"]["options"]["command"]["pid"]
     assert _task(doc, pid)["comm"] == "sleep"
+
+
+def test_a_thread_asleep_across_intervals_is_carried_on_and_charged_each_interval_its_exact_share():
+    """A thread blocked in read() for 1.2 s while a session drains every 0.2 s: the first dump after it
+    blocked hands its wait over, the following ones carry it on (the interval holds its key among
+    `ongoing`, and neither a task nor an off-CPU record of it), and what each interval charges it adds up,
+    with the rest charged at its wakeup, to the time it measured around its read (within 2%), the task's
+    totals and its wait's key alike."""
+    import threading
+
+    from stallscope.analyzer.model import Model
+    from stallscope.session import Session, SessionOptions
+
+    r, w = os.pipe()
+    measured, tids = [], []
+
+    def reader():
+        tids.append(threading.get_native_id())
+        t0 = time.monotonic_ns()
+        os.read(r, 1)
+        measured.append(time.monotonic_ns() - t0)
+
+    intervals, meta = [], []
+    session = Session(SessionOptions(interval_s=0.2, duration_s=2.0, degrade=False), notify=lambda _m: None)
+
+    def on_start(m):
+        meta.append(m)
+        t = threading.Thread(target=reader)
+        t.start()
+        threading.Timer(1.2, lambda: os.write(w, b"x")).start()
+
+    try:
+        session.run(on_start, intervals.append, handle_signals=False)
+    finally:
+        os.close(r)
+        os.close(w)
+    assert measured and tids
+    tid = tids[0]
+    carried = [iv for iv in intervals if any(k.task.pid == tid for k in iv.ongoing)]
+    assert len(carried) >= 3, [len(iv.ongoing) for iv in intervals]
+    for iv in carried:
+        assert not any(d.task.pid == tid for d in iv.tasks)
+        assert not any(o.task.pid == tid for o in iv.offcpu)
+        assert 0.15e9 <= iv.ongoing_ns <= 0.35e9
+    infos = {t.task: t for iv in intervals for t in iv.task_info}
+    stacks = {s.id: s for iv in intervals for s in iv.stacks}
+    model = Model.from_intervals(meta[0], intervals, infos, stacks)
+    task = next(t for tid_, t in model.tasks.items() if tid_.pid == tid)
+    keys = [k for k in model.waits if k.task.pid == tid]
+    assert abs(task.offcpu_ns - measured[0]) <= 0.02 * measured[0], (task.offcpu_ns, measured[0])
+    read = max(keys, key=lambda k: k.total_ns)  # its one long wait, ended, whole
+    assert abs(read.total_ns - measured[0]) <= 0.02 * measured[0]
+    # charged to its keys as it went on (under the key it had then: a stack may be walked for it meanwhile)
+    assert sum(k.charged for k in keys) == task.offcpu_ns
