@@ -21,7 +21,7 @@ PYTEST_ARGS ?=
 
 .PHONY: install top test bench clean deb-packages
 
-install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) $(EXAMPLE_BINS)
+install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so $(EXAMPLE_BINS)
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deb-packages:
@@ -44,6 +44,10 @@ bpf/vmlinux.h:
 bpf/%.bpf.o: bpf/%.bpf.c bpf/vmlinux.h $(BPF_HDRS)
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) -Ibpf -c $< -o $@.tmp && mv $@.tmp $@
 
+# the drains' comparison of cumulative map entries (bpf/mapdiff.py loads it with ctypes)
+bpf/libmapdiff.so: bpf/mapdiff.c
+	$(CC) -O2 -g -Wall -Werror -shared -fPIC -o $@.tmp $< && mv $@.tmp $@
+
 examples/bin/%: examples/%.c examples/truth.h
 	@mkdir -p examples/bin
 	$(CC) -O2 -g -Wall -pthread -o $@ $< -lm
@@ -63,4 +67,4 @@ bench: install
 	$(VENV)/bin/python -m benchmarks.overhead
 
 clean:
-	rm -rf bpf/*.o bpf/*.tmp bpf/vmlinux.h examples/bin
+	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h examples/bin

@@ -21,14 +21,15 @@ from dataclasses import dataclass
 from importlib import resources
 
 from stallscope.analyzer.sample import (
-    Interval, OffcpuDelta, OngoingWait, ProbeStatus, ProgramCost, Stack, TaskDelta, TaskId, TaskInfo, Tuning,
-    WaitLink, WakerDelta, record_maker,
+    Interval, OffcpuDelta, OngoingWait, ProbeStatus, ProgramCost, Stack, TaskId, TaskInfo, Tuning, WaitLink,
+    WakerDelta,
 )
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, task_dump, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.intervals import IntervalNumbers
 from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeStats
+from stallscope.bpf.mapdiff import MapDiff, identity
 from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
 
@@ -63,22 +64,6 @@ def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, 
 
 def boottime_ns() -> int:
     return time.clock_gettime_ns(CLOCK_BOOTTIME)
-
-
-def changed_entries(m, prevs: dict, dead: set, gone: list):
-    """A cumulative map's entries whose bytes changed since the last drain, each with what was kept
-    of it then (`prevs[key]`: the value's bytes, its task, ...; None for a new entry). Unchanged
-    entries (most, with many sleeping threads) are not decoded; one of a thread that died is queued
-    in `gone` for deletion and forgotten. A waker entry keeps its waker last (`prev[3]`): its death
-    ends the entry too, as no dead task wakes anybody."""
-    for kraw, vraw in m.items_batch():
-        prev = prevs.get(kraw)
-        if prev is not None and prev[0] == vraw:
-            if prev[1] in dead or (len(prev) > 3 and prev[3] in dead):
-                gone.append(kraw)
-                del prevs[kraw]
-            continue
-        yield kraw, vraw, prev
 
 
 def object_path(name: str) -> str:
@@ -128,12 +113,11 @@ class SchedCollector:
         self._info: dict[TaskId, tuple[str, int]] = {}
         # the intervals the extremes are kept by (bpf/interval.h): the offcpu map's (0) and the tasks' (1)
         self._numbers = IntervalNumbers(2)
-        # key bytes -> (value bytes, task): unchanged entries are skipped by comparing bytes, a changed
-        # one's previous totals decoded from them (bytes take a third of the memory of decoded totals,
-        # and a map sized for the machine holds 65,536-131,072 entries); the task says whether its
-        # entry goes with a dead thread, a waker entry's waker too (prev[3])
-        self._prev_offcpu: dict[bytes, tuple[bytes, TaskId]] = {}
-        self._prev_wakers: dict[bytes, tuple[bytes, TaskId, None, TaskId]] = {}
+        # the maps' entries as the last drain read them (bpf/mapdiff.py): unchanged ones are skipped, a changed
+        # one comes with its previous value; a waker entry goes with its wakee or its waker, once dead
+        self._offcpu_diff = MapDiff.of(abi.OffcpuKey, abi.OffcpuVal, (identity(abi.OffcpuKey),))
+        self._waker_diff = MapDiff.of(abi.WakerKey, abi.WakerVal, (
+            identity(abi.WakerKey), identity(abi.WakerKey, "waker_pid", "waker_start_ns")))
         self._prev_matrix: list[int] = [0] * (self.nr_cpus * self.nr_cpus)
         self._matrix_cells: list[int] = list(self._prev_matrix)
         self._prev_cs = 0
@@ -544,50 +528,32 @@ class SchedCollector:
 
     def _drain_offcpu(self, obj: BpfObject, dead: set[TaskId]) -> tuple[OffcpuDelta, ...]:
         e = self._numbers.advance(self.obj, 0)  # the interval whose extremes are read now
-        m = obj.map("offcpu")
-        out, gone = [], []
-        prevs = self._prev_offcpu
+        out = []
         key_of, val_of = _OFFCPU_KEY.unpack, _OFFCPU_VAL.unpack
-        for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
+        for kraw, vraw, praw, _gone in self._offcpu_diff.read(obj.map("offcpu"), dead):
             pid, tgid, start_ns, kstack, ustack, state, why, func = key_of(kraw)
             v = val_of(vraw)
-            tid = TaskId(pid, start_ns)
-            before = _offcpu_now(val_of(prev[0])) if prev is not None else _NO_WAITS
+            before = _offcpu_now(val_of(praw)) if praw is not None else _NO_WAITS
             if v[0] != before[0]:
-                out.append(_offcpu_delta(tid, tgid, state, kstack, ustack, why, func, _offcpu_now(v), before,
-                                         abi.extremes(v, _IVAL, e)[0]))
-            if tid in dead:
-                gone.append(kraw)
-                prevs.pop(kraw, None)
-            else:
-                prevs[kraw] = (vraw, tid)  # the bytes alone: decoded again only when the entry changes
-        m.delete_many(gone)
+                out.append(_offcpu_delta(TaskId(pid, start_ns), tgid, state, kstack, ustack, why, func, _offcpu_now(v),
+                                         before, abi.extremes(v, _IVAL, e)[0]))
         return tuple(out)
 
     def _drain_wakers(self, obj: BpfObject, dead: set[TaskId]) -> tuple[WakerDelta, ...]:
-        m = obj.map("wakers")
-        out, gone = [], []
-        prevs = self._prev_wakers
+        out = []
         key_of, val_of = _WAKER_KEY.unpack, _WAKER_VAL.unpack
-        for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
+        for kraw, vraw, praw, _gone in self._waker_diff.read(obj.map("wakers"), dead):
             (pid, waker_pid, start_ns, waker_start_ns, waker_kstack, waker_tgid, waker_flags,
              link_func, link_state, link_why, wakee_func, wakee_state, wakee_why) = key_of(kraw)
             count, total_ns, weighted, blocked, runq, waker_comm = val_of(vraw)
-            pc, pt, pw, pb, pr = val_of(prev[0])[:5] if prev is not None else (0, 0, 0, 0, 0)
-            tid, waker = TaskId(pid, start_ns), TaskId(waker_pid, waker_start_ns)
+            pc, pt, pw, pb, pr = val_of(praw)[:5] if praw is not None else (0, 0, 0, 0, 0)
             if count != pc:
-                out.append(WakerDelta(tid, waker, waker_tgid,
+                out.append(WakerDelta(TaskId(pid, start_ns), TaskId(waker_pid, waker_start_ns), waker_tgid,
                                       abi.c_string(waker_comm), waker_kstack, count - pc, total_ns - pt,
                                       bool(waker_flags & abi.WAKER_IN_INTERRUPT),
                                       bool(waker_flags & abi.WAKER_EXITING),
                                       WaitLink(link_func, link_state, link_why), weighted - pw,
                                       blocked - pb, runq - pr, WaitLink(wakee_func, wakee_state, wakee_why)))
-            if tid in dead or (waker_pid and waker in dead):
-                gone.append(kraw)
-                prevs.pop(kraw, None)
-            else:
-                prevs[kraw] = (vraw, tid, None, waker)
-        m.delete_many(gone)
         return tuple(out)
 
     def _read_matrix(self, obj: BpfObject) -> list[int]:

@@ -17,10 +17,11 @@ from stallscope.analyzer.sample import (
 )
 from stallscope.bpf import abi, blockdev, features
 from stallscope.bpf.collector import (
-    HealthDeltas, ProgramDeltas, _possible_cpus, _thread_size, changed_entries, object_path,
+    HealthDeltas, ProgramDeltas, _possible_cpus, _thread_size, object_path,
 )
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.libbpf import BpfError, BpfObject
+from stallscope.bpf.mapdiff import MapDiff, identity
 
 NEEDED = ("block:block_rq_issue", "block:block_rq_complete", "block:block_rq_requeue")
 WAKE_WINDOW_NS = 500_000  # a wakeup this soon after a completion on the same stack is taken as its
@@ -85,7 +86,7 @@ class IoCollector:
         self._prev_stats: dict[bytes, tuple[list[int], list[list[int]]]] = {}
         self._prev_devices: dict[int, tuple[int, int, int, list[int]]] = {}
         self._prev_submit: dict[bytes, tuple[int, int]] = {}
-        self._prev_wakes: dict[bytes, tuple[bytes, TaskId, tuple[int, ...]]] = {}
+        self._wakes_diff = MapDiff.of(abi.IoWakeKey, abi.IoWakeVal, (identity(abi.IoWakeKey),))  # bpf/mapdiff.py
         self._kernel_base: dict[int, int] = {}  # /proc/diskstats' requests per device when the probe attached
         self._lost: dict[int, int] = {}  # completions the kernel counted and the probe never saw, reported
 
@@ -230,23 +231,15 @@ class IoCollector:
         return tuple(out)
 
     def _drain_wakes(self, dead: set[TaskId]) -> tuple[IoWakeDelta, ...]:
-        m = self.obj.map("wakes")
-        out, gone = [], []
-        prevs = self._prev_wakes
-        for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
+        out = []
+        for kraw, vraw, praw, _gone in self._wakes_diff.read(self.obj.map("wakes"), dead):
             pid, tgid, start_ns, dev, op, submit_tgid, state, func, why, _ = _WAKE_KEY.unpack(kraw)
             count, wait, req, timed, queued, device, comm = _WAKE_VAL.unpack(vraw)
-            pc, pw, pr, pt, pq, pd = prev[2] if prev is not None else (0, 0, 0, 0, 0, 0)
-            tid = TaskId(pid, start_ns)
+            pc, pw, pr, pt, pq, pd = _WAKE_VAL.unpack(praw)[:6] if praw is not None else (0, 0, 0, 0, 0, 0)
             if count != pc:
-                out.append(IoWakeDelta(tid, tgid, dev, op, submit_tgid, abi.c_string(comm), WaitLink(func, state, why),
-                                       count - pc, wait - pw, req - pr, timed - pt, queued - pq, device - pd))
-            if tid in dead:
-                gone.append(kraw)
-                prevs.pop(kraw, None)
-            else:
-                prevs[kraw] = (vraw, tid, (count, wait, req, timed, queued, device))
-        m.delete_many(gone)
+                out.append(IoWakeDelta(TaskId(pid, start_ns), tgid, dev, op, submit_tgid, abi.c_string(comm),
+                                       WaitLink(func, state, why), count - pc, wait - pw, req - pr, timed - pt,
+                                       queued - pq, device - pd))
         return tuple(out)
 
     def close(self) -> None:

@@ -497,11 +497,22 @@ class Map:
         A per-CPU map's value is one 8-byte aligned slot per possible CPU: pass its full size."""
         ks, vs = self.key_size, value_size or self.value_size
         out: list[tuple[bytes, bytes]] = []
+        for keys, vals, n in self.batches(chunk, vs):
+            # only the part the kernel filled is copied
+            kr, vr = ctypes.string_at(keys, n * ks), ctypes.string_at(vals, n * vs)
+            out += zip([kr[i:i + ks] for i in range(0, n * ks, ks)], [vr[i:i + vs] for i in range(0, n * vs, vs)])
+        return out
+
+    def batches(self, chunk: int = 4096, value_size: int | None = None):
+        """Every entry, read with BPF_MAP_LOOKUP_BATCH: (keys, values, n) for each batch, the keys and values
+        packed in buffers that the next batch reuses (copy what is kept). Where the kernel has no batch
+        operations for the map, one batch of the entries read key by key."""
+        ks, vs = self.key_size, value_size or self.value_size
         token_in = None
         token_out = _chars(max(ks, 8))
         opts = _BatchOpts(ctypes.sizeof(_BatchOpts), 0, 0)
         # the buffers are made once a call (a drain reads every cumulative map each interval: thousands
-        # of entries with thousands of sleeping threads), and only the part the kernel filled is copied
+        # of entries with thousands of sleeping threads)
         keys = vals = None
         while True:
             if keys is None:
@@ -516,13 +527,15 @@ class Map:
                     keys = None
                     continue
                 if err in (errno.EINVAL, errno.ENOTSUPP if hasattr(errno, "ENOTSUPP") else 524, 524):
-                    return [(k, self.lookup(k, vs)) for k in self.keys() if self.lookup(k, vs) is not None]
+                    items = [(k, v) for k in self.keys() if (v := self.lookup(k, vs)) is not None]
+                    if items:
+                        yield b"".join(k for k, _ in items), b"".join(v for _, v in items), len(items)
+                    return
                 raise BpfError(f"batch lookup in map {self.name}", err)
-            n = count.value
-            kr, vr = ctypes.string_at(keys, n * ks), ctypes.string_at(vals, n * vs)
-            out += zip([kr[i:i + ks] for i in range(0, n * ks, ks)], [vr[i:i + vs] for i in range(0, n * vs, vs)])
+            if count.value:
+                yield keys, vals, count.value
             if err == errno.ENOENT:
-                return out
+                return
             if token_in is None:
                 token_in = _chars(max(ks, 8))
             ctypes.memmove(token_in, token_out, len(token_out))

@@ -17,7 +17,8 @@ from stallscope.bpf.intervals import IntervalNumbers
 from stallscope.bpf.lock_names import LockNamer
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.groups import GroupDrain
-from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, changed_entries, object_path
+from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
+from stallscope.bpf.mapdiff import MapDiff, identity
 from stallscope.bpf.libbpf import BpfError, BpfObject
 from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
@@ -41,8 +42,7 @@ class LockCollector:
         self._stacks = StackReader(symbolizer, max_stacks)
         self._health = HealthDeltas(abi.LockHealth, prefix="locks.")
         self._programs = ProgramDeltas()
-        # key bytes -> (value bytes, task, previous totals): unchanged entries are skipped by their bytes
-        self._prev: dict[bytes, tuple[bytes, TaskId, tuple[int, ...]]] = {}
+        self._diff = MapDiff.of(abi.LockKey, abi.LockVal, (identity(abi.LockKey),))  # bpf/mapdiff.py
         self._numbers = IntervalNumbers()  # the intervals the extremes are kept by (bpf/interval.h)
         self.symbolizer = symbolizer
         self._symbols: dict[int, str] = {}
@@ -87,17 +87,14 @@ class LockCollector:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
         e = self._numbers.advance(self.obj)
-        m = self.obj.map("locks")
-        out, ids, gone = [], {}, []
-        prevs = self._prev
+        out, ids = [], {}
         key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, self._text
-        for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
+        for kraw, vraw, praw, _gone in self._diff.read(self.obj.map("locks"), dead):
             addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
             v = val_of(vraw)
             (count, total, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm,
              cache, slot_size, red_left_pad, order, min_order, mode, ino, dev, _) = v[:_EXTREMES]
-            pc, pt, ps, psl, pb, pr, pw, pv = prev[2] if prev is not None else (0, 0, 0, 0, 0, 0, 0, 0)
-            tid = TaskId(pid, start_ns)
+            pc, pt, ps, psl, pb, pr, pw, pv = val_of(praw)[:8] if praw is not None else (0, 0, 0, 0, 0, 0, 0, 0)
             if count != pc:
                 field = where = ""
                 if kind == abi.LOCK_KIND_SLAB and self.namer is not None:
@@ -105,21 +102,11 @@ class LockCollector:
                                                        dev, ino, mode, (tgid,))
                 longest, shortest = abi.extremes(v, _EXTREMES, e)
                 out.append(_new_lock(
-                    task=tid, tgid=tgid, addr=addr, kstack=kstack, flags=flags,
-                    kind=kind, count=count - pc, total_ns=total - pt,
-                    max_ns=longest, min_ns=shortest,
-                    spin_ns=spin - ps, sleep_ns=sleep - psl, owner_pid=owner_pid,
-                    owner_comm=text(owner_comm), cache=text(cache),
-                    symbol=self._symbol(addr) if kind == abi.LOCK_KIND_ADDR else "", blocked_ns=blocked - pb,
-                    runnable_ns=runnable - pr, weighted_ns=weighted - pw, var_us2=var - pv, field=field,
-                    object=where))
+                    TaskId(pid, start_ns), tgid, addr, kstack, flags, kind, count - pc, total - pt, longest, shortest,
+                    spin - ps, sleep - psl, owner_pid, text(owner_comm), text(cache),
+                    self._symbol(addr) if kind == abi.LOCK_KIND_ADDR else "", blocked - pb, runnable - pr,
+                    weighted - pw, var - pv, field, where))
                 ids.setdefault(kstack, ("kernel", 0))
-            if tid in dead:
-                gone.append(kraw)
-                prevs.pop(kraw, None)
-            else:
-                prevs[kraw] = (vraw, tid, (count, total, spin, sleep, blocked, runnable, weighted, var))
-        m.delete_many(gone)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
 

@@ -15,17 +15,21 @@ import ctypes.util
 import errno
 import os
 import platform
+import struct
 
 from stallscope.analyzer.sample import CpuSamplesDelta, OncpuDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi
 from stallscope.bpf.collector import (
-    HealthDeltas, ProgramDeltas, StackReader, _possible_cpus, changed_entries, object_path,
+    HealthDeltas, ProgramDeltas, StackReader, _possible_cpus, object_path,
 )
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.libbpf import BpfObject
+from stallscope.bpf.mapdiff import MapDiff, identity
 from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
+
+_SAMPLES = struct.Struct("<QQ")  # an oncpu_val's samples and period_ns, first
 
 DEFAULT_SAMPLE_HZ = 99  # not a divisor of the 100/250/1000 Hz tick: samples do not beat with it
 
@@ -119,7 +123,7 @@ class OncpuCollector:
         self._health = HealthDeltas(abi.OncpuHealth, prefix="oncpu.")
         self._programs = ProgramDeltas()
         # key bytes -> (value bytes, task, previous totals): unchanged entries are skipped by their bytes
-        self._prev: dict[bytes, tuple[bytes, TaskId, tuple[int, int]]] = {}
+        self._diff = MapDiff.of(abi.OncpuKey, abi.OncpuVal, (identity(abi.OncpuKey),))  # bpf/mapdiff.py
         self._dead_before: set[TaskId] = set()
         self._prev_cpu: dict[int, tuple[int, int, int, int, int]] = {}
         self._leader_start: dict[int, int] = {}
@@ -166,13 +170,11 @@ class OncpuCollector:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
         cpus = self._drain_cpus()
-        m = self.obj.map("oncpu")
-        out, ids, gone = [], {}, []
-        prevs = self._prev
-        for kraw, vraw, prev in changed_entries(m, prevs, dead, gone):
+        out, ids = [], {}
+        for kraw, vraw, praw, _gone in self._diff.read(self.obj.map("oncpu"), dead):
             k = abi.decode(abi.OncpuKey, kraw)
             v = abi.decode(abi.OncpuVal, vraw)
-            ps, pp = prev[2] if prev is not None else (0, 0)
+            ps, pp = _SAMPLES.unpack_from(praw) if praw is not None else (0, 0)
             tid = TaskId(k.pid, k.start_ns)
             if k.pid == k.tgid:
                 self._leader_start[k.tgid] = k.start_ns
@@ -181,12 +183,6 @@ class OncpuCollector:
                                       v.samples - ps, v.period_ns - pp))
                 ids.setdefault(k.kstack, ("kernel", 0))
                 ids.setdefault(k.ustack, ("user", k.tgid))
-            if tid in dead:
-                gone.append(kraw)
-                prevs.pop(kraw, None)
-            else:
-                prevs[kraw] = (vraw, tid, (v.samples, v.period_ns))
-        m.delete_many(gone)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, self._leader_start)
         # a leader dead since the drain before this one: its threads' last samples have been read
         for tid in self._dead_before:

@@ -332,7 +332,7 @@ def test_a_waker_entry_goes_when_its_waker_dies_as_no_dead_task_wakes_anybody(sc
     assert [k for k, _ in wakers.items] == [waker_entry(41, 1)[0]]
     # an unchanged entry goes too, without a delta
     assert sched._drain_wakers(obj, {TaskId(41, 41)}) == ()
-    assert wakers.items == [] and sched._prev_wakers == {}
+    assert wakers.items == [] and len(sched._waker_diff) == 0
 
 
 class StackMap:
