@@ -52,7 +52,7 @@ def no_stack_cause(stack_id: int) -> Cause:
     return Cause(NO_STACK_LABELS.get(stack_id, LOST_STACK), BLOCKER, "", matched=False, method="evidence")
 
 
-@dataclass
+@dataclass(slots=True)
 class Part:
     """One task's blocked time for one cause in the window: measured (drawn waits, and strata named by
     their evidence) plus estimated (undrawn waits shared out), with the estimate's variance."""

@@ -387,9 +387,10 @@ class Model:
             totals[tid] = _new_totals(info, *t)
         # a wait is attributed at the switch-in after its wakeup, possibly an interval later
         # than the task's own totals moved: such a task is still named
-        for (tid, tgid, *_rest) in list(waits) + list(futexes):
-            if tid not in totals:
-                totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, "?"))
+        for keys in (waits, futexes):
+            for tid, tgid in {key[:2] for key in keys if key[0] not in totals}:  # few, if any: in C
+                if tid not in totals:
+                    totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, "?"))
         # a thread that ran throughout may never have switched: its samples name it
         for (tid, tgid, *_rest), e in oncpu.items():
             if tid not in totals:

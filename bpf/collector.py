@@ -58,7 +58,7 @@ def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, 
     interval's longest (bpf/interval.h)."""
     (c, t, ch, w, var, w0, w1, w2, h), (pc, pt, pch, pw, pvar, p0, p1, p2, ph) = now, before
     return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, longest,
-                       tuple([(s, n - p) for s, n, p in zip(_SLOTS, h, ph) if n != p]), why, func, ch - pch,
+                       task_dump.hist_delta(h, ph), why, func, ch - pch,
                        w - pw, var - pvar, (w0 - p0, w1 - p1, w2 - p2))
 
 

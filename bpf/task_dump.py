@@ -11,8 +11,11 @@ time between the two dumps under the key it was last handed over with.
 
 from __future__ import annotations
 
+import ctypes
 import struct
 from dataclasses import dataclass
+from itertools import compress
+from operator import ne
 
 from stallscope.analyzer.sample import OffcpuDelta, OngoingWait, TaskDelta, TaskId, record_maker
 from stallscope.bpf import abi
@@ -52,8 +55,9 @@ def _span(struct_type, name: str) -> tuple[int, int]:
 _SCALARS = _fields_struct(abi.TaskStats, _FIELDS)
 _HIST = struct.Struct(f"<{abi.RUNQ_SLOTS}I")
 _HIST_AT = _span(abi.TaskStats, "runq_hist")
-_IVAL = abi.unpacker(abi.IvalExtremes)
-_OFFCPU_IVAL_AT, _RUNQ_IVAL_AT = getattr(abi.TaskStats, "offcpu_ival").offset, getattr(abi.TaskStats, "runq_ival").offset
+_IVALS = struct.Struct("<" + 2 * "2Q2Q2I")  # offcpu_ival then runq_ival (bpf/interval.h), side by side
+_IVALS_AT = getattr(abi.TaskStats, "offcpu_ival").offset
+assert getattr(abi.TaskStats, "runq_ival").offset == _IVALS_AT + ctypes.sizeof(abi.IvalExtremes)
 _SLOT = abi.unpacker(abi.OffcpuSlot)  # kstack, ustack, state, why, func, used, then the val's fields
 _SLOT_SIZE = _SLOT.size
 _NO_SLOT = (0,) * len(_SLOT.unpack(bytes(_SLOT.size)))
@@ -65,6 +69,12 @@ _VAL_HIST = _VAL + 9  # its histogram (after count, total, charged, weighted, va
 _VAL_IVAL = _VAL_HIST + abi.RUNQ_SLOTS
 _ZERO_HIST = bytes(_HIST_AT[1] - _HIST_AT[0])
 _OPEN = abi.unpacker(abi.OpenWait)
+
+
+def hist_delta(now, before) -> tuple[tuple[int, int], ...]:
+    """(slot, count) of a log2 histogram's slots that moved, from its counts now and before: the slots
+    found in C (a wait's histogram moves in one or two of its 40)."""
+    return tuple([(i, now[i] - before[i]) for i in compress(_SLOTS, map(ne, now, before))])
 
 
 @dataclass
@@ -96,13 +106,14 @@ def task_delta(tid: TaskId, raw: bytes, values: tuple, prev: Prev | None, e: int
     if now_h == before_h:
         hist = ()
     else:
-        hist = tuple([(s, n - b) for s, n, b in zip(_SLOTS, _HIST.unpack(now_h), _HIST.unpack(before_h)) if n != b])
+        hist = hist_delta(_HIST.unpack(now_h), _HIST.unpack(before_h))
     latency = values[RUNQ_NS] - b_runq
+    # each ival_extremes: max_ns[2], min_ns[2], epoch[2]; interval e's longest is in the pair of its parity
+    ivals, i = _IVALS.unpack_from(raw, _IVALS_AT), e & 1
     delta = (
-        values[OFFCPU_NS] - b_offcpu, values[OFFCPU_COUNT] - b_offcount,
-        abi.extremes(_IVAL.unpack_from(raw, _OFFCPU_IVAL_AT), 0, e)[0],
+        values[OFFCPU_NS] - b_offcpu, values[OFFCPU_COUNT] - b_offcount, ivals[i] if ivals[4 + i] == e else 0,
         latency if flags & abi.TS_NO_SCHED_INFO else values[RUN_DELAY] - run_delay_base,
-        values[RUNQ_COUNT] - b_runq_count, abi.extremes(_IVAL.unpack_from(raw, _RUNQ_IVAL_AT), 0, e)[0],
+        values[RUNQ_COUNT] - b_runq_count, ivals[6 + i] if ivals[10 + i] == e else 0,
         vol, invol, values[MIGRATIONS] - b_migr, hist, latency, values[RUN_NS] - run_base,
     )
     if prev is not None and delta == _UNCHANGED:
@@ -134,7 +145,7 @@ def slot_deltas(tid: TaskId, tgid: int, raw: bytes, prev: Prev | None, e: int):
         yield _new_offcpu(
             tid, tgid, s[2], s[0], s[1], count - b[_VAL], s[_VAL + 1] - b[_VAL + 1],
             abi.extremes(s, _VAL_IVAL, e)[0],
-            tuple([(slot, n - p) for slot, n, p in zip(_SLOTS, h, b[_VAL_HIST:_VAL_IVAL]) if n != p]), s[3], s[4],
+            hist_delta(h, b[_VAL_HIST:_VAL_IVAL]), s[3], s[4],
             s[_VAL + 2] - b[_VAL + 2], s[_VAL + 3] - b[_VAL + 3], s[_VAL + 4] - b[_VAL + 4],
             (s[_VAL + 5] - b[_VAL + 5], s[_VAL + 6] - b[_VAL + 6], s[_VAL + 7] - b[_VAL + 7]))
 
@@ -144,8 +155,17 @@ def values_of(raw: bytes) -> tuple:
     return _SCALARS.unpack_from(raw)
 
 
+_COMMS: dict[bytes, str] = {}  # a few hundred distinct names recur in thousands of entries an interval
+
+
 def comm_of(values) -> str:
-    return abi.c_string(values[COMM])
+    raw = values[COMM]
+    name = _COMMS.get(raw)
+    if name is None:
+        if len(_COMMS) >= 1 << 14:
+            _COMMS.clear()
+        name = _COMMS[raw] = abi.c_string(raw)
+    return name
 
 
 class OpenWaits:

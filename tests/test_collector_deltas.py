@@ -456,6 +456,8 @@ def test_the_task_dumps_struct_readers_read_what_the_ctypes_mirror_reads():
     sl.val.ival.max_ns[1], sl.val.ival.epoch[1] = 99, 3
     v.slots[0].used = 1  # the first slot, used and zero
     v.offcpu_ival.max_ns[1], v.offcpu_ival.epoch[1] = 77, 3
+    v.runq_ival.max_ns[1], v.runq_ival.epoch[1] = 55, 3
+    v.runq_ival.max_ns[0], v.runq_ival.epoch[0] = 66, 2  # another interval's: not this one's
     raw = _raw(v)
     values = task_dump.values_of(raw)
     assert [values[i] for i, n in enumerate(task_dump._FIELDS) if n != "comm"] == \
@@ -463,7 +465,7 @@ def test_the_task_dumps_struct_readers_read_what_the_ctypes_mirror_reads():
     assert task_dump.comm_of(values) == "reader-thread"
     tid = TaskId(3, 3)
     d = task_dump.task_delta(tid, raw, values, None, 3)
-    assert d.offcpu_max_ns == 77 and d.runq_hist == tuple((i, 3 * i) for i in range(1, abi.RUNQ_SLOTS))
+    assert d.offcpu_max_ns == 77 and d.runq_max_ns == 55 and d.runq_hist == tuple((i, 3 * i) for i in range(1, abi.RUNQ_SLOTS))
     [o] = task_dump.slot_deltas(tid, 500, raw, None, 3)
     assert (o.kstack, o.ustack, o.state, o.why, o.func) == (5, 6, 7, 8, 9)
     assert (o.count, o.total_ns, o.charged_ns, o.weighted_ns, o.var_us2, o.woken) == (11, 12, 13, 14, 15, (16, 17, 18))
