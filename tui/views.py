@@ -125,13 +125,14 @@ class TasksView(View):
                     f"on {snap.meta.cpus} CPUs")
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
+        secs = snap.seconds
         if self.group == "thread":
             return [Row(str(r.task.pid), (r.comm, r.task.pid, r.waiting_per_s, r.offcpu_per_s, r.runq_per_s,
                                           r.runq_p99_ns, r.vcs_per_s, r.ivcs_per_s, r.migrations_per_s, ""),
                         (lit(r.comm, "dim" if r.exited else ""), num(str(r.task.pid)), rate(r.waiting_per_s),
                          rate(r.offcpu_per_s),
                          rate(r.runq_per_s), dur(r.runq_p99_ns), count(r.vcs_per_s), count(r.ivcs_per_s),
-                         count(r.migrations_per_s, 1), lit("; ".join(f"{c} {fmt_ns(ns)}" for c, ns in r.causes))),
+                         count(r.migrations_per_s, 1), lit(_causes_per_s(r.causes, secs))),
                         r)
                     for r in snap.tasks]
         groups: dict[Any, list] = {}
@@ -155,8 +156,13 @@ class TasksView(View):
                            (lit(f"{label} ({len(rs)})" if self.group == "process" else label), num(ident),
                             rate(vals[0]), rate(vals[1]), rate(vals[2]), dur(p99), count(cs[0]), count(cs[1]),
                             count(cs[2], 1),
-                            lit("; ".join(f"{c} {fmt_ns(ns)}" for c, ns in top))), None))
+                            lit(_causes_per_s(top, secs))), None))
         return out
+
+
+def _causes_per_s(causes, secs: float) -> str:
+    """A task's top causes, each its time per second of the window, as the row's other columns are."""
+    return "; ".join(f"{c} {fmt_ns(ns / secs)}/s" for c, ns in causes)
 
 
 class LocksView(View):
