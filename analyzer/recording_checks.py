@@ -44,7 +44,10 @@ _KIND_SQL = {
 # Each table's columns as RecordingWriter writes them: NULL only where it writes None.
 COLUMNS: dict[str, dict[str, str]] = {
     "intervals": {"idx": INT, "start_ns": INT, "end_ns": INT, "wall_start": NUM, "switches": INT,
-                  "collector_cpu_ns": INT, "health": TEXT_OR_NULL, "kernel_switches": INT_OR_NULL},
+                  "collector_cpu_ns": INT, "health": TEXT_OR_NULL, "kernel_switches": INT_OR_NULL,
+                  "ongoing_ns": INT_OR_NULL},
+    "ongoing": {"idx": INT, "pid": INT, "start_ns": INT, "tgid": INT, "state": INT, "kstack": INT, "ustack": INT,
+                "why": INT, "func": INT},
     "tasks": {"pid": INT, "start_ns": INT, "tgid": INT, "ptgid": INT, "comm": TEXT, "flags": INT,
               "first_idx": INT_OR_NULL, "policy": INT_OR_NULL, "nice": INT_OR_NULL, "rt_priority": INT_OR_NULL},
     "task_deltas": {"idx": INT, "pid": INT, "start_ns": INT, "offcpu_ns": INT, "offcpu_count": INT,

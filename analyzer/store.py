@@ -26,8 +26,8 @@ from typing import Iterator
 
 from stallscope.analyzer.sample import (
     CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, OffcpuDelta,
-    OncpuDelta, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Tuning,
-    TuningChange, WaitLink, WakerDelta, record_maker,
+    OncpuDelta, OngoingWait, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId,
+    TaskInfo, Tuning, TuningChange, WaitLink, WakerDelta, record_maker,
 )
 from stallscope.analyzer.recording_checks import (
     DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql, sysfs_cell,
@@ -36,7 +36,10 @@ from stallscope.analyzer.recording_checks import (
 from stallscope.errors import StallscopeError
 from stallscope.outputs import RecordingFile, create_recording, size_limit, storage_hint, storage_limit
 
-FORMAT_VERSION = 1
+# 2 (2026-11-26): the waits carried on through an interval (Interval.ongoing) have a table of their own,
+# `ongoing`, each charged the interval's `ongoing_ns`, where version 1 stored them as the charge-only off-CPU
+# and task rows they stand for (which a reader of version 1 alone would take, missing the new table)
+FORMAT_VERSION = 2
 # what reading a damaged file raises: SQLite's errors, and text that is not UTF-8 (a scribbled schema)
 _READ_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 APPLICATION_ID = 0x53544C4C  # "STLL": lets `file` and we tell our databases from others
@@ -54,7 +57,10 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS intervals (
     idx INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, wall_start REAL,
-    switches INTEGER, collector_cpu_ns INTEGER, health TEXT, kernel_switches INTEGER);
+    switches INTEGER, collector_cpu_ns INTEGER, health TEXT, kernel_switches INTEGER, ongoing_ns INTEGER);
+CREATE TABLE IF NOT EXISTS ongoing (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, state INTEGER, kstack INTEGER, ustack INTEGER,
+    why INTEGER, func INTEGER);
 CREATE TABLE IF NOT EXISTS tasks (
     pid INTEGER, start_ns INTEGER, tgid INTEGER, ptgid INTEGER, comm TEXT, flags INTEGER,
     first_idx INTEGER, policy INTEGER, nice INTEGER, rt_priority INTEGER, PRIMARY KEY (pid, start_ns));
@@ -127,7 +133,7 @@ CREATE INDEX IF NOT EXISTS wakers_idx ON wakers (idx);
 # the square of its length (11 ms a step at 3,600 intervals, growing with the file; 2.8 ms with).
 _SCHEMA += "".join(f"CREATE INDEX IF NOT EXISTS {t}_idx ON {t} (idx);\n" for t in (
     "locks", "futex", "oncpu", "oncpu_cpus", "slab", "slab_caches", "migrations", "programs", "tuning", "cgroups",
-    "io", "io_queue", "io_submitters", "io_wakes"))
+    "io", "io_queue", "io_submitters", "io_wakes", "ongoing"))
 
 _FRAME_FIELDS = ("addr", "symbol", "offset", "module", "build_id", "module_offset", "kind")
 _FRAME_ROW = attrgetter(*_FRAME_FIELDS)  # a frame's stored row, in one C call
@@ -286,9 +292,9 @@ class RecordingWriter:
         db.execute("BEGIN")
         try:
             i = iv.index
-            db.execute("INSERT INTO intervals VALUES (?,?,?,?,?,?,?,?)",
+            db.execute("INSERT INTO intervals VALUES (?,?,?,?,?,?,?,?,?)",
                        (i, iv.start_ns, iv.end_ns, iv.wall_start, iv.switches, iv.collector_cpu_ns,
-                        json.dumps(iv.health, sort_keys=True), iv.kernel_switches))
+                        json.dumps(iv.health, sort_keys=True), iv.kernel_switches, iv.ongoing_ns))
             for t in iv.task_info:
                 db.execute(
                     "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (pid, start_ns) DO UPDATE SET "
@@ -300,11 +306,14 @@ class RecordingWriter:
                 (i, d.task.pid, d.task.start_time_ns, d.offcpu_ns, d.offcpu_count, d.offcpu_max_ns,
                  d.runq_wait_ns, d.runq_count, d.runq_max_ns, d.voluntary_switches, d.involuntary_switches,
                  d.migrations, _hist_text(d.runq_hist), d.runq_latency_ns, d.run_ns)
-                for d in iv.task_records()])  # a wait carried on is stored as the records it stands for
+                for d in iv.tasks])
             db.executemany("INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, o.task.pid, o.task.start_time_ns, o.tgid, o.state, _s64(o.kstack), _s64(o.ustack), o.count,
                  o.total_ns, o.max_ns, _hist_text(o.hist), o.why, _s64(o.func), o.charged_ns, o.weighted_ns,
-                 o.var_us2, None if not any(o.woken) else "%d,%d,%d" % o.woken) for o in iv.offcpu_records()])
+                 o.var_us2, None if not any(o.woken) else "%d,%d,%d" % o.woken) for o in iv.offcpu])
+            db.executemany("INSERT INTO ongoing VALUES (?,?,?,?,?,?,?,?,?)", [
+                (i, w.task.pid, w.task.start_time_ns, w.tgid, w.state, _s64(w.kstack), _s64(w.ustack), w.why,
+                 _s64(w.func)) for w in iv.ongoing])
             db.executemany("INSERT INTO wakers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, w.task.pid, w.task.start_time_ns, w.waker.pid, w.waker.start_time_ns, w.waker_tgid,
                  w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns, int(w.in_interrupt), int(w.exiting),
@@ -603,16 +612,20 @@ class Recording:
             ("user_walks_per_s", "0"), ("lock_calls", "1")), window,
             lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0, r[8] != 0), r[5]))
         io, io_queue, io_submitters, io_wakes = self._io_streams(window)
+        ongoing = self._stream("ongoing", (
+            "idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "why", "func"), window,
+            lambda r: OngoingWait(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], _u64(r[8])))
         rows = self._stream("intervals", (
-            "idx", "start_ns", "end_ns", "wall_start", "switches", "collector_cpu_ns", "health", "kernel_switches"),
-            window, lambda r: (*r[:6], health_cell(r[6]), r[7]))
-        for idx, start, end, wall, switches, cpu, health, kswitches in rows.all():
+            "idx", "start_ns", "end_ns", "wall_start", "switches", "collector_cpu_ns", "health", "kernel_switches",
+            ("ongoing_ns", "0")), window, lambda r: (*r[:6], health_cell(r[6]), r[7], r[8] or 0))
+        for idx, start, end, wall, switches, cpu, health, kswitches, ongoing_ns in rows.all():
             yield Interval(idx, start, end, wall, switches, tasks.take(idx), (), offcpu.take(idx),
                            wakers.take(idx), migrations.take(idx), (), health, programs.take(idx), cpu,
                            kswitches or 0, locks.take(idx), slab.take(idx), slab_caches.take(idx),
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
                            futex.take(idx), tuning.take(idx), io=io.take(idx), io_queue=io_queue.take(idx),
-                           io_submitters=io_submitters.take(idx), io_wakes=io_wakes.take(idx))
+                           io_submitters=io_submitters.take(idx), io_wakes=io_wakes.take(idx),
+                           ongoing=ongoing.take(idx), ongoing_ns=ongoing_ns)
 
     def _io_streams(self, window: tuple[int, int]) -> tuple["_ByInterval", ...]:
         """The io group's tables (empty in recordings made before they were kept)."""

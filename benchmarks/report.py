@@ -84,6 +84,7 @@ def tile(source: Path, out: Path, intervals: int, new_pids: bool = False, comman
             tasks=tuple(d for d in iv.tasks if d.task in keep), offcpu=tuple(o for o in iv.offcpu if o.task in keep),
             wakers=tuple(w for w in iv.wakers if w.task in keep), locks=tuple(lk for lk in iv.locks if lk.task in keep),
             futex=tuple(f for f in iv.futex if f.task in keep), oncpu=tuple(o for o in iv.oncpu if o.task in keep),
+            ongoing=tuple(w for w in iv.ongoing if w.task in keep),
             slab=tuple(x for x in iv.slab if x.tgid in tgids), cgroups=tuple(c for c in iv.cgroups if c[0] in tgids),
             switches=sum(d.voluntary_switches + d.involuntary_switches for d in iv.tasks if d.task in keep),
             migrations=iv.migrations) for iv in base]
@@ -123,6 +124,7 @@ def tile(source: Path, out: Path, intervals: int, new_pids: bool = False, comman
                     locks=tuple(dataclasses.replace(lk, task=task(lk.task), tgid=tgid(lk.tgid)) for lk in iv.locks),
                     futex=tuple(dataclasses.replace(f, task=task(f.task), tgid=tgid(f.tgid)) for f in iv.futex),
                     oncpu=tuple(dataclasses.replace(o, task=task(o.task), tgid=tgid(o.tgid)) for o in iv.oncpu),
+                    ongoing=tuple(w._replace(task=task(w.task), tgid=tgid(w.tgid)) for w in iv.ongoing),
                     slab=tuple(dataclasses.replace(s, tgid=tgid(s.tgid)) for s in iv.slab),
                     cgroups=tuple((tgid(g), st + shift, p) for g, st, p in iv.cgroups),
                     tuning=() if k else iv.tuning)

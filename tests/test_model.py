@@ -350,3 +350,33 @@ def test_a_lazy_model_folds_its_wakeups_and_lock_waits_when_first_read_into_what
     assert lazy.wakeups._items is None and lazy.lock_waits._items is None
     assert lazy.wakeups == eager.wakeups and list(lazy.lock_waits) == list(eager.lock_waits)
     assert len(lazy.lock_waits) == 1 and lazy.lock_waits[0].total_ns == 300 and lazy == eager
+
+
+def test_a_recording_of_format_1_with_its_carried_waits_stored_as_records_reads_as_one_of_format_2(tmp_path):
+    """Format 2 keeps the waits carried on in a table of their own (`ongoing`, and `intervals.ongoing_ns`);
+    format 1 stored each as the charge-only off-CPU and task rows it stands for, without the table or the
+    column. Both give the same model; a reader of format 1 refuses format 2 (it would miss the table)."""
+    import sqlite3
+
+    from stallscope.analyzer.sample import OngoingWait
+    from stallscope.analyzer.store import FORMAT_VERSION
+
+    m, (i0, i1) = two_interval_recording()
+    c = TaskId(102, 7 * SEC)
+    carried = replace(i1, ongoing=(OngoingWait(A, 100, 1, SLEEP.id, 0, 0, 0), OngoingWait(c, 100, 2, 5, 0, 0, 0)),
+                      ongoing_ns=999_000_000)
+    new, old = tmp_path / "v2.stall", tmp_path / "v1.stall"
+    write_recording(new, m, [i0, carried])
+    write_recording(old, m, [i0, replace(carried, offcpu=carried.offcpu_records(), tasks=carried.task_records(),
+                                         ongoing=(), ongoing_ns=0)])
+    db = sqlite3.connect(old)
+    db.execute("DROP TABLE ongoing")
+    db.execute("ALTER TABLE intervals DROP COLUMN ongoing_ns")
+    db.execute("UPDATE meta SET value='1' WHERE key='format_version'")
+    db.commit()
+    db.close()
+    assert FORMAT_VERSION == 2
+    assert Recording(str(new)).format_version == 2 and Recording(str(old)).format_version == 1
+    a, b = load_model(str(new)), load_model(str(old))
+    assert a.tasks == b.tasks and sorted(a.waits, key=repr) == sorted(b.waits, key=repr)
+    assert [iv.ongoing for iv in Recording(str(new)).intervals()][1] == carried.ongoing
