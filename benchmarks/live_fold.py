@@ -6,8 +6,8 @@ the collector at the live source's young-generation threshold, what is kept froz
 
     python -m benchmarks.live_fold RECORDING [--runs 4]
 
-The waits a recording stores as the records they stand for (those the task dump carried on) are taken back
-into each interval's `ongoing`, as the live collector hands them over. A recording of many sleeping threads shows the per-thread cost that dominates `top` on such a machine:
+The waits a recording of format 1 stores as the records they stand for (those the task dump carried on) are
+taken back into each interval's `ongoing`, as the live collector hands them over. A recording of many sleeping threads shows the per-thread cost that dominates `top` on such a machine:
 `stallscope record -o idle.stall -d 12` while `examples/bin/idle_threads -n 5000` runs.
 Standard library and stallscope only.
 """
@@ -30,9 +30,9 @@ from stallscope.sources import LIVE_GC_THRESHOLD, LIVE_KEEP, PREFOLDED
 
 
 def carried(iv: Interval) -> Interval:
-    """The interval as the live collector hands it over: a recording stores each wait the task dump carried on
-    (Interval.ongoing) as the records it stands for, a charge-only OffcpuDelta and a TaskDelta of the
-    interval's span each; those are taken back into `ongoing`."""
+    """The interval as the live collector hands it over: a recording of format 1 stored each wait the task
+    dump carried on (Interval.ongoing) as the records it stands for, a charge-only OffcpuDelta and a TaskDelta
+    of the interval's span each; those are taken back into `ongoing`."""
     charges = Counter(o.charged for o in iv.offcpu if o.count == 0 and o.total_ns == 0)
     if not charges:
         return iv
@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rec = Recording(args.recording)
     try:
-        meta, intervals = rec.meta, [carried(iv) for iv in rec.intervals()]
+        meta, intervals = rec.meta, list(rec.intervals())
+        if rec.format_version < 2:  # format 2 keeps them as they were carried
+            intervals = [carried(iv) for iv in intervals]
         names = (rec.tasks(), rec.stacks(), rec.functions(), rec.slab_caches())
     finally:
         rec.close()
