@@ -35,7 +35,6 @@ from stallscope.errors import StallscopeError
 
 CLOCK_BOOTTIME = 7
 _NO_HIST = [0] * abi.RUNQ_SLOTS
-_SLOTS = range(abi.RUNQ_SLOTS)
 _NO_WAITS = (0, 0, 0, 0, 0, 0, 0, 0, _NO_HIST)
 _OFFCPU_KEY, _OFFCPU_VAL = abi.unpacker(abi.OffcpuKey), abi.unpacker(abi.OffcpuVal)
 _WAKER_KEY, _WAKER_VAL = abi.unpacker(abi.WakerKey), abi.unpacker(abi.WakerVal)
@@ -436,7 +435,7 @@ class SchedCollector:
             if kind == abi.DUMP_TASK and size == _TASK_RECORD:
                 live.append((raw[at:at + ks], raw[at + ks:at + size]))
             elif kind == abi.DUMP_OPEN and size == task_dump.OPEN_SIZE:
-                opened.append(task_dump.open_records(raw, at))
+                opened.append(task_dump.open_record(raw, at))
             at += size
         final = obj.map("task_final")
         return live + final.items_batch(), opened, final, e

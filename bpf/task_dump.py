@@ -219,7 +219,8 @@ class OpenWaits:
         return out, ongoing
 
 
-def open_records(raw: bytes, at: int) -> tuple:
+def open_record(raw: bytes, at: int) -> tuple:
+    """An open_wait record of the dump at `at`, its fields in order (bpf/sched.h struct open_wait)."""
     return _OPEN.unpack_from(raw, at)
 
 

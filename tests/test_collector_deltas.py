@@ -229,6 +229,19 @@ class Clock:
                             lambda clk: self.ns if clk == collector.time.CLOCK_MONOTONIC else real(clk))
 
 
+def _dump(entries=(), opened=()) -> FakeObj:
+    """A task dump of these task entries and open_wait records, the maps empty."""
+    return FakeObj(FakeDump(list(entries), opened=list(opened)), task_final=FakeMap([]), offcpu=FakeMap([]),
+                   wakers=FakeMap([]))
+
+
+def _asleep(pid: int, offcpu_ns: int) -> tuple[bytes, bytes]:
+    """A thread's entry: blocked `offcpu_ns` in all."""
+    v = abi.TaskStats(tgid=500, nvcsw=1, flags=abi.TS_BASE_EXACT, offcpu_ns=offcpu_ns)
+    v.comm = b"asleep"
+    return _raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v)
+
+
 def test_a_wait_carried_on_by_the_dump_is_charged_the_time_between_dumps_under_the_key_it_was_handed_over(
         sched, monkeypatch):
     """A thread asleep for three intervals: the first dump hands its wait over (its part so far, under its
@@ -237,28 +250,18 @@ def test_a_wait_carried_on_by_the_dump_is_charged_the_time_between_dumps_under_t
     the last dump, not again what was carried."""
     clock = Clock(monkeypatch, 10_000)
     key = OngoingWait(TaskId(8, 8), 500, 2, 3, 4, 0, 0)
-
-    def obj(entries=(), opened=()):
-        return FakeObj(FakeDump(list(entries), opened=list(opened)), task_final=FakeMap([]), offcpu=FakeMap([]),
-                       wakers=FakeMap([]))
-
-    def entry(offcpu_ns):
-        v = abi.TaskStats(tgid=500, nvcsw=1, flags=abi.TS_BASE_EXACT, offcpu_ns=offcpu_ns)
-        v.comm = b"asleep"
-        return _raw(abi.TaskKey(pid=8, start_ns=8)), _raw(v)
-
     handed = abi.OpenWait(pid=8, tgid=500, start_ns=8, charged_ns=700, open_ns=700, kstack=3, ustack=4, state=2)
-    tasks, _, _, offcpu, _ = _drain(sched, obj([entry(700)], [handed]))  # blocked 700 ns before the first dump
+    tasks, _, _, offcpu, _ = _drain(sched, _dump([_asleep(8, 700)], [handed]))  # blocked 700 ns before the first dump
     assert [(o.task, o.charged_ns, o.kstack, o.ustack) for o in offcpu] == [(key.task, 700, 3, 4)]
     assert sched._ongoing == ()
     for span in (1_000, 2_500):
         clock.ns += span
-        tasks, _, _, offcpu, _ = _drain(sched, obj())
+        tasks, _, _, offcpu, _ = _drain(sched, _dump())
         assert (tasks, offcpu) == ((), ())  # nothing read: the wait carried on
         assert (sched._ongoing, sched._ongoing_ns) == ((key,), span)
     clock.ns += 300
     # woken 100 ns after the last dump: its totals hold the carried time, and the 100 ns since
-    tasks, _, _, offcpu, _ = _drain(sched, obj([entry(700 + 1_000 + 2_500 + 100)]))
+    tasks, _, _, offcpu, _ = _drain(sched, _dump([_asleep(8, 700 + 1_000 + 2_500 + 100)]))
     assert [(t.task, t.offcpu_ns) for t in tasks] == [(key.task, 100)]
     assert sched._ongoing == ()  # its entry came: its wait is no longer carried on
 
@@ -269,31 +272,22 @@ def test_a_wait_handed_over_again_as_its_stack_is_walked_charges_its_task_nothin
     and the task's next delta does not count it again."""
     clock = Clock(monkeypatch, 10_000)
 
-    def obj(entries=(), opened=()):
-        return FakeObj(FakeDump(list(entries), opened=list(opened)), task_final=FakeMap([]), offcpu=FakeMap([]),
-                       wakers=FakeMap([]))
-
-    def entry(offcpu_ns):
-        v = abi.TaskStats(tgid=500, nvcsw=1, flags=abi.TS_BASE_EXACT, offcpu_ns=offcpu_ns)
-        v.comm = b"asleep"
-        return _raw(abi.TaskKey(pid=9, start_ns=9)), _raw(v)
-
     def wait(charged, kstack):
         return abi.OpenWait(pid=9, tgid=500, start_ns=9, charged_ns=charged, kstack=kstack, ustack=4, state=2)
 
-    _drain(sched, obj([entry(50)], [wait(50, collector.abi.STACK_NOT_DRAWN)]))
+    _drain(sched, _dump([_asleep(9, 50)], [wait(50, collector.abi.STACK_NOT_DRAWN)]))
     clock.ns += 1_000
-    _drain(sched, obj())  # carried: 1,000
+    _drain(sched, _dump())  # carried: 1,000
     clock.ns += 2_000
-    tasks, _, _, offcpu, _ = _drain(sched, obj(opened=[wait(2_000, 77)]))  # walked: handed over again
+    tasks, _, _, offcpu, _ = _drain(sched, _dump(opened=[wait(2_000, 77)]))  # walked: handed over again
     assert [(o.kstack, o.charged_ns) for o in offcpu] == [(77, 2_000)]
     assert [(t.task, t.offcpu_ns) for t in tasks] == [(TaskId(9, 9), 2_000)]
     assert sched._ongoing == ()
     clock.ns += 500
-    _drain(sched, obj())
+    _drain(sched, _dump())
     assert [w.kstack for w in sched._ongoing] == [77] and sched._ongoing_ns == 500
     clock.ns += 10
-    tasks, *_ = _drain(sched, obj([entry(50 + 1_000 + 2_000 + 500 + 5)]))
+    tasks, *_ = _drain(sched, _dump([_asleep(9, 50 + 1_000 + 2_000 + 500 + 5)]))
     assert [t.offcpu_ns for t in tasks] == [5]
 
 
