@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from collections.abc import Sequence
+from itertools import chain
 from typing import Callable, Iterable
 
 from stallscope.analyzer.overhead import uprobe_hits
@@ -250,7 +251,8 @@ class Model:
         first seen, possibly before the window); those described inside the window are added. The
         same for `functions`. `lazy`: the wakeups and the lock waits, which the ranking of causes never
         reads, are folded when first read (`Folded`): a live view folds each interval as it comes, and
-        shows them only in some views."""
+        shows them only in some views. Their stacks are looked up in `stacks` then (a live timeline's, which
+        keeps those its held intervals use)."""
         tasks: dict[TaskId, list] = {}
         waits: dict[tuple, list[int]] = {}
         waker_records: list[tuple[WakerDelta, ...]] = []
@@ -387,10 +389,9 @@ class Model:
             totals[tid] = _new_totals(info, *t)
         # a wait is attributed at the switch-in after its wakeup, possibly an interval later
         # than the task's own totals moved: such a task is still named
-        for keys in (waits, futexes):
-            for tid, tgid in {key[:2] for key in keys if key[0] not in totals}:  # few, if any: in C
-                if tid not in totals:
-                    totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, "?"))
+        for key in chain(waits, futexes):
+            if key[0] not in totals:
+                totals[key[0]] = TaskTotals(info=task_info.get(key[0]) or TaskInfo(key[0], key[1], 0, "?"))
         # a thread that ran throughout may never have switched: its samples name it
         for (tid, tgid, *_rest), e in oncpu.items():
             if tid not in totals:

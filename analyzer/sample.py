@@ -151,6 +151,17 @@ class OngoingWait(NamedTuple):
     why: int
     func: int
 
+    def charged(self, ns: int) -> "OffcpuDelta":
+        """The charge-only record of `ns` of this wait (none of its waits ended): what a dump that hands the
+        wait over gives, and what a wait carried on stands for."""
+        return _new_offcpu(self.task, self.tgid, self.state, self.kstack, self.ustack, 0, 0, 0, (), self.why,
+                           self.func, ns, 0, 0, (0, 0, 0))
+
+
+def blocked_only(task: TaskId, ns: int) -> "TaskDelta":
+    """A task's delta of `ns` blocked and nothing else: a wait of it in progress, charged."""
+    return _new_task_delta(task, ns, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0)
+
 
 @dataclass(frozen=True)
 class WaitLink:
@@ -499,15 +510,14 @@ class Interval:
         if not self.ongoing:
             return self.offcpu
         ns = self.ongoing_ns
-        return self.offcpu + tuple(_new_offcpu(w.task, w.tgid, w.state, w.kstack, w.ustack, 0, 0, 0, (), w.why, w.func,
-                                               ns, 0, 0, (0, 0, 0)) for w in self.ongoing)
+        return self.offcpu + tuple(w.charged(ns) for w in self.ongoing)
 
     def task_records(self) -> tuple[TaskDelta, ...]:
         """Every task record of the interval, the tasks of its ongoing waits with their blocked time."""
         if not self.ongoing:
             return self.tasks
         ns = self.ongoing_ns
-        return self.tasks + tuple(_new_task_delta(w.task, ns, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0) for w in self.ongoing)
+        return self.tasks + tuple(blocked_only(w.task, ns) for w in self.ongoing)
 
 
 @dataclass(frozen=True)

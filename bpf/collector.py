@@ -529,7 +529,7 @@ class SchedCollector:
         e = self._numbers.advance(self.obj, 0)  # the interval whose extremes are read now
         out = []
         key_of, val_of = _OFFCPU_KEY.unpack, _OFFCPU_VAL.unpack
-        for kraw, vraw, praw, _gone in self._offcpu_diff.read(obj.map("offcpu"), dead):
+        for kraw, vraw, praw in self._offcpu_diff.read(obj.map("offcpu"), dead):
             pid, tgid, start_ns, kstack, ustack, state, why, func = key_of(kraw)
             v = val_of(vraw)
             before = _offcpu_now(val_of(praw)) if praw is not None else _NO_WAITS
@@ -541,7 +541,7 @@ class SchedCollector:
     def _drain_wakers(self, obj: BpfObject, dead: set[TaskId]) -> tuple[WakerDelta, ...]:
         out = []
         key_of, val_of = _WAKER_KEY.unpack, _WAKER_VAL.unpack
-        for kraw, vraw, praw, _gone in self._waker_diff.read(obj.map("wakers"), dead):
+        for kraw, vraw, praw in self._waker_diff.read(obj.map("wakers"), dead):
             (pid, waker_pid, start_ns, waker_start_ns, waker_kstack, waker_tgid, waker_flags,
              link_func, link_state, link_why, wakee_func, wakee_state, wakee_why) = key_of(kraw)
             count, total_ns, weighted, blocked, runq, waker_comm = val_of(vraw)

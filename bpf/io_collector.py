@@ -232,7 +232,7 @@ class IoCollector:
 
     def _drain_wakes(self, dead: set[TaskId]) -> tuple[IoWakeDelta, ...]:
         out = []
-        for kraw, vraw, praw, _gone in self._wakes_diff.read(self.obj.map("wakes"), dead):
+        for kraw, vraw, praw in self._wakes_diff.read(self.obj.map("wakes"), dead):
             pid, tgid, start_ns, dev, op, submit_tgid, state, func, why, _ = _WAKE_KEY.unpack(kraw)
             count, wait, req, timed, queued, device, comm = _WAKE_VAL.unpack(vraw)
             pc, pw, pr, pt, pq, pd = _WAKE_VAL.unpack(praw)[:6] if praw is not None else (0, 0, 0, 0, 0, 0)

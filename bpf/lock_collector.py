@@ -89,7 +89,7 @@ class LockCollector:
         e = self._numbers.advance(self.obj)
         out, ids = [], {}
         key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, self._text
-        for kraw, vraw, praw, _gone in self._diff.read(self.obj.map("locks"), dead):
+        for kraw, vraw, praw in self._diff.read(self.obj.map("locks"), dead):
             addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
             v = val_of(vraw)
             (count, total, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm,

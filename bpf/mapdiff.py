@@ -19,7 +19,7 @@ from typing import Iterator
 from stallscope.analyzer.sample import TaskId
 from stallscope.errors import StallscopeError
 
-NEW, GONE = 1, 2  # bpf/mapdiff.c MAPDIFF_*
+NEW = 1  # bpf/mapdiff.c MAPDIFF_NEW (MAPDIFF_GONE marks a dead task's last read, deleted after it)
 _LIBRARY = "libmapdiff.so"
 _lib = None
 
@@ -48,8 +48,7 @@ def _library() -> ctypes.CDLL:
 
 
 class Changed:
-    """One read's changed entries: each (key, value, previous value or None when new, whether it was a dead
-    task's last), as bytes."""
+    """One read's changed entries: each (key, value, previous value or None when new), as bytes."""
 
     def __init__(self, blob: bytes, count: int, rec_size: int, ks: int, vs: int):
         self.blob, self.count, self._rs, self._ks, self._vs = blob, count, rec_size, ks, vs
@@ -57,14 +56,13 @@ class Changed:
     def __len__(self) -> int:
         return self.count
 
-    def __iter__(self) -> Iterator[tuple[bytes, bytes, bytes | None, bool]]:
+    def __iter__(self) -> Iterator[tuple[bytes, bytes, bytes | None]]:
         blob, rs, ks, vs = self.blob, self._rs, self._ks, self._vs
         flags_of = _FLAGS.unpack_from
         for at in range(0, self.count * rs, rs):
             flags, = flags_of(blob, at)
             k = at + 8
-            yield (blob[k:k + ks], blob[k + ks:k + ks + vs], None if flags & NEW else blob[k + ks + vs:k + ks + 2 * vs],
-                   bool(flags & GONE))
+            yield blob[k:k + ks], blob[k + ks:k + ks + vs], None if flags & NEW else blob[k + ks + vs:k + ks + 2 * vs]
 
 
 _FLAGS = struct.Struct("<I")

@@ -122,7 +122,6 @@ class OncpuCollector:
         self._stacks = StackReader(symbolizer, max_stacks)
         self._health = HealthDeltas(abi.OncpuHealth, prefix="oncpu.")
         self._programs = ProgramDeltas()
-        # key bytes -> (value bytes, task, previous totals): unchanged entries are skipped by their bytes
         self._diff = MapDiff.of(abi.OncpuKey, abi.OncpuVal, (identity(abi.OncpuKey),))  # bpf/mapdiff.py
         self._dead_before: set[TaskId] = set()
         self._prev_cpu: dict[int, tuple[int, int, int, int, int]] = {}
@@ -171,7 +170,7 @@ class OncpuCollector:
         assert self.obj is not None
         cpus = self._drain_cpus()
         out, ids = [], {}
-        for kraw, vraw, praw, _gone in self._diff.read(self.obj.map("oncpu"), dead):
+        for kraw, vraw, praw in self._diff.read(self.obj.map("oncpu"), dead):
             k = abi.decode(abi.OncpuKey, kraw)
             v = abi.decode(abi.OncpuVal, vraw)
             ps, pp = _SAMPLES.unpack_from(praw) if praw is not None else (0, 0)

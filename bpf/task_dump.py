@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import ne
 
-from stallscope.analyzer.sample import OffcpuDelta, OngoingWait, TaskDelta, TaskId, record_maker
+from stallscope.analyzer.sample import OffcpuDelta, OngoingWait, TaskDelta, TaskId, blocked_only, record_maker
 from stallscope.bpf import abi
 
 _new_offcpu, _new_task_delta = record_maker(OffcpuDelta), record_maker(TaskDelta)
 _SLOTS = range(abi.RUNQ_SLOTS)
-_NO_WOKEN = (0, 0, 0)
 _UNCHANGED = (0, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0)  # a TaskDelta's values (after its task) when nothing moved
 
 # the fields a delta reads, in the entry's order (each unpacked at its offset; the rest skipped)
@@ -207,14 +206,14 @@ class OpenWaits:
             prev = prevs.get(tid)
             if was is not None and prev is not None:  # handed over again (a stack walked for it): carried till now
                 prev.values[OFFCPU_NS] += before - was[1]
-            handed[tid] = (OngoingWait(tid, tgid, state, kstack, ustack, why, func), carried)
-            # one of each per new wait and interval: every field given, built directly
-            out.append(_new_offcpu(tid, tgid, state, kstack, ustack, 0, 0, 0, (), why, func, charged, 0, 0, _NO_WOKEN))
+            wait = OngoingWait(tid, tgid, state, kstack, ustack, why, func)
+            handed[tid] = (wait, carried)
+            out.append(wait.charged(charged))
             if tid in seen:  # its entry came in this dump: the part is in its totals
                 continue
             if prev is not None:
                 prev.values[OFFCPU_NS] += charged
-            deltas.append(_new_task_delta(tid, charged, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0))
+            deltas.append(blocked_only(tid, charged))
         ongoing = tuple([w for w, at in handed.values() if at != carried]) if span_ns else ()
         return out, ongoing
 

@@ -35,10 +35,10 @@ def test_only_new_and_changed_entries_come_back_with_their_previous_values():
     m, d = FakeMap(), MapDiff(KEY.size, VAL.size, ((0, 8), (4, 16)))
     m.entries = {key(1, 10): VAL.pack(1, 100), key(2, 20): VAL.pack(2, 200)}
     first = list(d.read(m, set()))
-    assert sorted((k, v, p, g) for k, v, p, g in first) == sorted(
-        [(key(1, 10), VAL.pack(1, 100), None, False), (key(2, 20), VAL.pack(2, 200), None, False)])
+    assert sorted(first, key=repr) == sorted(
+        [(key(1, 10), VAL.pack(1, 100), None), (key(2, 20), VAL.pack(2, 200), None)], key=repr)
     m.entries[key(2, 20)] = VAL.pack(3, 300)
-    assert list(d.read(m, set())) == [(key(2, 20), VAL.pack(3, 300), VAL.pack(2, 200), False)]
+    assert list(d.read(m, set())) == [(key(2, 20), VAL.pack(3, 300), VAL.pack(2, 200))]
     assert list(d.read(m, set())) == []  # nothing moved
     assert len(d) == 2
 
@@ -50,7 +50,7 @@ def test_a_dead_tasks_entries_are_read_a_last_time_deleted_and_forgotten_as_wake
     d.read(m, set())
     m.entries[key(1, 10)] = VAL.pack(2, 2)  # moved before it died
     changed = list(d.read(m, {TaskId(1, 10)}))
-    assert changed == [(key(1, 10), VAL.pack(2, 2), VAL.pack(1, 1), True)]
+    assert changed == [(key(1, 10), VAL.pack(2, 2), VAL.pack(1, 1))]
     # its own entry and the one it woke someone in: deleted from the map, forgotten here
     assert sorted(m.deleted) == sorted([key(1, 10), key(2, 20, waker=1, waker_start=10)])
     assert len(d) == 2
@@ -66,7 +66,7 @@ def test_entries_gone_from_the_map_are_forgotten_and_a_key_back_is_new():
     del m.entries[key(1, 10)]
     assert list(d.read(m, set())) == [] and len(d) == 1
     m.entries[key(1, 10)] = VAL.pack(1, 1)
-    assert list(d.read(m, set())) == [(key(1, 10), VAL.pack(1, 1), None, False)]
+    assert list(d.read(m, set())) == [(key(1, 10), VAL.pack(1, 1), None)]
 
 
 def test_tens_of_thousands_of_entries_coming_and_going_read_as_a_python_account_reads_them():
@@ -94,9 +94,12 @@ def test_tens_of_thousands_of_entries_coming_and_going_read_as_a_python_account_
         for k, v in m.entries.items():
             prev = kept.get(k)
             if prev != v:
-                want.append((k, v, prev, bool(is_dead(k))))
+                want.append((k, v, prev))
+        gone = sorted(k for k in m.entries if is_dead(k))
+        m.deleted.clear()
         got = list(d.read(m, dead))
         assert sorted(got, key=repr) == sorted(want, key=repr), step
+        assert sorted(m.deleted) == gone, step  # a dead task's entries, changed or not: deleted
         kept = {k: v for k, v in m.entries.items()}
         assert len(d) == len(kept)
         live = [p for p in live if p not in dead_pids] + list(range(3000 + 100 * step, 3000 + 100 * step + 30))
