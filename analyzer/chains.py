@@ -39,6 +39,10 @@ from stallscope.analyzer.scope import in_scope
 from stallscope.analyzer.untrusted import printable
 
 MAX_DEPTH = 4
+# an explanation that met more nodes than this is not kept for other chains (checking a chain against
+# them, and the chains above gathering them, would cost more than working it out again)
+_MET_LIMIT = 512
+_UNKNOWN = object()  # among the nodes met: too many to name
 ON_CPU = "on a CPU"
 
 
@@ -68,7 +72,8 @@ class _Chains:
         for w in model.wakeups:
             key = (w.task, w.wakee.state, w.wakee.why, self._func(w.wakee.func))
             self.wakers.setdefault(key, []).append(w)
-        self.memo: dict[tuple, dict] = {}
+        self.memo: dict[tuple, dict] = {}  # (task, cause) -> its explanation
+        self.deep: dict[tuple, tuple] = {}  # ((task, cause), depth) -> (explanation, the nodes it met)
         self.links: dict[tuple, tuple] = {}
         self.cpu = {p.task: p.ns for p in cpu_parts(model, None)}
         self.labels: dict[TaskId, str] = {}  # a task is labelled at every step of every chain through it
@@ -83,11 +88,39 @@ class _Chains:
             label = self.labels[task] = f"{printable(t.info.comm) if t else '?'}[{task.pid}]"
         return label
 
-    def explain(self, task: TaskId, cause: str, depth: int = 0, seen: frozenset = frozenset()) -> dict:
+    def explain(self, task: TaskId, cause: str) -> dict:
         """Root key -> [fraction, heaviest path (tuple of labels), its weight]."""
         key = (task, cause)
-        if depth == 0 and key in self.memo:
-            return self.memo[key]
+        out = self.memo.get(key)
+        if out is None:
+            out = self.memo[key] = self._explain(task, cause, 0, frozenset(), set())
+        return out
+
+    def _explain(self, task: TaskId, cause: str, depth: int, seen: frozenset, met: set) -> dict:
+        """`explain` of a node `depth` links down a chain through the nodes `seen`. The nodes this
+        explanation met (itself and every node below it, loops cut or not) are added to `met`.
+
+        What a node comes to depends on the chain above it only through the loops it cuts, at nodes of
+        `seen`: one that met no node of `seen` is the same below any chain that does not pass through
+        the nodes it met, and is worked out once for its depth (chains pass through the same nodes
+        many times: a stratum's fan-out of wakers, four links deep)."""
+        key = (task, cause)
+        kept = self.deep.get((key, depth))
+        if kept is not None and seen.isdisjoint(kept[1]):
+            met.update(kept[1])
+            return kept[0]
+        mine = {key}
+        out = self._explain_node(key, depth, seen, mine)
+        if _UNKNOWN in mine or len(mine) > _MET_LIMIT:  # not kept, nor the chains above it
+            met.add(_UNKNOWN)
+            return out
+        met.update(mine)
+        if seen.isdisjoint(mine):
+            self.deep[(key, depth)] = (out, frozenset(mine))
+        return out
+
+    def _explain_node(self, key: tuple, depth: int, seen: frozenset, met: set) -> dict:
+        task, cause = key
         out: dict = {}
         here = f"{cause} ({self._label(task)})"
         if key in seen:
@@ -99,15 +132,13 @@ class _Chains:
             self._add(out, ("cause", cause, None), 1.0, (here,))
         else:
             for stratum, ns in weights:
-                self._explain_stratum(out, stratum, cause, ns / total, depth, seen | {key}, here)
+                self._explain_stratum(out, stratum, cause, ns / total, depth, seen | {key}, here, met)
             mass = sum(e[0] for e in out.values())
             if mass <= 0:
                 self._add(out, ("cause", cause, None), 1.0, (here,))
             elif mass < 1.0:
                 for e in out.values():
                     e[0] /= mass
-        if depth == 0:
-            self.memo[key] = out
         return out
 
     def _links(self, stratum: tuple) -> tuple:
@@ -137,7 +168,8 @@ class _Chains:
         links = self.links[stratum] = tuple(out)
         return links
 
-    def _explain_stratum(self, out: dict, stratum: tuple, cause: str, weight: float, depth: int, seen, here: str):
+    def _explain_stratum(self, out: dict, stratum: tuple, cause: str, weight: float, depth: int, seen, here: str,
+                         met: set):
         links = self._links(stratum)
         if not links:
             self._add(out, ("cause", cause, None), weight, (here,))
@@ -148,7 +180,7 @@ class _Chains:
                 self._add(out, ("cause", cause, None), f, (here,))
                 continue
             if kind == "exit":
-                self._exited(out, waker, f, depth, seen, here)
+                self._exited(out, waker, f, depth, seen, here, met)
                 continue
             if blocked > 0:
                 parts = self.strata.get(link[0], {})
@@ -160,7 +192,7 @@ class _Chains:
                             # the waker waited for work: the wait was for what it waited on
                             self._add(out, ("cause", cause, None), part_share, (here,))
                         else:
-                            self._follow(out, waker, p, part_share, depth, seen, here)
+                            self._follow(out, waker, p, part_share, depth, seen, here, met)
                 else:
                     running += blocked
             if runq > 0:
@@ -170,13 +202,13 @@ class _Chains:
                 self._add(out, ("running", f"{self._label(waker)} {ON_CPU}", None), f * running,
                           (here, f"{self._label(waker)} {ON_CPU}"))
 
-    def _follow(self, out: dict, task: TaskId, p: Part, f: float, depth: int, seen, here: str):
+    def _follow(self, out: dict, task: TaskId, p: Part, f: float, depth: int, seen, here: str, met: set):
         """The waker was blocked in a wait of cause p: what that wait comes down to."""
-        sub = self.explain(task, p.cause.name, depth + 1, seen)
+        sub = self._explain(task, p.cause.name, depth + 1, seen, met)
         for root, (frac, path, _w) in sub.items():
             self._add(out, root, f * frac, (here,) + path)
 
-    def _exited(self, out: dict, task: TaskId, f: float, depth: int, seen, here: str):
+    def _exited(self, out: dict, task: TaskId, f: float, depth: int, seen, here: str, met: set):
         """A join or a parent's wait ended by the task's exit: its whole time in the window."""
         t = self.model.tasks.get(task)
         run = t.run_ns if t else 0
@@ -197,7 +229,7 @@ class _Chains:
             self._add(out, ("cpu", WAITING_FOR_CPU.name, None), f * cpu / total,
                       (here, f"{WAITING_FOR_CPU.name} ({self._label(task)})"))
         for name, ns in causes.items():
-            sub = self.explain(task, name, depth + 1, seen)
+            sub = self._explain(task, name, depth + 1, seen, met)
             for root, (frac, path, _w) in sub.items():
                 self._add(out, root, f * ns / total * frac, (here,) + path)
 

@@ -138,3 +138,44 @@ def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp
     ours = sum(c["total_ns"] for t in doc["tasks"] if t["pid"] in waiters for c in t["causes"]
                if c["cause"] == "Userspace lock contention")
     assert 0.7 * measured <= ours <= 1.3 * measured, (ours, measured)
+
+
+def test_a_chain_worked_out_once_for_many_waiters_comes_to_what_it_comes_to_alone(monkeypatch):
+    """Chains through the same threads, loops among them included: an explanation kept for its depth
+    and reused below other chains gives the same roots, shares and paths as each worked out anew."""
+    import random
+
+    from stallscope.analyzer import chains
+
+    rng = random.Random(7)
+    tasks = [TaskId(100 + i, 1) for i in range(7)]
+    infos = tuple(TaskInfo(t, 100, 1, f"t{i}") for i, t in enumerate(tasks))
+    strata = ((LOCK, FUTEX), (SYNC, FDATASYNC))
+    for _model_no in range(20):
+        offcpu, wakers = [], []
+        for t in tasks:
+            for stack, why in strata:
+                offcpu.append(OffcpuDelta(t, 100, 1 if why == FUTEX else 2, stack.id, 0, 10, 500_000_000, why=why,
+                                          weighted_ns=500_000_000))
+        for _ in range(rng.randrange(10, 40)):
+            wakee, waker = rng.sample(tasks, 2)
+            _stack, wakee_why = rng.choice(strata)
+            _stack, link_why = rng.choice(strata)
+            blocked = rng.randrange(0, 900_000_000)
+            wakers.append(WakerDelta(wakee, waker, 100, "t", 0, 5, 1_000_000_000,
+                                     link=WaitLink(0, 1 if link_why == FUTEX else 2, link_why),
+                                     weighted_ns=1_000_000_000, link_blocked_ns=blocked,
+                                     link_runq_ns=rng.randrange(0, 1_000_000_000 - blocked),
+                                     wakee=WaitLink(0, 1 if wakee_why == FUTEX else 2, wakee_why)))
+        iv = interval(0, task_info=infos, stacks=(LOCK, SYNC), offcpu=tuple(offcpu), wakers=tuple(wakers),
+                      tasks=tuple(TaskDelta(t, offcpu_ns=1_000_000_000, run_ns=200_000_000) for t in tasks))
+        model = Model.from_intervals(meta(), [iv], {i.task: i for i in infos}, {LOCK.id: LOCK, SYNC.id: SYNC})
+        kept = chains._Chains(model, None)
+        for t in tasks:
+            for cause in ("Userspace lock contention", "fsync() on a file"):
+                kept.explain(t, cause)
+        assert kept.deep  # explanations were kept and met again
+        memoised = repr(root_table(model))
+        monkeypatch.setattr(chains, "_MET_LIMIT", 0)  # nothing kept: every chain worked out anew
+        assert repr(root_table(model)) == memoised
+        monkeypatch.undo()
