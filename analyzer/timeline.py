@@ -291,6 +291,7 @@ class Timeline:
     _dead_at: dict = field(default_factory=dict)  # task -> index of the interval that saw its final switch
     _records: int = 0  # in the intervals held
     tuning_before: TuningChange | None = None  # the last budget step of the intervals forgotten
+    _steps: deque = field(default_factory=deque)  # (interval index, its last budget step), of those held
 
     def add(self, iv: Interval, snapshot: Snapshot | None = None) -> None:
         """One more interval (live: the newest; the oldest beyond `keep` is forgotten). `snapshot`: its
@@ -308,6 +309,8 @@ class Timeline:
             self.slab_caches[c.addr] = c
         self.intervals.append(iv)
         self._records += records(iv)
+        if iv.tuning:
+            self._steps.append((iv.index, iv.tuning[-1]))
         if snapshot is not None and (snapshot.first, snapshot.last) == (iv.index, iv.index):
             self._cache[(iv.index, iv.index)] = snapshot
             self._trim()
@@ -319,6 +322,7 @@ class Timeline:
             self._records -= records(old)
             if old.tuning:
                 self.tuning_before = old.tuning[-1]
+                self._steps.popleft()
         self._forget(iv)
 
     def _forget(self, iv: Interval) -> None:
@@ -361,6 +365,14 @@ class Timeline:
 
     def __len__(self) -> int:
         return len(self.intervals)
+
+    def step_before(self, index: int) -> TuningChange | None:
+        """The last budget step before interval `index` (among the intervals forgotten, when none held
+        has one): the level in force at its start. Steps are few: a status line asks four times a second."""
+        for at, step in reversed(self._steps):
+            if at < index:
+                return step
+        return self.tuning_before
 
     @property
     def first_index(self) -> int:

@@ -22,18 +22,40 @@ _HARDIRQ = ("handle_irq_event", "__common_interrupt", "common_interrupt", "sysve
 
 def waker_context(waker_pid: int, stack: Stack | None, in_interrupt: bool = False) -> str:
     """One of "task", "timer", "softirq", "irq"."""
-    names = [f.symbol or "" for f in stack.frames] if stack else []
-    # The innermost kind of frame wins: a timer callback runs inside the timer interrupt.
-    for name in names:
-        if name.startswith(_TIMER):
-            return "timer"
-        if name.startswith(_SOFTIRQ):
-            return "softirq"
-        if name.startswith(_HARDIRQ):
-            return "irq"
+    ctx = _stack_context(stack) if stack else None
+    if ctx is not None:
+        return ctx
     if in_interrupt or waker_pid == 0:
         return "irq"
     return "task"
+
+
+# a waker's stack's context, by the stack object (a model's wakeups share a few thousand stacks; a
+# blocker's held-up-by reads them all): (stack, context), the stack kept so that its id stays its own
+_CONTEXTS: dict[int, tuple[Stack, str | None]] = {}
+
+
+def _stack_context(stack: Stack) -> str | None:
+    kept = _CONTEXTS.get(id(stack))
+    if kept is not None and kept[0] is stack:
+        return kept[1]
+    ctx = None
+    # The innermost kind of frame wins: a timer callback runs inside the timer interrupt.
+    for f in stack.frames:
+        name = f.symbol or ""
+        if name.startswith(_TIMER):
+            ctx = "timer"
+        elif name.startswith(_SOFTIRQ):
+            ctx = "softirq"
+        elif name.startswith(_HARDIRQ):
+            ctx = "irq"
+        else:
+            continue
+        break
+    if len(_CONTEXTS) >= 1 << 16:
+        _CONTEXTS.clear()
+    _CONTEXTS[id(stack)] = (stack, ctx)
+    return ctx
 
 
 def waker_label(waker_pid: int, waker_comm: str, stack: Stack | None, in_interrupt: bool = False) -> str:

@@ -337,3 +337,10 @@ def test_the_budgets_level_outlives_the_interval_that_stepped_it():
     assert forgotten and not any(iv.tuning for iv in tl.intervals)  # the fixture's steps all forgotten
     assert tl.tuning_before == forgotten[-1] and forgotten[-1].to.level > 0
     assert _level_before(tl, tl.window(tl.first_index, tl.last_index)) == forgotten[-1].to.level
+    # with the steps held, each window's is the last one before it
+    whole = Timeline(meta, live=True)
+    for iv in ivs:
+        whole.add(iv)
+    for first in range(whole.first_index, whole.last_index + 1):
+        steps = [c for iv in ivs if iv.index < first for c in iv.tuning]
+        assert whole.step_before(first) == (steps[-1] if steps else None)

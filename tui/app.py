@@ -586,10 +586,5 @@ def _sort_key(value):
 def _level_before(tl, snap: Snapshot) -> int:
     """The budget's level in force in a window with no step of its own: the last step before it (among
     the intervals forgotten, when none held is)."""
-    level = tl.tuning_before.to.level if tl.tuning_before is not None else 0
-    for iv in tl.intervals:
-        if iv.index >= snap.first:
-            break
-        for c in iv.tuning:
-            level = c.to.level
-    return level
+    step = tl.step_before(snap.first)
+    return step.to.level if step is not None else 0
