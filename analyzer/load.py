@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import sys
+from array import array
 from dataclasses import replace
 
-from stallscope.analyzer.model import Model
+from stallscope.analyzer.model import (
+    LOCK_SPLIT_ABOVE_TOTAL, WAIT_TOO_LONG, LockFold, Model, count_invariants, wait_limit_ns,
+)
+from stallscope.analyzer.series import Ledger
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.untrusted import escaped
+
+_WITHOUT_LOCKS = frozenset({"locks"})
 
 
 def load_model(path: str, first: int = 0, last: int | None = None, warn=None) -> Model:
@@ -16,13 +22,47 @@ def load_model(path: str, first: int = 0, last: int | None = None, warn=None) ->
     recording silently."""
     rec = Recording(path)
     try:
-        model = Model.from_intervals(rec.meta, rec.intervals(first, last), rec.tasks(), rec.stacks(),
-                                     slab_caches=rec.slab_caches(), functions=rec.functions())
+        model = fold_recording(rec, first, last)
     finally:
         rec.close()
     if rec.damaged:
         model = replace(model, damaged_rows=dict(rec.damaged))
         (warn or _warn_on_stderr)(damaged_text(path, model.damaged_rows))
+    return model
+
+
+def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledger: Ledger | None = None) -> Model:
+    """The model of a recording's intervals first..last, as Model.from_intervals folds them, in one read:
+    the intervals folded as they are read, then their kernel lock contentions straight from the rows, no
+    record made for each (a long recording's most numerous: a million rows). `ledger` keeps the series'
+    records as they pass, the lock ones numbered as the model's table is ordered."""
+    meta, limits = rec.meta, {}
+
+    def read():
+        for iv in rec.intervals(first, last, without=_WITHOUT_LOCKS):
+            limits[iv.index] = wait_limit_ns(meta, iv)
+            yield iv
+
+    stacks = rec.stacks()
+    intervals = read() if ledger is None else ledger.tee(read())
+    model = Model.from_intervals(meta, intervals, rec.tasks(), stacks, slab_caches=rec.slab_caches(),
+                                 functions=rec.functions())
+    fold = LockFold()
+    add, check = fold.add, fold.check
+    parts: dict[int, array] = {}
+    for idx, values in rec.lock_rows(limits):
+        n = add(values)
+        check(values, limits[idx])
+        if ledger is not None:
+            part = parts.get(idx)
+            if part is None:
+                part = parts[idx] = array("q")
+            part.extend((n, values[8], values[9]))  # count, total ns (LOCK_VALUES)
+    health = dict(model.health)
+    count_invariants(health, ((WAIT_TOO_LONG, fold.too_long), (LOCK_SPLIT_ABOVE_TOTAL, fold.bad_split)))
+    model = replace(model, lock_waits=fold.result(stacks), health=health)
+    if ledger is not None:
+        ledger.keep_locks(list(limits), parts, model.lock_waits)
     return model
 
 

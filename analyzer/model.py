@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from itertools import chain
+from operator import attrgetter
 from typing import Callable, Iterable
 
 from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
-    NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, RecordingMeta, SlabCache, SlabDelta,
-    Stack, TaskId, TaskInfo, TuningChange, WaitLink, WakerDelta, record_maker,
+    LOCK_VALUES, NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, RecordingMeta,
+    SlabCache, SlabDelta, Stack, TaskId, TaskInfo, TuningChange, WaitLink, WakerDelta, record_maker, u64,
 )
 
 RUNQ_SLOTS = 40
@@ -455,33 +456,78 @@ def _fold_wakeups(records: list[tuple[WakerDelta, ...]], stacks: dict[int, Stack
 
 def _fold_locks(records: list[tuple[LockDelta, ...]], stacks: dict[int, Stack]) -> tuple[LockWaits, ...]:
     """A window's kernel lock contentions, per (waiter, lock, type, how it was named, stack)."""
-    locks: dict[tuple, list] = {}
+    fold = LockFold()
+    add = fold.add
     for iv_locks in records:
         for lk in iv_locks:
-            key = (lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)
-            e = locks.get(key)
-            if e is None:
-                e = locks[key] = [0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, 0, "", ""]
-            e[13] = e[13] or lk.field
-            e[14] = e[14] or lk.object
-            if lk.blocked_ns is None or e[9] < 0:
-                e[9] = e[10] = -1
-            else:
-                e[9] += lk.blocked_ns
-                e[10] += lk.runnable_ns or 0
-            e[11] += lk.weighted_ns
-            e[12] += lk.var_us2
-            e[8] = e[8] or lk.symbol
-            e[0] += lk.count
-            e[1] += lk.total_ns
-            e[2] = max(e[2], lk.max_ns)
-            e[3] = min(e[3], lk.min_ns) if e[3] and lk.min_ns else (e[3] or lk.min_ns)
-            e[4] += lk.spin_ns
-            e[5] += lk.sleep_ns
-            if lk.owner_pid:
-                e[6], e[7] = lk.owner_pid, lk.owner_comm
-    return tuple(_new_lock_waits(tid, tgid, addr, flags, kind, cache, stacks.get(ks), ks, *e)
-                 for (tid, tgid, addr, flags, kind, cache, ks), e in locks.items())
+            add(lock_values(lk))
+    return fold.result(stacks)
+
+
+lock_values = attrgetter("task.pid", "task.start_time_ns", *LOCK_VALUES[2:])
+_KEY_END = 8  # the key's values
+
+
+class LockFold:
+    """Kernel lock contentions summed per key (LOCK_VALUES), each key numbered in the order first met:
+    from an interval's records, or from a recording's rows without a record made for each (a report of a
+    long recording reads a million). `result` is the model's table, in the keys' order; `check` counts the
+    rows _check_invariants counts for records. Addresses and stack ids may come signed (as SQLite keeps
+    them): the table has them unsigned."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple, int] = {}
+        self.acc: list[list] = []
+        self.too_long = 0  # waits longer than the recording
+        self.bad_split = 0  # blocked and runnable parts above the wait
+
+    def add(self, v: tuple) -> int:
+        """One record's values; the number of its key."""
+        key = v[:_KEY_END]
+        n = self.index.get(key)
+        if n is None:
+            n = self.index[key] = len(self.acc)
+            e = [0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, 0, "", ""]
+            self.acc.append(e)
+        else:
+            e = self.acc[n]
+        (_pid, _start, _tgid, _addr, _flags, _kind, _cache, _kstack, count, total_ns, max_ns, min_ns, spin_ns,
+         sleep_ns, owner_pid, owner_comm, symbol, blocked_ns, runnable_ns, weighted_ns, var_us2, fld, obj) = v
+        e[13] = e[13] or fld or ""
+        e[14] = e[14] or obj or ""
+        if blocked_ns is None or e[9] < 0:
+            e[9] = e[10] = -1
+        else:
+            e[9] += blocked_ns
+            e[10] += runnable_ns or 0
+        e[11] += weighted_ns or 0
+        e[12] += var_us2 or 0
+        e[8] = e[8] or symbol
+        e[0] += count
+        e[1] += total_ns
+        if max_ns > e[2]:
+            e[2] = max_ns
+        e[3] = min(e[3], min_ns) if e[3] and min_ns else (e[3] or min_ns)
+        e[4] += spin_ns
+        e[5] += sleep_ns
+        if owner_pid:
+            e[6], e[7] = owner_pid, owner_comm
+        return n
+
+    def check(self, v: tuple, span_ns: int) -> None:
+        """The invariants of one row of an interval of a recording `span_ns` long (_check_invariants)."""
+        if v[10] > span_ns:
+            self.too_long += 1
+        if v[17] is not None and v[17] + (v[18] or 0) > v[9]:
+            self.bad_split += 1
+
+    def result(self, stacks: dict[int, Stack]) -> tuple[LockWaits, ...]:
+        out = []
+        for (pid, start_ns, tgid, addr, flags, kind, cache, ks), e in zip(self.index, self.acc):
+            ks = u64(ks)
+            out.append(_new_lock_waits(TaskId(pid, start_ns), tgid, u64(addr), flags, kind, cache, stacks.get(ks),
+                                       ks, *e))
+        return tuple(out)
 
 
 class Folded(Sequence):
@@ -611,18 +657,32 @@ class _IoFold:
         }
 
 
+def wait_limit_ns(meta: RecordingMeta, iv: Interval) -> int:
+    """The longest a wait of an interval can be: the recording's length (up to the interval's end while
+    it is being made), with the slack."""
+    return (meta.end_ns or iv.end_ns) - meta.start_ns + INVARIANT_SLACK_NS
+
+
+def count_invariants(health: dict[str, int], counts) -> None:
+    """(health key, count) pairs added to `health` (those of 0 leave it as it is)."""
+    for key, n in counts:
+        if n:
+            health[key] = health.get(key, 0) + n
+
+
+WAIT_TOO_LONG, LOCK_SPLIT_ABOVE_TOTAL = "invariant.wait_longer_than_recording", "invariant.lock_split_above_total"
+
+
 def _check_invariants(meta: RecordingMeta, iv: Interval, health: dict[str, int]) -> None:
     """What cannot be, counted on the raw values (never clamped): a task blocked longer than the
     interval charged to it (a rate above 1 s/s), a single wait longer than the recording, a lock wait
-    split into more than its length."""
+    split into more than its length (LockFold.check counts the last two of lock rows read without records)."""
     limit = iv.duration_ns + INVARIANT_SLACK_NS
-    span = (meta.end_ns or iv.end_ns) - meta.start_ns + INVARIANT_SLACK_NS
+    span = wait_limit_ns(meta, iv)
     bad_rate = sum(1 for d in iv.tasks if d.offcpu_ns > limit)
     too_long = (sum(1 for d in iv.tasks if d.offcpu_max_ns > span) + sum(1 for o in iv.offcpu if o.max_ns > span)
                 + sum(1 for lk in iv.locks if lk.max_ns > span) + sum(1 for f in iv.futex if f.max_ns > span))
     bad_split = sum(1 for lk in iv.locks if lk.blocked_ns is not None
                     and lk.blocked_ns + (lk.runnable_ns or 0) > lk.total_ns)
-    for key, n in (("invariant.offcpu_rate_above_1s_per_s", bad_rate), ("invariant.wait_longer_than_recording", too_long),
-                   ("invariant.lock_split_above_total", bad_split)):
-        if n:
-            health[key] = health.get(key, 0) + n
+    count_invariants(health, (("invariant.offcpu_rate_above_1s_per_s", bad_rate), (WAIT_TOO_LONG, too_long),
+                              (LOCK_SPLIT_ABOVE_TOTAL, bad_split)))

@@ -232,6 +232,19 @@ class LockDelta:
     object: str = ""  # ... and for a directory's i_rwsem, the directory's path where it was found
 
 
+def u64(v: int) -> int:
+    """An address or stack id as the kernel has it: unsigned 64-bit (SQLite keeps integers signed)."""
+    return v + (1 << 64) if v < 0 else v
+
+
+# A lock record's values in the order a lock fold reads them (analyzer/model.py LockFold): its key (the
+# waiter's pid and start, its process, the lock's address, type flags, kind and cache, the stack id), then
+# what is summed or kept. A recording's rows are read in this order (Recording.lock_rows).
+LOCK_VALUES = ("pid", "start_ns", "tgid", "addr", "flags", "kind", "cache", "kstack", "count", "total_ns", "max_ns",
+               "min_ns", "spin_ns", "sleep_ns", "owner_pid", "owner_comm", "symbol", "blocked_ns", "runnable_ns",
+               "weighted_ns", "var_us2", "field", "object")
+
+
 @dataclass(frozen=True)
 class SlabDelta:
     """One process's allocations and frees in one slab cache over one interval, from the four kmem

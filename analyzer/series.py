@@ -18,7 +18,7 @@ Rates are per second of each interval's own length (a stretched interval is not 
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 from stallscope.analyzer.attribution import split_waits
@@ -139,6 +139,14 @@ class Ledger:
         self.waits.index.clear()  # numbered: only the keys are read from here on
         self.locks.index.clear()
         self.folded = True
+
+    def keep_locks(self, indexes: list[int], parts: dict[int, array], lock_waits) -> None:
+        """The lock records of the intervals kept (`indexes`, in order), folded apart from them
+        (analyzer/load.py fold_recording): per interval, (key number, count, wait ns) after one another, the
+        keys numbered as the model's `lock_waits` are ordered."""
+        none = array("q")
+        self.entries = [replace(e, locks=parts.get(i, none)) for e, i in zip(self.entries, indexes)]
+        self.locks.keys = [(w.task, w.tgid, w.addr, w.flags, w.kind, w.cache, w.stack_id) for w in lock_waits]
 
     def streamed(self, intervals: Iterable[Interval]) -> Iterator[LedgerEntry]:
         for iv in intervals:

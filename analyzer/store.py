@@ -22,12 +22,12 @@ from collections import Counter
 from dataclasses import asdict
 from functools import partial
 from operator import attrgetter
-from typing import Iterator
+from typing import Container, Iterator
 
 from stallscope.analyzer.sample import (
-    CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, OffcpuDelta,
+    LOCK_VALUES, CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, OffcpuDelta,
     OncpuDelta, OngoingWait, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId,
-    TaskInfo, Tuning, TuningChange, WaitLink, WakerDelta, record_maker,
+    TaskInfo, Tuning, TuningChange, WaitLink, WakerDelta, record_maker, u64,
 )
 from stallscope.analyzer.recording_checks import (
     DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql, sysfs_cell,
@@ -135,6 +135,11 @@ _SCHEMA += "".join(f"CREATE INDEX IF NOT EXISTS {t}_idx ON {t} (idx);\n" for t i
     "locks", "futex", "oncpu", "oncpu_cpus", "slab", "slab_caches", "migrations", "programs", "tuning", "cgroups",
     "io", "io_queue", "io_submitters", "io_wakes", "ongoing"))
 
+# the lock columns added after recordings were first made, read as their defaults in older ones
+_LOCK_DEFAULTS = {"symbol": ("symbol", "''"), "blocked_ns": ("blocked_ns", "NULL"), "runnable_ns": ("runnable_ns", "NULL"),
+                  "weighted_ns": ("weighted_ns", "0"), "var_us2": ("var_us2", "0"), "field": ("field", "''"),
+                  "object": ("object", "''")}
+
 _FRAME_FIELDS = ("addr", "symbol", "offset", "module", "build_id", "module_offset", "kind")
 _FRAME_ROW = attrgetter(*_FRAME_FIELDS)  # a frame's stored row, in one C call
 
@@ -144,9 +149,7 @@ def _s64(v: int) -> int:
     return v - (1 << 64) if v >= (1 << 63) else v
 
 
-def _u64(v: int) -> int:
-    return v + (1 << 64) if v < 0 else v
-
+_u64 = u64
 
 def _write_failure(path: str, exc: sqlite3.Error) -> str:
     """What stopped a write, in words: SQLite says "database or disk is full" or "disk I/O error"
@@ -586,7 +589,7 @@ class Recording:
             ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0"), ("field", "''"),
             ("object", "''")), window,
             lambda r: _LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:18], r[18], r[19],
-                                r[20] or 0, r[21] or 0, r[22] or "", r[23] or ""))
+                                r[20] or 0, r[21] or 0, r[22] or "", r[23] or ""), without)
         slab = self._stream("slab", (
             "idx", "cache", "tgid", "exiting", "kmallocs", "cache_allocs", "kfrees", "cache_frees", "bytes_req",
             "bytes_alloc", "failed", "slab_switches", "switch_allocs"), window,
@@ -626,6 +629,30 @@ class Recording:
                            futex.take(idx), tuning.take(idx), io=io.take(idx), io_queue=io_queue.take(idx),
                            io_submitters=io_submitters.take(idx), io_wakes=io_wakes.take(idx),
                            ongoing=ongoing.take(idx), ongoing_ns=ongoing_ns)
+
+    def lock_rows(self, intervals: Container[int]) -> Iterator[tuple[int, tuple]]:
+        """The kernel lock contentions of `intervals` (those read), in interval order, each as (its interval,
+        its values in LOCK_VALUES order, addresses and stack ids signed): what a lock fold reads, no record
+        made for each of a long recording's million (`intervals(without={"locks"})` reads the rest). Rows
+        of other intervals are skipped, as `intervals` skips them; damaged ones are counted and left out."""
+        if "locks" not in self.tables:
+            return
+        columns = ("idx",) + tuple(_LOCK_DEFAULTS.get(c, c) for c in LOCK_VALUES)
+        try:
+            cursor = self.db.execute(f"{self._select('locks', columns)} WHERE idx BETWEEN ? AND ? ORDER BY idx",
+                                     (min(intervals, default=0), max(intervals, default=-1)))
+        except _READ_ERRORS as exc:
+            raise self._damaged(exc) from None
+        try:
+            for row in cursor:
+                if row[0] not in intervals:
+                    continue
+                if row[-1]:
+                    yield row[0], row[1:-1]
+                else:
+                    self.damaged["locks"] += 1
+        except _READ_ERRORS as exc:
+            raise self._damaged(exc) from None
 
     def _io_streams(self, window: tuple[int, int]) -> tuple["_ByInterval", ...]:
         """The io group's tables (empty in recordings made before they were kept)."""

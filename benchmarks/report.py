@@ -158,7 +158,7 @@ def stages(path: Path) -> dict:
     _batch_gc()
     from stallscope.analyzer.export import to_json_doc
     from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
-    from stallscope.analyzer.model import Model
+    from stallscope.analyzer.load import fold_recording
     from stallscope.analyzer.series import Ledger, interval_series
     from stallscope.analyzer.store import Recording
     from stallscope.reports import assemble, render
@@ -167,8 +167,7 @@ def stages(path: Path) -> dict:
     t = time.process_time()
     rec = Recording(str(path))
     ledger = Ledger()  # as the command reads: once, the series' records kept as the model is folded
-    model = Model.from_intervals(rec.meta, ledger.tee(rec.intervals()), rec.tasks(), rec.stacks(),
-                                 slab_caches=rec.slab_caches(), functions=rec.functions())
+    model = fold_recording(rec, ledger=ledger)
     rec.close()
     out["model"] = time.process_time() - t
     t = time.process_time()

@@ -17,6 +17,7 @@ from typing import Iterable
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.export import JSON_VERSION, to_json_doc
 from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
+from stallscope.analyzer.load import fold_recording
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds
 from stallscope.analyzer.sample import Interval
@@ -50,8 +51,7 @@ def load(path: str) -> tuple[Model, Series]:
     rec = Recording(path)
     try:
         ledger = Ledger()
-        model = Model.from_intervals(rec.meta, ledger.tee(rec.intervals()), rec.tasks(), rec.stacks(),
-                                     slab_caches=rec.slab_caches(), functions=rec.functions())
+        model = fold_recording(rec, ledger=ledger)
     finally:
         rec.close()
     return model, interval_series(model, ledger)

@@ -380,3 +380,63 @@ def test_a_recording_of_format_1_with_its_carried_waits_stored_as_records_reads_
     a, b = load_model(str(new)), load_model(str(old))
     assert a.tasks == b.tasks and sorted(a.waits, key=repr) == sorted(b.waits, key=repr)
     assert [iv.ongoing for iv in Recording(str(new)).intervals()][1] == carried.ongoing
+
+
+def test_a_recording_folded_with_its_lock_rows_read_apart_is_the_model_of_its_intervals(tmp_path):
+    """fold_recording folds a recording's kernel lock contentions from its rows, no record made for each:
+    the same model (its lock table, order, invariants and all) and the same series as Model.from_intervals
+    over the same intervals, damaged rows and rows of intervals not read left out alike."""
+    import sqlite3
+    from dataclasses import asdict, fields
+
+    from stallscope.analyzer.load import fold_recording
+    from stallscope.analyzer.sample import LockDelta
+    from stallscope.analyzer.series import Ledger, interval_series
+    from stallscope.analyzer.store import Recording
+    from synthetic import A, B, INFOS, SLEEP, interval, meta, write_recording
+
+    lock, other = 0xFFFF8880_12345678, 0xFFFFFFFF_82000040  # kernel addresses: above 2^63, kept signed
+    ivs = [
+        interval(0, task_info=INFOS, stacks=(SLEEP,), locks=(
+            LockDelta(A, 100, lock, SLEEP.id, 0x2, 0, 3, 3_000_000, 2_000_000, 100_000, 0, 3_000_000,
+                      blocked_ns=None, runnable_ns=None),
+            LockDelta(B, 100, lock, SLEEP.id, 0x2, 0, 1, 50_000, 50_000, 50_000, 50_000, 0, owner_pid=100,
+                      owner_comm="sleeper", blocked_ns=0, runnable_ns=0))),
+        interval(1, locks=(
+            LockDelta(A, 100, lock, SLEEP.id, 0x2, 0, 2, 1_000_000, 900_000, 0, 0, 1_000_000, symbol="big_lock",
+                      blocked_ns=800_000, runnable_ns=200_000, weighted_ns=7, var_us2=3),
+            LockDelta(B, 100, other, 0, 0x4, 2, 5, 10_000_000, 9_000_000, 10, 0, 10_000_000, cache="dentry",
+                      blocked_ns=9_000_000, runnable_ns=2_000_000, field="dentry.d_lock", object="/tmp"),
+            LockDelta(A, 100, other, 0, 0x4, 2, 1, 99 * 10**9, 99 * 10**9, 99 * 10**9, 0, 0, cache="dentry"))),
+        interval(2, locks=(LockDelta(B, 100, lock, SLEEP.id, 0x2, 0, 4, 400, 200, 50, 400, 0, owner_pid=101,
+                                     owner_comm="reader", blocked_ns=100, runnable_ns=0),)),
+        interval(3, locks=(LockDelta(A, 100, lock, SLEEP.id, 0x2, 0, 1, 10, 10, 10, 10, 0),)),
+        interval(4, locks=(LockDelta(A, 100, lock, SLEEP.id, 0x2, 0, 1, 10, 10, 10, 10, 0, symbol="later_name"),
+                           LockDelta(B, 100, other, 0, 0x4, 2, 1, 20, 20, 20, 0, 20, cache="dentry",
+                                     blocked_ns=20, runnable_ns=0, field="other.field"))),
+    ]
+    path = tmp_path / "locks.stall"
+    write_recording(path, meta(), ivs)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE locks SET count = 'x' WHERE idx = 2")  # a damaged row
+    db.execute("DELETE FROM intervals WHERE idx = 3")  # its lock row belongs to no interval read
+    db.execute("UPDATE meta SET value = json_set(value, '$.end_ns', 0) WHERE key = 'meta'")  # cut off
+    db.commit()
+    db.close()
+
+    rec, kept = Recording(str(path)), Ledger()
+    want = Model.from_intervals(rec.meta, kept.tee(rec.intervals()), rec.tasks(), rec.stacks(),
+                                slab_caches=rec.slab_caches(), functions=rec.functions())
+    damaged = dict(rec.damaged)
+    rec.close()
+    rec, ledger = Recording(str(path)), Ledger()
+    got = fold_recording(rec, ledger=ledger)
+    assert dict(rec.damaged) == damaged == {"locks": 1}
+    rec.close()
+    assert len(got.lock_waits) == 4 and got.health.get("invariant.wait_longer_than_recording") == 1
+    assert got.health.get("invariant.lock_split_above_total") == 1
+    assert {f.name: getattr(got, f.name) for f in fields(Model)} == {f.name: getattr(want, f.name) for f in fields(Model)}
+    assert [w.addr for w in got.lock_waits] == [lock, lock, other, other]
+    assert got.lock_waits[0].symbol == "big_lock" and got.lock_waits[2].field == "dentry.d_lock"
+    assert got.lock_waits[0].count == 6  # intervals 0, 1 and 4 (3 + 2 + 1): not 3
+    assert asdict(interval_series(got, ledger)) == asdict(interval_series(want, kept))
