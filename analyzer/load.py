@@ -36,11 +36,12 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     the intervals folded as they are read, then their kernel lock contentions straight from the rows, no
     record made for each (a long recording's most numerous: a million rows). `ledger` keeps the series'
     records as they pass, the lock ones numbered as the model's table is ordered."""
-    meta, limits = rec.meta, {}
+    meta, limits, order = rec.meta, {}, []
 
     def read():
         for iv in rec.intervals(first, last, without=_WITHOUT_LOCKS):
             limits[iv.index] = wait_limit_ns(meta, iv)
+            order.append(iv.index)
             yield iv
 
     stacks = rec.stacks()
@@ -62,7 +63,7 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     count_invariants(health, ((WAIT_TOO_LONG, fold.too_long), (LOCK_SPLIT_ABOVE_TOTAL, fold.bad_split)))
     model = replace(model, lock_waits=fold.result(stacks), health=health)
     if ledger is not None:
-        ledger.keep_locks(list(limits), parts, model.lock_waits)
+        ledger.keep_locks(order, parts, model.lock_waits)
     return model
 
 

@@ -143,9 +143,10 @@ class Ledger:
     def keep_locks(self, indexes: list[int], parts: dict[int, array], lock_waits) -> None:
         """The lock records of the intervals kept (`indexes`, in order), folded apart from them
         (analyzer/load.py fold_recording): per interval, (key number, count, wait ns) after one another, the
-        keys numbered as the model's `lock_waits` are ordered."""
+        keys numbered as the model's `lock_waits` are ordered. An index met twice (a damaged file's) has its
+        records once, as a reader of intervals hands them out."""
         none = array("q")
-        self.entries = [replace(e, locks=parts.get(i, none)) for e, i in zip(self.entries, indexes)]
+        self.entries = [replace(e, locks=parts.pop(i, none)) for e, i in zip(self.entries, indexes)]
         self.locks.keys = [(w.task, w.tgid, w.addr, w.flags, w.kind, w.cache, w.stack_id) for w in lock_waits]
 
     def streamed(self, intervals: Iterable[Interval]) -> Iterator[LedgerEntry]:

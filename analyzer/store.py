@@ -25,8 +25,8 @@ from operator import attrgetter
 from typing import Container, Iterator
 
 from stallscope.analyzer.sample import (
-    LOCK_VALUES, CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, OffcpuDelta,
-    OncpuDelta, OngoingWait, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId,
+    LOCK_VALUES, CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta,
+    OffcpuDelta, OncpuDelta, OngoingWait, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId,
     TaskInfo, Tuning, TuningChange, WaitLink, WakerDelta, record_maker, u64,
 )
 from stallscope.analyzer.recording_checks import (
@@ -150,6 +150,7 @@ def _s64(v: int) -> int:
 
 
 _u64 = u64
+
 
 def _write_failure(path: str, exc: sqlite3.Error) -> str:
     """What stopped a write, in words: SQLite says "database or disk is full" or "disk I/O error"
@@ -583,11 +584,10 @@ class Recording:
                                  r[15], r[16] or 0, r[17] or 0, WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0)),
             without)
         migrations = self._stream("migrations", ("idx", "src", "dst", "count"), window, lambda r: (r[1], r[2], r[3]))
-        locks = self._stream("locks", (
+        locks = self._stream("locks", tuple(_LOCK_DEFAULTS.get(c, c) for c in (
             "idx", "pid", "start_ns", "tgid", "addr", "kstack", "flags", "kind", "count", "total_ns", "max_ns",
-            "min_ns", "spin_ns", "sleep_ns", "owner_pid", "owner_comm", "cache", ("symbol", "''"),
-            ("blocked_ns", "NULL"), ("runnable_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0"), ("field", "''"),
-            ("object", "''")), window,
+            "min_ns", "spin_ns", "sleep_ns", "owner_pid", "owner_comm", "cache", "symbol", "blocked_ns", "runnable_ns",
+            "weighted_ns", "var_us2", "field", "object")), window,
             lambda r: _LockDelta(TaskId(r[1], r[2]), r[3], _u64(r[4]), _u64(r[5]), *r[6:18], r[18], r[19],
                                 r[20] or 0, r[21] or 0, r[22] or "", r[23] or ""), without)
         slab = self._stream("slab", (
