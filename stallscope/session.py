@@ -60,6 +60,13 @@ class SessionOptions:
     realtime: int | None = None  # run the session's threads at SCHED_FIFO at this priority; None: not
     max_tasks: int | None = None  # T of the BPF maps' sizes (bpf/sizing.py); None: sized for the machine
     stack_map_entries: int | None = None  # each probe object's stack map; None: sized for the machine
+    # a live view's first interval ends this long after the session began (no sooner than
+    # MIN_FIRST_INTERVAL_S after the set-up), so that its first data come within an interval of starting
+    # rather than an interval after the probes' loading; None: a whole interval after the set-up
+    first_interval_end_s: float | None = None
+
+
+MIN_FIRST_INTERVAL_S = 0.25  # a shortened first interval is no shorter than this
 
 
 @dataclass
@@ -199,6 +206,7 @@ class Session:
         """`handle_signals`: install the signal handlers (only the main thread can); a session run in a
         worker thread is ended with end()."""
         o = self.options
+        began = time.monotonic()
         check_privileges()
         if o.pid and not process_exists(o.pid):
             raise StallscopeError(f"no process with PID {o.pid}", "check the PID with `ps -e`")
@@ -241,7 +249,11 @@ class Session:
             deadline = time.monotonic() + o.duration_s if o.duration_s else None
             # the first interval began at the set-up drain's task dump: what came after it (parsing the
             # machine's tasks, naming their stacks) is inside the interval rather than before it
-            next_tick = max(collector.dump_monotonic + o.interval_s, time.monotonic())
+            next_tick = collector.dump_monotonic + o.interval_s
+            if o.first_interval_end_s is not None:  # a live view: shorter, so that its data come soon
+                next_tick = min(next_tick, max(began + o.first_interval_end_s,
+                                               collector.dump_monotonic + MIN_FIRST_INTERVAL_S))
+            next_tick = max(next_tick, time.monotonic())
             while True:
                 stop = self._halted or self._wait_until(next_tick, deadline)
                 if self.child is not None and exit_status is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from stallscope.analyzer.sample import Interval, RecordingMeta
@@ -87,6 +87,8 @@ class LiveSource:
     def __init__(self, options, writer_factory=None, max_queued: int = 64):
         from stallscope.session import Session  # the BPF side, loaded only for live data
 
+        if options.first_interval_end_s is None:  # the first data an interval after starting, not after set-up
+            options = replace(options, first_interval_end_s=options.interval_s)
         self.session = Session(options, notify=self._notice)
         self.meta: RecordingMeta | None = None
         self.timeline: Timeline | None = None
