@@ -927,11 +927,14 @@ def _at_nice(nice: int | None):
 
 
 def _top_plain(args, options) -> int:
+    from dataclasses import replace
+
     from stallscope.session import Session
     from stallscope.tui.text import LiveText
 
     view = LiveText(rows=args.rows, out=sys.stdout, hide_tgid=os.getpid())
-    Session(options).run(view.start, view.update)
+    # a live view: its first data an interval after starting (as the live source's)
+    Session(replace(options, first_interval_end_s=options.interval_s)).run(view.start, view.update)
     return 0
 
 
