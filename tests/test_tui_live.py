@@ -203,3 +203,20 @@ def test_an_intervals_work_leaves_no_cycle_for_the_freeze_to_keep(monkeypatch):
     _run_to_end(src)
     assert len(freezes) >= 6, freezes  # the start-up's, then one an interval
     assert not garbage, sorted(set(garbage))
+
+
+@needs_bpf
+def test_a_live_views_first_interval_ends_an_interval_after_it_started():
+    """A live view's first data come an interval after it started, not an interval after the probes were
+    loaded and every task read once: its first interval is that much shorter (no shorter than 0.25 s),
+    the next ones whole."""
+    from stallscope.session import MIN_FIRST_INTERVAL_S, SessionOptions
+    from stallscope.sources import LiveSource
+
+    src = LiveSource(SessionOptions(interval_s=2.0, max_intervals=2))
+    _run_to_end(src)
+    first, second = list(src.timeline.intervals)
+    # the session's set-up (loading, attaching, reading every task) took part of the first two seconds
+    assert MIN_FIRST_INTERVAL_S * 1e9 <= first.duration_ns <= second.duration_ns - 0.05e9, (first.duration_ns,
+                                                                                          second.duration_ns)
+    assert second.duration_ns >= 1.9e9
