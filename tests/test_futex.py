@@ -194,6 +194,9 @@ FUTEX_OPS_WORKLOAD = textwrap.dedent("""
 def test_only_the_futex_ops_that_can_sleep_are_counted_as_waits(tmp_path):
     doc, truth, path = record_command(tmp_path, [sys.executable, "-c", FUTEX_OPS_WORKLOAD], "-i", "100ms")
     model = load_model(str(path))
+    # sleeps whose wakeup and switch-in the kernel did not trace (docs/reliability.md: on this VM's kernel,
+    # some switches out of an idle CPU are not traced): lost, and counted as lost
+    lost = model.health.get("switch_out_open", 0)
     assert len(truth) == 8
     for t in truth:
         waits = [w for w in model.futex_waits if w.tgid == t["tgid"] and w.uaddr == t["uaddr"]]
@@ -201,16 +204,19 @@ def test_only_the_futex_ops_that_can_sleep_are_counted_as_waits(tmp_path):
             assert waits == [], t["role"]
             continue
         assert all(rc == -1 for rc in t["rcs"]), t  # timed out, as asked
-        # a wait is a sleep inside the call: each call that slept has one at least, and there are no more
-        # than the voluntary switches the kernel counted around the calls (a call retried after a spurious
-        # wakeup sleeps twice; a page fault around it may sleep too)
+        # a wait is a sleep inside the call: each call that slept has one at least (but those counted as
+        # lost), and there are no more than the voluntary switches the kernel counted around the calls (a
+        # call retried after a spurious wakeup sleeps twice; a page fault around it may sleep too)
         assert t["sleeps"] >= 3, t
-        assert t["slept_calls"] <= sum(w.count for w in waits) <= t["sleeps"], t["role"]
+        counted = sum(w.count for w in waits)
+        assert t["slept_calls"] - lost <= counted <= t["sleeps"], (t["role"], counted, t, lost)
+        seen = min(counted, t["slept_calls"])  # the calls whose sleep was seen
         total = sum(w.total_ns for w in waits)
         # each call timed out 20 ms after a deadline set just before it entered the kernel: its sleep is
         # shorter than 20 ms by that much (tens of microseconds)
-        assert 0.98 * 20_000_000 * t["slept_calls"] <= total <= t["elapsed_ns"], (t["role"], total, t["elapsed_ns"])
-        assert abs(total - t["elapsed_ns"]) <= 0.10 * t["elapsed_ns"], (t["role"], total, t["elapsed_ns"])
+        assert 0.98 * 20_000_000 * seen <= total <= t["elapsed_ns"], (t["role"], total, t["elapsed_ns"])
+        expected = t["elapsed_ns"] * seen / t["slept_calls"]
+        assert abs(total - expected) <= 0.10 * expected, (t["role"], total, t["elapsed_ns"], seen)
         assert {w.op for w in waits} == {OPS[t["role"]]}
 
 
