@@ -256,8 +256,8 @@ class Model:
         keeps those its held intervals use)."""
         tasks: dict[TaskId, list] = {}
         waits: dict[tuple, list[int]] = {}
-        waker_records: list[tuple[WakerDelta, ...]] = []
-        lock_records: list[tuple[LockDelta, ...]] = []
+        wakes, locks = _WakeFold(), LockFold()  # folded as the intervals come, unless lazy
+        deferred: list[Interval] = []  # lazy: the intervals whose wakeups and lock waits are folded when read
         n = max(meta.cpus, 1)
         matrix = [[0] * n for _ in range(n)]
         health: dict[str, int] = {}
@@ -332,11 +332,13 @@ class Model:
                     w[3] = _add_slots(w[3], o.hist)
             if iv.ongoing:
                 _fold_ongoing(iv, tasks, waits)
-            if iv.wakers:
-                waker_records.append(iv.wakers)
+            if lazy:
+                if iv.wakers or iv.locks:
+                    deferred.append(iv)
+            else:
+                wakes.add(iv.wakers)
+                locks.add_records(iv.locks)
             funcs.update(iv.functions)
-            if iv.locks:
-                lock_records.append(iv.locks)
             for sd in iv.slab:
                 acc = slab.setdefault((sd.cache, sd.tgid, sd.exiting), [0] * len(_SLAB_COUNTS))
                 for i, name in enumerate(_SLAB_COUNTS):
@@ -404,11 +406,11 @@ class Model:
                                         funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
                                         tuple(v[7]))
                         for (tid, tgid, state, k, u, why, func), v in waits.items()),
-            wakeups=Folded.of(lambda: _fold_wakeups(waker_records, stacks), lazy),
+            wakeups=Folded(lambda: _WakeFold.of(deferred).result(stacks)) if lazy else wakes.result(stacks),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
             kernel_switches=kswitches,
-            lock_waits=Folded.of(lambda: _fold_locks(lock_records, stacks), lazy),
+            lock_waits=Folded(lambda: LockFold.of(deferred).result(stacks)) if lazy else locks.result(stacks),
             slab=tuple(SlabDelta(cache, tgid, exiting, *acc) for (cache, tgid, exiting), acc in sorted(slab.items())),
             slab_caches=caches,
             oncpu=tuple(OncpuSamples(tid, tgid, e[0], stacks.get(k), stacks.get(u), k, u, e[1], e[2])
@@ -438,30 +440,34 @@ class Model:
         return {info.task for info in infos if info.tgid in procs}
 
 
-def _fold_wakeups(records: list[tuple[WakerDelta, ...]], stacks: dict[int, Stack]) -> tuple[Wakeups, ...]:
-    """A window's wakeups, per (wakee, waker, its stack and context, the two waits' strata)."""
-    wake: dict[tuple, list] = {}
-    for wakers in records:
+class _WakeFold:
+    """A window's wakeups, summed per (wakee, waker, its stack and context, the two waits' strata)."""
+
+    def __init__(self) -> None:
+        self.acc: dict[tuple, list] = {}
+
+    @classmethod
+    def of(cls, intervals: list[Interval]) -> "_WakeFold":
+        fold = cls()
+        for iv in intervals:
+            fold.add(iv.wakers)
+        return fold
+
+    def add(self, wakers: tuple[WakerDelta, ...]) -> None:
+        acc = self.acc
         for wk in wakers:
-            e = wake.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack, wk.in_interrupt, wk.exiting,
-                                 wk.link, wk.wakee), [wk.waker_comm, 0, 0, 0, 0, 0])
+            e = acc.setdefault((wk.task, wk.waker, wk.waker_tgid, wk.waker_kstack, wk.in_interrupt, wk.exiting,
+                                wk.link, wk.wakee), [wk.waker_comm, 0, 0, 0, 0, 0])
             e[1] += wk.count
             e[2] += wk.total_ns
             e[3] += wk.weighted
             e[4] += wk.link_blocked_ns
             e[5] += wk.link_runq_ns
-    return tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq, exiting, link, e[3], e[4], e[5], wakee)
-                 for (tid, waker, wtgid, ks, irq, exiting, link, wakee), e in wake.items())
 
-
-def _fold_locks(records: list[tuple[LockDelta, ...]], stacks: dict[int, Stack]) -> tuple[LockWaits, ...]:
-    """A window's kernel lock contentions, per (waiter, lock, type, how it was named, stack)."""
-    fold = LockFold()
-    add = fold.add
-    for iv_locks in records:
-        for lk in iv_locks:
-            add(lock_values(lk))
-    return fold.result(stacks)
+    def result(self, stacks: dict[int, Stack]) -> tuple[Wakeups, ...]:
+        return tuple(Wakeups(tid, waker, wtgid, e[0], stacks.get(ks), e[1], e[2], irq, exiting, link, e[3], e[4], e[5],
+                             wakee)
+                     for (tid, waker, wtgid, ks, irq, exiting, link, wakee), e in self.acc.items())
 
 
 lock_values = attrgetter("task.pid", "task.start_time_ns", *LOCK_VALUES[2:])
@@ -480,6 +486,18 @@ class LockFold:
         self.acc: list[list] = []
         self.too_long = 0  # waits longer than the recording
         self.bad_split = 0  # blocked and runnable parts above the wait
+
+    @classmethod
+    def of(cls, intervals: list[Interval]) -> "LockFold":
+        fold = cls()
+        for iv in intervals:
+            fold.add_records(iv.locks)
+        return fold
+
+    def add_records(self, records: tuple[LockDelta, ...]) -> None:
+        add = self.add
+        for lk in records:
+            add(lock_values(lk))
 
     def add(self, v: tuple) -> int:
         """One record's values; the number of its key."""
@@ -538,10 +556,6 @@ class Folded(Sequence):
 
     def __init__(self, fold: Callable[[], tuple]):
         self._fold, self._items = fold, None
-
-    @staticmethod
-    def of(fold: Callable[[], tuple], lazy: bool) -> "tuple | Folded":
-        return Folded(fold) if lazy else fold()
 
     @property
     def items(self) -> tuple:

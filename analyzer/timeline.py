@@ -336,9 +336,9 @@ class Timeline:
             self.task_info.pop(tid, None)
         # the stacks this interval refers to, each once (thousands of records share a few hundred), in C
         used = set(map(_KSTACK, iv.offcpu))
-        for records, ids in ((iv.offcpu, _USTACK), (iv.wakers, _WAKER_KSTACK), (iv.locks, _KSTACK),
-                             (iv.futex, _USTACK), (iv.oncpu, _KSTACK), (iv.oncpu, _USTACK)):
-            used.update(map(ids, records))
+        for recs, ids in ((iv.offcpu, _USTACK), (iv.wakers, _WAKER_KSTACK), (iv.locks, _KSTACK),
+                          (iv.futex, _USTACK), (iv.oncpu, _KSTACK), (iv.oncpu, _USTACK)):
+            used.update(map(ids, recs))
         used.update(map(_ONGOING_KSTACK, iv.ongoing))
         used.update(map(_ONGOING_USTACK, iv.ongoing))
         move = self.stacks.move_to_end

@@ -73,6 +73,12 @@ def identity(struct_type, pid: str = "pid", start: str = "start_ns") -> tuple[in
     return getattr(struct_type, pid).offset, getattr(struct_type, start).offset
 
 
+def _out_of_memory(m) -> StallscopeError:
+    """What stops a drain whose comparison could not allocate: said in one line, the recording kept."""
+    return StallscopeError(f"out of memory comparing the entries of map {getattr(m, 'name', '?')}",
+                           "free memory, or trace fewer tasks (-p PID)")
+
+
 class MapDiff:
     """The changed entries of one cumulative map, read after read. `ids`: where its keys hold task
     identities, as (pid offset, start time offset) pairs (a waker entry holds two: its wakee's and its
@@ -108,21 +114,21 @@ class MapDiff:
         lib, d = self._lib, self._d
         pairs = array("Q", [v for tid in dead for v in tid] or [0])
         if lib.mapdiff_begin(d, pairs.buffer_info()[0], len(dead)) < 0:
-            raise MemoryError("map diff")
+            raise _out_of_memory(m)
         batches = getattr(m, "batches", None)
         if batches is not None:
             for keys, vals, n in batches():
                 if lib.mapdiff_feed(d, keys, vals, n) < 0:
-                    raise MemoryError("map diff")
+                    raise _out_of_memory(m)
         else:  # a map faked as its entries
             items = m.items_batch()
             if items and lib.mapdiff_feed(d, b"".join(k for k, _ in items), b"".join(v for _, v in items),
                                           len(items)) < 0:
-                raise MemoryError("map diff")
+                raise _out_of_memory(m)
         out, gone, n_gone = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_uint32()
         count = lib.mapdiff_end(d, ctypes.byref(out), ctypes.byref(gone), ctypes.byref(n_gone))
         if count < 0:
-            raise MemoryError("map diff")
+            raise _out_of_memory(m)
         ks = self.key_size
         if n_gone.value:
             raw = ctypes.string_at(gone, n_gone.value * ks)

@@ -103,3 +103,31 @@ def test_tens_of_thousands_of_entries_coming_and_going_read_as_a_python_account_
         kept = {k: v for k, v in m.entries.items()}
         assert len(d) == len(kept)
         live = [p for p in live if p not in dead_pids] + list(range(3000 + 100 * step, 3000 + 100 * step + 30))
+
+
+def test_a_comparison_that_cannot_allocate_stops_the_drain_with_a_line_not_a_traceback():
+    """The C side returns -1 when it cannot allocate: the drain stops with a StallscopeError (one line,
+    the recording kept), not a Python MemoryError."""
+    import pytest
+
+    from stallscope.errors import StallscopeError
+
+    d = MapDiff(KEY.size, VAL.size, ((0, 8),))
+    m = FakeMap()
+    m.name = "wakers"
+    m.entries[key(1, 2)] = VAL.pack(1, 1)
+
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(d._lib, name)
+
+        @staticmethod
+        def mapdiff_begin(*_args):
+            return -1
+
+    real, d._lib = d._lib, Failing()
+    try:
+        with pytest.raises(StallscopeError, match="out of memory comparing the entries of map wakers"):
+            d.read(m, set())
+    finally:
+        d._lib = real
