@@ -21,7 +21,7 @@ from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, budget_doc, model_c
 from stallscope.analyzer.recommend import recommend
 from stallscope.analyzer.signals import signals, signals_doc
 from stallscope.analyzer.oncpu import category_share, probe_ran, sampling_summary, task_oncpu, top_functions
-from stallscope.analyzer.sample import TS_DEAD, TS_EXITING, Stack, TaskId
+from stallscope.analyzer.sample import TS_DEAD, TS_EXITING, TS_FOUND_BLOCKED, Stack, TaskId
 from stallscope.analyzer.scope import own_tasks
 from stallscope.analyzer.slab import slab_rows
 from stallscope.analyzer.timeline import Snapshot
@@ -70,6 +70,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "involuntary_switches": t.involuntary_switches, "migrations": t.migrations,
             "runq_hist_log2_ns": {str(i): c for i, c in enumerate(t.runq_hist) if c},
             "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
+            "found_blocked": bool(t.info.flags & TS_FOUND_BLOCKED),
             "run_ns": t.run_ns, "policy": POLICIES.get(t.info.policy, str(t.info.policy)), "nice": t.info.nice,
             "rt_priority": t.info.rt_priority, "stallscope": tid in own,
             "causes": [{"cause": c.name, "class": c.cls, "total_ns": ns} for c, ns in task_cause_lists.get(tid, [])],

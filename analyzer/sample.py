@@ -81,6 +81,7 @@ class TaskInfo:
 
 
 TS_EXITING, TS_DEAD = 4, 8  # bpf/sched.h
+TS_FOUND_BLOCKED = 256  # bpf/sched.h: first seen blocked by the task dump, asleep since before the probes
 
 # Reserved stack ids (bpf/stacks.h): why a record has no stack; a real stack's id is at least STACK_ID_MIN.
 STACK_NONE, STACK_SHORT, STACK_RATE_LIMITED, STACK_FAILED, STACK_OWN, STACK_NOT_DRAWN = 0, 1, 2, 3, 4, 5

@@ -17,7 +17,7 @@ WAKER_EXITING = 2
 # the reserved stack ids and the task flags the recording keeps: defined once, with the data model
 from stallscope.analyzer.sample import (  # noqa: E402,F401
     STACK_FAILED, STACK_ID_MIN, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, TS_DEAD,
-    TS_EXITING,
+    TS_EXITING, TS_FOUND_BLOCKED,
 )
 
 TS_BASE_EXACT = 1

@@ -12,6 +12,9 @@
 #define TASK_RUNNING 0
 #define TASK_DEAD 0x80
 #define TASK_WAKING 0x200
+#define TASK_NEW 0x800
+/* the states a task sleeps in: INTERRUPTIBLE, UNINTERRUPTIBLE, __TASK_STOPPED, __TASK_TRACED */
+#define TASK_BLOCKED_STATES 0xf
 #define EXIT_DEAD 0x10
 #define STATE_MASK 0xfff
 #define PF_EXITING 0x00000004   /* include/linux/sched.h */
@@ -1187,6 +1190,53 @@ static __always_inline __u64 charge_open(struct task_struct *t, struct task_stat
 	return pending;
 }
 
+/* Blocked: asleep, off its run-queue and off every CPU, neither being woken, made nor exiting. */
+static __always_inline bool blocked_now(struct task_struct *t)
+{
+	unsigned int state = *(volatile unsigned int *)&t->__state;
+
+	return (state & TASK_BLOCKED_STATES) && !(state & (TASK_WAKING | TASK_NEW | TASK_DEAD)) &&
+	       !*(volatile int *)&t->on_rq && !*(volatile int *)&t->on_cpu && !t->exit_state &&
+	       !(t->flags & PF_EXITING);
+}
+
+/* A task the dump reaches with no entry, blocked: it has not switched out since the probes attached
+ * (every switch-out makes the entry), so it has been asleep since before; or its entry could not be
+ * made then. Its wait is opened here, from the dump's instant (what came before is not known), as a
+ * switch-out would have opened it, and from now on it is charged, carried on and closed as any other:
+ * a task hung in D since before the trace is in the first interval, and its stack is walked by a later
+ * dump. A wakeup racing this finds no wait (counted as waking_unknown); the wait opened after it is
+ * taken back if the task is seen woken, else closed at the task's switch-in (waking_raced). */
+static __always_inline struct task_stats *open_found_blocked(struct task_struct *t)
+{
+	__u64 *clock, at;
+	struct task_stats *s;
+	__u32 zero = 0;
+
+	if (!wanted(t) || !blocked_now(t))
+		return NULL;
+	s = make_stats(t, 0, false, true);
+	/* an entry an event made meanwhile has its own state: left as it is */
+	if (!s || s->mark || s->block_ts || s->woken || s->runq_ts || (s->flags & TS_FOUND_BLOCKED))
+		return s;
+	clock = bpf_map_lookup_elem(&dump_clock, &zero);
+	at = clock && *clock ? *clock : bpf_ktime_get_ns();
+	s->block_ts = at;
+	s->state = t->__state & STATE_MASK;
+	s->kstack_open = 0;
+	s->draw_ns = 0;
+	s->no_walk = 0;
+	wait_evidence(s, t);
+	s->ustack = STACK_NONE;
+	s->flags |= TS_FOUND_BLOCKED;
+	asm volatile("" ::: "memory");
+	*(volatile __u64 *)&s->mark = at;
+	if (!blocked_now(t) && __sync_val_compare_and_swap(&s->mark, at, 0) == at)
+		s->block_ts = 0;
+	mark_changed(s);
+	return s;
+}
+
 /* User space's read of the live tasks' entries, once per interval: a wait in progress
  * (charge_open), then the entry if an event changed it since the last dump, as its task_key
  * then its task_stats. The mark is cleared before the copy, so an event racing the copy marks
@@ -1212,6 +1262,8 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	if (!t)
 		return 0;
 	s = bpf_task_storage_get(&task_stats, t, 0, 0);
+	if (!s)
+		s = open_found_blocked(t);
 	if (!s || (s->flags & TS_DEAD))
 		return 0;
 	pending = charge_open(t, s, &ow, &carried, &bt);

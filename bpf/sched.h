@@ -20,6 +20,7 @@
 #define TS_NO_SCHED_INFO 32 /* kernel without CONFIG_SCHED_INFO: run_delay unavailable */
 #define TS_REAP_RESOLVED 64 /* final switch counted as the reaping parent folded it into rusage */
 #define TS_RENAMED      128 /* task_rename seen: an exec, or a new name (its maps may differ from its parent's) */
+#define TS_FOUND_BLOCKED 256 /* first seen blocked by the task dump: its first wait began before the probes saw it */
 
 /* Why a task waits, read without a stack walk (offcpu_key.why): what it was doing when
  * it blocked, at its switch-out. The system call comes from the registers it saved at

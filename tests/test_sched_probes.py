@@ -8,13 +8,15 @@ calls, switch counts and migrations exactly, run-queue wait with schedstat.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 
 import pytest
 
-from conftest import ALL_STACKS, STALLSCOPE, autogroup_in_use, example, group_nice, needs_bpf, record_command
+from conftest import (ALL_STACKS, STALLSCOPE, autogroup_in_use, example, group_nice, needs_bpf, record_command,
+                      run_stallscope)
 
 pytestmark = needs_bpf
 
@@ -93,6 +95,42 @@ def test_sleeping_thread_is_off_cpu_for_the_time_it_slept(sleeper_run):
     # recorded; meta.health.waking_unblocked counts such wakeups. Not yet explained: at most one.
     blocks = t["end"]["voluntary_switches"] - t["start"]["voluntary_switches"]
     assert blocks - 1 <= ours["offcpu_count"] <= blocks
+
+
+def _schedstat(pid: int) -> tuple[int, int, int]:
+    """What the kernel says the task did: time on a CPU, time queued, times it was switched in."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        run, queued, slices = (int(v) for v in f.read().split())
+    return run, queued, slices
+
+
+def test_a_task_asleep_since_before_the_recording_is_charged_the_whole_recording(tmp_path):
+    """`sleep 30` started before a 2 s recording of its process, and never woken while recorded: the
+    set-up's task dump finds it blocked and opens its wait there (it has never switched out under the
+    probes), so it is in the recording, blocked for all of it (within 2% of the recording's length; the
+    kernel's schedstat says it never ran meanwhile), where it sleeps (the nanosleep stack, walked by a
+    later dump), as an idle cause; marked `found_blocked`."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.3)  # asleep in nanosleep
+        before = _schedstat(sleeper.pid)
+        out = tmp_path / "run.stall"
+        run_stallscope("record", "-o", str(out), "--no-degrade", *ALL_STACKS, "-d", "2", "-p", str(sleeper.pid))
+        after = _schedstat(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert before == after  # the ground truth: it never ran while recorded
+    doc = json.loads(run_stallscope("export", str(out)).stdout)
+    ours = [t for t in doc["tasks"] if t["pid"] == sleeper.pid]
+    assert len(ours) == 1, [t["pid"] for t in doc["tasks"]]
+    recorded_ns = doc["meta"]["duration_s"] * 1e9
+    assert abs(ours[0]["offcpu_ns"] - recorded_ns) <= 0.02 * recorded_ns, (ours[0]["offcpu_ns"], recorded_ns)
+    assert ours[0]["comm"] == "sleep" and ours[0]["voluntary_switches"] == 0
+    top = ours[0]["causes"][0]
+    assert top["cause"] == "Application requested delay" and top["class"] == "idle"
+    assert "nanosleep" in _stack_text(doc, sleeper.pid)
+    assert ours[0]["found_blocked"]
 
 
 def test_each_interval_has_its_own_longest_wait(tmp_path):
