@@ -4,11 +4,12 @@
 def fmt_ns(ns: float) -> str:
     """Nanoseconds as a short human figure: 950ns, 12.3us, 4.56ms, 1.23s."""
     ns = float(ns)
-    if ns < 1e3:
+    # each unit while its figure, as rounded, stays under 1000: 999,999,000 ns is 1.00s, not 1000.00ms
+    if round(ns) < 1e3:
         return f"{ns:.0f}ns"
-    if ns < 1e6:
+    if round(ns / 1e3, 1) < 1e3:
         return f"{ns / 1e3:.1f}us"
-    if ns < 1e9:
+    if round(ns / 1e6, 2) < 1e3:
         return f"{ns / 1e6:.2f}ms"
     return f"{ns / 1e9:.2f}s"
 
