@@ -15,7 +15,7 @@ stallscope's own tasks are never in view (analyzer/scope.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from stallscope.analyzer.attribution import (
     LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, no_stack_cause, nonzero_slots,
@@ -33,7 +33,7 @@ from stallscope.analyzer.wakers import waker_context, waker_label
 
 __all__ = ["IDLE", "Blocker", "LOST_STACK", "NO_STACK_LABELS", "classify_wait", "no_stack_cause", "rank_blockers",
            "causes_by_task", "task_causes", "blocked_ns_by_task", "process_causes", "held_up_by", "percentiles",
-           "recorded_tasks", "Denominator", "denominator", "wait_cause"]
+           "recorded_tasks", "Denominator", "denominator", "wait_cause", "waits_now_by_cause"]
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,23 @@ class Blocker:
     latency: dict = field(default_factory=dict)
     error_ns: int = 0  # one standard error of the estimated part
     method: str = "stack"  # "stack": named from walked stacks; "evidence": from what the tasks were doing
+    # waits of this cause still in progress at the window's end, and the longest of them so far (a task hung
+    # for minutes: its wait has not ended, so it is in no count, max or percentile above)
+    in_progress: int = 0
+    longest_now_ns: int = 0
 
     @property
     def p99_ns(self) -> int:
         return self.latency.get("p99_ns", 0)
+
+    @property
+    def longest_ns(self) -> int:
+        """Its longest wait in the window: one that ended, or one still going (longest_ongoing)."""
+        return max(self.max_ns, self.longest_now_ns)
+
+    @property
+    def longest_ongoing(self) -> bool:
+        return self.longest_now_ns > self.max_ns
 
 
 def wait_cause(model: Model, w, table: CauseTable | None = None) -> str:
@@ -144,13 +157,44 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
     with delays_wakees: sleeps) when the other idle ones are left out."""
     if all_parts is None:
         return list(_ranked(model, tasks, table, include_idle, include_cpu, sort, include_delays))
-    return _rank(all_parts, include_idle, sort, include_delays)
+    return _with_waits_now(_rank(all_parts, include_idle, sort, include_delays), waits_now_by_cause(model, tasks, table))
 
 
 @per_model
 def _ranked(model: Model, tasks, table, include_idle: bool, include_cpu: bool, sort: str,
             include_delays: bool) -> tuple[Blocker, ...]:
-    return tuple(_rank(parts(model, tasks, table, include_cpu), include_idle, sort, include_delays))
+    return tuple(_with_waits_now(_rank(parts(model, tasks, table, include_cpu), include_idle, sort, include_delays),
+                                 waits_now_by_cause(model, tasks, table)))
+
+
+@per_model
+def waits_now_by_cause(model: Model, tasks: set[TaskId] | None = None,
+                       table: CauseTable | None = None) -> dict[str, tuple[int, int]]:
+    """Cause -> (waits in progress at the window's end, the longest so far) of the tasks in view, each wait
+    classified as a wait of its key is (its stack when one was walked for it, else its evidence)."""
+    if not model.waits_now:
+        return {}
+    scope = in_scope(model, tasks)
+    out: dict[str, tuple[int, int]] = {}
+    names: dict[tuple, str] = {}  # a machine's sleeping threads wait on few keys but their own tasks
+    for now in model.waits_now:
+        w = now.wait
+        if scope is not None and w.task not in scope:
+            continue
+        like = (w.kstack_id, w.ustack_id, w.state, w.why, w.func, w.woken)
+        name = names.get(like)
+        if name is None:
+            name = names[like] = classify_wait(model, w, table).name
+        n, longest = out.get(name, (0, 0))
+        out[name] = (n + 1, longest if longest > now.so_far_ns else now.so_far_ns)
+    return out
+
+
+def _with_waits_now(ranked: list[Blocker], now: dict[str, tuple[int, int]]) -> list[Blocker]:
+    if not now:
+        return ranked
+    return [replace(b, in_progress=now[b.cause][0], longest_now_ns=now[b.cause][1]) if b.cause in now else b
+            for b in ranked]
 
 
 def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: bool) -> list[Blocker]:

@@ -56,6 +56,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
 
     task_cause_lists = causes_by_task(model, scope)
     own = own_tasks(model)
+    blocked_now = {w.wait.task: w.so_far_ns for w in model.waits_now or ()}
     tasks = []
     for tid in sorted(model.tasks):
         if scope is not None and tid not in scope:
@@ -70,7 +71,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "involuntary_switches": t.involuntary_switches, "migrations": t.migrations,
             "runq_hist_log2_ns": {str(i): c for i, c in enumerate(t.runq_hist) if c},
             "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
-            "found_blocked": bool(t.info.flags & TS_FOUND_BLOCKED),
+            "found_blocked": bool(t.info.flags & TS_FOUND_BLOCKED), "blocked_now_ns": blocked_now.get(tid),
             "run_ns": t.run_ns, "policy": POLICIES.get(t.info.policy, str(t.info.policy)), "nice": t.info.nice,
             "rt_priority": t.info.rt_priority, "stallscope": tid in own,
             "causes": [{"cause": c.name, "class": c.cls, "total_ns": ns} for c, ns in task_cause_lists.get(tid, [])],
@@ -87,6 +88,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         blockers.append({
             "cause": b.cause, "class": b.cls, "frame": b.frame, "matched": b.matched,
             "total_ns": b.total_ns, "count": b.count, "max_ns": b.max_ns,
+            "in_progress": b.in_progress, "in_progress_longest_ns": b.longest_now_ns,
             "share_pct": None if b.cls == IDLE else round(b.share_pct, 3), "estimated_ns": b.estimated_ns,
             "estimated_error_ns": b.error_ns, "method": b.method,
             "tasks": [{"pid": t.pid, "comm": model.tasks[t].info.comm if t in model.tasks else "?"}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
@@ -106,6 +106,17 @@ class Wakeups:
     @property
     def weighted(self) -> int:
         return self.total_ns if self.weighted_ns < 0 else self.weighted_ns
+
+
+class WaitNow(NamedTuple):
+    """A wait still in progress at the window's end: the window's StackWait of its key (its task, stacks,
+    state and evidence), when it began (CLOCK_BOOTTIME ns; for a task asleep when the recording began, the
+    recording's start, so that its length is at least so_far_ns), and its length at the window's end. A
+    tuple: a window of thousands of sleeping threads makes one for each, every second."""
+
+    wait: StackWait
+    since_ns: int
+    so_far_ns: int
 
 
 @dataclass(frozen=True)
@@ -234,6 +245,8 @@ class Model:
     io_queue: dict[int, IoQueueDelta] = field(default_factory=dict)
     io_submitters: tuple[IoSubmitDelta, ...] = ()
     io_wakes: tuple[IoWakeDelta, ...] = ()
+    # the waits in progress at the window's end; None where the recording did not keep them
+    waits_now: tuple[WaitNow, ...] | None = None
 
     @property
     def duration_s(self) -> float:
@@ -274,10 +287,12 @@ class Model:
         io = _IoFold()
         switches = cpu = count = kswitches = 0
         start_ns = end_ns = 0
+        last: Interval | None = None
         for iv in intervals:
             if count == 0:
                 start_ns = iv.start_ns
             end_ns = iv.end_ns
+            last = iv
             count += 1
             switches += iv.switches
             kswitches += iv.kernel_switches
@@ -399,13 +414,14 @@ class Model:
         for (tid, tgid, *_rest), e in oncpu.items():
             if tid not in totals:
                 totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, e[0]))
+        stack_waits = {key: _new_stack_wait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], k, u,
+                                            tuple(v[3]) if v[3] else (), why,
+                                            funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
+                                            tuple(v[7]))
+                       for key, v in waits.items() for (tid, tgid, state, k, u, why, func) in (key,)}
         return cls(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
-            waits=tuple(_new_stack_wait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], k, u,
-                                        tuple(v[3]) if v[3] else (), why,
-                                        funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
-                                        tuple(v[7]))
-                        for (tid, tgid, state, k, u, why, func), v in waits.items()),
+            waits=tuple(stack_waits.values()), waits_now=_waits_now(last, stack_waits),
             wakeups=Folded(lambda: _WakeFold.of(deferred).result(stacks)) if lazy else wakes.result(stacks),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
@@ -580,6 +596,18 @@ class Folded(Sequence):
 
     def __repr__(self) -> str:
         return repr(self.items)
+
+
+def _waits_now(last: Interval | None, stack_waits: dict[tuple, StackWait]) -> tuple[WaitNow, ...] | None:
+    """The waits in progress at the end of the window's last interval, as the window's StackWaits of their
+    keys, in the interval's order."""
+    now = last.waits_now() if last is not None else None
+    if now is None:
+        return None
+    end, get = last.end_ns, stack_waits.get
+    # each charged in the last interval (handed over, or carried on), so its key is always among the window's
+    return tuple([WaitNow(w, since, end - since if end > since else 0) for wait, since in now
+                  if (w := get(wait)) is not None])
 
 
 def _fold_ongoing(iv: Interval, tasks: dict, waits: dict) -> None:

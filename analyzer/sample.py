@@ -159,6 +159,16 @@ class OngoingWait(NamedTuple):
                            self.func, ns, 0, 0, (0, 0, 0))
 
 
+class WaitSince(NamedTuple):
+    """A wait in progress at an interval's end, and when it began (CLOCK_BOOTTIME ns, the intervals' clock).
+    A task asleep when the recording began has its first wait begin at the recording's start (its time
+    before that is not known): `since_ns` is then the first interval's start, and the wait's length so
+    far a lower bound."""
+
+    wait: OngoingWait
+    since_ns: int
+
+
 def blocked_only(task: TaskId, ns: int) -> "TaskDelta":
     """A task's delta of `ns` blocked and nothing else: a wait of it in progress, charged."""
     return _new_task_delta(task, ns, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0)
@@ -514,6 +524,11 @@ class Interval:
     # totals (thousands of sleeping threads: one key each, not an OffcpuDelta and a TaskDelta each)
     ongoing: tuple[OngoingWait, ...] = ()
     ongoing_ns: int = 0
+    # when each of `ongoing` began, in its order, and the waits the interval's dump handed over that were still
+    # in progress at its end, with their beginnings: together, every wait in progress at the interval's end
+    # (waits_now); `opened` None where not kept (recordings made before it was)
+    ongoing_since: tuple[int, ...] = ()
+    opened: tuple[WaitSince, ...] | None = None
 
     @property
     def duration_ns(self) -> int:
@@ -525,6 +540,15 @@ class Interval:
             return self.offcpu
         ns = self.ongoing_ns
         return self.offcpu + tuple(w.charged(ns) for w in self.ongoing)
+
+    def waits_now(self) -> tuple[WaitSince, ...] | None:
+        """Every wait in progress at the interval's end, with its beginning; None where the recording did
+        not keep when its carried waits began."""
+        if self.opened is None or len(self.ongoing_since) != len(self.ongoing):
+            return None
+        if not self.ongoing:
+            return self.opened
+        return tuple(map(WaitSince, self.ongoing, self.ongoing_since)) + self.opened
 
     def task_records(self) -> tuple[TaskDelta, ...]:
         """Every task record of the interval, the tasks of its ongoing waits with their blocked time."""

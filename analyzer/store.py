@@ -21,13 +21,13 @@ import urllib.parse
 from collections import Counter
 from dataclasses import asdict
 from functools import partial
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Container, Iterator
 
 from stallscope.analyzer.sample import (
     LOCK_VALUES, CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta,
     OffcpuDelta, OncpuDelta, OngoingWait, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId,
-    TaskInfo, Tuning, TuningChange, WaitLink, WakerDelta, record_maker, u64,
+    TaskInfo, Tuning, TuningChange, WaitLink, WaitSince, WakerDelta, record_maker, u64,
 )
 from stallscope.analyzer.recording_checks import (
     DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql, sysfs_cell,
@@ -60,7 +60,10 @@ CREATE TABLE IF NOT EXISTS intervals (
     switches INTEGER, collector_cpu_ns INTEGER, health TEXT, kernel_switches INTEGER, ongoing_ns INTEGER);
 CREATE TABLE IF NOT EXISTS ongoing (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, state INTEGER, kstack INTEGER, ustack INTEGER,
-    why INTEGER, func INTEGER);
+    why INTEGER, func INTEGER, since_ns INTEGER);
+CREATE TABLE IF NOT EXISTS opened (
+    idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, state INTEGER, kstack INTEGER, ustack INTEGER,
+    why INTEGER, func INTEGER, since_ns INTEGER);
 CREATE TABLE IF NOT EXISTS tasks (
     pid INTEGER, start_ns INTEGER, tgid INTEGER, ptgid INTEGER, comm TEXT, flags INTEGER,
     first_idx INTEGER, policy INTEGER, nice INTEGER, rt_priority INTEGER, PRIMARY KEY (pid, start_ns));
@@ -133,7 +136,7 @@ CREATE INDEX IF NOT EXISTS wakers_idx ON wakers (idx);
 # the square of its length (11 ms a step at 3,600 intervals, growing with the file; 2.8 ms with).
 _SCHEMA += "".join(f"CREATE INDEX IF NOT EXISTS {t}_idx ON {t} (idx);\n" for t in (
     "locks", "futex", "oncpu", "oncpu_cpus", "slab", "slab_caches", "migrations", "programs", "tuning", "cgroups",
-    "io", "io_queue", "io_submitters", "io_wakes", "ongoing"))
+    "io", "io_queue", "io_submitters", "io_wakes", "ongoing", "opened"))
 
 # the lock columns added after recordings were first made, read as their defaults in older ones
 _LOCK_DEFAULTS = {"symbol": ("symbol", "''"), "blocked_ns": ("blocked_ns", "NULL"), "runnable_ns": ("runnable_ns", "NULL"),
@@ -315,9 +318,13 @@ class RecordingWriter:
                 (i, o.task.pid, o.task.start_time_ns, o.tgid, o.state, _s64(o.kstack), _s64(o.ustack), o.count,
                  o.total_ns, o.max_ns, _hist_text(o.hist), o.why, _s64(o.func), o.charged_ns, o.weighted_ns,
                  o.var_us2, None if not any(o.woken) else "%d,%d,%d" % o.woken) for o in iv.offcpu])
-            db.executemany("INSERT INTO ongoing VALUES (?,?,?,?,?,?,?,?,?)", [
+            since = iv.ongoing_since if len(iv.ongoing_since) == len(iv.ongoing) else (None,) * len(iv.ongoing)
+            db.executemany("INSERT INTO ongoing VALUES (?,?,?,?,?,?,?,?,?,?)", [
                 (i, w.task.pid, w.task.start_time_ns, w.tgid, w.state, _s64(w.kstack), _s64(w.ustack), w.why,
-                 _s64(w.func)) for w in iv.ongoing])
+                 _s64(w.func), at) for w, at in zip(iv.ongoing, since)])
+            db.executemany("INSERT INTO opened VALUES (?,?,?,?,?,?,?,?,?,?)", [
+                (i, w.task.pid, w.task.start_time_ns, w.tgid, w.state, _s64(w.kstack), _s64(w.ustack), w.why,
+                 _s64(w.func), at) for w, at in iv.opened or ()])
             db.executemany("INSERT INTO wakers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, w.task.pid, w.task.start_time_ns, w.waker.pid, w.waker.start_time_ns, w.waker_tgid,
                  w.waker_comm, _s64(w.waker_kstack), w.count, w.total_ns, int(w.in_interrupt), int(w.exiting),
@@ -615,9 +622,11 @@ class Recording:
             ("user_walks_per_s", "0"), ("lock_calls", "1")), window,
             lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0, r[8] != 0), r[5]))
         io, io_queue, io_submitters, io_wakes = self._io_streams(window)
-        ongoing = self._stream("ongoing", (
-            "idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "why", "func"), window,
-            lambda r: OngoingWait(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], _u64(r[8])))
+        # the waits in progress at each interval's end: carried on (ongoing) and handed over (opened), with
+        # their beginnings (since_ns: NULL, and no `opened` table, in recordings made before they were kept)
+        ongoing = self._stream("ongoing", _WAIT_SINCE_COLUMNS, window, _wait_since)
+        opened = self._stream("opened", _WAIT_SINCE_COLUMNS, window, _wait_since)
+        kept = "opened" in self.tables
         rows = self._stream("intervals", (
             "idx", "start_ns", "end_ns", "wall_start", "switches", "collector_cpu_ns", "health", "kernel_switches",
             ("ongoing_ns", "0")), window, lambda r: (*r[:6], health_cell(r[6]), r[7], r[8] or 0))
@@ -628,7 +637,7 @@ class Recording:
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
                            futex.take(idx), tuning.take(idx), io=io.take(idx), io_queue=io_queue.take(idx),
                            io_submitters=io_submitters.take(idx), io_wakes=io_wakes.take(idx),
-                           ongoing=ongoing.take(idx), ongoing_ns=ongoing_ns)
+                           ongoing_ns=ongoing_ns, **_waits_now(ongoing.take(idx), opened.take(idx), kept))
 
     def lock_rows(self, intervals: Container[int]) -> Iterator[tuple[int, tuple]]:
         """The kernel lock contentions of `intervals` (those read), in interval order, each as (its interval,
@@ -695,6 +704,24 @@ _text = partial(str, encoding="utf-8", errors="replace")
 
 _TaskDelta, _OffcpuDelta, _WakerDelta, _LockDelta, _OncpuDelta, _FutexDelta = (
     record_maker(c) for c in (TaskDelta, OffcpuDelta, WakerDelta, LockDelta, OncpuDelta, FutexDelta))
+
+
+_WAIT_SINCE_COLUMNS = ("idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "why", "func",
+                       ("since_ns", "NULL"))
+
+
+def _wait_since(r) -> WaitSince:
+    return WaitSince(OngoingWait(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], _u64(r[8])), r[9])
+
+
+def _waits_now(ongoing: tuple[WaitSince, ...], opened: tuple[WaitSince, ...], kept: bool) -> dict:
+    """An interval's ongoing, ongoing_since and opened from its rows of the two tables; where their beginnings
+    were not kept, only the waits carried on."""
+    waits = tuple(map(itemgetter(0), ongoing))
+    since = tuple(map(itemgetter(1), ongoing))
+    if not kept or None in since or any(w.since_ns is None for w in opened):
+        return {"ongoing": waits}
+    return {"ongoing": waits, "ongoing_since": since, "opened": opened}
 
 
 def _stack(r) -> Stack:

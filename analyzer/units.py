@@ -14,6 +14,11 @@ def fmt_ns(ns: float) -> str:
     return f"{ns / 1e9:.2f}s"
 
 
+def fmt_longest(ns: float, ongoing: bool) -> str:
+    """A longest wait: "+" after one still going (it will be longer)."""
+    return fmt_ns(ns) + ("+" if ongoing else "")
+
+
 def fmt_bytes(n: float) -> str:
     """Bytes in binary units: 512B, 12.0K, 3.4M, 1.2G."""
     n = float(n)

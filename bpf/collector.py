@@ -65,6 +65,20 @@ def boottime_ns() -> int:
     return time.clock_gettime_ns(CLOCK_BOOTTIME)
 
 
+def clock_pair(tries: int = 4, within_ns: int = 20_000) -> tuple[int, int]:
+    """The same instant on CLOCK_BOOTTIME (the intervals' clock) and CLOCK_MONOTONIC (the BPF side's): the
+    monotonic reading between two boottime ones, taken again when they lie far apart (the interpreter may give
+    another thread its turn between two readings, for up to its 5 ms switch interval). A wait in progress
+    begins at the interval's end less its length on the BPF side's clock: both readings must be of one instant."""
+    for _ in range(tries):
+        b0 = time.clock_gettime_ns(CLOCK_BOOTTIME)
+        mono = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        b1 = time.clock_gettime_ns(CLOCK_BOOTTIME)
+        if b1 - b0 <= within_ns:
+            break
+    return (b0 + b1) // 2, mono
+
+
 def object_path(name: str) -> str:
     """The compiled CO-RE object shipped as package data."""
     path = resources.files("stallscope.bpf").joinpath(name)
@@ -137,6 +151,7 @@ class SchedCollector:
         self._open_deltas: list[OffcpuDelta] = []  # waits in progress charged by the dump
         self._open = task_dump.OpenWaits()  # the waits in progress handed over, and those carried on
         self._ongoing: tuple[OngoingWait, ...] = ()  # the last dump's carried waits
+        self._now = task_dump.WaitsNow((), (), ())  # the last dump's waits in progress, with their beginnings
         self._ongoing_ns = 0
         self._dump_clock = 0  # the last dump's instant (CLOCK_MONOTONIC ns), 0: every wait is handed over
         self._named_functions: set[int] = set()
@@ -370,6 +385,7 @@ class SchedCollector:
             index=self._index, start_ns=start_ns, end_ns=end_ns, wall_start=wall_start,
             switches=cs - self._prev_cs, tasks=tasks, task_info=infos, offcpu=offcpu, wakers=wakers,
             migrations=migrations, stacks=stacks, health=health, ongoing=self._ongoing, ongoing_ns=self._ongoing_ns,
+            ongoing_since=self._now.ongoing_since, opened=self._now.opened,
             programs=tuple(c for progs in self.progs for c in self._programs.drain(progs)),
             collector_cpu_ns=cpu_ns - self._last_cpu_ns,
             kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups), functions=functions,
@@ -414,8 +430,7 @@ class SchedCollector:
         ks, hs = ctypes.sizeof(abi.TaskKey), _HEADER.size
         # the interval's end: the dump charges every wait in progress up to this instant, however
         # long it takes to reach each task (bpf_ktime_get_ns is CLOCK_MONOTONIC)
-        self._dump_ns = boottime_ns()
-        mono_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        self._dump_ns, mono_ns = clock_pair()
         self.dump_monotonic = mono_ns / 1e9  # where the interval ended, on time.monotonic()'s clock
         self._set_dump_clock(obj, mono_ns, self._dump_clock)
         # what a wait carried on is charged in this dump: the time since the last one (none after a
@@ -458,6 +473,8 @@ class SchedCollector:
         prevs, opens = self._prev_tasks, self._open
         if not self._span_ns:  # every wait in progress is handed over in this dump: the table is made anew
             opens.reset(prevs)
+        if not self._index:
+            opens.first_ns = self._dump_ns
         # Only entries an event changed arrive (dump_tasks skips the others): most of a busy
         # machine's tasks in any one interval are neither read nor decoded.
         key_of, values_of = _TASK_KEY.unpack_from, task_dump.values_of
@@ -481,6 +498,8 @@ class SchedCollector:
                     self.symbolizer.process(tgid, start_ns).refresh(force=True)
             if pid == tgid:
                 self._leader_start[tgid] = start_ns
+            if flags & abi.TS_FOUND_BLOCKED and not self._index:  # asleep since before the first dump
+                opens.asleep_at_start.add(tid)
             if tgid not in self._remembered:
                 self._remember_process(tid, tgid, values[task_dump.PTGID], flags)
             d = task_dump.task_delta(tid, vraw, values, prev, e)
@@ -497,7 +516,8 @@ class SchedCollector:
         final.delete_many(gone)
         # Waits in progress handed over (charged to their keys, and to their tasks unless their entries
         # came), and the waits the dump carried on, each charged the time since the last dump.
-        open_deltas, self._ongoing = opens.take(opened, self._span_ns, seen, prevs, deltas)
+        open_deltas, self._now = opens.take(opened, self._span_ns, seen, prevs, deltas, self._dump_ns)
+        self._ongoing = self._now.ongoing
         self._open_deltas.extend(open_deltas)
         self._ongoing_ns = self._span_ns
         return tuple(deltas), tuple(infos), dead

@@ -61,13 +61,26 @@ struct {
 	__type(value, struct task_stats);
 } task_final SEC(".maps");
 
-/* per-CPU buffer a new task_stats entry is built in (too large for the BPF stack) */
+/* Per-CPU buffers a new task_stats entry is built in (too large for the BPF stack), one for each level
+ * of nesting on a CPU: a wakeup in an interrupt that makes another task's entry while this CPU is making
+ * one (the task dump, which runs preemptible; a task's exit) builds it in the next buffer, not over the
+ * one being built. With one buffer, a kworker's entry ended up in the storage of a thread the dump found
+ * asleep (2 runs in 8 with 10,000 sleeping threads: its switches went negative; none in 10 since).
+ * Tracepoint programs run to their end without being preempted: the levels are given back in order. */
+#define INIT_LEVELS 4
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, INIT_LEVELS);
+	__type(key, __u32);
+	__type(value, struct task_stats);
+} stats_init SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct task_stats);
-} stats_init SEC(".maps");
+	__type(value, __u32);
+} stats_init_level SEC(".maps");
 
 /* all zeros, never written: what a new entry starts from (too large for an inlined memset) */
 struct {
@@ -267,22 +280,10 @@ static __always_inline void take_deferred(struct task_struct *p, struct task_sta
 	bpf_map_delete_elem(&deferred_wakeups, &key);
 }
 
-/* Stats entry of a task, created on first sight with its switch-counter baseline.
- * `running_switch` is set when called at the task's own switch-out, where the
- * counters already include this switch. */
-static __always_inline struct task_stats *make_stats(struct task_struct *p, int running_switch,
-						     bool voluntary, bool count_failure)
+/* The entry of `p` made from `init` (this CPU's buffer at its level): NULL when the kernel could not. */
+static __always_inline struct task_stats *build_stats(struct task_struct *p, struct task_stats *init,
+						      struct task_stats *zeros, int running_switch, bool voluntary)
 {
-	struct task_stats *s, *init, *zeros;
-	__u32 zero = 0;
-
-	s = bpf_task_storage_get(&task_stats, p, 0, 0);
-	if (s)
-		return s;
-	init = bpf_map_lookup_elem(&stats_init, &zero);
-	zeros = bpf_map_lookup_elem(&stats_zero, &zero);
-	if (!init || !zeros)
-		return NULL;
 	bpf_probe_read_kernel(init, sizeof(*init), zeros);
 	init->tgid = p->tgid;
 	init->ptgid = p->real_parent ? p->real_parent->tgid : 0;
@@ -309,7 +310,35 @@ static __always_inline struct task_stats *make_stats(struct task_struct *p, int 
 	}
 	__builtin_memcpy(init->comm, p->comm, TASK_COMM_LEN);
 	init->changed = 1;
-	s = bpf_task_storage_get(&task_stats, p, init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	return bpf_task_storage_get(&task_stats, p, init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+/* Stats entry of a task, created on first sight with its switch-counter baseline.
+ * `running_switch` is set when called at the task's own switch-out, where the
+ * counters already include this switch. */
+static __always_inline struct task_stats *make_stats(struct task_struct *p, int running_switch,
+						     bool voluntary, bool count_failure)
+{
+	struct task_stats *s, *init, *zeros;
+	__u32 zero = 0, *level, at;
+
+	s = bpf_task_storage_get(&task_stats, p, 0, 0);
+	if (s)
+		return s;
+	level = bpf_map_lookup_elem(&stats_init_level, &zero);
+	zeros = bpf_map_lookup_elem(&stats_zero, &zero);
+	if (!level || !zeros)
+		return NULL;
+	at = __sync_fetch_and_add(level, 1);
+	init = at < INIT_LEVELS ? bpf_map_lookup_elem(&stats_init, &at) : NULL;
+	if (!init) {
+		__sync_fetch_and_sub(level, 1);
+		if (count_failure)
+			__sync_fetch_and_add(&health.storage_errors, 1);
+		return NULL;
+	}
+	s = build_stats(p, init, zeros, running_switch, voluntary);
+	__sync_fetch_and_sub(level, 1);
 	if (!s) {
 		if (count_failure)
 			__sync_fetch_and_add(&health.storage_errors, 1);
@@ -1180,7 +1209,7 @@ static __always_inline __u64 charge_open(struct task_struct *t, struct task_stat
 	ow->tgid = t->tgid;
 	ow->start_ns = t->start_boottime;
 	ow->charged_ns = pending;
-	ow->open_ns = open;
+	ow->open_ns = bt && at > bt ? at - bt : 0;  /* its length at the dump's instant (the interval's end) */
 	ow->kstack = s->kstack_open ? s->kstack_open : own_task(t) ? STACK_OWN : STACK_NOT_DRAWN;
 	ow->ustack = s->ustack;
 	ow->state = s->state;
@@ -1195,9 +1224,11 @@ static __always_inline bool blocked_now(struct task_struct *t)
 {
 	unsigned int state = *(volatile unsigned int *)&t->__state;
 
+	/* on_cpu exists only on SMP kernels (a task switching out is still on its CPU; on one CPU, the dump's) */
+	int on_cpu = bpf_core_field_exists(t->on_cpu) ? *(volatile int *)&t->on_cpu : 0;
+
 	return (state & TASK_BLOCKED_STATES) && !(state & (TASK_WAKING | TASK_NEW | TASK_DEAD)) &&
-	       !*(volatile int *)&t->on_rq && !*(volatile int *)&t->on_cpu && !t->exit_state &&
-	       !(t->flags & PF_EXITING);
+	       !*(volatile int *)&t->on_rq && !on_cpu && !t->exit_state && !(t->flags & PF_EXITING);
 }
 
 /* A task the dump reaches with no entry, blocked: it has not switched out since the probes attached
@@ -1227,7 +1258,8 @@ static __always_inline struct task_stats *open_found_blocked(struct task_struct 
 	s->draw_ns = 0;
 	s->no_walk = 0;
 	wait_evidence(s, t);
-	s->ustack = STACK_NONE;
+	/* another task's user stack cannot be walked: none, as a switch-out without one gives; stallscope's own */
+	s->ustack = own_task(t) ? STACK_OWN : STACK_NONE;
 	s->flags |= TS_FOUND_BLOCKED;
 	asm volatile("" ::: "memory");
 	*(volatile __u64 *)&s->mark = at;

@@ -125,7 +125,7 @@ struct open_wait {
 	__u32 tgid;
 	__u64 start_ns;
 	__u64 charged_ns; /* this dump's part */
-	__u64 open_ns;    /* the wait so far */
+	__u64 open_ns;    /* the wait so far, at the dump's instant (dump_clock) */
 	__u64 kstack;
 	__u64 ustack;
 	__u32 state;

@@ -16,8 +16,11 @@ import struct
 from dataclasses import dataclass
 from itertools import compress
 from operator import ne
+from typing import NamedTuple
 
-from stallscope.analyzer.sample import OffcpuDelta, OngoingWait, TaskDelta, TaskId, blocked_only, record_maker
+from stallscope.analyzer.sample import (
+    OffcpuDelta, OngoingWait, TaskDelta, TaskId, WaitSince, blocked_only, record_maker,
+)
 from stallscope.bpf import abi
 
 _new_offcpu, _new_task_delta = record_maker(OffcpuDelta), record_maker(TaskDelta)
@@ -167,6 +170,15 @@ def comm_of(values) -> str:
     return name
 
 
+class WaitsNow(NamedTuple):
+    """The waits in progress at a dump: those it carried on (Interval.ongoing) with their beginnings, and
+    those it handed over (Interval.opened)."""
+
+    ongoing: tuple[OngoingWait, ...]
+    ongoing_since: tuple[int, ...]
+    opened: tuple[WaitSince, ...]
+
+
 class OpenWaits:
     """The waits in progress the dump handed over, by task, and what is carried on between dumps.
 
@@ -176,8 +188,12 @@ class OpenWaits:
     Its task's totals hold what was carried: when its entry comes, its last counters take it first."""
 
     def __init__(self) -> None:
-        self.handed: dict[TaskId, tuple[OngoingWait, int]] = {}
+        # task -> (its wait in progress with when it began, the carried time when it was handed over)
+        self.handed: dict[TaskId, tuple[WaitSince, int]] = {}
         self.carried_ns = 0
+        # the tasks the first dump found asleep (never seen switching out), whose first wait began before it
+        self.asleep_at_start: set[TaskId] = set()
+        self.first_ns = 0  # the first dump's instant (CLOCK_BOOTTIME)
 
     def settle(self, tid: TaskId, prev: Prev | None) -> None:
         """The task's entry came: what was carried on since its wait was handed over is in its totals
@@ -192,30 +208,48 @@ class OpenWaits:
             self.settle(tid, prevs.get(tid))
 
     def take(self, opened: list[tuple], span_ns: int, seen: set[TaskId], prevs: dict[TaskId, Prev],
-             deltas: list[TaskDelta]) -> tuple[list[OffcpuDelta], tuple[OngoingWait, ...]]:
+             deltas: list[TaskDelta], end_ns: int) -> tuple[list[OffcpuDelta], "WaitsNow"]:
         """This dump's open_wait records (OpenWait fields, unpacked) and the span since the last dump (0:
         nothing is carried on): the records' charges (and a task delta for those whose task's entry did not
-        come: `seen` holds those that did), and the waits carried on."""
+        come: `seen` holds those that did), and the waits in progress at the dump (`end_ns`, CLOCK_BOOTTIME),
+        each with its beginning (a task the first dump found asleep: that dump's instant, the recording's start,
+        for all that is known; one a later dump found: that dump's)."""
         handed = self.handed
         before = self.carried_ns
         self.carried_ns = carried = before + span_ns
         out = []
-        for pid, tgid, start_ns, charged, _open_ns, kstack, ustack, state, why, func in opened:
+        for pid, tgid, start_ns, charged, open_ns, kstack, ustack, state, why, func in opened:
             tid = TaskId(pid, start_ns)
             was = handed.get(tid)
             prev = prevs.get(tid)
             if was is not None and prev is not None:  # handed over again (a stack walked for it): carried till now
                 prev.values[OFFCPU_NS] += before - was[1]
             wait = OngoingWait(tid, tgid, state, kstack, ustack, why, func)
-            handed[tid] = (wait, carried)
+            # the same wait handed over again keeps its beginning (the two clocks' readings differ by nanoseconds)
+            if was is not None:
+                since = was[0].since_ns
+            elif tid in self.asleep_at_start and prev is not None and not prev.values[OFFCPU_COUNT]:
+                since = self.first_ns
+            else:
+                since = end_ns - open_ns
+            self.asleep_at_start.discard(tid)
+            handed[tid] = (WaitSince(wait, since), carried)
             out.append(wait.charged(charged))
             if tid in seen:  # its entry came in this dump: the part is in its totals
                 continue
             if prev is not None:
                 prev.values[OFFCPU_NS] += charged
             deltas.append(blocked_only(tid, charged))
-        ongoing = tuple([w for w, at in handed.values() if at != carried]) if span_ns else ()
-        return out, ongoing
+        if not span_ns:  # every wait in progress was handed over in this dump
+            return out, WaitsNow((), (), tuple([w for w, _at in handed.values()]))
+        ongoing, since, now = [], [], []
+        for w, at in handed.values():
+            if at != carried:
+                ongoing.append(w.wait)
+                since.append(w.since_ns)
+            else:
+                now.append(w)
+        return out, WaitsNow(tuple(ongoing), tuple(since), tuple(now))
 
 
 def open_record(raw: bytes, at: int) -> tuple:

@@ -115,7 +115,8 @@ def _blocker_sentence(b: dict, duration_s: float) -> dict:
             "p99_ns": b["latency"].get("p99_ns"), "max_ns": b["max_ns"], "held_up_by": by[:2],
             "tasks": sorted({t["comm"] for t in b["tasks"]})[:4], "ntasks": len(b["tasks"]),
             "root": root["root"] if root else "", "root_share_pct": root["share_pct"] if root else None,
-            "estimated_ns": b["estimated_ns"], "method": b["method"]}
+            "estimated_ns": b["estimated_ns"], "method": b["method"],
+            "in_progress": b.get("in_progress", 0), "in_progress_longest_ns": b.get("in_progress_longest_ns", 0)}
 
 
 def _summary(doc: dict, tables: dict) -> dict:

@@ -333,6 +333,58 @@ def test_waits_carried_on_fold_as_the_charge_only_records_they_stand_for_and_are
     assert load_model(str(path)).tasks[A].offcpu_ns == folded.tasks[A].offcpu_ns
 
 
+def test_the_waits_in_progress_at_a_windows_end_are_its_last_intervals_with_their_length_so_far(tmp_path):
+    """An interval keeps the waits in progress at its end: those carried on (with their beginnings, in the
+    order of `ongoing`) and those its dump handed over (`opened`). A window's model holds those of its last
+    interval only, as the StackWaits of their keys with their length at the window's end; the
+    ranking gives each cause its count and longest; the export, each task's. A recording keeps them; one
+    made before they were kept reads as not knowing them (None), never as nothing in progress."""
+    import sqlite3
+
+    from stallscope.analyzer.sample import OngoingWait, WaitSince
+
+    m, (i0, i1) = two_interval_recording()
+    c = TaskId(102, 7 * SEC)
+    sleep, pipe = OngoingWait(A, 100, 1, SLEEP.id, 0, 0, 0), OngoingWait(c, 100, 1, PIPE.id, 0, 0, 0)
+    infos = INFOS + (TaskInfo(c, 100, 1, "hung"),)
+    # A's sleep began 0.25 s before i1's end (handed over by its dump); c has been reading since before i0
+    i0c = replace(i0, task_info=infos, offcpu=i0.offcpu + (pipe.charged(SEC),), opened=(WaitSince(pipe, 0),))
+    i1c = replace(i1, offcpu=i1.offcpu + (sleep.charged(250_000_000),), ongoing=(pipe,), ongoing_ns=SEC,
+                  ongoing_since=(0,), opened=(WaitSince(sleep, 2 * SEC - 250_000_000),))
+    stacks = {s.id: s for s in i0.stacks}
+    model = Model.from_intervals(m, [i0c, i1c], {t.task: t for t in infos}, stacks)
+    assert [(w.wait.task, w.since_ns, w.so_far_ns) for w in model.waits_now] == [
+        (c, 0, 2 * SEC), (A, 2 * SEC - 250_000_000, 250_000_000)]
+    assert model.waits_now[0].wait.kstack == PIPE
+    # a window of the first interval alone: what was in progress at its end
+    first = Model.from_intervals(m, [i0c], {t.task: t for t in infos}, stacks)
+    assert [(w.wait.task, w.so_far_ns) for w in first.waits_now] == [(c, SEC)]
+    ranked = {b.cause: b for b in rank_blockers(model)}
+    assert (ranked["Reading from a pipe"].in_progress, ranked["Reading from a pipe"].longest_now_ns) == (1, 2 * SEC)
+    assert ranked["Application requested delay"].in_progress == 1
+    assert ranked["Application requested delay"].longest_now_ns == 250_000_000
+    doc = export.to_json_doc(model)
+    assert {t["pid"]: t["blocked_now_ns"] for t in doc["tasks"]} == {100: 250_000_000, 101: None, 102: 2 * SEC}
+    pipe_doc = next(b for b in doc["blockers"] if b["cause"] == "Reading from a pipe")
+    assert (pipe_doc["in_progress"], pipe_doc["in_progress_longest_ns"]) == (1, 2 * SEC)
+
+    path = tmp_path / "now.stall"
+    write_recording(path, m, [i0c, i1c])
+    read = list(Recording(str(path)).intervals())
+    assert [iv.waits_now() for iv in read] == [i0c.waits_now(), i1c.waits_now()]
+    assert load_model(str(path)).waits_now == model.waits_now
+    db = sqlite3.connect(path)  # as a recording made before the beginnings were kept
+    db.execute("DROP TABLE opened")
+    db.execute("ALTER TABLE ongoing DROP COLUMN since_ns")
+    db.commit()
+    db.close()
+    assert [iv.waits_now() for iv in Recording(str(path)).intervals()] == [None, None]
+    old = load_model(str(path))
+    assert old.waits_now is None and old.tasks == model.tasks
+    assert all(b.in_progress == 0 for b in rank_blockers(old))
+    assert all(t["blocked_now_ns"] is None for t in export.to_json_doc(old)["tasks"])
+
+
 def test_a_lazy_model_folds_its_wakeups_and_lock_waits_when_first_read_into_what_an_eager_one_holds():
     """Model.from_intervals(lazy=True), as a timeline folds its windows: the ranking of causes reads neither
     table, so they are folded when a view first reads them, and are then what the eager fold gives."""

@@ -247,6 +247,37 @@ def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on(
     run(go())
 
 
+def test_a_wait_still_going_shows_in_max_with_a_plus_and_in_the_details():
+    """B has been reading its pipe for 4.5 s at the window's end (a wait handed over by the last dump): its
+    cause's Max is that, marked as still going, and sorts as it; the cause's detail and the task's say so."""
+    from stallscope.analyzer.sample import OngoingWait, WaitSince
+
+    from tui_fixture import B
+
+    async def go():
+        ivs = tui_intervals()
+        stuck = OngoingWait(B, 100, 1, ivs[0].offcpu[1].kstack, 0, 0, 0)
+        last = replace(ivs[1], offcpu=ivs[1].offcpu + (stuck.charged(500_000_000),),
+                       opened=(WaitSince(stuck, ivs[1].end_ns - 4_500_000_000),))
+        src = FakeLive(tui_meta())
+        app = TopApp(src, refresh_s=0.05)
+        async with app.run_test(size=(120, 40)) as pilot:
+            src.push(ivs[0])
+            src.push(last)
+            await pilot.pause(0.3)
+            assert app.current_window() == (1, 1)
+            rows = {r[0]: r for r in cells(app, "blockers")}
+            assert rows["Reading from a pipe"][3] == "4.50s+"
+            assert not any(r[3].endswith("+") for cause, r in rows.items() if cause != "Reading from a pipe")
+            await pilot.press("p", "slash", *"pipe", "enter", "enter")  # paused: the window stays
+            assert isinstance(app.screen, DetailScreen)
+            assert "1 at the window's end, the longest 4.50s so far" in str(app.screen.query(Static).last().render())
+            await pilot.press("escape", "escape", "2", "slash", *"reader", "enter", "enter")
+            text = str(app.screen.query(Static).last().render())
+            assert "blocked now     4.50s so far, in Reading from a pipe" in text, text
+    run(go())
+
+
 def test_analyzer_imports_neither_textual_nor_jinja2():
     import subprocess
 

@@ -9,7 +9,7 @@ from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.io import cause_devices
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.signals import Signals, signals
-from stallscope.analyzer.units import fmt_ns
+from stallscope.analyzer.units import fmt_longest, fmt_ns
 from stallscope.analyzer.untrusted import printable
 
 
@@ -60,7 +60,7 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
         share = "     -" if b.cls == IDLE else f"{b.share_pct:5.1f}%"
         est = f"{fmt_ns(b.estimated_ns)} ±{fmt_ns(1.96 * b.error_ns)}" if b.estimated_ns else "-"
         estimated = estimated or bool(b.estimated_ns)
-        lines.append(f"{label[:50]:<50} {fmt_ns(b.max_ns):>9} {fmt_ns(b.total_ns):>10} {fmt_ns(b.total_ns / secs):>9} "
+        lines.append(f"{label[:50]:<50} {fmt_longest(b.longest_ns, b.longest_ongoing):>9} {fmt_ns(b.total_ns):>10} {fmt_ns(b.total_ns / secs):>9} "
                      f"{share} {est:>16} {b.count:>8}  {names[:60]}\n")
         lines += [f"  {device_line(d)}\n" for d in devices.get(b.cause, ())[:3]]
     if not ranked:

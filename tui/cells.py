@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.style import Style
 from rich.text import Text
 
-from stallscope.analyzer.units import fmt_ns
+from stallscope.analyzer.units import fmt_longest, fmt_ns
 
 SPARK = " ▁▂▃▄▅▆▇█"
 # heat map shades, light to dark (a 256-colour ramp that reads on dark and light themes)
@@ -44,6 +44,13 @@ def rate(ns_per_s: float) -> Text:
 
 def dur(ns: float) -> Text:
     return num(fmt_ns(ns) if ns else "-")
+
+
+def longest(ns: float, ongoing: bool) -> Text:
+    """A longest wait; one still going, "+" after it, in bold (a task stuck now)."""
+    if not ns:
+        return num("-")
+    return num(fmt_longest(ns, ongoing), style="bold" if ongoing else "")
 
 
 def pct(value: float | None, digits: int = 1) -> Text:

@@ -67,8 +67,10 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
     _kv(t, "class", b.cls)
     _kv(t, "wait", f"{fmt_ns(b.total_ns)} in {secs:.1f} s ({fmt_ns(b.total_ns / secs)}/s), {b.share_pct:.1f}% "
                    f"of the waiting time")
-    _kv(t, "waits", f"{b.count:,} ended; max {fmt_ns(b.max_ns)}"
+    _kv(t, "waits", f"{b.count:,} ended" + (f"; max {fmt_ns(b.max_ns)}" if b.count else "")
         + "".join(f", {k[:-3]} {fmt_ns(v)}" for k, v in b.latency.items() if k.endswith("_ns")))
+    if b.in_progress:
+        _kv(t, "in progress", f"{b.in_progress:,} at the window's end, the longest {fmt_ns(b.longest_now_ns)} so far")
     if b.estimated_ns:
         _kv(t, "estimated", f"{fmt_ns(b.estimated_ns)} of it from waits not drawn for a stack walk, "
                             f"± {fmt_ns(1.96 * b.error_ns)} (95%)")
@@ -173,6 +175,10 @@ def task_detail(snap: Snapshot, r: TaskRow) -> Text:
     if r.cgroup:
         _kv(t, "cgroup", r.cgroup)
     _kv(t, "off-CPU", f"{fmt_ns(r.offcpu_per_s)}/s")
+    now = next((w for w in m.waits_now or () if w.wait.task == r.task), None)
+    if now is not None:
+        _kv(t, "blocked now", f"{fmt_ns(now.so_far_ns)} so far, in {wait_cause(m, now.wait)}"
+            + (" (already asleep when tracing began: longer than that)" if now.since_ns <= m.meta.start_ns else ""))
     _kv(t, "run-queue", f"{fmt_ns(r.runq_per_s)}/s, p99 wakeup-to-run <= {fmt_ns(r.runq_p99_ns)}")
     _kv(t, "switches", f"{r.vcs_per_s:,.1f} voluntary/s, {r.ivcs_per_s:,.1f} involuntary/s, "
                        f"{r.migrations_per_s:,.1f} migrations/s")

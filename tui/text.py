@@ -9,7 +9,7 @@ from __future__ import annotations
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, START_UP_INTERVALS, Cost
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
 from stallscope.analyzer.timeline import Snapshot, Timeline
-from stallscope.analyzer.units import fmt_ns
+from stallscope.analyzer.units import fmt_longest, fmt_ns
 from stallscope.analyzer.untrusted import printable as _clean
 
 CLEAR = "\x1b[H\x1b[2J"
@@ -77,7 +77,7 @@ def snapshot_text(snap: Snapshot, rows: int = 15, tuning=None, hide_tgid: int | 
     for b in snap.ranked[:rows]:
         names = ", ".join(sorted({_clean(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
         lines.append(f"{_clean(b.cause)[:40]:<40} {fmt_ns(b.total_ns / secs):>9} {b.share_pct:5.1f}% "
-                     f"{b.count:>7} {fmt_ns(b.max_ns):>9}  {names[:60]}\n")
+                     f"{b.count:>7} {fmt_longest(b.longest_ns, b.longest_ongoing):>9}  {names[:60]}\n")
     if snap.idle_ns:
         lines.append(f"{'(idle waits, not ranked)':<40} {fmt_ns(snap.idle_ns / secs):>9}\n")
     lines.append(f"\n{'TASK':<22} {'PID':>7} {'OFF-CPU/s':>10} {'RUNQ/s':>9} {'VCS':>6} {'IVCS':>6} {'MIGR':>5}\n")

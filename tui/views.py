@@ -15,7 +15,7 @@ from rich.text import Text
 from stallscope.analyzer.recommend import RECOMMENDED
 from stallscope.analyzer.timeline import Snapshot, Timeline
 from stallscope.analyzer.units import fmt_bytes, fmt_ns
-from stallscope.tui.cells import count, dur, heat, lit, num, pct, rate, sparkline, visible
+from stallscope.tui.cells import count, dur, heat, lit, longest, num, pct, rate, sparkline, visible
 
 SPARK_INTERVALS = 60  # the last minute at 1 s intervals
 
@@ -67,7 +67,7 @@ def _names(snap: Snapshot, tasks) -> str:
 
 class BlockersView(View):
     name, title = "blockers", "Blockers"
-    columns = (Column("Blocker (cause)", 34, False), Column("Wait/s", 9), Column("Share", 6), Column("Max", 8),
+    columns = (Column("Blocker (cause)", 34, False), Column("Wait/s", 9), Column("Share", 6), Column("Max", 9),
                Column("p99", 8), Column("Count", 8), Column("Last minute", 12, False), Column("Tasks", 16, False))
     detail = True
 
@@ -89,9 +89,10 @@ class BlockersView(View):
             cause = lit(b.cause)
             if est:
                 cause.append(est, style="dim")
-            out.append(Row(b.cause, (b.cause, b.total_ns, b.share_pct, b.max_ns, b.p99_ns, b.count, b.total_ns,
+            out.append(Row(b.cause, (b.cause, b.total_ns, b.share_pct, b.longest_ns, b.p99_ns, b.count, b.total_ns,
                                      len(b.tasks)),
-                           (cause, rate(b.total_ns / secs), pct(b.share_pct), dur(b.max_ns), dur(b.p99_ns),
+                           (cause, rate(b.total_ns / secs), pct(b.share_pct), longest(b.longest_ns, b.longest_ongoing),
+                            dur(b.p99_ns),
                             count(b.count), sparkline([h.get(b.cause, 0) for h in history], 12),
                             lit(_names(snap, b.tasks))), b))
         return out
