@@ -22,7 +22,7 @@ from stallscope.analyzer.attribution import (
 )
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable
 from stallscope.analyzer.memo import per_model
-from stallscope.analyzer.model import Model
+from stallscope.analyzer.model import Model, WaitsNow
 from stallscope.analyzer.sample import (  # noqa: F401 (re-exported: the reasons a wait has no stack)
     STACK_FAILED, STACK_ID_MIN, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack,
     TaskId,
@@ -172,21 +172,32 @@ def waits_now_by_cause(model: Model, tasks: set[TaskId] | None = None,
                        table: CauseTable | None = None) -> dict[str, tuple[int, int]]:
     """Cause -> (waits in progress at the window's end, the longest so far) of the tasks in view, each wait
     classified as a wait of its key is (its stack when one was walked for it, else its evidence)."""
-    if not model.waits_now:
+    now = model.waits_now
+    if not isinstance(now, WaitsNow) or not now.keys:
         return {}
     scope = in_scope(model, tasks)
-    out: dict[str, tuple[int, int]] = {}
-    names: dict[tuple, str] = {}  # a machine's sleeping threads wait on few keys but their own tasks
-    for now in model.waits_now:
-        w = now.wait
-        if scope is not None and w.task not in scope:
+    # a machine's sleeping threads wait alike but for their tasks: those alike are classified once (what a
+    # cause reads: the key without its task, and how the key's waits ended)
+    groups: dict[tuple, list] = {}  # -> [waits, earliest beginning, a StackWait of them]
+    waits = now.waits
+    for key, since, at in zip(now.keys, now.since, now.places):
+        if at < 0 or (scope is not None and key[0] not in scope):
             continue
-        like = (w.kstack_id, w.ustack_id, w.state, w.why, w.func, w.woken)
-        name = names.get(like)
-        if name is None:
-            name = names[like] = classify_wait(model, w, table).name
-        n, longest = out.get(name, (0, 0))
-        out[name] = (n + 1, longest if longest > now.so_far_ns else now.so_far_ns)
+        w = waits[at]
+        like = (key[2:], w.woken)
+        g = groups.get(like)
+        if g is None:
+            groups[like] = [1, since, w]
+        else:
+            g[0] += 1
+            if since < g[1]:
+                g[1] = since
+    out: dict[str, tuple[int, int]] = {}
+    for n, since, w in groups.values():
+        name = classify_wait(model, w, table).name
+        count, longest = out.get(name, (0, 0))
+        so_far = now.end_ns - since if now.end_ns > since else 0
+        out[name] = (count + n, longest if longest > so_far else so_far)
     return out
 
 

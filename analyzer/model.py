@@ -245,8 +245,9 @@ class Model:
     io_queue: dict[int, IoQueueDelta] = field(default_factory=dict)
     io_submitters: tuple[IoSubmitDelta, ...] = ()
     io_wakes: tuple[IoWakeDelta, ...] = ()
-    # the waits in progress at the window's end; None where the recording did not keep them
-    waits_now: tuple[WaitNow, ...] | None = None
+    # the waits in progress at the window's end (WaitsNow: made when first read); None where the recording
+    # did not keep them
+    waits_now: Sequence[WaitNow] | None = None
 
     @property
     def duration_s(self) -> float:
@@ -331,7 +332,7 @@ class Model:
                     waits[key] = [o.count, o.total_ns, o.max_ns if o.max_ns > 0 else 0,
                                   _add_slots(None, o.hist) if o.hist else None,
                                   o.total_ns if o.charged_ns is None else o.charged_ns, o.weighted_ns, o.var_us2,
-                                  list(o.woken)]
+                                  list(o.woken), len(waits)]
                     continue
                 w[0] += o.count
                 w[1] += o.total_ns
@@ -414,14 +415,14 @@ class Model:
         for (tid, tgid, *_rest), e in oncpu.items():
             if tid not in totals:
                 totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, e[0]))
-        stack_waits = {key: _new_stack_wait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], k, u,
-                                            tuple(v[3]) if v[3] else (), why,
-                                            funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
-                                            tuple(v[7]))
-                       for key, v in waits.items() for (tid, tgid, state, k, u, why, func) in (key,)}
+        made = tuple(_new_stack_wait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], k, u,
+                                     tuple(v[3]) if v[3] else (), why,
+                                     funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
+                                     tuple(v[7]))
+                     for (tid, tgid, state, k, u, why, func), v in waits.items())
         return cls(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
-            waits=tuple(stack_waits.values()), waits_now=_waits_now(last, stack_waits),
+            waits=made, waits_now=_waits_now(last, waits, made),
             wakeups=Folded(lambda: _WakeFold.of(deferred).result(stacks)) if lazy else wakes.result(stacks),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
@@ -598,16 +599,40 @@ class Folded(Sequence):
         return repr(self.items)
 
 
-def _waits_now(last: Interval | None, stack_waits: dict[tuple, StackWait]) -> tuple[WaitNow, ...] | None:
-    """The waits in progress at the end of the window's last interval, as the window's StackWaits of their
-    keys, in the interval's order."""
-    now = last.waits_now() if last is not None else None
-    if now is None:
+class WaitsNow(Folded):
+    """The waits in progress at a window's end, as WaitNow records made when first read (a window of
+    thousands of sleeping threads has as many, and most readers want a few of them), and as the last
+    interval holds them, for a reader that groups them: `keys` (each an OngoingWait), `since`, and
+    `places`, each key's StackWait's place in `waits` (the model's), in one order (-1: none, never
+    expected: each was charged in that interval, handed over or carried on)."""
+
+    __slots__ = ("keys", "since", "places", "waits", "end_ns")
+
+    def __init__(self, keys: tuple, since: tuple[int, ...], places: tuple[int, ...], waits: tuple[StackWait, ...],
+                 end_ns: int):
+        super().__init__(self._made)
+        self.keys, self.since, self.places, self.waits, self.end_ns = keys, since, places, waits, end_ns
+
+    def _made(self) -> tuple[WaitNow, ...]:
+        end, waits = self.end_ns, self.waits
+        return tuple([WaitNow(waits[i], s, end - s if end > s else 0) for s, i in zip(self.since, self.places)
+                      if i >= 0])
+
+
+_POSITION = 8  # a wait accumulator's place among the window's (its StackWait's in `Model.waits`)
+
+
+def _waits_now(last: Interval | None, waits: dict, made: tuple[StackWait, ...]) -> WaitsNow | None:
+    """The waits in progress at the end of the window's last interval (None where it did not keep them);
+    `waits`: the window's wait accumulators, each with its place in the StackWaits `made` of them."""
+    if last is None or last.opened is None or len(last.ongoing_since) != len(last.ongoing):
         return None
-    end, get = last.end_ns, stack_waits.get
-    # each charged in the last interval (handed over, or carried on), so its key is always among the window's
-    return tuple([WaitNow(w, since, end - since if end > since else 0) for wait, since in now
-                  if (w := get(wait)) is not None])
+
+    opened, get = last.opened, waits.get
+    keys = last.ongoing + tuple([w.wait for w in opened]) if opened else last.ongoing
+    since = last.ongoing_since + tuple([w.since_ns for w in opened]) if opened else last.ongoing_since
+    places = tuple([v[_POSITION] if (v := get(k)) is not None else -1 for k in keys])
+    return WaitsNow(keys, since, places, made, last.end_ns)
 
 
 def _fold_ongoing(iv: Interval, tasks: dict, waits: dict) -> None:
@@ -617,7 +642,7 @@ def _fold_ongoing(iv: Interval, tasks: dict, waits: dict) -> None:
     for key in iv.ongoing:
         w = waits.get(key)
         if w is None:
-            waits[key] = [0, 0, 0, None, ns, 0, 0, [0, 0, 0]]
+            waits[key] = [0, 0, 0, None, ns, 0, 0, [0, 0, 0], len(waits)]
         else:
             w[4] += ns
         t = tasks.get(key[0])

@@ -151,7 +151,7 @@ class SchedCollector:
         self._open_deltas: list[OffcpuDelta] = []  # waits in progress charged by the dump
         self._open = task_dump.OpenWaits()  # the waits in progress handed over, and those carried on
         self._ongoing: tuple[OngoingWait, ...] = ()  # the last dump's carried waits
-        self._now = task_dump.WaitsNow((), (), ())  # the last dump's waits in progress, with their beginnings
+        self._now = task_dump.InProgress((), (), ())  # the last dump's waits in progress, with their beginnings
         self._ongoing_ns = 0
         self._dump_clock = 0  # the last dump's instant (CLOCK_MONOTONIC ns), 0: every wait is handed over
         self._named_functions: set[int] = set()

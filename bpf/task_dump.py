@@ -15,7 +15,7 @@ import ctypes
 import struct
 from dataclasses import dataclass
 from itertools import compress
-from operator import ne
+from operator import itemgetter, ne
 from typing import NamedTuple
 
 from stallscope.analyzer.sample import (
@@ -170,7 +170,10 @@ def comm_of(values) -> str:
     return name
 
 
-class WaitsNow(NamedTuple):
+_WAIT, _SINCE = itemgetter(0), itemgetter(1)
+
+
+class InProgress(NamedTuple):
     """The waits in progress at a dump: those it carried on (Interval.ongoing) with their beginnings, and
     those it handed over (Interval.opened)."""
 
@@ -208,7 +211,7 @@ class OpenWaits:
             self.settle(tid, prevs.get(tid))
 
     def take(self, opened: list[tuple], span_ns: int, seen: set[TaskId], prevs: dict[TaskId, Prev],
-             deltas: list[TaskDelta], end_ns: int) -> tuple[list[OffcpuDelta], "WaitsNow"]:
+             deltas: list[TaskDelta], end_ns: int) -> tuple[list[OffcpuDelta], "InProgress"]:
         """This dump's open_wait records (OpenWait fields, unpacked) and the span since the last dump (0:
         nothing is carried on): the records' charges (and a task delta for those whose task's entry did not
         come: `seen` holds those that did), and the waits in progress at the dump (`end_ns`, CLOCK_BOOTTIME),
@@ -241,15 +244,12 @@ class OpenWaits:
                 prev.values[OFFCPU_NS] += charged
             deltas.append(blocked_only(tid, charged))
         if not span_ns:  # every wait in progress was handed over in this dump
-            return out, WaitsNow((), (), tuple([w for w, _at in handed.values()]))
-        ongoing, since, now = [], [], []
-        for w, at in handed.values():
-            if at != carried:
-                ongoing.append(w.wait)
-                since.append(w.since_ns)
-            else:
-                now.append(w)
-        return out, WaitsNow(tuple(ongoing), tuple(since), tuple(now))
+            return out, InProgress((), (), tuple([w for w, _at in handed.values()]))
+        # thousands of sleeping threads' waits carried on, each interval: passes in C where they can be
+        waits = handed.values()
+        kept = [w for w, at in waits if at != carried]
+        return out, InProgress(tuple(map(_WAIT, kept)), tuple(map(_SINCE, kept)),
+                             tuple([w for w, at in waits if at == carried]))
 
 
 def open_record(raw: bytes, at: int) -> tuple:
