@@ -216,6 +216,37 @@ def test_a_model_without_intervals_renders_without_charts(tmp_path):
     assert page.data["series"] is None and "blockers" in page.sections
 
 
+def test_the_summary_says_which_waits_were_still_going_when_the_recording_ended(tmp_path):
+    """A task reading a pipe for the whole recording and still at it: its cause's sentence says so with its
+    length so far; where no wait of the cause ended, without "over 0 waits, longest 0ns"."""
+    from dataclasses import replace
+
+    from stallscope import reports
+    from stallscope.analyzer.load import load_model
+    from stallscope.analyzer.sample import OngoingWait, TaskId, TaskInfo, WaitSince
+    from synthetic import INFOS, PIPE, SEC
+
+    m, (i0, i1) = two_interval_recording()
+    c = TaskId(102, 7 * SEC)
+    stuck = OngoingWait(c, 102, 1, PIPE.id, 0, 0, 0)
+    i0 = replace(i0, task_info=INFOS + (TaskInfo(c, 102, 1, "stuck"),), offcpu=i0.offcpu + (stuck.charged(SEC),),
+                 opened=(WaitSince(stuck, 0),))
+    i1 = replace(i1, ongoing=(stuck,), ongoing_ns=SEC, ongoing_since=(0,), opened=())
+    path = tmp_path / "stuck.stall"
+    write_recording(path, m, [i0, i1])
+    text = " ".join(re.sub(r"<[^>]+>", " ", reports.render(reports.build(load_model(str(path))))).split())
+    pipe = re.search(r"Reading from a pipe : [^;]*;", text).group(0)
+    assert pipe.endswith("over 50 waits, longest 10.00ms, 1 still waiting when the recording ended (the longest "
+                         "2.00s so far);"), pipe
+    # a cause none of whose waits ended: no count or longest of none
+    i1 = replace(i1, offcpu=(), tasks=())
+    i0 = replace(i0, offcpu=(stuck.charged(SEC),), tasks=(), wakers=())
+    write_recording(path, m, [i0, i1])
+    text = " ".join(re.sub(r"<[^>]+>", " ", reports.render(reports.build(load_model(str(path))))).split())
+    pipe = re.search(r"Reading from a pipe : [^;]*;", text).group(0)
+    assert pipe.endswith("(1.00s/s), 1 still waiting when the recording ended (the longest 2.00s so far);"), pipe
+
+
 # ---- the command line ---------------------------------------------------------------------------
 
 
