@@ -624,7 +624,7 @@ class Recording:
         io, io_queue, io_submitters, io_wakes = self._io_streams(window)
         # the waits in progress at each interval's end: carried on (ongoing) and handed over (opened), with
         # their beginnings (since_ns: NULL, and no `opened` table, in recordings made before they were kept)
-        ongoing = self._stream("ongoing", _WAIT_SINCE_COLUMNS, window, _wait_since)
+        ongoing = self._stream("ongoing", _WAIT_SINCE_COLUMNS, window, _wait_and_since)
         opened = self._stream("opened", _WAIT_SINCE_COLUMNS, window, _wait_since)
         kept = "opened" in self.tables
         rows = self._stream("intervals", (
@@ -710,11 +710,16 @@ _WAIT_SINCE_COLUMNS = ("idx", "pid", "start_ns", "tgid", "state", "kstack", "ust
                        ("since_ns", "NULL"))
 
 
+def _wait_and_since(r) -> tuple[OngoingWait, int | None]:
+    """A row of `ongoing` (thousands an interval on a machine of sleeping threads): a pair, not a record."""
+    return OngoingWait(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], _u64(r[8])), r[9]
+
+
 def _wait_since(r) -> WaitSince:
-    return WaitSince(OngoingWait(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], _u64(r[8])), r[9])
+    return WaitSince(*_wait_and_since(r))
 
 
-def _waits_now(ongoing: tuple[WaitSince, ...], opened: tuple[WaitSince, ...], kept: bool) -> dict:
+def _waits_now(ongoing: tuple[tuple, ...], opened: tuple[WaitSince, ...], kept: bool) -> dict:
     """An interval's ongoing, ongoing_since and opened from its rows of the two tables; where their beginnings
     were not kept, only the waits carried on."""
     waits = tuple(map(itemgetter(0), ongoing))
