@@ -625,7 +625,7 @@ _POSITION = 8  # a wait accumulator's place among the window's (its StackWait's 
 def _waits_now(last: Interval | None, waits: dict, made: tuple[StackWait, ...]) -> WaitsNow | None:
     """The waits in progress at the end of the window's last interval (None where it did not keep them);
     `waits`: the window's wait accumulators, each with its place in the StackWaits `made` of them."""
-    if last is None or last.opened is None or len(last.ongoing_since) != len(last.ongoing):
+    if last is None or not last.beginnings_kept:
         return None
 
     opened, get = last.opened, waits.get

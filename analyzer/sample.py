@@ -541,10 +541,15 @@ class Interval:
         ns = self.ongoing_ns
         return self.offcpu + tuple(w.charged(ns) for w in self.ongoing)
 
+    @property
+    def beginnings_kept(self) -> bool:
+        """Whether the interval says when each of its waits in progress began (recordings made before it was
+        kept do not)."""
+        return self.opened is not None and len(self.ongoing_since) == len(self.ongoing)
+
     def waits_now(self) -> tuple[WaitSince, ...] | None:
-        """Every wait in progress at the interval's end, with its beginning; None where the recording did
-        not keep when its carried waits began."""
-        if self.opened is None or len(self.ongoing_since) != len(self.ongoing):
+        """Every wait in progress at the interval's end, with its beginning; None where not kept."""
+        if not self.beginnings_kept:
             return None
         if not self.ongoing:
             return self.opened

@@ -318,7 +318,7 @@ class RecordingWriter:
                 (i, o.task.pid, o.task.start_time_ns, o.tgid, o.state, _s64(o.kstack), _s64(o.ustack), o.count,
                  o.total_ns, o.max_ns, _hist_text(o.hist), o.why, _s64(o.func), o.charged_ns, o.weighted_ns,
                  o.var_us2, None if not any(o.woken) else "%d,%d,%d" % o.woken) for o in iv.offcpu])
-            since = iv.ongoing_since if len(iv.ongoing_since) == len(iv.ongoing) else (None,) * len(iv.ongoing)
+            since = iv.ongoing_since if iv.beginnings_kept else (None,) * len(iv.ongoing)
             db.executemany("INSERT INTO ongoing VALUES (?,?,?,?,?,?,?,?,?,?)", [
                 (i, w.task.pid, w.task.start_time_ns, w.tgid, w.state, _s64(w.kstack), _s64(w.ustack), w.why,
                  _s64(w.func), at) for w, at in zip(iv.ongoing, since)])
@@ -637,7 +637,7 @@ class Recording:
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
                            futex.take(idx), tuning.take(idx), io=io.take(idx), io_queue=io_queue.take(idx),
                            io_submitters=io_submitters.take(idx), io_wakes=io_wakes.take(idx),
-                           ongoing_ns=ongoing_ns, **_waits_now(ongoing.take(idx), opened.take(idx), kept))
+                           ongoing_ns=ongoing_ns, **_interval_waits(ongoing.take(idx), opened.take(idx), kept))
 
     def lock_rows(self, intervals: Container[int]) -> Iterator[tuple[int, tuple]]:
         """The kernel lock contentions of `intervals` (those read), in interval order, each as (its interval,
@@ -719,7 +719,7 @@ def _wait_since(r) -> WaitSince:
     return WaitSince(*_wait_and_since(r))
 
 
-def _waits_now(ongoing: tuple[tuple, ...], opened: tuple[WaitSince, ...], kept: bool) -> dict:
+def _interval_waits(ongoing: tuple[tuple, ...], opened: tuple[WaitSince, ...], kept: bool) -> dict:
     """An interval's ongoing, ongoing_since and opened from its rows of the two tables; where their beginnings
     were not kept, only the waits carried on."""
     waits = tuple(map(itemgetter(0), ongoing))

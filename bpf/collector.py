@@ -500,6 +500,8 @@ class SchedCollector:
                 self._leader_start[tgid] = start_ns
             if flags & abi.TS_FOUND_BLOCKED and not self._index:  # asleep since before the first dump
                 opens.asleep_at_start.add(tid)
+            elif opens.asleep_at_start and values[task_dump.OFFCPU_COUNT]:  # that wait ended
+                opens.asleep_at_start.discard(tid)
             if tgid not in self._remembered:
                 self._remember_process(tid, tgid, values[task_dump.PTGID], flags)
             d = task_dump.task_delta(tid, vraw, values, prev, e)

@@ -194,7 +194,8 @@ class OpenWaits:
         # task -> (its wait in progress with when it began, the carried time when it was handed over)
         self.handed: dict[TaskId, tuple[WaitSince, int]] = {}
         self.carried_ns = 0
-        # the tasks the first dump found asleep (never seen switching out), whose first wait began before it
+        # the tasks the first dump found asleep (never seen switching out), whose first wait began before it and
+        # has not ended (the collector drops a task whose entry counts an ended wait)
         self.asleep_at_start: set[TaskId] = set()
         self.first_ns = 0  # the first dump's instant (CLOCK_BOOTTIME)
 
@@ -231,7 +232,7 @@ class OpenWaits:
             # the same wait handed over again keeps its beginning (the two clocks' readings differ by nanoseconds)
             if was is not None:
                 since = was[0].since_ns
-            elif tid in self.asleep_at_start and prev is not None and not prev.values[OFFCPU_COUNT]:
+            elif tid in self.asleep_at_start:  # its first wait, the one the first dump found (none ended yet)
                 since = self.first_ns
             else:
                 since = end_ns - open_ns
