@@ -133,6 +133,7 @@ class SchedCollector:
             identity(abi.WakerKey), identity(abi.WakerKey, "waker_pid", "waker_start_ns")))
         self._prev_matrix: list[int] = [0] * (self.nr_cpus * self.nr_cpus)
         self._matrix_cells: list[int] = list(self._prev_matrix)
+        self._migrations_counted = False  # bpf/sched.bpf.c migrations_off
         self._prev_cs = 0
         self._health = HealthDeltas(abi.SchedHealth)
         self._programs = ProgramDeltas()
@@ -178,6 +179,7 @@ class SchedCollector:
             for prog in obj.programs():
                 prog.autoload = False
             obj.load()
+            obj.map("migrations_off").update(b"\0\0\0\0", b"\1\0\0\0")  # until the first drain's matrix read
         except BaseException:
             obj.close()
             raise
@@ -345,6 +347,12 @@ class SchedCollector:
                 if policy in (1, 2)}
 
     # ---- draining -----------------------------------------------------
+    def last_drain_next(self) -> None:
+        """The next drain is the last: migrations stop being counted now, so that its matrix and its
+        tasks' counts hold the same ones (bpf/sched.bpf.c migrations_off)."""
+        if self.obj is not None:
+            self.obj.map("migrations_off").update(b"\0\0\0\0", b"\1\0\0\0")
+
     def drain(self) -> Interval:
         assert self.obj is not None, "start() first"
         obj = self.obj
@@ -441,6 +449,9 @@ class SchedCollector:
         raw = self._dump.read() if self._dump is not None else b""
         # the matrix right after the dump, before any parsing, so that few migrations fall between them
         self._matrix_cells = self._read_matrix(obj)
+        if not self._migrations_counted:  # the set-up drain: from here on both count them
+            obj.map("migrations_off").update(b"\0\0\0\0", b"\0\0\0\0")
+            self._migrations_counted = True
         live, opened, at, end = [], [], 0, len(raw)
         while at + hs <= end:
             kind, size = _HEADER.unpack_from(raw, at)

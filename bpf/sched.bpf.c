@@ -121,6 +121,18 @@ struct {
 	__type(value, __u64);
 } migration_matrix SEC(".maps");
 
+/* Non-zero while migrations are not counted: outside the recorded intervals, from before the
+ * set-up drain's dump (user space writes it once the maps are made) until that drain has read
+ * the matrix, and from just before the final drain. The matrix and the tasks' counts are read
+ * at two instants: a migration between them would be in one only, and at the recording's two
+ * ends nothing follows to even it out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} migrations_off SEC(".maps");
+
 /* Children's switch totals a process had folded into its rusage (signal->cnvcsw,
  * cnivcsw) when each of its last REAPER_MARKS do_wait() calls began: tgid -> ring.
  * A parent reaping in a tight loop takes a few microseconds a child while a
@@ -259,25 +271,28 @@ static __always_inline bool defer_first(struct task_struct *p, __u64 woken_ns, _
 	}
 	if (woken_ns)
 		d->woken_ns = woken_ns;
-	d->migrations += migrations;
+	__sync_fetch_and_add(&d->migrations, migrations);
 	return true;
 }
 
 /* The entry was made: what was kept for it goes in. Its wakeup's run-queue wait is timed
- * from the wakeup unless the task already ran (then it is over, and counted in run_delay). */
-static __always_inline void take_deferred(struct task_struct *p, struct task_stats *s, int running)
+ * from the wakeup unless the task already ran (then it is over, and counted in run_delay).
+ * The dump takes what was kept for a task that has an entry (`running` set: the wakeup's time
+ * is left): kept by an event that lost the race to make the entry to another CPU's. */
+static __always_inline bool take_deferred(struct task_struct *p, struct task_stats *s, int running)
 {
 	struct task_key key = { .pid = p->pid, .start_ns = p->start_boottime };
 	struct deferred_first *d = bpf_map_lookup_elem(&deferred_wakeups, &key);
 
 	if (!d)
-		return;
-	s->migrations += d->migrations;
+		return false;
+	__sync_fetch_and_add(&s->migrations, __sync_lock_test_and_set(&d->migrations, 0));
 	if (d->woken_ns && !running) {
 		s->runq_ts = d->woken_ns;
 		s->runq_from_wakeup = 1;
 	}
 	bpf_map_delete_elem(&deferred_wakeups, &key);
+	return true;
 }
 
 /* The entry of `p` made from `init` (this CPU's buffer at its level): NULL when the kernel could not. */
@@ -340,6 +355,10 @@ static __always_inline struct task_stats *make_stats(struct task_struct *p, int 
 	s = build_stats(p, init, zeros, running_switch, voluntary);
 	__sync_fetch_and_sub(level, 1);
 	if (!s) {
+		/* another CPU made it meanwhile: its make_stats took what was kept */
+		s = bpf_task_storage_get(&task_stats, p, 0, 0);
+		if (s)
+			return s;
 		if (count_failure)
 			__sync_fetch_and_add(&health.storage_errors, 1);
 		return NULL;
@@ -1084,12 +1103,15 @@ int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
 {
 	__u32 orig = BPF_CORE_READ(p, thread_info.cpu);
 	struct task_stats *s;
+	__u32 idx, zero = 0, *off;
 	__u64 *cell;
-	__u32 idx;
 
 	/* set_task_cpu() fires the tracepoint even when the CPU does not change;
 	 * only a change counts, as se.nr_migrations does. */
 	if (orig == (__u32)dest_cpu || !wanted(p))
+		return 0;
+	off = bpf_map_lookup_elem(&migrations_off, &zero);
+	if (off && *off)
 		return 0;
 	s = stats_if_seen(p);
 	if (!s && !p->on_cpu) {
@@ -1298,6 +1320,8 @@ int dump_tasks(struct bpf_iter__task *ctx)
 		s = open_found_blocked(t);
 	if (!s || (s->flags & TS_DEAD))
 		return 0;
+	if (take_deferred(t, s, 1))
+		mark_changed(s);
 	pending = charge_open(t, s, &ow, &carried, &bt);
 	changed = s->changed;
 	if (pending && carried && !changed) {

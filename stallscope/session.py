@@ -266,6 +266,7 @@ class Session:
                     stop = stop or "done"
                 if stop:
                     self._finish_groups()
+                    collector.last_drain_next()
                 with interval_work():
                     iv = self._drain()
                     self._say_if_starved(iv)

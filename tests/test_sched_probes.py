@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import time
 
@@ -260,17 +261,24 @@ def test_system_switch_count_matches_proc_stat(sleeper_run):
 
 
 def test_migration_matrix_holds_every_migration(sleeper_run):
-    """The CPU x CPU matrix and the per-thread counts come from the same event: their totals agree,
-    and the per-thread counts are the kernel's (test_switch_counts_and_migrations_are_the_kernels)."""
-    doc, _, _ = sleeper_run
+    """The CPU x CPU matrix and the per-thread counts come from the same event, and the per-thread counts are
+    the kernel's (test_switch_counts_and_migrations_are_the_kernels). Each drain reads the threads' counters,
+    then the matrix: a migration in between is in the matrix of one interval and the thread's count of the
+    next. At the recording's two ends migrations are not counted (bpf/sched.bpf.c migrations_off): else the
+    last interval's would be in the matrix only (4 to 8 of them in 3 of 30 runs on a loaded machine). A few
+    are still in the matrix and in no thread's count, cause not found: none in most runs, 1 to 6 in about one
+    run of four while two CPU hogs at nice 19 share the machine."""
+    doc, _, path = sleeper_run
     matrix = doc["migrations"]["matrix"]
     assert len(matrix) == doc["meta"]["cpus"] and all(len(row) == len(matrix) for row in matrix)
     assert all(matrix[i][i] == 0 for i in range(len(matrix)))
-    # each drain reads the threads' counters just before the matrix: a migration in between is in the
-    # matrix of the last interval only, or (at the drain that ends the set-up, which is dropped) in the
-    # threads' counts only
     per_thread = sum(t["migrations"] for t in doc["tasks"])
-    assert per_thread > 0 and abs(doc["migrations"]["total"] - per_thread) <= 3
+    with sqlite3.connect(path) as db:
+        by_interval = db.execute("SELECT m.idx, m.n, coalesce(t.n, 0) FROM (SELECT idx, sum(count) n FROM migrations "
+                                 "GROUP BY idx) m LEFT JOIN (SELECT idx, sum(migrations) n FROM task_deltas GROUP BY "
+                                 "idx) t ON m.idx = t.idx ORDER BY m.idx").fetchall()
+    assert per_thread > 0 and 0 <= doc["migrations"]["total"] - per_thread <= 3, (
+        f"matrix {doc['migrations']['total']}, threads {per_thread}; (interval, matrix, threads): {by_interval}")
 
 
 def test_the_collector_forgets_a_process_one_drain_after_its_leader_exited():
