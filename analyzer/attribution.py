@@ -22,13 +22,13 @@ were drawn by length (no weights) shares its unwalked waits by the walked ones' 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress, count
 from typing import NamedTuple
 
 from stallscope.analyzer.memo import per_model
-from stallscope.analyzer.causes import BLOCKER, Cause, CauseTable, default_table
-from stallscope.analyzer.model import Model, StackWait
+from stallscope.analyzer.causes import BLOCKER, IDLE, Cause, CauseTable, default_table
+from stallscope.analyzer.model import LONG_OPEN_NS, Model, StackWait, WaitsNow
 from stallscope.analyzer.sample import (
     STACK_FAILED, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack, TaskId,
 )
@@ -82,6 +82,82 @@ def classify_wait(model: Model, w: StackWait, table: CauseTable | None = None) -
     return cause if cause is not None else no_stack_cause(w.kstack_id)
 
 
+def idle_input_name(cause: str) -> str:
+    """The idle cause of a wait for input that got nothing for a second and more ("Reading from a pipe,
+    nothing came")."""
+    return f"{cause}, nothing came"
+
+
+def input_cause(model: Model, w: StackWait, table: CauseTable | None = None) -> Cause | None:
+    """The cause of a wait when it is a blocker that waits for input (Rule.input; its stack's, or, with none
+    walked for it, its evidence's); None otherwise."""
+    cause = classify_wait(model, w, table)
+    if not cause.matched and not _drawn(w):
+        cause = (table or default_table()).classify(None, w.ustack, w.state, wait_evidence(model, w)) or cause
+    return cause if cause.input and cause.cls == BLOCKER else None
+
+
+def idle_input_waits(model: Model, table: CauseTable | None = None) -> dict[tuple, Cause]:
+    """The waits in progress at the window's end (their keys) that wait for input and had got nothing for
+    LONG_OPEN_NS or more, each with its blocker cause."""
+    now = model.waits_now
+    if not isinstance(now, WaitsNow) or not now.keys:
+        return {}
+    late, waits = now.end_ns - LONG_OPEN_NS, now.waits
+    named: dict[tuple, Cause | None] = {}  # a machine's sleeping readers wait alike but for their tasks
+    out = {}
+    for key, since, at in zip(now.keys, now.since, now.places):
+        if at < 0 or since > late:
+            continue
+        w = waits[at]
+        like = (key[2:], w.woken)
+        if like not in named:
+            named[like] = input_cause(model, w, table)
+        if named[like] is not None:
+            out[key] = named[like]
+    return out
+
+
+def _idle_input(model: Model, merged: dict[tuple[TaskId, str], Part], table: CauseTable | None) -> None:
+    """A wait for input is a consumer held up by its producer; but the part of it charged while it had
+    already gone on for LONG_OPEN_NS (StackWait.long_open_ns: a reader that got nothing, an idle one) moves
+    from its blocker cause to the idle one, "NAME, nothing came". The parts changed are copies: the strata
+    keep theirs."""
+    named: dict[tuple, Cause | None] = {}
+    for w in model.waits:
+        if not w.long_open_ns:
+            continue
+        like = (w.state, w.kstack_id, w.ustack_id, w.why, w.func, w.woken)
+        if like not in named:
+            named[like] = input_cause(model, w, table)
+        cause = named[like]
+        if cause is None:
+            continue
+        p = merged.get((w.task, cause.name))
+        if p is None or p.ns <= 0:
+            continue
+        moved = min(float(w.long_open_ns), p.ns)
+        moved_est = max(0.0, moved - (p.ns - p.estimated_ns))
+        stacks = {sid: list(e) for sid, e in p.stacks.items()}
+        walked = stacks.get(w.kstack_id)
+        if walked is not None:
+            walked[0] = max(0.0, walked[0] - moved)
+        left = replace(p, ns=p.ns - moved, estimated_ns=p.estimated_ns - moved_est, stacks=stacks, hist=dict(p.hist))
+        if left.ns <= 0 and not left.count:
+            del merged[(w.task, cause.name)]
+        else:
+            merged[(w.task, cause.name)] = left
+        idle = Cause(idle_input_name(cause.name), IDLE, cause.frame, cause.matched, cause.method)
+        q = merged.get((w.task, idle.name))
+        if q is None:
+            q = merged[(w.task, idle.name)] = Part(idle, w.task)
+        q.ns += moved
+        q.estimated_ns += moved_est
+        if walked is not None:
+            e = q.stacks.setdefault(w.kstack_id, [0, walked[1]])
+            e[0] += moved
+
+
 def _drawn(w: StackWait) -> bool:
     return w.kstack is not None and bool(w.kstack.frames)
 
@@ -113,6 +189,7 @@ def _attribute(model: Model, table: CauseTable | None) -> tuple[Part, ...]:
                 merged[key] = m
                 _merge_into(m, first)
             _merge_into(m, p)
+    _idle_input(model, merged, table)
     return tuple(merged.values())
 
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from stallscope.analyzer.attribution import (
-    LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, no_stack_cause, nonzero_slots,
+    LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, idle_input_name, idle_input_waits,
+    input_cause, no_stack_cause, nonzero_slots,
 )
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable
 from stallscope.analyzer.memo import per_model
-from stallscope.analyzer.model import Model, WaitsNow
+from stallscope.analyzer.model import LONG_OPEN_NS, Model, WaitsNow
 from stallscope.analyzer.sample import (  # noqa: F401 (re-exported: the reasons a wait has no stack)
     STACK_FAILED, STACK_ID_MIN, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack,
     TaskId,
@@ -33,7 +34,8 @@ from stallscope.analyzer.wakers import waker_context, waker_label
 
 __all__ = ["IDLE", "Blocker", "LOST_STACK", "NO_STACK_LABELS", "classify_wait", "no_stack_cause", "rank_blockers",
            "causes_by_task", "task_causes", "blocked_ns_by_task", "process_causes", "held_up_by", "percentiles",
-           "recorded_tasks", "Denominator", "denominator", "wait_cause", "waits_now_by_cause"]
+           "recorded_tasks", "Denominator", "denominator", "wait_cause", "wait_parts", "wait_now_cause",
+           "waits_now_by_cause"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,24 @@ class Blocker:
 
 def wait_cause(model: Model, w, table: CauseTable | None = None) -> str:
     return classify_wait(model, w, table).name
+
+
+def wait_parts(model: Model, w, table: CauseTable | None = None) -> list[tuple[str, int]]:
+    """A wait record's charged time by the cause it goes to: its cause's, but for a wait for input the part
+    in progress a second and more, which is its idle cause's (attribution.py _idle_input)."""
+    quiet = input_cause(model, w, table) if w.long_open_ns else None
+    if quiet is None:
+        return [(wait_cause(model, w, table), w.charged)]
+    moved = min(w.long_open_ns, w.charged)
+    return [(quiet.name, w.charged - moved), (idle_input_name(quiet.name), moved)]
+
+
+def wait_now_cause(model: Model, now, table: CauseTable | None = None) -> str:
+    """The cause of a wait in progress at the window's end (a WaitNow): a wait for input that has gone on a
+    second and more is its idle cause."""
+    if now.so_far_ns >= LONG_OPEN_NS and (quiet := input_cause(model, now.wait, table)) is not None:
+        return idle_input_name(quiet.name)
+    return wait_cause(model, now.wait, table)
 
 
 WAITING_FOR_CPU = Cause("Waiting for CPU", CPU, "", True)
@@ -176,25 +196,27 @@ def waits_now_by_cause(model: Model, tasks: set[TaskId] | None = None,
     if not isinstance(now, WaitsNow) or not now.keys:
         return {}
     scope = in_scope(model, tasks)
+    idle = idle_input_waits(model, table)  # readers that got nothing for a second and more: named as such
     # a machine's sleeping threads wait alike but for their tasks: those alike are classified once (what a
     # cause reads: the key without its task, and how the key's waits ended)
-    groups: dict[tuple, list] = {}  # -> [waits, earliest beginning, a StackWait of them]
+    groups: dict[tuple, list] = {}  # -> [waits, earliest beginning, a StackWait of them, the idle name or None]
     waits = now.waits
     for key, since, at in zip(now.keys, now.since, now.places):
         if at < 0 or (scope is not None and key[0] not in scope):
             continue
         w = waits[at]
-        like = (key[2:], w.woken)
+        named = idle.get(key)
+        like = (key[2:], w.woken, named)
         g = groups.get(like)
         if g is None:
-            groups[like] = [1, since, w]
+            groups[like] = [1, since, w, named]
         else:
             g[0] += 1
             if since < g[1]:
                 g[1] = since
     out: dict[str, tuple[int, int]] = {}
-    for n, since, w in groups.values():
-        name = classify_wait(model, w, table).name
+    for n, since, w, named in groups.values():
+        name = idle_input_name(named.name) if named is not None else classify_wait(model, w, table).name
         count, longest = out.get(name, (0, 0))
         so_far = now.end_ns - since if now.end_ns > since else 0
         out[name] = (count + n, longest if longest > so_far else so_far)

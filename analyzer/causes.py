@@ -66,6 +66,9 @@ class Rule:
     # idle for the task itself (it chose the wait), but the root of a wait it ended on waking
     # another task: a lock holder that sleeps, a producer pacing itself (analyzer/chains.py)
     delays_wakees: bool = False
+    # a wait for input (a read of a pipe or a socket): a consumer held up by its producer, but one that got
+    # nothing for all of a window and longer is idle there (analyzer/attribution.py idle_input)
+    input: bool = False
 
     @property
     def evidence(self) -> bool:
@@ -85,6 +88,7 @@ class Cause:
     matched: bool = True  # False: no rule matched; named by its innermost meaningful frame, or its evidence
     method: str = "stack"  # "stack": from a walked stack; "evidence": from what the task was doing
     delays_wakees: bool = False  # Rule.delays_wakees
+    input: bool = False  # Rule.input
 
 
 class CauseTable:
@@ -112,7 +116,7 @@ class CauseTable:
                                   _strings(entry, "syscalls"), _strings(entry, "fd", FD_KINDS),
                                   _strings(entry, "context", CONTEXTS), _strings(entry, "futex", tuple(FUTEX_FLAGS)),
                                   _strings(entry, "functions"), _one_of(entry, "woken_by", WOKEN_BY),
-                                  bool(entry.get("delays_wakees", False))))
+                                  bool(entry.get("delays_wakees", False)), bool(entry.get("input", False))))
             except (KeyError, TypeError, ValueError) as exc:
                 raise StallscopeError(f"cause table {source}: entry {i + 1} is invalid ({exc})",
                                       "each [[cause]] needs a name, and frames as a list of strings") from None
@@ -187,9 +191,10 @@ class CauseTable:
         rule, idx = best
         if idx < len(names):
             return Cause(_render(rule.name, kstack, why), rule.cls, kstack.frames[idx].text,
-                         delays_wakees=rule.delays_wakees)
+                         delays_wakees=rule.delays_wakees, input=rule.input)
         return Cause(_render(rule.name, kstack, why), rule.cls, why.describe() or rule.name,
-                     method="stack" if kstack is not None else "evidence", delays_wakees=rule.delays_wakees)
+                     method="stack" if kstack is not None else "evidence", delays_wakees=rule.delays_wakees,
+                     input=rule.input)
 
 
 def _strings(entry: dict, key: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:

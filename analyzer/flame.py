@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stallscope.analyzer.attribution import split_waits
+from stallscope.analyzer.attribution import idle_input_name, input_cause, split_waits
 from stallscope.analyzer.blockers import WAITING_FOR_CPU, cpu_parts
-from stallscope.analyzer.causes import CauseTable
+from stallscope.analyzer.causes import IDLE, CauseTable
 from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import selected_samples
@@ -62,9 +62,17 @@ def offcpu_stacks(model: Model, tasks: set[TaskId] | None = None,
             base = (_comm(model, w.task),) + tuple(printable(x) for x in reversed(stack_texts(w.ustack)))
             drawn = w.kstack is not None and bool(w.kstack.frames)
             kernel = tuple(printable(x) for x in reversed(stack_texts(w.kstack))) if drawn else ()
+            # a wait for input: its part in progress a second and more is idle (attribution.py _idle_input)
+            quiet = input_cause(model, w, table) if w.long_open_ns else None
             for cause, frac in s.causes:
+                ns = w.charged * frac
+                if quiet is not None and cause.name == quiet.name:
+                    moved = min(float(w.long_open_ns), ns)
+                    ns -= moved
+                    name = idle_input_name(cause.name)
+                    add(base + kernel if drawn else base + (name,), moved, name, IDLE)
                 frames = base + kernel if drawn else base + (cause.name,)
-                add(frames, w.charged * frac, cause.name, cause.cls)
+                add(frames, ns, cause.name, cause.cls)
     for p in cpu_parts(model, scope):
         add((_comm(model, p.task), WAITING_FOR_CPU.name), p.ns, WAITING_FOR_CPU.name, WAITING_FOR_CPU.cls)
     return [FoldedStack(frames, e[0], cause, e[1]) for (frames, cause), e in sorted(acc.items())]

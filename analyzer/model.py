@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
@@ -71,11 +71,18 @@ class StackWait:
     weighted_ns: int = 0  # walked stacks: the estimated time of the waits they stand for (sum of d/p)
     var_us2: int = 0  # its variance (us^2)
     woken: tuple[int, int, int] = (0, 0, 0)  # waits ended by a task, an interrupt, an exiting task
+    # of charged_ns: the parts of waits in progress at an interval's end that had gone on for LONG_OPEN_NS or
+    # more by then, each the part in that interval (a reader that got nothing, when it waits for input:
+    # analyzer/attribution.py); 0 where the recording did not keep when waits began
+    long_open_ns: int = 0
 
     @property
     def charged(self) -> int:
         return self.total_ns if self.charged_ns < 0 else self.charged_ns
 
+
+# a wait in progress at an interval's end that has gone on this long (StackWait.long_open_ns)
+LONG_OPEN_NS = 1_000_000_000
 
 _new_stack_wait = record_maker(StackWait)  # a live interval makes one per sleeping thread
 _new_totals = record_maker(TaskTotals)
@@ -332,7 +339,7 @@ class Model:
                     waits[key] = [o.count, o.total_ns, o.max_ns if o.max_ns > 0 else 0,
                                   _add_slots(None, o.hist) if o.hist else None,
                                   o.total_ns if o.charged_ns is None else o.charged_ns, o.weighted_ns, o.var_us2,
-                                  list(o.woken), len(waits)]
+                                  list(o.woken), len(waits), 0]
                     continue
                 w[0] += o.count
                 w[1] += o.total_ns
@@ -348,6 +355,8 @@ class Model:
                     w[3] = _add_slots(w[3], o.hist)
             if iv.ongoing:
                 _fold_ongoing(iv, tasks, waits)
+            if iv.beginnings_kept:
+                _fold_long_open(iv, waits)
             if lazy:
                 if iv.wakers or iv.locks:
                     deferred.append(iv)
@@ -418,7 +427,7 @@ class Model:
         made = tuple(_new_stack_wait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], k, u,
                                      tuple(v[3]) if v[3] else (), why,
                                      funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
-                                     tuple(v[7]))
+                                     tuple(v[7]), v[9])
                      for (tid, tgid, state, k, u, why, func), v in waits.items())
         return cls(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
@@ -635,6 +644,31 @@ def _waits_now(last: Interval | None, waits: dict, made: tuple[StackWait, ...]) 
     return WaitsNow(keys, since, places, made, last.end_ns)
 
 
+def long_open_parts(iv: Interval) -> Iterator[tuple[tuple, int]]:
+    """The waits in progress at the interval's end that had gone on for LONG_OPEN_NS or more by then: each
+    key (an OngoingWait) and its part in the interval (StackWait.long_open_ns). None where the interval
+    does not say when its waits began."""
+    if not iv.beginnings_kept:
+        return
+    end, start = iv.end_ns, iv.start_ns
+    late, ns = end - LONG_OPEN_NS, iv.ongoing_ns
+    for key, since in zip(iv.ongoing, iv.ongoing_since):
+        if since <= late:
+            yield key, ns
+    for ws in iv.opened:
+        since = ws.since_ns
+        if since <= late:
+            yield ws.wait, end - (since if since > start else start)
+
+
+def _fold_long_open(iv: Interval, waits: dict) -> None:
+    """long_open_parts into the window's wait accumulators (their layout: Model.from_intervals)."""
+    get = waits.get
+    for key, ns in long_open_parts(iv):
+        if (w := get(key)) is not None:
+            w[9] += ns
+
+
 def _fold_ongoing(iv: Interval, tasks: dict, waits: dict) -> None:
     """An interval's waits in progress throughout it, into a window's task and wait accumulators (their
     layouts: Model.from_intervals): each blocked `ongoing_ns` more, as a charge-only record would be."""
@@ -642,7 +676,7 @@ def _fold_ongoing(iv: Interval, tasks: dict, waits: dict) -> None:
     for key in iv.ongoing:
         w = waits.get(key)
         if w is None:
-            waits[key] = [0, 0, 0, None, ns, 0, 0, [0, 0, 0], len(waits)]
+            waits[key] = [0, 0, 0, None, ns, 0, 0, [0, 0, 0], len(waits), 0]
         else:
             w[4] += ns
         t = tasks.get(key[0])

@@ -21,11 +21,11 @@ from array import array
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
-from stallscope.analyzer.attribution import split_waits
+from stallscope.analyzer.attribution import idle_input_name, input_cause, split_waits
 from stallscope.analyzer.blockers import WAITING_FOR_CPU
-from stallscope.analyzer.causes import CauseTable
+from stallscope.analyzer.causes import IDLE, CauseTable
 from stallscope.analyzer.locks import LOCK_KIND_SLAB, lock_stats, lock_type
-from stallscope.analyzer.model import LockWaits, Model, OncpuSamples
+from stallscope.analyzer.model import LockWaits, Model, OncpuSamples, long_open_parts
 from stallscope.analyzer.oncpu import sample_functions, selected_samples, self_function
 from stallscope.analyzer.sample import Interval, TaskId
 from stallscope.analyzer.scope import in_scope
@@ -107,6 +107,7 @@ class LedgerEntry:
     futex: tuple
     slab: tuple
     oncpu: tuple
+    long_open: dict  # wait key number -> its part while in progress a second and more (model.long_open_parts)
 
 
 class Ledger:
@@ -129,7 +130,8 @@ class Ledger:
                    o.hist) for o in iv.offcpu_records()),
             array("q", [v for lk in iv.locks for v in (
                 lock((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)), lk.count, lk.total_ns)]),
-            iv.futex, iv.slab, iv.oncpu)
+            iv.futex, iv.slab, iv.oncpu,
+            {wait((k.task, k.tgid, k.state, k.kstack, k.ustack, k.why, k.func)): ns for k, ns in long_open_parts(iv)})
 
     def tee(self, intervals: Iterable[Interval]) -> Iterator[Interval]:
         """`intervals`, each kept here as it passes."""
@@ -225,7 +227,10 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
         for task, tgid, state, kstack, ustack, why, func in ledger.waits.keys[len(wait_of):n + 1]:
             name = funcs.get(func, f"{func:#x}") if func else ""
             split = splits.get(_wait_key(task, tgid, state, kstack, ustack, why, name))
-            wait_of.append(None if split is None else (split, tgid_of.get(task, tgid)))
+            # a wait for input: the part of it in progress a second and more goes to its idle cause, as the
+            # attribution moves it (analyzer/attribution.py _idle_input)
+            quiet = input_cause(model, split.wait, table) if split is not None and split.wait.long_open_ns else None
+            wait_of.append(None if split is None else (split, tgid_of.get(task, tgid), quiet))
 
     def lock_to(n: int) -> None:
         for k in range(len(lock_of), n + 1):
@@ -288,25 +293,37 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
             wait_to(len(ledger.waits.keys) - 1)
         if len(lock_of) < len(ledger.locks.keys):
             lock_to(len(ledger.locks.keys) - 1)
-        _offcpu(out, i, e.offcpu, wait_of)
+        _offcpu(out, i, e.offcpu, wait_of, dict(e.long_open) if e.long_open else e.long_open)
         out.lock_wait_ns.append(_locks(out, i, e, scope, lock_of, lock_row, is_lock))
         _slab(out, i, e)
         out.oncpu_samples.append(_oncpu(out, i, e, own_tgid, samples_of, sample_fns))
     return out
 
 
-def _offcpu(out: Series, i: int, records: tuple, wait_of: list) -> None:
+def _offcpu(out: Series, i: int, records: tuple, wait_of: list, long_open: dict) -> None:
+    """The interval's off-CPU records into the series by cause; `long_open` (a copy: what is moved is taken
+    from it, a key may have several records) says how much of each key goes to its idle cause."""
     for n, charged, count, max_ns, hist in records:
         w = wait_of[n]
         if w is None:  # not in view (stallscope's own)
             continue
-        s, tgid = w
+        s, tgid, quiet = w
         pc = out.process_causes.setdefault(tgid, {})
         for cause, frac in s.causes:
             cs = out.causes.get(cause.name)
             if cs is None:
                 cs = out.causes[cause.name] = CauseSeries(cause.cls)
             ns = charged * frac
+            if quiet is not None and cause.name == quiet.name and long_open.get(n):
+                moved = min(float(long_open[n]), ns)
+                long_open[n] -= moved
+                ns -= moved
+                name = idle_input_name(cause.name)
+                idle = out.causes.get(name)
+                if idle is None:
+                    idle = out.causes[name] = CauseSeries(IDLE)
+                _add(idle.ns, i, moved)
+                _add(pc.setdefault(name, {}), i, moved)
             if ns:
                 _add(cs.ns, i, ns)
                 _add(pc.setdefault(cause.name, {}), i, ns)

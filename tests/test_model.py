@@ -333,6 +333,39 @@ def test_waits_carried_on_fold_as_the_charge_only_records_they_stand_for_and_are
     assert load_model(str(path)).tasks[A].offcpu_ns == folded.tasks[A].offcpu_ns
 
 
+def test_a_reads_part_after_its_first_second_is_idle_and_the_series_agree():
+    """A read of a pipe from 0.5 s to 2.5 s, over three one-second intervals: at the first's end it had gone on
+    0.5 s, at the second's 1.5 s, then it ended. What was charged while it had gone on a second and more (the
+    second interval's part, 1 s) is the idle "Reading from a pipe, nothing came"; the rest (0.5 s before,
+    0.5 s in the interval it ended) is the blocker, with its one wait of 2 s. The task's blocked time is the
+    whole 2 s; the report's per-interval series put the same amounts in the same intervals."""
+    from stallscope.analyzer.sample import OffcpuDelta, OngoingWait, WaitSince
+    from stallscope.analyzer.series import interval_series
+
+    reading = OngoingWait(B, 100, 1, PIPE.id, 0, 0, 0)
+    ivs = [interval(0, task_info=INFOS, stacks=(PIPE,), tasks=(TaskDelta(B, offcpu_ns=SEC // 2),),
+                    offcpu=(reading.charged(SEC // 2),), opened=(WaitSince(reading, SEC // 2),)),
+           interval(1, ongoing=(reading,), ongoing_ns=SEC,  # carried on: no record, no task delta
+                    ongoing_since=(SEC // 2,), opened=()),
+           interval(2, tasks=(TaskDelta(B, offcpu_ns=SEC // 2, offcpu_count=1, voluntary_switches=1),),
+                    offcpu=(OffcpuDelta(B, 100, 1, PIPE.id, 0, 1, 2 * SEC, 2 * SEC, charged_ns=SEC // 2),),
+                    opened=())]
+    model = Model.from_intervals(meta(), ivs, {t.task: t for t in INFOS}, {PIPE.id: PIPE})
+    ranked = {b.cause: b for b in rank_blockers(model, include_idle=True)}
+    fed, quiet = ranked["Reading from a pipe"], ranked["Reading from a pipe, nothing came"]
+    assert (fed.cls, fed.total_ns, fed.count, fed.max_ns) == ("blocker", SEC, 1, 2 * SEC)
+    assert (quiet.cls, quiet.total_ns, quiet.count) == ("idle", SEC, 0)
+    assert model.tasks[B].offcpu_ns == 2 * SEC
+    series = interval_series(model, ivs)
+    assert series.causes["Reading from a pipe"].ns == {0: SEC // 2, 2: SEC // 2}
+    assert series.causes["Reading from a pipe, nothing came"].ns == {1: SEC}
+    # a window of the second interval alone: its whole part is idle, and the wait is in progress there
+    second = Model.from_intervals(meta(), ivs[:2], {t.task: t for t in INFOS}, {PIPE.id: PIPE})
+    now = {b.cause: b for b in rank_blockers(second, include_idle=True)}
+    assert now["Reading from a pipe, nothing came"].in_progress == 1
+    assert now["Reading from a pipe"].in_progress == 0
+
+
 def test_the_waits_in_progress_at_a_windows_end_are_its_last_intervals_with_their_length_so_far(tmp_path):
     """An interval keeps the waits in progress at its end: those carried on (with their beginnings, in the
     order of `ongoing`) and those its dump handed over (`opened`). A window's model holds those of its last
@@ -360,12 +393,16 @@ def test_the_waits_in_progress_at_a_windows_end_are_its_last_intervals_with_thei
     first = Model.from_intervals(m, [i0c], {t.task: t for t in infos}, stacks)
     assert [(w.wait.task, w.so_far_ns) for w in first.waits_now] == [(c, SEC)]
     ranked = {b.cause: b for b in rank_blockers(model)}
-    assert (ranked["Reading from a pipe"].in_progress, ranked["Reading from a pipe"].longest_now_ns) == (1, 2 * SEC)
+    # a read of a pipe in progress for a second and more at each interval's end got nothing all along: idle
+    quiet = ranked["Reading from a pipe, nothing came"]
+    assert (quiet.cls, quiet.total_ns, quiet.in_progress, quiet.longest_now_ns) == ("idle", 2 * SEC, 1, 2 * SEC)
+    fed = ranked["Reading from a pipe"]  # B's waits, which ended: a reader held up by its writer
+    assert fed.in_progress == 0 and c not in fed.tasks and fed.total_ns == 500_000_000
     assert ranked["Application requested delay"].in_progress == 1
     assert ranked["Application requested delay"].longest_now_ns == 250_000_000
     doc = export.to_json_doc(model)
     assert {t["pid"]: t["blocked_now_ns"] for t in doc["tasks"]} == {100: 250_000_000, 101: None, 102: 2 * SEC}
-    pipe_doc = next(b for b in doc["blockers"] if b["cause"] == "Reading from a pipe")
+    pipe_doc = next(b for b in doc["blockers"] if b["cause"] == "Reading from a pipe, nothing came")
     assert (pipe_doc["in_progress"], pipe_doc["in_progress_longest_ns"]) == (1, 2 * SEC)
 
     path = tmp_path / "now.stall"

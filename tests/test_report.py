@@ -217,34 +217,44 @@ def test_a_model_without_intervals_renders_without_charts(tmp_path):
 
 
 def test_the_summary_says_which_waits_were_still_going_when_the_recording_ended(tmp_path):
-    """A task reading a pipe for the whole recording and still at it: its cause's sentence says so with its
-    length so far; where no wait of the cause ended, without "over 0 waits, longest 0ns"."""
+    """A task in I/O wait for the whole recording and still in it: its cause's sentence says so with its
+    length so far; where no wait of the cause ended, without "over 0 waits, longest 0ns". A task reading a
+    pipe as long got nothing: idle ("Reading from a pipe, nothing came"), so the pipe's sentence is that of
+    its fed reader's waits alone."""
     from dataclasses import replace
 
     from stallscope import reports
     from stallscope.analyzer.load import load_model
-    from stallscope.analyzer.sample import OngoingWait, TaskId, TaskInfo, WaitSince
-    from synthetic import INFOS, PIPE, SEC
+    from stallscope.analyzer.sample import OffcpuDelta, OngoingWait, TaskId, TaskInfo, WaitSince
+    from synthetic import INFOS, PIPE, SEC, kstack
 
+    io = kstack(0x7000, "__schedule", "schedule", "io_schedule", "folio_wait_bit_common", "filemap_read")
     m, (i0, i1) = two_interval_recording()
-    c = TaskId(102, 7 * SEC)
-    stuck = OngoingWait(c, 102, 1, PIPE.id, 0, 0, 0)
-    i0 = replace(i0, task_info=INFOS + (TaskInfo(c, 102, 1, "stuck"),), offcpu=i0.offcpu + (stuck.charged(SEC),),
-                 opened=(WaitSince(stuck, 0),))
-    i1 = replace(i1, ongoing=(stuck,), ongoing_ns=SEC, ongoing_since=(0,), opened=())
+    c, d = TaskId(102, 7 * SEC), TaskId(103, 7 * SEC)
+    stuck, reading = OngoingWait(c, 102, 2, io.id, 0, 0, 0), OngoingWait(d, 103, 1, PIPE.id, 0, 0, 0)
+    i0 = replace(i0, task_info=INFOS + (TaskInfo(c, 102, 1, "stuck"), TaskInfo(d, 103, 1, "reader")),
+                 stacks=i0.stacks + (io,),
+                 offcpu=i0.offcpu + (OffcpuDelta(c, 102, 2, io.id, 0, 3, 30_000_000, 10_000_000),
+                                     stuck.charged(SEC - 30_000_000), reading.charged(SEC)),
+                 opened=(WaitSince(stuck, 30_000_000), WaitSince(reading, 0)))
+    i1 = replace(i1, ongoing=(stuck, reading), ongoing_ns=SEC, ongoing_since=(30_000_000, 0), opened=())
     path = tmp_path / "stuck.stall"
     write_recording(path, m, [i0, i1])
     text = " ".join(re.sub(r"<[^>]+>", " ", reports.render(reports.build(load_model(str(path))))).split())
+    waiting = re.search(r"Waiting for I/O : [^;]*;", text).group(0)
+    assert waiting.endswith("over 3 waits, longest 10.00ms, 1 still waiting when the recording ended (the longest "
+                            "1.97s so far);"), waiting
     pipe = re.search(r"Reading from a pipe : [^;]*;", text).group(0)
-    assert pipe.endswith("over 50 waits, longest 10.00ms, 1 still waiting when the recording ended (the longest "
-                         "2.00s so far);"), pipe
+    assert pipe.endswith("over 50 waits, longest 10.00ms;"), pipe
     # a cause none of whose waits ended: no count or longest of none
     i1 = replace(i1, offcpu=(), tasks=())
-    i0 = replace(i0, offcpu=(stuck.charged(SEC),), tasks=(), wakers=())
+    i0 = replace(i0, offcpu=(stuck.charged(SEC), reading.charged(SEC)), tasks=(), wakers=(),
+                 opened=(WaitSince(stuck, 0), WaitSince(reading, 0)))
+    i1 = replace(i1, ongoing_since=(0, 0))
     write_recording(path, m, [i0, i1])
     text = " ".join(re.sub(r"<[^>]+>", " ", reports.render(reports.build(load_model(str(path))))).split())
-    pipe = re.search(r"Reading from a pipe : [^;]*;", text).group(0)
-    assert pipe.endswith("(1.00s/s), 1 still waiting when the recording ended (the longest 2.00s so far);"), pipe
+    waiting = re.search(r"Waiting for I/O : [^;]*;", text).group(0)
+    assert waiting.endswith("(1.00s/s), 1 still waiting when the recording ended (the longest 2.00s so far);"), waiting
 
 
 # ---- the command line ---------------------------------------------------------------------------

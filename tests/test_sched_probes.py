@@ -138,6 +138,51 @@ def test_a_task_asleep_since_before_the_recording_is_charged_the_whole_recording
     assert delay["in_progress"] == 1 and delay["in_progress_longest_ns"] == ours[0]["blocked_now_ns"]
 
 
+def test_a_reader_that_gets_nothing_is_idle_after_a_second_and_one_fed_is_held_up_by_its_writer(tmp_path):
+    """Two `cat`s read pipes this test holds the other ends of, over a 3 s recording: one is never written
+    to (an idle reader, asleep in read() since before the recording), the other gets a line every 20 ms
+    (a consumer held up by its producer). The fed one's waits are "Reading from a pipe", a blocker; the idle
+    one's time, after the first second of its wait, is "Reading from a pipe, nothing came", an idle cause,
+    so that it never leads the ranking of a machine's blockers (docs/causes.md, waits for input)."""
+    import threading
+
+    idle = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    fed = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    stop = threading.Event()
+
+    def feed():
+        while not stop.wait(0.02):
+            fed.stdin.write(b"line\n")
+            fed.stdin.flush()
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        time.sleep(0.3)
+        out = tmp_path / "run.stall"
+        run_stallscope("record", "-o", str(out), "--no-degrade", *ALL_STACKS, "-d", "3")
+    finally:
+        stop.set()
+        writer.join()
+        for p in (idle, fed):
+            p.stdin.close()
+            p.wait()
+    doc = json.loads(run_stallscope("export", str(out)).stdout)
+    recorded_ns = doc["meta"]["duration_s"] * 1e9
+    causes = {t["pid"]: {c["cause"]: c for c in t["causes"]} for t in doc["tasks"] if t["pid"] in (idle.pid, fed.pid)}
+    quiet = causes[idle.pid]["Reading from a pipe, nothing came"]
+    assert quiet["class"] == "idle"
+    # all but the first second (the recording began with the wait in progress: from then on it is known)
+    assert recorded_ns - 1.1e9 <= quiet["total_ns"] <= recorded_ns * 1.02, (quiet["total_ns"], recorded_ns)
+    assert causes[idle.pid].get("Reading from a pipe", {}).get("total_ns", 0) <= 1.1e9
+    busy = causes[fed.pid]
+    assert busy["Reading from a pipe"]["class"] == "blocker"
+    assert busy["Reading from a pipe"]["total_ns"] >= 0.8 * recorded_ns, busy
+    assert "Reading from a pipe, nothing came" not in busy
+    blocker = next(b for b in doc["blockers"] if b["cause"] == "Reading from a pipe, nothing came")
+    assert blocker["class"] == "idle" and blocker["in_progress"] >= 1
+
+
 def test_each_interval_has_its_own_longest_wait(tmp_path):
     """100 sleeps of 20 ms over about 2 s: every interval in which some ended has its longest wait, about
     20 ms, for the thread and for its key, not only the interval where the longest ever grew. At nice -20,

@@ -248,17 +248,21 @@ def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on(
 
 
 def test_a_wait_still_going_shows_in_max_with_a_plus_and_in_the_details():
-    """B has been reading its pipe for 4.5 s at the window's end (a wait handed over by the last dump): its
-    cause's Max is that, marked as still going, and sorts as it; the cause's detail and the task's say so."""
+    """C has been waiting on its kernel mutex for 4.5 s at the window's end (a wait handed over by the last
+    dump): its cause's Max is that, marked as still going, and sorts as it; the cause's detail and the task's
+    say so. B has been reading its pipe as long: a reader that got nothing for a second and more is idle
+    ("Reading from a pipe, nothing came"), not ranked, and its cause's Max has no "+"."""
     from stallscope.analyzer.sample import OngoingWait, WaitSince
 
-    from tui_fixture import B
+    from tui_fixture import MUTEX, B, C
 
     async def go():
         ivs = tui_intervals()
-        stuck = OngoingWait(B, 100, 1, ivs[0].offcpu[1].kstack, 0, 0, 0)
-        last = replace(ivs[1], offcpu=ivs[1].offcpu + (stuck.charged(500_000_000),),
-                       opened=(WaitSince(stuck, ivs[1].end_ns - 4_500_000_000),))
+        stuck = OngoingWait(C, 102, 2, MUTEX.id, 0, 0, 0)
+        reading = OngoingWait(B, 100, 1, ivs[0].offcpu[1].kstack, 0, 0, 0)
+        since = ivs[1].end_ns - 4_500_000_000
+        last = replace(ivs[1], offcpu=ivs[1].offcpu + (stuck.charged(500_000_000), reading.charged(500_000_000)),
+                       opened=(WaitSince(stuck, since), WaitSince(reading, since)))
         src = FakeLive(tui_meta())
         app = TopApp(src, refresh_s=0.05)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -267,14 +271,19 @@ def test_a_wait_still_going_shows_in_max_with_a_plus_and_in_the_details():
             await pilot.pause(0.3)
             assert app.current_window() == (1, 1)
             rows = {r[0]: r for r in cells(app, "blockers")}
-            assert rows["Reading from a pipe"][3] == "4.50s+"
-            assert not any(r[3].endswith("+") for cause, r in rows.items() if cause != "Reading from a pipe")
-            await pilot.press("p", "slash", *"pipe", "enter", "enter")  # paused: the window stays
+            mutex = next(cause for cause in rows if "mutex" in cause)
+            assert rows[mutex][3] == "4.50s+"
+            assert not any(r[3].endswith("+") for cause, r in rows.items() if cause != mutex)
+            assert "Reading from a pipe, nothing came" not in rows and not rows["Reading from a pipe"][3].endswith("+")
+            await pilot.press("p", "slash", *"mutex", "enter", "enter")  # paused: the window stays
             assert isinstance(app.screen, DetailScreen)
             assert "1 at the window's end, the longest 4.50s so far" in str(app.screen.query(Static).last().render())
-            await pilot.press("escape", "escape", "2", "slash", *"reader", "enter", "enter")
+            await pilot.press("escape", "escape", "2", "slash", *"link", "enter", "enter")
             text = str(app.screen.query(Static).last().render())
-            assert "blocked now     4.50s so far, in Reading from a pipe" in text, text
+            assert f"blocked now     4.50s so far, in {mutex}" in text, text
+            await pilot.press("escape", "escape", "slash", *"reader", "enter", "enter")
+            text = str(app.screen.query(Static).last().render())
+            assert "blocked now     4.50s so far, in Reading from a pipe, nothing came" in text, text
     run(go())
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from stallscope.analyzer.blockers import Blocker, wait_cause
+from stallscope.analyzer.blockers import Blocker, wait_now_cause, wait_parts
 from stallscope.analyzer.locks import LockStat
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
@@ -81,10 +81,15 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
     by_stack: dict[tuple[int, int], list] = {}
     hist = [0] * 40
     for w in m.waits:
-        if w.task not in tasks or wait_cause(m, w) != b.cause:
+        if w.task not in tasks:
+            continue
+        parts = wait_parts(m, w)  # its cause, or for a reader that got nothing for a second, two
+        if all(cause != b.cause for cause, _ns in parts):
             continue
         e = by_stack.setdefault((w.kstack_id, w.ustack_id), [0, w.kstack, w.ustack])
-        e[0] += w.charged
+        e[0] += sum(ns for cause, ns in parts if cause == b.cause)
+        if parts[0][0] != b.cause:  # the idle part: no wait of it ended
+            continue
         for slot, c in enumerate(w.hist):
             if slot < len(hist):
                 hist[slot] += c
@@ -177,7 +182,7 @@ def task_detail(snap: Snapshot, r: TaskRow) -> Text:
     _kv(t, "off-CPU", f"{fmt_ns(r.offcpu_per_s)}/s")
     now = next((w for w in m.waits_now or () if w.wait.task == r.task), None)
     if now is not None:
-        _kv(t, "blocked now", f"{fmt_ns(now.so_far_ns)} so far, in {wait_cause(m, now.wait)}"
+        _kv(t, "blocked now", f"{fmt_ns(now.so_far_ns)} so far, in {wait_now_cause(m, now)}"
             + (" (already asleep when tracing began: longer than that)" if now.since_ns <= m.meta.start_ns else ""))
     _kv(t, "run-queue", f"{fmt_ns(r.runq_per_s)}/s, p99 wakeup-to-run <= {fmt_ns(r.runq_p99_ns)}")
     _kv(t, "switches", f"{r.vcs_per_s:,.1f} voluntary/s, {r.ivcs_per_s:,.1f} involuntary/s, "
