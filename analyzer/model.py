@@ -646,19 +646,25 @@ def _waits_now(last: Interval | None, waits: dict, made: tuple[StackWait, ...]) 
 
 def long_open_parts(iv: Interval) -> Iterator[tuple[tuple, int]]:
     """The waits in progress at the interval's end that had gone on for LONG_OPEN_NS or more by then: each
-    key (an OngoingWait) and its part in the interval (StackWait.long_open_ns). None where the interval
-    does not say when its waits began."""
+    key (an OngoingWait) and its charge in the interval (StackWait.long_open_ns): a wait carried on, the
+    interval's span; one the dump handed over, its charge-only record's. None where the interval does not
+    say when its waits began."""
     if not iv.beginnings_kept:
         return
-    end, start = iv.end_ns, iv.start_ns
-    late, ns = end - LONG_OPEN_NS, iv.ongoing_ns
+    late, ns = iv.end_ns - LONG_OPEN_NS, iv.ongoing_ns
     for key, since in zip(iv.ongoing, iv.ongoing_since):
         if since <= late:
             yield key, ns
-    for ws in iv.opened:
-        since = ws.since_ns
-        if since <= late:
-            yield ws.wait, end - (since if since > start else start)
+    handed = {ws.wait for ws in iv.opened if ws.since_ns <= late}
+    if not handed:
+        return
+    charges: dict[tuple, int] = {}
+    for o in iv.offcpu:
+        if o.count == 0 and o.total_ns == 0 and o.charged_ns:
+            key = (o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)
+            if key in handed:
+                charges[key] = charges.get(key, 0) + o.charged_ns
+    yield from charges.items()
 
 
 def _fold_long_open(iv: Interval, waits: dict) -> None:

@@ -131,7 +131,7 @@ class Ledger:
             array("q", [v for lk in iv.locks for v in (
                 lock((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)), lk.count, lk.total_ns)]),
             iv.futex, iv.slab, iv.oncpu,
-            {wait((k.task, k.tgid, k.state, k.kstack, k.ustack, k.why, k.func)): ns for k, ns in long_open_parts(iv)})
+            {wait(tuple(k)): ns for k, ns in long_open_parts(iv)})
 
     def tee(self, intervals: Iterable[Interval]) -> Iterator[Interval]:
         """`intervals`, each kept here as it passes."""
