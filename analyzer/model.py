@@ -655,6 +655,11 @@ def long_open_parts(iv: Interval) -> Iterator[tuple[tuple, int]]:
     for key, since in zip(iv.ongoing, iv.ongoing_since):
         if since <= late:
             yield key, ns
+    yield from _handed_long(iv, late)
+
+
+def _handed_long(iv: Interval, late: int) -> Iterator[tuple[tuple, int]]:
+    """long_open_parts of the waits the interval's dump handed over."""
     handed = {ws.wait for ws in iv.opened if ws.since_ns <= late}
     if not handed:
         return
@@ -668,11 +673,15 @@ def long_open_parts(iv: Interval) -> Iterator[tuple[tuple, int]]:
 
 
 def _fold_long_open(iv: Interval, waits: dict) -> None:
-    """long_open_parts into the window's wait accumulators (their layout: Model.from_intervals)."""
-    get = waits.get
-    for key, ns in long_open_parts(iv):
-        if (w := get(key)) is not None:
+    """long_open_parts into the window's wait accumulators (their layout: Model.from_intervals); the waits
+    carried on, thousands an interval on a machine of sleeping threads, in a loop of their own."""
+    get, late, ns = waits.get, iv.end_ns - LONG_OPEN_NS, iv.ongoing_ns
+    for key, since in zip(iv.ongoing, iv.ongoing_since):
+        if since <= late and (w := get(key)) is not None:
             w[9] += ns
+    for key, part in _handed_long(iv, late):
+        if (w := get(key)) is not None:
+            w[9] += part
 
 
 def _fold_ongoing(iv: Interval, tasks: dict, waits: dict) -> None:
