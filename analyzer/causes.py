@@ -66,8 +66,8 @@ class Rule:
     # idle for the task itself (it chose the wait), but the root of a wait it ended on waking
     # another task: a lock holder that sleeps, a producer pacing itself (analyzer/chains.py)
     delays_wakees: bool = False
-    # a wait for input (a read of a pipe or a socket): a consumer held up by its producer, but one that got
-    # nothing for all of a window and longer is idle there (analyzer/attribution.py idle_input)
+    # a wait for input (a read of a pipe or a socket): a consumer held up by its producer, but the part of it
+    # charged once it had gone on for a second is idle: nothing came (analyzer/attribution.py _idle_input)
     input: bool = False
 
     @property
