@@ -305,15 +305,32 @@ def test_system_switch_count_matches_proc_stat(sleeper_run):
     assert abs(ours - kernel) <= 0.01 * kernel + 50
 
 
-def test_migration_matrix_holds_every_migration(sleeper_run):
+def _pid1_migrations() -> int:
+    """The migrations of PID 1's threads so far (/proc/1/task/*/sched): on this machine the kernel's task
+    iterator never visits that process (its 13 threads; a TGID iterator of pid 1 yields none either), so
+    the entries its switches make are never read (docs/reliability.md)."""
+    total = 0
+    for tid in os.listdir("/proc/1/task"):
+        try:
+            with open(f"/proc/1/task/{tid}/sched") as f:
+                total += next(int(line.split()[-1]) for line in f if line.startswith("se.nr_migrations"))
+        except (OSError, StopIteration):
+            pass
+    return total
+
+
+def test_migration_matrix_holds_every_migration(tmp_path):
     """The CPU x CPU matrix and the per-thread counts come from the same event, and the per-thread counts are
     the kernel's (test_switch_counts_and_migrations_are_the_kernels). Each drain reads the threads' counters,
     then the matrix: a migration in between is in the matrix of one interval and the thread's count of the
     next. At the recording's two ends migrations are not counted (bpf/sched.bpf.c migrations_off): else the
-    last interval's would be in the matrix only (4 to 8 of them in 3 of 30 runs on a loaded machine). A few
-    are still in the matrix and in no thread's count, cause not found: none in most runs, 1 to 6 in about one
-    run of four while two CPU hogs at nice 19 share the machine."""
-    doc, _, path = sleeper_run
+    last interval's would be in the matrix only (4 to 8 of them in 3 of 30 runs on a loaded machine). What
+    the matrix holds beyond the threads' counts are those of threads the task dump never reads: here PID 1's,
+    at most what the kernel counted for them over the recording (1 to 6 in one run of four while two CPU hogs
+    ran, all of them one thread of PID 1's)."""
+    before = _pid1_migrations()
+    doc, _, path = record_command(tmp_path, [example("sleeper"), "-n", "100", "-m", "20"], *ALL_STACKS)
+    unread = _pid1_migrations() - before
     matrix = doc["migrations"]["matrix"]
     assert len(matrix) == doc["meta"]["cpus"] and all(len(row) == len(matrix) for row in matrix)
     assert all(matrix[i][i] == 0 for i in range(len(matrix)))
@@ -322,8 +339,9 @@ def test_migration_matrix_holds_every_migration(sleeper_run):
         by_interval = db.execute("SELECT m.idx, m.n, coalesce(t.n, 0) FROM (SELECT idx, sum(count) n FROM migrations "
                                  "GROUP BY idx) m LEFT JOIN (SELECT idx, sum(migrations) n FROM task_deltas GROUP BY "
                                  "idx) t ON m.idx = t.idx ORDER BY m.idx").fetchall()
-    assert per_thread > 0 and 0 <= doc["migrations"]["total"] - per_thread <= 3, (
-        f"matrix {doc['migrations']['total']}, threads {per_thread}; (interval, matrix, threads): {by_interval}")
+    assert per_thread > 0 and 0 <= doc["migrations"]["total"] - per_thread <= unread, (
+        f"matrix {doc['migrations']['total']}, threads {per_thread}, PID 1's threads {unread}; "
+        f"(interval, matrix, threads): {by_interval}")
 
 
 def test_the_collector_forgets_a_process_one_drain_after_its_leader_exited():
