@@ -327,7 +327,7 @@ def test_migration_matrix_holds_every_migration(tmp_path):
     last interval's would be in the matrix only (4 to 8 of them in 3 of 30 runs on a loaded machine). What
     the matrix holds beyond the threads' counts are those of threads the task dump never reads: here PID 1's,
     at most what the kernel counted for them over the recording (1 to 6 in one run of four while two CPU hogs
-    ran, all of them one thread of PID 1's)."""
+    ran; in the run looked into, all 4 were one thread of PID 1's)."""
     before = _pid1_migrations()
     doc, _, path = record_command(tmp_path, [example("sleeper"), "-n", "100", "-m", "20"], *ALL_STACKS)
     unread = _pid1_migrations() - before
