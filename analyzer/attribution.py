@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.causes import BLOCKER, IDLE, Cause, CauseTable, default_table
-from stallscope.analyzer.model import LONG_OPEN_NS, Model, StackWait, WaitsNow
+from stallscope.analyzer.model import Model, StackWait
 from stallscope.analyzer.sample import (
     STACK_FAILED, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack, TaskId,
 )
@@ -97,25 +97,10 @@ def input_cause(model: Model, w: StackWait, table: CauseTable | None = None) -> 
     return cause if cause.input and cause.cls == BLOCKER else None
 
 
-def idle_input_waits(model: Model, table: CauseTable | None = None) -> dict[tuple, Cause]:
-    """The waits in progress at the window's end (their keys) that wait for input and had got nothing for
-    LONG_OPEN_NS or more, each with its blocker cause."""
-    now = model.waits_now
-    if not isinstance(now, WaitsNow) or not now.keys:
-        return {}
-    late, waits = now.end_ns - LONG_OPEN_NS, now.waits
-    named: dict[tuple, Cause | None] = {}  # a machine's sleeping readers wait alike but for their tasks
-    out = {}
-    for key, since, at in zip(now.keys, now.since, now.places):
-        if at < 0 or since > late:
-            continue
-        w = waits[at]
-        like = (key[2:], w.woken)
-        if like not in named:
-            named[like] = input_cause(model, w, table)
-        if named[like] is not None:
-            out[key] = named[like]
-    return out
+def long_input_cause(model: Model, w: StackWait, table: CauseTable | None = None) -> Cause | None:
+    """The input cause of a wait part of whose charge went on a second and more (StackWait.long_open_ns):
+    that part is its idle cause's (_idle_input); None for any other wait."""
+    return input_cause(model, w, table) if w.long_open_ns else None
 
 
 def _idle_input(model: Model, merged: dict[tuple[TaskId, str], Part], table: CauseTable | None) -> None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from stallscope.analyzer.attribution import (
-    LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, idle_input_name, idle_input_waits,
-    input_cause, no_stack_cause, nonzero_slots,
+    LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, idle_input_name, input_cause,
+    long_input_cause, no_stack_cause, nonzero_slots,
 )
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable
 from stallscope.analyzer.memo import per_model
@@ -82,7 +82,7 @@ def wait_cause(model: Model, w, table: CauseTable | None = None) -> str:
 def wait_parts(model: Model, w, table: CauseTable | None = None) -> list[tuple[str, int]]:
     """A wait record's charged time by the cause it goes to: its cause's, but for a wait for input the part
     in progress a second and more, which is its idle cause's (attribution.py _idle_input)."""
-    quiet = input_cause(model, w, table) if w.long_open_ns else None
+    quiet = long_input_cause(model, w, table)
     if quiet is None:
         return [(wait_cause(model, w, table), w.charged)]
     moved = min(w.long_open_ns, w.charged)
@@ -196,27 +196,28 @@ def waits_now_by_cause(model: Model, tasks: set[TaskId] | None = None,
     if not isinstance(now, WaitsNow) or not now.keys:
         return {}
     scope = in_scope(model, tasks)
-    idle = idle_input_waits(model, table)  # readers that got nothing for a second and more: named as such
     # a machine's sleeping threads wait alike but for their tasks: those alike are classified once (what a
-    # cause reads: the key without its task, and how the key's waits ended)
-    groups: dict[tuple, list] = {}  # -> [waits, earliest beginning, a StackWait of them, the idle name or None]
-    waits = now.waits
+    # cause reads: the key without its task, how the key's waits ended, and whether it has gone on a second,
+    # after which a wait for input that got nothing is idle: attribution.py _idle_input)
+    groups: dict[tuple, list] = {}  # -> [waits, earliest beginning, a StackWait of them, gone on a second]
+    waits, late = now.waits, now.end_ns - LONG_OPEN_NS
     for key, since, at in zip(now.keys, now.since, now.places):
         if at < 0 or (scope is not None and key[0] not in scope):
             continue
         w = waits[at]
-        named = idle.get(key)
-        like = (key[2:], w.woken, named)
+        long = since <= late
+        like = (key[2:], w.woken, long)
         g = groups.get(like)
         if g is None:
-            groups[like] = [1, since, w, named]
+            groups[like] = [1, since, w, long]
         else:
             g[0] += 1
             if since < g[1]:
                 g[1] = since
     out: dict[str, tuple[int, int]] = {}
-    for n, since, w, named in groups.values():
-        name = idle_input_name(named.name) if named is not None else classify_wait(model, w, table).name
+    for n, since, w, long in groups.values():
+        quiet = input_cause(model, w, table) if long else None
+        name = idle_input_name(quiet.name) if quiet is not None else classify_wait(model, w, table).name
         count, longest = out.get(name, (0, 0))
         so_far = now.end_ns - since if now.end_ns > since else 0
         out[name] = (count + n, longest if longest > so_far else so_far)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stallscope.analyzer.attribution import idle_input_name, input_cause, split_waits
+from stallscope.analyzer.attribution import idle_input_name, long_input_cause, split_waits
 from stallscope.analyzer.blockers import WAITING_FOR_CPU, cpu_parts
 from stallscope.analyzer.causes import IDLE, CauseTable
 from stallscope.analyzer.export import stack_texts
@@ -63,7 +63,7 @@ def offcpu_stacks(model: Model, tasks: set[TaskId] | None = None,
             drawn = w.kstack is not None and bool(w.kstack.frames)
             kernel = tuple(printable(x) for x in reversed(stack_texts(w.kstack))) if drawn else ()
             # a wait for input: its part in progress a second and more is idle (attribution.py _idle_input)
-            quiet = input_cause(model, w, table) if w.long_open_ns else None
+            quiet = long_input_cause(model, w, table)
             for cause, frac in s.causes:
                 ns = w.charged * frac
                 if quiet is not None and cause.name == quiet.name:

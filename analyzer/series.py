@@ -21,7 +21,7 @@ from array import array
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
-from stallscope.analyzer.attribution import idle_input_name, input_cause, split_waits
+from stallscope.analyzer.attribution import idle_input_name, long_input_cause, split_waits
 from stallscope.analyzer.blockers import WAITING_FOR_CPU
 from stallscope.analyzer.causes import IDLE, CauseTable
 from stallscope.analyzer.locks import LOCK_KIND_SLAB, lock_stats, lock_type
@@ -229,7 +229,7 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
             split = splits.get(_wait_key(task, tgid, state, kstack, ustack, why, name))
             # a wait for input: the part of it in progress a second and more goes to its idle cause, as the
             # attribution moves it (analyzer/attribution.py _idle_input)
-            quiet = input_cause(model, split.wait, table) if split is not None and split.wait.long_open_ns else None
+            quiet = long_input_cause(model, split.wait, table) if split is not None else None
             wait_of.append(None if split is None else (split, tgid_of.get(task, tgid), quiet))
 
     def lock_to(n: int) -> None:

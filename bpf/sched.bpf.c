@@ -276,23 +276,20 @@ static __always_inline bool defer_first(struct task_struct *p, __u64 woken_ns, _
 }
 
 /* The entry was made: what was kept for it goes in. Its wakeup's run-queue wait is timed
- * from the wakeup unless the task already ran (then it is over, and counted in run_delay).
- * The dump takes what was kept for a task that has an entry (`running` set: the wakeup's time
- * is left): kept by an event that lost the race to make the entry to another CPU's. */
-static __always_inline bool take_deferred(struct task_struct *p, struct task_stats *s, int running)
+ * from the wakeup unless the task already ran (then it is over, and counted in run_delay). */
+static __always_inline void take_deferred(struct task_struct *p, struct task_stats *s, int running)
 {
 	struct task_key key = { .pid = p->pid, .start_ns = p->start_boottime };
 	struct deferred_first *d = bpf_map_lookup_elem(&deferred_wakeups, &key);
 
 	if (!d)
-		return false;
+		return;
 	__sync_fetch_and_add(&s->migrations, __sync_lock_test_and_set(&d->migrations, 0));
 	if (d->woken_ns && !running) {
 		s->runq_ts = d->woken_ns;
 		s->runq_from_wakeup = 1;
 	}
 	bpf_map_delete_elem(&deferred_wakeups, &key);
-	return true;
 }
 
 /* The entry of `p` made from `init` (this CPU's buffer at its level): NULL when the kernel could not. */
@@ -1320,8 +1317,6 @@ int dump_tasks(struct bpf_iter__task *ctx)
 		s = open_found_blocked(t);
 	if (!s || (s->flags & TS_DEAD))
 		return 0;
-	if (take_deferred(t, s, 1))
-		mark_changed(s);
 	pending = charge_open(t, s, &ow, &carried, &bt);
 	changed = s->changed;
 	if (pending && carried && !changed) {
