@@ -4,6 +4,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed
 DEB_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool linux-perf gcc make python3-venv
+# the report's lock fold reads recordings through SQLite's C API (analyzer/rowfold.c)
+DEB_PACKAGES += libsqlite3-dev
 # programs nobody here wrote, whose conclusions the tests check (tests/test_real_programs.py)
 DEB_PACKAGES += stress-ng sysbench fio rt-tests
 # the TUI's real-terminal test
@@ -21,7 +23,7 @@ PYTEST_ARGS ?=
 
 .PHONY: install top test bench clean deb-packages
 
-install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so $(EXAMPLE_BINS)
+install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so analyzer/librowfold.so $(EXAMPLE_BINS)
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deb-packages:
@@ -48,6 +50,10 @@ bpf/%.bpf.o: bpf/%.bpf.c bpf/vmlinux.h $(BPF_HDRS)
 bpf/libmapdiff.so: bpf/mapdiff.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -o $@.tmp $< && mv $@.tmp $@
 
+# a recording's lock rows folded in C (analyzer/rowfold.py loads it with ctypes; Python folds without it)
+analyzer/librowfold.so: analyzer/rowfold.c
+	$(CC) -O2 -g -Wall -Werror -shared -fPIC -o $@.tmp $< -lsqlite3 && mv $@.tmp $@
+
 examples/bin/%: examples/%.c examples/truth.h
 	@mkdir -p examples/bin
 	$(CC) -O2 -g -Wall -pthread -o $@ $< -lm
@@ -67,4 +73,4 @@ bench: install
 	$(VENV)/bin/python -m benchmarks.overhead
 
 clean:
-	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h examples/bin
+	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so analyzer/*.tmp examples/bin

@@ -221,15 +221,20 @@ def _split_all(model: Model, table: CauseTable) -> dict[Stratum, list[WaitSplit]
     for w in model.waits:
         strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
     out: dict[Stratum, list[WaitSplit]] = {}
+    by_evidence: dict[tuple, Cause] = {}  # thousands of sleeping threads share a few
     for (task, state, why, func), waits in strata.items():
         if len(waits) == 1:  # most strata (a sleeping thread's one wait): drawn, or alone with its evidence
             w = waits[0]
             if _drawn(w):
                 cause = classify_wait(model, w, table)
             else:
-                cause = table.classify(None, None, state, decode(why, func, w.woken, arch))
+                like = (state, why, func, w.woken, w.kstack_id)
+                cause = by_evidence.get(like)
                 if cause is None:
-                    cause = no_stack_cause(w.kstack_id)
+                    cause = table.classify(None, None, state, decode(why, func, w.woken, arch))
+                    if cause is None:
+                        cause = no_stack_cause(w.kstack_id)
+                    by_evidence[like] = cause
             out[(task, state, why, func)] = [WaitSplit(w, ((cause, 1.0),), True)]
             continue
         drawn, shared, alone = [], [], []

@@ -48,23 +48,34 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     intervals = read() if ledger is None else ledger.tee(read())
     model = Model.from_intervals(meta, intervals, rec.tasks(), stacks, slab_caches=rec.slab_caches(),
                                  functions=rec.functions())
-    fold = LockFold()
-    add, check = fold.add, fold.check
-    parts: dict[int, array] = {}
-    for idx, values in rec.lock_rows(limits):
-        n = add(values)
-        check(values, limits[idx])
-        if ledger is not None:
-            part = parts.get(idx)
-            if part is None:
-                part = parts[idx] = array("q")
-            part.extend((n, values[8], values[9]))  # count, total ns (LOCK_VALUES)
+    fold, parts = _fold_locks(rec, limits, ledger is not None)
     health = dict(model.health)
     count_invariants(health, ((WAIT_TOO_LONG, fold.too_long), (LOCK_SPLIT_ABOVE_TOTAL, fold.bad_split)))
     model = replace(model, lock_waits=fold.result(stacks), health=health)
     if ledger is not None:
         ledger.keep_locks(order, parts, model.lock_waits)
     return model
+
+
+def _fold_locks(rec: Recording, limits: dict[int, int], keep_parts: bool) -> tuple[LockFold, dict[int, array]]:
+    """The lock rows of the intervals `limits` names folded per key, and (`keep_parts`) each interval's
+    (key number, count, wait ns) for the series: in C where it is built (analyzer/rowfold.py), else here."""
+    rows = rec.fold_lock_rows(limits)
+    fold = LockFold()
+    if rows is not None:
+        fold.index, fold.acc, fold.too_long, fold.bad_split = rows.index, rows.acc, rows.too_long, rows.bad_split
+        return fold, rows.parts if keep_parts else {}
+    add, check = fold.add, fold.check
+    parts: dict[int, array] = {}
+    for idx, values in rec.lock_rows(limits):
+        n = add(values)
+        check(values, limits[idx])
+        if keep_parts:
+            part = parts.get(idx)
+            if part is None:
+                part = parts[idx] = array("q")
+            part.extend((n, values[8], values[9]))  # count, total ns (LOCK_VALUES)
+    return fold, parts
 
 
 def damaged_text(path: str, damaged: dict[str, int]) -> str:

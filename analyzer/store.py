@@ -30,9 +30,10 @@ from stallscope.analyzer.sample import (
     TaskInfo, Tuning, TuningChange, WaitLink, WaitSince, WakerDelta, record_maker, u64,
 )
 from stallscope.analyzer.recording_checks import (
-    DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql, sysfs_cell,
+    COLUMNS, RANGES, DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql, sysfs_cell,
     woken_cell,
 )
+from stallscope.analyzer.rowfold import LockRows, RowFoldError, fold_lock_rows
 from stallscope.errors import StallscopeError
 from stallscope.outputs import RecordingFile, create_recording, size_limit, storage_hint, storage_limit
 
@@ -475,6 +476,7 @@ class Recording:
         try:
             db.execute("PRAGMA query_only=1")
             db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            self.uri = uri + mode  # as it opened: another reader of the file (analyzer/rowfold.py) opens it so
         except sqlite3.OperationalError as exc:
             db.close()
             # no -shm to be had: SQLite cannot create it (CANTOPEN) or not write it (READONLY_CANTINIT)
@@ -506,9 +508,11 @@ class Recording:
     def _select(self, table: str, columns) -> str:
         """`SELECT columns, ok FROM table`: each column, or its default (`(name, default)`) in a recording
         made before the column was added; `ok` is whether the row holds what the writer writes."""
+        return f"SELECT {self._exprs(table, columns)}, {row_ok_sql(table, self._columns(table), self.meta.cpus)} FROM {table}"
+
+    def _exprs(self, table: str, columns) -> str:
         present = self._columns(table)
-        exprs = [c if isinstance(c, str) else (c[0] if c[0] in present else c[1]) for c in columns]
-        return f"SELECT {', '.join(exprs)}, {row_ok_sql(table, present, self.meta.cpus)} FROM {table}"
+        return ", ".join(c if isinstance(c, str) else (c[0] if c[0] in present else c[1]) for c in columns)
 
     def _checked(self, table: str, rows, make) -> Iterator:
         """`make(row)` of each row that holds what the writer writes (its last column, `ok`, true; `make`
@@ -662,6 +666,28 @@ class Recording:
                     self.damaged["locks"] += 1
         except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
+
+    def fold_lock_rows(self, limits: dict[int, int]) -> LockRows | None:
+        """The kernel lock contentions of the intervals `limits` names (each with its longest possible wait),
+        folded per key in C, as LockFold folds `lock_rows` (analyzer/rowfold.py); damaged rows counted.
+        None when the C fold is not to be had (not built, or a total beyond 64 bits): fold `lock_rows` then."""
+        if "locks" not in self.tables or not limits:
+            return LockRows({}, [], 0, 0, 0, {})
+        columns = ("idx",) + tuple(_LOCK_DEFAULTS.get(c, c) for c in LOCK_VALUES)
+        if RANGES.get("locks"):  # values checked against bounds: SQLite checks the rows
+            sql, kinds = self._select("locks", columns), None
+        else:  # their types alone, checked in C as row_ok_sql would have SQLite check them
+            present = self._columns("locks")
+            sql = f"SELECT {self._exprs('locks', columns)}, 1 FROM locks"
+            kinds = [COLUMNS["locks"].get(n) if n in present else None
+                     for n in (c if isinstance(c, str) else c[0] for c in columns)]
+        try:
+            rows = fold_lock_rows(self.uri, f"{sql} WHERE idx BETWEEN ? AND ? ORDER BY idx", kinds, limits, _text)
+        except RowFoldError as exc:
+            raise self._damaged(exc) from None
+        if rows is not None and rows.damaged:
+            self.damaged["locks"] += rows.damaged
+        return rows
 
     def _io_streams(self, window: tuple[int, int]) -> tuple["_ByInterval", ...]:
         """The io group's tables (empty in recordings made before they were kept)."""

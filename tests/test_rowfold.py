@@ -1,0 +1,134 @@
+"""The lock rows folded in C (analyzer/rowfold.c) are folded as Python's LockFold folds them: the same
+keys in the same order, the same totals, the same per-interval parts for the series, the same damaged
+rows and invariant counts; a total beyond 64 bits and a missing library fall back to Python's fold."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from array import array
+from pathlib import Path
+
+import pytest
+
+from stallscope.analyzer import rowfold
+from stallscope.analyzer.load import fold_recording
+from stallscope.analyzer.model import LockFold
+from stallscope.analyzer.store import Recording
+
+
+def _python_fold(rec: Recording, limits: dict[int, int]):
+    fold, parts = LockFold(), {}
+    for idx, values in rec.lock_rows(limits):
+        n = fold.add(values)
+        fold.check(values, limits[idx])
+        parts.setdefault(idx, array("q")).extend((n, values[8], values[9]))
+    return fold, parts
+
+
+def _limits(rec: Recording, span: int | None = None) -> dict[int, int]:
+    return {iv.index: span if span is not None else iv.end_ns - iv.start_ns
+            for iv in rec.intervals(without=frozenset({"locks"}))}
+
+
+def _both(path: Path, span: int | None = None):
+    rec = Recording(str(path))
+    try:
+        limits = _limits(rec, span)
+        rows = rec.fold_lock_rows(limits)
+        c_damaged = dict(rec.damaged)
+        rec.damaged.clear()
+        fold, parts = _python_fold(rec, limits)
+        return rows, c_damaged, fold, parts, dict(rec.damaged)
+    finally:
+        rec.close()
+
+
+def _assert_same(path: Path, span: int | None = None) -> None:
+    rows, c_damaged, fold, parts, damaged = _both(path, span)
+    assert rows is not None, "the C fold is built by `make install`"
+    assert list(rows.index.items()) == list(fold.index.items())
+    assert rows.acc == fold.acc
+    assert (rows.too_long, rows.bad_split) == (fold.too_long, fold.bad_split)
+    assert rows.parts == parts
+    assert c_damaged == damaged
+
+
+def _copy(src: Path, dst: Path, *statements: str) -> Path:
+    shutil.copy(src, dst)
+    db = sqlite3.connect(dst)
+    for sql in statements:
+        db.execute(sql)
+    db.commit()
+    db.close()
+    return dst
+
+
+def test_a_real_recordings_lock_rows_fold_in_c_as_in_python(report_recording):
+    path = report_recording["stall"]
+    rec = Recording(str(path))
+    try:
+        n = rec.db.execute("SELECT COUNT(*) FROM locks").fetchone()[0]
+    finally:
+        rec.close()
+    assert n > 100, f"hackbench made {n} lock rows: too few to compare"
+    _assert_same(path)
+    _assert_same(path, span=1)  # every wait longer than the interval: each row counted as too long
+
+
+def test_damaged_lock_rows_are_left_out_and_counted_alike(report_recording, tmp_path):
+    bad = _copy(report_recording["stall"], tmp_path / "bad.stall",
+                "UPDATE locks SET count = 'many' WHERE rowid % 7 = 0",
+                "UPDATE locks SET owner_comm = NULL WHERE rowid % 7 = 1",  # NULL where text is written
+                "UPDATE locks SET cache = 3 WHERE rowid % 7 = 2",
+                "UPDATE locks SET blocked_ns = NULL WHERE rowid % 7 = 3",  # allowed: an older kernel's rows
+                "UPDATE locks SET field = NULL, object = NULL WHERE rowid % 7 = 4",  # allowed
+                "UPDATE locks SET symbol = '', blocked_ns = total_ns + 5 WHERE rowid % 7 = 5",
+                "UPDATE locks SET owner_comm = CAST(x'fffe41' AS TEXT), owner_pid = 7 WHERE rowid % 7 = 6",
+                "UPDATE locks SET idx = NULL WHERE rowid = 3")
+    rows, c_damaged, *_ = _both(bad)
+    assert c_damaged["locks"] > 0 and rows.bad_split > 0
+    _assert_same(bad)
+
+
+def test_a_total_beyond_64_bits_is_folded_in_python(report_recording, tmp_path):
+    big = _copy(report_recording["stall"], tmp_path / "big.stall",
+                "UPDATE locks SET total_ns = 9223372036854775000")
+    rows, *_ = _both(big)
+    assert rows is None  # overflowed: the caller folds in Python
+    rec = Recording(str(big))
+    try:
+        model = fold_recording(rec)
+    finally:
+        rec.close()
+    assert max(w.total_ns for w in model.lock_waits) > (1 << 63)
+
+
+def test_without_the_library_the_model_is_the_same(report_recording, monkeypatch):
+    path = str(report_recording["stall"])
+    rec = Recording(path)
+    try:
+        with_c = fold_recording(rec)
+    finally:
+        rec.close()
+    monkeypatch.setattr(rowfold, "_lib", None)
+    monkeypatch.setattr(rowfold, "_missing", True)
+    rec = Recording(path)
+    try:
+        assert rec.fold_lock_rows(_limits(rec)) is None
+        without = fold_recording(rec)
+    finally:
+        rec.close()
+    assert with_c.lock_waits == without.lock_waits and with_c.health == without.health
+
+
+def test_a_file_that_sqlite_cannot_read_is_damaged_not_a_traceback(report_recording, tmp_path):
+    from stallscope.errors import StallscopeError
+
+    rec = Recording(str(report_recording["stall"]))
+    try:
+        rec.uri = f"file:{tmp_path / 'gone.stall'}?mode=ro"
+        with pytest.raises(StallscopeError, match="damaged"):
+            rec.fold_lock_rows(_limits(rec))
+    finally:
+        rec.close()
