@@ -9,6 +9,7 @@ from dataclasses import replace
 from stallscope.analyzer.model import (
     LOCK_SPLIT_ABOVE_TOTAL, WAIT_TOO_LONG, LockFold, Model, count_invariants, wait_limit_ns,
 )
+from stallscope.analyzer.rowfold import LockRows
 from stallscope.analyzer.series import Ledger
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.untrusted import escaped
@@ -57,14 +58,15 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     return model
 
 
-def _fold_locks(rec: Recording, limits: dict[int, int], keep_parts: bool) -> tuple[LockFold, dict[int, array]]:
-    """The lock rows of the intervals `limits` names folded per key, and (`keep_parts`) each interval's
-    (key number, count, wait ns) for the series: in C where it is built (analyzer/rowfold.py), else here."""
+def _fold_locks(rec: Recording, limits: dict[int, int], keep_parts: bool) -> tuple[LockFold | LockRows,
+                                                                                   dict[int, array]]:
+    """The lock rows of the intervals `limits` names folded per key (`result` the model's table, `too_long`
+    and `bad_split` the invariants' counts), and (`keep_parts`) each interval's (key number, count, wait ns)
+    for the series: in C where it is built (analyzer/rowfold.py), else here."""
     rows = rec.fold_lock_rows(limits)
-    fold = LockFold()
     if rows is not None:
-        fold.index, fold.acc, fold.too_long, fold.bad_split = rows.index, rows.acc, rows.too_long, rows.bad_split
-        return fold, rows.parts if keep_parts else {}
+        return rows, rows.parts if keep_parts else {}
+    fold = LockFold()
     add, check = fold.add, fold.check
     parts: dict[int, array] = {}
     for idx, values in rec.lock_rows(limits):

@@ -136,26 +136,45 @@ def _is_int(v, lo: int = _S64[0], hi: int = _S64[1]) -> bool:
 _HIST = re.compile(r"\[ *(?:\[(?:[0-9]|[1-5][0-9]|6[0-3]), *[0-9]{1,18}\](?:, *\[(?:[0-9]|[1-5][0-9]|6[0-3]), *[0-9]{1,18}\])*)? *\]")
 
 
+# The cells read most, parsed once per distinct text: a recording's histograms and wakers repeat (a
+# sleeping thread's one wait of one slot, interval after interval). Bounded: the first ones met are kept.
+_CELLS_KEPT = 1 << 16
+_hists: dict[str, tuple] = {}
+_wokens: dict[str, tuple] = {}
+
+
 def hist_cell(text: str | None) -> tuple[tuple[int, int], ...]:
     """A log2 histogram: [[slot, count], ...], slots 0..63, counts >= 0."""
     if not text:
         return ()
+    hist = _hists.get(text)
+    if hist is not None:
+        return hist
     if not _HIST.fullmatch(text):
         raise DamagedRow("not a histogram")
-    return tuple(map(tuple, json.loads(text)))
+    hist = tuple(map(tuple, json.loads(text)))
+    if len(_hists) < _CELLS_KEPT:
+        _hists[text] = hist
+    return hist
 
 
 def woken_cell(text: str | None) -> tuple[int, int, int]:
     """`tasks,interrupts,exiting`: three counts."""
     if not text:
         return (0, 0, 0)
+    woken = _wokens.get(text)
+    if woken is not None:
+        return woken
     try:
         a, b, c = (int(x) for x in text.split(","))
     except ValueError:
         raise DamagedRow("not three counts") from None
     if not all(0 <= v <= _S64[1] for v in (a, b, c)):
         raise DamagedRow("not three counts")
-    return (a, b, c)
+    woken = (a, b, c)
+    if len(_wokens) < _CELLS_KEPT:
+        _wokens[text] = woken
+    return woken
 
 
 def health_cell(text: str | None) -> dict[str, int]:

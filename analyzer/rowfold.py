@@ -11,16 +11,17 @@ from __future__ import annotations
 import ctypes
 from array import array
 from dataclasses import dataclass
+from itertools import chain
 from importlib import resources
 from typing import Callable
 
+from stallscope.analyzer.model import LockWaits, _new_lock_waits
 from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR_NULL
+from stallscope.analyzer.sample import Stack, TaskId, u64
 
 _LIBRARY = "librowfold.so"
 _ID_NULL, _ID_EMPTY = -1, -2  # analyzer/rowfold.c: a NULL text cell, an empty one
 _KEY_WORDS, _ACC_WORDS = 8, 15
-_KEY_TEXT = (6,)  # the cache's name
-_ACC_TEXT = (7, 8, 13, 14)  # owner comm, symbol, field, object
 _lib: ctypes.CDLL | None = None
 _missing = False
 
@@ -31,16 +32,45 @@ class RowFoldError(Exception):
 
 @dataclass
 class LockRows:
-    """A fold's result: the keys in the order first met and their totals (LockFold.index and .acc), the
-    invariants' counts, the rows left out as damaged, and per interval its rows' (key number, count,
-    wait ns) one after another (what fold_recording keeps for the series)."""
+    """A fold's result, as LockFold keeps one: the keys in the order first met with their totals (flat: the
+    key's KEY_WORDS, then its ACC_WORDS, text cells as ids into `strings`), the invariants' counts, the
+    rows left out as damaged, and per interval its rows' (key number, count, wait ns) one after another
+    (what fold_recording keeps for the series)."""
 
-    index: dict[tuple, int]
-    acc: list[list]
+    keys: array
+    totals: array
+    strings: list[str]
     too_long: int
     bad_split: int
     damaged: int
     parts: dict[int, array]
+
+    def _cell(self, i: int):
+        return self.strings[i] if i >= 0 else (None if i == _ID_NULL else "")
+
+    def _rows(self):
+        keys, totals, cell = self.keys, self.totals, self._cell
+        for i in range(len(keys) // _KEY_WORDS):
+            k = keys[i * _KEY_WORDS:(i + 1) * _KEY_WORDS]
+            e = totals[i * _ACC_WORDS:(i + 1) * _ACC_WORDS]
+            yield k, e, cell(k[6]), cell(e[7]), cell(e[8]), cell(e[13]), cell(e[14])
+
+    @property
+    def index(self) -> dict[tuple, int]:
+        """LockFold.index: each key (its cache's name in place) and its number."""
+        return {(*k[:6], cache, k[7]): i for i, (k, _e, cache, *_text) in enumerate(self._rows())}
+
+    @property
+    def acc(self) -> list[list]:
+        """LockFold.acc: each key's totals, its text cells in place."""
+        return [[*e[:7], comm, symbol, *e[9:13], fld, obj] for _k, e, _cache, comm, symbol, fld, obj in self._rows()]
+
+    def result(self, stacks: dict[int, Stack]) -> tuple[LockWaits, ...]:
+        """LockFold.result: the model's table, in the keys' order."""
+        make = _new_lock_waits
+        return tuple(make(TaskId(k[0], k[1]), k[2], u64(k[3]), k[4], k[5], cache, stacks.get(u64(k[7])), u64(k[7]),
+                          *e[:7], comm, symbol, *e[9:13], fld, obj)
+                     for k, e, cache, comm, symbol, fld, obj in self._rows())
 
 
 def _library() -> ctypes.CDLL | None:
@@ -116,31 +146,11 @@ def _ints(ptr: int | None, count: int) -> array:
 def _result(lib: ctypes.CDLL, f, text: Callable[[bytes], str]) -> LockRows:
     blob, ends = ctypes.c_void_p(), ctypes.c_void_p()
     n_text = lib.rowfold_text(f, ctypes.byref(blob), ctypes.byref(ends))
-    raw = ctypes.string_at(blob, int(_ints(ends.value, n_text)[-1])) if n_text else b""
-    strings, begin = [], 0
-    for end in _ints(ends.value, n_text):
-        strings.append(text(raw[begin:end]))
-        begin = end
-
-    def cell(i: int):
-        return strings[i] if i >= 0 else (None if i == _ID_NULL else "")
-
+    at = _ints(ends.value, n_text)
+    raw = ctypes.string_at(blob, at[-1]) if n_text else b""
+    strings = [text(raw[a:b]) for a, b in zip(chain((0,), at), at)]
     keys_p, acc_p = ctypes.c_void_p(), ctypes.c_void_p()
     n = lib.rowfold_keys(f, ctypes.byref(keys_p), ctypes.byref(acc_p))
-    flat_keys, flat_acc = _ints(keys_p.value, n * _KEY_WORDS), _ints(acc_p.value, n * _ACC_WORDS)
-    index: dict[tuple, int] = {}
-    for i in range(n):
-        k = list(flat_keys[i * _KEY_WORDS:(i + 1) * _KEY_WORDS])
-        for j in _KEY_TEXT:
-            k[j] = cell(k[j])
-        index[tuple(k)] = i
-    acc = []
-    for i in range(n):
-        e = list(flat_acc[i * _ACC_WORDS:(i + 1) * _ACC_WORDS])
-        for j in _ACC_TEXT:
-            e[j] = cell(e[j])
-        acc.append(e)
-
     parts_p, segs_p, n_segs = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_uint64()
     rows = lib.rowfold_parts(f, ctypes.byref(parts_p), ctypes.byref(segs_p), ctypes.byref(n_segs))
     flat, segs = _ints(parts_p.value, 3 * rows), _ints(segs_p.value, 2 * n_segs.value)
@@ -151,4 +161,5 @@ def _result(lib: ctypes.CDLL, f, text: Callable[[bytes], str]) -> LockRows:
         parts[interval] = flat[3 * first:3 * last]
     counts = (ctypes.c_int64 * 3)()
     lib.rowfold_counts(f, counts)
-    return LockRows(index, acc, counts[1], counts[2], counts[0], parts)
+    return LockRows(_ints(keys_p.value, n * _KEY_WORDS), _ints(acc_p.value, n * _ACC_WORDS), strings,
+                    counts[1], counts[2], counts[0], parts)

@@ -18,6 +18,7 @@ import os
 import sqlite3
 import time
 import urllib.parse
+from array import array
 from collections import Counter
 from dataclasses import asdict
 from functools import partial
@@ -672,7 +673,7 @@ class Recording:
         folded per key in C, as LockFold folds `lock_rows` (analyzer/rowfold.py); damaged rows counted.
         None when the C fold is not to be had (not built, or a total beyond 64 bits): fold `lock_rows` then."""
         if "locks" not in self.tables or not limits:
-            return LockRows({}, [], 0, 0, 0, {})
+            return LockRows(array("q"), array("q"), [], 0, 0, 0, {})
         columns = ("idx",) + tuple(_LOCK_DEFAULTS.get(c, c) for c in LOCK_VALUES)
         if RANGES.get("locks"):  # values checked against bounds: SQLite checks the rows
             sql, kinds = self._select("locks", columns), None
