@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 
 .PHONY: install top test bench clean deb-packages
 
-install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so analyzer/librowfold.so $(EXAMPLE_BINS)
+install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so analyzer/librowfold.so.1 $(EXAMPLE_BINS)
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deb-packages:
@@ -51,7 +51,7 @@ bpf/libmapdiff.so: bpf/mapdiff.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -o $@.tmp $< && mv $@.tmp $@
 
 # a recording's lock rows folded in C (analyzer/rowfold.py loads it with ctypes; Python folds without it)
-analyzer/librowfold.so: analyzer/rowfold.c
+analyzer/librowfold.so.1: analyzer/rowfold.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -o $@.tmp $< -lsqlite3 && mv $@.tmp $@
 
 examples/bin/%: examples/%.c examples/truth.h
@@ -73,4 +73,4 @@ bench: install
 	$(VENV)/bin/python -m benchmarks.overhead
 
 clean:
-	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so analyzer/*.tmp examples/bin
+	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so.1 analyzer/*.tmp examples/bin

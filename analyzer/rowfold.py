@@ -19,7 +19,7 @@ from stallscope.analyzer.model import LockWaits, _new_lock_waits
 from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR_NULL
 from stallscope.analyzer.sample import Stack, TaskId, u64
 
-_LIBRARY = "librowfold.so"
+_LIBRARY = "librowfold.so.1"  # not `.so`: the package would list it among its modules
 _ID_NULL, _ID_EMPTY = -1, -2  # analyzer/rowfold.c: a NULL text cell, an empty one
 _KEY_WORDS, _ACC_WORDS = 8, 15
 _lib: ctypes.CDLL | None = None
