@@ -15,9 +15,16 @@ import pytest
 from conftest import STALLSCOPE, example, needs_bpf, run_stallscope
 
 
+def _as_a_foreground_job() -> None:
+    """SIGINT and SIGQUIT as a terminal's foreground job has them: a suite started in the background by a
+    shell without job control inherits them ignored, and stallscope keeps a signal its caller ignores."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _start_recording(path, *extra):
     proc = subprocess.Popen([STALLSCOPE, "record", "-o", str(path), "-i", "0.2", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_a_foreground_job)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # wait until at least two intervals are on disk
         if path.exists():
