@@ -290,32 +290,24 @@ fail:
 
 /* what a column must hold (analyzer/recording_checks.py COLUMNS), checked here rather than by an SQL
  * expression per row: SQLite evaluating `typeof(c) = 'integer' AND ...` took as long as the rest */
-enum { K_ANY, K_INT, K_INT_OR_NULL, K_TEXT, K_TEXT_OR_NULL };
+enum { K_ANY, K_INT, K_INT_OR_NULL, K_TEXT, K_TEXT_OR_NULL, N_KINDS };
+#define T(type) (1u << (type))
+static const unsigned kind_types[N_KINDS] = {
+	[K_ANY] = ~0u,
+	[K_INT] = T(SQLITE_INTEGER),
+	[K_INT_OR_NULL] = T(SQLITE_INTEGER) | T(SQLITE_NULL),
+	[K_TEXT] = T(SQLITE_TEXT),
+	[K_TEXT_OR_NULL] = T(SQLITE_TEXT) | T(SQLITE_NULL),
+};
 
 static int row_ok(sqlite3_stmt *st, const int8_t *kinds)
 {
 	if (!sqlite3_column_int(st, C_OK))
 		return 0;
 	for (int c = 0; kinds && c < C_OK; c++) {
-		int t = sqlite3_column_type(st, c);
-		switch (kinds[c]) {
-		case K_INT:
-			if (t != SQLITE_INTEGER)
-				return 0;
-			break;
-		case K_INT_OR_NULL:
-			if (t != SQLITE_INTEGER && t != SQLITE_NULL)
-				return 0;
-			break;
-		case K_TEXT:
-			if (t != SQLITE_TEXT)
-				return 0;
-			break;
-		case K_TEXT_OR_NULL:
-			if (t != SQLITE_TEXT && t != SQLITE_NULL)
-				return 0;
-			break;
-		}
+		unsigned k = (unsigned)kinds[c] < N_KINDS ? (unsigned)kinds[c] : K_ANY;
+		if (!(kind_types[k] & T(sqlite3_column_type(st, c))))
+			return 0;
 	}
 	return 1;
 }

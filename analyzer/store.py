@@ -31,8 +31,8 @@ from stallscope.analyzer.sample import (
     TaskInfo, Tuning, TuningChange, WaitLink, WaitSince, WakerDelta, record_maker, u64,
 )
 from stallscope.analyzer.recording_checks import (
-    COLUMNS, RANGES, DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql, sysfs_cell,
-    woken_cell,
+    COLUMNS, RANGES, DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql,
+    sysfs_cell, woken_cell,
 )
 from stallscope.analyzer.rowfold import LockRows, RowFoldError, fold_lock_rows
 from stallscope.errors import StallscopeError
@@ -509,7 +509,8 @@ class Recording:
     def _select(self, table: str, columns) -> str:
         """`SELECT columns, ok FROM table`: each column, or its default (`(name, default)`) in a recording
         made before the column was added; `ok` is whether the row holds what the writer writes."""
-        return f"SELECT {self._exprs(table, columns)}, {row_ok_sql(table, self._columns(table), self.meta.cpus)} FROM {table}"
+        ok = row_ok_sql(table, self._columns(table), self.meta.cpus)
+        return f"SELECT {self._exprs(table, columns)}, {ok} FROM {table}"
 
     def _exprs(self, table: str, columns) -> str:
         present = self._columns(table)
@@ -675,13 +676,14 @@ class Recording:
         if "locks" not in self.tables or not limits:
             return LockRows(array("q"), array("q"), [], 0, 0, 0, {})
         columns = ("idx",) + tuple(_LOCK_DEFAULTS.get(c, c) for c in LOCK_VALUES)
-        if RANGES.get("locks"):  # values checked against bounds: SQLite checks the rows
+        names = [c if isinstance(c, str) else c[0] for c in columns]
+        present = self._columns("locks")
+        if RANGES.get("locks") or (set(COLUMNS["locks"]) & present) - set(names):
+            # values checked against bounds, or columns not read: SQLite checks the rows (row_ok_sql)
             sql, kinds = self._select("locks", columns), None
-        else:  # their types alone, checked in C as row_ok_sql would have SQLite check them
-            present = self._columns("locks")
+        else:  # the types of the columns read, checked in C as row_ok_sql would have SQLite check them
             sql = f"SELECT {self._exprs('locks', columns)}, 1 FROM locks"
-            kinds = [COLUMNS["locks"].get(n) if n in present else None
-                     for n in (c if isinstance(c, str) else c[0] for c in columns)]
+            kinds = [COLUMNS["locks"].get(n) if n in present else None for n in names]
         try:
             rows = fold_lock_rows(self.uri, f"{sql} WHERE idx BETWEEN ? AND ? ORDER BY idx", kinds, limits, _text)
         except RowFoldError as exc:

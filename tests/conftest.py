@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,17 @@ def example(name: str) -> str:
     if not path.exists():
         raise AssertionError(f"{path} is missing: `make install` builds the examples")
     return str(path)
+
+
+def edited_copy(src: Path, dst: Path, *statements: str) -> Path:
+    """A copy of a recording with SQL statements run on it (a damaged file, a crafted one)."""
+    shutil.copy(src, dst)
+    db = sqlite3.connect(dst)
+    for sql in statements:
+        db.execute(sql)
+    db.commit()
+    db.close()
+    return dst
 
 
 def record_command(tmp_path: Path, argv: list[str], *extra: str, defaults: bool = False) -> tuple[dict, list[dict], Path]:

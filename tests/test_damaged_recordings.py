@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import STALLSCOPE, example, needs_bpf, run_stallscope
+from conftest import STALLSCOPE, edited_copy, example, needs_bpf, run_stallscope
 from stallscope import cli
 
 
@@ -83,16 +83,6 @@ def _assert_works_or_one_line(argv: list[str]) -> tuple[int, str]:
 
 # ---- the damages named in the issue ------------------------------------------------------------
 
-def _damaged_copy(src: Path, dst: Path, *statements: str) -> Path:
-    shutil.copy(src, dst)
-    db = sqlite3.connect(dst)
-    for sql in statements:
-        db.execute(sql)
-    db.commit()
-    db.close()
-    return dst
-
-
 @needs_bpf
 @pytest.mark.parametrize("name, statements", [
     ("text_in_an_integer_column", ["UPDATE offcpu SET total_ns = 'lots' WHERE rowid = (SELECT MIN(rowid) FROM offcpu)",
@@ -109,7 +99,7 @@ def _damaged_copy(src: Path, dst: Path, *statements: str) -> Path:
                                          "UPDATE stacks SET frames = '[{\"addr\": 1}]' WHERE rowid % 2 = 1"]),
 ])
 def test_a_damaged_row_is_skipped_and_counted_and_the_rest_is_read(tmp_path, real_recording, name, statements):
-    bad = _damaged_copy(real_recording, tmp_path / f"{name}.stall", *statements)
+    bad = edited_copy(real_recording, tmp_path / f"{name}.stall", *statements)
     for argv in _commands(str(bad), str(real_recording)):
         _assert_works_or_one_line(argv)
     rc, out, err = _run(["export", str(bad)])

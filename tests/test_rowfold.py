@@ -4,13 +4,13 @@ rows and invariant counts; a total beyond 64 bits and a missing library fall bac
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
+import json
 from array import array
 from pathlib import Path
 
 import pytest
 
+from conftest import edited_copy, run_stallscope
 from stallscope.analyzer import rowfold
 from stallscope.analyzer.load import fold_recording
 from stallscope.analyzer.model import LockFold
@@ -54,16 +54,6 @@ def _assert_same(path: Path, span: int | None = None) -> None:
     assert c_damaged == damaged
 
 
-def _copy(src: Path, dst: Path, *statements: str) -> Path:
-    shutil.copy(src, dst)
-    db = sqlite3.connect(dst)
-    for sql in statements:
-        db.execute(sql)
-    db.commit()
-    db.close()
-    return dst
-
-
 def test_a_real_recordings_lock_rows_fold_in_c_as_in_python(report_recording):
     path = report_recording["stall"]
     rec = Recording(str(path))
@@ -77,7 +67,7 @@ def test_a_real_recordings_lock_rows_fold_in_c_as_in_python(report_recording):
 
 
 def test_damaged_lock_rows_are_left_out_and_counted_alike(report_recording, tmp_path):
-    bad = _copy(report_recording["stall"], tmp_path / "bad.stall",
+    bad = edited_copy(report_recording["stall"], tmp_path / "bad.stall",
                 "UPDATE locks SET count = 'many' WHERE rowid % 7 = 0",
                 "UPDATE locks SET owner_comm = NULL WHERE rowid % 7 = 1",  # NULL where text is written
                 "UPDATE locks SET cache = 3 WHERE rowid % 7 = 2",
@@ -89,10 +79,13 @@ def test_damaged_lock_rows_are_left_out_and_counted_alike(report_recording, tmp_
     rows, c_damaged, *_ = _both(bad)
     assert c_damaged["locks"] > 0 and rows.bad_split > 0
     _assert_same(bad)
+    proc = run_stallscope("export", str(bad))  # as a user reads it: one warning line, the rows counted
+    assert "damaged" in proc.stderr and "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)["meta"]["damaged_rows"]["locks"] == c_damaged["locks"]
 
 
 def test_a_total_beyond_64_bits_is_folded_in_python(report_recording, tmp_path):
-    big = _copy(report_recording["stall"], tmp_path / "big.stall",
+    big = edited_copy(report_recording["stall"], tmp_path / "big.stall",
                 "UPDATE locks SET total_ns = 9223372036854775000")
     rows, *_ = _both(big)
     assert rows is None  # overflowed: the caller folds in Python
