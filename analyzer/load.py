@@ -49,17 +49,23 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     intervals = read() if ledger is None else ledger.tee(read())
     model = Model.from_intervals(meta, intervals, rec.tasks(), stacks, slab_caches=rec.slab_caches(),
                                  functions=rec.functions())
-    fold, parts = _fold_locks(rec, limits, ledger is not None)
-    health = dict(model.health)
-    count_invariants(health, ((WAIT_TOO_LONG, fold.too_long), (LOCK_SPLIT_ABOVE_TOTAL, fold.bad_split)))
-    model = replace(model, lock_waits=fold.result(stacks), health=health)
+    fold, parts = fold_locks(rec, limits, ledger is not None)
+    model = with_locks(model, fold, stacks)
     if ledger is not None:
         ledger.keep_locks(order, parts, model.lock_waits)
     return model
 
 
-def _fold_locks(rec: Recording, limits: dict[int, int], keep_parts: bool) -> tuple[LockFold | LockRows,
-                                                                                   dict[int, array]]:
+def with_locks(model: Model, fold: LockFold | LockRows, stacks: dict) -> Model:
+    """The model with the kernel lock contentions of `fold` (fold_locks) as its table, and their invariants'
+    counts in its health."""
+    health = dict(model.health)
+    count_invariants(health, ((WAIT_TOO_LONG, fold.too_long), (LOCK_SPLIT_ABOVE_TOTAL, fold.bad_split)))
+    return replace(model, lock_waits=fold.result(stacks), health=health)
+
+
+def fold_locks(rec: Recording, limits: dict[int, int], keep_parts: bool) -> tuple[LockFold | LockRows,
+                                                                                  dict[int, array]]:
     """The lock rows of the intervals `limits` names folded per key (`result` the model's table, `too_long`
     and `bad_split` the invariants' counts), and (`keep_parts`) each interval's (key number, count, wait ns)
     for the series: in C where it is built (analyzer/rowfold.py), else here."""

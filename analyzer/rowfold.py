@@ -13,15 +13,16 @@ from array import array
 from dataclasses import dataclass
 from itertools import chain
 from importlib import resources
-from typing import Callable
+from typing import Callable, Iterator
 
 from stallscope.analyzer.model import LockWaits, _new_lock_waits
 from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR_NULL
-from stallscope.analyzer.sample import Stack, TaskId, u64
+from stallscope.analyzer.sample import Stack, TaskId
 
 _LIBRARY = "librowfold.so.1"  # not `.so`: the package would list it among its modules
 _ID_NULL, _ID_EMPTY = -1, -2  # analyzer/rowfold.c: a NULL text cell, an empty one
 _KEY_WORDS, _ACC_WORDS = 8, 15
+_U64 = (1 << 64) - 1  # SQLite's signed 64 bits, as the model's unsigned addresses and ids
 _lib: ctypes.CDLL | None = None
 _missing = False
 
@@ -45,32 +46,29 @@ class LockRows:
     damaged: int
     parts: dict[int, array]
 
-    def _cell(self, i: int):
-        return self.strings[i] if i >= 0 else (None if i == _ID_NULL else "")
-
-    def _rows(self):
-        keys, totals, cell = self.keys, self.totals, self._cell
-        for i in range(len(keys) // _KEY_WORDS):
-            k = keys[i * _KEY_WORDS:(i + 1) * _KEY_WORDS]
-            e = totals[i * _ACC_WORDS:(i + 1) * _ACC_WORDS]
-            yield k, e, cell(k[6]), cell(e[7]), cell(e[8]), cell(e[13]), cell(e[14])
+    def _rows(self) -> Iterator[tuple[tuple, tuple]]:
+        """Each key's words and its totals' words, text cells in place."""
+        cells = self.strings + ["", None]  # ids -2 and -1: an empty cell, a NULL one
+        k, e = iter(self.keys), iter(self.totals)
+        for key, acc in zip(zip(*[k] * _KEY_WORDS), zip(*[e] * _ACC_WORDS)):
+            yield ((*key[:6], cells[key[6]], key[7]),
+                   (*acc[:7], cells[acc[7]], cells[acc[8]], *acc[9:13], cells[acc[13]], cells[acc[14]]))
 
     @property
     def index(self) -> dict[tuple, int]:
         """LockFold.index: each key (its cache's name in place) and its number."""
-        return {(*k[:6], cache, k[7]): i for i, (k, _e, cache, *_text) in enumerate(self._rows())}
+        return {key: i for i, (key, _acc) in enumerate(self._rows())}
 
     @property
     def acc(self) -> list[list]:
         """LockFold.acc: each key's totals, its text cells in place."""
-        return [[*e[:7], comm, symbol, *e[9:13], fld, obj] for _k, e, _cache, comm, symbol, fld, obj in self._rows()]
+        return [list(acc) for _key, acc in self._rows()]
 
     def result(self, stacks: dict[int, Stack]) -> tuple[LockWaits, ...]:
-        """LockFold.result: the model's table, in the keys' order."""
-        make = _new_lock_waits
-        return tuple(make(TaskId(k[0], k[1]), k[2], u64(k[3]), k[4], k[5], cache, stacks.get(u64(k[7])), u64(k[7]),
-                          *e[:7], comm, symbol, *e[9:13], fld, obj)
-                     for k, e, cache, comm, symbol, fld, obj in self._rows())
+        """LockFold.result: the model's table, in the keys' order (addresses and stack ids unsigned)."""
+        make, get = _new_lock_waits, stacks.get
+        return tuple(make(TaskId(pid, start), tgid, addr & _U64, flags, kind, cache, get(ks & _U64), ks & _U64, *acc)
+                     for (pid, start, tgid, addr, flags, kind, cache, ks), acc in self._rows())
 
 
 def _library() -> ctypes.CDLL | None:

@@ -14,9 +14,11 @@ names still used), so a long-running `top` stays bounded. Pure: no I/O, no threa
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter, itemgetter
+from typing import Callable
 
 from stallscope.analyzer.blockers import Blocker, causes_by_task, denominator, held_up_by, parts, rank_blockers
 from stallscope.analyzer.causes import IDLE
@@ -292,6 +294,11 @@ class Timeline:
     _records: int = 0  # in the intervals held
     tuning_before: TuningChange | None = None  # the last budget step of the intervals forgotten
     _steps: deque = field(default_factory=deque)  # (interval index, its last budget step), of those held
+    # where the intervals carry no kernel lock records (a recording's, read without them): the model of a
+    # window of them (a list) given its lock contentions from elsewhere (stallscope/sources.py)
+    locks: Callable[[Model, list], Model] | None = None
+    # what a window's fold runs in (a recording's view: outside the cycle collector, stallscope/gc_work.py)
+    work: Callable[[], AbstractContextManager] = nullcontext
 
     def add(self, iv: Interval, snapshot: Snapshot | None = None) -> None:
         """One more interval (live: the newest; the oldest beyond `keep` is forgotten). `snapshot`: its
@@ -401,8 +408,11 @@ class Timeline:
             return snap
         base = self.first_index
         ivs = [self.intervals[i - base] for i in range(first, last + 1)]
-        model = Model.from_intervals(self.meta, ivs, self.task_info, self.stacks, slab_caches=self.slab_caches,
-                                     functions=self.functions, lazy=True)
+        with self.work():
+            model = Model.from_intervals(self.meta, ivs, self.task_info, self.stacks, slab_caches=self.slab_caches,
+                                         functions=self.functions, lazy=True)
+            if self.locks is not None:
+                model = self.locks(model, ivs)
         snap = Snapshot(model, first, last, self.live)
         self._cache[key] = snap
         self._trim()

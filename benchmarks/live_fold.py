@@ -25,7 +25,7 @@ from dataclasses import replace
 from stallscope.analyzer.sample import Interval, OngoingWait, TaskDelta
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.timeline import Timeline
-from stallscope.session import interval_work
+from stallscope.gc_work import interval_work
 from stallscope.sources import LIVE_GC_THRESHOLD, LIVE_KEEP, PREFOLDED
 
 

@@ -7,7 +7,6 @@ they share: timing, signals, the command's lifetime, the final drain.
 
 from __future__ import annotations
 
-import gc
 import os
 import platform
 import signal
@@ -17,7 +16,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -34,6 +32,7 @@ from stallscope.bpf.sizing import DEFAULT_SIZES, machine_sizes
 from stallscope.bpf import tune
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.errors import StallscopeError
+from stallscope.gc_work import interval_work, settle_gc
 from stallscope.priority import (
     at_nice, at_policy, caller_policy, own_nice, own_policy, raise_group, set_own_nice, set_own_policy,
 )
@@ -118,36 +117,6 @@ def thread_run_delay_ns() -> int | None:
             return int(f.read().split()[1])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def settle_gc() -> None:
-    """Start-up is done: what it built (kernel symbols, ELF tables, the BPF objects) lives as long as
-    the process, so it leaves the collector's view, and collections run less often. Each drain makes
-    thousands of short-lived, acyclic records; at the default thresholds the full collections that
-    walked everything kept took about 1% of a CPU under hackbench."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
-
-
-@contextmanager
-def interval_work():
-    """An interval's drain and what is done with it (written, folded, handed to a view), outside the
-    cycle collector's view. That work makes hundreds of thousands of records, parts and rows, none in a
-    cycle, and what outlives it (a live view keeps minutes of intervals) is frozen when it is done: the
-    collector never walks it. Before it, the young generation is collected, while it holds only what
-    was made since the last interval (the view's own cycles among it). Left to the collector's
-    threshold, it walked each record in its first collection: 2.6 s of CPU in 85 s of `top` under
-    hackbench beside 5,000 idle threads, about an eighth of its cost then."""
-    gc.collect(0)
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 class Session:

@@ -3,7 +3,7 @@
 A view asks a source for its events and feeds the intervals to a `Timeline`; it never knows which kind
 it has. Live: the session runs in a worker thread (its BPF load, attach and drains stay off the view's
 thread) and hands over what it makes through a bounded queue; notices such as a budget step are events,
-not prints. Recording: the SQLite store, read whole at open.
+not prints. Recording: the SQLite store, read at open but for its lock contentions, folded per window.
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from stallscope.analyzer.load import fold_locks, with_locks
+from stallscope.analyzer.model import Model, wait_limit_ns
 from stallscope.analyzer.sample import Interval, RecordingMeta
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.timeline import Timeline
 from stallscope.errors import StallscopeError
+from stallscope.gc_work import interval_work
 
 # what a live timeline keeps: the sparklines' minute and room for a range, at 1 s intervals
 LIVE_KEEP = 600
@@ -27,6 +30,7 @@ LIVE_MAX_RECORDS = 1_000_000
 # what the default view (Blockers, with each cause's history) and the status line read of each interval
 PREFOLDED = ("ranked", "idle_ns", "shares", "cost", "lost")
 LIVE_GC_THRESHOLD = 100_000  # allocations between young-generation collections, live
+_WITHOUT_LOCKS = frozenset({"locks"})
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,9 @@ class Event:
 
 
 class RecordingSource:
-    """A recording file: every interval, at once."""
+    """A recording file: every interval, at once, but for their kernel lock contentions (a long recording's
+    most numerous rows: 1.3 million in 10 minutes of hackbench), which each window folds from the file
+    (analyzer/load.py fold_locks, in C where it is built). The file stays open until `stop`."""
 
     live = False
 
@@ -49,17 +55,29 @@ class RecordingSource:
         rec = Recording(path)
         try:
             self.meta: RecordingMeta = rec.meta
-            self.timeline = Timeline(self.meta)
+            # a window's fold makes hundreds of thousands of records, none in a cycle: out of the collector's walks
+            self.timeline = Timeline(self.meta, locks=self._with_locks, work=interval_work)
             self.timeline.task_info.update(rec.tasks())
             self.timeline.stacks.update(rec.stacks())
             self.timeline.functions.update(rec.functions())
             self.timeline.slab_caches.update(rec.slab_caches())
-            for iv in rec.intervals():
-                self.timeline.add(iv)
-        finally:
+            with interval_work():  # what is read lives as long as the view: kept out of the cycle collector's walks
+                for iv in rec.intervals(without=_WITHOUT_LOCKS):
+                    self.timeline.add(iv)
+        except BaseException:
             rec.close()
+            raise
+        self._rec: Recording | None = rec
         if not len(self.timeline):
+            self.stop()
             raise StallscopeError(f"{path} holds no interval", "record for longer than one interval")
+
+    def _with_locks(self, model: Model, intervals: list[Interval]) -> Model:
+        if self._rec is None:  # stopped: the view is gone
+            return model
+        limits = {iv.index: wait_limit_ns(self.meta, iv) for iv in intervals}
+        fold, _parts = fold_locks(self._rec, limits, keep_parts=False)
+        return with_locks(model, fold, self.timeline.stacks)
 
     def start(self) -> None:
         pass
@@ -68,7 +86,9 @@ class RecordingSource:
         return []
 
     def stop(self) -> None:
-        pass
+        rec, self._rec = self._rec, None
+        if rec is not None:
+            rec.close()
 
     def join(self, timeout: float | None = None) -> bool:
         return True

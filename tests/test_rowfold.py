@@ -125,3 +125,33 @@ def test_a_file_that_sqlite_cannot_read_is_damaged_not_a_traceback(report_record
             rec.fold_lock_rows(_limits(rec))
     finally:
         rec.close()
+
+
+def test_a_replayed_windows_lock_table_is_folded_from_the_file_as_from_its_records(report_recording):
+    """`top --replay` reads a recording's intervals without their lock rows (a long recording's most
+    numerous) and folds each window's from the file: the same table and health as from the records."""
+    from stallscope.analyzer.model import Model
+    from stallscope.sources import RecordingSource
+
+    path = str(report_recording["stall"])
+    source = RecordingSource(path)
+    rec = Recording(path)
+    try:
+        tl = source.timeline
+        assert not any(iv.locks for iv in tl.intervals)
+        tasks, stacks = rec.tasks(), rec.stacks()
+        windows = [(tl.first_index, tl.last_index), (tl.first_index + 1, tl.last_index - 1)]
+        windows += [(i, i) for i in range(tl.first_index, tl.last_index + 1)]
+        compared = 0
+        for first, last in windows:
+            model = source.timeline.window(first, last).model
+            whole = Model.from_intervals(rec.meta, rec.intervals(first, last), tasks, stacks,
+                                         slab_caches=rec.slab_caches(), functions=rec.functions())
+            assert model.lock_waits == whole.lock_waits, (first, last)
+            assert model.health == whole.health, (first, last)
+            compared += len(model.lock_waits)
+        assert compared > 100
+    finally:
+        rec.close()
+        source.stop()
+    assert source.timeline.locks(model, []) is model  # stopped: the file is closed, nothing is read from it
