@@ -384,3 +384,13 @@ def test_the_budgets_level_outlives_the_interval_that_stepped_it():
     for first in range(whole.first_index, whole.last_index + 1):
         steps = [c for iv in ivs if iv.index < first for c in iv.tuning]
         assert whole.step_before(first) == (steps[-1] if steps else None)
+
+
+def test_a_count_wider_than_its_column_is_shown_in_three_figures_not_cut():
+    """The views' count columns are 8 wide: 17,116,170 was cut to `17,116,1`, another number."""
+    from stallscope.tui.cells import count
+
+    shown = {n: count(n).plain for n in (999_999, 1_000_000, 17_116_170, 999_600_000, 2_501_750_123)}
+    assert shown == {999_999: "999,999", 1_000_000: "1.00M", 17_116_170: "17.1M", 999_600_000: "1.00G",
+                     2_501_750_123: "2.50G"}
+    assert all(len(text) <= 8 for text in shown.values())

@@ -58,9 +58,22 @@ def pct(value: float | None, digits: int = 1) -> Text:
 
 
 def count(n: float, digits: int = 0) -> Text:
+    """A count, grouped by thousands; from a million on, three figures and a unit (17.1M): the views' count
+    columns are 8 wide, and a longer number would be cut, showing another number (17,116,1)."""
     if not n:
         return num("-")
+    if abs(n) >= 1e6:
+        return num(_figures(n))
     return num(f"{n:,.{digits}f}")
+
+
+def _figures(n: float) -> str:
+    for unit, scale in (("M", 1e6), ("G", 1e9), ("T", 1e12)):
+        v = n / scale
+        if abs(v) < 999.5:
+            break
+    text = f"{v:.2f}" if abs(v) < 9.995 else f"{v:.1f}" if abs(v) < 99.95 else f"{v:.0f}"
+    return text + unit
 
 
 def sparkline(values: list[float], width: int = 20) -> Text:
