@@ -942,8 +942,9 @@ def _top_replay(args) -> int:
     from stallscope import apply as applier
     from stallscope.sources import RecordingSource
 
-    source = RecordingSource(args.replay)
-    if args.plain or not sys.stdout.isatty():
+    plain = args.plain or not sys.stdout.isatty()
+    source = RecordingSource(args.replay, background=not plain)  # the screen does not wait for a long file
+    if plain:
         from stallscope.tui.text import snapshot_text
 
         sys.stdout.write(snapshot_text(source.timeline.whole(), rows=args.rows))

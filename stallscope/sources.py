@@ -12,6 +12,7 @@ import gc
 import queue
 import threading
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Callable
 
 from stallscope.analyzer.load import fold_locks, with_locks
@@ -44,58 +45,136 @@ class Event:
 
 
 class RecordingSource:
-    """A recording file: every interval, at once, but for their kernel lock contentions (a long recording's
-    most numerous rows: 1.3 million in 10 minutes of hackbench), which each window folds from the file
-    (analyzer/load.py fold_locks, in C where it is built). The file stays open until `stop`."""
+    """A recording file: every interval, but for their kernel lock contentions (a long recording's most
+    numerous rows: 1.3 million in 10 minutes of hackbench), which each window folds from the file
+    (analyzer/load.py fold_locks, in C where it is built). The file stays open until `stop`.
+
+    Read at once, or (`background`) in a thread `start` begins, which also folds the whole recording's
+    snapshot: a view's first screen does not wait for a long file, it says how far the reading is
+    (`progress`); the timeline appears with a "meta" event once read, or an "error" event says why not."""
 
     live = False
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, background: bool = False):
         self.path = path
+        self.timeline: Timeline | None = None
+        self.error: str | None = None
+        self.intervals_read = 0
+        self._events: list[Event] = []
+        self._lock = threading.Lock()  # the events, and the file's closing
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._folding = False
         rec = Recording(path)
+        self._rec: Recording | None = rec
         try:
             self.meta: RecordingMeta = rec.meta
-            # a window's fold makes hundreds of thousands of records, none in a cycle: out of the collector's walks
-            self.timeline = Timeline(self.meta, locks=self._with_locks, work=interval_work)
-            self.timeline.task_info.update(rec.tasks())
-            self.timeline.stacks.update(rec.stacks())
-            self.timeline.functions.update(rec.functions())
-            self.timeline.slab_caches.update(rec.slab_caches())
-            with interval_work():  # what is read lives as long as the view: kept out of the cycle collector's walks
-                for iv in rec.intervals(without=_WITHOUT_LOCKS):
-                    self.timeline.add(iv)
+            self.total = rec.interval_count()
+            if not self.total:
+                raise StallscopeError(f"{path} holds no interval", "record for longer than one interval")
+            if not background:
+                self.timeline = self._read(rec)
         except BaseException:
-            rec.close()
-            raise
-        self._rec: Recording | None = rec
-        if not len(self.timeline):
             self.stop()
-            raise StallscopeError(f"{path} holds no interval", "record for longer than one interval")
+            raise
 
-    def _with_locks(self, model: Model, intervals: list[Interval]) -> Model:
-        if self._rec is None:  # stopped: the view is gone
+    def _read(self, rec: Recording) -> Timeline:
+        # a window's fold makes hundreds of thousands of records, none in a cycle: out of the collector's walks
+        tl = Timeline(self.meta, work=interval_work)
+        tl.locks = partial(self._with_locks, tl.stacks)
+        tl.task_info.update(rec.tasks())
+        tl.stacks.update(rec.stacks())
+        tl.functions.update(rec.functions())
+        tl.slab_caches.update(rec.slab_caches())
+        with interval_work():  # what is read lives as long as the view: kept out of the cycle collector's walks
+            for iv in rec.intervals(without=_WITHOUT_LOCKS):
+                if self._stopping.is_set():
+                    raise _Stopped
+                tl.add(iv)
+                self.intervals_read += 1
+        if not len(tl):
+            raise StallscopeError(f"{self.path} holds no interval that can be read", "the file is damaged")
+        return tl
+
+    def _with_locks(self, stacks: dict, model: Model, intervals: list[Interval]) -> Model:
+        """A window's model with its lock contentions folded from the file (Timeline.locks)."""
+        rec = self._rec
+        if rec is None:  # stopped: the view is gone
             return model
         limits = {iv.index: wait_limit_ns(self.meta, iv) for iv in intervals}
-        fold, _parts = fold_locks(self._rec, limits, keep_parts=False)
-        return with_locks(model, fold, self.timeline.stacks)
+        fold, _parts = fold_locks(rec, limits, keep_parts=False)
+        return with_locks(model, fold, stacks)
+
+    @property
+    def progress(self) -> str | None:
+        """How far a reading in the background is; None once done (or never begun)."""
+        if self.timeline is not None or self._thread is None or self.error is not None:
+            return None
+        if self._folding:
+            return f"folding the whole recording ({self.total:,} intervals)..."
+        return f"reading the recording: {self.intervals_read:,} of {self.total:,} intervals..."
 
     def start(self) -> None:
-        pass
+        if self.timeline is not None or self._thread is not None or self._rec is None:
+            return
+        self._thread = threading.Thread(target=self._run, name="replay-reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            tl = self._read(self._rec)
+            self._folding = True
+            snap = tl.whole()
+            for name in PREFOLDED:
+                getattr(snap, name)
+            self.timeline = tl
+            self._put(Event("meta", self.meta))
+        except _Stopped:
+            pass
+        except StallscopeError as exc:
+            self.error = str(exc)
+            self._put(Event("error", self.error))
+        except Exception as exc:  # noqa: BLE001 - the view must hear of it, and restore the terminal
+            self.error = f"reading failed: {type(exc).__name__}: {exc}"
+            self._put(Event("error", self.error))
+        finally:
+            if self._stopping.is_set():
+                self._close()
+
+    def _put(self, ev: Event) -> None:
+        with self._lock:
+            self._events.append(ev)
 
     def events(self) -> list[Event]:
-        return []
+        with self._lock:
+            out, self._events = self._events, []
+        return out
 
     def stop(self) -> None:
-        rec, self._rec = self._rec, None
+        """The file is closed (by the reading thread once it stops, when one runs)."""
+        self._stopping.set()
+        if self._thread is None or not self._thread.is_alive():
+            self._close()
+
+    def _close(self) -> None:
+        with self._lock:
+            rec, self._rec = self._rec, None
         if rec is not None:
             rec.close()
 
     def join(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
         return True
 
     @property
     def running(self) -> bool:
-        return False
+        return self._thread is not None and self._thread.is_alive()
+
+
+class _Stopped(Exception):
+    """The view went while a recording was read in the background."""
 
 
 class LiveSource:

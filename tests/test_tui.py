@@ -394,3 +394,65 @@ def test_a_count_wider_than_its_column_is_shown_in_three_figures_not_cut():
     assert shown == {999_999: "999,999", 1_000_000: "1.00M", 17_116_170: "17.1M", 999_600_000: "1.00G",
                      2_501_750_123: "2.50G"}
     assert all(len(text) <= 8 for text in shown.values())
+
+
+def test_a_replay_read_in_the_background_shows_its_progress_then_the_same_screen(recording, monkeypatch):
+    """`top --replay` reads the file in a thread: the screen comes at once and says how far the reading
+    is; then the same ranking as a recording read before the screen; `q` while it reads quits."""
+    import threading
+
+    gate = threading.Event()
+    real = RecordingSource._read
+
+    def held(self, rec):
+        assert gate.wait(30)
+        return real(self, rec)
+
+    monkeypatch.setattr(RecordingSource, "_read", held)
+
+    async def go():
+        source = RecordingSource(recording, background=True)
+        assert source.timeline is None and source.total == 12
+        app = TopApp(source)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            assert "reading the recording: 0 of 12 intervals" in status(app), status(app)
+            assert cells(app, "blockers") == []
+            await pilot.press("right", "w", "s")  # keys while it reads: nothing to move, no error
+            gate.set()
+            assert source.join(30) and source.error is None
+            app.poll()
+            await pilot.pause()
+            rows = cells(app, "blockers")
+            assert [r[0] for r in rows] == ["Waiting for CPU", "mutex contention: cgroup_kn_lock_live",
+                                            "Reading from a pipe"], rows
+            assert "intervals 0..11 of 0..11" in status(app)
+        # quit while it reads: the thread stops at its next interval and closes the file
+        gate.clear()
+        source = RecordingSource(recording, background=True)
+        app = TopApp(source)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            await pilot.press("q")
+        gate.set()
+        assert source.join(30) and source.timeline is None and source._rec is None
+    run(go())
+
+
+def test_a_replay_that_cannot_be_read_in_the_background_says_why(recording, monkeypatch):
+    def damaged(self, rec):
+        raise StallscopeError("tui.stall is damaged: database disk image is malformed", "record again")
+
+    monkeypatch.setattr(RecordingSource, "_read", damaged)
+
+    async def go():
+        source = RecordingSource(recording, background=True)
+        app = TopApp(source)
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert source.join(30)
+            app.poll()
+            await pilot.pause()
+            note = str(app.query_one("#notice", Static).render())
+            assert "reading stopped: tui.stall is damaged" in note, note
+            assert "reading the recording" not in status(app)
+    run(go())

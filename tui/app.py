@@ -221,7 +221,7 @@ class TopApp(App):
             elif ev.kind == "notice":
                 self.notice = ev.payload
             elif ev.kind == "error":
-                self.ended = f"collection stopped: {ev.payload}"
+                self.ended = f"{'collection' if self.source.live else 'reading'} stopped: {ev.payload}"
             elif ev.kind == "end":
                 self.ended = f"collection ended ({ev.payload.ended_by or 'stopped'})"
             elif ev.kind == "meta":
@@ -322,6 +322,10 @@ class TopApp(App):
         t.append(f"  {visible(self.label)}")
         if meta is None:
             t.append("  starting: loading and attaching the probes...")
+            return t
+        reading = getattr(src, "progress", None)
+        if reading:  # a recording read in the background
+            t.append(f"  {reading}")
             return t
         snap = self.snapshot
         if snap is not None:
