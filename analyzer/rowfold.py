@@ -11,8 +11,8 @@ from __future__ import annotations
 import ctypes
 from array import array
 from dataclasses import dataclass
-from itertools import chain
 from importlib import resources
+from itertools import chain
 from typing import Callable, Iterator
 
 from stallscope.analyzer.model import LockWaits, _new_lock_waits
@@ -20,7 +20,6 @@ from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR
 from stallscope.analyzer.sample import Stack, TaskId
 
 _LIBRARY = "librowfold.so.1"  # not `.so`: the package would list it among its modules
-_ID_NULL, _ID_EMPTY = -1, -2  # analyzer/rowfold.c: a NULL text cell, an empty one
 _KEY_WORDS, _ACC_WORDS = 8, 15
 _U64 = (1 << 64) - 1  # SQLite's signed 64 bits, as the model's unsigned addresses and ids
 _lib: ctypes.CDLL | None = None
@@ -48,7 +47,7 @@ class LockRows:
 
     def _rows(self) -> Iterator[tuple[tuple, tuple]]:
         """Each key's words and its totals' words, text cells in place."""
-        cells = self.strings + ["", None]  # ids -2 and -1: an empty cell, a NULL one
+        cells = self.strings + ["", None]  # analyzer/rowfold.c ID_EMPTY (-2) and ID_NULL (-1)
         k, e = iter(self.keys), iter(self.totals)
         for key, acc in zip(zip(*[k] * _KEY_WORDS), zip(*[e] * _ACC_WORDS)):
             yield ((*key[:6], cells[key[6]], key[7]),
