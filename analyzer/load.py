@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+import threading
 from array import array
 from dataclasses import replace
 
 from stallscope.analyzer.model import (
     LOCK_SPLIT_ABOVE_TOTAL, WAIT_TOO_LONG, LockFold, Model, count_invariants, wait_limit_ns,
 )
+from stallscope.analyzer import rowfold
 from stallscope.analyzer.rowfold import LockRows
 from stallscope.analyzer.series import Ledger
 from stallscope.analyzer.store import Recording
@@ -38,6 +40,7 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     record made for each (a long recording's most numerous: a million rows). `ledger` keeps the series'
     records as they pass, the lock ones numbered as the model's table is ordered."""
     meta, limits, order = rec.meta, {}, []
+    ahead = _LocksAhead.start(rec, first, last)
 
     def read():
         for iv in rec.intervals(first, last, without=_WITHOUT_LOCKS):
@@ -49,11 +52,57 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     intervals = read() if ledger is None else ledger.tee(read())
     model = Model.from_intervals(meta, intervals, rec.tasks(), stacks, slab_caches=rec.slab_caches(),
                                  functions=rec.functions())
-    fold, parts = fold_locks(rec, limits, ledger is not None)
+    keep = ledger is not None
+    taken = ahead.take(rec, limits, keep) if ahead is not None else None
+    fold, parts = taken if taken is not None else fold_locks(rec, limits, keep)
     model = with_locks(model, fold, stacks)
     if ledger is not None:
         ledger.keep_locks(order, parts, model.lock_waits)
     return model
+
+
+class _LocksAhead:
+    """A closed recording's lock rows folded in C in a thread while the other tables are read here: the C
+    call lets go of the interpreter's lock, so the two run on two CPUs. It folds every index of the window
+    up to the file's last, each wait's limit the recording's length (wait_limit_ns of a closed recording);
+    its fold is taken only when the intervals read are exactly those (a damaged file's gaps: folded again
+    for those read)."""
+
+    def __init__(self, rec: Recording, limits: dict[int, int]):
+        self.limits, self.rows, self.error = limits, None, None
+        rec.lock_statement()  # made here: the thread reads nothing through the reader's connection
+        self.thread = threading.Thread(target=self._run, args=(rec,), name="lock-fold", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def start(cls, rec: Recording, first: int, last: int | None) -> "_LocksAhead | None":
+        if not rec.meta.end_ns or "locks" not in rec.tables or not rowfold.available():
+            return None
+        top = rec.last_interval_index()
+        if last is not None:
+            top = min(top, last)
+        if top < first:
+            return None
+        span = wait_limit_ns(rec.meta, None)  # a closed recording's: its length, whatever the interval
+        return cls(rec, dict.fromkeys(range(first, top + 1), span))
+
+    def _run(self, rec: Recording) -> None:
+        try:
+            self.rows = rec.fold_lock_rows(self.limits, count_damaged=False)
+        except BaseException as exc:  # noqa: BLE001 - raised where it is taken
+            self.error = exc
+
+    def take(self, rec: Recording, limits: dict[int, int], keep_parts: bool):
+        """(fold, parts) as fold_locks gives them, or None when the intervals read were not those folded."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        rows = self.rows
+        if rows is None or limits != self.limits:
+            return None
+        if rows.damaged:
+            rec.damaged["locks"] += rows.damaged
+        return rows, rows.parts if keep_parts else {}
 
 
 def with_locks(model: Model, fold: LockFold | LockRows, stacks: dict) -> Model:

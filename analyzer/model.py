@@ -773,9 +773,9 @@ class _IoFold:
         }
 
 
-def wait_limit_ns(meta: RecordingMeta, iv: Interval) -> int:
+def wait_limit_ns(meta: RecordingMeta, iv: Interval | None) -> int:
     """The longest a wait of an interval can be: the recording's length (up to the interval's end while
-    it is being made), with the slack."""
+    it is being made), with the slack. `iv` None: any interval of a closed recording."""
     return (meta.end_ns or iv.end_ns) - meta.start_ns + INVARIANT_SLACK_NS
 
 

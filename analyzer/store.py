@@ -669,12 +669,29 @@ class Recording:
         except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
 
-    def fold_lock_rows(self, limits: dict[int, int]) -> LockRows | None:
+    def fold_lock_rows(self, limits: dict[int, int], count_damaged: bool = True) -> LockRows | None:
         """The kernel lock contentions of the intervals `limits` names (each with its longest possible wait),
-        folded per key in C, as LockFold folds `lock_rows` (analyzer/rowfold.py); damaged rows counted.
-        None when the C fold is not to be had (not built, or a total beyond 64 bits): fold `lock_rows` then."""
+        folded per key in C, as LockFold folds `lock_rows` (analyzer/rowfold.py); damaged rows counted
+        (`count_damaged`: here; else the caller counts `damaged` of what it keeps). None when the C fold is
+        not to be had (not built, or a total beyond 64 bits): fold `lock_rows` then. Once `lock_statement`
+        was called, it reads nothing through this reader's connection: another thread may run it."""
         if "locks" not in self.tables or not limits:
             return LockRows(array("q"), array("q"), [], 0, 0, 0, {})
+        sql, kinds = self.lock_statement()
+        try:
+            rows = fold_lock_rows(self.uri, sql, kinds, limits, _text)
+        except RowFoldError as exc:
+            raise self._damaged(exc) from None
+        if rows is not None and rows.damaged and count_damaged:
+            self.damaged["locks"] += rows.damaged
+        return rows
+
+    def lock_statement(self) -> tuple[str, list | None]:
+        """The statement a lock fold steps (idx, LOCK_VALUES, ok; the first and last interval its parameters)
+        and the kinds of its columns it checks (None: `ok` checks them)."""
+        kept = self.__dict__.get("_lock_statement")
+        if kept is not None:
+            return kept
         columns = ("idx",) + tuple(_LOCK_DEFAULTS.get(c, c) for c in LOCK_VALUES)
         names = [c if isinstance(c, str) else c[0] for c in columns]
         present = self._columns("locks")
@@ -684,13 +701,13 @@ class Recording:
         else:  # the types of the columns read, checked in C as row_ok_sql would have SQLite check them
             sql = f"SELECT {self._exprs('locks', columns)}, 1 FROM locks"
             kinds = [COLUMNS["locks"].get(n) if n in present else None for n in names]
-        try:
-            rows = fold_lock_rows(self.uri, f"{sql} WHERE idx BETWEEN ? AND ? ORDER BY idx", kinds, limits, _text)
-        except RowFoldError as exc:
-            raise self._damaged(exc) from None
-        if rows is not None and rows.damaged:
-            self.damaged["locks"] += rows.damaged
-        return rows
+        self._lock_statement = (f"{sql} WHERE idx BETWEEN ? AND ? ORDER BY idx", kinds)
+        return self._lock_statement
+
+    def last_interval_index(self) -> int:
+        """The highest interval index the file holds (-1: none)."""
+        row = self._rows("SELECT MAX(idx) FROM intervals WHERE typeof(idx) = 'integer'")[0][0]
+        return row if row is not None else -1
 
     def _io_streams(self, window: tuple[int, int]) -> tuple["_ByInterval", ...]:
         """The io group's tables (empty in recordings made before they were kept)."""

@@ -155,3 +155,39 @@ def test_a_replayed_windows_lock_table_is_folded_from_the_file_as_from_its_recor
         rec.close()
         source.stop()
     assert source.timeline.locks(model, []) is model  # stopped: the file is closed, nothing is read from it
+
+
+def _folded(path: str, first: int = 0, last: int | None = None):
+    from stallscope.analyzer.series import Ledger
+
+    rec = Recording(path)
+    try:
+        ledger = Ledger()
+        model = fold_recording(rec, first, last, ledger)
+        return model, [e.locks for e in ledger.entries], dict(rec.damaged)
+    finally:
+        rec.close()
+
+
+def test_the_lock_rows_folded_beside_the_read_give_the_same_model(report_recording, tmp_path, monkeypatch):
+    """fold_recording folds a closed recording's lock rows in a thread while it reads the rest; a window, a
+    damaged file and a file with a gap in its intervals give what the fold after the read gives (the gap's
+    fold in the thread is not taken: it folded intervals that were not read)."""
+    from stallscope.analyzer import load
+
+    taken = []
+    real_take = load._LocksAhead.take
+    monkeypatch.setattr(load._LocksAhead, "take", lambda self, *a: taken.append(real_take(self, *a)) or taken[-1])
+    gap = edited_copy(report_recording["stall"], tmp_path / "gap.stall",
+                      "DELETE FROM intervals WHERE idx = 2", "UPDATE locks SET count = 'x' WHERE rowid % 9 = 0")
+    for path, window, used in ((report_recording["stall"], (0, None), True), (report_recording["stall"], (1, 3), True),
+                               (gap, (0, None), False)):
+        taken.clear()
+        with_thread = _folded(str(path), *window)
+        assert len(taken) == 1 and (taken[0] is not None) == used, (path, window)
+        with monkeypatch.context() as m:
+            m.setattr(load._LocksAhead, "start", classmethod(lambda cls, *a: None))
+            after = _folded(str(path), *window)
+        assert with_thread[0].lock_waits == after[0].lock_waits and with_thread[0].health == after[0].health
+        assert with_thread[1:] == after[1:]
+        assert with_thread[0].lock_waits
