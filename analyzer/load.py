@@ -40,7 +40,7 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     record made for each (a long recording's most numerous: a million rows). `ledger` keeps the series'
     records as they pass, the lock ones numbered as the model's table is ordered."""
     meta, limits, order = rec.meta, {}, []
-    ahead = _LocksAhead.start(rec, first, last)
+    ahead = LocksAhead.start(rec, first, last)
 
     def read():
         for iv in rec.intervals(first, last, without=_WITHOUT_LOCKS):
@@ -61,7 +61,7 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     return model
 
 
-class _LocksAhead:
+class LocksAhead:
     """A closed recording's lock rows folded in C in a thread while the other tables are read here: the C
     call lets go of the interpreter's lock, so the two run on two CPUs. It folds every index of the window
     up to the file's last, each wait's limit the recording's length (wait_limit_ns of a closed recording);
@@ -75,7 +75,7 @@ class _LocksAhead:
         self.thread.start()
 
     @classmethod
-    def start(cls, rec: Recording, first: int, last: int | None) -> "_LocksAhead | None":
+    def start(cls, rec: Recording, first: int, last: int | None) -> "LocksAhead | None":
         if not rec.meta.end_ns or "locks" not in rec.tables or not rowfold.available():
             return None
         top = rec.last_interval_index()

@@ -176,8 +176,8 @@ def test_the_lock_rows_folded_beside_the_read_give_the_same_model(report_recordi
     from stallscope.analyzer import load
 
     taken = []
-    real_take = load._LocksAhead.take
-    monkeypatch.setattr(load._LocksAhead, "take", lambda self, *a: taken.append(real_take(self, *a)) or taken[-1])
+    real_take = load.LocksAhead.take
+    monkeypatch.setattr(load.LocksAhead, "take", lambda self, *a: taken.append(real_take(self, *a)) or taken[-1])
     gap = edited_copy(report_recording["stall"], tmp_path / "gap.stall",
                       "DELETE FROM intervals WHERE idx = 2", "UPDATE locks SET count = 'x' WHERE rowid % 9 = 0")
     for path, window, used in ((report_recording["stall"], (0, None), True), (report_recording["stall"], (1, 3), True),
@@ -186,7 +186,7 @@ def test_the_lock_rows_folded_beside_the_read_give_the_same_model(report_recordi
         with_thread = _folded(str(path), *window)
         assert len(taken) == 1 and (taken[0] is not None) == used, (path, window)
         with monkeypatch.context() as m:
-            m.setattr(load._LocksAhead, "start", classmethod(lambda cls, *a: None))
+            m.setattr(load.LocksAhead, "start", classmethod(lambda cls, *a: None))
             after = _folded(str(path), *window)
         assert with_thread[0].lock_waits == after[0].lock_waits and with_thread[0].health == after[0].health
         assert with_thread[1:] == after[1:]
