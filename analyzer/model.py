@@ -673,13 +673,9 @@ def _handed_long(iv: Interval, late: int) -> Iterator[tuple[tuple, int]]:
 
 
 def _fold_long_open(iv: Interval, waits: dict) -> None:
-    """long_open_parts into the window's wait accumulators (their layout: Model.from_intervals); the waits
-    carried on, thousands an interval on a machine of sleeping threads, in a loop of their own."""
-    get, late, ns = waits.get, iv.end_ns - LONG_OPEN_NS, iv.ongoing_ns
-    for key, since in zip(iv.ongoing, iv.ongoing_since):
-        if since <= late and (w := get(key)) is not None:
-            w[9] += ns
-    for key, part in _handed_long(iv, late):
+    """long_open_parts into the window's wait accumulators (their layout: Model.from_intervals)."""
+    get = waits.get
+    for key, part in long_open_parts(iv):
         if (w := get(key)) is not None:
             w[9] += part
 

@@ -118,8 +118,8 @@ def fold_lock_rows(uri: str, sql: str, kinds: list[str | None] | None, limits: d
     order = sorted(limits)
     idx, spans = array("q", order), array("q", [limits[i] for i in order])
     f = lib.rowfold_open(uri.encode())
-    if not f:
-        raise MemoryError("rowfold_open")
+    if not f:  # no memory for its state: Python's fold
+        return None
     try:
         checked = array("b", [KINDS.get(k, 0) if k else 0 for k in kinds]) if kinds is not None else None
         rc = lib.rowfold_locks(f, sql.encode(), checked.buffer_info()[0] if checked is not None else None,

@@ -145,6 +145,8 @@ _LOCK_DEFAULTS = {"symbol": ("symbol", "''"), "blocked_ns": ("blocked_ns", "NULL
                   "weighted_ns": ("weighted_ns", "0"), "var_us2": ("var_us2", "0"), "field": ("field", "''"),
                   "object": ("object", "''")}
 
+# what a lock fold reads of a row (Recording.lock_rows, lock_statement): its interval, then LOCK_VALUES
+_LOCK_FOLD_COLUMNS = ("idx",) + tuple(_LOCK_DEFAULTS.get(c, c) for c in LOCK_VALUES)
 _FRAME_FIELDS = ("addr", "symbol", "offset", "module", "build_id", "module_offset", "kind")
 _FRAME_ROW = attrgetter(*_FRAME_FIELDS)  # a frame's stored row, in one C call
 
@@ -652,9 +654,9 @@ class Recording:
         of other intervals are skipped, as `intervals` skips them; damaged ones are counted and left out."""
         if "locks" not in self.tables:
             return
-        columns = ("idx",) + tuple(_LOCK_DEFAULTS.get(c, c) for c in LOCK_VALUES)
         try:
-            cursor = self.db.execute(f"{self._select('locks', columns)} WHERE idx BETWEEN ? AND ? ORDER BY idx",
+            sql = self._select("locks", _LOCK_FOLD_COLUMNS)
+            cursor = self.db.execute(f"{sql} WHERE idx BETWEEN ? AND ? ORDER BY idx",
                                      (min(intervals, default=0), max(intervals, default=-1)))
         except _READ_ERRORS as exc:
             raise self._damaged(exc) from None
@@ -692,7 +694,7 @@ class Recording:
         kept = self.__dict__.get("_lock_statement")
         if kept is not None:
             return kept
-        columns = ("idx",) + tuple(_LOCK_DEFAULTS.get(c, c) for c in LOCK_VALUES)
+        columns = _LOCK_FOLD_COLUMNS
         names = [c if isinstance(c, str) else c[0] for c in columns]
         present = self._columns("locks")
         if RANGES.get("locks") or (set(COLUMNS["locks"]) & present) - set(names):
