@@ -176,3 +176,22 @@ def test_a_static_lock_is_named_by_its_variable_where_kallsyms_lists_data_symbol
     w = LockWaits(TaskId(1, 1), 1, 0xFFFFFFFF82A01000, 1, 0, "", None, 0, 1, 10, 10, 10, 10, 0,
                   symbol="tasklist_lock")
     assert lock_name(w, lambda tgid: "x") == "tasklist_lock"
+
+
+@needs_bpf
+def test_contention_end_is_attached_before_contention_begin():
+    """A contention that began while only contention_begin was attached, and ended before contention_end
+    was, stayed open, and the final walk of waits in progress charged it to the recording's end (seen:
+    stallscope's own thread 'waiting' 5.1 s in a 5 s recording). With the ends attached first, every begin
+    traced has its end traced."""
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf.lock_collector import LockCollector
+
+    collector = LockCollector(Symbolizer())
+    try:
+        status = collector.start()
+        assert status.enabled, status.reason
+        names = [link.name for link in collector.obj.links]
+        assert names.index("contention_end") < names.index("contention_begin"), names
+    finally:
+        collector.close()
