@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed
 DEB_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool linux-perf gcc make python3-venv
-# the report's lock fold reads recordings through SQLite's C API (analyzer/rowfold.c)
+# the report's lock fold and row reader read recordings through SQLite's C API (analyzer/rowfold.c, rowread.c)
 DEB_PACKAGES += libsqlite3-dev
 # programs nobody here wrote, whose conclusions the tests check (tests/test_real_programs.py)
 DEB_PACKAGES += stress-ng sysbench fio rt-tests
@@ -17,13 +17,17 @@ BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(BPF_SRCS:.c=.o)
 BPF_HDRS := $(wildcard bpf/*.h)
+# the interpreter's headers and extension suffix, for the C extension below (the venv is made from $(PYTHON))
+PY_INCLUDE := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+PY_EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+ROWREAD := analyzer/_rowread$(PY_EXT_SUFFIX)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(EXAMPLE_SRCS))
 PYTEST_ARGS ?=
 
 .PHONY: install top test bench clean deb-packages
 
-install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so analyzer/librowfold.so.1 $(EXAMPLE_BINS)
+install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so analyzer/librowfold.so.1 $(ROWREAD) $(EXAMPLE_BINS)
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deb-packages:
@@ -54,6 +58,10 @@ bpf/libmapdiff.so: bpf/mapdiff.c
 analyzer/librowfold.so.1: analyzer/rowfold.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -o $@.tmp $< -lsqlite3 && mv $@.tmp $@
 
+# a recording's task and off-CPU rows read into records in C (analyzer/rowread.py; Python reads them without it)
+$(ROWREAD): analyzer/rowread.c
+	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< -lsqlite3 && mv $@.tmp $@
+
 examples/bin/%: examples/%.c examples/truth.h
 	@mkdir -p examples/bin
 	$(CC) -O2 -g -Wall -pthread -o $@ $< -lm
@@ -73,4 +81,4 @@ bench: install
 	$(VENV)/bin/python -m benchmarks.overhead
 
 clean:
-	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so.1 analyzer/*.tmp examples/bin
+	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so.1 analyzer/_rowread*.so analyzer/*.tmp examples/bin

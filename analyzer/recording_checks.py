@@ -152,7 +152,7 @@ def hist_cell(text: str | None) -> tuple[tuple[int, int], ...]:
         return hist
     if not _HIST.fullmatch(text):
         raise DamagedRow("not a histogram")
-    hist = tuple(map(tuple, json.loads(text)))
+    hist = tuple(map(tuple, _json(text)))  # the pattern lets a leading zero by, JSON does not: `[[1,07]]`
     if len(_hists) < _CELLS_KEPT:
         _hists[text] = hist
     return hist

@@ -34,6 +34,7 @@ from stallscope.analyzer.recording_checks import (
     COLUMNS, RANGES, DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql,
     sysfs_cell, woken_cell,
 )
+from stallscope.analyzer import rowread
 from stallscope.analyzer.rowfold import LockRows, RowFoldError, fold_lock_rows
 from stallscope.errors import StallscopeError
 from stallscope.outputs import RecordingFile, create_recording, size_limit, storage_hint, storage_limit
@@ -577,18 +578,6 @@ class Recording:
         (charged_ns: NULL, the wait's total); a table added since, as empty."""
         hi = last if last is not None else 1 << 62
         window = (first, hi)
-        tasks = self._stream("task_deltas", (
-            "idx", "pid", "start_ns", "offcpu_ns", "offcpu_count", "offcpu_max_ns", "runq_wait_ns", "runq_count",
-            "runq_max_ns", "voluntary_switches", "involuntary_switches", "migrations", "runq_hist", "runq_latency_ns",
-            ("run_ns", "0")), window,
-            lambda r: _TaskDelta(TaskId(r[1], r[2]), *r[3:12], hist_cell(r[12]), r[13] or 0, r[14] or 0))
-        offcpu = self._stream("offcpu", (
-            "idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "count", "total_ns", "max_ns",
-            ("hist", "NULL"), ("why", "0"), ("func", "0"), ("charged_ns", "NULL"), ("weighted_ns", "0"),
-            ("var_us2", "0"), ("woken", "NULL")), window,
-            lambda r: _OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9],
-                                  hist_cell(r[10]), r[11] or 0, _u64(r[12] or 0), r[13], r[14] or 0, r[15] or 0,
-                                  woken_cell(r[16])))
         wakers = self._stream("wakers", (
             "idx", "pid", "start_ns", "waker_pid", "waker_start_ns", "waker_tgid", "waker_comm", "waker_kstack",
             "count", "total_ns", "in_interrupt", ("exiting", "0"), ("link_func", "0"), ("link_state", "0"),
@@ -638,6 +627,11 @@ class Recording:
         rows = self._stream("intervals", (
             "idx", "start_ns", "end_ns", "wall_start", "switches", "collector_cpu_ns", "health", "kernel_switches",
             ("ongoing_ns", "0")), window, lambda r: (*r[:6], health_cell(r[6]), r[7], r[8] or 0))
+        # the two largest tables, read in C when the extension is built (analyzer/rowread.py): after the
+        # intervals' cursor began this connection's read, so that the other connection's snapshot holds
+        # every interval this one does
+        tasks = self._stream_c("task_deltas", _TASK_DELTA_COLUMNS, window, _task_delta)
+        offcpu = self._stream_c("offcpu", _OFFCPU_COLUMNS, window, _offcpu_delta)
         for idx, start, end, wall, switches, cpu, health, kswitches, ongoing_ns in rows.all():
             yield Interval(idx, start, end, wall, switches, tasks.take(idx), (), offcpu.take(idx),
                            wakers.take(idx), migrations.take(idx), (), health, programs.take(idx), cpu,
@@ -692,19 +686,23 @@ class Recording:
         """The statement a lock fold steps (idx, LOCK_VALUES, ok; the first and last interval its parameters)
         and the kinds of its columns it checks (None: `ok` checks them)."""
         kept = self.__dict__.get("_lock_statement")
-        if kept is not None:
-            return kept
-        columns = _LOCK_FOLD_COLUMNS
+        if kept is None:
+            kept = self._lock_statement = self._c_statement("locks", _LOCK_FOLD_COLUMNS)
+        return kept
+
+    def _c_statement(self, table: str, columns) -> tuple[str, list | None]:
+        """The statement a reader in C steps over `table`'s rows of a window (the first and last interval its
+        parameters): `columns`, then `ok`; and the kinds of those columns the reader checks, as row_ok_sql
+        would have SQLite check them (None: `ok` checks the rows, where values have bounds or columns are
+        not read)."""
         names = [c if isinstance(c, str) else c[0] for c in columns]
-        present = self._columns("locks")
-        if RANGES.get("locks") or (set(COLUMNS["locks"]) & present) - set(names):
-            # values checked against bounds, or columns not read: SQLite checks the rows (row_ok_sql)
-            sql, kinds = self._select("locks", columns), None
-        else:  # the types of the columns read, checked in C as row_ok_sql would have SQLite check them
-            sql = f"SELECT {self._exprs('locks', columns)}, 1 FROM locks"
-            kinds = [COLUMNS["locks"].get(n) if n in present else None for n in names]
-        self._lock_statement = (f"{sql} WHERE idx BETWEEN ? AND ? ORDER BY idx", kinds)
-        return self._lock_statement
+        present = self._columns(table)
+        if RANGES.get(table) or (set(COLUMNS[table]) & present) - set(names):
+            sql, kinds = self._select(table, columns), None
+        else:
+            sql = f"SELECT {self._exprs(table, columns)}, 1 FROM {table}"
+            kinds = [COLUMNS[table].get(n) if n in present else None for n in names]
+        return f"{sql} WHERE idx BETWEEN ? AND ? ORDER BY idx", kinds
 
     def last_interval_index(self) -> int:
         """The highest interval index the file holds (-1: none)."""
@@ -741,6 +739,17 @@ class Recording:
             raise self._damaged(exc) from None
         return _ByInterval(cursor, make, self._damaged, lambda: self.damaged.update((table,)))
 
+    def _stream_c(self, table: str, columns, window: tuple[int, int], make) -> "_ByInterval | rowread.Rows":
+        """As _stream, the rows read and made into records in C (analyzer/rowread.py) when the extension is
+        built and the rows' checks are types alone; else in Python."""
+        if not rowread.available() or table not in self.tables:
+            return self._stream(table, columns, window, make)
+        sql, kinds = self._c_statement(table, columns)
+        if kinds is None:
+            return self._stream(table, columns, window, make)
+        return rowread.Rows(self.uri, sql, window, table, kinds, _C_MAKERS[table],
+                            lambda: self.damaged.update((table,)), self._damaged)
+
     def close(self) -> None:
         self.db.close()
 
@@ -752,6 +761,28 @@ _text = partial(str, encoding="utf-8", errors="replace")
 
 _TaskDelta, _OffcpuDelta, _WakerDelta, _LockDelta, _OncpuDelta, _FutexDelta = (
     record_maker(c) for c in (TaskDelta, OffcpuDelta, WakerDelta, LockDelta, OncpuDelta, FutexDelta))
+
+
+_TASK_DELTA_COLUMNS = (
+    "idx", "pid", "start_ns", "offcpu_ns", "offcpu_count", "offcpu_max_ns", "runq_wait_ns", "runq_count",
+    "runq_max_ns", "voluntary_switches", "involuntary_switches", "migrations", "runq_hist", "runq_latency_ns",
+    ("run_ns", "0"))
+_OFFCPU_COLUMNS = (
+    "idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "count", "total_ns", "max_ns", ("hist", "NULL"),
+    ("why", "0"), ("func", "0"), ("charged_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0"), ("woken", "NULL"))
+
+
+def _task_delta(r) -> TaskDelta:
+    return _TaskDelta(TaskId(r[1], r[2]), *r[3:12], hist_cell(r[12]), r[13] or 0, r[14] or 0)
+
+
+def _offcpu_delta(r) -> OffcpuDelta:
+    return _OffcpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8], r[9], hist_cell(r[10]),
+                        r[11] or 0, _u64(r[12] or 0), r[13], r[14] or 0, r[15] or 0, woken_cell(r[16]))
+
+
+# the record makers the reader in C calls with a row's values in place (analyzer/rowread.c)
+_C_MAKERS = {"task_deltas": _TaskDelta, "offcpu": _OffcpuDelta}
 
 
 _WAIT_SINCE_COLUMNS = ("idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "why", "func",

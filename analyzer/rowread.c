@@ -1,0 +1,556 @@
+// SPDX-License-Identifier: GPL-2.0
+/* A recording's two largest per-wait tables read into records in C (analyzer/rowread.py).
+ *
+ * A report of 10 minutes of hackbench reads 377,549 off-CPU rows and 225,852 task rows. Through Python's
+ * sqlite3 module each row was a tuple of 16 objects, then a lambda made the record from it: a histogram
+ * cell matched by a regular expression and parsed as JSON, the unsigned ids fixed, the defaults put in,
+ * about 10 us a row, the largest part of a report. Here the rows are stepped in SQLite's C API through
+ * the statement the reader gives (its columns in the shape's order, `idx` first), each column's type is
+ * checked against its kind (analyzer/recording_checks.py COLUMNS; a row that fails is damaged, counted,
+ * left out), and the record is made by the same function the Python reader calls.
+ *
+ * Only what is certain is done here: a histogram or waker cell in the writer's own form (digits, no
+ * space, no leading zero) is parsed here; any other text is handed to the Python parser, whose answer
+ * (a value, or DamagedRow) stands. So a damaged or hand-edited file reads as the Python reader reads it. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+/* analyzer/rowread.py SHAPES: which table, and so which columns and which record */
+enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2 };
+#define TASK_COLUMNS 15 /* idx, pid, start_ns, 9 counters, runq_hist, runq_latency_ns, run_ns */
+#define OFFCPU_COLUMNS 17 /* idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, hist,
+			   * why, func, charged_ns, weighted_ns, var_us2, woken */
+#define MAX_COLUMNS 17
+
+/* what a column must hold: analyzer/rowfold.py KINDS */
+enum { K_ANY, K_INT, K_INT_OR_NULL, K_TEXT, K_TEXT_OR_NULL, N_KINDS };
+#define T(type) (1u << (type))
+static const unsigned kind_types[N_KINDS] = {
+	[K_ANY] = T(SQLITE_INTEGER) | T(SQLITE_NULL), /* a default put in for a column the file lacks */
+	[K_INT] = T(SQLITE_INTEGER),
+	[K_INT_OR_NULL] = T(SQLITE_INTEGER) | T(SQLITE_NULL),
+	[K_TEXT] = T(SQLITE_TEXT),
+	[K_TEXT_OR_NULL] = T(SQLITE_TEXT) | T(SQLITE_NULL),
+};
+
+#define CELLS_KEPT (1 << 16) /* as analyzer/recording_checks.py _CELLS_KEPT */
+
+static PyObject *ReadError; /* SQLite failed: its message */
+static PyObject *hists, *wokens; /* cell bytes -> its value, shared by every reader (a recording repeats them) */
+static PyObject *no_hist;   /* () */
+static PyObject *no_woken;  /* (0, 0, 0) */
+
+typedef struct {
+	PyObject_HEAD sqlite3 *db;
+	sqlite3_stmt *st;
+	int shape, columns;
+	unsigned char kinds[MAX_COLUMNS];
+	int pending; /* the statement is on a row not yet handed out */
+	int done;
+	long long damaged;
+	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row;
+} Reader;
+
+static void reader_close_db(Reader *r)
+{
+	if (r->st) {
+		sqlite3_finalize(r->st);
+		r->st = NULL;
+	}
+	if (r->db) {
+		sqlite3_close(r->db);
+		r->db = NULL;
+	}
+	r->done = 1;
+}
+
+static void Reader_dealloc(Reader *r)
+{
+	PyObject_GC_UnTrack(r);
+	reader_close_db(r);
+	Py_CLEAR(r->make);
+	Py_CLEAR(r->task_id);
+	Py_CLEAR(r->hist_cell);
+	Py_CLEAR(r->woken_cell);
+	Py_CLEAR(r->damaged_row);
+	Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static int Reader_traverse(Reader *r, visitproc visit, void *arg)
+{
+	Py_VISIT(r->make);
+	Py_VISIT(r->task_id);
+	Py_VISIT(r->hist_cell);
+	Py_VISIT(r->woken_cell);
+	Py_VISIT(r->damaged_row);
+	return 0;
+}
+
+static int Reader_clear(Reader *r)
+{
+	Py_CLEAR(r->make);
+	Py_CLEAR(r->task_id);
+	Py_CLEAR(r->hist_cell);
+	Py_CLEAR(r->woken_cell);
+	Py_CLEAR(r->damaged_row);
+	return 0;
+}
+
+static PyObject *sqlite_error(Reader *r)
+{
+	PyErr_SetString(ReadError, r->db ? sqlite3_errmsg(r->db) : "out of memory");
+	return NULL;
+}
+
+/* Reader(uri, sql, first, last, shape, kinds, make, task_id, hist_cell, woken_cell, damaged_row) */
+static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
+{
+	const char *uri, *sql;
+	long long first, last;
+	int shape;
+	Py_buffer kinds;
+	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row;
+
+	if (!PyArg_ParseTuple(args, "ssLLiy*OOOOO:Reader", &uri, &sql, &first, &last, &shape, &kinds, &make, &task_id,
+			      &hist_cell, &woken_cell, &damaged_row))
+		return -1;
+	int columns = shape == SHAPE_TASK ? TASK_COLUMNS : shape == SHAPE_OFFCPU ? OFFCPU_COLUMNS : 0;
+	if (!columns || kinds.len != columns) {
+		PyBuffer_Release(&kinds);
+		PyErr_SetString(PyExc_ValueError, "a shape this reader does not know, or kinds not one per column");
+		return -1;
+	}
+	r->shape = shape;
+	r->columns = columns;
+	for (int c = 0; c < columns; c++) {
+		unsigned char k = ((unsigned char *)kinds.buf)[c];
+		r->kinds[c] = k < N_KINDS ? k : K_ANY;
+	}
+	PyBuffer_Release(&kinds);
+	Py_INCREF(make);
+	Py_XSETREF(r->make, make);
+	Py_INCREF(task_id);
+	Py_XSETREF(r->task_id, task_id);
+	Py_INCREF(hist_cell);
+	Py_XSETREF(r->hist_cell, hist_cell);
+	Py_INCREF(woken_cell);
+	Py_XSETREF(r->woken_cell, woken_cell);
+	Py_INCREF(damaged_row);
+	Py_XSETREF(r->damaged_row, damaged_row);
+	reader_close_db(r);
+	r->done = 0;
+	r->pending = 0;
+	r->damaged = 0;
+
+	int rc;
+	Py_BEGIN_ALLOW_THREADS
+	rc = sqlite3_open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(r->db, sql, -1, &r->st, NULL);
+	Py_END_ALLOW_THREADS
+	if (rc != SQLITE_OK)
+		goto fail;
+	if (sqlite3_column_count(r->st) < columns) {
+		PyErr_SetString(PyExc_ValueError, "the statement selects fewer columns than the shape reads");
+		reader_close_db(r);
+		return -1;
+	}
+	if (sqlite3_bind_int64(r->st, 1, first) != SQLITE_OK || sqlite3_bind_int64(r->st, 2, last) != SQLITE_OK)
+		goto fail;
+	return 0;
+fail:
+	sqlite_error(r);
+	reader_close_db(r);
+	return -1;
+}
+
+/* ---- cells ----------------------------------------------------------------------------------------- */
+
+/* a count as the writer writes it: 1 to 18 digits, no leading zero (JSON's rule; below 2^63) */
+static int count_at(const char **p, const char *end, long long *out)
+{
+	const char *s = *p;
+	long long v = 0;
+	int n = 0;
+	while (s < end && *s >= '0' && *s <= '9' && n < 19) {
+		v = v * 10 + (*s - '0');
+		s++;
+		n++;
+	}
+	if (n == 0 || n > 18 || (n > 1 && **p == '0'))
+		return -1;
+	*p = s;
+	*out = v;
+	return 0;
+}
+
+/* `[[slot,count],...]` in the writer's form, parsed; NULL with no error set when it is not in that form
+ * (the Python parser decides then) */
+static PyObject *hist_fast(const char *s, int n)
+{
+	const char *p = s, *end = s + n;
+	long long slots[64], counts[64];
+	int k = 0;
+
+	if (p >= end || *p++ != '[')
+		return NULL;
+	if (p < end && *p == ']') {
+		if (p + 1 != end)
+			return NULL;
+		Py_INCREF(no_hist);
+		return no_hist;
+	}
+	for (;;) {
+		long long slot, c;
+		if (k == 64 || p >= end || *p++ != '[')
+			return NULL;
+		if (count_at(&p, end, &slot) || slot > 63)
+			return NULL;
+		if (p >= end || *p++ != ',')
+			return NULL;
+		if (count_at(&p, end, &c))
+			return NULL;
+		if (p >= end || *p++ != ']')
+			return NULL;
+		slots[k] = slot;
+		counts[k] = c;
+		k++;
+		if (p >= end)
+			return NULL;
+		if (*p == ']') {
+			if (p + 1 != end)
+				return NULL;
+			break;
+		}
+		if (*p++ != ',')
+			return NULL;
+	}
+	PyObject *out = PyTuple_New(k);
+	if (!out)
+		return NULL;
+	for (int i = 0; i < k; i++) {
+		PyObject *pair = Py_BuildValue("(LL)", slots[i], counts[i]);
+		if (!pair) {
+			Py_DECREF(out);
+			return NULL;
+		}
+		PyTuple_SET_ITEM(out, i, pair);
+	}
+	return out;
+}
+
+/* the Python parser's answer for a cell not in the writer's form: a value, or NULL with DamagedRow
+ * cleared and *damaged set, or NULL with another error */
+static PyObject *cell_in_python(Reader *r, PyObject *parse, const char *s, int n, int *damaged)
+{
+	PyObject *text = PyUnicode_DecodeUTF8(s, n, "replace"); /* as the reader's connection decodes text */
+	if (!text)
+		return NULL;
+	PyObject *out = PyObject_CallOneArg(parse, text);
+	Py_DECREF(text);
+	if (!out && PyErr_ExceptionMatches(r->damaged_row)) {
+		PyErr_Clear();
+		*damaged = 1;
+	}
+	return out;
+}
+
+static PyObject *woken_fast(const char *s, int n)
+{
+	const char *p = s, *end = s + n;
+	long long v[3];
+	for (int i = 0; i < 3; i++) {
+		if (count_at(&p, end, &v[i]) || (i < 2 && (p >= end || *p++ != ',')))
+			return NULL;
+	}
+	if (p != end)
+		return NULL;
+	return Py_BuildValue("(LLL)", v[0], v[1], v[2]);
+}
+
+/* a text cell parsed: `empty` for NULL or "", one met before from `cache`, else `fast`'s parse or, when the
+ * cell is not in the writer's form, `parse`'s (Python's); kept in `cache` while it holds fewer than
+ * CELLS_KEPT (one object for each distinct cell, as the Python parsers keep them) */
+static PyObject *cell_column(Reader *r, int c, PyObject *cache, PyObject *(*fast)(const char *, int), PyObject *parse,
+			     PyObject *empty, int *damaged)
+{
+	if (sqlite3_column_type(r->st, c) == SQLITE_NULL) {
+		Py_INCREF(empty);
+		return empty;
+	}
+	const char *s = (const char *)sqlite3_column_text(r->st, c);
+	int n = sqlite3_column_bytes(r->st, c);
+	if (!s && n)
+		return PyErr_NoMemory();
+	if (n == 0) {
+		Py_INCREF(empty);
+		return empty;
+	}
+	PyObject *key = PyBytes_FromStringAndSize(s, n);
+	if (!key)
+		return NULL;
+	PyObject *out = PyDict_GetItemWithError(cache, key);
+	if (out) {
+		Py_DECREF(key);
+		Py_INCREF(out);
+		return out;
+	}
+	if (PyErr_Occurred()) {
+		Py_DECREF(key);
+		return NULL;
+	}
+	out = fast(s, n);
+	if (!out && !PyErr_Occurred())
+		out = cell_in_python(r, parse, s, n, damaged);
+	if (out && PyDict_GET_SIZE(cache) < CELLS_KEPT && PyDict_SetItem(cache, key, out) < 0)
+		Py_CLEAR(out);
+	Py_DECREF(key);
+	return out;
+}
+
+/* ---- rows -------------------------------------------------------------------------------------------- */
+
+static PyObject *int_column(sqlite3_stmt *st, int c)
+{
+	return PyLong_FromLongLong(sqlite3_column_int64(st, c));
+}
+
+/* a column read as `value or 0` (NULL: 0) */
+static PyObject *int_or_zero(sqlite3_stmt *st, int c)
+{
+	return int_column(st, c); /* SQLite reads NULL as 0 */
+}
+
+/* an address or stack id as the kernel has it: unsigned (analyzer/sample.py u64) */
+static PyObject *u64_column(sqlite3_stmt *st, int c)
+{
+	return PyLong_FromUnsignedLongLong((unsigned long long)sqlite3_column_int64(st, c));
+}
+
+static PyObject *task_id(Reader *r)
+{
+	PyObject *pid = int_column(r->st, 1), *start = pid ? int_column(r->st, 2) : NULL;
+	if (!start) {
+		Py_XDECREF(pid);
+		return NULL;
+	}
+	PyTypeObject *type = (PyTypeObject *)r->task_id;
+	PyObject *out = type->tp_alloc(type, 2); /* a NamedTuple: a tuple of its own type */
+	if (!out) {
+		Py_DECREF(pid);
+		Py_DECREF(start);
+		return NULL;
+	}
+	PyTuple_SET_ITEM(out, 0, pid);
+	PyTuple_SET_ITEM(out, 1, start);
+	return out;
+}
+
+/* the record of the current row; NULL with *damaged set for a damaged one (no error), NULL with an error */
+static PyObject *record(Reader *r, int *damaged)
+{
+	sqlite3_stmt *st = r->st;
+	PyObject *a[16] = {NULL};
+	int n = 0;
+	PyObject *out = NULL;
+
+	for (int c = 0; c < r->columns; c++) {
+		if (!(kind_types[r->kinds[c]] & T(sqlite3_column_type(st, c)))) {
+			*damaged = 1;
+			return NULL;
+		}
+	}
+	if (!(a[n++] = task_id(r)))
+		goto done;
+	if (r->shape == SHAPE_TASK) {
+		/* TaskDelta(task, offcpu_ns .. migrations, runq_hist, runq_latency_ns or 0, run_ns or 0) */
+		for (int c = 3; c < 12; c++)
+			if (!(a[n++] = int_column(st, c)))
+				goto done;
+		if (!(a[n++] = cell_column(r, 12, hists, hist_fast, r->hist_cell, no_hist, damaged)))
+			goto done;
+		if (!(a[n++] = int_or_zero(st, 13)) || !(a[n++] = int_or_zero(st, 14)))
+			goto done;
+	} else {
+		/* OffcpuDelta(task, tgid, state, kstack, ustack, count, total_ns, max_ns, hist, why or 0,
+		 * func or 0, charged_ns (None: NULL), weighted_ns or 0, var_us2 or 0, woken) */
+		if (!(a[n++] = int_column(st, 3)) || !(a[n++] = int_column(st, 4)) || !(a[n++] = u64_column(st, 5)) ||
+		    !(a[n++] = u64_column(st, 6)))
+			goto done;
+		for (int c = 7; c < 10; c++)
+			if (!(a[n++] = int_column(st, c)))
+				goto done;
+		if (!(a[n++] = cell_column(r, 10, hists, hist_fast, r->hist_cell, no_hist, damaged)))
+			goto done;
+		if (!(a[n++] = int_or_zero(st, 11)) || !(a[n++] = u64_column(st, 12)))
+			goto done;
+		if (sqlite3_column_type(st, 13) == SQLITE_NULL) {
+			Py_INCREF(Py_None);
+			a[n++] = Py_None;
+		} else if (!(a[n++] = int_column(st, 13))) {
+			goto done;
+		}
+		if (!(a[n++] = int_or_zero(st, 14)) || !(a[n++] = int_or_zero(st, 15)))
+			goto done;
+		if (!(a[n++] = cell_column(r, 16, wokens, woken_fast, r->woken_cell, no_woken, damaged)))
+			goto done;
+	}
+	out = PyObject_Vectorcall(r->make, a, n, NULL);
+done:
+	for (int i = 0; i < n; i++)
+		Py_XDECREF(a[i]);
+	return out;
+}
+
+/* step to the next row: 1 on a row, 0 at the end, -1 on error */
+static int step(Reader *r)
+{
+	int rc;
+	Py_BEGIN_ALLOW_THREADS
+	rc = sqlite3_step(r->st);
+	Py_END_ALLOW_THREADS
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE) {
+		reader_close_db(r);
+		return 0;
+	}
+	sqlite_error(r);
+	reader_close_db(r);
+	return -1;
+}
+
+/* take(idx): the records of interval idx, a tuple; rows of earlier intervals are skipped (as
+ * store._ByInterval.take) */
+static PyObject *Reader_take(Reader *r, PyObject *arg)
+{
+	long long idx = PyLong_AsLongLong(arg);
+	if (idx == -1 && PyErr_Occurred())
+		return NULL;
+	PyObject *out = PyList_New(0);
+	if (!out)
+		return NULL;
+	while (!r->done) {
+		if (!r->pending) {
+			int rc = step(r);
+			if (rc < 0)
+				goto fail;
+			if (rc == 0)
+				break;
+			r->pending = 1;
+		}
+		/* idx as the Python reader compares it: an integer, or a real (a damaged cell) */
+		int at; /* -1 before idx, 0 at it, 1 after it */
+		if (sqlite3_column_type(r->st, 0) == SQLITE_INTEGER) {
+			long long i = sqlite3_column_int64(r->st, 0);
+			at = i < idx ? -1 : i > idx;
+		} else {
+			double d = sqlite3_column_double(r->st, 0);
+			at = d < (double)idx ? -1 : d > (double)idx;
+		}
+		if (at > 0)
+			break;
+		r->pending = 0;
+		if (at < 0)
+			continue;
+		int damaged = 0;
+		PyObject *rec = record(r, &damaged);
+		if (!rec) {
+			if (!damaged)
+				goto fail;
+			r->damaged++;
+			continue;
+		}
+		int rc = PyList_Append(out, rec);
+		Py_DECREF(rec);
+		if (rc < 0)
+			goto fail;
+	}
+	PyObject *t = PyList_AsTuple(out);
+	Py_DECREF(out);
+	return t;
+fail:
+	Py_DECREF(out);
+	return NULL;
+}
+
+static PyObject *Reader_close(Reader *r, PyObject *Py_UNUSED(ignored))
+{
+	reader_close_db(r);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Reader_get_damaged(Reader *r, void *Py_UNUSED(closure))
+{
+	return PyLong_FromLongLong(r->damaged);
+}
+
+static PyMethodDef Reader_methods[] = {
+	{"take", (PyCFunction)Reader_take, METH_O, "The records of interval idx, a tuple (earlier rows skipped)."},
+	{"close", (PyCFunction)Reader_close, METH_NOARGS, "Finish the statement and close the connection."},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Reader_getset[] = {
+	{"damaged", (getter)Reader_get_damaged, NULL, "Rows left out as damaged so far.", NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ReaderType = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stallscope.analyzer._rowread.Reader",
+	.tp_basicsize = sizeof(Reader),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "A table's rows in interval order, made into records (analyzer/rowread.py).",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)Reader_init,
+	.tp_dealloc = (destructor)Reader_dealloc,
+	.tp_traverse = (traverseproc)Reader_traverse,
+	.tp_clear = (inquiry)Reader_clear,
+	.tp_methods = Reader_methods,
+	.tp_getset = Reader_getset,
+};
+
+static PyObject *parse_hist(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+	const char *s;
+	Py_ssize_t n;
+	if (!PyUnicode_Check(arg) || !(s = PyUnicode_AsUTF8AndSize(arg, &n)))
+		return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_TypeError, "a str"), NULL);
+	PyObject *out = hist_fast(s, (int)n);
+	if (!out && !PyErr_Occurred())
+		Py_RETURN_NONE;
+	return out;
+}
+
+static PyMethodDef module_methods[] = {
+	{"parse_hist", parse_hist, METH_O, "A histogram cell in the writer's form, parsed; None for any other text."},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+	PyModuleDef_HEAD_INIT, "_rowread", "A recording's per-wait tables read into records in C.", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__rowread(void)
+{
+	if (PyType_Ready(&ReaderType) < 0)
+		return NULL;
+	PyObject *m = PyModule_Create(&module);
+	if (!m)
+		return NULL;
+	ReadError = PyErr_NewException("stallscope.analyzer._rowread.ReadError", NULL, NULL);
+	hists = PyDict_New();
+	wokens = PyDict_New();
+	no_hist = PyTuple_New(0);
+	no_woken = Py_BuildValue("(iii)", 0, 0, 0);
+	if (!ReadError || !hists || !wokens || !no_hist || !no_woken || PyModule_AddObjectRef(m, "ReadError", ReadError) < 0 ||
+	    PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
+	    PyModule_AddIntConstant(m, "SHAPE_TASK", SHAPE_TASK) < 0 ||
+	    PyModule_AddIntConstant(m, "SHAPE_OFFCPU", SHAPE_OFFCPU) < 0) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}

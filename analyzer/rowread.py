@@ -1,0 +1,61 @@
+"""A recording's task and off-CPU rows read into records in C (analyzer/rowread.c, a CPython extension).
+
+These two tables are most of a recording's rows (10 minutes of hackbench: 603,401 of the 715,000 a report
+reads besides the locks). Read through Python's sqlite3 module, each row cost a tuple of 16 objects and a
+Python function making the record from it; the extension steps SQLite itself, checks each column's type
+against its kind (recording_checks.COLUMNS, as `row_ok_sql` has SQLite check it), and makes the record with
+the Python reader's own function. Used by `Recording.intervals` when the extension is built (`make install`);
+without it, the rows are read in Python as before.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR_NULL, DamagedRow, hist_cell, woken_cell
+from stallscope.analyzer.sample import TaskId
+
+try:
+    from stallscope.analyzer import _rowread
+except ImportError:  # not built: Python reads the rows
+    _rowread = None
+
+KINDS = {INT: 1, INT_OR_NULL: 2, TEXT: 3, TEXT_OR_NULL: 4}  # analyzer/rowread.c K_*: what a column holds
+# the tables read here, each with its columns in the order the extension reads them (idx first) and its shape
+SHAPES = {
+    "task_deltas": 1,  # _rowread.SHAPE_TASK
+    "offcpu": 2,  # _rowread.SHAPE_OFFCPU
+}
+ReadError = _rowread.ReadError if _rowread is not None else None
+
+
+def available() -> bool:
+    return _rowread is not None
+
+
+class Rows:
+    """A table's rows in the window, in interval order, as records, handed out one interval at a time (as
+    store._ByInterval): `take(idx)`; a damaged row is counted by `count_damaged()` and left out."""
+
+    def __init__(self, uri: str, sql: str, window: tuple[int, int], table: str, kinds: list[str | None],
+                 make: Callable, count_damaged: Callable[[], None], error: Callable[[Exception], Exception]):
+        self._count_damaged = count_damaged
+        self._error = error
+        self._seen = 0
+        checked = bytes(KINDS.get(k, 0) if k else 0 for k in kinds)
+        try:
+            self._reader = _rowread.Reader(uri, sql, window[0], window[1], SHAPES[table], checked, make, TaskId,
+                                           hist_cell, woken_cell, DamagedRow)
+        except _rowread.ReadError as exc:
+            raise error(exc) from None
+
+    def take(self, idx: int) -> tuple:
+        try:
+            out = self._reader.take(idx)
+        except _rowread.ReadError as exc:
+            raise self._error(exc) from None
+        damaged = self._reader.damaged
+        for _ in range(damaged - self._seen):
+            self._count_damaged()
+        self._seen = damaged
+        return out

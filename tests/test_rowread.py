@@ -1,0 +1,102 @@
+"""The task and off-CPU rows read in C (analyzer/rowread.c) are read as the Python reader reads them: the
+same records, in the same order, the same rows left out as damaged, whatever the damage; without the
+extension the Python reader reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import edited_copy
+from stallscope.analyzer import rowread
+from stallscope.analyzer.store import Recording
+from stallscope.errors import StallscopeError
+
+_WITHOUT = frozenset({"locks", "wakers"})
+
+
+def _read(path: Path, c: bool, monkeypatch, first: int = 0, last: int | None = None):
+    with monkeypatch.context() as m:
+        if not c:
+            m.setattr(rowread, "_rowread", None)
+        rec = Recording(str(path))
+        try:
+            ivs = [(iv.index, iv.tasks, iv.offcpu) for iv in rec.intervals(first, last, without=_WITHOUT)]
+            return ivs, dict(rec.damaged)
+        finally:
+            rec.close()
+
+
+def _assert_same(path: Path, monkeypatch, first: int = 0, last: int | None = None) -> tuple[list, dict]:
+    assert rowread.available(), "the extension is built by `make install`"
+    c = _read(path, True, monkeypatch, first, last)
+    py = _read(path, False, monkeypatch, first, last)
+    assert c[0] == py[0]
+    assert c[1] == py[1]
+    return c
+
+
+def test_a_real_recordings_task_and_offcpu_rows_read_in_c_as_in_python(report_recording, monkeypatch):
+    ivs, damaged = _assert_same(report_recording["stall"], monkeypatch)
+    assert sum(len(t) for _i, t, _o in ivs) > 100 and sum(len(o) for _i, _t, o in ivs) > 100
+    assert not damaged
+    assert any(d.runq_hist for _i, t, _o in ivs for d in t) and any(o.woken != (0, 0, 0) for *_x, o in ivs for o in o)
+    middle = ivs[len(ivs) // 2][0]
+    window, _ = _assert_same(report_recording["stall"], monkeypatch, middle, middle + 1)
+    assert [i for i, *_x in window] == [middle, middle + 1]
+
+
+def test_damaged_and_hand_written_cells_read_alike(report_recording, tmp_path, monkeypatch):
+    bad = edited_copy(
+        report_recording["stall"], tmp_path / "bad.stall",
+        "UPDATE offcpu SET hist = '[ [1, 2],[3,4] ]' WHERE rowid % 11 = 0",  # json.dumps' spaces: parsed in Python
+        "UPDATE offcpu SET hist = '[[1,007]]' WHERE rowid % 11 = 1",  # a leading zero: not JSON, damaged
+        "UPDATE offcpu SET hist = '[[64,1]]' WHERE rowid % 11 = 2",  # a slot beyond 63: damaged
+        "UPDATE offcpu SET woken = ' 1,+2,3_0' WHERE rowid % 11 = 3",  # what int() takes
+        "UPDATE offcpu SET woken = '1,2' WHERE rowid % 11 = 4",  # two counts: damaged
+        "UPDATE offcpu SET count = 'many' WHERE rowid % 11 = 5",  # text where an integer is written
+        "UPDATE offcpu SET charged_ns = NULL, why = NULL, func = NULL WHERE rowid % 11 = 6",  # allowed: older rows
+        "UPDATE offcpu SET kstack = -5, hist = '', woken = '' WHERE rowid % 11 = 7",  # unsigned ids; empty cells
+        "UPDATE offcpu SET hist = CAST(x'5b5bff5d5d' AS TEXT) WHERE rowid % 11 = 8",  # not UTF-8
+        "UPDATE offcpu SET idx = idx + 0.0 WHERE rowid % 11 = 9",  # a real where the interval's integer is
+        "UPDATE task_deltas SET runq_hist = '[[0,1],[63,999999999999999999]]' WHERE rowid % 5 = 0",
+        "UPDATE task_deltas SET runq_hist = '[[1,1]' WHERE rowid % 5 = 1",
+        "UPDATE task_deltas SET run_ns = NULL, runq_latency_ns = NULL WHERE rowid % 5 = 2",
+        "UPDATE task_deltas SET migrations = 1.5 WHERE rowid % 5 = 3",
+        "UPDATE task_deltas SET pid = NULL WHERE rowid = 2")
+    ivs, damaged = _assert_same(bad, monkeypatch)
+    assert damaged["offcpu"] > 0 and damaged["task_deltas"] > 0
+    offcpu = [o for *_x, os in ivs for o in os]
+    assert ((1, 2), (3, 4)) in {o.hist for o in offcpu}
+    assert (1, 2, 30) in {o.woken for o in offcpu}
+    assert any(o.kstack == (1 << 64) - 5 for o in offcpu)
+
+
+def test_a_file_damaged_under_the_rows_is_an_error_both_ways(report_recording, tmp_path, monkeypatch):
+    """A file whose pages are overwritten under the off-CPU rows: SQLite's complaint as the one-line error the
+    Python reader gives, not a traceback, from the C reader too."""
+    bad = tmp_path / "torn.stall"
+    raw = bytearray(report_recording["stall"].read_bytes())
+    pages = Recording(str(report_recording["stall"]))
+    try:
+        size = pages.db.execute("PRAGMA page_size").fetchone()[0]
+        first = pages.db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'offcpu'").fetchone()[0]
+    finally:
+        pages.close()
+    for page in range(first, len(raw) // size):  # the table's root and every page after it
+        raw[(page - 1) * size:page * size] = b"\x5a" * size
+    bad.write_bytes(bytes(raw))
+    for c in (True, False):
+        with pytest.raises(StallscopeError, match="is damaged"):
+            _read(bad, c, monkeypatch)
+
+
+def test_without_the_extension_the_python_reader_reads(report_recording, monkeypatch):
+    monkeypatch.setattr(rowread, "_rowread", None)
+    rec = Recording(str(report_recording["stall"]))
+    try:
+        assert not rowread.available()
+        assert sum(len(iv.offcpu) for iv in rec.intervals(without=_WITHOUT)) > 100
+    finally:
+        rec.close()
