@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 DEB_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool linux-perf gcc make python3-venv
 # the report's lock fold and row reader read recordings through SQLite's C API (analyzer/rowfold.c, rowread.c)
 DEB_PACKAGES += libsqlite3-dev
+# the row reader is a CPython extension: the headers of Debian's interpreter (a pyenv one brings its own)
+DEB_PACKAGES += python3-dev
 # programs nobody here wrote, whose conclusions the tests check (tests/test_real_programs.py)
 DEB_PACKAGES += stress-ng sysbench fio rt-tests
 # the TUI's real-terminal test

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* A recording's two largest per-wait tables read into records in C (analyzer/rowread.py).
+/* A recording's largest per-wait tables read into records in C (analyzer/rowread.py).
  *
  * A report of 10 minutes of hackbench reads 377,549 off-CPU rows and 225,852 task rows. Through Python's
  * sqlite3 module each row was a tuple of 16 objects, then a lambda made the record from it: a histogram
@@ -18,11 +18,14 @@
 #include <stdint.h>
 
 /* analyzer/rowread.py SHAPES: which table, and so which columns and which record */
-enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2 };
+enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2, SHAPE_WAKER = 3 };
 #define TASK_COLUMNS 15 /* idx, pid, start_ns, 9 counters, runq_hist, runq_latency_ns, run_ns */
 #define OFFCPU_COLUMNS 17 /* idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, hist,
 			   * why, func, charged_ns, weighted_ns, var_us2, woken */
-#define MAX_COLUMNS 17
+#define WAKER_COLUMNS 21 /* idx, pid, start_ns, waker_pid, waker_start_ns, waker_tgid, waker_comm, waker_kstack,
+			  * count, total_ns, in_interrupt, exiting, link_func, link_state, link_why, weighted_ns,
+			  * link_blocked_ns, link_runq_ns, wakee_func, wakee_state, wakee_why */
+#define MAX_COLUMNS 21
 
 /* what a column must hold: analyzer/rowfold.py KINDS */
 enum { K_ANY, K_INT, K_INT_OR_NULL, K_TEXT, K_TEXT_OR_NULL, N_KINDS };
@@ -50,7 +53,7 @@ typedef struct {
 	int pending; /* the statement is on a row not yet handed out */
 	int done;
 	long long damaged;
-	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row;
+	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link;
 } Reader;
 
 static void reader_close_db(Reader *r)
@@ -75,6 +78,8 @@ static void Reader_dealloc(Reader *r)
 	Py_CLEAR(r->hist_cell);
 	Py_CLEAR(r->woken_cell);
 	Py_CLEAR(r->damaged_row);
+	Py_CLEAR(r->link);
+	Py_CLEAR(r->no_link);
 	Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -85,6 +90,8 @@ static int Reader_traverse(Reader *r, visitproc visit, void *arg)
 	Py_VISIT(r->hist_cell);
 	Py_VISIT(r->woken_cell);
 	Py_VISIT(r->damaged_row);
+	Py_VISIT(r->link);
+	Py_VISIT(r->no_link);
 	return 0;
 }
 
@@ -95,6 +102,8 @@ static int Reader_clear(Reader *r)
 	Py_CLEAR(r->hist_cell);
 	Py_CLEAR(r->woken_cell);
 	Py_CLEAR(r->damaged_row);
+	Py_CLEAR(r->link);
+	Py_CLEAR(r->no_link);
 	return 0;
 }
 
@@ -104,19 +113,22 @@ static PyObject *sqlite_error(Reader *r)
 	return NULL;
 }
 
-/* Reader(uri, sql, first, last, shape, kinds, make, task_id, hist_cell, woken_cell, damaged_row) */
+/* Reader(uri, sql, first, last, shape, kinds, make, task_id, hist_cell, woken_cell, damaged_row, link, no_link) */
 static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 {
 	const char *uri, *sql;
 	long long first, last;
 	int shape;
 	Py_buffer kinds;
-	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row;
+	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link;
 
-	if (!PyArg_ParseTuple(args, "ssLLiy*OOOOO:Reader", &uri, &sql, &first, &last, &shape, &kinds, &make, &task_id,
-			      &hist_cell, &woken_cell, &damaged_row))
+	if (!PyArg_ParseTuple(args, "ssLLiy*OOOOOOO:Reader", &uri, &sql, &first, &last, &shape, &kinds, &make, &task_id,
+			      &hist_cell, &woken_cell, &damaged_row, &link, &no_link))
 		return -1;
-	int columns = shape == SHAPE_TASK ? TASK_COLUMNS : shape == SHAPE_OFFCPU ? OFFCPU_COLUMNS : 0;
+	int columns = shape == SHAPE_TASK     ? TASK_COLUMNS
+		      : shape == SHAPE_OFFCPU ? OFFCPU_COLUMNS
+		      : shape == SHAPE_WAKER  ? WAKER_COLUMNS
+					      : 0;
 	if (!columns || kinds.len != columns) {
 		PyBuffer_Release(&kinds);
 		PyErr_SetString(PyExc_ValueError, "a shape this reader does not know, or kinds not one per column");
@@ -139,6 +151,10 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 	Py_XSETREF(r->woken_cell, woken_cell);
 	Py_INCREF(damaged_row);
 	Py_XSETREF(r->damaged_row, damaged_row);
+	Py_INCREF(link);
+	Py_XSETREF(r->link, link);
+	Py_INCREF(no_link);
+	Py_XSETREF(r->no_link, no_link);
 	reader_close_db(r);
 	r->done = 0;
 	r->pending = 0;
@@ -329,9 +345,42 @@ static PyObject *u64_column(sqlite3_stmt *st, int c)
 	return PyLong_FromUnsignedLongLong((unsigned long long)sqlite3_column_int64(st, c));
 }
 
-static PyObject *task_id(Reader *r)
+/* a column read as is, NULL as None */
+static PyObject *int_or_none(sqlite3_stmt *st, int c)
 {
-	PyObject *pid = int_column(r->st, 1), *start = pid ? int_column(r->st, 2) : NULL;
+	if (sqlite3_column_type(st, c) == SQLITE_NULL)
+		Py_RETURN_NONE;
+	return int_column(st, c);
+}
+
+/* a text cell as the reader's connection decodes it (a byte that is not UTF-8 replaced) */
+static PyObject *text_column(sqlite3_stmt *st, int c)
+{
+	const char *s = (const char *)sqlite3_column_text(st, c);
+	int n = sqlite3_column_bytes(st, c);
+	if (!s)
+		return n ? PyErr_NoMemory() : PyUnicode_FromStringAndSize("", 0);
+	return PyUnicode_DecodeUTF8(s, n, "replace");
+}
+
+/* a WaitLink of the three columns from c (func, state, why; NULL: 0), the shared one when all are 0 */
+static PyObject *wait_link(Reader *r, int c)
+{
+	long long func = sqlite3_column_int64(r->st, c), state = sqlite3_column_int64(r->st, c + 1),
+		  why = sqlite3_column_int64(r->st, c + 2);
+	if (!func && !state && !why)
+		return Py_NewRef(r->no_link);
+	PyObject *v[3] = {PyLong_FromUnsignedLongLong((unsigned long long)func), PyLong_FromLongLong(state),
+			  PyLong_FromLongLong(why)};
+	PyObject *out = v[0] && v[1] && v[2] ? PyObject_Vectorcall(r->link, v, 3, NULL) : NULL;
+	for (int i = 0; i < 3; i++)
+		Py_XDECREF(v[i]);
+	return out;
+}
+
+static PyObject *task_id(Reader *r, int c)
+{
+	PyObject *pid = int_column(r->st, c), *start = pid ? int_column(r->st, c + 1) : NULL;
 	if (!start) {
 		Py_XDECREF(pid);
 		return NULL;
@@ -362,7 +411,7 @@ static PyObject *record(Reader *r, int *damaged)
 			return NULL;
 		}
 	}
-	if (!(a[n++] = task_id(r)))
+	if (!(a[n++] = task_id(r, 1)))
 		goto done;
 	if (r->shape == SHAPE_TASK) {
 		/* TaskDelta(task, offcpu_ns .. migrations, runq_hist, runq_latency_ns or 0, run_ns or 0) */
@@ -372,6 +421,17 @@ static PyObject *record(Reader *r, int *damaged)
 		if (!(a[n++] = cell_column(r, 12, hists, hist_fast, r->hist_cell, no_hist, damaged)))
 			goto done;
 		if (!(a[n++] = int_or_zero(st, 13)) || !(a[n++] = int_or_zero(st, 14)))
+			goto done;
+	} else if (r->shape == SHAPE_WAKER) {
+		/* WakerDelta(task, waker, waker_tgid, waker_comm, waker_kstack, count, total_ns, in_interrupt,
+		 * exiting, link, weighted_ns (None: NULL), link_blocked_ns or 0, link_runq_ns or 0, wakee) */
+		if (!(a[n++] = task_id(r, 3)) || !(a[n++] = int_column(st, 5)) || !(a[n++] = text_column(st, 6)) ||
+		    !(a[n++] = u64_column(st, 7)) || !(a[n++] = int_column(st, 8)) || !(a[n++] = int_column(st, 9)))
+			goto done;
+		a[n++] = Py_NewRef(sqlite3_column_int64(st, 10) ? Py_True : Py_False);
+		a[n++] = Py_NewRef(sqlite3_column_int64(st, 11) ? Py_True : Py_False);
+		if (!(a[n++] = wait_link(r, 12)) || !(a[n++] = int_or_none(st, 15)) || !(a[n++] = int_or_zero(st, 16)) ||
+		    !(a[n++] = int_or_zero(st, 17)) || !(a[n++] = wait_link(r, 18)))
 			goto done;
 	} else {
 		/* OffcpuDelta(task, tgid, state, kstack, ustack, count, total_ns, max_ns, hist, why or 0,
@@ -386,13 +446,7 @@ static PyObject *record(Reader *r, int *damaged)
 			goto done;
 		if (!(a[n++] = int_or_zero(st, 11)) || !(a[n++] = u64_column(st, 12)))
 			goto done;
-		if (sqlite3_column_type(st, 13) == SQLITE_NULL) {
-			Py_INCREF(Py_None);
-			a[n++] = Py_None;
-		} else if (!(a[n++] = int_column(st, 13))) {
-			goto done;
-		}
-		if (!(a[n++] = int_or_zero(st, 14)) || !(a[n++] = int_or_zero(st, 15)))
+		if (!(a[n++] = int_or_none(st, 13)) || !(a[n++] = int_or_zero(st, 14)) || !(a[n++] = int_or_zero(st, 15)))
 			goto done;
 		if (!(a[n++] = cell_column(r, 16, wokens, woken_fast, r->woken_cell, no_woken, damaged)))
 			goto done;
@@ -548,7 +602,8 @@ PyMODINIT_FUNC PyInit__rowread(void)
 	if (!ReadError || !hists || !wokens || !no_hist || !no_woken || PyModule_AddObjectRef(m, "ReadError", ReadError) < 0 ||
 	    PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_TASK", SHAPE_TASK) < 0 ||
-	    PyModule_AddIntConstant(m, "SHAPE_OFFCPU", SHAPE_OFFCPU) < 0) {
+	    PyModule_AddIntConstant(m, "SHAPE_OFFCPU", SHAPE_OFFCPU) < 0 ||
+	    PyModule_AddIntConstant(m, "SHAPE_WAKER", SHAPE_WAKER) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}

@@ -1,7 +1,8 @@
-"""A recording's task and off-CPU rows read into records in C (analyzer/rowread.c, a CPython extension).
+"""A recording's task, off-CPU and waker rows read into records in C (analyzer/rowread.c, a CPython
+extension).
 
-These two tables are most of a recording's rows (10 minutes of hackbench: 603,401 of the 715,000 a report
-reads besides the locks). Read through Python's sqlite3 module, each row cost a tuple of 16 objects and a
+These tables are most of a recording's rows besides the locks (10 minutes of hackbench: 639,313 of
+715,000; 1,042,014 in the synthetic recording of benchmarks/RESULTS-report.md). Read through Python's sqlite3 module, each row cost a tuple of 16 objects and a
 Python function making the record from it; the extension steps SQLite itself, checks each column's type
 against its kind (recording_checks.COLUMNS, as `row_ok_sql` has SQLite check it), and makes the record with
 the Python reader's own function. Used by `Recording.intervals` when the extension is built (`make install`);
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR_NULL, DamagedRow, hist_cell, woken_cell
-from stallscope.analyzer.sample import TaskId
+from stallscope.analyzer.sample import NO_LINK, TaskId, WaitLink, record_maker
 
 try:
     from stallscope.analyzer import _rowread
@@ -25,7 +26,9 @@ KINDS = {INT: 1, INT_OR_NULL: 2, TEXT: 3, TEXT_OR_NULL: 4}  # analyzer/rowread.c
 SHAPES = {
     "task_deltas": 1,  # _rowread.SHAPE_TASK
     "offcpu": 2,  # _rowread.SHAPE_OFFCPU
+    "wakers": 3,  # _rowread.SHAPE_WAKER
 }
+_new_link = record_maker(WaitLink)
 ReadError = _rowread.ReadError if _rowread is not None else None
 
 
@@ -45,7 +48,7 @@ class Rows:
         checked = bytes(KINDS.get(k, 0) if k else 0 for k in kinds)
         try:
             self._reader = _rowread.Reader(uri, sql, window[0], window[1], SHAPES[table], checked, make, TaskId,
-                                           hist_cell, woken_cell, DamagedRow)
+                                           hist_cell, woken_cell, DamagedRow, _new_link, NO_LINK)
         except _rowread.ReadError as exc:
             raise error(exc) from None
 

@@ -578,15 +578,6 @@ class Recording:
         (charged_ns: NULL, the wait's total); a table added since, as empty."""
         hi = last if last is not None else 1 << 62
         window = (first, hi)
-        wakers = self._stream("wakers", (
-            "idx", "pid", "start_ns", "waker_pid", "waker_start_ns", "waker_tgid", "waker_comm", "waker_kstack",
-            "count", "total_ns", "in_interrupt", ("exiting", "0"), ("link_func", "0"), ("link_state", "0"),
-            ("link_why", "0"), ("weighted_ns", "NULL"), ("link_blocked_ns", "0"), ("link_runq_ns", "0"),
-            ("wakee_func", "0"), ("wakee_state", "0"), ("wakee_why", "0")), window,
-            lambda r: _WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9],
-                                 bool(r[10]), bool(r[11]), WaitLink(_u64(r[12] or 0), r[13] or 0, r[14] or 0),
-                                 r[15], r[16] or 0, r[17] or 0, WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0)),
-            without)
         migrations = self._stream("migrations", ("idx", "src", "dst", "count"), window, lambda r: (r[1], r[2], r[3]))
         locks = self._stream("locks", tuple(_LOCK_DEFAULTS.get(c, c) for c in (
             "idx", "pid", "start_ns", "tgid", "addr", "kstack", "flags", "kind", "count", "total_ns", "max_ns",
@@ -632,6 +623,7 @@ class Recording:
         # every interval this one does
         tasks = self._stream_c("task_deltas", _TASK_DELTA_COLUMNS, window, _task_delta)
         offcpu = self._stream_c("offcpu", _OFFCPU_COLUMNS, window, _offcpu_delta)
+        wakers = self._stream_c("wakers", _WAKER_COLUMNS, window, _waker_delta, without)
         for idx, start, end, wall, switches, cpu, health, kswitches, ongoing_ns in rows.all():
             yield Interval(idx, start, end, wall, switches, tasks.take(idx), (), offcpu.take(idx),
                            wakers.take(idx), migrations.take(idx), (), health, programs.take(idx), cpu,
@@ -739,11 +731,12 @@ class Recording:
             raise self._damaged(exc) from None
         return _ByInterval(cursor, make, self._damaged, lambda: self.damaged.update((table,)))
 
-    def _stream_c(self, table: str, columns, window: tuple[int, int], make) -> "_ByInterval | rowread.Rows":
+    def _stream_c(self, table: str, columns, window: tuple[int, int], make,
+                  without: frozenset[str] = frozenset()) -> "_ByInterval | rowread.Rows":
         """As _stream, the rows read and made into records in C (analyzer/rowread.py) when the extension is
         built and the rows' checks are types alone; else in Python."""
-        if not rowread.available() or table not in self.tables:
-            return self._stream(table, columns, window, make)
+        if not rowread.available() or table not in self.tables or table in without:
+            return self._stream(table, columns, window, make, without)
         sql, kinds = self._c_statement(table, columns)
         if kinds is None:
             return self._stream(table, columns, window, make)
@@ -781,8 +774,21 @@ def _offcpu_delta(r) -> OffcpuDelta:
                         r[11] or 0, _u64(r[12] or 0), r[13], r[14] or 0, r[15] or 0, woken_cell(r[16]))
 
 
+_WAKER_COLUMNS = (
+    "idx", "pid", "start_ns", "waker_pid", "waker_start_ns", "waker_tgid", "waker_comm", "waker_kstack", "count",
+    "total_ns", "in_interrupt", ("exiting", "0"), ("link_func", "0"), ("link_state", "0"), ("link_why", "0"),
+    ("weighted_ns", "NULL"), ("link_blocked_ns", "0"), ("link_runq_ns", "0"), ("wakee_func", "0"),
+    ("wakee_state", "0"), ("wakee_why", "0"))
+
+
+def _waker_delta(r) -> WakerDelta:
+    return _WakerDelta(TaskId(r[1], r[2]), TaskId(r[3], r[4]), r[5], r[6], _u64(r[7]), r[8], r[9], bool(r[10]),
+                       bool(r[11]), WaitLink(_u64(r[12] or 0), r[13] or 0, r[14] or 0), r[15], r[16] or 0, r[17] or 0,
+                       WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0))
+
+
 # the record makers the reader in C calls with a row's values in place (analyzer/rowread.c)
-_C_MAKERS = {"task_deltas": _TaskDelta, "offcpu": _OffcpuDelta}
+_C_MAKERS = {"task_deltas": _TaskDelta, "offcpu": _OffcpuDelta, "wakers": _WakerDelta}
 
 
 _WAIT_SINCE_COLUMNS = ("idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "why", "func",

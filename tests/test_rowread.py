@@ -1,4 +1,4 @@
-"""The task and off-CPU rows read in C (analyzer/rowread.c) are read as the Python reader reads them: the
+"""The task, off-CPU and waker rows read in C (analyzer/rowread.c) are read as the Python reader reads them: the
 same records, in the same order, the same rows left out as damaged, whatever the damage; without the
 extension the Python reader reads them."""
 
@@ -13,7 +13,7 @@ from stallscope.analyzer import rowread
 from stallscope.analyzer.store import Recording
 from stallscope.errors import StallscopeError
 
-_WITHOUT = frozenset({"locks", "wakers"})
+_WITHOUT = frozenset({"locks"})
 
 
 def _read(path: Path, c: bool, monkeypatch, first: int = 0, last: int | None = None):
@@ -22,7 +22,7 @@ def _read(path: Path, c: bool, monkeypatch, first: int = 0, last: int | None = N
             m.setattr(rowread, "_rowread", None)
         rec = Recording(str(path))
         try:
-            ivs = [(iv.index, iv.tasks, iv.offcpu) for iv in rec.intervals(first, last, without=_WITHOUT)]
+            ivs = [(iv.index, iv.tasks, iv.offcpu, iv.wakers) for iv in rec.intervals(first, last, without=_WITHOUT)]
             return ivs, dict(rec.damaged)
         finally:
             rec.close()
@@ -39,9 +39,11 @@ def _assert_same(path: Path, monkeypatch, first: int = 0, last: int | None = Non
 
 def test_a_real_recordings_task_and_offcpu_rows_read_in_c_as_in_python(report_recording, monkeypatch):
     ivs, damaged = _assert_same(report_recording["stall"], monkeypatch)
-    assert sum(len(t) for _i, t, _o in ivs) > 100 and sum(len(o) for _i, _t, o in ivs) > 100
+    for table in (1, 2, 3):
+        assert sum(len(iv[table]) for iv in ivs) > 100
     assert not damaged
-    assert any(d.runq_hist for _i, t, _o in ivs for d in t) and any(o.woken != (0, 0, 0) for *_x, o in ivs for o in o)
+    assert any(d.runq_hist for iv in ivs for d in iv[1]) and any(o.woken != (0, 0, 0) for iv in ivs for o in iv[2])
+    assert any(w.link.func for iv in ivs for w in iv[3])
     middle = ivs[len(ivs) // 2][0]
     window, _ = _assert_same(report_recording["stall"], monkeypatch, middle, middle + 1)
     assert [i for i, *_x in window] == [middle, middle + 1]
@@ -64,10 +66,17 @@ def test_damaged_and_hand_written_cells_read_alike(report_recording, tmp_path, m
         "UPDATE task_deltas SET runq_hist = '[[1,1]' WHERE rowid % 5 = 1",
         "UPDATE task_deltas SET run_ns = NULL, runq_latency_ns = NULL WHERE rowid % 5 = 2",
         "UPDATE task_deltas SET migrations = 1.5 WHERE rowid % 5 = 3",
-        "UPDATE task_deltas SET pid = NULL WHERE rowid = 2")
+        "UPDATE task_deltas SET pid = NULL WHERE rowid = 2",
+        "UPDATE wakers SET waker_comm = CAST(x'fffe41' AS TEXT), in_interrupt = 2 WHERE rowid % 7 = 0",
+        "UPDATE wakers SET exiting = NULL, weighted_ns = NULL, link_func = NULL WHERE rowid % 7 = 1",  # older rows
+        "UPDATE wakers SET waker_comm = NULL WHERE rowid % 7 = 2",  # NULL where text is written: damaged
+        "UPDATE wakers SET link_func = -1, link_state = 0, link_why = 0 WHERE rowid % 7 = 3",
+        "UPDATE wakers SET wakee_why = 'x' WHERE rowid % 7 = 4")
     ivs, damaged = _assert_same(bad, monkeypatch)
-    assert damaged["offcpu"] > 0 and damaged["task_deltas"] > 0
-    offcpu = [o for *_x, os in ivs for o in os]
+    assert damaged["offcpu"] > 0 and damaged["task_deltas"] > 0 and damaged["wakers"] > 0
+    offcpu = [o for iv in ivs for o in iv[2]]
+    assert any(w.waker_comm == "\ufffd\ufffdA" and w.in_interrupt is True for iv in ivs for w in iv[3])
+    assert any(w.link.func == (1 << 64) - 1 for iv in ivs for w in iv[3])
     assert ((1, 2), (3, 4)) in {o.hist for o in offcpu}
     assert (1, 2, 30) in {o.woken for o in offcpu}
     assert any(o.kstack == (1 << 64) - 5 for o in offcpu)
@@ -97,6 +106,7 @@ def test_without_the_extension_the_python_reader_reads(report_recording, monkeyp
     rec = Recording(str(report_recording["stall"]))
     try:
         assert not rowread.available()
-        assert sum(len(iv.offcpu) for iv in rec.intervals(without=_WITHOUT)) > 100
+        assert all(sum(len(getattr(iv, t)) for iv in rec.intervals(without=_WITHOUT)) > 100
+                   for t in ("tasks", "offcpu", "wakers"))
     finally:
         rec.close()
