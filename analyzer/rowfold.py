@@ -15,6 +15,7 @@ from importlib import resources
 from itertools import chain
 from typing import Callable, Iterator
 
+from stallscope.analyzer import rowread
 from stallscope.analyzer.model import LockWaits, _new_lock_waits
 from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR_NULL
 from stallscope.analyzer.sample import Stack, TaskId
@@ -65,6 +66,8 @@ class LockRows:
 
     def result(self, stacks: dict[int, Stack]) -> tuple[LockWaits, ...]:
         """LockFold.result: the model's table, in the keys' order (addresses and stack ids unsigned)."""
+        if rowread.available():  # made in C (analyzer/rowread.c lock_waits): 643,659 in 10 minutes of hackbench
+            return rowread.lock_waits(self.keys, self.totals, self.strings + ["", None], stacks, _new_lock_waits)
         make, get = _new_lock_waits, stacks.get
         return tuple(make(TaskId(pid, start), tgid, addr & _U64, flags, kind, cache, get(ks & _U64), ks & _U64, *acc)
                      for (pid, start, tgid, addr, flags, kind, cache, ks), acc in self._rows())

@@ -62,3 +62,9 @@ class Rows:
             self._count_damaged()
         self._seen = damaged
         return out
+
+
+def lock_waits(keys, totals, cells: list, stacks: dict, make: Callable) -> tuple:
+    """A lock fold's records made in C (analyzer/rowfold.py LockRows.result): `cells` its strings, then "" and
+    None (the ids of an empty and a NULL cell, -2 and -1)."""
+    return _rowread.lock_waits(keys, totals, cells, stacks, make, TaskId)

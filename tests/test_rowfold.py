@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import edited_copy, run_stallscope
-from stallscope.analyzer import rowfold
+from stallscope.analyzer import rowfold, rowread
 from stallscope.analyzer.load import fold_recording
 from stallscope.analyzer.model import LockFold
 from stallscope.analyzer.store import Recording
@@ -64,6 +64,25 @@ def test_a_real_recordings_lock_rows_fold_in_c_as_in_python(report_recording):
     assert n > 100, f"hackbench made {n} lock rows: too few to compare"
     _assert_same(path)
     _assert_same(path, span=1)  # every wait longer than the interval: each row counted as too long
+
+
+def test_the_folds_records_are_made_in_c_as_in_python(report_recording, monkeypatch):
+    """LockRows.result's records (made in analyzer/rowread.c when it is built) equal LockFold.result's, field
+    for field: unsigned addresses and stack ids, the stacks found, text cells, NULL and empty ones in place."""
+    rec = Recording(str(report_recording["stall"]))
+    try:
+        stacks = rec.stacks()
+        limits = _limits(rec)
+        rows = rec.fold_lock_rows(limits)
+        fold, _parts = _python_fold(rec, limits)
+    finally:
+        rec.close()
+    assert rowread.available(), "the extension is built by `make install`"
+    made = rows.result(stacks)
+    assert made == fold.result(stacks)
+    assert any(w.stack is not None for w in made) and any(w.cache for w in made) and any(w.field for w in made)
+    monkeypatch.setattr(rowread, "_rowread", None)
+    assert rows.result(stacks) == made
 
 
 def test_damaged_lock_rows_are_left_out_and_counted_alike(report_recording, tmp_path):
