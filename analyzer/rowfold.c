@@ -278,7 +278,7 @@ struct rowfold *rowfold_open(const char *uri)
 		return NULL;
 	if (push(&f->text_at, &zero, sizeof(zero)))
 		goto fail;
-	if (sqlite3_open_v2(uri, &f->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
+	if (sqlite3_open_v2(uri, &f->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		snprintf(f->error, sizeof(f->error), "%s", f->db ? sqlite3_errmsg(f->db) : "out of memory");
 		f->failed = 1;
 	}

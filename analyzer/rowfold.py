@@ -24,6 +24,7 @@ _LIBRARY = "librowfold.so.1"  # not `.so`: the package would list it among its m
 _KEY_WORDS, _ACC_WORDS = 8, 15
 _U64 = (1 << 64) - 1  # SQLite's signed 64 bits, as the model's unsigned addresses and ids
 _lib: ctypes.CDLL | None = None
+_LOCK_WAITS_FIELDS = rowread.fields_of(LockWaits)
 _missing = False
 
 
@@ -67,7 +68,7 @@ class LockRows:
     def result(self, stacks: dict[int, Stack]) -> tuple[LockWaits, ...]:
         """LockFold.result: the model's table, in the keys' order (addresses and stack ids unsigned)."""
         if rowread.available():  # made in C (analyzer/rowread.c lock_waits): 643,659 in 10 minutes of hackbench
-            return rowread.lock_waits(self.keys, self.totals, self.strings + ["", None], stacks, _new_lock_waits)
+            return rowread.lock_waits(self.keys, self.totals, self.strings + ["", None], stacks, _LOCK_WAITS_FIELDS)
         make, get = _new_lock_waits, stacks.get
         return tuple(make(TaskId(pid, start), tgid, addr & _U64, flags, kind, cache, get(ks & _U64), ks & _U64, *acc)
                      for (pid, start, tgid, addr, flags, kind, cache, ks), acc in self._rows())

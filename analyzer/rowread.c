@@ -15,6 +15,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* analyzer/rowread.py SHAPES: which table, and so which columns and which record */
@@ -53,7 +54,7 @@ typedef struct {
 	int pending; /* the statement is on a row not yet handed out */
 	int done;
 	long long damaged;
-	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link;
+	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link; /* make: (class, fields) */
 } Reader;
 
 static void reader_close_db(Reader *r)
@@ -113,7 +114,8 @@ static PyObject *sqlite_error(Reader *r)
 	return NULL;
 }
 
-/* Reader(uri, sql, first, last, shape, kinds, make, task_id, hist_cell, woken_cell, damaged_row, link, no_link) */
+/* Reader(uri, sql, first, last, shape, kinds, make, task_id, hist_cell, woken_cell, damaged_row, link, no_link):
+ * make is the record's (class, field names) */
 static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 {
 	const char *uri, *sql;
@@ -125,6 +127,11 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTuple(args, "ssLLiy*OOOOOOO:Reader", &uri, &sql, &first, &last, &shape, &kinds, &make, &task_id,
 			      &hist_cell, &woken_cell, &damaged_row, &link, &no_link))
 		return -1;
+	if (!PyTuple_Check(make) || PyTuple_GET_SIZE(make) != 2 || !PyType_Check(PyTuple_GET_ITEM(make, 0)) ||
+	    !PyTuple_Check(PyTuple_GET_ITEM(make, 1))) {
+		PyErr_SetString(PyExc_TypeError, "make: a record's (class, field names)");
+		return -1;
+	}
 	int columns = shape == SHAPE_TASK     ? TASK_COLUMNS
 		      : shape == SHAPE_OFFCPU ? OFFCPU_COLUMNS
 		      : shape == SHAPE_WAKER  ? WAKER_COLUMNS
@@ -162,7 +169,7 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
-	rc = sqlite3_open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+	rc = sqlite3_open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(r->db, sql, -1, &r->st, NULL);
 	Py_END_ALLOW_THREADS
@@ -326,6 +333,95 @@ static PyObject *cell_column(Reader *r, int c, PyObject *cache, PyObject *(*fast
 	return out;
 }
 
+/* ---- records ------------------------------------------------------------------------------------------ */
+
+static PyObject *no_args; /* () */
+
+/* an instance of a frozen record class (analyzer/sample.py record_maker's object) made from its fields'
+ * values in order: object.__new__, then each field set as object.__setattr__ sets it, past the class's
+ * frozen guard; `make` is (class, field names) */
+static PyObject *new_record(PyObject *make, PyObject *const *values, Py_ssize_t n)
+{
+	PyObject *cls = PyTuple_GET_ITEM(make, 0), *names = PyTuple_GET_ITEM(make, 1);
+	if (PyTuple_GET_SIZE(names) != n) {
+		PyErr_Format(PyExc_TypeError, "%S takes %zd fields, given %zd", cls, PyTuple_GET_SIZE(names), n);
+		return NULL;
+	}
+	PyObject *obj = PyBaseObject_Type.tp_new((PyTypeObject *)cls, no_args, NULL);
+	if (!obj)
+		return NULL;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(names, i), values[i]) < 0) {
+			Py_DECREF(obj);
+			return NULL;
+		}
+	}
+	return obj;
+}
+
+/* Maker(cls, names): a callable making cls's records from every field's value in order, positional
+ * (analyzer/sample.py record_maker, in C) */
+typedef struct {
+	PyObject_HEAD PyObject *make; /* (cls, names) */
+	vectorcallfunc vectorcall;
+} Maker;
+
+static PyObject *Maker_call(Maker *m, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+	if (kwnames && PyTuple_GET_SIZE(kwnames)) {
+		PyErr_SetString(PyExc_TypeError, "a record maker takes its fields by position");
+		return NULL;
+	}
+	return new_record(m->make, args, PyVectorcall_NARGS(nargsf));
+}
+
+static PyObject *Maker_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PyObject *cls, *names;
+	if (!PyArg_ParseTuple(args, "O!O!:Maker", &PyType_Type, &cls, &PyTuple_Type, &names))
+		return NULL;
+	for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+		if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i))) {
+			PyErr_SetString(PyExc_TypeError, "field names are str");
+			return NULL;
+		}
+	}
+	Maker *m = (Maker *)type->tp_alloc(type, 0);
+	if (!m)
+		return NULL;
+	if (!(m->make = PyTuple_Pack(2, cls, names))) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	m->vectorcall = (vectorcallfunc)Maker_call;
+	return (PyObject *)m;
+}
+
+static void Maker_dealloc(Maker *m)
+{
+	PyObject_GC_UnTrack(m);
+	Py_CLEAR(m->make);
+	Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static int Maker_traverse(Maker *m, visitproc visit, void *arg)
+{
+	Py_VISIT(m->make);
+	return 0;
+}
+
+static PyTypeObject MakerType = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stallscope.analyzer._rowread.Maker",
+	.tp_basicsize = sizeof(Maker),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+	.tp_doc = "Maker(cls, names): cls's records made from every field's value, in order.",
+	.tp_new = Maker_new,
+	.tp_dealloc = (destructor)Maker_dealloc,
+	.tp_traverse = (traverseproc)Maker_traverse,
+	.tp_call = PyVectorcall_Call,
+	.tp_vectorcall_offset = offsetof(Maker, vectorcall),
+};
+
 /* ---- rows -------------------------------------------------------------------------------------------- */
 
 static PyObject *int_column(sqlite3_stmt *st, int c)
@@ -451,7 +547,7 @@ static PyObject *record(Reader *r, int *damaged)
 		if (!(a[n++] = cell_column(r, 16, wokens, woken_fast, r->woken_cell, no_woken, damaged)))
 			goto done;
 	}
-	out = PyObject_Vectorcall(r->make, a, n, NULL);
+	out = new_record(r->make, a, n);
 done:
 	for (int i = 0; i < n; i++)
 		Py_XDECREF(a[i]);
@@ -583,8 +679,8 @@ static PyObject *cell_of(PyObject *cells, long long id)
 	return Py_NewRef(PyList_GET_ITEM(cells, i));
 }
 
-/* lock_waits(keys, totals, cells, stacks, make, task_id): LockRows.result's records, made here: a
- * report of 10 minutes of hackbench makes 643,659 */
+/* lock_waits(keys, totals, cells, stacks, make, task_id): LockRows.result's records, made here (make: the
+ * record's class and field names): a report of 10 minutes of hackbench makes 643,659 */
 static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 {
 	Py_buffer keys, totals;
@@ -594,8 +690,10 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 			      &stacks, &make, &task_type))
 		return NULL;
 	Py_ssize_t n = keys.len / (8 * LOCK_KEY_WORDS);
-	if (keys.len != n * 8 * LOCK_KEY_WORDS || totals.len != n * 8 * LOCK_ACC_WORDS || !PyType_Check(task_type)) {
-		PyErr_SetString(PyExc_ValueError, "keys and totals of different counts");
+	if (keys.len != n * 8 * LOCK_KEY_WORDS || totals.len != n * 8 * LOCK_ACC_WORDS || !PyType_Check(task_type) ||
+	    !PyTuple_Check(make) || PyTuple_GET_SIZE(make) != 2 || !PyType_Check(PyTuple_GET_ITEM(make, 0)) ||
+	    !PyTuple_Check(PyTuple_GET_ITEM(make, 1))) {
+		PyErr_SetString(PyExc_ValueError, "keys and totals of different counts, or not a record's class and fields");
 		goto done;
 	}
 	if (!(out = PyTuple_New(n)))
@@ -634,7 +732,7 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 			if (!(a[m++] = text ? cell_of(cells, e[j]) : PyLong_FromLongLong(e[j])))
 				goto fail_row;
 		}
-		PyObject *rec = PyObject_Vectorcall(make, a, m, NULL);
+		PyObject *rec = new_record(make, a, m);
 		if (rec) {
 			PyTuple_SET_ITEM(out, i, rec);
 			ok = 1;
@@ -664,7 +762,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__rowread(void)
 {
-	if (PyType_Ready(&ReaderType) < 0)
+	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&MakerType) < 0)
 		return NULL;
 	PyObject *m = PyModule_Create(&module);
 	if (!m)
@@ -673,9 +771,11 @@ PyMODINIT_FUNC PyInit__rowread(void)
 	hists = PyDict_New();
 	wokens = PyDict_New();
 	no_hist = PyTuple_New(0);
+	no_args = PyTuple_New(0);
 	no_woken = Py_BuildValue("(iii)", 0, 0, 0);
-	if (!ReadError || !hists || !wokens || !no_hist || !no_woken || PyModule_AddObjectRef(m, "ReadError", ReadError) < 0 ||
+	if (!ReadError || !hists || !wokens || !no_args || !no_hist || !no_woken || PyModule_AddObjectRef(m, "ReadError", ReadError) < 0 ||
 	    PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
+	    PyModule_AddObjectRef(m, "Maker", (PyObject *)&MakerType) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_TASK", SHAPE_TASK) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_OFFCPU", SHAPE_OFFCPU) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_WAKER", SHAPE_WAKER) < 0) {

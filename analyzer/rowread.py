@@ -11,6 +11,7 @@ without it, the rows are read in Python as before.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Callable
 
 from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR_NULL, DamagedRow, hist_cell, woken_cell
@@ -29,6 +30,12 @@ SHAPES = {
     "wakers": 3,  # _rowread.SHAPE_WAKER
 }
 _new_link = record_maker(WaitLink)
+
+
+def fields_of(cls) -> tuple:
+    """What the extension makes a record of `cls` from: the class and its fields' names, in order (it sets each
+    as record_maker's function does)."""
+    return cls, tuple(f.name for f in fields(cls))
 ReadError = _rowread.ReadError if _rowread is not None else None
 
 
@@ -41,7 +48,7 @@ class Rows:
     store._ByInterval): `take(idx)`; a damaged row is counted by `count_damaged()` and left out."""
 
     def __init__(self, uri: str, sql: str, window: tuple[int, int], table: str, kinds: list[str | None],
-                 make: Callable, count_damaged: Callable[[], None], error: Callable[[Exception], Exception]):
+                 make: tuple, count_damaged: Callable[[], None], error: Callable[[Exception], Exception]):
         self._count_damaged = count_damaged
         self._error = error
         self._seen = 0
@@ -64,7 +71,7 @@ class Rows:
         return out
 
 
-def lock_waits(keys, totals, cells: list, stacks: dict, make: Callable) -> tuple:
+def lock_waits(keys, totals, cells: list, stacks: dict, make: tuple) -> tuple:
     """A lock fold's records made in C (analyzer/rowfold.py LockRows.result): `cells` its strings, then "" and
     None (the ids of an empty and a NULL cell, -2 and -1)."""
     return _rowread.lock_waits(keys, totals, cells, stacks, make, TaskId)

@@ -788,7 +788,8 @@ def _waker_delta(r) -> WakerDelta:
 
 
 # the record makers the reader in C calls with a row's values in place (analyzer/rowread.c)
-_C_MAKERS = {"task_deltas": _TaskDelta, "offcpu": _OffcpuDelta, "wakers": _WakerDelta}
+_C_MAKERS = {"task_deltas": rowread.fields_of(TaskDelta), "offcpu": rowread.fields_of(OffcpuDelta),
+             "wakers": rowread.fields_of(WakerDelta)}
 
 
 _WAIT_SINCE_COLUMNS = ("idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "why", "func",
