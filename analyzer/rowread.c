@@ -132,6 +132,11 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_TypeError, "make: a record's (class, field names)");
 		return -1;
 	}
+	if (!PyType_Check(task_id) || !PyType_IsSubtype((PyTypeObject *)task_id, &PyTuple_Type) || !PyType_Check(link) ||
+	    !PyType_IsSubtype((PyTypeObject *)link, &PyTuple_Type)) {
+		PyErr_SetString(PyExc_TypeError, "task_id and link: NamedTuple classes");
+		return -1;
+	}
 	int columns = shape == SHAPE_TASK     ? TASK_COLUMNS
 		      : shape == SHAPE_OFFCPU ? OFFCPU_COLUMNS
 		      : shape == SHAPE_WAKER  ? WAKER_COLUMNS
@@ -459,6 +464,27 @@ static PyObject *text_column(sqlite3_stmt *st, int c)
 	return PyUnicode_DecodeUTF8(s, n, "replace");
 }
 
+/* a tuple of `type` (a NamedTuple: a tuple of its own type) holding these n values, which it takes */
+static PyObject *pack(PyObject *type, PyObject **v, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!v[i]) {
+			for (int j = 0; j < n; j++)
+				Py_XDECREF(v[j]);
+			return NULL;
+		}
+	}
+	PyObject *out = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+	if (!out) {
+		for (int j = 0; j < n; j++)
+			Py_DECREF(v[j]);
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		PyTuple_SET_ITEM(out, i, v[i]);
+	return out;
+}
+
 /* a WaitLink of the three columns from c (func, state, why; NULL: 0), the shared one when all are 0 */
 static PyObject *wait_link(Reader *r, int c)
 {
@@ -468,29 +494,13 @@ static PyObject *wait_link(Reader *r, int c)
 		return Py_NewRef(r->no_link);
 	PyObject *v[3] = {PyLong_FromUnsignedLongLong((unsigned long long)func), PyLong_FromLongLong(state),
 			  PyLong_FromLongLong(why)};
-	PyObject *out = v[0] && v[1] && v[2] ? PyObject_Vectorcall(r->link, v, 3, NULL) : NULL;
-	for (int i = 0; i < 3; i++)
-		Py_XDECREF(v[i]);
-	return out;
+	return pack(r->link, v, 3);
 }
 
 static PyObject *task_id(Reader *r, int c)
 {
-	PyObject *pid = int_column(r->st, c), *start = pid ? int_column(r->st, c + 1) : NULL;
-	if (!start) {
-		Py_XDECREF(pid);
-		return NULL;
-	}
-	PyTypeObject *type = (PyTypeObject *)r->task_id;
-	PyObject *out = type->tp_alloc(type, 2); /* a NamedTuple: a tuple of its own type */
-	if (!out) {
-		Py_DECREF(pid);
-		Py_DECREF(start);
-		return NULL;
-	}
-	PyTuple_SET_ITEM(out, 0, pid);
-	PyTuple_SET_ITEM(out, 1, start);
-	return out;
+	PyObject *v[2] = {int_column(r->st, c), int_column(r->st, c + 1)};
+	return pack(r->task_id, v, 2);
 }
 
 /* the record of the current row; NULL with *damaged set for a damaged one (no error), NULL with an error */
@@ -691,6 +701,7 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 		return NULL;
 	Py_ssize_t n = keys.len / (8 * LOCK_KEY_WORDS);
 	if (keys.len != n * 8 * LOCK_KEY_WORDS || totals.len != n * 8 * LOCK_ACC_WORDS || !PyType_Check(task_type) ||
+	    !PyType_IsSubtype((PyTypeObject *)task_type, &PyTuple_Type) ||
 	    !PyTuple_Check(make) || PyTuple_GET_SIZE(make) != 2 || !PyType_Check(PyTuple_GET_ITEM(make, 0)) ||
 	    !PyTuple_Check(PyTuple_GET_ITEM(make, 1))) {
 		PyErr_SetString(PyExc_ValueError, "keys and totals of different counts, or not a record's class and fields");
@@ -702,15 +713,10 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 	for (Py_ssize_t i = 0; i < n; i++, k += LOCK_KEY_WORDS, e += LOCK_ACC_WORDS) {
 		PyObject *a[LOCK_KEY_WORDS + LOCK_ACC_WORDS] = {NULL};
 		int m = 0, ok = 0;
-		PyObject *pid = PyLong_FromLongLong(k[0]), *start = pid ? PyLong_FromLongLong(k[1]) : NULL;
-		PyObject *task = start ? ((PyTypeObject *)task_type)->tp_alloc((PyTypeObject *)task_type, 2) : NULL;
-		if (!task) {
-			Py_XDECREF(pid);
-			Py_XDECREF(start);
+		PyObject *v[2] = {PyLong_FromLongLong(k[0]), PyLong_FromLongLong(k[1])};
+		PyObject *task = pack(task_type, v, 2);
+		if (!task)
 			goto fail_row;
-		}
-		PyTuple_SET_ITEM(task, 0, pid);
-		PyTuple_SET_ITEM(task, 1, start);
 		a[m++] = task;
 		/* tgid, addr (unsigned), flags, kind, cache, the stack (None: not among them), its id (unsigned) */
 		if (!(a[m++] = PyLong_FromLongLong(k[2])) || !(a[m++] = PyLong_FromUnsignedLongLong((uint64_t)k[3])) ||

@@ -15,7 +15,7 @@ from dataclasses import fields
 from typing import Callable
 
 from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR_NULL, DamagedRow, hist_cell, woken_cell
-from stallscope.analyzer.sample import NO_LINK, TaskId, WaitLink, record_maker
+from stallscope.analyzer.sample import NO_LINK, TaskId, WaitLink
 
 try:
     from stallscope.analyzer import _rowread
@@ -29,7 +29,6 @@ SHAPES = {
     "offcpu": 2,  # _rowread.SHAPE_OFFCPU
     "wakers": 3,  # _rowread.SHAPE_WAKER
 }
-_new_link = record_maker(WaitLink)
 
 
 def fields_of(cls) -> tuple:
@@ -55,7 +54,7 @@ class Rows:
         checked = bytes(KINDS.get(k, 0) if k else 0 for k in kinds)
         try:
             self._reader = _rowread.Reader(uri, sql, window[0], window[1], SHAPES[table], checked, make, TaskId,
-                                           hist_cell, woken_cell, DamagedRow, _new_link, NO_LINK)
+                                           hist_cell, woken_cell, DamagedRow, WaitLink, NO_LINK)
         except _rowread.ReadError as exc:
             raise error(exc) from None
 

@@ -174,11 +174,10 @@ def blocked_only(task: TaskId, ns: int) -> "TaskDelta":
     return _new_task_delta(task, ns, 0, 0, 0, 0, 0, 0, 0, 0, (), 0, 0)
 
 
-@dataclass(frozen=True)
-class WaitLink:
+class WaitLink(NamedTuple):
     """A wait's stratum (what the task was doing: function, state and why, as in OffcpuDelta): the
     waker's own last wait before it ran (a wait chain's next link), or the wakee's wait; all 0 when
-    not known."""
+    not known. A tuple: two of them key each wakeup record folded, and a tuple hashes in C."""
 
     func: int = 0
     state: int = 0
