@@ -88,6 +88,10 @@ class _Chains:
             label = self.labels[task] = f"{printable(t.info.comm) if t else '?'}[{task.pid}]"
         return label
 
+    def _name(self, task: TaskId) -> str:
+        t = self.model.tasks.get(task)
+        return printable(t.info.comm) if t else "?"
+
     def explain(self, task: TaskId, cause: str) -> dict:
         """Root key -> [fraction, heaviest path (tuple of labels), its weight]."""
         key = (task, cause)
@@ -266,8 +270,9 @@ def root_table(model: Model, tasks: set[TaskId] | None = None, table: CauseTable
     for p in parts + runq:
         if p.cause.cls == IDLE:
             continue
-        if p.cause.cls == CPU:
-            expl = {("cpu", WAITING_FOR_CPU.name, None): [1.0, (f"{WAITING_FOR_CPU.name} ({chains._label(p.task)})",), 1.0]}
+        if p.cause.cls == CPU:  # the path by the waiters' name, not their pid: one name's thousands of
+            # short-lived tasks weigh as one path, against one long-lived thread's
+            expl = {("cpu", WAITING_FOR_CPU.name, None): [1.0, (f"{WAITING_FOR_CPU.name} ({chains._name(p.task)})",), 1.0]}
         else:
             expl = chains.explain(p.task, p.cause.name)
         for (kind, name, _), (frac, path, _w) in expl.items():

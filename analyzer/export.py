@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict
 
 from stallscope.analyzer.blockers import (
-    IDLE, causes_by_task, held_up_by, process_causes, wait_cause,
+    IDLE, causes_by_task, held_up_by, process_causes, wait_cause, waiters_by_name,
 )
 from stallscope.analyzer.chains import Root
 from stallscope.analyzer.data_loss import model_losses
@@ -93,6 +93,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "estimated_error_ns": b.error_ns, "method": b.method,
             "tasks": [{"pid": t.pid, "comm": model.tasks[t].info.comm if t in model.tasks else "?"}
                       for t in b.tasks],
+            "waiters": [{"name": label, "wait_ns": ns, "tasks": n} for label, ns, n, _c in waiters_by_name(model, b)],
             "stack": stack_texts(b.stack),
             "latency": _latency_doc(model, b),
             "held_up_by": _held_up_by_doc(held_up_by(model, b)),
@@ -169,7 +170,8 @@ def _without_tracing(frames: list[str]) -> list[str]:
 def _held_up_by_doc(h) -> dict:
     return {"wakers": [{"waker": label, "count": n, "total_ns": ns, "stack": _without_tracing(stack_texts(stack))}
                        for label, n, ns, stack in h.wakers],
-            "owners": list(h.owners), "hogs": [{"task": name, "involuntary_switches": n} for name, n in h.hogs]}
+            "owners": list(h.owners), "hogs": [{"task": name, "involuntary_switches": n} for name, n in h.hogs],
+            "hog_names": [{"name": label, "involuntary_switches": n, "threads": k} for label, n, k, _c in h.hog_names]}
 
 
 def _recommendation_doc(number: int, r) -> dict:

@@ -25,7 +25,7 @@ from stallscope.analyzer.series import Ledger, Series, interval_series
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.units import fmt_ns
 from stallscope.reports.redact import redact
-from stallscope.reports.tables import loss, ran, whole_tables
+from stallscope.reports.tables import loss, ran, waiter_names, whole_tables
 from stallscope.reports.window import offcpu_tree, oncpu_tree, script_series
 
 TOP_BLOCKERS = 5  # in the summary
@@ -106,14 +106,18 @@ def _recording(doc: dict) -> dict:
 def _blocker_sentence(b: dict, duration_s: float) -> dict:
     """What a reader takes from one blocker: how much, how often, how long, who held it up."""
     held = b["held_up_by"]
-    by = ([f"{h['task']} ({h['involuntary_switches']:,} preemptions)" for h in held["hogs"]]
+    by = ([f"{h['name']} ({h['involuntary_switches']:,} preemptions" + (f" in {h['threads']:,} threads)" if h["threads"] > 1
+                                                                       else ")") for h in held.get("hog_names", ())]
+          or [f"{h['task']} ({h['involuntary_switches']:,} preemptions)" for h in held["hogs"]]
           or [f"{w['waker']} ({w['count']:,} wakeups)" for w in held["wakers"]]
           or [f"owner {o}" for o in held["owners"]])
     root = next((r for r in b["roots"] if r["root"] != b["cause"]), None)
+    names = waiter_names(b)
     return {"cause": b["cause"], "class": b["class"], "total_ns": b["total_ns"], "share_pct": b["share_pct"],
             "per_s_ns": b["total_ns"] / duration_s if duration_s else 0, "count": b["count"],
             "p99_ns": b["latency"].get("p99_ns"), "max_ns": b["max_ns"], "held_up_by": by[:2],
-            "tasks": sorted({t["comm"] for t in b["tasks"]})[:4], "ntasks": len(b["tasks"]),
+            "tasks": [f"{name} ×{n:,}" if n > 1 else name for name, n in names[:4]], "more_names": len(names) > 4,
+            "ntasks": len(b["tasks"]),
             "root": root["root"] if root else "", "root_share_pct": root["share_pct"] if root else None,
             "estimated_ns": b["estimated_ns"], "method": b["method"],
             "in_progress": b.get("in_progress", 0), "in_progress_longest_ns": b.get("in_progress_longest_ns", 0)}

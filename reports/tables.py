@@ -31,6 +31,17 @@ def loss(doc: dict) -> list[dict]:
             for k, v in sorted(doc["meta"]["health"].items()) if v]
 
 
+def waiter_names(b: dict) -> list[tuple[str, int]]:
+    """A blocker's waiters by name, the name whose tasks waited most first, each with its number of tasks
+    (an export without `waiters`: its tasks' names in the order of their tasks, the heaviest first)."""
+    if "waiters" in b:
+        return [(w["name"], w["tasks"]) for w in b["waiters"]]
+    counts: dict[str, int] = {}
+    for t in b["tasks"]:
+        counts[t["comm"]] = counts.get(t["comm"], 0) + 1
+    return list(counts.items())
+
+
 def _blockers(doc: dict) -> dict:
     secs = doc["meta"]["duration_s"] or 1.0
     rows = []
@@ -40,7 +51,7 @@ def _blockers(doc: dict) -> dict:
                      "max_ns": b["max_ns"], "p50_ns": b["latency"].get("p50_ns"), "p90_ns": b["latency"].get("p90_ns"),
                      "p99_ns": b["latency"].get("p99_ns"), "estimated_ns": b["estimated_ns"],
                      "error_ns": b["estimated_error_ns"], "method": b["method"], "frame": b["frame"],
-                     "tasks": sorted({t["comm"] for t in b["tasks"]}), "ntasks": len(b["tasks"]),
+                     "tasks": [name for name, _n in waiter_names(b)], "ntasks": len(b["tasks"]),
                      "stack": b["stack"], "held_up_by": b["held_up_by"], "devices": b.get("devices", []),
                      "roots": [{"root": r["root"], "share_pct": r["share_pct"], "chain": r["chain"]} for r in b["roots"]]})
     return {"rows": rows, "total": len(rows)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stallscope.analyzer.blockers import denominator, parts, process_causes, rank_blockers
+from stallscope.analyzer.blockers import denominator, parts, process_causes, rank_blockers, waiters_by_name
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import root_table
 from stallscope.analyzer.export import stack_texts
@@ -55,7 +55,7 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
     estimated = False
     devices = cause_devices(model, tasks)
     for b in ranked[:rows]:
-        names = ", ".join(sorted({printable(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
+        names = ", ".join(printable(name) for _label, _ns, _n, name in waiters_by_name(model, b))
         label = printable(b.cause) + (" [idle]" if b.cls == IDLE else "")
         share = "     -" if b.cls == IDLE else f"{b.share_pct:5.1f}%"
         est = f"{fmt_ns(b.estimated_ns)} ±{fmt_ns(1.96 * b.error_ns)}" if b.estimated_ns else "-"

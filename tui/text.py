@@ -6,6 +6,7 @@ where it prints one frame after another without escape codes).
 
 from __future__ import annotations
 
+from stallscope.analyzer.blockers import waiters_by_name
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT, START_UP_INTERVALS, Cost
 from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, TaskInfo
 from stallscope.analyzer.timeline import Snapshot, Timeline
@@ -75,7 +76,7 @@ def snapshot_text(snap: Snapshot, rows: int = 15, tuning=None, hide_tgid: int | 
         lines.append(f"  {loss.line()}\n")
     lines.append(f"\n{'BLOCKER (cause)':<40} {'WAIT/s':>9} {'SHARE':>6} {'COUNT':>7} {'MAX':>9}  TASKS\n")
     for b in snap.ranked[:rows]:
-        names = ", ".join(sorted({_clean(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))
+        names = ", ".join(_clean(name) for _label, _ns, _n, name in waiters_by_name(model, b))
         lines.append(f"{_clean(b.cause)[:40]:<40} {fmt_ns(b.total_ns / secs):>9} {b.share_pct:5.1f}% "
                      f"{b.count:>7} {fmt_longest(b.longest_ns, b.longest_ongoing):>9}  {names[:60]}\n")
     if snap.idle_ns:

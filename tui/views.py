@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from rich.text import Text
 
+from stallscope.analyzer.blockers import waiters_by_name
 from stallscope.analyzer.recommend import RECOMMENDED
 from stallscope.analyzer.timeline import Snapshot, Timeline
 from stallscope.analyzer.units import fmt_bytes, fmt_ns
@@ -58,10 +59,9 @@ class View:
         return "nothing in this window"
 
 
-def _names(snap: Snapshot, tasks) -> str:
-    """Process names, the tasks that waited most first, each once."""
-    m = snap.model
-    names = list(dict.fromkeys(m.tasks[t].info.comm for t in tasks if t in m.tasks))
+def _names(snap: Snapshot, b) -> str:
+    """Who waited, by process name, the name whose tasks waited most in all first (analyzer waiters_by_name)."""
+    names = [name for _label, _ns, _n, name in waiters_by_name(snap.model, b)]
     return ", ".join(names[:6]) + (f" +{len(names) - 6}" if len(names) > 6 else "")
 
 
@@ -94,7 +94,7 @@ class BlockersView(View):
                            (cause, rate(b.total_ns / secs), pct(b.share_pct), longest(b.longest_ns, b.longest_ongoing),
                             dur(b.p99_ns),
                             count(b.count), sparkline([h.get(b.cause, 0) for h in history], 12),
-                            lit(_names(snap, b.tasks))), b))
+                            lit(_names(snap, b))), b))
         return out
 
     def empty(self, snap: Snapshot) -> str:
