@@ -359,6 +359,9 @@ class HeldUpBy:
     # "comm[pid]" for a name of one thread, "comm" for more (hackbench's 32,000 short-lived threads preempted
     # 2 million times in all, where one long-lived kernel thread was preempted most of any one thread)
     hog_names: tuple[tuple[str, int, int, str], ...] = ()  # (label, involuntary switches, threads, name)
+    # the wakers by name likewise, the threads of one name summed: (label, count, total_ns, threads, a waker
+    # stack); a timer, softirq or interrupt as in `wakers`
+    waker_names: tuple[tuple[str, int, int, int, Stack | None], ...] = ()
 
 
 def _by_name(values, n: int | None = None) -> tuple[tuple[str, int, int, str], ...]:
@@ -413,15 +416,28 @@ def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
         return HeldUpBy(hogs=tuple((f"{t.info.comm}[{t.task.pid}]", t.involuntary_switches) for t in others[:n]),
                         hog_names=_by_name(((t.info.comm, t.task.pid, t.involuntary_switches) for t in others), n))
     by: dict[tuple, list] = {}
+    names: dict[tuple, list] = {}  # the same per waker name: [label, count, total, stack, threads]
     index = _by_task(model)
     mine = sorted((e for t in tasks for e in index.wakeups.get(t, ())), key=lambda e: e[0])
     for _i, w in mine:  # in the model's order, as ties rank
         ctx = waker_context(w.waker.pid, w.waker_stack, w.in_interrupt)
         key = (ctx, w.waker.pid if ctx == "task" else 0)
-        e = by.setdefault(key, [waker_label(w.waker.pid, w.waker_comm, w.waker_stack, w.in_interrupt), 0, 0, None])
+        e = by.get(key)
+        if e is None:
+            e = by[key] = [waker_label(w.waker.pid, w.waker_comm, w.waker_stack, w.in_interrupt), 0, 0, None]
         e[1] += w.count
         e[2] += w.weighted
         e[3] = e[3] or w.waker_stack
+        named = (ctx, w.waker_comm if ctx == "task" else "")
+        g = names.get(named)
+        if g is None:
+            g = names[named] = [e[0], 0, 0, None, set()]
+        g[1] += w.count
+        g[2] += w.weighted
+        g[3] = g[3] or w.waker_stack
+        g[4].add(w.waker.pid)
     wakers = sorted(by.values(), key=lambda e: -e[2])[:n]
+    by_name = sorted(((label if ctx != "task" or len(pids) == 1 else comm, count, ns, len(pids), stack)
+                      for (ctx, comm), (label, count, ns, stack, pids) in names.items()), key=lambda e: -e[2])[:n]
     owners = sorted({o for t in tasks for o in index.owners.get(t, ())})
-    return HeldUpBy(wakers=tuple(tuple(e) for e in wakers), owners=tuple(owners[:n]))
+    return HeldUpBy(wakers=tuple(tuple(e) for e in wakers), owners=tuple(owners[:n]), waker_names=tuple(by_name))

@@ -49,7 +49,8 @@ ON_CPU = "on a CPU"
 @dataclass(frozen=True)
 class Root:
     """A root cause: a cause (`name`, of class `cls`), "Waiting for CPU", or a task's own running
-    (`cls` "running", `name` "comm[pid] on a CPU"), with the waiting time it explains."""
+    (`cls` "running", `name` "comm[pid] on a CPU", or "comm on a CPU" for several threads of one name), with
+    the waiting time it explains."""
 
     name: str
     cls: str
@@ -203,7 +204,7 @@ class _Chains:
                 self._add(out, ("cpu", WAITING_FOR_CPU.name, None), f * runq,
                           (here, f"{WAITING_FOR_CPU.name} ({self._label(waker)})"))
             if running > 0:
-                self._add(out, ("running", f"{self._label(waker)} {ON_CPU}", None), f * running,
+                self._add(out, ("running", f"{self._label(waker)} {ON_CPU}", waker), f * running,
                           (here, f"{self._label(waker)} {ON_CPU}"))
 
     def _follow(self, out: dict, task: TaskId, p: Part, f: float, depth: int, seen, here: str, met: set):
@@ -224,10 +225,10 @@ class _Chains:
         cpu = self.cpu.get(task, 0)
         total = run + cpu + sum(causes.values())
         if not total:
-            self._add(out, ("running", f"{self._label(task)} {ON_CPU}", None), f, (here,))
+            self._add(out, ("running", f"{self._label(task)} {ON_CPU}", task), f, (here,))
             return
         if run:
-            self._add(out, ("running", f"{self._label(task)} {ON_CPU}", None), f * run / total,
+            self._add(out, ("running", f"{self._label(task)} {ON_CPU}", task), f * run / total,
                       (here, f"{self._label(task)} {ON_CPU}"))
         if cpu:
             self._add(out, ("cpu", WAITING_FOR_CPU.name, None), f * cpu / total,
@@ -275,16 +276,24 @@ def root_table(model: Model, tasks: set[TaskId] | None = None, table: CauseTable
             expl = {("cpu", WAITING_FOR_CPU.name, None): [1.0, (f"{WAITING_FOR_CPU.name} ({chains._name(p.task)})",), 1.0]}
         else:
             expl = chains.explain(p.task, p.cause.name)
-        for (kind, name, _), (frac, path, _w) in expl.items():
+        for (kind, name, who), (frac, path, _w) in expl.items():
+            # the wakers that ran, by name: one name's thousands of short-lived threads weigh together
+            key = ("running", chains._name(who)) if kind == "running" else (kind, name)
             for acc in (overall, per_cause.setdefault(p.cause.name, {})):
-                e = acc.setdefault((kind, name), [0.0, set(), {}])
+                e = acc.get(key)
+                if e is None:
+                    e = acc[key] = [0.0, set(), {}, {}]
                 e[0] += p.ns * frac
                 e[1].add(p.task)
                 e[2][path] = e[2].get(path, 0.0) + p.ns * frac
+                if kind == "running":
+                    e[3][who] = name
 
     def rows(acc: dict) -> tuple[Root, ...]:
         out = []
-        for (kind, name), (ns, waiters, paths) in acc.items():
+        for (kind, name), (ns, waiters, paths, runners) in acc.items():
+            if kind == "running":  # "comm[pid] on a CPU" for one thread of the name, else "comm on a CPU"
+                name = next(iter(runners.values())) if len(runners) == 1 else f"{name} {ON_CPU}"
             cls = {"cpu": CPU, "running": "running"}.get(kind, classes.get(name, BLOCKER))
             path = max(paths.items(), key=lambda kv: kv[1])[0] if paths else ()
             out.append(Root(name, cls, round(ns), 100.0 * ns / denom, path, tuple(sorted(waiters))))

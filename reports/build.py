@@ -103,15 +103,22 @@ def _recording(doc: dict) -> dict:
             "switches_kernel": meta["switches_kernel"], "shares": meta["shares"]}
 
 
+ROOT_SHARE_NAMED = 0.1  # of a blocker's share: a root the summary's sentence names
+
+
 def _blocker_sentence(b: dict, duration_s: float) -> dict:
     """What a reader takes from one blocker: how much, how often, how long, who held it up."""
     held = b["held_up_by"]
     by = ([f"{h['name']} ({h['involuntary_switches']:,} preemptions" + (f" in {h['threads']:,} threads)" if h["threads"] > 1
                                                                        else ")") for h in held.get("hog_names", ())]
           or [f"{h['task']} ({h['involuntary_switches']:,} preemptions)" for h in held["hogs"]]
+          or [f"{w['name']} ({w['count']:,} wakeups" + (f" from {w['threads']:,} threads)" if w["threads"] > 1 else ")")
+              for w in held.get("waker_names", ())]
           or [f"{w['waker']} ({w['count']:,} wakeups)" for w in held["wakers"]]
           or [f"owner {o}" for o in held["owners"]])
-    root = next((r for r in b["roots"] if r["root"] != b["cause"]), None)
+    # its heaviest root elsewhere, when it explains a tenth of the blocker or more (a sliver is no story)
+    root = next((r for r in b["roots"] if r["root"] != b["cause"]
+                 and (r["share_pct"] or 0) >= ROOT_SHARE_NAMED * (b["share_pct"] or 0)), None)
     names = waiter_names(b)
     return {"cause": b["cause"], "class": b["class"], "total_ns": b["total_ns"], "share_pct": b["share_pct"],
             "per_s_ns": b["total_ns"] / duration_s if duration_s else 0, "count": b["count"],

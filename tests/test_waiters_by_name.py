@@ -12,11 +12,11 @@ from stallscope.analyzer.blockers import held_up_by, rank_blockers, waiters_by_n
 from stallscope.analyzer.chains import root_table
 from stallscope.analyzer.export import to_json_doc
 from stallscope.analyzer.model import Model
-from stallscope.analyzer.sample import TaskDelta, TaskId, TaskInfo
+from stallscope.analyzer.sample import OffcpuDelta, TaskDelta, TaskId, TaskInfo, WaitLink, WakerDelta
 from stallscope.reports.build import _blocker_sentence
 from stallscope.tui.views import _names
 from stallscope.analyzer.timeline import Snapshot
-from synthetic import interval, meta
+from synthetic import interval, kstack, meta
 
 SEC = 1_000_000_000
 KTHREAD = TaskId(77, 1)
@@ -58,3 +58,43 @@ def test_the_export_and_the_reports_sentence_read_by_name():
     sentence = _blocker_sentence(b, doc["meta"]["duration_s"])
     assert sentence["tasks"] == ["worker ×300", "kthread[77]"] and not sentence["more_names"]
     assert sentence["held_up_by"][0] == "worker (30,000 preemptions in 300 threads)"
+
+
+def test_the_sentence_names_a_root_only_when_it_explains_a_tenth_of_the_blocker():
+    b = {"cause": "Sending on a socket", "class": "blocker", "total_ns": SEC, "share_pct": 16.8, "count": 1,
+         "latency": {}, "max_ns": 1, "tasks": [{"pid": 1, "comm": "a"}], "estimated_ns": 0, "method": "stack",
+         "held_up_by": {"wakers": [], "owners": [], "hogs": []},
+         "roots": [{"root": "Sending on a socket", "share_pct": 16.0},
+                   {"root": "a[2] on a CPU", "share_pct": 0.02}]}
+    assert _blocker_sentence(b, 1.0)["root"] == ""
+    b["roots"][1]["share_pct"] = 1.7
+    assert _blocker_sentence(b, 1.0)["root"] == "a[2] on a CPU"
+
+
+def test_wakers_and_the_roots_they_ran_are_summed_by_name():
+    """A consumer woken by 50 short-lived producers (20 ms of its waiting each) and one long-lived one (100
+    ms): the producers' name is who held it up, and "producer on a CPU" its root, before the single thread
+    that woke it for longest."""
+    futex = 202 | 1 << 10
+    lock = kstack(0x100, "__schedule", "schedule", "futex_wait_queue", "futex_wait", "do_futex")
+    app, loner = TaskId(10, 1), TaskId(11, 1)
+    producers = [TaskId(100 + i, 1) for i in range(50)]
+    infos = (TaskInfo(app, 10, 1, "app"), TaskInfo(loner, 11, 1, "loner"),
+             *(TaskInfo(p, p.pid, 1, "producer") for p in producers))
+    wakes = [WakerDelta(app, p, p.pid, "producer", 0, 1, 20_000_000, weighted_ns=20_000_000,
+                        wakee=WaitLink(0, 1, futex)) for p in producers]
+    wakes.append(WakerDelta(app, loner, 11, "loner", 0, 1, 100_000_000, weighted_ns=100_000_000,
+                            wakee=WaitLink(0, 1, futex)))
+    running = tuple(TaskDelta(t, run_ns=5_000_000) for t in (loner, *producers))
+    iv = interval(0, task_info=infos, stacks=(lock,), tasks=(TaskDelta(app, offcpu_ns=1_100_000_000), *running),
+                  offcpu=(OffcpuDelta(app, 10, 1, lock.id, 0, 51, 1_100_000_000, why=futex,
+                                      weighted_ns=1_100_000_000),), wakers=tuple(wakes))
+    model = Model.from_intervals(meta(), [iv], {i.task: i for i in infos}, {lock.id: lock})
+    b = next(b for b in rank_blockers(model) if b.cause == "Userspace lock contention")
+    h = held_up_by(model, b)
+    assert h.wakers[0][0] == "loner[11]"  # per thread, as before
+    assert [(label, n, threads) for label, n, _ns, threads, _s in h.waker_names] == [("producer", 50, 50),
+                                                                                     ("loner[11]", 1, 1)]
+    roots = root_table(model).by_cause["Userspace lock contention"]
+    assert [(r.name, round(r.total_ns / 1e6)) for r in roots] == [("producer on a CPU", 1000),
+                                                                  ("loner[11] on a CPU", 100)]

@@ -107,8 +107,9 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
     h = snap.held_up_by(b)
     if h.wakers or h.owners or h.hogs:
         _h(t, "Held up by")
-        for label, n, ns, _stack in h.wakers:
-            t.append(f"  woken by {visible(label)}: {n:,} wakeups, {fmt_ns(ns)}\n")
+        for label, n, ns, threads, _stack in h.waker_names:  # by name, as the ones that ran instead
+            more = f" from {threads:,} threads" if threads > 1 else ""
+            t.append(f"  woken by {visible(label)}: {n:,} wakeups{more}, {fmt_ns(ns)}\n")
         for owner in h.owners:
             t.append(f"  lock owner {visible(owner)}\n")
         for name, n, threads, _name in h.hog_names:  # by name: thousands of short-lived threads of one name weigh together
