@@ -7,7 +7,7 @@
  * about 10 us a row, the largest part of a report. Here the rows are stepped in SQLite's C API through
  * the statement the reader gives (its columns in the shape's order, `idx` first), each column's type is
  * checked against its kind (analyzer/recording_checks.py COLUMNS; a row that fails is damaged, counted,
- * left out), and the record is made by the same function the Python reader calls.
+ * left out), and the record is made as analyzer/sample.py record_maker makes it.
  *
  * Only what is certain is done here: a histogram or waker cell in the writer's own form (digits, no
  * space, no leading zero) is parsed here; any other text is handed to the Python parser, whose answer

@@ -2,11 +2,12 @@
 extension).
 
 These tables are most of a recording's rows besides the locks (10 minutes of hackbench: 639,313 of
-715,000; 1,042,014 in the synthetic recording of benchmarks/RESULTS-report.md). Read through Python's sqlite3 module, each row cost a tuple of 16 objects and a
-Python function making the record from it; the extension steps SQLite itself, checks each column's type
-against its kind (recording_checks.COLUMNS, as `row_ok_sql` has SQLite check it), and makes the record with
-the Python reader's own function. Used by `Recording.intervals` when the extension is built (`make install`);
-without it, the rows are read in Python as before.
+715,000; 1,042,014 in the synthetic recording of benchmarks/RESULTS-report.md). Read through Python's
+sqlite3 module, each row cost a tuple of 16 objects and a Python function making the record from it; the
+extension steps SQLite itself, checks each column's type against its kind (recording_checks.COLUMNS, as
+`row_ok_sql` has SQLite check it), and makes the same record record_maker makes. Used by
+`Recording.intervals` when the extension is built (`make install`); without it, the rows are read in Python
+as before. The same extension makes a lock fold's records (`lock_waits`) and every record_maker's records.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ except ImportError:  # not built: Python reads the rows
     _rowread = None
 
 KINDS = {INT: 1, INT_OR_NULL: 2, TEXT: 3, TEXT_OR_NULL: 4}  # analyzer/rowread.c K_*: what a column holds
-# the tables read here, each with its columns in the order the extension reads them (idx first) and its shape
+# the tables read here and the extension's shape of each (its columns: analyzer/store.py _*_COLUMNS, idx first)
 SHAPES = {
     "task_deltas": 1,  # _rowread.SHAPE_TASK
     "offcpu": 2,  # _rowread.SHAPE_OFFCPU
@@ -35,7 +36,6 @@ def fields_of(cls) -> tuple:
     """What the extension makes a record of `cls` from: the class and its fields' names, in order (it sets each
     as record_maker's function does)."""
     return cls, tuple(f.name for f in fields(cls))
-ReadError = _rowread.ReadError if _rowread is not None else None
 
 
 def available() -> bool:

@@ -618,7 +618,7 @@ class Recording:
         rows = self._stream("intervals", (
             "idx", "start_ns", "end_ns", "wall_start", "switches", "collector_cpu_ns", "health", "kernel_switches",
             ("ongoing_ns", "0")), window, lambda r: (*r[:6], health_cell(r[6]), r[7], r[8] or 0))
-        # the two largest tables, read in C when the extension is built (analyzer/rowread.py): after the
+        # the three largest tables, read in C when the extension is built (analyzer/rowread.py): after the
         # intervals' cursor began this connection's read, so that the other connection's snapshot holds
         # every interval this one does
         tasks = self._stream_c("task_deltas", _TASK_DELTA_COLUMNS, window, _task_delta)
@@ -787,7 +787,7 @@ def _waker_delta(r) -> WakerDelta:
                        WaitLink(_u64(r[18] or 0), r[19] or 0, r[20] or 0))
 
 
-# the record makers the reader in C calls with a row's values in place (analyzer/rowread.c)
+# the records the reader in C makes of each table's rows (analyzer/rowread.c), the columns as above
 _C_MAKERS = {"task_deltas": rowread.fields_of(TaskDelta), "offcpu": rowread.fields_of(OffcpuDelta),
              "wakers": rowread.fields_of(WakerDelta)}
 
