@@ -275,16 +275,18 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
             _add_list(out.tasks.setdefault(d.task, {}), i, (d.offcpu_ns, d.runq_wait_ns, d.voluntary_switches,
                                                            d.involuntary_switches, d.migrations))
             if d.task in waited and (d.runq_wait_ns or d.runq_count):
+                # each `d[i] = d.get(i, 0) + v` written out, not a call of _add: millions of them a report
                 cpu = out.causes.setdefault(WAITING_FOR_CPU.name, CauseSeries(WAITING_FOR_CPU.cls))
-                _add(cpu.ns, i, d.runq_wait_ns)
-                _add(cpu.count, i, d.runq_count)
+                cpu.ns[i] = cpu.ns.get(i, 0) + d.runq_wait_ns
+                cpu.count[i] = cpu.count.get(i, 0) + d.runq_count
                 if d.runq_max_ns:
                     cpu.max_ns[i] = max(cpu.max_ns.get(i, 0), d.runq_max_ns)
                 ch = cpu.hist.setdefault(i, {})
                 for slot, c in d.runq_hist:
-                    _add(ch, slot, c)
+                    ch[slot] = ch.get(slot, 0) + c
                 pc = out.process_causes.setdefault(tgid_of.get(d.task, d.task.pid), {})
-                _add(pc.setdefault(WAITING_FOR_CPU.name, {}), i, d.runq_wait_ns)
+                waits = pc.setdefault(WAITING_FOR_CPU.name, {})
+                waits[i] = waits.get(i, 0) + d.runq_wait_ns
         out.run_ns.append(run)
         out.runq_ns.append(runq)
         out.runq_hist.append(hist)
@@ -324,22 +326,27 @@ def _offcpu(out: Series, i: int, records: tuple, wait_of: list, long_open: dict)
                     idle = out.causes[name] = CauseSeries(IDLE)
                 _add(idle.ns, i, moved)
                 _add(pc.setdefault(name, {}), i, moved)
+            # each `d[i] = d.get(i, 0) + v` written out, not a call of _add: millions of them a report
             if ns:
-                _add(cs.ns, i, ns)
-                _add(pc.setdefault(cause.name, {}), i, ns)
+                d = cs.ns
+                d[i] = d.get(i, 0) + ns
+                d = pc.setdefault(cause.name, {})
+                d[i] = d.get(i, 0) + ns
             if count:
-                _add(cs.count, i, count * frac)
+                d = cs.count
+                d[i] = d.get(i, 0) + count * frac
             if s.measured and max_ns:
                 cs.max_ns[i] = max(cs.max_ns.get(i, 0), max_ns)
             if hist:
                 h = cs.hist.setdefault(i, {})
                 for slot, c in hist:
                     if 0 <= slot < RUNQ_SLOTS:
-                        _add(h, slot, c * frac)
+                        h[slot] = h.get(slot, 0) + c * frac
 
 
 def _locks(out: Series, i: int, e: LedgerEntry, scope, lock_of: list, lock_row: dict, is_lock: dict) -> int:
     total = 0
+    locks = out.locks
     flat = iter(e.locks)
     for n, count, wait_ns in zip(flat, flat, flat):
         lk = lock_of[n]
@@ -347,7 +354,15 @@ def _locks(out: Series, i: int, e: LedgerEntry, scope, lock_of: list, lock_row: 
             continue
         row, a_lock, cache = lk
         if row is not None:
-            _add_list(out.locks.setdefault(row, {}), i, (count, wait_ns))
+            d = locks.get(row)
+            if d is None:
+                d = locks[row] = {}
+            acc = d.get(i)  # _add_list written out: a report's million lock records
+            if acc is None:
+                d[i] = [count, wait_ns]
+            else:
+                acc[0] += count
+                acc[1] += wait_ns
             if a_lock:
                 total += wait_ns
         if cache is not None:
