@@ -14,6 +14,7 @@ from stallscope.analyzer.export import to_json_doc
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import OffcpuDelta, TaskDelta, TaskId, TaskInfo, WaitLink, WakerDelta
 from stallscope.reports.build import _blocker_sentence
+from stallscope.tui.detail import blocker_detail
 from stallscope.tui.views import _names
 from stallscope.analyzer.timeline import Snapshot
 from synthetic import interval, kstack, meta
@@ -28,7 +29,8 @@ INFOS = (TaskInfo(KTHREAD, 77, 2, "kthread"),
 def _model() -> Model:
     ivs = [interval(i, task_info=INFOS if i == 0 else (), tasks=(
         TaskDelta(KTHREAD, runq_wait_ns=SEC // 2, runq_count=10, involuntary_switches=1_000),
-        *(TaskDelta(t, runq_wait_ns=SEC // 20, runq_count=2, involuntary_switches=100) for t in WORKERS[i::10])))
+        *(TaskDelta(t, runq_wait_ns=SEC // 20, runq_count=2, involuntary_switches=100, runq_hist=((12, 2),))
+          for t in WORKERS[i::10])))
         for i in range(10)]
     return Model.from_intervals(meta(), ivs, {i.task: i for i in INFOS}, {})
 
@@ -46,6 +48,12 @@ def test_the_name_whose_tasks_waited_most_in_all_comes_first_not_the_heaviest_si
 
     cpu_roots = root_table(model).by_cause["Waiting for CPU"]
     assert cpu_roots[0].chain == ("Waiting for CPU (worker)",)
+
+    text = blocker_detail(Snapshot(model), cpu).plain
+    by_name = text[text.index("Who waited, by name"):text.index("Tasks (301)")]
+    assert by_name.index("worker in 300 tasks") < by_name.index("kthread[77]")
+    latency = text[text.index("Wakeup-to-run latency"):]
+    assert "600" in latency  # the workers' 300 x 2 wakeups of slot 12, the run-queue's histogram
 
 
 def test_the_export_and_the_reports_sentence_read_by_name():

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from stallscope.analyzer.blockers import Blocker, wait_now_cause, wait_parts
+from stallscope.analyzer.blockers import Blocker, wait_now_cause, wait_parts, waiters_by_name
+from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.locks import LockStat
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
@@ -132,6 +133,15 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
             t.append(f"  {r.share_pct:5.1f}%  {visible(r.name)}\n", style="bold")
             t.append("         " + "  ->  ".join(visible(c) for c in r.chain) + "\n", style="dim")
 
+    names = waiters_by_name(m, b)
+    if len(names) < len(b.tasks):  # some name has several tasks: who waited, summed per name, first
+        _h(t, "Who waited, by name")
+        total = b.total_ns or 1
+        for label, ns, n, _name in names[:8]:
+            more = f" in {n:,} tasks" if n > 1 else ""
+            t.append(f"  {100 * ns / total:5.1f}%  {fmt_ns(ns):>9}  {visible(label)}{more}\n")
+        if len(names) > 8:
+            t.append(f"  ... {len(names) - 8} more names\n", style="dim")
     _h(t, f"Tasks ({len(b.tasks)})")
     for tid in list(b.tasks)[:20]:
         info = m.tasks[tid].info if tid in m.tasks else None
@@ -139,7 +149,15 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
     if len(b.tasks) > 20:
         t.append(f"  ... {len(b.tasks) - 20} more\n", style="dim")
 
-    _h(t, "Latency of single waits (log2 buckets)")
+    if b.cls == CPU:  # a run-queue wait's length: its tasks' wakeup-to-run latency
+        hist = [0] * len(hist)
+        for tid in b.tasks:
+            if tid in m.tasks:
+                for slot, c in enumerate(m.tasks[tid].runq_hist[:len(hist)]):
+                    hist[slot] += c
+        _h(t, "Wakeup-to-run latency (log2 buckets)")
+    else:
+        _h(t, "Latency of single waits (log2 buckets)")
     histogram(t, hist)
     return t
 
