@@ -382,8 +382,9 @@ def _by_name(values, n: int | None = None) -> tuple[tuple[str, int, int, str], .
 
 def waiters_by_name(model: Model, b: Blocker, n: int | None = None) -> tuple[tuple[str, int, int, str], ...]:
     """Who waited for a blocker, by process name: (label, wait ns, tasks, name), the heaviest first, the label
-    "comm[pid]" for a name of one task, else the name. Per name, not per task: a blocker's heaviest single task can be one
-    long-lived thread among thousands of short-lived ones of another name that waited far longer in all."""
+    "comm[pid]" for a name of one task, else the name. Per name, not per task: a blocker's heaviest single task
+    can be one long-lived thread among thousands of short-lived ones of another name that waited far longer in
+    all."""
     tasks = model.tasks
     return _by_name(((tasks[t].info.comm if t in tasks else "?", t.pid, ns) for t, ns in zip(b.tasks, b.task_ns)), n)
 

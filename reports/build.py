@@ -106,14 +106,18 @@ def _recording(doc: dict) -> dict:
 ROOT_SHARE_NAMED = 0.1  # of a blocker's share: a root the summary's sentence names
 
 
+def _threads(word: str, n: int) -> str:
+    return f" {word} {n:,} threads" if n > 1 else ""
+
+
 def _blocker_sentence(b: dict, duration_s: float) -> dict:
     """What a reader takes from one blocker: how much, how often, how long, who held it up."""
     held = b["held_up_by"]
-    by = ([f"{h['name']} ({h['involuntary_switches']:,} preemptions" + (f" in {h['threads']:,} threads)" if h["threads"] > 1
-                                                                       else ")") for h in held.get("hog_names", ())]
+    # by name where the export has it (several threads of a name summed), else by thread
+    by = ([f"{h['name']} ({h['involuntary_switches']:,} preemptions{_threads('in', h['threads'])})"
+           for h in held.get("hog_names", ())]
           or [f"{h['task']} ({h['involuntary_switches']:,} preemptions)" for h in held["hogs"]]
-          or [f"{w['name']} ({w['count']:,} wakeups" + (f" from {w['threads']:,} threads)" if w["threads"] > 1 else ")")
-              for w in held.get("waker_names", ())]
+          or [f"{w['name']} ({w['count']:,} wakeups{_threads('from', w['threads'])})" for w in held.get("waker_names", ())]
           or [f"{w['waker']} ({w['count']:,} wakeups)" for w in held["wakers"]]
           or [f"owner {o}" for o in held["owners"]])
     # its heaviest root elsewhere, when it explains a tenth of the blocker or more (a sliver is no story)
