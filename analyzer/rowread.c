@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* analyzer/rowread.py SHAPES: which table, and so which columns and which record */
 enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2, SHAPE_WAKER = 3 };
@@ -757,6 +758,201 @@ done:
 	return out;
 }
 
+/* ---- a task dump entry's own off-CPU slots -------------------------------------------------------------- */
+
+/* Slots(layout, make): bpf/task_dump.py slot_deltas in C. layout: the offsets of bpf/abi.py's mirror, in
+ * this order: where the slots begin in an entry, a slot's size, how many, and in a slot: used, kstack,
+ * ustack, state, why, func, then its val's count, total_ns, charged_ns, weighted_ns, var_us2, woken[3],
+ * hist (and its length), ival's max_ns[2] and epoch[2]. make: OffcpuDelta's (class, field names). */
+enum { L_SLOTS_AT, L_SLOT_SIZE, L_NSLOTS, L_USED, L_KSTACK, L_USTACK, L_STATE, L_WHY, L_FUNC, L_COUNT, L_TOTAL,
+       L_CHARGED, L_WEIGHTED, L_VAR, L_WOKEN, L_HIST, L_NHIST, L_IVAL_MAX, L_IVAL_EPOCH, N_LAYOUT };
+
+typedef struct {
+	PyObject_HEAD Py_ssize_t at[N_LAYOUT];
+	PyObject *make;
+} Slots;
+
+static inline uint64_t rd64(const char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline uint32_t rd32(const char *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* a - b as Python subtracts two unsigned values */
+static PyObject *udiff(uint64_t a, uint64_t b)
+{
+	if (a >= b)
+		return PyLong_FromUnsignedLongLong(a - b);
+	PyObject *d = PyLong_FromUnsignedLongLong(b - a), *out = d ? PyNumber_Negative(d) : NULL;
+	Py_XDECREF(d);
+	return out;
+}
+
+static PyObject *Slots_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PyObject *layout, *make;
+	if (!PyArg_ParseTuple(args, "O!O!:Slots", &PyTuple_Type, &layout, &PyTuple_Type, &make))
+		return NULL;
+	if (PyTuple_GET_SIZE(layout) != N_LAYOUT || PyTuple_GET_SIZE(make) != 2 || !PyType_Check(PyTuple_GET_ITEM(make, 0)) ||
+	    !PyTuple_Check(PyTuple_GET_ITEM(make, 1))) {
+		PyErr_SetString(PyExc_ValueError, "Slots(layout, (class, field names))");
+		return NULL;
+	}
+	Slots *sl = (Slots *)type->tp_alloc(type, 0);
+	if (!sl)
+		return NULL;
+	for (int i = 0; i < N_LAYOUT; i++) {
+		sl->at[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(layout, i));
+		if (sl->at[i] < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "a negative offset");
+			Py_DECREF(sl);
+			return NULL;
+		}
+	}
+	sl->make = Py_NewRef(make);
+	return (PyObject *)sl;
+}
+
+static void Slots_dealloc(Slots *sl)
+{
+	PyObject_GC_UnTrack(sl);
+	Py_CLEAR(sl->make);
+	Py_TYPE(sl)->tp_free((PyObject *)sl);
+}
+
+static int Slots_traverse(Slots *sl, visitproc visit, void *arg)
+{
+	Py_VISIT(sl->make);
+	return 0;
+}
+
+/* the (slot, now - before) of a histogram's slots that moved, as task_dump.hist_delta */
+static PyObject *u32_hist_delta(const char *now, const char *before, Py_ssize_t n)
+{
+	PyObject *out = PyList_New(0);
+	if (!out)
+		return NULL;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		uint32_t a = rd32(now + 4 * i), b = before ? rd32(before + 4 * i) : 0;
+		if (a == b)
+			continue;
+		PyObject *pair = Py_BuildValue("(nL)", i, (long long)a - (long long)b);
+		if (!pair || PyList_Append(out, pair) < 0) {
+			Py_XDECREF(pair);
+			Py_DECREF(out);
+			return NULL;
+		}
+		Py_DECREF(pair);
+	}
+	PyObject *t = PyList_AsTuple(out);
+	Py_DECREF(out);
+	return t;
+}
+
+/* deltas(tid, tgid, raw, prev_raw or None, e): the OffcpuDelta of each slot whose count moved, a list */
+static PyObject *Slots_deltas(Slots *sl, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 5 || !PyBytes_Check(args[2]) || (args[3] != Py_None && !PyBytes_Check(args[3]))) {
+		PyErr_SetString(PyExc_TypeError, "deltas(tid, tgid, raw, prev_raw or None, e)");
+		return NULL;
+	}
+	PyObject *tid = args[0], *tgid = args[1];
+	const char *raw = PyBytes_AS_STRING(args[2]);
+	const char *prev = args[3] == Py_None ? NULL : PyBytes_AS_STRING(args[3]);
+	long long e = PyLong_AsLongLong(args[4]);
+	if (e == -1 && PyErr_Occurred())
+		return NULL;
+	const Py_ssize_t *at = sl->at;
+	Py_ssize_t need = at[L_SLOTS_AT] + at[L_NSLOTS] * at[L_SLOT_SIZE];
+	if (PyBytes_GET_SIZE(args[2]) < need || (prev && PyBytes_GET_SIZE(args[3]) < need)) {
+		PyErr_SetString(PyExc_ValueError, "an entry shorter than its slots");
+		return NULL;
+	}
+	static const char zero[4096];
+	if (at[L_SLOT_SIZE] > (Py_ssize_t)sizeof(zero)) {
+		PyErr_SetString(PyExc_ValueError, "a slot larger than this reader knows");
+		return NULL;
+	}
+	PyObject *out = PyList_New(0);
+	if (!out)
+		return NULL;
+	for (Py_ssize_t i = 0; i < at[L_NSLOTS]; i++) {
+		const char *s = raw + at[L_SLOTS_AT] + i * at[L_SLOT_SIZE];
+		if (rd32(s + at[L_USED]) == 0)
+			break;
+		const char *b = prev ? prev + at[L_SLOTS_AT] + i * at[L_SLOT_SIZE] : NULL;
+		if (b && memcmp(s, b, at[L_SLOT_SIZE]) == 0)
+			continue;
+		if (!b || rd32(b + at[L_USED]) == 0)
+			b = zero; /* a slot first used: from nothing */
+		uint64_t count = rd64(s + at[L_COUNT]), bcount = rd64(b + at[L_COUNT]);
+		if (count == bcount)
+			continue;
+		int par = (int)(e & 1);
+		uint64_t longest = (long long)rd32(s + at[L_IVAL_EPOCH] + 4 * par) == e ? rd64(s + at[L_IVAL_MAX] + 8 * par) : 0;
+		PyObject *v[15] = {Py_NewRef(tid), Py_NewRef(tgid)};
+		v[2] = PyLong_FromUnsignedLong(rd32(s + at[L_STATE]));
+		v[3] = PyLong_FromUnsignedLongLong(rd64(s + at[L_KSTACK]));
+		v[4] = PyLong_FromUnsignedLongLong(rd64(s + at[L_USTACK]));
+		v[5] = udiff(count, bcount);
+		v[6] = udiff(rd64(s + at[L_TOTAL]), rd64(b + at[L_TOTAL]));
+		v[7] = PyLong_FromUnsignedLongLong(longest);
+		v[8] = u32_hist_delta(s + at[L_HIST], b + at[L_HIST], at[L_NHIST]);
+		v[9] = PyLong_FromUnsignedLong(rd32(s + at[L_WHY]));
+		v[10] = PyLong_FromUnsignedLongLong(rd64(s + at[L_FUNC]));
+		v[11] = udiff(rd64(s + at[L_CHARGED]), rd64(b + at[L_CHARGED]));
+		v[12] = udiff(rd64(s + at[L_WEIGHTED]), rd64(b + at[L_WEIGHTED]));
+		v[13] = udiff(rd64(s + at[L_VAR]), rd64(b + at[L_VAR]));
+		PyObject *w[3];
+		for (int k = 0; k < 3; k++)
+			w[k] = udiff(rd32(s + at[L_WOKEN] + 4 * k), rd32(b + at[L_WOKEN] + 4 * k));
+		v[14] = w[0] && w[1] && w[2] ? PyTuple_Pack(3, w[0], w[1], w[2]) : NULL;
+		for (int k = 0; k < 3; k++)
+			Py_XDECREF(w[k]);
+		PyObject *rec = NULL;
+		int ok = 1;
+		for (int k = 0; k < 15; k++)
+			ok = ok && v[k];
+		if (ok)
+			rec = new_record(sl->make, v, 15);
+		for (int k = 0; k < 15; k++)
+			Py_XDECREF(v[k]);
+		if (!rec || PyList_Append(out, rec) < 0) {
+			Py_XDECREF(rec);
+			Py_DECREF(out);
+			return NULL;
+		}
+		Py_DECREF(rec);
+	}
+	return out;
+}
+
+static PyMethodDef Slots_methods[] = {
+	{"deltas", (PyCFunction)(void (*)(void))Slots_deltas, METH_FASTCALL,
+	 "deltas(tid, tgid, raw, prev_raw or None, e): the OffcpuDelta of each slot whose count moved."},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SlotsType = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stallscope.analyzer._rowread.Slots",
+	.tp_basicsize = sizeof(Slots),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "Slots(layout, make): a task dump entry's own off-CPU slots read into records (bpf/task_dump.py).",
+	.tp_new = Slots_new,
+	.tp_dealloc = (destructor)Slots_dealloc,
+	.tp_traverse = (traverseproc)Slots_traverse,
+	.tp_methods = Slots_methods,
+};
+
 static PyMethodDef module_methods[] = {
 	{"lock_waits", lock_waits, METH_VARARGS, "A lock fold's records (analyzer/rowfold.py LockRows.result)."},
 	{NULL, NULL, 0, NULL},
@@ -768,7 +964,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__rowread(void)
 {
-	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&MakerType) < 0)
+	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&MakerType) < 0 || PyType_Ready(&SlotsType) < 0)
 		return NULL;
 	PyObject *m = PyModule_Create(&module);
 	if (!m)
@@ -782,6 +978,7 @@ PyMODINIT_FUNC PyInit__rowread(void)
 	if (!ReadError || !hists || !wokens || !no_args || !no_hist || !no_woken || PyModule_AddObjectRef(m, "ReadError", ReadError) < 0 ||
 	    PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
 	    PyModule_AddObjectRef(m, "Maker", (PyObject *)&MakerType) < 0 ||
+	    PyModule_AddObjectRef(m, "Slots", (PyObject *)&SlotsType) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_TASK", SHAPE_TASK) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_OFFCPU", SHAPE_OFFCPU) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_WAKER", SHAPE_WAKER) < 0) {

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import compress
 from operator import itemgetter, ne
 from typing import NamedTuple
@@ -123,10 +123,35 @@ def task_delta(tid: TaskId, raw: bytes, values: tuple, prev: Prev | None, e: int
     return _new_task_delta(tid, *delta)
 
 
+def _slots_layout() -> tuple[int, ...]:
+    """The offsets analyzer/rowread.c Slots reads an entry's slots at (its order), from abi's mirror."""
+    slot, val, ival = abi.OffcpuSlot, abi.OffcpuVal, abi.IvalExtremes
+    v = slot.val.offset
+    return (_SLOTS_AT, _SLOT_SIZE, abi.TASK_OFFCPU_SLOTS, slot.used.offset, slot.kstack.offset, slot.ustack.offset,
+            slot.state.offset, slot.why.offset, slot.func.offset, v + val.count.offset, v + val.total_ns.offset,
+            v + val.charged_ns.offset, v + val.weighted_ns.offset, v + val.var_us2.offset, v + val.woken.offset,
+            v + val.hist.offset, abi.RUNQ_SLOTS, v + val.ival.offset + ival.max_ns.offset,
+            v + val.ival.offset + ival.epoch.offset)
+
+
+try:  # the slots read in C (analyzer/rowread.c Slots): a machine of sleeping threads has thousands an interval
+    from stallscope.analyzer._rowread import Slots as _Slots
+except ImportError:
+    _Slots = None
+_C_SLOTS = _Slots(_slots_layout(), (OffcpuDelta, tuple(f.name for f in fields(OffcpuDelta)))) if _Slots else None
+
+
 def slot_deltas(tid: TaskId, tgid: int, raw: bytes, prev: Prev | None, e: int):
     """Off-CPU deltas of the waits a task kept in its own slots (keys without stacks; bpf/sched.h
     offcpu_slot), in interval e. A slot keeps its key for the task's life: one whose bytes did not move
-    is not read."""
+    is not read. In C where the extension is built (`py_slot_deltas` is the same in Python)."""
+    if _C_SLOTS is not None:
+        return _C_SLOTS.deltas(tid, tgid, raw, prev.raw if prev is not None else None, e)
+    return py_slot_deltas(tid, tgid, raw, prev, e)
+
+
+def py_slot_deltas(tid: TaskId, tgid: int, raw: bytes, prev: Prev | None, e: int):
+    """slot_deltas in Python."""
     for i in range(abi.TASK_OFFCPU_SLOTS):
         at = _SLOTS_AT + i * _SLOT_SIZE
         if raw[at + _SLOT_USED:at + _SLOT_USED + 4] == _UNUSED:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import random
+
 import pytest
 
 from stallscope.bpf import abi, collector, task_dump
@@ -464,3 +467,47 @@ def test_the_task_dumps_struct_readers_read_what_the_ctypes_mirror_reads():
     assert (o.kstack, o.ustack, o.state, o.why, o.func) == (5, 6, 7, 8, 9)
     assert (o.count, o.total_ns, o.charged_ns, o.weighted_ns, o.var_us2, o.woken) == (11, 12, 13, 14, 15, (16, 17, 18))
     assert o.hist == ((4, 11),) and o.max_ns == 99
+
+
+def test_the_slots_read_in_c_as_in_python():
+    """bpf/task_dump.py slot_deltas in C (analyzer/rowread.c Slots) and in Python give the same records on
+    random entries and their last ones: slots used or not (the first unused one ends the walk), first used,
+    unchanged, their counts moved or not, counters that went back, histograms, the interval's extremes."""
+
+    assert task_dump._C_SLOTS is not None, "the extension is built by `make install`"
+    rng = random.Random(7)
+    size = ctypes.sizeof(abi.TaskStats)
+    checked = moved = 0
+    for case in range(3000):
+        now, before = abi.TaskStats(), abi.TaskStats()
+        for v in (now, before):
+            for k in range(abi.TASK_OFFCPU_SLOTS):
+                sl = v.slots[k]
+                sl.used = rng.choice((0, 1, 1, 1, 7))
+                sl.kstack, sl.ustack, sl.func = (rng.choice((0, 1, 2 ** 64 - 1, rng.getrandbits(64))) for _ in range(3))
+                sl.state, sl.why = rng.getrandbits(32), rng.choice((0, 202 | 1 << 10))
+                val = sl.val
+                for name in ("count", "total_ns", "charged_ns", "weighted_ns", "var_us2"):
+                    setattr(val, name, rng.choice((0, 1, 5, 2 ** 64 - 1, rng.getrandbits(64))))
+                for j in range(3):
+                    val.woken[j] = rng.choice((0, 3, 2 ** 32 - 1))
+                for j in rng.sample(range(abi.RUNQ_SLOTS), 3):
+                    val.hist[j] = rng.choice((0, 1, 2 ** 32 - 1))
+                for j in range(2):
+                    val.ival.max_ns[j], val.ival.epoch[j] = rng.getrandbits(64), rng.choice((case, case + 1, 0))
+        if case % 3 == 0:  # some slots as they were: not read
+            for k in range(abi.TASK_OFFCPU_SLOTS):
+                if rng.random() < 0.5:
+                    now.slots[k] = before.slots[k]
+        if case % 5 == 0:  # same count, other bytes: no delta
+            now.slots[0].val.count = before.slots[0].val.count
+        raw, praw = _raw(now), _raw(before)
+        assert len(raw) == size
+        prev = task_dump.Prev(praw, list(task_dump.values_of(praw))) if case % 4 else None
+        tid, e = TaskId(case, 1), case + rng.choice((0, 1))
+        c = list(task_dump.slot_deltas(tid, 9, raw, prev, e))
+        py = list(task_dump.py_slot_deltas(tid, 9, raw, prev, e))
+        assert c == py, case
+        checked += 1
+        moved += len(py)
+    assert checked == 3000 and moved > 1000
