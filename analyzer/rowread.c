@@ -772,6 +772,8 @@ typedef struct {
 	PyObject *make;
 } Slots;
 
+static const char zero4k[4096]; /* what a slot or histogram not yet used reads as */
+
 static inline uint64_t rd64(const char *p)
 {
 	uint64_t v;
@@ -877,8 +879,8 @@ static PyObject *Slots_deltas(Slots *sl, PyObject *const *args, Py_ssize_t nargs
 		PyErr_SetString(PyExc_ValueError, "an entry shorter than its slots");
 		return NULL;
 	}
-	static const char zero[4096];
-	if (at[L_SLOT_SIZE] > (Py_ssize_t)sizeof(zero)) {
+	const char *zero = zero4k;
+	if (at[L_SLOT_SIZE] > (Py_ssize_t)sizeof(zero4k)) {
 		PyErr_SetString(PyExc_ValueError, "a slot larger than this reader knows");
 		return NULL;
 	}
@@ -953,6 +955,190 @@ static PyTypeObject SlotsType = {
 	.tp_methods = Slots_methods,
 };
 
+/* ---- a task dump entry's delta ------------------------------------------------------------------------ */
+
+/* Deltas(fields, layout, no_sched_info, make): bpf/task_dump.py task_delta in C. fields: where these are in
+ * an entry's values (task_dump._FIELDS): flags, nvcsw, nivcsw, offcpu_ns, offcpu_count, runq_ns, runq_count,
+ * run_delay, migrations, run_ns, run_base, run_delay_base, nvcsw_base, nivcsw_base; layout: the entry's
+ * runq_hist offset and length, offcpu_ival's max_ns and epoch offsets, runq_ival's; make: TaskDelta's
+ * (class, field names). */
+enum { F_FLAGS, F_NVCSW, F_NIVCSW, F_OFFCPU_NS, F_OFFCPU_COUNT, F_RUNQ_NS, F_RUNQ_COUNT, F_RUN_DELAY, F_MIGRATIONS,
+       F_RUN_NS, F_RUN_BASE, F_RUN_DELAY_BASE, F_NVCSW_BASE, F_NIVCSW_BASE, N_FIELDS };
+enum { D_HIST, D_NHIST, D_OFF_MAX, D_OFF_EPOCH, D_RUNQ_MAX, D_RUNQ_EPOCH, N_DLAYOUT };
+
+typedef struct {
+	PyObject_HEAD Py_ssize_t field[N_FIELDS];
+	Py_ssize_t at[N_DLAYOUT];
+	unsigned long long no_sched_info;
+	PyObject *make;
+} Deltas;
+
+static PyObject *Deltas_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PyObject *fields, *layout, *make;
+	unsigned long long flag;
+	if (!PyArg_ParseTuple(args, "O!O!KO!:Deltas", &PyTuple_Type, &fields, &PyTuple_Type, &layout, &flag,
+			      &PyTuple_Type, &make))
+		return NULL;
+	if (PyTuple_GET_SIZE(fields) != N_FIELDS || PyTuple_GET_SIZE(layout) != N_DLAYOUT || PyTuple_GET_SIZE(make) != 2 ||
+	    !PyType_Check(PyTuple_GET_ITEM(make, 0)) || !PyTuple_Check(PyTuple_GET_ITEM(make, 1))) {
+		PyErr_SetString(PyExc_ValueError, "Deltas(fields, layout, no_sched_info, (class, field names))");
+		return NULL;
+	}
+	Deltas *d = (Deltas *)type->tp_alloc(type, 0);
+	if (!d)
+		return NULL;
+	for (int i = 0; i < N_FIELDS + N_DLAYOUT; i++) {
+		PyObject *v = i < N_FIELDS ? PyTuple_GET_ITEM(fields, i) : PyTuple_GET_ITEM(layout, i - N_FIELDS);
+		Py_ssize_t x = PyLong_AsSsize_t(v);
+		if (x < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "a negative index or offset");
+			Py_DECREF(d);
+			return NULL;
+		}
+		if (i < N_FIELDS)
+			d->field[i] = x;
+		else
+			d->at[i - N_FIELDS] = x;
+	}
+	d->no_sched_info = flag;
+	d->make = Py_NewRef(make);
+	return (PyObject *)d;
+}
+
+static void Deltas_dealloc(Deltas *d)
+{
+	PyObject_GC_UnTrack(d);
+	Py_CLEAR(d->make);
+	Py_TYPE(d)->tp_free((PyObject *)d);
+}
+
+static int Deltas_traverse(Deltas *d, visitproc visit, void *arg)
+{
+	Py_VISIT(d->make);
+	return 0;
+}
+
+/* item i of a tuple or list of ints as an unsigned 64-bit value; -1 (no error set) when it is not one */
+static int u64_item(PyObject *seq, Py_ssize_t i, uint64_t *out)
+{
+	if (i >= PySequence_Fast_GET_SIZE(seq))
+		return -1;
+	PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
+	if (!PyLong_CheckExact(v))
+		return -1;
+	*out = PyLong_AsUnsignedLongLong(v);
+	if (*out == (uint64_t)-1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		return -1;
+	}
+	return 0;
+}
+
+/* delta(tid, raw, values, prev_raw or None, prev_values or None, e): the TaskDelta, None when nothing moved
+ * since a last entry, or NotImplemented when a value is beyond 64 bits (Python's task_delta then) */
+static PyObject *Deltas_delta(Deltas *d, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 6 || !PyBytes_Check(args[1]) || !PyTuple_Check(args[2]) ||
+	    (args[3] != Py_None && !PyBytes_Check(args[3])) || (args[4] != Py_None && !PyList_Check(args[4]))) {
+		PyErr_SetString(PyExc_TypeError, "delta(tid, raw, values, prev_raw or None, prev_values or None, e)");
+		return NULL;
+	}
+	PyObject *values = args[2], *prev_values = args[4] == Py_None ? NULL : args[4];
+	const char *raw = PyBytes_AS_STRING(args[1]);
+	const char *base = args[3] == Py_None ? NULL : PyBytes_AS_STRING(args[3]);
+	long long e = PyLong_AsLongLong(args[5]);
+	if (e == -1 && PyErr_Occurred())
+		return NULL;
+	const Py_ssize_t *at = d->at;
+	Py_ssize_t end = at[D_HIST] + 4 * at[D_NHIST];
+	for (int k = D_OFF_MAX; k <= D_RUNQ_EPOCH; k++) {
+		Py_ssize_t size = k == D_OFF_MAX || k == D_RUNQ_MAX ? 16 : 8; /* u64[2], u32[2] */
+		end = at[k] + size > end ? at[k] + size : end;
+	}
+	if (PyBytes_GET_SIZE(args[1]) < end || (base && PyBytes_GET_SIZE(args[3]) < end) || (base && !prev_values)) {
+		PyErr_SetString(PyExc_ValueError, "an entry shorter than its fields, or a last entry without its values");
+		return NULL;
+	}
+	uint64_t v[N_FIELDS], p[N_FIELDS] = {0};
+	for (int k = 0; k < N_FIELDS; k++)
+		if (u64_item(values, d->field[k], &v[k]) < 0 ||
+		    (prev_values && u64_item(prev_values, d->field[k], &p[k]) < 0))
+			Py_RETURN_NOTIMPLEMENTED;
+	uint64_t vol_b, invol_b, run_delay_b, run_b;
+	if (!prev_values) {
+		vol_b = v[F_NVCSW_BASE], invol_b = v[F_NIVCSW_BASE], run_delay_b = v[F_RUN_DELAY_BASE], run_b = v[F_RUN_BASE];
+	} else {
+		vol_b = p[F_NVCSW], invol_b = p[F_NIVCSW], run_delay_b = p[F_RUN_DELAY], run_b = p[F_RUN_NS];
+	}
+	/* the histogram (compared as bytes first, as task_dump does), and interval e's longest of each */
+	const char *h = raw + at[D_HIST];
+	PyObject *hist;
+	if (base ? memcmp(h, base + at[D_HIST], 4 * at[D_NHIST]) == 0 : !memcmp(h, zero4k, 4 * at[D_NHIST]))
+		hist = Py_NewRef(no_hist);
+	else
+		hist = u32_hist_delta(h, base ? base + at[D_HIST] : NULL, at[D_NHIST]);
+	if (!hist)
+		return NULL;
+	int par = (int)(e & 1);
+	uint64_t off_max = (long long)rd32(raw + at[D_OFF_EPOCH] + 4 * par) == e ? rd64(raw + at[D_OFF_MAX] + 8 * par) : 0;
+	uint64_t runq_max = (long long)rd32(raw + at[D_RUNQ_EPOCH] + 4 * par) == e ? rd64(raw + at[D_RUNQ_MAX] + 8 * par) : 0;
+	int no_sched = (v[F_FLAGS] & d->no_sched_info) != 0;
+	/* (now, before) of each difference, in TaskDelta's order after its task */
+	uint64_t pairs[11][2] = {
+		{v[F_OFFCPU_NS], p[F_OFFCPU_NS]},
+		{v[F_OFFCPU_COUNT], p[F_OFFCPU_COUNT]},
+		{off_max, 0},
+		{no_sched ? v[F_RUNQ_NS] : v[F_RUN_DELAY], no_sched ? p[F_RUNQ_NS] : run_delay_b},
+		{v[F_RUNQ_COUNT], p[F_RUNQ_COUNT]},
+		{runq_max, 0},
+		{v[F_NVCSW], vol_b},
+		{v[F_NIVCSW], invol_b},
+		{v[F_MIGRATIONS], p[F_MIGRATIONS]},
+		{v[F_RUNQ_NS], p[F_RUNQ_NS]},
+		{v[F_RUN_NS], run_b},
+	};
+	if (prev_values && PyTuple_GET_SIZE(hist) == 0) {
+		int moved = 0;
+		for (int k = 0; k < 11; k++)
+			moved |= pairs[k][0] != pairs[k][1];
+		if (!moved) {
+			Py_DECREF(hist);
+			Py_RETURN_NONE;
+		}
+	}
+	PyObject *a[13] = {Py_NewRef(args[0])};
+	int n = 1, ok = 1;
+	for (int k = 0; k < 11; k++) {
+		if (k == 9)
+			a[n++] = Py_NewRef(hist);
+		ok = ok && (a[n++] = udiff(pairs[k][0], pairs[k][1])) != NULL;
+	}
+	Py_DECREF(hist);
+	PyObject *out = ok ? new_record(d->make, a, n) : NULL;
+	for (int k = 0; k < n; k++)
+		Py_XDECREF(a[k]);
+	return out;
+}
+
+static PyMethodDef Deltas_methods[] = {
+	{"delta", (PyCFunction)(void (*)(void))Deltas_delta, METH_FASTCALL,
+	 "delta(tid, raw, values, prev_raw or None, prev_values or None, e): the entry's TaskDelta."},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DeltasType = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stallscope.analyzer._rowread.Deltas",
+	.tp_basicsize = sizeof(Deltas),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "Deltas(fields, layout, no_sched_info, make): a task dump entry's delta (bpf/task_dump.py).",
+	.tp_new = Deltas_new,
+	.tp_dealloc = (destructor)Deltas_dealloc,
+	.tp_traverse = (traverseproc)Deltas_traverse,
+	.tp_methods = Deltas_methods,
+};
+
 static PyMethodDef module_methods[] = {
 	{"lock_waits", lock_waits, METH_VARARGS, "A lock fold's records (analyzer/rowfold.py LockRows.result)."},
 	{NULL, NULL, 0, NULL},
@@ -964,7 +1150,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__rowread(void)
 {
-	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&MakerType) < 0 || PyType_Ready(&SlotsType) < 0)
+	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&MakerType) < 0 || PyType_Ready(&SlotsType) < 0 ||
+	    PyType_Ready(&DeltasType) < 0)
 		return NULL;
 	PyObject *m = PyModule_Create(&module);
 	if (!m)
@@ -979,6 +1166,7 @@ PyMODINIT_FUNC PyInit__rowread(void)
 	    PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
 	    PyModule_AddObjectRef(m, "Maker", (PyObject *)&MakerType) < 0 ||
 	    PyModule_AddObjectRef(m, "Slots", (PyObject *)&SlotsType) < 0 ||
+	    PyModule_AddObjectRef(m, "Deltas", (PyObject *)&DeltasType) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_TASK", SHAPE_TASK) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_OFFCPU", SHAPE_OFFCPU) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_WAKER", SHAPE_WAKER) < 0) {

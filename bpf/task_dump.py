@@ -88,9 +88,38 @@ class Prev:
     values: list
 
 
+try:  # the deltas and slots read in C (analyzer/rowread.c): a machine of sleeping threads has thousands an interval
+    from stallscope.analyzer._rowread import Deltas as _Deltas, Slots as _Slots
+except ImportError:
+    _Deltas = _Slots = None
+
+
+def _ival_offsets(name: str) -> tuple[int, int]:
+    at = getattr(abi.TaskStats, name).offset
+    return at + abi.IvalExtremes.max_ns.offset, at + abi.IvalExtremes.epoch.offset
+
+
+_C_DELTAS = _Deltas(
+    (FLAGS, NVCSW, NIVCSW, OFFCPU_NS, OFFCPU_COUNT, RUNQ_NS, RUNQ_COUNT, RUN_DELAY, MIGRATIONS, RUN_NS, RUN_BASE,
+     RUN_DELAY_BASE, NVCSW_BASE, NIVCSW_BASE),
+    (_HIST_AT[0], abi.RUNQ_SLOTS, *_ival_offsets("offcpu_ival"), *_ival_offsets("runq_ival")), abi.TS_NO_SCHED_INFO,
+    (TaskDelta, tuple(f.name for f in fields(TaskDelta)))) if _Deltas else None
+
+
 def task_delta(tid: TaskId, raw: bytes, values: tuple, prev: Prev | None, e: int) -> TaskDelta | None:
     """The task's change since `prev` (None: since its counters' bases) in interval e; None when nothing
-    changed. `values`: the entry's _SCALARS."""
+    changed. `values`: the entry's _SCALARS. In C where the extension is built (`py_task_delta` is the same in
+    Python, and takes a value beyond 64 bits)."""
+    if _C_DELTAS is not None:
+        d = _C_DELTAS.delta(tid, raw, values, prev.raw if prev is not None else None,
+                            prev.values if prev is not None else None, e)
+        if d is not NotImplemented:
+            return d
+    return py_task_delta(tid, raw, values, prev, e)
+
+
+def py_task_delta(tid: TaskId, raw: bytes, values: tuple, prev: Prev | None, e: int) -> TaskDelta | None:
+    """task_delta in Python."""
     flags = values[FLAGS]
     if prev is None:
         vol, invol = values[NVCSW] - values[NVCSW_BASE], values[NIVCSW] - values[NIVCSW_BASE]
@@ -134,10 +163,6 @@ def _slots_layout() -> tuple[int, ...]:
             v + val.ival.offset + ival.epoch.offset)
 
 
-try:  # the slots read in C (analyzer/rowread.c Slots): a machine of sleeping threads has thousands an interval
-    from stallscope.analyzer._rowread import Slots as _Slots
-except ImportError:
-    _Slots = None
 _C_SLOTS = _Slots(_slots_layout(), (OffcpuDelta, tuple(f.name for f in fields(OffcpuDelta)))) if _Slots else None
 
 

@@ -511,3 +511,43 @@ def test_the_slots_read_in_c_as_in_python():
         checked += 1
         moved += len(py)
     assert checked == 3000 and moved > 1000
+
+
+def test_the_task_deltas_made_in_c_as_in_python():
+    """bpf/task_dump.py task_delta in C (analyzer/rowread.c Deltas) and in Python give the same delta on random
+    entries and their last ones: first entries (from the counters' bases), unchanged ones (None), counters
+    that went back, a last entry's off-CPU time raised by the waits carried on (beyond 64 bits: Python's),
+    kernels without schedstats, histograms, the interval's extremes."""
+    assert task_dump._C_DELTAS is not None, "the extension is built by `make install`"
+    rng = random.Random(11)
+    names = [n for n in task_dump._FIELDS if n != "comm"]
+    changed = unchanged = 0
+    for case in range(3000):
+        now, before = abi.TaskStats(), abi.TaskStats()
+        for v in (now, before):
+            for name in names:
+                bits = ctypes.sizeof(dict(abi.TaskStats._fields_)[name]) * 8
+                setattr(v, name, rng.choice((0, 1, 7, (1 << bits) - 1, rng.getrandbits(bits))) if name != "nice"
+                        else rng.randint(-20, 19))
+            v.flags = rng.choice((0, abi.TS_NO_SCHED_INFO, abi.TS_DEAD | abi.TS_NO_SCHED_INFO))
+            for j in rng.sample(range(abi.RUNQ_SLOTS), 2):
+                v.runq_hist[j] = rng.choice((0, 1, 2 ** 32 - 1))
+            for ival in (v.offcpu_ival, v.runq_ival):
+                for j in range(2):
+                    ival.max_ns[j], ival.epoch[j] = rng.getrandbits(64), rng.choice((case, case + 1, 3))
+        if case % 4 == 1:
+            now = before  # the same entry again: nothing moved
+        raw, praw = _raw(now), _raw(before)
+        values = task_dump.values_of(raw)
+        prev = None
+        if case % 5:
+            prev = task_dump.Prev(praw, list(task_dump.values_of(praw)))
+            if case % 7 == 0:  # carried waits added to its off-CPU time
+                prev.values[task_dump.OFFCPU_NS] += rng.choice((5, 1 << 64))
+        tid, e = TaskId(case, 1), case + rng.choice((0, 1))
+        c = task_dump.task_delta(tid, raw, values, prev, e)
+        py = task_dump.py_task_delta(tid, raw, values, prev, e)
+        assert c == py, case
+        changed += c is not None
+        unchanged += c is None
+    assert changed > 1000 and unchanged > 150
