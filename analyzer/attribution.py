@@ -221,21 +221,25 @@ def _split_all(model: Model, table: CauseTable) -> dict[Stratum, list[WaitSplit]
     for w in model.waits:
         strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
     out: dict[Stratum, list[WaitSplit]] = {}
-    by_evidence: dict[tuple, Cause] = {}  # thousands of sleeping threads share a few
+    by_evidence: dict[tuple, tuple] = {}  # thousands of sleeping threads share a few: ((cause, 1.0),) each
+    whole: dict[str, tuple] = {}  # the same of a drawn wait's cause, by its name
     for (task, state, why, func), waits in strata.items():
         if len(waits) == 1:  # most strata (a sleeping thread's one wait): drawn, or alone with its evidence
             w = waits[0]
-            if _drawn(w):
+            if w.kstack is not None and w.kstack.frames:  # _drawn(w)
                 cause = classify_wait(model, w, table)
+                causes = whole.get(cause.name)
+                if causes is None or causes[0][0] is not cause:
+                    causes = whole[cause.name] = ((cause, 1.0),)
             else:
                 like = (state, why, func, w.woken, w.kstack_id)
-                cause = by_evidence.get(like)
-                if cause is None:
+                causes = by_evidence.get(like)
+                if causes is None:
                     cause = table.classify(None, None, state, decode(why, func, w.woken, arch))
                     if cause is None:
                         cause = no_stack_cause(w.kstack_id)
-                    by_evidence[like] = cause
-            out[(task, state, why, func)] = [WaitSplit(w, ((cause, 1.0),), True)]
+                    causes = by_evidence[like] = ((cause, 1.0),)
+            out[(task, state, why, func)] = [WaitSplit(w, causes, True)]
             continue
         drawn, shared, alone = [], [], []
         for w in waits:
@@ -278,8 +282,13 @@ def _strata_all(model: Model, table: CauseTable) -> dict[Stratum, dict[str, Part
         if len(splits) == 1:  # most strata (a sleeping thread's one wait): one cause, measured
             w, causes, _measured = splits[0]
             cause = causes[0][0]
-            p = Part(cause, task)
-            _add_measured(p, w, stack=_drawn(w))
+            # _add_measured(p, w, stack=_drawn(w)) written out: thousands of sleeping threads an interval
+            p = Part(cause, task, 0.0 + w.charged, 0.0, 0.0, 0.0 + w.count, w.max_ns if w.max_ns > 0 else 0)
+            if w.hist:
+                p.hist = dict(nonzero_slots(w.hist))
+            ks = w.kstack
+            if ks is not None and ks.frames:
+                p.stacks = {ks.id: [w.charged, ks]}
             out[stratum] = {cause.name: p}
             continue
         parts: dict[str, Part] = out.setdefault(stratum, {})
