@@ -365,6 +365,24 @@ static PyObject *new_record(PyObject *make, PyObject *const *values, Py_ssize_t 
 	return obj;
 }
 
+/* Maker, Slots and Deltas below each hold a record's (class, field names) first: one dealloc and traverse */
+typedef struct {
+	PyObject_HEAD PyObject *make;
+} Holder;
+
+static void holder_dealloc(PyObject *o)
+{
+	PyObject_GC_UnTrack(o);
+	Py_CLEAR(((Holder *)o)->make);
+	Py_TYPE(o)->tp_free(o);
+}
+
+static int holder_traverse(PyObject *o, visitproc visit, void *arg)
+{
+	Py_VISIT(((Holder *)o)->make);
+	return 0;
+}
+
 /* Maker(cls, names): a callable making cls's records from every field's value in order, positional
  * (analyzer/sample.py record_maker, in C) */
 typedef struct {
@@ -403,27 +421,14 @@ static PyObject *Maker_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	return (PyObject *)m;
 }
 
-static void Maker_dealloc(Maker *m)
-{
-	PyObject_GC_UnTrack(m);
-	Py_CLEAR(m->make);
-	Py_TYPE(m)->tp_free((PyObject *)m);
-}
-
-static int Maker_traverse(Maker *m, visitproc visit, void *arg)
-{
-	Py_VISIT(m->make);
-	return 0;
-}
-
 static PyTypeObject MakerType = {
 	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stallscope.analyzer._rowread.Maker",
 	.tp_basicsize = sizeof(Maker),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
 	.tp_doc = "Maker(cls, names): cls's records made from every field's value, in order.",
 	.tp_new = Maker_new,
-	.tp_dealloc = (destructor)Maker_dealloc,
-	.tp_traverse = (traverseproc)Maker_traverse,
+	.tp_dealloc = holder_dealloc,
+	.tp_traverse = holder_traverse,
 	.tp_call = PyVectorcall_Call,
 	.tp_vectorcall_offset = offsetof(Maker, vectorcall),
 };
@@ -768,8 +773,8 @@ enum { L_SLOTS_AT, L_SLOT_SIZE, L_NSLOTS, L_USED, L_KSTACK, L_USTACK, L_STATE, L
        L_CHARGED, L_WEIGHTED, L_VAR, L_WOKEN, L_HIST, L_NHIST, L_IVAL_MAX, L_IVAL_EPOCH, N_LAYOUT };
 
 typedef struct {
-	PyObject_HEAD Py_ssize_t at[N_LAYOUT];
-	PyObject *make;
+	PyObject_HEAD PyObject *make; /* first, as Holder */
+	Py_ssize_t at[N_LAYOUT];
 } Slots;
 
 static const char zero4k[4096]; /* what a slot or histogram not yet used reads as */
@@ -822,19 +827,6 @@ static PyObject *Slots_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	}
 	sl->make = Py_NewRef(make);
 	return (PyObject *)sl;
-}
-
-static void Slots_dealloc(Slots *sl)
-{
-	PyObject_GC_UnTrack(sl);
-	Py_CLEAR(sl->make);
-	Py_TYPE(sl)->tp_free((PyObject *)sl);
-}
-
-static int Slots_traverse(Slots *sl, visitproc visit, void *arg)
-{
-	Py_VISIT(sl->make);
-	return 0;
 }
 
 /* the (slot, now - before) of a histogram's slots that moved, as task_dump.hist_delta */
@@ -950,8 +942,8 @@ static PyTypeObject SlotsType = {
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
 	.tp_doc = "Slots(layout, make): a task dump entry's own off-CPU slots read into records (bpf/task_dump.py).",
 	.tp_new = Slots_new,
-	.tp_dealloc = (destructor)Slots_dealloc,
-	.tp_traverse = (traverseproc)Slots_traverse,
+	.tp_dealloc = holder_dealloc,
+	.tp_traverse = holder_traverse,
 	.tp_methods = Slots_methods,
 };
 
@@ -967,10 +959,10 @@ enum { F_FLAGS, F_NVCSW, F_NIVCSW, F_OFFCPU_NS, F_OFFCPU_COUNT, F_RUNQ_NS, F_RUN
 enum { D_HIST, D_NHIST, D_OFF_MAX, D_OFF_EPOCH, D_RUNQ_MAX, D_RUNQ_EPOCH, N_DLAYOUT };
 
 typedef struct {
-	PyObject_HEAD Py_ssize_t field[N_FIELDS];
+	PyObject_HEAD PyObject *make; /* first, as Holder */
+	Py_ssize_t field[N_FIELDS];
 	Py_ssize_t at[N_DLAYOUT];
 	unsigned long long no_sched_info;
-	PyObject *make;
 } Deltas;
 
 static PyObject *Deltas_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -1005,19 +997,6 @@ static PyObject *Deltas_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	d->no_sched_info = flag;
 	d->make = Py_NewRef(make);
 	return (PyObject *)d;
-}
-
-static void Deltas_dealloc(Deltas *d)
-{
-	PyObject_GC_UnTrack(d);
-	Py_CLEAR(d->make);
-	Py_TYPE(d)->tp_free((PyObject *)d);
-}
-
-static int Deltas_traverse(Deltas *d, visitproc visit, void *arg)
-{
-	Py_VISIT(d->make);
-	return 0;
 }
 
 /* item i of a tuple or list of ints as an unsigned 64-bit value; -1 (no error set) when it is not one */
@@ -1134,8 +1113,8 @@ static PyTypeObject DeltasType = {
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
 	.tp_doc = "Deltas(fields, layout, no_sched_info, make): a task dump entry's delta (bpf/task_dump.py).",
 	.tp_new = Deltas_new,
-	.tp_dealloc = (destructor)Deltas_dealloc,
-	.tp_traverse = (traverseproc)Deltas_traverse,
+	.tp_dealloc = holder_dealloc,
+	.tp_traverse = holder_traverse,
 	.tp_methods = Deltas_methods,
 };
 
