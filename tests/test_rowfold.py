@@ -66,10 +66,17 @@ def test_a_real_recordings_lock_rows_fold_in_c_as_in_python(report_recording):
     _assert_same(path, span=1)  # every wait longer than the interval: each row counted as too long
 
 
-def test_the_folds_records_are_made_in_c_as_in_python(report_recording, monkeypatch):
+def test_the_folds_records_are_made_in_c_as_in_python(report_recording, tmp_path, monkeypatch):
     """LockRows.result's records (made in analyzer/rowread.c when it is built) equal LockFold.result's, field
-    for field: unsigned addresses and stack ids, the stacks found, text cells, NULL and empty ones in place."""
-    rec = Recording(str(report_recording["stall"]))
+    for field: unsigned addresses and stack ids, the stacks found, text cells, NULL and empty ones in place
+    (written into a copy of the recording: a short one may hold none of some)."""
+    cells = edited_copy(report_recording["stall"], tmp_path / "cells.stall",
+                        "UPDATE locks SET owner_comm = 'own', owner_pid = 7, field = 'inode.i_rwsem', "
+                        "object = '/tmp/d' WHERE rowid % 3 = 0",
+                        "UPDATE locks SET cache = 'kmalloc-64', symbol = 'sym', field = NULL, object = NULL "
+                        "WHERE rowid % 3 = 1",
+                        "UPDATE locks SET addr = -16, kstack = -1 WHERE rowid % 5 = 0")
+    rec = Recording(str(cells))
     try:
         stacks = rec.stacks()
         limits = _limits(rec)
@@ -80,7 +87,8 @@ def test_the_folds_records_are_made_in_c_as_in_python(report_recording, monkeypa
     assert rowread.available(), "the extension is built by `make install`"
     made = rows.result(stacks)
     assert made == fold.result(stacks)
-    assert any(w.stack is not None for w in made) and any(w.cache for w in made) and any(w.field for w in made)
+    assert {w.owner_comm for w in made} >= {"own", ""} and {w.cache for w in made} >= {"kmalloc-64", ""}
+    assert {w.field for w in made} >= {"inode.i_rwsem", ""} and any(w.addr == (1 << 64) - 16 for w in made)
     monkeypatch.setattr(rowread, "_rowread", None)
     assert rows.result(stacks) == made
 
