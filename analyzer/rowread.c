@@ -11,7 +11,12 @@
  *
  * Only what is certain is done here: a histogram or waker cell in the writer's own form (digits, no
  * space, no leading zero) is parsed here; any other text is handed to the Python parser, whose answer
- * (a value, or DamagedRow) stands. So a damaged or hand-edited file reads as the Python reader reads it. */
+ * (a value, or DamagedRow) stands. So a damaged or hand-edited file reads as the Python reader reads it.
+ *
+ * The module's other pieces, each the C side of a Python function that does the same where the module is
+ * not built: Maker (analyzer/sample.py record_maker: every record the analyzer makes), lock_waits (a lock
+ * fold's records, analyzer/rowfold.py), and for `top`'s drain Slots and Deltas (bpf/task_dump.py
+ * slot_deltas and task_delta: a task dump entry's own off-CPU slots and its delta). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <sqlite3.h>

@@ -7,7 +7,8 @@ sqlite3 module, each row cost a tuple of 16 objects and a Python function making
 extension steps SQLite itself, checks each column's type against its kind (recording_checks.COLUMNS, as
 `row_ok_sql` has SQLite check it), and makes the same record record_maker makes. Used by
 `Recording.intervals` when the extension is built (`make install`); without it, the rows are read in Python
-as before. The same extension makes a lock fold's records (`lock_waits`) and every record_maker's records.
+as before. The same extension makes a lock fold's records (`lock_waits`) and every record_maker's records,
+and decodes `top`'s task dump entries (bpf/task_dump.py).
 """
 
 from __future__ import annotations
