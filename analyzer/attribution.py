@@ -222,15 +222,11 @@ def _split_all(model: Model, table: CauseTable) -> dict[Stratum, list[WaitSplit]
         strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
     out: dict[Stratum, list[WaitSplit]] = {}
     by_evidence: dict[tuple, tuple] = {}  # thousands of sleeping threads share a few: ((cause, 1.0),) each
-    whole: dict[str, tuple] = {}  # the same of a drawn wait's cause, by its name
     for (task, state, why, func), waits in strata.items():
         if len(waits) == 1:  # most strata (a sleeping thread's one wait): drawn, or alone with its evidence
             w = waits[0]
-            if w.kstack is not None and w.kstack.frames:  # _drawn(w)
-                cause = classify_wait(model, w, table)
-                causes = whole.get(cause.name)
-                if causes is None or causes[0][0] is not cause:
-                    causes = whole[cause.name] = ((cause, 1.0),)
+            if _drawn(w):
+                causes = ((classify_wait(model, w, table), 1.0),)
             else:
                 like = (state, why, func, w.woken, w.kstack_id)
                 causes = by_evidence.get(like)
@@ -282,13 +278,8 @@ def _strata_all(model: Model, table: CauseTable) -> dict[Stratum, dict[str, Part
         if len(splits) == 1:  # most strata (a sleeping thread's one wait): one cause, measured
             w, causes, _measured = splits[0]
             cause = causes[0][0]
-            # _add_measured(p, w, stack=_drawn(w)) written out: thousands of sleeping threads an interval
-            p = Part(cause, task, 0.0 + w.charged, 0.0, 0.0, 0.0 + w.count, w.max_ns if w.max_ns > 0 else 0)
-            if w.hist:
-                p.hist = dict(nonzero_slots(w.hist))
-            ks = w.kstack
-            if ks is not None and ks.frames:
-                p.stacks = {ks.id: [w.charged, ks]}
+            p = Part(cause, task)
+            _add_measured(p, w, stack=_drawn(w))
             out[stratum] = {cause.name: p}
             continue
         parts: dict[str, Part] = out.setdefault(stratum, {})

@@ -52,6 +52,16 @@ static PyObject *hists, *wokens; /* cell bytes -> its value, shared by every rea
 static PyObject *no_hist;   /* () */
 static PyObject *no_woken;  /* (0, 0, 0) */
 
+/* whether `make` is a record's (class, field names), as new_record takes it; -1 with TypeError if not */
+static int check_make(PyObject *make)
+{
+	if (PyTuple_Check(make) && PyTuple_GET_SIZE(make) == 2 && PyType_Check(PyTuple_GET_ITEM(make, 0)) &&
+	    PyTuple_Check(PyTuple_GET_ITEM(make, 1)))
+		return 0;
+	PyErr_SetString(PyExc_TypeError, "make: a record's (class, field names)");
+	return -1;
+}
+
 typedef struct {
 	PyObject_HEAD sqlite3 *db;
 	sqlite3_stmt *st;
@@ -133,11 +143,8 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTuple(args, "ssLLiy*OOOOOOO:Reader", &uri, &sql, &first, &last, &shape, &kinds, &make, &task_id,
 			      &hist_cell, &woken_cell, &damaged_row, &link, &no_link))
 		return -1;
-	if (!PyTuple_Check(make) || PyTuple_GET_SIZE(make) != 2 || !PyType_Check(PyTuple_GET_ITEM(make, 0)) ||
-	    !PyTuple_Check(PyTuple_GET_ITEM(make, 1))) {
-		PyErr_SetString(PyExc_TypeError, "make: a record's (class, field names)");
+	if (check_make(make) < 0)
 		return -1;
-	}
 	if (!PyType_Check(task_id) || !PyType_IsSubtype((PyTypeObject *)task_id, &PyTuple_Type) || !PyType_Check(link) ||
 	    !PyType_IsSubtype((PyTypeObject *)link, &PyTuple_Type)) {
 		PyErr_SetString(PyExc_TypeError, "task_id and link: NamedTuple classes");
@@ -440,16 +447,12 @@ static PyTypeObject MakerType = {
 
 /* ---- rows -------------------------------------------------------------------------------------------- */
 
+/* an integer column; NULL reads as 0 (a column read as `value or 0`) */
 static PyObject *int_column(sqlite3_stmt *st, int c)
 {
 	return PyLong_FromLongLong(sqlite3_column_int64(st, c));
 }
 
-/* a column read as `value or 0` (NULL: 0) */
-static PyObject *int_or_zero(sqlite3_stmt *st, int c)
-{
-	return int_column(st, c); /* SQLite reads NULL as 0 */
-}
 
 /* an address or stack id as the kernel has it: unsigned (analyzer/sample.py u64) */
 static PyObject *u64_column(sqlite3_stmt *st, int c)
@@ -537,7 +540,7 @@ static PyObject *record(Reader *r, int *damaged)
 				goto done;
 		if (!(a[n++] = cell_column(r, 12, hists, hist_fast, r->hist_cell, no_hist, damaged)))
 			goto done;
-		if (!(a[n++] = int_or_zero(st, 13)) || !(a[n++] = int_or_zero(st, 14)))
+		if (!(a[n++] = int_column(st, 13)) || !(a[n++] = int_column(st, 14)))
 			goto done;
 	} else if (r->shape == SHAPE_WAKER) {
 		/* WakerDelta(task, waker, waker_tgid, waker_comm, waker_kstack, count, total_ns, in_interrupt,
@@ -547,8 +550,8 @@ static PyObject *record(Reader *r, int *damaged)
 			goto done;
 		a[n++] = Py_NewRef(sqlite3_column_int64(st, 10) ? Py_True : Py_False);
 		a[n++] = Py_NewRef(sqlite3_column_int64(st, 11) ? Py_True : Py_False);
-		if (!(a[n++] = wait_link(r, 12)) || !(a[n++] = int_or_none(st, 15)) || !(a[n++] = int_or_zero(st, 16)) ||
-		    !(a[n++] = int_or_zero(st, 17)) || !(a[n++] = wait_link(r, 18)))
+		if (!(a[n++] = wait_link(r, 12)) || !(a[n++] = int_or_none(st, 15)) || !(a[n++] = int_column(st, 16)) ||
+		    !(a[n++] = int_column(st, 17)) || !(a[n++] = wait_link(r, 18)))
 			goto done;
 	} else {
 		/* OffcpuDelta(task, tgid, state, kstack, ustack, count, total_ns, max_ns, hist, why or 0,
@@ -561,9 +564,9 @@ static PyObject *record(Reader *r, int *damaged)
 				goto done;
 		if (!(a[n++] = cell_column(r, 10, hists, hist_fast, r->hist_cell, no_hist, damaged)))
 			goto done;
-		if (!(a[n++] = int_or_zero(st, 11)) || !(a[n++] = u64_column(st, 12)))
+		if (!(a[n++] = int_column(st, 11)) || !(a[n++] = u64_column(st, 12)))
 			goto done;
-		if (!(a[n++] = int_or_none(st, 13)) || !(a[n++] = int_or_zero(st, 14)) || !(a[n++] = int_or_zero(st, 15)))
+		if (!(a[n++] = int_or_none(st, 13)) || !(a[n++] = int_column(st, 14)) || !(a[n++] = int_column(st, 15)))
 			goto done;
 		if (!(a[n++] = cell_column(r, 16, wokens, woken_fast, r->woken_cell, no_woken, damaged)))
 			goto done;
@@ -711,11 +714,11 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 			      &stacks, &make, &task_type))
 		return NULL;
 	Py_ssize_t n = keys.len / (8 * LOCK_KEY_WORDS);
+	if (check_make(make) < 0)
+		goto done;
 	if (keys.len != n * 8 * LOCK_KEY_WORDS || totals.len != n * 8 * LOCK_ACC_WORDS || !PyType_Check(task_type) ||
-	    !PyType_IsSubtype((PyTypeObject *)task_type, &PyTuple_Type) ||
-	    !PyTuple_Check(make) || PyTuple_GET_SIZE(make) != 2 || !PyType_Check(PyTuple_GET_ITEM(make, 0)) ||
-	    !PyTuple_Check(PyTuple_GET_ITEM(make, 1))) {
-		PyErr_SetString(PyExc_ValueError, "keys and totals of different counts, or not a record's class and fields");
+	    !PyType_IsSubtype((PyTypeObject *)task_type, &PyTuple_Type)) {
+		PyErr_SetString(PyExc_ValueError, "keys and totals of different counts, or task_id not a NamedTuple class");
 		goto done;
 	}
 	if (!(out = PyTuple_New(n)))
@@ -808,29 +811,37 @@ static PyObject *udiff(uint64_t a, uint64_t b)
 	return out;
 }
 
+/* a tuple of n offsets or indexes into out; -1 with an error when it holds another count or a negative one */
+static int read_offsets(PyObject *t, Py_ssize_t *out, Py_ssize_t n)
+{
+	if (PyTuple_GET_SIZE(t) != n) {
+		PyErr_Format(PyExc_ValueError, "%zd offsets given, %zd taken", PyTuple_GET_SIZE(t), n);
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		out[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, i));
+		if (out[i] < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "a negative offset");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static PyObject *Slots_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
 	PyObject *layout, *make;
-	if (!PyArg_ParseTuple(args, "O!O!:Slots", &PyTuple_Type, &layout, &PyTuple_Type, &make))
+	if (!PyArg_ParseTuple(args, "O!O:Slots", &PyTuple_Type, &layout, &make) || check_make(make) < 0)
 		return NULL;
-	if (PyTuple_GET_SIZE(layout) != N_LAYOUT || PyTuple_GET_SIZE(make) != 2 || !PyType_Check(PyTuple_GET_ITEM(make, 0)) ||
-	    !PyTuple_Check(PyTuple_GET_ITEM(make, 1))) {
-		PyErr_SetString(PyExc_ValueError, "Slots(layout, (class, field names))");
-		return NULL;
-	}
 	Slots *sl = (Slots *)type->tp_alloc(type, 0);
 	if (!sl)
 		return NULL;
-	for (int i = 0; i < N_LAYOUT; i++) {
-		sl->at[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(layout, i));
-		if (sl->at[i] < 0) {
-			if (!PyErr_Occurred())
-				PyErr_SetString(PyExc_ValueError, "a negative offset");
-			Py_DECREF(sl);
-			return NULL;
-		}
-	}
 	sl->make = Py_NewRef(make);
+	if (read_offsets(layout, sl->at, N_LAYOUT) < 0) {
+		Py_DECREF(sl);
+		return NULL;
+	}
 	return (PyObject *)sl;
 }
 
@@ -974,33 +985,18 @@ static PyObject *Deltas_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
 	PyObject *fields, *layout, *make;
 	unsigned long long flag;
-	if (!PyArg_ParseTuple(args, "O!O!KO!:Deltas", &PyTuple_Type, &fields, &PyTuple_Type, &layout, &flag,
-			      &PyTuple_Type, &make))
+	if (!PyArg_ParseTuple(args, "O!O!KO:Deltas", &PyTuple_Type, &fields, &PyTuple_Type, &layout, &flag, &make) ||
+	    check_make(make) < 0)
 		return NULL;
-	if (PyTuple_GET_SIZE(fields) != N_FIELDS || PyTuple_GET_SIZE(layout) != N_DLAYOUT || PyTuple_GET_SIZE(make) != 2 ||
-	    !PyType_Check(PyTuple_GET_ITEM(make, 0)) || !PyTuple_Check(PyTuple_GET_ITEM(make, 1))) {
-		PyErr_SetString(PyExc_ValueError, "Deltas(fields, layout, no_sched_info, (class, field names))");
-		return NULL;
-	}
 	Deltas *d = (Deltas *)type->tp_alloc(type, 0);
 	if (!d)
 		return NULL;
-	for (int i = 0; i < N_FIELDS + N_DLAYOUT; i++) {
-		PyObject *v = i < N_FIELDS ? PyTuple_GET_ITEM(fields, i) : PyTuple_GET_ITEM(layout, i - N_FIELDS);
-		Py_ssize_t x = PyLong_AsSsize_t(v);
-		if (x < 0) {
-			if (!PyErr_Occurred())
-				PyErr_SetString(PyExc_ValueError, "a negative index or offset");
-			Py_DECREF(d);
-			return NULL;
-		}
-		if (i < N_FIELDS)
-			d->field[i] = x;
-		else
-			d->at[i - N_FIELDS] = x;
-	}
-	d->no_sched_info = flag;
 	d->make = Py_NewRef(make);
+	d->no_sched_info = flag;
+	if (read_offsets(fields, d->field, N_FIELDS) < 0 || read_offsets(layout, d->at, N_DLAYOUT) < 0) {
+		Py_DECREF(d);
+		return NULL;
+	}
 	return (PyObject *)d;
 }
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter, ne
 from typing import NamedTuple
@@ -21,6 +21,7 @@ from typing import NamedTuple
 from stallscope.analyzer.sample import (
     OffcpuDelta, OngoingWait, TaskDelta, TaskId, WaitSince, blocked_only, record_maker,
 )
+from stallscope.analyzer.rowread import fields_of
 from stallscope.bpf import abi
 
 _new_offcpu, _new_task_delta = record_maker(OffcpuDelta), record_maker(TaskDelta)
@@ -103,7 +104,7 @@ _C_DELTAS = _Deltas(
     (FLAGS, NVCSW, NIVCSW, OFFCPU_NS, OFFCPU_COUNT, RUNQ_NS, RUNQ_COUNT, RUN_DELAY, MIGRATIONS, RUN_NS, RUN_BASE,
      RUN_DELAY_BASE, NVCSW_BASE, NIVCSW_BASE),
     (_HIST_AT[0], abi.RUNQ_SLOTS, *_ival_offsets("offcpu_ival"), *_ival_offsets("runq_ival")), abi.TS_NO_SCHED_INFO,
-    (TaskDelta, tuple(f.name for f in fields(TaskDelta)))) if _Deltas else None
+    fields_of(TaskDelta)) if _Deltas else None
 
 
 def task_delta(tid: TaskId, raw: bytes, values: tuple, prev: Prev | None, e: int) -> TaskDelta | None:
@@ -163,7 +164,7 @@ def _slots_layout() -> tuple[int, ...]:
             v + val.ival.offset + ival.epoch.offset)
 
 
-_C_SLOTS = _Slots(_slots_layout(), (OffcpuDelta, tuple(f.name for f in fields(OffcpuDelta)))) if _Slots else None
+_C_SLOTS = _Slots(_slots_layout(), fields_of(OffcpuDelta)) if _Slots else None
 
 
 def slot_deltas(tid: TaskId, tgid: int, raw: bytes, prev: Prev | None, e: int):
