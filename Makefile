@@ -29,7 +29,7 @@ PYTEST_ARGS ?=
 
 .PHONY: install top test bench clean deb-packages
 
-install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so analyzer/librowfold.so.1 $(ROWREAD) $(EXAMPLE_BINS)
+install: deb-packages $(STAMP) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so bpf/liblogfilter.so analyzer/librowfold.so.1 $(ROWREAD) $(EXAMPLE_BINS)
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deb-packages:
@@ -54,6 +54,10 @@ bpf/%.bpf.o: bpf/%.bpf.c bpf/vmlinux.h $(BPF_HDRS)
 
 # the drains' comparison of cumulative map entries (bpf/mapdiff.py loads it with ctypes)
 bpf/libmapdiff.so: bpf/mapdiff.c
+	$(CC) -O2 -g -Wall -Werror -shared -fPIC -o $@.tmp $< && mv $@.tmp $@
+
+# libbpf's debug lines dropped before they reach Python (bpf/libbpf.py; it logs through Python without it)
+bpf/liblogfilter.so: bpf/logfilter.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -o $@.tmp $< && mv $@.tmp $@
 
 # a recording's lock rows folded in C (analyzer/rowfold.py loads it with ctypes; Python folds without it)

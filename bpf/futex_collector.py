@@ -31,6 +31,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from elftools.elf.elffile import ELFFile
 
@@ -463,8 +464,11 @@ class FutexCollector:
     def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_tune: StackTune = DEFAULT_TUNE,
                  sched_state_fd: int = -1,
                  user_stacks: bool = True, max_stacks: int = DEFAULT_SIZES.stack_entries,
-                 mechanisms: tuple[str, ...] = MECHANISMS, max_tasks: int = DEFAULT_SIZES.tasks):
+                 mechanisms: tuple[str, ...] = MECHANISMS, max_tasks: int = DEFAULT_SIZES.tasks,
+                 quiet: Callable[[], None] | None = None):
+        """`quiet`: waits until no other thread of this process needs the interpreter (the uprobe's timing)."""
         self.symbolizer = symbolizer
+        self._quiet = quiet
         self.sizes = MapSizes(max_tasks, max_stacks)
         self.mechanisms = mechanisms
         self.mechanism = ""
@@ -583,6 +587,8 @@ class FutexCollector:
         libc, sites, note = found.libc, found.sites, found.note
         prog = obj.program("lock_call")
         own = libc_of(0) or libc
+        if self._quiet is not None:  # a thread holding the interpreter would be timed with the calls
+            self._quiet()
         try:
             self.uprobe_trap_ns = measure_uprobe_trap(prog, own, found.getppid if own == libc else None,
                                                       self._removals)

@@ -69,6 +69,24 @@ class _LogCapture:
 
 
 LIBBPF_DEBUG = 2  # enum libbpf_print_level: LIBBPF_WARN, LIBBPF_INFO, LIBBPF_DEBUG
+_LOG_FILTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "liblogfilter.so")
+_log_filter_lib = None  # kept: libbpf holds its function for the process's life
+
+
+def _log_filter(callback) -> ctypes.c_void_p | None:
+    """libbpf's print function that drops debug lines in C and passes the others to `callback`
+    (bpf/logfilter.c: a Python callback per line waited for the interpreter's lock while another thread held
+    it); None where it is not built."""
+    global _log_filter_lib
+    if _log_filter_lib is None:
+        try:
+            _log_filter_lib = ctypes.CDLL(_LOG_FILTER)
+        except OSError:
+            return None
+        _log_filter_lib.logfilter_forward.argtypes = [_PRINT_FN]
+        _log_filter_lib.logfilter_forward.restype = None
+    _log_filter_lib.logfilter_forward(callback)
+    return ctypes.cast(_log_filter_lib.logfilter_print, ctypes.c_void_p)
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 class _UprobeOpts(ctypes.Structure):
     """struct bpf_uprobe_opts (libbpf.h, 1.1)."""
@@ -191,10 +209,12 @@ class _Lib:
         self._libc.syscall.restype = ctypes.c_long
         self._print_cb = _PRINT_FN(self._on_print)
         self._proto()
-        lib.libbpf_set_print(self._print_cb)
+        lib.libbpf_set_print(_log_filter(self._print_cb) or self._print_cb)
 
     def _on_print(self, level: int, fmt: bytes, args: int) -> int:
-        if level >= LIBBPF_DEBUG:  # 2,500 lines a session's start-up, none of them a reason; warnings and info kept
+        # 2,500 lines a session's start-up, none of them a reason; warnings and info kept (dropped in C before
+        # they reach here where bpf/logfilter.c is built)
+        if level >= LIBBPF_DEBUG:
             return 0
         buf = _chars(4096)
         self._libc.vsnprintf(buf, len(buf), fmt, args)
@@ -210,7 +230,7 @@ class _Lib:
             fn.restype = res
             fn.argtypes = list(args)
 
-        p("libbpf_set_print", vp, _PRINT_FN)
+        p("libbpf_set_print", vp, vp)  # a _PRINT_FN, or bpf/logfilter.c's function
         p("bpf_object__open_file", vp, cp, vp)
         p("bpf_object__load", i, vp)
         p("bpf_object__close", None, vp)

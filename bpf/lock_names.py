@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 
-from stallscope.bpf.btf import BtfError, KernelBtf
+from stallscope.bpf.btf import BtfError, KernelBtf, running_kernel
 
 SLAB_SYSFS = "/sys/kernel/slab"
 # caches whose objects' struct is not named after them (the others are: task_struct, mm_struct, ...)
@@ -71,7 +71,7 @@ class LockNamer:
     def _kernel_btf(self) -> KernelBtf | None:
         if self._btf is None and not self._btf_failed:
             try:
-                self._btf = KernelBtf.load(self._btf_path) if self._btf_path else KernelBtf.load()
+                self._btf = KernelBtf.load(self._btf_path) if self._btf_path else running_kernel()
             except BtfError:
                 self._btf_failed = True
         return self._btf

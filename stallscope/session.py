@@ -36,6 +36,7 @@ from stallscope.gc_work import interval_work, settle_gc
 from stallscope.priority import (
     at_nice, at_policy, caller_policy, own_nice, own_policy, raise_group, set_own_nice, set_own_policy,
 )
+from stallscope.warmup import KernelTables
 
 
 
@@ -195,14 +196,17 @@ class Session:
         self._policy_before = own_policy()  # what the session puts back (the CLI may have set it already)
         self._raise_priority()
         try:
+            # the kernel's symbols and types, read while the probes load (the kernel's work): the set-up
+            # drain and the first interval's find them read (still before a command starts)
+            tables = KernelTables(symbolizer, locks="locks" in o.probes)
+            tables.start()
             collector.prepare()  # the maps the other groups share: they start while its programs are verified
-            status = self._start_all(symbolizer)
+            status = self._start_all(symbolizer, tables.wait)
             self.attached.set()
+            tables.wait()
             self._skip_setup()
-            # after the set-up drain's task dump, where the first interval begins: the kernel's symbols are
-            # read within it, not before it (and still before a command starts); so is the collection that
-            # puts what start-up built, those symbols among it, out of the collector's view
-            symbolizer.preload_kernel(data="locks" in self.groups)
+            # after the set-up drain's task dump, where the first interval begins: the collection that puts
+            # what start-up built, those tables among it, out of the collector's view
             settle_gc()
             start_ns = collector.interval_start_ns
             meta = replace(self._meta(status, start_ns), machine=machine.describe())
@@ -277,19 +281,19 @@ class Session:
             meta = replace(meta, options={**meta.options, "command": cmd})
         return SessionResult(meta, intervals, exit_status, self._stop_reason)
 
-    def _start_all(self, symbolizer: Symbolizer) -> dict[str, ProbeStatus]:
+    def _start_all(self, symbolizer: Symbolizer, quiet: Callable[[], None] | None = None) -> dict[str, ProbeStatus]:
         """The scheduler group's programs, and each optional group that was asked for (one that cannot
-        run is off with its reason)."""
+        run is off with its reason). `quiet`: waits for other Python work of this process (GroupOptions)."""
         o = self.options
         gopts = GroupOptions(targ_tgid=o.pid, stack_tune=tune.of_tuning(self.tuning), user_stacks=o.user_stacks,
                              sample_hz=o.sample_hz, sched_state_fd=self.collector.state_map_fd(),
-                             max_tasks=self.sizes.tasks, max_stacks=self.sizes.stack_entries)
+                             max_tasks=self.sizes.tasks, max_stacks=self.sizes.stack_entries, quiet=quiet)
         status: dict[str, ProbeStatus] = {}
         # at once, the scheduler's programs among them: their BPF objects are verified in the kernel and
         # the futex group's helpers (objdump) run outside this process, so the groups' start-ups overlap
-        # rather than add up (on a loaded machine, seconds). The kernel's symbols are read after (run):
-        # their parse is Python work, which would hold the interpreter while the futex group times its
-        # uprobe trap
+        # rather than add up (on a loaded machine, seconds). The kernel's tables are read meanwhile
+        # (stallscope/warmup.py): their parse is Python work, which would hold the interpreter while the
+        # futex group times its uprobe trap, so that timing waits for them (`quiet`)
         with ThreadPoolExecutor(max_workers=len(GROUPS), thread_name_prefix="stallscope-start") as pool:
             started = {name: pool.submit(self._start_group, group, symbolizer, gopts)
                        for name, group in GROUPS.items() if name in o.probes}

@@ -116,3 +116,48 @@ def test_load_failure_quotes_the_reason(tmp_path, probe_object):
     with BpfObject(str(obj_path)) as obj, pytest.raises(BpfError) as exc:
         obj.load()
     assert "no_such_tracepoint_here" in exc.value.log
+
+
+def test_libbpf_debug_lines_stop_in_c_and_warnings_still_reach_the_log(tmp_path, probe_object):
+    """bpf/logfilter.c: libbpf's print function drops its debug lines (thousands a start-up, each of which a
+    Python callback would take the interpreter's lock for) and passes the others on."""
+    from stallscope.bpf import libbpf
+
+    lib = libbpf._Lib.get()
+    levels: list[int] = []
+
+    @libbpf._PRINT_FN
+    def count(level, fmt, args):
+        levels.append(level)
+        return 0
+
+    def load(path):
+        try:
+            with BpfObject(path) as obj:
+                obj.load()
+        except BpfError:
+            pass
+
+    bad = tmp_path / "bad.bpf.c"
+    bad.write_text('#include "vmlinux.h"\n#include <bpf/bpf_helpers.h>\nchar LICENSE[] SEC("license") = "GPL";\n'
+                   'SEC("tp_btf/no_such_tracepoint_here") int p(void *ctx) { return 0; }\n')
+    bad_obj = tmp_path / "bad.bpf.o"
+    subprocess.run(["clang", "-O2", "-target", "bpf", f"-I{ROOT / 'bpf'}", "-c", str(bad), "-o", str(bad_obj)],
+                   check=True)
+    try:
+        lib.lib.libbpf_set_print(count)  # every line, as libbpf logs it
+        load(probe_object)
+        unfiltered = list(levels)
+        levels.clear()
+        filtered = libbpf._log_filter(count)
+        assert filtered is not None, "bpf/liblogfilter.so is not built (make install)"
+        lib.lib.libbpf_set_print(filtered)
+        load(probe_object)
+        load(str(bad_obj))
+    finally:
+        lib.lib.libbpf_set_print(libbpf._log_filter(lib._print_cb) or lib._print_cb)
+    assert sum(1 for lv in unfiltered if lv >= libbpf.LIBBPF_DEBUG) > 20  # 38 for this small object
+    assert levels and all(lv < libbpf.LIBBPF_DEBUG for lv in levels)  # the failure's warnings came through
+    with BpfObject(str(bad_obj)) as obj, pytest.raises(BpfError) as exc:  # and the log quotes them again
+        obj.load()
+    assert "no_such_tracepoint_here" in exc.value.log

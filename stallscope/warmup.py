@@ -1,0 +1,43 @@
+"""The kernel's tables a session's first drains need, read in a thread while its probes load.
+
+A session's first data wait on one-time work that is Python's: the kernel's symbols (kallsyms, about
+0.1 s here, and its data symbols when the lock probes name static locks) and, with the lock probes, the
+kernel's types (BTF, about 0.2 s) by which slab locks are named. Read when first used, in the set-up drain,
+they came after the probes were attached and before the first interval could end. The probes' loading is
+mostly the kernel's work (the verifier), with the interpreter's lock free: these tables are read meanwhile.
+
+What must not share the interpreter with them waits for them (`wait`): the futex group's timing of a
+uprobe trap (a loop of calls, bpf/futex_collector.py), and the session's set-up drain, which then reads them
+from where they were kept. Not a cache of its own: the symbolizer and `btf.running_kernel` keep them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from stallscope.analyzer.symbols import Symbolizer
+from stallscope.bpf.btf import BtfError, running_kernel
+
+
+class KernelTables:
+    def __init__(self, symbolizer: Symbolizer, locks: bool):
+        """`locks`: the lock probes were asked for (their static locks' data symbols and the BTF)."""
+        self.symbolizer = symbolizer
+        self.locks = locks
+        self._thread = threading.Thread(target=self._read, name="stallscope-tables", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _read(self) -> None:
+        self.symbolizer.preload_kernel(data=self.locks)  # a failure is kept for the first use to say
+        if self.locks:
+            try:
+                running_kernel()
+            except BtfError:
+                pass  # the lock namer says so when it needs them
+
+    def wait(self) -> None:
+        """Until the tables are read (at once if they are, or if reading them never started)."""
+        if self._thread.ident is not None:
+            self._thread.join()

@@ -1,0 +1,97 @@
+"""A session's start-up: the kernel's tables read in a thread while the probes load (stallscope/warmup.py),
+and the futex group's uprobe timing waiting for them. libbpf's debug lines, dropped in C so that start-up does
+not wait for the interpreter once per line: tests/test_libbpf.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from stallscope.bpf import btf, futex_collector
+from stallscope.bpf.futex_collector import FutexCollector, LockCallSites
+from stallscope.bpf.libbpf import BpfError
+from stallscope.warmup import KernelTables
+
+
+class SlowSymbolizer:
+    """Reads its 'kernel symbols' in 0.2 s, and says when and in which thread."""
+
+    def __init__(self):
+        self.read_in: list[str] = []
+        self.done_at = 0.0
+
+    def preload_kernel(self, data: bool = False) -> None:
+        time.sleep(0.2)
+        self.read_in.append(threading.current_thread().name)
+        self.done_at = time.monotonic()
+
+
+def test_the_tables_are_read_in_their_thread_and_wait_returns_once_they_are(monkeypatch):
+    read = []
+    monkeypatch.setattr("stallscope.warmup.running_kernel", lambda: read.append("btf"))
+    sym = SlowSymbolizer()
+    tables = KernelTables(sym, locks=True)
+    t0 = time.monotonic()
+    tables.start()
+    assert time.monotonic() - t0 < 0.1  # start() does not read them
+    tables.wait()
+    assert sym.read_in == ["stallscope-tables"]
+    assert read == ["btf"]
+    assert time.monotonic() >= sym.done_at
+
+
+def test_without_the_lock_probes_the_kernel_types_are_not_read(monkeypatch):
+    read = []
+    monkeypatch.setattr("stallscope.warmup.running_kernel", lambda: read.append("btf"))
+    tables = KernelTables(SlowSymbolizer(), locks=False)
+    tables.start()
+    tables.wait()
+    assert read == []
+
+
+def test_wait_before_start_returns_at_once():
+    KernelTables(SlowSymbolizer(), locks=False).wait()
+
+
+def test_a_kernel_without_btf_is_said_when_a_lock_is_named_not_raised_in_the_thread(monkeypatch, tmp_path):
+    missing = str(tmp_path / "vmlinux")
+    with pytest.raises(btf.BtfError):
+        btf.running_kernel(missing)
+    with pytest.raises(btf.BtfError):  # kept, not read again
+        btf.running_kernel(missing)
+
+
+def test_the_running_kernels_types_are_parsed_once_per_process():
+    try:
+        first = btf.running_kernel()
+    except btf.BtfError as exc:
+        pytest.skip(f"this kernel has no BTF: {exc}")
+    assert btf.running_kernel() is first
+
+
+class _Prog:
+    def attach_uprobe(self, *args, **kwargs):
+        raise BpfError("not attached in this test", 1)
+
+
+class _Obj:
+    links: list = []
+
+    def program(self, name):
+        return _Prog()
+
+
+def test_the_uprobe_timing_waits_until_the_process_is_quiet(monkeypatch):
+    """The futex group times a uprobe trap with a loop of calls: a thread holding the interpreter meanwhile
+    would be timed with them, so the group calls `quiet` first."""
+    order = []
+    monkeypatch.setattr(futex_collector, "lock_call_sites",
+                        lambda tgid: LockCallSites("/lib/libc.so.6", {0x100: 8}, "", "", 0x10))
+    monkeypatch.setattr(futex_collector, "libc_of", lambda pid: "/lib/libc.so.6")
+    monkeypatch.setattr(futex_collector, "measure_uprobe_trap", lambda *a, **k: order.append("timed") or 7000)
+    c = FutexCollector(None, quiet=lambda: order.append("quiet"))
+    c._attach_lock_calls(_Obj())
+    assert order == ["quiet", "timed"]
+    assert c.uprobe_trap_ns == 7000
