@@ -4,13 +4,14 @@ a contention split into on a CPU, blocked and runnable."""
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 
 from conftest import needs_bpf, record_command
 from stallscope.analyzer.load import load_model
 from stallscope.analyzer.locks import lock_stats
-from stallscope.bpf.btf import KernelBtf
+from stallscope.bpf.btf import STRUCT, UNION, BtfError, KernelBtf
 from stallscope.bpf.lock_names import LockNamer
 
 needs_btf = pytest.mark.skipif(not os.path.exists("/sys/kernel/btf/vmlinux"), reason="this kernel has no BTF")
@@ -38,6 +39,29 @@ def test_a_lock_is_found_at_its_fields_offset_and_only_there():
     assert btf.lock_at("ext4_inode_info", _offset(btf, "ext4_inode_info", "i_data_sem")) == "i_data_sem"
     lru = _offset(btf, "mem_cgroup_per_node", "lruvec") + _offset(btf, "lruvec", "lru_lock")
     assert btf.lock_at("mem_cgroup_per_node", lru) == "lruvec.lru_lock"
+
+
+@needs_btf
+def test_types_decoded_when_read_are_those_of_the_whole_section_and_a_cut_one_is_refused():
+    """The parse notes where each type begins and decodes it when first read: every struct read back has
+    members inside its size, in order; a section cut inside a type, or left with bytes over, is not BTF."""
+    data = open("/sys/kernel/btf/vmlinux", "rb").read()
+    btf = KernelBtf.parse(data)
+    structs = 0
+    for type_id in range(1, len(btf.types)):
+        t = btf.types[type_id]
+        if t[0] in (STRUCT, UNION) and t[1]:
+            structs += 1
+            assert all(0 <= m.offset <= t[2] for m in t[3]), t[1]
+            assert [m.offset for m in t[3]] == sorted(m.offset for m in t[3]) or t[0] == UNION, t[1]
+    assert structs > 1000
+    assert btf.types[btf.struct_id("inode")][1] == "inode"
+    type_len = struct.unpack_from("<I", data, 12)[0]  # btf_header.type_len
+    for cut in (type_len - 4, type_len - 13):  # a type's members cut short; a type's header cut short
+        bad = bytearray(data)
+        struct.pack_into("<I", bad, 12, cut)
+        with pytest.raises(BtfError):
+            KernelBtf.parse(bytes(bad))
 
 
 @needs_btf
