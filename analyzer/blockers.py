@@ -114,7 +114,13 @@ def cpu_parts(model: Model, tasks: set[TaskId] | None) -> list[Part]:
 
 def parts(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
           include_cpu: bool = True) -> list[Part]:
-    """Blocked parts of the tasks in view, then their run-queue wait."""
+    """Blocked parts of the tasks in view, then their run-queue wait. Kept per model: the ranking, the shares
+    and the views ask alike; readers never change the list."""
+    return _parts(model, tasks, table, include_cpu)  # one key however the arguments were given
+
+
+@per_model
+def _parts(model: Model, tasks: set[TaskId] | None, table: CauseTable | None, include_cpu: bool) -> list[Part]:
     scope = in_scope(model, tasks)
     out = attribute(model, scope, table)
     return out + cpu_parts(model, scope) if include_cpu else out
@@ -185,6 +191,10 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
 @per_model
 def _ranked(model: Model, tasks, table, include_idle: bool, include_cpu: bool, sort: str,
             include_delays: bool) -> tuple[Blocker, ...]:
+    if not include_idle and not include_delays:
+        # the ranking with idle causes, which a view and a report make first, without them: an idle cause's
+        # parts are in no other cause's figures nor in the denominator, and idle causes rank last
+        return tuple(b for b in _ranked(model, tasks, table, True, include_cpu, sort, False) if b.cls != IDLE)
     return tuple(_with_waits_now(_rank(parts(model, tasks, table, include_cpu), include_idle, sort, include_delays),
                                  waits_now_by_cause(model, tasks, table)))
 

@@ -188,6 +188,21 @@ def test_on_a_quiet_machine_no_idle_wait_ranks_first():
     assert [b.cause for b in rank_blockers(model, include_idle=False)] == ["fsync() on a file"]
 
 
+def test_the_ranking_without_idle_causes_is_the_full_ranking_without_them(report_recording):
+    """Made from the full ranking (kept per model, which a view and a report rank first), the ranking
+    without idle causes equals one ranked from the parts with them left out."""
+    from stallscope.analyzer.blockers import parts
+    from stallscope.analyzer.load import load_model
+
+    model = load_model(str(report_recording["stall"]))
+    full = rank_blockers(model)
+    assert any(b.cls == IDLE for b in full) and any(b.cls != IDLE for b in full)
+    derived = rank_blockers(model, include_idle=False)
+    direct = rank_blockers(model, include_idle=False, all_parts=parts(model))
+    assert derived == direct
+    assert derived == [b for b in full if b.cls != IDLE]
+
+
 def test_a_stack_walked_after_the_wait_names_the_lock_by_its_call_site():
     """bpf_get_task_stack() leaves out the .sched.text functions (the rwsem slow path, down_write...):
     the stack starts at the caller, which is enough to know mmap_lock from a directory's i_rwsem."""
