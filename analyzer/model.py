@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from itertools import chain
+from functools import partial
 from operator import attrgetter
 from typing import Callable, Iterable, Iterator, NamedTuple
 
@@ -619,13 +620,16 @@ class WaitsNow(Folded):
 
     def __init__(self, keys: tuple, since: tuple[int, ...], places: tuple[int, ...], waits: tuple[StackWait, ...],
                  end_ns: int):
-        super().__init__(self._made)
+        # the fold holds the fields, not the object: a bound method would make a reference cycle, which the
+        # cycle collector never sees in a live view (what an interval made is frozen), so that every
+        # interval's waits, never read, stayed for as long as `top` ran
+        super().__init__(partial(_waits_now_made, since, places, waits, end_ns))
         self.keys, self.since, self.places, self.waits, self.end_ns = keys, since, places, waits, end_ns
 
-    def _made(self) -> tuple[WaitNow, ...]:
-        end, waits = self.end_ns, self.waits
-        return tuple([WaitNow(waits[i], s, end - s if end > s else 0) for s, i in zip(self.since, self.places)
-                      if i >= 0])
+
+def _waits_now_made(since: tuple[int, ...], places: tuple[int, ...], waits: tuple[StackWait, ...],
+                    end: int) -> tuple[WaitNow, ...]:
+    return tuple([WaitNow(waits[i], s, end - s if end > s else 0) for s, i in zip(since, places) if i >= 0])
 
 
 _POSITION = 8  # a wait accumulator's place among the window's (its StackWait's in `Model.waits`)
