@@ -195,6 +195,7 @@ def test_an_intervals_work_leaves_no_cycle_for_the_freeze_to_keep(monkeypatch):
         freezes.append(1)
         freeze()
 
+    gc.unfreeze()  # what earlier tests froze, garbage among it, is not this session's
     gc.collect()
     gc.garbage.clear()
     monkeypatch.setattr(gc, "freeze", checked_freeze)
