@@ -69,6 +69,7 @@ class _LogCapture:
 
 
 LIBBPF_DEBUG = 2  # enum libbpf_print_level: LIBBPF_WARN, LIBBPF_INFO, LIBBPF_DEBUG
+_PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 _LOG_FILTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "liblogfilter.so")
 _log_filter_lib = None  # kept: libbpf holds its function for the process's life
 
@@ -87,7 +88,8 @@ def _log_filter(callback) -> ctypes.c_void_p | None:
         _log_filter_lib.logfilter_forward.restype = None
     _log_filter_lib.logfilter_forward(callback)
     return ctypes.cast(_log_filter_lib.logfilter_print, ctypes.c_void_p)
-_PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
 class _UprobeOpts(ctypes.Structure):
     """struct bpf_uprobe_opts (libbpf.h, 1.1)."""
 

@@ -1,8 +1,8 @@
 """The kernel's tables a session's first drains need, read in a thread while its probes load.
 
 A session's first data wait on one-time work that is Python's: the kernel's symbols (kallsyms, about
-0.1 s here, and its data symbols when the lock probes name static locks) and, with the lock probes, the
-kernel's types (BTF, about 0.2 s) by which slab locks are named. Read when first used, in the set-up drain,
+0.1 s here, and its data symbols, 0.06 s, when the lock probes name static locks) and, with the lock probes,
+the kernel's types (BTF, 0.05 s: bpf/btf.py decodes a type when it is read) by which slab locks are named. Read when first used, in the set-up drain,
 they came after the probes were attached and before the first interval could end. The probes' loading is
 mostly the kernel's work (the verifier), with the interpreter's lock free: these tables are read meanwhile.
 

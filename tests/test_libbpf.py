@@ -105,20 +105,26 @@ def test_program_stats_count_runs(probe_object):
     assert s.recursion_misses == 0
 
 
-def test_load_failure_quotes_the_reason(tmp_path, probe_object):
-    """A program for an attach point this kernel lacks fails with libbpf's words, not a bare errno."""
-    src = tmp_path / "bad.bpf.c"
+@pytest.fixture(scope="module")
+def bad_object(tmp_path_factory) -> str:
+    """A program for an attach point this kernel lacks."""
+    out = tmp_path_factory.mktemp("bad")
+    src = out / "bad.bpf.c"
     src.write_text('#include "vmlinux.h"\n#include <bpf/bpf_helpers.h>\nchar LICENSE[] SEC("license") = "GPL";\n'
                    'SEC("tp_btf/no_such_tracepoint_here") int p(void *ctx) { return 0; }\n')
-    obj_path = tmp_path / "bad.bpf.o"
-    subprocess.run(["clang", "-O2", "-target", "bpf", f"-I{ROOT / 'bpf'}", "-c", str(src), "-o", str(obj_path)],
+    subprocess.run(["clang", "-O2", "-target", "bpf", f"-I{ROOT / 'bpf'}", "-c", str(src), "-o", str(out / "bad.bpf.o")],
                    check=True)
-    with BpfObject(str(obj_path)) as obj, pytest.raises(BpfError) as exc:
+    return str(out / "bad.bpf.o")
+
+
+def test_load_failure_quotes_the_reason(bad_object):
+    """A program for an attach point this kernel lacks fails with libbpf's words, not a bare errno."""
+    with BpfObject(bad_object) as obj, pytest.raises(BpfError) as exc:
         obj.load()
     assert "no_such_tracepoint_here" in exc.value.log
 
 
-def test_libbpf_debug_lines_stop_in_c_and_warnings_still_reach_the_log(tmp_path, probe_object):
+def test_libbpf_debug_lines_stop_in_c_and_warnings_still_reach_the_log(probe_object, bad_object):
     """bpf/logfilter.c: libbpf's print function drops its debug lines (thousands a start-up, each of which a
     Python callback would take the interpreter's lock for) and passes the others on."""
     from stallscope.bpf import libbpf
@@ -138,12 +144,6 @@ def test_libbpf_debug_lines_stop_in_c_and_warnings_still_reach_the_log(tmp_path,
         except BpfError:
             pass
 
-    bad = tmp_path / "bad.bpf.c"
-    bad.write_text('#include "vmlinux.h"\n#include <bpf/bpf_helpers.h>\nchar LICENSE[] SEC("license") = "GPL";\n'
-                   'SEC("tp_btf/no_such_tracepoint_here") int p(void *ctx) { return 0; }\n')
-    bad_obj = tmp_path / "bad.bpf.o"
-    subprocess.run(["clang", "-O2", "-target", "bpf", f"-I{ROOT / 'bpf'}", "-c", str(bad), "-o", str(bad_obj)],
-                   check=True)
     try:
         lib.lib.libbpf_set_print(count)  # every line, as libbpf logs it
         load(probe_object)
@@ -153,11 +153,11 @@ def test_libbpf_debug_lines_stop_in_c_and_warnings_still_reach_the_log(tmp_path,
         assert filtered is not None, "bpf/liblogfilter.so is not built (make install)"
         lib.lib.libbpf_set_print(filtered)
         load(probe_object)
-        load(str(bad_obj))
+        load(bad_object)
     finally:
         lib.lib.libbpf_set_print(libbpf._log_filter(lib._print_cb) or lib._print_cb)
     assert sum(1 for lv in unfiltered if lv >= libbpf.LIBBPF_DEBUG) > 20  # 38 for this small object
     assert levels and all(lv < libbpf.LIBBPF_DEBUG for lv in levels)  # the failure's warnings came through
-    with BpfObject(str(bad_obj)) as obj, pytest.raises(BpfError) as exc:  # and the log quotes them again
+    with BpfObject(bad_object) as obj, pytest.raises(BpfError) as exc:  # and the log quotes them again
         obj.load()
     assert "no_such_tracepoint_here" in exc.value.log
