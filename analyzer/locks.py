@@ -303,18 +303,19 @@ class _Callers:
 
     def add(self, point: str | None, label: str, count: int, total: int, spin: int, blocked: int, runnable: int,
             weighted: int, sharable: bool) -> None:
+        # written out: a recording's hundreds of thousands of keys come here, nearly all undrawn
         if point:
             e = self.drawn.setdefault(point, [0, 0, 0, 0, 0, 0])
-            beyond = max(weighted - total, 0)
-            for i, v in enumerate((count, total, spin, blocked, runnable, beyond if weighted else total)):
-                e[i] += v
+            e[5] += max(weighted - total, 0) if weighted else total
         elif sharable:
-            for i, v in enumerate((count, total, spin, blocked, runnable)):
-                self.undrawn[i] += v
+            e = self.undrawn
         else:
             e = self.alone.setdefault(label, [0, 0, 0, 0, 0])
-            for i, v in enumerate((count, total, spin, blocked, runnable)):
-                e[i] += v
+        e[0] += count
+        e[1] += total
+        e[2] += spin
+        e[3] += blocked
+        e[4] += runnable
 
     def result(self, split: bool) -> tuple[Caller, ...]:
         weights = {p: e[5] for p, e in self.drawn.items()}
@@ -417,14 +418,19 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
         g[2] += w.total_ns
         if w.max_ns > g[3]:
             g[3] = w.max_ns
-        g[4] = min(g[4], w.min_ns) if g[4] and w.min_ns else (g[4] or w.min_ns)
+        low = w.min_ns  # the shortest of those that have one (0: none)
+        if low and (not g[4] or low < g[4]):
+            g[4] = low
         g[5] += w.spin_ns
         g[6] += w.sleep_ns
         blocked, runnable = w.blocked_ns, w.runnable_ns
         if blocked < 0:
             g[12] = False
-        g[10] += max(blocked, 0)
-        g[11] += max(runnable, 0)
+            blocked = 0
+        if runnable < 0:
+            runnable = 0
+        g[10] += blocked
+        g[11] += runnable
         g[8].add(w.task)
         a = g[13].get(w.addr)
         if a is None:
@@ -437,8 +443,16 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
             point = points[w.stack_id]
         else:
             point = points[w.stack_id] = contention_point(stack) if stack.frames else None
-        g[7].add(point, NO_STACK_LABELS.get(w.stack_id, lost), w.count, w.total_ns, w.spin_ns, max(blocked, 0),
-                 max(runnable, 0), w.weighted_ns, stack is not None or w.stack_id in SHARABLE)
+        if not point and (stack is not None or w.stack_id in SHARABLE):  # undrawn, shared out: _Callers.add's
+            u = g[7].undrawn  # most common case, written out (nearly every key at the budget's last level)
+            u[0] += w.count
+            u[1] += w.total_ns
+            u[2] += w.spin_ns
+            u[3] += blocked
+            u[4] += runnable
+        else:
+            g[7].add(point, NO_STACK_LABELS.get(w.stack_id, lost), w.count, w.total_ns, w.spin_ns, blocked, runnable,
+                     w.weighted_ns, stack is not None or w.stack_id in SHARABLE)
         if w.owner_pid:
             g[9] = f"{w.owner_comm}[{w.owner_pid}]"
     out = []
