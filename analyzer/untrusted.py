@@ -17,6 +17,8 @@ from typing import BinaryIO
 
 def printable(text: str, replacement: str = "?") -> str:
     """Control characters (a terminal escape, a newline that would split a record) replaced."""
+    if text.isprintable():  # nearly every name and frame: checked in C, returned as it is
+        return text
     return "".join(ch if ch.isprintable() else replacement for ch in text)
 
 

@@ -6,7 +6,7 @@ import dataclasses
 
 from conftest import run_stallscope
 from stallscope.analyzer.sample import ProbeStatus
-from stallscope.analyzer.untrusted import escaped
+from stallscope.analyzer.untrusted import escaped, printable
 from synthetic import two_interval_recording, write_recording
 
 ESC = "\x1b"
@@ -58,3 +58,12 @@ def test_progress_messages_are_escaped(capsys):
 def test_escaped_leaves_printable_text_alone_and_escapes_the_rest():
     assert escaped("kmalloc-512 /usr/lib/libc.so.6 é") == "kmalloc-512 /usr/lib/libc.so.6 é"
     assert escaped("a\tb\rc\x00d\x7f\u2028\U000e0001") == "a\\tb\\rc\\x00d\\x7f\\u2028\\U000e0001"
+
+
+def test_printable_replaces_each_control_character_and_returns_a_printable_name_as_it_is():
+    name = "kworker/0:1H-kblockd"
+    assert printable(name) is name
+    assert printable("") == ""
+    assert printable("a\x1b[31mb\nc\u2028d\x00") == "a?[31mb?c?d?"
+    assert printable("tab\there", replacement="_") == "tab_here"
+    assert printable("[bold red]x") == "[bold red]x"  # markup is the views' to escape, not a control character
