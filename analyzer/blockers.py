@@ -102,8 +102,10 @@ def wait_now_cause(model: Model, now, table: CauseTable | None = None) -> str:
 WAITING_FOR_CPU = Cause("Waiting for CPU", CPU, "", True)
 
 
+@per_model
 def cpu_parts(model: Model, tasks: set[TaskId] | None) -> list[Part]:
-    """Run-queue wait as a cause of its own (the CPU side, kept apart from blocked time)."""
+    """Run-queue wait as a cause of its own (the CPU side, kept apart from blocked time). Kept per model: the
+    ranking, the flame graph and the wait chains ask alike; readers never change it."""
     out = []
     for t in model.tasks.values():
         if t.runq_wait_ns and (tasks is None or t.task in tasks):
