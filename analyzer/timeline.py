@@ -418,6 +418,18 @@ class Timeline:
         self._trim()
         return snap
 
+    def hold(self, snap: Snapshot) -> None:
+        """A snapshot of one of this timeline's windows, folded elsewhere from the same intervals, names and
+        stacks (a live source folds the view's window in its collector's thread), kept as this timeline's,
+        unless its window reaches before the intervals held."""
+        if snap.first >= self.first_index and snap.last <= self.last_index:
+            key = (snap.first, snap.last)
+            if self.live:  # the window slides: the wider snapshots that ended earlier are no one's any more
+                for old in [k for k in self._cache if k[0] != k[1] and k[1] < key[1]]:
+                    del self._cache[old]
+            self._cache[key] = snap
+            self._trim()
+
     def latest(self, n: int = 1) -> Snapshot | None:
         """The last n intervals."""
         return self.window(self.last_index - n + 1, self.last_index)

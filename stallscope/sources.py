@@ -30,6 +30,7 @@ LIVE_KEEP = 600
 LIVE_MAX_RECORDS = 1_000_000
 # what the default view (Blockers, with each cause's history) and the status line read of each interval
 PREFOLDED = ("ranked", "idle_ns", "shares", "cost", "lost")
+LIVE_WINDOWS = (1, 10, 60)  # the intervals a live view's window spans (`w` cycles them); each folded here
 LIVE_GC_THRESHOLD = 100_000  # allocations between young-generation collections, live
 _WITHOUT_LOCKS = frozenset({"locks"})
 
@@ -42,6 +43,7 @@ class Event:
     kind: str
     payload: Any = None
     snapshot: Any = None  # "interval": the interval's own snapshot, folded off the view's thread
+    window: Any = None  # "interval": the snapshot of the view's window ending with it (LiveSource.window_len > 1)
 
 
 class RecordingSource:
@@ -201,6 +203,9 @@ class LiveSource:
         # called from the session's thread after each event is queued, when set: a view's way of being woken
         # at once (it must not block) rather than at its next poll
         self.on_event: Callable[[], None] | None = None
+        # the intervals the view's window spans (set by the view): a wider window's snapshot is folded here
+        # too, with each interval, so that the view's thread never folds minutes of records as one comes
+        self.window_len = 1
 
     def start(self) -> None:
         if not self._thread.is_alive() and self._thread.ident is None:
@@ -244,7 +249,7 @@ class LiveSource:
         # the newest interval's snapshot is folded here, in the session's thread, with what the default
         # view and the status line read of it: the view's thread only draws (a key is not kept waiting
         # behind a fold); a timeline of its own, as the view's holds the same names and stacks
-        self._fold = Timeline(meta, keep=2, live=True)
+        self._fold = Timeline(meta, keep=max(2, *LIVE_WINDOWS), live=True, cache_size=3)
         self._put(Event("meta", meta))
 
     def _on_interval(self, iv: Interval) -> None:
@@ -254,7 +259,8 @@ class LiveSource:
             except StallscopeError as exc:  # the disk: the view goes on, the file keeps what it has
                 self._notice(f"recording stopped: {exc}")
                 self._close_writer(None)
-        self._put(Event("interval", iv, self._prefold(iv)))
+        snap = self._prefold(iv)
+        self._put(Event("interval", iv, snap, self._prefold_window(iv)))
 
     def _prefold(self, iv: Interval):
         fold = getattr(self, "_fold", None)
@@ -262,6 +268,17 @@ class LiveSource:
             return None
         fold.add(iv)
         snap = fold.window(iv.index, iv.index)
+        if snap is not None:
+            for name in PREFOLDED:
+                getattr(snap, name)
+        return snap
+
+    def _prefold_window(self, iv: Interval):
+        """The view's window ending with this interval, when it spans more than one (None otherwise)."""
+        fold, n = getattr(self, "_fold", None), self.window_len
+        if fold is None or n <= 1:
+            return None
+        snap = fold.window(iv.index - n + 1, iv.index)
         if snap is not None:
             for name in PREFOLDED:
                 getattr(snap, name)
@@ -309,6 +326,8 @@ class LiveSource:
                 # what the timeline keeps (minutes of records, millions of objects, none in a cycle) was
                 # frozen out of the cycle collector's view as the session made it (session.interval_work)
                 self.timeline.add(ev.payload, snapshot=ev.snapshot)
+                if ev.window is not None:
+                    self.timeline.hold(ev.window)
             out.append(ev)
 
     def stop(self) -> None:

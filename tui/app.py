@@ -24,11 +24,11 @@ from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT
 from stallscope.analyzer.recommend import RECOMMENDED
 from stallscope.analyzer.timeline import Snapshot
 from stallscope.errors import StallscopeError
+from stallscope.sources import LIVE_WINDOWS
 from stallscope.tui import detail
 from stallscope.tui.cells import visible
 from stallscope.tui.views import Row, View, default_views
 
-LIVE_WINDOWS = (1, 10, 60)  # intervals a live window spans; `w` cycles
 MAX_ROWS = 500
 
 
@@ -380,6 +380,7 @@ class TopApp(App):
         if self.source.live:
             i = LIVE_WINDOWS.index(self.window_len) if self.window_len in LIVE_WINDOWS else 0
             self.window_len = LIVE_WINDOWS[(i + 1) % len(LIVE_WINDOWS)]
+            self.source.window_len = self.window_len  # folded with each interval from the next on, in its thread
             if self.paused and self.cursor:
                 self.cursor = (self.cursor[1] - self.window_len + 1, self.cursor[1])
         else:
