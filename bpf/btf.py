@@ -144,6 +144,8 @@ class KernelBtf:
         magic, _version, _flags, hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from("<HBBIIIII", data)
         if magic != _MAGIC:
             raise BtfError("not BTF: bad magic")
+        if max(hdr_len + type_off + type_len, hdr_len + str_off + str_len) > len(data):
+            raise BtfError("not BTF: its sections run past its end")
         strings = data[hdr_len + str_off: hdr_len + str_off + str_len]
         starts = array("Q", [0])  # type id 0 is void
         by_name: dict[str, int] = {}

@@ -126,9 +126,7 @@ class RecordingSource:
         try:
             tl = self._read(self._rec)
             self._folding = True
-            snap = tl.whole()
-            for name in PREFOLDED:
-                getattr(snap, name)
+            _prefolded(tl.whole())
             self.timeline = tl
             self._put(Event("meta", self.meta))
         except _Stopped:
@@ -173,6 +171,14 @@ class RecordingSource:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+
+def _prefolded(snap):
+    """The snapshot with what the default view and the status line read of it made (PREFOLDED)."""
+    if snap is not None:
+        for name in PREFOLDED:
+            getattr(snap, name)
+    return snap
 
 
 class _Stopped(Exception):
@@ -267,22 +273,14 @@ class LiveSource:
         if fold is None:
             return None
         fold.add(iv)
-        snap = fold.window(iv.index, iv.index)
-        if snap is not None:
-            for name in PREFOLDED:
-                getattr(snap, name)
-        return snap
+        return _prefolded(fold.window(iv.index, iv.index))
 
     def _prefold_window(self, iv: Interval):
         """The view's window ending with this interval, when it spans more than one (None otherwise)."""
         fold, n = getattr(self, "_fold", None), self.window_len
         if fold is None or n <= 1:
             return None
-        snap = fold.window(iv.index - n + 1, iv.index)
-        if snap is not None:
-            for name in PREFOLDED:
-                getattr(snap, name)
-        return snap
+        return _prefolded(fold.window(iv.index - n + 1, iv.index))
 
     def _close_writer(self, meta: RecordingMeta | None) -> None:
         writer, self.writer = self.writer, None

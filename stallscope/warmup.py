@@ -17,6 +17,7 @@ import threading
 
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf.btf import BtfError, running_kernel
+from stallscope.errors import StallscopeError
 
 
 class KernelTables:
@@ -30,12 +31,14 @@ class KernelTables:
         self._thread.start()
 
     def _read(self) -> None:
-        self.symbolizer.preload_kernel(data=self.locks)  # a failure is kept for the first use to say
-        if self.locks:
-            try:
+        # a failure is not this thread's to report (it would print a traceback over the screen): the first
+        # use in the session's thread meets it again, and says it there as it always did
+        try:
+            self.symbolizer.preload_kernel(data=self.locks)
+            if self.locks:
                 running_kernel()
-            except BtfError:
-                pass  # the lock namer says so when it needs them
+        except (BtfError, StallscopeError):
+            pass
 
     def wait(self) -> None:
         """Until the tables are read (at once if they are, or if reading them never started)."""

@@ -62,6 +62,8 @@ def test_types_decoded_when_read_are_those_of_the_whole_section_and_a_cut_one_is
         struct.pack_into("<I", bad, 12, cut)
         with pytest.raises(BtfError):
             KernelBtf.parse(bytes(bad))
+    with pytest.raises(BtfError, match="past its end"):  # a file cut short: an error, not struct's
+        KernelBtf.parse(data[:len(data) // 2])
 
 
 @needs_btf

@@ -95,3 +95,20 @@ def test_the_uprobe_timing_waits_until_the_process_is_quiet(monkeypatch):
     c._attach_lock_calls(_Obj())
     assert order == ["quiet", "timed"]
     assert c.uprobe_trap_ns == 7000
+
+
+def test_a_table_that_cannot_be_read_is_left_for_the_first_use_to_say(monkeypatch):
+    """The thread reports nothing (a traceback would print over the screen): the session's first use of
+    the tables meets the failure again and says it there."""
+    from stallscope.errors import StallscopeError
+
+    class Hidden:
+        def preload_kernel(self, data=False):
+            raise StallscopeError("cannot read /proc/kallsyms: Permission denied")
+
+    raised = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    tables = KernelTables(Hidden(), locks=True)
+    tables.start()
+    tables.wait()
+    assert raised == []
