@@ -802,6 +802,27 @@ static inline uint32_t rd32(const char *p)
 }
 
 /* a - b as Python subtracts two unsigned values */
+/* Interval e's longest value from an ival_extremes' max_ns[2] and epoch[2] (bpf/interval.h): its own
+ * number's pair, and the next number's when the same read found it (the values that landed between the
+ * numbering and the read, which this interval's counts hold); held to what the interval's count and total
+ * (now less before) allow, as abi.extremes and abi.bounded do: a lone value is the total, none is longer; a
+ * total that went back bounds nothing. */
+static uint64_t ival_longest(const char *max, const char *epoch, long long e, uint64_t count, uint64_t count_b,
+			     uint64_t total, uint64_t total_b)
+{
+	uint64_t longest = 0;
+	for (long long n = e; n <= e + 1; n++) {
+		int par = (int)(n & 1);
+		if ((long long)rd32(epoch + 4 * par) == n && rd64(max + 8 * par) > longest)
+			longest = rd64(max + 8 * par);
+	}
+	if (total < total_b)
+		return longest;
+	if (count > count_b && count - count_b == 1)
+		return total - total_b;
+	return longest < total - total_b ? longest : total - total_b;
+}
+
 static PyObject *udiff(uint64_t a, uint64_t b)
 {
 	if (a >= b)
@@ -907,8 +928,8 @@ static PyObject *Slots_deltas(Slots *sl, PyObject *const *args, Py_ssize_t nargs
 		uint64_t count = rd64(s + at[L_COUNT]), bcount = rd64(b + at[L_COUNT]);
 		if (count == bcount)
 			continue;
-		int par = (int)(e & 1);
-		uint64_t longest = (long long)rd32(s + at[L_IVAL_EPOCH] + 4 * par) == e ? rd64(s + at[L_IVAL_MAX] + 8 * par) : 0;
+		uint64_t longest = ival_longest(s + at[L_IVAL_MAX], s + at[L_IVAL_EPOCH], e, count, bcount,
+						rd64(s + at[L_TOTAL]), rd64(b + at[L_TOTAL]));
 		PyObject *v[15] = {Py_NewRef(tid), Py_NewRef(tgid)};
 		v[2] = PyLong_FromUnsignedLong(rd32(s + at[L_STATE]));
 		v[3] = PyLong_FromUnsignedLongLong(rd64(s + at[L_KSTACK]));
@@ -1061,9 +1082,10 @@ static PyObject *Deltas_delta(Deltas *d, PyObject *const *args, Py_ssize_t nargs
 		hist = u32_hist_delta(h, base ? base + at[D_HIST] : NULL, at[D_NHIST]);
 	if (!hist)
 		return NULL;
-	int par = (int)(e & 1);
-	uint64_t off_max = (long long)rd32(raw + at[D_OFF_EPOCH] + 4 * par) == e ? rd64(raw + at[D_OFF_MAX] + 8 * par) : 0;
-	uint64_t runq_max = (long long)rd32(raw + at[D_RUNQ_EPOCH] + 4 * par) == e ? rd64(raw + at[D_RUNQ_MAX] + 8 * par) : 0;
+	uint64_t off_max = ival_longest(raw + at[D_OFF_MAX], raw + at[D_OFF_EPOCH], e, v[F_OFFCPU_COUNT],
+					p[F_OFFCPU_COUNT], v[F_OFFCPU_NS], p[F_OFFCPU_NS]);
+	uint64_t runq_max = ival_longest(raw + at[D_RUNQ_MAX], raw + at[D_RUNQ_EPOCH], e, v[F_RUNQ_COUNT],
+					 p[F_RUNQ_COUNT], v[F_RUNQ_NS], p[F_RUNQ_NS]);
 	int no_sched = (v[F_FLAGS] & d->no_sched_info) != 0;
 	/* (now, before) of each difference, in TaskDelta's order after its task */
 	uint64_t pairs[11][2] = {

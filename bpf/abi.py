@@ -54,9 +54,29 @@ class IvalExtremes(ctypes.Structure):
 
 def extremes(values, at: int, e: int) -> tuple[int, int]:
     """(longest, shortest) of interval `e` from an ival_extremes unpacked at values[at:at + 6] (max0, max1,
-    min0, min1, epoch0, epoch1); (0, 0) when none of that interval is kept."""
-    i = at + (e & 1)
-    return (values[i], values[i + 2]) if values[i + 4] == e else (0, 0)
+    min0, min1, epoch0, epoch1); (0, 0) when none of that interval is kept. The next number's pair, when the
+    same read found it, is taken too: it holds the values that landed between the numbering and the read,
+    which this interval's counts hold (bpf/interval.h)."""
+    i, j = at + (e & 1), at + (~e & 1)
+    if values[i + 4] == e:
+        if values[j + 4] == e + 1:
+            return max(values[i], values[j]), min(values[i + 2], values[j + 2])
+        return values[i], values[i + 2]
+    if values[j + 4] == e + 1:
+        return values[j], values[j + 2]
+    return 0, 0
+
+
+def bounded(longest: int, shortest: int, count: int, total: int) -> tuple[int, int]:
+    """An interval's (longest, shortest) held to what its count and total allow: a lone value is the total,
+    none is longer than the total, and none of an interval that counted nothing is kept (its pair may
+    hold a value the interval before it counted). A total that went back bounds nothing."""
+    if total < 0:
+        return longest, shortest
+    if count == 1:
+        return total, total
+    longest = min(longest, total)
+    return longest, min(shortest, longest)
 
 
 class OffcpuVal(ctypes.Structure):

@@ -56,7 +56,7 @@ def _offcpu_delta(tid: TaskId, tgid: int, state: int, kstack: int, ustack: int, 
     """The waits of one off-CPU map key since `before`; `longest`: the
     interval's longest (bpf/interval.h)."""
     (c, t, ch, w, var, w0, w1, w2, h), (pc, pt, pch, pw, pvar, p0, p1, p2, ph) = now, before
-    return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, longest,
+    return OffcpuDelta(tid, tgid, state, kstack, ustack, c - pc, t - pt, abi.bounded(longest, longest, c - pc, t - pt)[0],
                        task_dump.hist_delta(h, ph), why, func, ch - pch,
                        w - pw, var - pvar, (w0 - p0, w1 - p1, w2 - p2))
 

@@ -661,7 +661,7 @@ class FutexCollector:
             pc, pt, pb, pr, pi = prev[2] if prev is not None else (0, 0, 0, 0, 0)
             tid = TaskId(k.pid, k.start_ns)
             if v.count != pc:
-                longest, shortest = v.ival.of(e)
+                longest, shortest = abi.bounded(*v.ival.of(e), v.count - pc, v.total_ns - pt)
                 leaders[k.tgid] = k.leader_start_ns
                 out.append(FutexDelta(
                     task=tid, tgid=k.tgid, uaddr=k.uaddr, op=k.op, ustack=k.ustack, caller_addr=k.caller,

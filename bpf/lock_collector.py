@@ -104,7 +104,7 @@ class LockCollector:
                 if kind == abi.LOCK_KIND_SLAB and self.namer is not None:
                     field, where = self.namer.describe(text(cache), addr, slot_size, red_left_pad, order, min_order,
                                                        dev, ino, mode, (tgid,))
-                longest, shortest = abi.extremes(v, _EXTREMES, e)
+                longest, shortest = abi.bounded(*abi.extremes(v, _EXTREMES, e), count - pc, total - pt)
                 out.append(_new_lock(
                     TaskId(pid, start_ns), tgid, addr, kstack, flags, kind, count - pc, total - pt, longest, shortest,
                     spin - ps, sleep - psl, owner_pid, text(owner_comm), text(cache),

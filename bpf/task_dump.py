@@ -140,12 +140,14 @@ def py_task_delta(tid: TaskId, raw: bytes, values: tuple, prev: Prev | None, e: 
     else:
         hist = hist_delta(_HIST.unpack(now_h), _HIST.unpack(before_h))
     latency = values[RUNQ_NS] - b_runq
-    # each ival_extremes: max_ns[2], min_ns[2], epoch[2]; interval e's longest is in the pair of its parity
-    ivals, i = _IVALS.unpack_from(raw, _IVALS_AT), e & 1
+    # each ival_extremes: max_ns[2], min_ns[2], epoch[2] (bpf/interval.h): offcpu_ival's, then runq_ival's
+    ivals = _IVALS.unpack_from(raw, _IVALS_AT)
+    offcpu, offcount = values[OFFCPU_NS] - b_offcpu, values[OFFCPU_COUNT] - b_offcount
+    runq_count = values[RUNQ_COUNT] - b_runq_count
     delta = (
-        values[OFFCPU_NS] - b_offcpu, values[OFFCPU_COUNT] - b_offcount, ivals[i] if ivals[4 + i] == e else 0,
+        offcpu, offcount, abi.bounded(*abi.extremes(ivals, 0, e), offcount, offcpu)[0],
         latency if flags & abi.TS_NO_SCHED_INFO else values[RUN_DELAY] - run_delay_base,
-        values[RUNQ_COUNT] - b_runq_count, ivals[6 + i] if ivals[10 + i] == e else 0,
+        runq_count, abi.bounded(*abi.extremes(ivals, 6, e), runq_count, latency)[0],
         vol, invol, values[MIGRATIONS] - b_migr, hist, latency, values[RUN_NS] - run_base,
     )
     if prev is not None and delta == _UNCHANGED:
@@ -197,7 +199,7 @@ def py_slot_deltas(tid: TaskId, tgid: int, raw: bytes, prev: Prev | None, e: int
         h = s[_VAL_HIST:_VAL_IVAL]
         yield _new_offcpu(
             tid, tgid, s[2], s[0], s[1], count - b[_VAL], s[_VAL + 1] - b[_VAL + 1],
-            abi.extremes(s, _VAL_IVAL, e)[0],
+            abi.bounded(*abi.extremes(s, _VAL_IVAL, e), count - b[_VAL], s[_VAL + 1] - b[_VAL + 1])[0],
             hist_delta(h, b[_VAL_HIST:_VAL_IVAL]), s[3], s[4],
             s[_VAL + 2] - b[_VAL + 2], s[_VAL + 3] - b[_VAL + 3], s[_VAL + 4] - b[_VAL + 4],
             (s[_VAL + 5] - b[_VAL + 5], s[_VAL + 6] - b[_VAL + 6], s[_VAL + 7] - b[_VAL + 7]))

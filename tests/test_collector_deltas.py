@@ -404,14 +404,16 @@ def test_the_interrupt_entry_text_is_found_in_kallsyms_and_hidden_addresses_cut_
     assert collector.irqentry_text(str(tmp_path / "missing")) == (0, 0)
 
 
-def _max_entries(pid: int, count: int, maxima: tuple[int, int], epochs: tuple[int, int], runq: tuple = ()) -> FakeObj:
+def _max_entries(pid: int, count: int, maxima: tuple[int, int], epochs: tuple[int, int], runq: tuple = (),
+                 total: int | None = None) -> FakeObj:
     """One thread with one off-CPU map entry whose per-interval maxima (by the interval number's parity)
-    are `maxima`, numbered `epochs`; `runq`: its run-queue waits' count, maxima and numbers."""
+    are `maxima`, numbered `epochs` (`total`: its waits' sum, 10 us each if None); `runq`: its run-queue
+    waits' count, maxima and numbers."""
     v = abi.TaskStats(tgid=500, nvcsw=count, flags=abi.TS_BASE_EXACT)
     if runq:
         v.runq_count, v.runq_ns = runq[0], 100 * runq[0]
         v.runq_ival.max_ns[:], v.runq_ival.epoch[:] = runq[1], runq[2]
-    ov = abi.OffcpuVal(count=count, total_ns=1000 * count)
+    ov = abi.OffcpuVal(count=count, total_ns=10_000 * count if total is None else total)
     ov.ival.max_ns[:], ov.ival.epoch[:] = maxima, epochs
     key = _raw(abi.OffcpuKey(pid=pid, start_ns=pid, tgid=500, state=1, kstack=99, ustack=98))
     return FakeObj(FakeDump([(_raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v))]), task_final=FakeMap([]),
@@ -427,11 +429,31 @@ def test_each_interval_gives_the_longest_wait_that_ended_in_it_not_only_a_new_lo
     _, _, _, offcpu, _ = _drain(sched, _max_entries(7, 3, (0, 5000), (0, 1), runq=(2, (0, 40), (0, 1))))
     assert [o.max_ns for o in offcpu] == [5000]
     # interval 2: shorter waits (1200) than interval 1's
-    tasks, _, _, offcpu, _ = _drain(sched, _max_entries(7, 5, (1200, 5000), (2, 1), runq=(3, (25, 40), (2, 1))))
+    tasks, _, _, offcpu, _ = _drain(sched, _max_entries(7, 5, (1200, 5000), (2, 1), runq=(4, (25, 40), (2, 1))))
     assert [o.max_ns for o in offcpu] == [1200] and [t.runq_max_ns for t in tasks] == [25]
     # interval 3: new waits whose pair was not renumbered (a value of interval 1 left in slot 1): unknown, 0
-    tasks, _, _, offcpu, _ = _drain(sched, _max_entries(7, 6, (1200, 5000), (2, 1), runq=(4, (25, 40), (2, 1))))
+    tasks, _, _, offcpu, _ = _drain(sched, _max_entries(7, 7, (1200, 5000), (2, 1), runq=(6, (25, 40), (2, 1))))
     assert [o.max_ns for o in offcpu] == [0] and [t.runq_max_ns for t in tasks] == [0]
+
+
+def test_a_wait_that_ends_between_the_numbering_and_the_read_is_in_the_extremes_of_the_interval_that_counts_it(
+        sched):
+    """The drain numbers the next interval, then reads: a wait that ends in between is counted in the
+    interval read and kept in the next number's pair (bpf/interval.h). The interval takes that pair too, so
+    that its longest covers every wait it counted; the next interval, whose pair still holds that wait,
+    has its longest held to its total, and a lone wait's longest is that wait."""
+    # interval 1: waits of 2000 and 2100 counted, the 2100 one numbered 2 (it ended after the numbering)
+    tasks, _, _, offcpu, _ = _drain(sched, _max_entries(7, 2, (2100, 2000), (2, 1), total=4100,
+                                                        runq=(2, (30, 20), (2, 1))))
+    assert [o.max_ns for o in offcpu] == [2100] and [t.runq_max_ns for t in tasks] == [30]
+    # interval 2: waits of 600 and 700 counted; its pair still holds the 2100 one: held to their 1300
+    _, _, _, offcpu, _ = _drain(sched, _max_entries(7, 4, (2100, 2000), (2, 1), total=5400))
+    assert [o.max_ns for o in offcpu] == [1300]
+    # interval 3: one wait of 500, in the pair of 3 with nothing longer: that wait
+    _, _, _, offcpu, _ = _drain(sched, _max_entries(7, 5, (2100, 500), (2, 3), total=5900))
+    assert [o.max_ns for o in offcpu] == [500]
+    assert abi.bounded(5000, 40, 3, 900) == (900, 40) and abi.bounded(5000, 40, 1, 900) == (900, 900)
+    assert abi.bounded(5000, 40, 0, 0) == (0, 0)
 
 
 def test_the_task_dumps_struct_readers_read_what_the_ctypes_mirror_reads():
@@ -450,7 +472,7 @@ def test_the_task_dumps_struct_readers_read_what_the_ctypes_mirror_reads():
     sl.val.count, sl.val.total_ns, sl.val.charged_ns, sl.val.weighted_ns, sl.val.var_us2 = 11, 12, 13, 14, 15
     sl.val.woken[0], sl.val.woken[1], sl.val.woken[2] = 16, 17, 18
     sl.val.hist[4] = 11
-    sl.val.ival.max_ns[1], sl.val.ival.epoch[1] = 99, 3
+    sl.val.ival.max_ns[1], sl.val.ival.epoch[1] = 9, 3
     v.slots[0].used = 1  # the first slot, used and zero
     v.offcpu_ival.max_ns[1], v.offcpu_ival.epoch[1] = 77, 3
     v.runq_ival.max_ns[1], v.runq_ival.epoch[1] = 55, 3
@@ -466,7 +488,7 @@ def test_the_task_dumps_struct_readers_read_what_the_ctypes_mirror_reads():
     [o] = task_dump.slot_deltas(tid, 500, raw, None, 3)
     assert (o.kstack, o.ustack, o.state, o.why, o.func) == (5, 6, 7, 8, 9)
     assert (o.count, o.total_ns, o.charged_ns, o.weighted_ns, o.var_us2, o.woken) == (11, 12, 13, 14, 15, (16, 17, 18))
-    assert o.hist == ((4, 11),) and o.max_ns == 99
+    assert o.hist == ((4, 11),) and o.max_ns == 9
 
 
 def test_the_slots_read_in_c_as_in_python():

@@ -193,17 +193,24 @@ def test_cyclictest_behind_cpu_hogs_gets_the_priority_advice(tmp_path):
     m = re.search(r"T: 0 \(\s*(\d+)\) P: 0 .*C:\s*(\d+) Min:\s*(\d+) Act:\s*\d+ Avg:\s*(\d+) Max:\s*(\d+)",
                   proc.stdout)
     assert m, proc.stdout
-    tid, cycles, max_us = int(m.group(1)), int(m.group(2)), int(m.group(5))
+    tid, cycles, avg_us, max_us = int(m.group(1)), int(m.group(2)), int(m.group(4)), int(m.group(5))
     advice = _recommend(path)
     prio = [line for line in advice.splitlines() if re.match(r"\[\d+\] priority:", line)]
     # its measuring thread (its main thread, which wakes to report, may be advised on too); no hog
     assert any(f"cyclictest[{tid}]" in p for p in prio), advice
     assert all(re.match(r"\[\d+\] priority: cyclictest\[\d+\]", p) for p in prio), prio
-    # its wakeup-to-run latency, against cyclictest's own (timer expiry to running: ours starts at the
-    # wakeup, a few microseconds later)
+    # its wakeup-to-run latency, against cyclictest's own: that runs from the timer's deadline to the thread
+    # running again, ours from the wakeup to the switch-in, which lies within it. On average ours is shorter
+    # by the timer's slack (50 us for a normal thread) and its interrupt: 75-95 us in eight runs here. A
+    # single cycle's can be far longer than its run-queue wait (the vCPU taken by the host before the timer's
+    # interrupt, or a preemption on the way back to user space: 4.1 ms of 7.6 ms once), so the longest is
+    # held only from above, where no preemption could add a wait outside cyclictest's measure.
     doc = _command_doc(path)
     t = next(x for x in doc["tasks"] if x["pid"] == tid)
-    assert abs(t["runq_max_ns"] / 1000 - max_us) <= 0.1 * max_us + 200, (t["runq_max_ns"], max_us)
-    # one wakeup per cycle (a few more: its start-up); in one run of about ten, 994 of 1,000 were
-    # counted: not yet explained, so the bound allows 1.5% fewer
+    avg = t["runq_latency_ns"] / t["runq_count"] / 1000
+    assert -20 <= avg_us - avg <= 0.1 * avg_us + 150, (avg, avg_us)
+    if t["involuntary_switches"] == 0:
+        assert t["runq_max_ns"] / 1000 <= max_us + 0.02 * max_us + 20, (t["runq_max_ns"], max_us)
+    # one wakeup per cycle (a few more: its start-up), less the cycles whose deadline had passed when the
+    # thread went to sleep again (the one after a cycle later than the 5 ms interval does not sleep)
     assert 0.985 * cycles <= t["runq_count"] <= cycles + 5, (t["runq_count"], cycles)
