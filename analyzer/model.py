@@ -276,27 +276,66 @@ class Model:
         reads, are folded when first read (`Folded`): a live view folds each interval as it comes, and
         shows them only in some views. Their stacks are looked up in `stacks` then (a live timeline's, which
         keeps those its held intervals use)."""
-        tasks: dict[TaskId, list] = {}
-        waits: dict[tuple, list[int]] = {}
-        wakes, locks = _WakeFold(), LockFold()  # folded as the intervals come, unless lazy
-        deferred: list[Interval] = []  # lazy: the intervals whose wakeups and lock waits are folded when read
-        n = max(meta.cpus, 1)
-        matrix = [[0] * n for _ in range(n)]
-        health: dict[str, int] = {}
-        programs: dict[str, list[int]] = {}
-        slab: dict[tuple[int, int, bool], list[int]] = {}
-        caches = dict(slab_caches or {})
-        funcs = dict(functions or {})
-        cgroups: dict[int, str] = {}
-        costs: list[tuple[float, int, int, int, int]] = []
-        tuning: list[TuningChange] = []
-        oncpu: dict[tuple, list] = {}
-        cpus: dict[int, list[int]] = {}
-        futexes: dict[tuple, list] = {}
-        io = _IoFold()
-        switches = cpu = count = kswitches = 0
-        start_ns = end_ns = 0
-        last: Interval | None = None
+        return ModelFold(meta, slab_caches, functions, lazy).add(intervals).model(task_info, stacks)
+
+    def descendants(self, root_tgid: int) -> set[TaskId]:
+        """Tasks of a process tree: the root's threads and every process created under it. Walked down
+        from the root, once per process: a chain of processes (a fork loop, or a recording crafted as
+        one) costs its length, not its square."""
+        infos = [t.info for t in self.tasks.values()]
+        children: dict[int, set[int]] = {}
+        for info in infos:
+            children.setdefault(info.ptgid, set()).add(info.tgid)
+        procs = {root_tgid}
+        todo = [root_tgid]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in procs:
+                    procs.add(child)
+                    todo.append(child)
+        return {info.task for info in infos if info.tgid in procs}
+
+
+class ModelFold:
+    """The fold of a window, interval by interval: Model.from_intervals is one of these, added its
+    intervals at once; a live source folds a wide window a few intervals at a time (stallscope/sources.py),
+    so that its fold never holds up a drain. `model` is called once, when every interval is in."""
+
+    def __init__(self, meta: RecordingMeta, slab_caches: dict[int, SlabCache] | None = None,
+                 functions: dict[int, str] | None = None, lazy: bool = False):
+        self.tasks: dict[TaskId, list] = {}
+        self.waits: dict[tuple, list[int]] = {}
+        self.wakes, self.locks = _WakeFold(), LockFold()  # folded as the intervals come, unless lazy
+        self.deferred: list[Interval] = []  # lazy: the intervals whose wakeups and lock waits are folded when read
+        self.meta, self.lazy = meta, lazy
+        n = self.n = max(meta.cpus, 1)
+        self.matrix = [[0] * n for _ in range(n)]
+        self.health: dict[str, int] = {}
+        self.programs: dict[str, list[int]] = {}
+        self.slab: dict[tuple[int, int, bool], list[int]] = {}
+        self.caches = dict(slab_caches or {})
+        self.funcs = dict(functions or {})
+        self.cgroups: dict[int, str] = {}
+        self.costs: list[tuple[float, int, int, int, int]] = []
+        self.tuning: list[TuningChange] = []
+        self.oncpu: dict[tuple, list] = {}
+        self.cpus: dict[int, list[int]] = {}
+        self.futexes: dict[tuple, list] = {}
+        self.io = _IoFold()
+        self.switches = self.cpu = self.count = self.kswitches = 0
+        self.start_ns = self.end_ns = 0
+        self.last: Interval | None = None
+
+    def add(self, intervals: Iterable[Interval]) -> "ModelFold":
+        """Intervals after those added so far, in order."""
+        meta, lazy, n = self.meta, self.lazy, self.n
+        tasks, waits, wakes, locks, deferred, matrix = (
+            self.tasks, self.waits, self.wakes, self.locks, self.deferred, self.matrix)
+        health, programs, slab, caches, funcs, cgroups = (
+            self.health, self.programs, self.slab, self.caches, self.funcs, self.cgroups)
+        costs, tuning, oncpu, cpus, futexes, io = self.costs, self.tuning, self.oncpu, self.cpus, self.futexes, self.io
+        switches, cpu, count, kswitches = self.switches, self.cpu, self.count, self.kswitches
+        start_ns, end_ns, last = self.start_ns, self.end_ns, self.last
         for iv in intervals:
             if count == 0:
                 start_ns = iv.start_ns
@@ -411,6 +450,20 @@ class Model:
                 acc[0] += p.run_cnt
                 acc[1] += p.run_time_ns
                 acc[2] += p.recursion_misses
+        self.switches, self.cpu, self.count, self.kswitches = switches, cpu, count, kswitches
+        self.start_ns, self.end_ns, self.last = start_ns, end_ns, last
+        return self
+
+    def model(self, task_info: dict[TaskId, TaskInfo], stacks: dict[int, Stack]) -> Model:
+        """The window's model, its tasks named from `task_info` and its stacks from `stacks`."""
+        meta, lazy = self.meta, self.lazy
+        tasks, waits, wakes, locks, deferred, matrix = (
+            self.tasks, self.waits, self.wakes, self.locks, self.deferred, self.matrix)
+        health, programs, slab, caches, funcs, cgroups = (
+            self.health, self.programs, self.slab, self.caches, self.funcs, self.cgroups)
+        costs, tuning, oncpu, cpus, futexes, io = self.costs, self.tuning, self.oncpu, self.cpus, self.futexes, self.io
+        switches, cpu, count, kswitches = self.switches, self.cpu, self.count, self.kswitches
+        start_ns, end_ns, last = self.start_ns, self.end_ns, self.last
         totals = {}
         for tid, t in tasks.items():
             info = task_info.get(tid) or TaskInfo(tid, 0, 0, "?")
@@ -430,7 +483,7 @@ class Model:
                                      funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
                                      tuple(v[7]), v[9])
                      for (tid, tgid, state, k, u, why, func), v in waits.items())
-        return cls(
+        return Model(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
             waits=made, waits_now=_waits_now(last, waits, made),
             wakeups=Folded(lambda: _WakeFold.of(deferred).result(stacks)) if lazy else wakes.result(stacks),
@@ -448,23 +501,6 @@ class Model:
                               for (tid, tgid, uaddr, op, us, caller_addr, flags), e in futexes.items()),
             functions=funcs, **io.fields(),
         )
-
-    def descendants(self, root_tgid: int) -> set[TaskId]:
-        """Tasks of a process tree: the root's threads and every process created under it. Walked down
-        from the root, once per process: a chain of processes (a fork loop, or a recording crafted as
-        one) costs its length, not its square."""
-        infos = [t.info for t in self.tasks.values()]
-        children: dict[int, set[int]] = {}
-        for info in infos:
-            children.setdefault(info.ptgid, set()).add(info.tgid)
-        procs = {root_tgid}
-        todo = [root_tgid]
-        while todo:
-            for child in children.get(todo.pop(), ()):
-                if child not in procs:
-                    procs.add(child)
-                    todo.append(child)
-        return {info.task for info in infos if info.tgid in procs}
 
 
 class _WakeFold:

@@ -28,7 +28,7 @@ from stallscope.analyzer.io import (
     CauseDevice, IoDeviceRow, bio_based, bios_counted, cause_devices, devices_described, io_table,
 )
 from stallscope.analyzer.locks import LockStat, lock_stats
-from stallscope.analyzer.model import Model
+from stallscope.analyzer.model import Model, ModelFold
 from stallscope.analyzer.oncpu import FunctionSamples, probe_ran, top_functions
 from stallscope.analyzer.overhead import Cost, model_costs
 from stallscope.analyzer.recommend import Recommendation, recommend
@@ -430,6 +430,22 @@ class Timeline:
             self._cache[key] = snap
             self._trim()
 
+    def held(self, span: int) -> tuple[int, int] | None:
+        """The newest window `span` intervals wide that this timeline holds a snapshot of (one folded
+        elsewhere: `hold`), or narrower where it begins at the first interval held (clipped, early on)."""
+        best = None
+        for first, last in self._cache:
+            width = last - first + 1
+            if first != last and (width == span or (width < span and first <= self.first_index)):
+                if best is None or last > best[1]:
+                    best = (first, last)
+        return best
+
+    def fold_window(self, first: int, last: int) -> "WindowFold | None":
+        """The window first..last (clipped to what is held) to be folded a few intervals at a time."""
+        first, last = max(first, self.first_index), min(last, self.last_index)
+        return WindowFold(self, first, last) if self.intervals and first <= last else None
+
     def latest(self, n: int = 1) -> Snapshot | None:
         """The last n intervals."""
         return self.window(self.last_index - n + 1, self.last_index)
@@ -446,3 +462,46 @@ class Timeline:
             snap = self._cache.get((i, i)) or self._digests.get(i) or (self.window(i, i) if i >= held else None)
             out.append(value(snap) if snap is not None else 0.0)
         return out
+
+
+class WindowFold:
+    """A timeline's window folded a few intervals at a time (`add`), then made its snapshot (`snapshot`), as
+    `Timeline.window` makes it at once: a live source folds a wide window so, within a share of each
+    interval, so that the fold never holds up the next drain. It holds its intervals: the timeline may
+    forget them meanwhile (their names it keeps a while longer: LiveSource's fold timeline)."""
+
+    def __init__(self, timeline: Timeline, first: int, last: int):
+        self.timeline, self.first, self.last = timeline, first, last
+        base = timeline.first_index
+        self.intervals = [timeline.intervals[i - base] for i in range(first, last + 1)]
+        self._next = 0
+        self._fold = ModelFold(timeline.meta, timeline.slab_caches, timeline.functions, lazy=True)
+
+    @property
+    def span(self) -> int:
+        return self.last - self.first + 1
+
+    @property
+    def done(self) -> bool:
+        return self._next >= len(self.intervals)
+
+    def add(self, count: int = 1) -> bool:
+        """Up to `count` more of its intervals folded; whether all are."""
+        ivs = self.intervals[self._next:self._next + count]
+        self._next += len(ivs)
+        with self.timeline.work():
+            self._fold.add(ivs)
+        return self.done
+
+    def snapshot(self) -> Snapshot:
+        """The window's snapshot once every interval is folded (`done`), kept as the timeline's."""
+        assert self.done, "intervals left to fold"
+        tl = self.timeline
+        with tl.work():
+            model = self._fold.model(tl.task_info, tl.stacks)
+            if tl.locks is not None:
+                model = tl.locks(model, self.intervals)
+        snap = Snapshot(model, self.first, self.last, tl.live)
+        tl._cache[(self.first, self.last)] = snap
+        tl._trim()
+        return snap

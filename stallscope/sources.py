@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import queue
 import threading
+import time
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable
@@ -19,7 +20,7 @@ from stallscope.analyzer.load import fold_locks, with_locks
 from stallscope.analyzer.model import Model, wait_limit_ns
 from stallscope.analyzer.sample import Interval, RecordingMeta
 from stallscope.analyzer.store import Recording
-from stallscope.analyzer.timeline import Timeline
+from stallscope.analyzer.timeline import Timeline, WindowFold
 from stallscope.errors import StallscopeError
 from stallscope.gc_work import interval_work
 
@@ -31,6 +32,13 @@ LIVE_MAX_RECORDS = 1_000_000
 # what the default view (Blockers, with each cause's history) and the status line read of each interval
 PREFOLDED = ("ranked", "idle_ns", "shares", "cost", "lost")
 LIVE_WINDOWS = (1, 10, 60)  # the intervals a live view's window spans (`w` cycles them); each folded here
+# the share of an interval a wider window's fold may take in the session's thread, with each interval: what
+# is left waits for the next one (the window shown is then that many intervals older, and says so), so that
+# folding a minute of a loaded machine's records (1.5 s) never holds up a drain
+WINDOW_FOLD_SHARE = 0.2
+# intervals the source's fold timeline keeps beyond the widest window: their names, for a window whose fold
+# took that long
+WINDOW_FOLD_SLACK = 30
 LIVE_GC_THRESHOLD = 100_000  # allocations between young-generation collections, live
 _WITHOUT_LOCKS = frozenset({"locks"})
 
@@ -255,7 +263,8 @@ class LiveSource:
         # the newest interval's snapshot is folded here, in the session's thread, with what the default
         # view and the status line read of it: the view's thread only draws (a key is not kept waiting
         # behind a fold); a timeline of its own, as the view's holds the same names and stacks
-        self._fold = Timeline(meta, keep=max(2, *LIVE_WINDOWS), live=True, cache_size=3)
+        self._fold = Timeline(meta, keep=max(2, *LIVE_WINDOWS) + WINDOW_FOLD_SLACK, live=True, cache_size=3)
+        self._window: tuple[int, WindowFold] | None = None  # the width asked for, and its fold under way
         self._put(Event("meta", meta))
 
     def _on_interval(self, iv: Interval) -> None:
@@ -276,11 +285,28 @@ class LiveSource:
         return _prefolded(fold.window(iv.index, iv.index))
 
     def _prefold_window(self, iv: Interval):
-        """The view's window ending with this interval, when it spans more than one (None otherwise)."""
+        """The snapshot of the view's window, when it spans more than one interval and its fold is done (None
+        otherwise). Its fold starts with the interval after the last one's end, and goes on with each
+        interval for at most WINDOW_FOLD_SHARE of one: an idle machine's ends with the interval that began
+        it, a loaded one's some intervals later (the window shown is that much older)."""
         fold, n = getattr(self, "_fold", None), self.window_len
         if fold is None or n <= 1:
+            self._window = None
             return None
-        return _prefolded(fold.window(iv.index - n + 1, iv.index))
+        asked, w = self._window if self._window is not None else (0, None)
+        if w is None or asked != n:  # none under way, or one of a width no longer asked for
+            w = fold.fold_window(iv.index - n + 1, iv.index)
+            if w is None or w.span == 1:  # the first interval: its own snapshot is the window
+                self._window = None
+                return None
+            self._window = (n, w)
+        until = time.monotonic() + WINDOW_FOLD_SHARE * self.session.options.interval_s
+        while not w.add() and time.monotonic() < until:
+            pass
+        if not w.done:
+            return None
+        self._window = None
+        return _prefolded(w.snapshot())
 
     def _close_writer(self, meta: RecordingMeta | None) -> None:
         writer, self.writer = self.writer, None

@@ -199,13 +199,19 @@ class FakeLive:
     def start(self):
         pass
 
-    def push(self, iv):
-        self.pending.append(Event("interval", iv))
+    def push(self, iv, window: int = 0):
+        """`window`: with the snapshot of the last `window` intervals, as LiveSource hands over the view's."""
+        self.pending.append(Event("interval", iv, window=window))
 
     def events(self):
         out, self.pending = self.pending, []
         for ev in out:
-            self.timeline.add(ev.payload)
+            tl = self.timeline
+            tl.add(ev.payload)
+            if ev.window:
+                w = tl.fold_window(tl.last_index - ev.window + 1, tl.last_index)
+                w.add(ev.window)
+                tl.hold(w.snapshot())
         return out
 
     def stop(self):
@@ -241,7 +247,12 @@ def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on(
             assert app.current_window() == (4, 4)
             await pilot.press("w")
             await pilot.pause(0.2)
-            assert (app.snapshot.first, app.snapshot.last) == (0, 4)  # the last 10 intervals: all 5 there are
+            # the source folds the window in its thread: meanwhile the newest interval, and the status says so
+            assert (app.snapshot.first, app.snapshot.last) == (4, 4) and "folding the last 10 intervals" in status(app)
+            src.push(ivs[5], window=10)  # the window comes with the next interval
+            await pilot.pause(0.2)
+            assert (app.snapshot.first, app.snapshot.last) == (0, 5)  # the last 10 intervals: all 6 there are
+            assert "folding" not in status(app)
             await pilot.press("q")
         assert src.stopped
     run(go())

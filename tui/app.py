@@ -242,7 +242,9 @@ class TopApp(App):
             return self.cursor
         if not self.source.live:
             return tl.first_index, tl.last_index
-        return tl.last_index - self.window_len + 1, tl.last_index
+        if self.window_len > 1:  # the newest the source folded (its fold may take some intervals under load)
+            return tl.held(self.window_len) or (tl.last_index, tl.last_index)
+        return tl.last_index, tl.last_index
 
     def refresh_data(self, force: bool = False) -> None:
         window = self.current_window()
@@ -333,6 +335,8 @@ class TopApp(App):
             span = f"interval {snap.first}" if snap.first == snap.last else f"intervals {snap.first}..{snap.last}"
             t.append(f"  window: {span} of {tl.first_index}..{tl.last_index} ({snap.seconds:.1f} s, "
                      f"at +{(snap.model.start_ns - meta.start_ns) / 1e9:.0f} s)")
+            if self.source.live and self.cursor is None and self.window_len > 1 and snap.first == snap.last:
+                t.append(f"  (folding the last {self.window_len} intervals)", style="dim")
         t.append(f"  every {meta.interval_s:g} s")
         if self.paused:
             t.append("  PAUSED", style="bold reverse yellow")
