@@ -326,16 +326,18 @@ class ModelFold:
         self.start_ns = self.end_ns = 0
         self.last: Interval | None = None
 
+    def _state(self) -> tuple:
+        """The accumulators and counts, to be read as locals (the fold's loop reads them per record)."""
+        return (self.tasks, self.waits, self.wakes, self.locks, self.deferred, self.matrix, self.health, self.programs,
+                self.slab, self.caches, self.funcs, self.cgroups, self.costs, self.tuning, self.oncpu, self.cpus,
+                self.futexes, self.io, self.switches, self.cpu, self.count, self.kswitches, self.start_ns, self.end_ns,
+                self.last)
+
     def add(self, intervals: Iterable[Interval]) -> "ModelFold":
         """Intervals after those added so far, in order."""
         meta, lazy, n = self.meta, self.lazy, self.n
-        tasks, waits, wakes, locks, deferred, matrix = (
-            self.tasks, self.waits, self.wakes, self.locks, self.deferred, self.matrix)
-        health, programs, slab, caches, funcs, cgroups = (
-            self.health, self.programs, self.slab, self.caches, self.funcs, self.cgroups)
-        costs, tuning, oncpu, cpus, futexes, io = self.costs, self.tuning, self.oncpu, self.cpus, self.futexes, self.io
-        switches, cpu, count, kswitches = self.switches, self.cpu, self.count, self.kswitches
-        start_ns, end_ns, last = self.start_ns, self.end_ns, self.last
+        (tasks, waits, wakes, locks, deferred, matrix, health, programs, slab, caches, funcs, cgroups, costs, tuning,
+         oncpu, cpus, futexes, io, switches, cpu, count, kswitches, start_ns, end_ns, last) = self._state()
         for iv in intervals:
             if count == 0:
                 start_ns = iv.start_ns
@@ -457,13 +459,8 @@ class ModelFold:
     def model(self, task_info: dict[TaskId, TaskInfo], stacks: dict[int, Stack]) -> Model:
         """The window's model, its tasks named from `task_info` and its stacks from `stacks`."""
         meta, lazy = self.meta, self.lazy
-        tasks, waits, wakes, locks, deferred, matrix = (
-            self.tasks, self.waits, self.wakes, self.locks, self.deferred, self.matrix)
-        health, programs, slab, caches, funcs, cgroups = (
-            self.health, self.programs, self.slab, self.caches, self.funcs, self.cgroups)
-        costs, tuning, oncpu, cpus, futexes, io = self.costs, self.tuning, self.oncpu, self.cpus, self.futexes, self.io
-        switches, cpu, count, kswitches = self.switches, self.cpu, self.count, self.kswitches
-        start_ns, end_ns, last = self.start_ns, self.end_ns, self.last
+        (tasks, waits, wakes, locks, deferred, matrix, health, programs, slab, caches, funcs, cgroups, costs, tuning,
+         oncpu, cpus, futexes, io, switches, cpu, count, kswitches, start_ns, end_ns, last) = self._state()
         totals = {}
         for tid, t in tasks.items():
             info = task_info.get(tid) or TaskInfo(tid, 0, 0, "?")

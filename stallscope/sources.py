@@ -286,9 +286,9 @@ class LiveSource:
 
     def _prefold_window(self, iv: Interval):
         """The snapshot of the view's window, when it spans more than one interval and its fold is done (None
-        otherwise). Its fold starts with the interval after the last one's end, and goes on with each
-        interval for at most WINDOW_FOLD_SHARE of one: an idle machine's ends with the interval that began
-        it, a loaded one's some intervals later (the window shown is that much older)."""
+        otherwise). A window's fold begins with the first interval after the last one was done, and goes on
+        with each interval for at most WINDOW_FOLD_SHARE of one: an idle machine's ends with the interval that
+        began it, a loaded one's some intervals later (the window shown is that much older)."""
         fold, n = getattr(self, "_fold", None), self.window_len
         if fold is None or n <= 1:
             self._window = None
