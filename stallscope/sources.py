@@ -51,7 +51,9 @@ class Event:
     kind: str
     payload: Any = None
     snapshot: Any = None  # "interval": the interval's own snapshot, folded off the view's thread
-    window: Any = None  # "interval": the snapshot of the view's window ending with it (LiveSource.window_len > 1)
+    # "interval": the snapshot of the view's window whose fold ended with it (LiveSource.window_len > 1): it ends
+    # with this interval, or some intervals before it when its fold took that long (_prefold_window)
+    window: Any = None
 
 
 class RecordingSource:
