@@ -176,7 +176,8 @@ class SchedHealth(ctypes.Structure):
                 ("reap_unresolved", u64), ("reap_pending", u64), ("reap_exact", u64), ("reap_after_read", u64),
                 ("waking_unknown", u64), ("waking_unblocked", u64), ("waits_drawn", u64), ("waking_raced", u64),
                 ("open_walks", u64), ("switch_out_open", u64), ("close_without_start", u64),
-                ("wakeups_deferred", u64), ("switch_in_unseen", u64), ("runq_unseen", u64), ("open_carried", u64)]
+                ("wakeups_deferred", u64), ("switch_in_unseen", u64), ("runq_unseen", u64), ("open_carried", u64),
+                ("reap_ambiguous", u64)]
 
 
 class SchedConfig(ctypes.Structure):

@@ -291,6 +291,8 @@ struct sched_health {
 				  * task); the wait's charge to its key is dropped, its time stays in the task's totals */
 	__u64 runq_unseen;       /* ... with a run-queue wait never closed, for the same reason: dropped */
 	__u64 open_carried;      /* waits in progress a dump carried on without a record (see DUMP_OPEN) */
+	__u64 reap_ambiguous;    /* a zombie leader's final switch matched two of its parent's reaps that differ on
+				  * whether the parent read it, both as near in CPU time: the nearer one taken */
 };
 
 /* Load-time knobs (.rodata); the stack-walk rate and minimum wait are run-time

@@ -72,10 +72,19 @@ def _stack_text(doc: dict, tid: int) -> str:
 
 def _assert_inside_the_calls(doc: dict, ours: dict, t: dict) -> None:
     """Within 2%, never above; below by at most what the host stole meanwhile: a vCPU the host
-    stops leaves the guest thinking the thread ran, so stolen time is inside the calls too."""
+    stops leaves the guest thinking the thread ran, so stolen time is inside the calls too.
+    A block the recording did not count (at most one, see the sleeper's test) is a call's time
+    missing too: one call's average length (with a tenth more for its wakeup) is allowed per block
+    missing, no more."""
     inside = _inside_the_calls(ours)
-    assert inside <= t["blocked_ns"] * 1.02
-    assert inside >= t["blocked_ns"] * 0.98 - doc["_test_steal_ns"], doc["_test_steal_ns"]
+    blocks = t["end"]["voluntary_switches"] - t["start"]["voluntary_switches"]
+    missing = max(0, blocks - ours["offcpu_count"])
+    per_call = t["blocked_ns"] / max(1, t["calls"])
+    why = {"inside_ns": inside, "truth_ns": t["blocked_ns"], "steal_ns": doc["_test_steal_ns"],
+           "blocks": blocks, "counted": ours["offcpu_count"],
+           "health": {k: v for k, v in doc["meta"].get("health", {}).items() if v}}
+    assert inside <= t["blocked_ns"] * 1.02, why
+    assert inside >= t["blocked_ns"] * 0.98 - doc["_test_steal_ns"] - missing * 1.1 * per_call, why
 
 
 def _inside_the_calls(ours: dict) -> int:
