@@ -20,8 +20,8 @@ LOSSES: dict[str, tuple[str, str]] = {
     "storage_errors": ("events of tasks whose per-task state the kernel could not create (no memory, or its "
                        "task storage in use on that CPU): a wait, a migration or a first run-queue wait not "
                        "recorded", ""),
-    "switch_out_open": ("waits whose wakeup and switch-in no probe saw: the part after the last interval's "
-                        "charge is lost", ""),
+    "switch_out_open": ("waits whose wakeup and switch-in the kernel did not trace: their length taken from the "
+                        "task's run time and run_delay (switch_out_closed of them), their stack and waker lost", ""),
     "switch_in_unseen": ("waits whose switch-in the kernel did not trace: their time stays in their task's totals, "
                          "their charge to a stack and cause is lost", ""),
     "runq_unseen": ("run-queue waits whose end (the task's switch-in) the kernel did not trace: lost", ""),

@@ -580,6 +580,8 @@ static __always_inline __u64 close_wait(struct task_stats *s, __u64 now, __u64 m
 	return d;
 }
 
+static __always_inline void close_unseen_wait(struct task_stats *s, struct task_struct *prev, __u64 m, __u64 now);
+
 static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_struct *prev,
 					  unsigned int prev_state, __u64 now)
 {
@@ -591,12 +593,15 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 		return;
 	if (s->mark) {
 		/* running, so not blocked: a wait whose wakeup and switch-in no program saw
-		 * (seen here a few times a minute under stress-ng's dir stressor, cause not
-		 * found). Counted; the time the dumps charged stays, the rest is not known */
+		 * (now and then the kernel runs no program for a tracepoint's event: a few a
+		 * minute under hackbench or stress-ng's dir stressor). Counted, and closed
+		 * from the kernel's own counters (close_unseen_wait) */
 		__u64 m = __sync_lock_test_and_set(&s->mark, 0);
 
-		if (m)
+		if (m) {
 			__sync_fetch_and_add(&health.switch_out_open, 1);
+			close_unseen_wait(s, prev, m, now);
+		}
 	}
 	/* it ran, yet no switch-in closed what its wakeup began: the kernel did not trace that switch-in
 	 * (none for some switches out of an idle task); dropped below, counted here */
@@ -792,6 +797,41 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 	slot = log2_slot(d);
 	if (slot < RUNQ_SLOTS)
 		v->hist[slot] += 1;
+}
+
+/* A wait still open at the task's next switch-out: its wakeup and switch-in were not traced. What the task
+ * did since the switch-out that opened it is in the kernel's own counters: it ran (se.sum_exec_runtime)
+ * and waited in a run queue (schedstat's run_delay), and was blocked the rest of the time. The wait ends
+ * where that run-queue wait began; the run-queue wait is counted as a wakeup's. The wait's key has no
+ * stack (the task runs elsewhere in its code now) and no waker. Without schedstat (no run_delay) the
+ * run-queue wait is counted as blocked; counters that went back (an entry made since) close nothing. */
+static __always_inline void close_unseen_wait(struct task_stats *s, struct task_struct *prev, __u64 m, __u64 now)
+{
+	__u64 exec = prev->se.sum_exec_runtime, delay = run_delay_of(prev), ran, queued, end;
+	__u32 slot;
+
+	if (!s->block_ts || !s->run_ns || exec < s->run_ns || delay < s->run_delay)
+		return;
+	ran = exec - s->run_ns;
+	queued = delay - s->run_delay;
+	if (now < s->block_ts + ran + queued)
+		return;
+	end = now - ran - queued;
+	if (end < m) /* a dump charged the wait past where it ended: what it charged stays */
+		end = m;
+	close_wait(s, end, m, WOKE_TASK);
+	s->no_walk = STACK_NOT_DRAWN;
+	charge_wait(s, prev, now);
+	s->woken = 0;
+	if (queued) {
+		__sync_fetch_and_add(&s->runq_ns, queued);
+		__sync_fetch_and_add(&s->runq_count, 1);
+		update_ival_extremes(&s->runq_ival, *(volatile __u32 *)&max_epoch.task, queued);
+		slot = log2_slot(queued);
+		if (slot < RUNQ_SLOTS)
+			__sync_fetch_and_add(&s->runq_hist[slot], 1);
+	}
+	__sync_fetch_and_add(&health.switch_out_closed, 1);
 }
 
 static __always_inline void on_switch_in(struct task_struct *next, __u64 now)

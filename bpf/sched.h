@@ -282,7 +282,7 @@ struct sched_health {
 				  * (sched_waking found no wait yet): closed at its switch-in, its run-queue wait
 				  * counted as blocked; lost entirely before this was kept */
 	__u64 open_walks;        /* stacks walked by the dump for waits still in progress */
-	__u64 switch_out_open;   /* a task switched out with a wait still open (never expected) */
+	__u64 switch_out_open;   /* a task switched out with a wait still open: its wakeup and switch-in not traced */
 	__u64 close_without_start; /* a wait closed whose start was not set (never expected) */
 	__u64 wakeups_deferred;  /* a first wakeup (a task asleep since before attach) whose storage could not be
 				  * made in the interrupt that woke it: made at its switch-in, its run-queue wait kept */
@@ -293,6 +293,7 @@ struct sched_health {
 	__u64 open_carried;      /* waits in progress a dump carried on without a record (see DUMP_OPEN) */
 	__u64 reap_ambiguous;    /* a zombie leader's final switch matched two of its parent's reaps that differ on
 				  * whether the parent read it, both as near in CPU time: the nearer one taken */
+	__u64 switch_out_closed; /* ... of them, closed from the task's run time and run_delay (close_unseen_wait) */
 };
 
 /* Load-time knobs (.rodata); the stack-walk rate and minimum wait are run-time
