@@ -13,6 +13,7 @@ names still used), so a long-running `top` stays bounded. Pure: no I/O, no threa
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict, deque
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -289,6 +290,8 @@ class Timeline:
     functions: dict[int, str] = field(default_factory=dict)
     slab_caches: dict[int, SlabCache] = field(default_factory=dict)
     _cache: OrderedDict = field(default_factory=OrderedDict)
+    # the cache's changes: a view folds a wide window in a thread of its own (tui/app.py), beside its own reads
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     _digests: dict = field(default_factory=dict)  # interval index -> Digest of its snapshot, once evicted
     _dead_at: dict = field(default_factory=dict)  # task -> index of the interval that saw its final switch
     _records: int = 0  # in the intervals held
@@ -319,8 +322,7 @@ class Timeline:
         if iv.tuning:
             self._steps.append((iv.index, iv.tuning[-1]))
         if snapshot is not None and (snapshot.first, snapshot.last) == (iv.index, iv.index):
-            self._cache[(iv.index, iv.index)] = snapshot
-            self._trim()
+            self._keep(snapshot)
         if self.keep is None:
             return
         while len(self.intervals) > self.keep or (
@@ -353,16 +355,30 @@ class Timeline:
             move(sid)
         while len(self.stacks) > self.max_stacks:
             self.stacks.popitem(last=False)
-        for key in [k for k in self._cache if k[0] < first]:
-            self._evict(key)
         oldest = self.last_index - self.keep + 1 if self.keep is not None else first
-        for i in [i for i in self._digests if i < oldest]:
-            del self._digests[i]
+        with self._lock:
+            for key in [k for k in self._cache if k[0] < first]:
+                self._evict(key)
+            for i in [i for i in self._digests if i < oldest]:
+                del self._digests[i]
+
+    def _keep(self, snap: Snapshot) -> None:
+        """A snapshot in the cache, the most recently used."""
+        with self._lock:
+            self._cache[(snap.first, snap.last)] = snap
+            self._cache.move_to_end((snap.first, snap.last))
+            self._trim()
 
     def _trim(self) -> None:
-        """Snapshots beyond `cache_size` go, least recently used first; an interval's own leaves its digest."""
-        while len(self._cache) > self.cache_size:
-            self._evict(next(iter(self._cache)))
+        """Snapshots beyond `cache_size` go, least recently used first; an interval's own leaves its digest.
+        A recording's whole window stays (the view's first, and `w`'s: a long one takes seconds to fold)."""
+        whole = None if self.live else (self.first_index, self.last_index)
+        with self._lock:
+            while len(self._cache) > self.cache_size:
+                key = next((k for k in self._cache if k != whole), None)
+                if key is None:
+                    break
+                self._evict(key)
 
     def _evict(self, key: tuple[int, int]) -> None:
         """A snapshot leaves the cache; an interval's own leaves its digest."""
@@ -394,6 +410,17 @@ class Timeline:
     def last_index(self) -> int:
         return self.intervals[-1].index if self.intervals else -1
 
+    def cached(self, first: int, last: int) -> Snapshot | None:
+        """The snapshot of intervals first..last (clipped as `window` clips) if it is folded, else None."""
+        if not self.intervals:
+            return None
+        first, last = max(first, self.first_index), min(last, self.last_index)
+        with self._lock:
+            snap = self._cache.get((first, last))
+            if snap is not None:
+                self._cache.move_to_end((first, last))
+            return snap
+
     def window(self, first: int, last: int) -> Snapshot | None:
         """The snapshot of intervals first..last (indexes, inclusive; clipped to what is held)."""
         if not self.intervals:
@@ -401,10 +428,8 @@ class Timeline:
         first, last = max(first, self.first_index), min(last, self.last_index)
         if first > last:
             return None
-        key = (first, last)
-        snap = self._cache.get(key)
+        snap = self.cached(first, last)
         if snap is not None:
-            self._cache.move_to_end(key)
             return snap
         base = self.first_index
         ivs = [self.intervals[i - base] for i in range(first, last + 1)]
@@ -414,8 +439,7 @@ class Timeline:
             if self.locks is not None:
                 model = self.locks(model, ivs)
         snap = Snapshot(model, first, last, self.live)
-        self._cache[key] = snap
-        self._trim()
+        self._keep(snap)
         return snap
 
     def hold(self, snap: Snapshot) -> None:
@@ -424,17 +448,19 @@ class Timeline:
         unless its window reaches before the intervals held."""
         if snap.first >= self.first_index and snap.last <= self.last_index:
             key = (snap.first, snap.last)
-            if self.live:  # the window slides: the wider snapshots that ended earlier are no one's any more
-                for old in [k for k in self._cache if k[0] != k[1] and k[1] < key[1]]:
-                    del self._cache[old]
-            self._cache[key] = snap
-            self._trim()
+            with self._lock:
+                if self.live:  # the window slides: the wider snapshots that ended earlier are no one's any more
+                    for old in [k for k in self._cache if k[0] != k[1] and k[1] < key[1]]:
+                        del self._cache[old]
+                self._keep(snap)
 
     def held(self, span: int) -> tuple[int, int] | None:
         """The newest window `span` intervals wide that this timeline holds a snapshot of (one folded
         elsewhere: `hold`), or narrower where it begins at the first interval held (clipped, early on)."""
         best = None
-        for first, last in self._cache:
+        with self._lock:
+            keys = list(self._cache)
+        for first, last in keys:
             width = last - first + 1
             if first != last and (width == span or (width < span and first <= self.first_index)):
                 if best is None or last > best[1]:
@@ -502,6 +528,5 @@ class WindowFold:
             if tl.locks is not None:
                 model = tl.locks(model, self.intervals)
         snap = Snapshot(model, self.first, self.last, tl.live)
-        tl._cache[(self.first, self.last)] = snap
-        tl._trim()
+        tl._keep(snap)
         return snap

@@ -136,7 +136,7 @@ class RecordingSource:
         try:
             tl = self._read(self._rec)
             self._folding = True
-            _prefolded(tl.whole())
+            prefolded(tl.whole())
             self.timeline = tl
             self._put(Event("meta", self.meta))
         except _Stopped:
@@ -183,7 +183,7 @@ class RecordingSource:
         return self._thread is not None and self._thread.is_alive()
 
 
-def _prefolded(snap):
+def prefolded(snap):
     """The snapshot with what the default view and the status line read of it made (PREFOLDED)."""
     if snap is not None:
         for name in PREFOLDED:
@@ -284,7 +284,7 @@ class LiveSource:
         if fold is None:
             return None
         fold.add(iv)
-        return _prefolded(fold.window(iv.index, iv.index))
+        return prefolded(fold.window(iv.index, iv.index))
 
     def _prefold_window(self, iv: Interval):
         """The snapshot of the view's window, when it spans more than one interval and its fold is done (None
@@ -308,7 +308,7 @@ class LiveSource:
         if not w.done:
             return None
         self._window = None
-        return _prefolded(w.snapshot())
+        return prefolded(w.snapshot())
 
     def _close_writer(self, meta: RecordingMeta | None) -> None:
         writer, self.writer = self.writer, None

@@ -132,6 +132,52 @@ def test_replay_steps_an_interval_widens_a_range_and_jumps_to_the_ends(recording
     run(go())
 
 
+def test_a_range_is_folded_in_a_thread_while_the_screen_answers_keys(recording, monkeypatch):
+    """A range not folded yet is folded in a thread: the window shown stays, the status line says which is
+    being folded, keys work meanwhile; a range asked for while another is folded replaces it; when done,
+    it is shown. The whole recording's snapshot stays cached (`w` shows it at once)."""
+    from stallscope.analyzer.timeline import WindowFold
+
+    gate, entered, adds = __import__("threading").Event(), __import__("threading").Event(), []
+    add = WindowFold.add
+
+    def held_add(self, count=1):
+        adds.append((self.first, self.last))
+        entered.set()
+        gate.wait(10)
+        return add(self, count)
+
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            whole = app.timeline.cached(0, INTERVALS - 1)
+            assert whole is not None
+            await pilot.press("end")
+            monkeypatch.setattr(WindowFold, "add", held_add)
+            app.action_widen(-1)  # as shift+left does, without the pilot's wait for the fold's end
+            await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+            last = INTERVALS - 1
+            assert app.snapshot.first == app.snapshot.last == last  # the window shown stays meanwhile
+            assert f"folding intervals {last - 1}..{last}" in status(app)
+            await pilot.press("2")  # the screen answers
+            assert app.active_view().name == app.views[1].name
+            app.action_widen(-1)  # a wider range asked for while the first is folded
+            assert f"folding intervals {last - 2}..{last}" in status(app)
+            gate.set()
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if app.folding is None:
+                    break
+            assert (app.snapshot.first, app.snapshot.last) == (last - 2, last)
+            assert "folding" not in status(app)
+            assert (last - 2, last) in adds
+            for i in range(INTERVALS):  # many windows since: the whole recording's stays
+                app.timeline.window(i, i)
+            assert app.timeline.cached(0, last) is whole
+    run(go())
+
+
 class FakeApplier:
     def __init__(self):
         self.applied, self.undone = [], 0

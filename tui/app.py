@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
@@ -24,7 +25,7 @@ from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT
 from stallscope.analyzer.recommend import RECOMMENDED
 from stallscope.analyzer.timeline import Snapshot
 from stallscope.errors import StallscopeError
-from stallscope.sources import LIVE_WINDOWS
+from stallscope.sources import LIVE_WINDOWS, prefolded
 from stallscope.tui import detail
 from stallscope.tui.cells import visible
 from stallscope.tui.views import Row, View, default_views
@@ -165,6 +166,12 @@ class TopApp(App):
         self.ended = ""
         self.snapshot: Snapshot | None = None
         self._shown: tuple | None = None
+        # a wide window not yet folded is folded in a thread (_fold_wide): the newest asked for, the one under way
+        self._fold_lock = threading.Lock()
+        self._fold_asked = None  # a WindowFold, made in this thread from the intervals of the moment
+        self.folding: tuple[int, int] | None = None  # the window being folded, for the status line
+        self._fold_running = False
+        self._leaving = False
 
     # ----- layout
 
@@ -250,7 +257,15 @@ class TopApp(App):
         window = self.current_window()
         if window is None:
             return
-        snap = self.timeline.window(*window)
+        tl = self.timeline
+        snap = tl.cached(*window)
+        if snap is None and window[0] != window[1]:
+            # a range of a recording, or a paused live view widened: folded in a thread, the screen answering
+            # keys meanwhile; the window shown stays until it is done (the status line says so)
+            self._fold_wide(window)
+            return
+        self.folding = None
+        snap = snap or tl.window(*window)
         if snap is None:
             return
         key = (snap.first, snap.last, id(snap))
@@ -259,6 +274,53 @@ class TopApp(App):
         self._shown = key
         self.snapshot = snap
         self.refresh_view()
+
+    def _fold_wide(self, window: tuple[int, int]) -> None:
+        """Fold `window` in a thread: the newest asked for replaces one not yet begun, and one under way is
+        left at its next step when another is asked (a key held down asks for a window a key)."""
+        fold = self.timeline.fold_window(*window)
+        if fold is None:
+            return
+        with self._fold_lock:
+            self._fold_asked = fold
+            self.folding = (fold.first, fold.last)
+            start, self._fold_running = not self._fold_running, True
+        self.update_status()
+        if start:
+            self.run_worker(self._fold_worker, thread=True, group="fold", exit_on_error=False)
+
+    def _fold_worker(self) -> None:
+        while True:
+            with self._fold_lock:
+                fold, self._fold_asked = self._fold_asked, None
+                if fold is None or self._leaving:
+                    self._fold_running = False
+                    return
+            error = None
+            try:
+                # a few intervals at a time: a window asked for since, or the view closing, leaves this one
+                while not fold.add(8) and self._fold_asked is None and not self._leaving:
+                    pass
+                if not fold.done:
+                    continue
+                snap = prefolded(fold.snapshot())
+            except Exception as exc:  # a damaged recording: said in one line, the window shown stays
+                snap, error = None, f"cannot fold intervals {fold.first}..{fold.last}: {exc}"
+            try:
+                self.call_from_thread(self._folded, snap, error)
+            except RuntimeError:  # the app is gone
+                with self._fold_lock:
+                    self._fold_running = False
+                return
+
+    def _folded(self, snap: Snapshot | None, error: str | None) -> None:
+        """In the screen's thread: a window folded (shown if it is still the one asked for), or why not."""
+        if error:
+            self.say(error, timeout=5)
+            self.folding = None
+        if snap is not None and self.current_window() == (snap.first, snap.last):
+            self.refresh_data()
+        self.update_status()
 
     def active_view(self) -> View:
         active = self.query_one(TabbedContent).active
@@ -337,6 +399,8 @@ class TopApp(App):
                      f"at +{(snap.model.start_ns - meta.start_ns) / 1e9:.0f} s)")
             if self.source.live and self.cursor is None and self.window_len > 1 and snap.first == snap.last:
                 t.append(f"  (folding the last {self.window_len} intervals)", style="dim")
+            elif self.folding is not None and self.folding != (snap.first, snap.last):
+                t.append(f"  (folding intervals {self.folding[0]}..{self.folding[1]})", style="dim")
         t.append(f"  every {meta.interval_s:g} s")
         if self.paused:
             t.append("  PAUSED", style="bold reverse yellow")
@@ -584,6 +648,7 @@ class TopApp(App):
             yield SystemCommand(title, help_text, action)
 
     async def action_quit(self) -> None:
+        self._leaving = True  # a window's fold under way stops at its next step
         self.source.stop()
         self.exit()
 
