@@ -304,6 +304,28 @@ def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on(
     run(go())
 
 
+def test_a_paused_live_view_widened_is_folded_and_shown():
+    """Paused at interval 5, `w` asks for the last 10 intervals (reaching before the first held): folded in a
+    thread, then shown clipped to what is held, and the status line no longer says it is folding."""
+    async def go():
+        ivs = tui_intervals()
+        src = FakeLive(tui_meta())
+        app = TopApp(src, refresh_s=0.05)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for iv in ivs[:6]:
+                src.push(iv)
+            await pilot.pause(0.3)
+            await pilot.press("p", "w")
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if app.folding is None:
+                    break
+            assert (app.snapshot.first, app.snapshot.last) == (0, 5)
+            assert "intervals 0..5 of 0..5" in status(app) and "folding" not in status(app)
+            await pilot.press("q")
+    run(go())
+
+
 def test_a_wait_still_going_shows_in_max_with_a_plus_and_in_the_details():
     """C has been waiting on its kernel mutex for 4.5 s at the window's end (a wait handed over by the last
     dump): its cause's Max is that, marked as still going, and sorts as it; the cause's detail and the task's

@@ -318,7 +318,8 @@ class TopApp(App):
         if error:
             self.say(error, timeout=5)
             self.folding = None
-        if snap is not None and self.current_window() == (snap.first, snap.last):
+        window = self.current_window()
+        if snap is not None and window is not None and self.timeline.cached(*window) is snap:  # still the one asked
             self.refresh_data()
         self.update_status()
 
