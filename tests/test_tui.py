@@ -304,9 +304,23 @@ def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on(
     run(go())
 
 
-def test_a_paused_live_view_widened_is_folded_and_shown():
+def test_a_paused_live_view_widened_is_folded_and_shown(monkeypatch):
     """Paused at interval 5, `w` asks for the last 10 intervals (reaching before the first held): folded in a
-    thread, then shown clipped to what is held, and the status line no longer says it is folding."""
+    thread, once although intervals keep coming meanwhile (each asks for the window again), then shown
+    clipped to what is held, and the status line no longer says it is folding."""
+    import threading
+
+    from stallscope.analyzer.timeline import WindowFold
+
+    gate, begun = threading.Event(), []
+    add = WindowFold.add
+
+    def held_add(self, count=1):
+        if self._next == 0:
+            begun.append((self.first, self.last))
+        gate.wait(10)
+        return add(self, count)
+
     async def go():
         ivs = tui_intervals()
         src = FakeLive(tui_meta())
@@ -315,13 +329,21 @@ def test_a_paused_live_view_widened_is_folded_and_shown():
             for iv in ivs[:6]:
                 src.push(iv)
             await pilot.pause(0.3)
-            await pilot.press("p", "w")
+            monkeypatch.setattr(WindowFold, "add", held_add)
+            await pilot.press("p")
+            app.action_window()  # as `w` does, without the pilot's wait for the fold's end
+            for iv in ivs[6:8]:
+                src.push(iv)
+                await pilot.pause(0.2)
+            assert "folding intervals 0..5" in status(app)
+            gate.set()
             for _ in range(100):
                 await pilot.pause(0.05)
                 if app.folding is None:
                     break
             assert (app.snapshot.first, app.snapshot.last) == (0, 5)
-            assert "intervals 0..5 of 0..5" in status(app) and "folding" not in status(app)
+            assert "intervals 0..5 of 0..7" in status(app) and "folding" not in status(app)
+            assert begun == [(0, 5)]
             await pilot.press("q")
     run(go())
 

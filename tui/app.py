@@ -282,6 +282,8 @@ class TopApp(App):
         if fold is None:
             return
         with self._fold_lock:
+            if self.folding == (fold.first, fold.last) and self._fold_running:
+                return  # asked again (a paused live view, as intervals come): the fold under way goes on
             self._fold_asked = fold
             self.folding = (fold.first, fold.last)
             start, self._fold_running = not self._fold_running, True
