@@ -8,7 +8,8 @@ per-task causes, the lock_stat table, ...). The views never know whether the dat
 
 Snapshots are cached by window: stepping a replay cursor back and forth, or redrawing while a live
 interval arrives, folds each window once. A live timeline keeps the last `keep` intervals (and the
-names still used), so a long-running `top` stays bounded. Pure: no I/O, no threads.
+names still used), so a long-running `top` stays bounded. Pure: no I/O, and no thread of its own;
+its cache's changes are under a lock, as a view may fold a wide window in a thread (tui/app.py).
 """
 
 from __future__ import annotations
