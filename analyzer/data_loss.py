@@ -22,9 +22,10 @@ LOSSES: dict[str, tuple[str, str]] = {
                        "recorded", ""),
     "switch_out_open": ("waits whose wakeup and switch-in the kernel did not trace: their length taken from the "
                         "task's run time and run_delay (switch_out_closed of them), their stack and waker lost", ""),
-    "switch_in_unseen": ("waits whose switch-in the kernel did not trace: their time stays in their task's totals, "
-                         "their charge to a stack and cause is lost", ""),
-    "runq_unseen": ("run-queue waits whose end (the task's switch-in) the kernel did not trace: lost", ""),
+    "switch_in_unseen": ("waits whose switch-in the kernel did not trace: charged to their cause at the task's next "
+                         "switch-out, their stack lost", ""),
+    "runq_unseen": ("run-queue waits whose end (the task's switch-in) the kernel did not trace: taken from the task's "
+                    "run time since (runq_closed of them)", ""),
     "open_carried_mismatch": ("waits in progress the task dump carried on that the collector did not charge, or "
                               "the other way round, for one interval each (a task gone without its final switch): "
                               "their keys' charge for that interval is wrong, their tasks' totals are not", ""),

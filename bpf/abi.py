@@ -177,7 +177,8 @@ class SchedHealth(ctypes.Structure):
                 ("waking_unknown", u64), ("waking_unblocked", u64), ("waits_drawn", u64), ("waking_raced", u64),
                 ("open_walks", u64), ("switch_out_open", u64), ("close_without_start", u64),
                 ("wakeups_deferred", u64), ("switch_in_unseen", u64), ("runq_unseen", u64), ("open_carried", u64),
-                ("reap_ambiguous", u64), ("switch_out_closed", u64)]
+                ("reap_ambiguous", u64), ("switch_out_closed", u64),
+                ("runq_closed", u64)]
 
 
 class SchedConfig(ctypes.Structure):

@@ -581,6 +581,7 @@ static __always_inline __u64 close_wait(struct task_stats *s, __u64 now, __u64 m
 }
 
 static __always_inline void close_unseen_wait(struct task_stats *s, struct task_struct *prev, __u64 m, __u64 now);
+static __always_inline void close_unseen_switch_in(struct task_stats *s, struct task_struct *prev, __u64 now);
 
 static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_struct *prev,
 					  unsigned int prev_state, __u64 now)
@@ -603,12 +604,8 @@ static __always_inline void on_switch_out(void *ctx, bool preempt, struct task_s
 			close_unseen_wait(s, prev, m, now);
 		}
 	}
-	/* it ran, yet no switch-in closed what its wakeup began: the kernel did not trace that switch-in
-	 * (none for some switches out of an idle task); dropped below, counted here */
-	if (s->pending_ns)
-		__sync_fetch_and_add(&health.switch_in_unseen, 1);
-	if (s->runq_ts)
-		__sync_fetch_and_add(&health.runq_unseen, 1);
+	if (s->pending_ns || s->runq_ts)
+		close_unseen_switch_in(s, prev, now);
 	{
 		/* Both counters were incremented before the tracepoint: read them
 		 * rather than re-derive the kernel's voluntary/involuntary rule.
@@ -832,6 +829,41 @@ static __always_inline void close_unseen_wait(struct task_stats *s, struct task_
 			__sync_fetch_and_add(&s->runq_hist[slot], 1);
 	}
 	__sync_fetch_and_add(&health.switch_out_closed, 1);
+}
+
+/* It ran, yet no switch-in closed what its wakeup began: the kernel did not trace that switch-in (none for
+ * some switches out of an idle task). Counted, and closed here: the wait is charged to its key (its cause;
+ * its stack only if a dump walked it while it lasted: the task runs elsewhere in its code now), and the
+ * run-queue wait from its wakeup (or its preemption) ends where the task came in, which is now less the
+ * run time since its last switch-out (all of it after that switch-in). */
+static __always_inline void close_unseen_switch_in(struct task_stats *s, struct task_struct *prev, __u64 now)
+{
+	__u64 exec = prev->se.sum_exec_runtime, in, d;
+	__u32 slot;
+
+	if (s->pending_ns) {
+		__sync_fetch_and_add(&health.switch_in_unseen, 1);
+		s->no_walk = STACK_NOT_DRAWN;
+		charge_wait(s, prev, now);
+	}
+	if (!s->runq_ts)
+		return;
+	__sync_fetch_and_add(&health.runq_unseen, 1);
+	if (!s->run_ns || exec < s->run_ns || now < exec - s->run_ns)
+		return;
+	in = now - (exec - s->run_ns);
+	if (in <= s->runq_ts)
+		return;
+	d = in - s->runq_ts;
+	__sync_fetch_and_add(&s->runq_ns, d);
+	__sync_fetch_and_add(&s->runq_count, 1);
+	update_ival_extremes(&s->runq_ival, *(volatile __u32 *)&max_epoch.task, d);
+	if (s->runq_from_wakeup) {
+		slot = log2_slot(d);
+		if (slot < RUNQ_SLOTS)
+			__sync_fetch_and_add(&s->runq_hist[slot], 1);
+	}
+	__sync_fetch_and_add(&health.runq_closed, 1);
 }
 
 static __always_inline void on_switch_in(struct task_struct *next, __u64 now)

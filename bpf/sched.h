@@ -288,12 +288,13 @@ struct sched_health {
 				  * made in the interrupt that woke it: made at its switch-in, its run-queue wait kept */
 	__u64 switch_in_unseen;  /* a task switched out with a wait closed at its wakeup and never charged: its
 				  * switch-in was not traced (the kernel emits none for some switches out of an idle
-				  * task); the wait's charge to its key is dropped, its time stays in the task's totals */
-	__u64 runq_unseen;       /* ... with a run-queue wait never closed, for the same reason: dropped */
+				  * task); charged to its key there, without its stack (close_unseen_switch_in) */
+	__u64 runq_unseen;       /* ... with a run-queue wait never closed, for the same reason (runq_closed) */
 	__u64 open_carried;      /* waits in progress a dump carried on without a record (see DUMP_OPEN) */
 	__u64 reap_ambiguous;    /* a zombie leader's final switch matched two of its parent's reaps that differ on
 				  * whether the parent read it, both as near in CPU time: the nearer one taken */
 	__u64 switch_out_closed; /* ... of them, closed from the task's run time and run_delay (close_unseen_wait) */
+	__u64 runq_closed;       /* run-queue waits whose switch-in was not traced, closed from the task's run time */
 };
 
 /* Load-time knobs (.rodata); the stack-walk rate and minimum wait are run-time
