@@ -796,6 +796,22 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 		v->hist[slot] += 1;
 }
 
+/* A run-queue wait of d ns ended: the task's totals, its interval's extremes, and (after a wakeup, as
+ * schedstat's latency counts them) its histogram */
+static __always_inline void add_runq_wait(struct task_stats *s, __u64 d, bool from_wakeup)
+{
+	__u32 slot;
+
+	__sync_fetch_and_add(&s->runq_ns, d);
+	__sync_fetch_and_add(&s->runq_count, 1);
+	update_ival_extremes(&s->runq_ival, *(volatile __u32 *)&max_epoch.task, d);
+	if (from_wakeup) {
+		slot = log2_slot(d);
+		if (slot < RUNQ_SLOTS)
+			__sync_fetch_and_add(&s->runq_hist[slot], 1);
+	}
+}
+
 /* A wait still open at the task's next switch-out: its wakeup and switch-in were not traced. What the task
  * did since the switch-out that opened it is in the kernel's own counters: it ran (se.sum_exec_runtime)
  * and waited in a run queue (schedstat's run_delay), and was blocked the rest of the time. The wait ends
@@ -805,7 +821,6 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 static __always_inline void close_unseen_wait(struct task_stats *s, struct task_struct *prev, __u64 m, __u64 now)
 {
 	__u64 exec = prev->se.sum_exec_runtime, delay = run_delay_of(prev), ran, queued, end;
-	__u32 slot;
 
 	if (!s->block_ts || !s->run_ns || exec < s->run_ns || delay < s->run_delay)
 		return;
@@ -820,14 +835,8 @@ static __always_inline void close_unseen_wait(struct task_stats *s, struct task_
 	s->no_walk = STACK_NOT_DRAWN;
 	charge_wait(s, prev, now);
 	s->woken = 0;
-	if (queued) {
-		__sync_fetch_and_add(&s->runq_ns, queued);
-		__sync_fetch_and_add(&s->runq_count, 1);
-		update_ival_extremes(&s->runq_ival, *(volatile __u32 *)&max_epoch.task, queued);
-		slot = log2_slot(queued);
-		if (slot < RUNQ_SLOTS)
-			__sync_fetch_and_add(&s->runq_hist[slot], 1);
-	}
+	if (queued)
+		add_runq_wait(s, queued, true);
 	__sync_fetch_and_add(&health.switch_out_closed, 1);
 }
 
@@ -838,8 +847,7 @@ static __always_inline void close_unseen_wait(struct task_stats *s, struct task_
  * run time since its last switch-out (all of it after that switch-in). */
 static __always_inline void close_unseen_switch_in(struct task_stats *s, struct task_struct *prev, __u64 now)
 {
-	__u64 exec = prev->se.sum_exec_runtime, in, d;
-	__u32 slot;
+	__u64 exec = prev->se.sum_exec_runtime, in;
 
 	if (s->pending_ns) {
 		__sync_fetch_and_add(&health.switch_in_unseen, 1);
@@ -854,23 +862,13 @@ static __always_inline void close_unseen_switch_in(struct task_stats *s, struct 
 	in = now - (exec - s->run_ns);
 	if (in <= s->runq_ts)
 		return;
-	d = in - s->runq_ts;
-	__sync_fetch_and_add(&s->runq_ns, d);
-	__sync_fetch_and_add(&s->runq_count, 1);
-	update_ival_extremes(&s->runq_ival, *(volatile __u32 *)&max_epoch.task, d);
-	if (s->runq_from_wakeup) {
-		slot = log2_slot(d);
-		if (slot < RUNQ_SLOTS)
-			__sync_fetch_and_add(&s->runq_hist[slot], 1);
-	}
+	add_runq_wait(s, in - s->runq_ts, s->runq_from_wakeup);
 	__sync_fetch_and_add(&health.runq_closed, 1);
 }
 
 static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 {
 	struct task_stats *s;
-	__u32 slot;
-	__u64 d;
 
 	s = stats_if_seen(next);
 	if (!s) {
@@ -897,17 +895,8 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 			s->no_walk = STACK_NOT_DRAWN;
 		}
 	}
-	if (s->runq_ts && now > s->runq_ts) {
-		d = now - s->runq_ts;
-		__sync_fetch_and_add(&s->runq_ns, d);
-		__sync_fetch_and_add(&s->runq_count, 1);
-		update_ival_extremes(&s->runq_ival, *(volatile __u32 *)&max_epoch.task, d);
-		if (s->runq_from_wakeup) {
-			slot = log2_slot(d);
-			if (slot < RUNQ_SLOTS)
-				__sync_fetch_and_add(&s->runq_hist[slot], 1);
-		}
-	}
+	if (s->runq_ts && now > s->runq_ts)
+		add_runq_wait(s, now - s->runq_ts, s->runq_from_wakeup);
 	s->runq_ts = 0;
 	s->runq_from_wakeup = 0;
 	if (s->pending_ns)
