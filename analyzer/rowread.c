@@ -801,7 +801,6 @@ static inline uint32_t rd32(const char *p)
 	return v;
 }
 
-/* a - b as Python subtracts two unsigned values */
 /* Interval e's longest value from an ival_extremes' max_ns[2] and epoch[2] (bpf/interval.h): its own
  * number's pair, and the next number's when the same read found it (the values that landed between the
  * numbering and the read, which this interval's counts hold); held to what the interval's count and total
@@ -823,6 +822,7 @@ static uint64_t ival_longest(const char *max, const char *epoch, long long e, ui
 	return longest < total - total_b ? longest : total - total_b;
 }
 
+/* a - b as Python subtracts two unsigned values */
 static PyObject *udiff(uint64_t a, uint64_t b)
 {
 	if (a >= b)

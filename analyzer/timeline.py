@@ -432,16 +432,9 @@ class Timeline:
         snap = self.cached(first, last)
         if snap is not None:
             return snap
-        base = self.first_index
-        ivs = [self.intervals[i - base] for i in range(first, last + 1)]
-        with self.work():
-            model = Model.from_intervals(self.meta, ivs, self.task_info, self.stacks, slab_caches=self.slab_caches,
-                                         functions=self.functions, lazy=True)
-            if self.locks is not None:
-                model = self.locks(model, ivs)
-        snap = Snapshot(model, first, last, self.live)
-        self._keep(snap)
-        return snap
+        fold = WindowFold(self, first, last)
+        fold.add(fold.span)
+        return fold.snapshot()
 
     def hold(self, snap: Snapshot) -> None:
         """A snapshot of one of this timeline's windows, folded elsewhere from the same intervals, names and
@@ -492,8 +485,8 @@ class Timeline:
 
 
 class WindowFold:
-    """A timeline's window folded a few intervals at a time (`add`), then made its snapshot (`snapshot`), as
-    `Timeline.window` makes it at once: a live source folds a wide window so, within a share of each
+    """A timeline's window folded a few intervals at a time (`add`), then made its snapshot (`snapshot`);
+    `Timeline.window` adds them all at once. A live source folds a wide window so, within a share of each
     interval, so that the fold never holds up the next drain. It holds its intervals: the timeline may
     forget them meanwhile (their names it keeps a while longer: LiveSource's fold timeline)."""
 
