@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from collections.abc import Sequence
 from itertools import chain
 from functools import partial
-from operator import attrgetter
+from operator import add, attrgetter
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from stallscope.analyzer.overhead import uprobe_hits
@@ -88,6 +88,7 @@ LONG_OPEN_NS = 1_000_000_000
 _new_stack_wait = record_maker(StackWait)  # a live interval makes one per sleeping thread
 _new_totals = record_maker(TaskTotals)
 _NOT_WOKEN = (0, 0, 0)
+_NOT_WOKEN_LIST = [0, 0, 0]
 _NO_HIST = (0,) * RUNQ_SLOTS
 
 
@@ -456,6 +457,111 @@ class ModelFold:
         self.start_ns, self.end_ns, self.last = start_ns, end_ns, last
         return self
 
+    def merge(self, other: "ModelFold") -> "ModelFold":
+        """The fold of the intervals of `other` (which come after those of this one) added to this one, as
+        if they had been added here: keys first met there come after this one's, in their order, so the
+        model is the same (a live view's wide window: timeline.py SlidingFold). `other` is left as it is
+        (what is taken from it is copied); both lazy, and this one's model not yet made."""
+        if not (self.lazy and other.lazy):
+            raise ValueError("only lazy folds merge (their wakeups and lock waits are folded when read)")
+        tasks = self.tasks
+        for tid, o in other.tasks.items():
+            t = tasks.get(tid)
+            if t is None:
+                t = tasks[tid] = o[:]
+                if o[9] is not None:
+                    t[9] = o[9][:]
+                continue
+            t[0] += o[0]
+            t[1] += o[1]
+            if o[2] > t[2]:
+                t[2] = o[2]
+            t[3] += o[3]
+            t[4] += o[4]
+            if o[5] > t[5]:
+                t[5] = o[5]
+            t[6] += o[6]
+            t[7] += o[7]
+            t[8] += o[8]
+            if o[9] is not None:
+                t[9] = o[9][:] if t[9] is None else list(map(add, t[9], o[9]))
+            t[10] += o[10]
+            t[11] += o[11]
+        waits = self.waits
+        for key, o in other.waits.items():
+            w = waits.get(key)
+            if w is None:
+                waits[key] = [o[0], o[1], o[2], o[3][:] if o[3] is not None else None, o[4], o[5], o[6], o[7][:],
+                              len(waits), o[9]]
+                continue
+            w[0] += o[0]
+            w[1] += o[1]
+            if o[2] > w[2]:
+                w[2] = o[2]
+            if o[3] is not None:
+                w[3] = o[3][:] if w[3] is None else list(map(add, w[3], o[3]))
+            w[4] += o[4]
+            w[5] += o[5]
+            w[6] += o[6]
+            if o[7] != _NOT_WOKEN_LIST:
+                w[7] = list(map(add, w[7], o[7]))
+            w[9] += o[9]
+        self.deferred.extend(other.deferred)
+        for row, orow in zip(self.matrix, other.matrix):
+            for j, c in enumerate(orow):
+                row[j] += c
+        health = self.health
+        for k, v in other.health.items():
+            health[k] = health.get(k, 0) + v
+        for name, o in other.programs.items():
+            acc = self.programs.setdefault(name, [0, 0, 0])
+            for j, v in enumerate(o):
+                acc[j] += v
+        for key, o in other.slab.items():
+            acc = self.slab.setdefault(key, [0] * len(_SLAB_COUNTS))
+            for j, v in enumerate(o):
+                acc[j] += v
+        self.caches.update(other.caches)
+        self.funcs.update(other.funcs)
+        self.cgroups.update(other.cgroups)
+        self.costs.extend(other.costs)
+        self.tuning.extend(other.tuning)
+        for key, o in other.oncpu.items():
+            e = self.oncpu.setdefault(key, [o[0], 0, 0])
+            e[1] += o[1]
+            e[2] += o[2]
+        for cpu, o in other.cpus.items():
+            acc = self.cpus.setdefault(cpu, [0, 0, 0, 0, 0])
+            for j, v in enumerate(o):
+                acc[j] += v
+        for key, o in other.futexes.items():
+            e = self.futexes.get(key)
+            if e is None:
+                self.futexes[key] = o[:]
+                continue
+            e[0] = e[0] or o[0]
+            e[1] = e[1] or o[1]
+            e[2] += o[2]
+            e[3] += o[3]
+            e[4] = max(e[4], o[4])
+            e[5] = min(e[5], o[5]) if e[5] and o[5] else (e[5] or o[5])
+            if e[6] < 0 or o[6] < 0:
+                e[6] = e[7] = -1
+            else:
+                e[6] += o[6]
+                e[7] += o[7]
+            e[8] += o[8]
+        self.io.merge(other.io)
+        if other.count:
+            if not self.count:
+                self.start_ns = other.start_ns
+            self.end_ns, self.last = other.end_ns, other.last
+        self.switches += other.switches
+        self.cpu += other.cpu
+        self.count += other.count
+        self.kswitches += other.kswitches
+        return self
+
     def model(self, task_info: dict[TaskId, TaskInfo], stacks: dict[int, Stack]) -> Model:
         """The window's model, its tasks named from `task_info` and its stacks from `stacks`."""
         meta, lazy = self.meta, self.lazy
@@ -793,6 +899,34 @@ class _IoFold:
             e[0] = w.submit_comm or e[0]
             for i, v in enumerate((w.count, w.wait_ns, w.req_ns, w.timed, w.queued_ns, w.device_ns), 1):
                 e[i] += v
+
+    def merge(self, other: "_IoFold") -> None:
+        """`other`'s sums (of later intervals) added, as ModelFold.merge: the last name and queue depth seen win."""
+        for key, (sums, hists) in other.stats.items():
+            e = self.stats.setdefault(key, [[0] * len(_IO_SUMS), [{} for _ in _IO_HISTS]])
+            e[0] = [a + b for a, b in zip(e[0], sums)]
+            for mine, h in zip(e[1], hists):
+                for slot, c in h.items():
+                    mine[slot] = mine.get(slot, 0) + c
+        for dev, o in other.queue.items():
+            e = self.queue.setdefault(dev, [o[0], 0, 0, 0, {}, 0])
+            e[0] = o[0] or e[0]
+            e[1] += o[1]
+            e[2] += o[2]
+            e[3] += o[3]
+            for slot, c in o[4].items():
+                e[4][slot] = e[4].get(slot, 0) + c
+            e[5] = o[5]
+        for key, o in other.submit.items():
+            e = self.submit.setdefault(key, [o[0], 0, 0])
+            e[0] = o[0] or e[0]
+            e[1] += o[1]
+            e[2] += o[2]
+        for key, o in other.wakes.items():
+            e = self.wakes.setdefault(key, [o[0], 0, 0, 0, 0, 0, 0])
+            e[0] = o[0] or e[0]
+            for i in range(1, 7):
+                e[i] += o[i]
 
     def fields(self) -> dict:
         return {

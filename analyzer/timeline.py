@@ -19,6 +19,7 @@ from collections import OrderedDict, deque
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
+from math import isqrt
 from operator import attrgetter, itemgetter
 from typing import Callable
 
@@ -524,3 +525,103 @@ class WindowFold:
         snap = Snapshot(model, self.first, self.last, tl.live)
         tl._keep(snap)
         return snap
+
+
+class SlidingFold:
+    """The last `width` intervals of a live timeline, folded as they come, for a view's wide window.
+
+    Folding the window anew with each interval folds `width` intervals' records each time (a minute's:
+    60). Here each interval is folded once, into a block of about sqrt(width) intervals (aligned on its
+    index). A window is then: the intervals it covers of its oldest block, folded again (fewer than a
+    block's), the complete blocks after it merged (kept while they stay in the window: ModelFold.merge),
+    and the newest block so far. The model is the one folding the window at once makes (the same keys, in
+    the same order)."""
+
+    def __init__(self, timeline: Timeline, width: int, block: int | None = None):
+        self.timeline, self.width = timeline, width
+        self.block = block or max(1, isqrt(width))
+        self.pending: deque[Interval] = deque()  # to be folded into their blocks
+        self.held: deque[Interval] = deque()  # folded, of the window or its oldest block
+        self.blocks: OrderedDict[int, tuple[int, ModelFold]] = OrderedDict()  # number -> (first index, fold)
+        self._middle: tuple[tuple[int, int], ModelFold] | None = None
+        self.next_shown = 0  # the interval from which its holder makes its next snapshot (its own pace)
+
+    @classmethod
+    def over(cls, timeline: Timeline, width: int, block: int | None = None) -> "SlidingFold":
+        """One whose first window is the last `width` intervals `timeline` holds (fewer when it holds fewer)."""
+        fold = cls(timeline, width, block)
+        fold.pending.extend(iv for iv in timeline.intervals if iv.index > timeline.last_index - width)
+        return fold
+
+    def add(self, iv: Interval) -> None:
+        """The newest interval, to be folded."""
+        self.pending.append(iv)
+
+    @property
+    def done(self) -> bool:
+        return not self.pending and bool(self.held)
+
+    @property
+    def first(self) -> int:
+        return max(self.last - self.width + 1, self.held[0].index) if self.held else 0
+
+    @property
+    def last(self) -> int:
+        return self.held[-1].index if self.held else -1
+
+    @property
+    def span(self) -> int:
+        return self.last - self.first + 1 if self.held else 0
+
+    def fold_some(self, more: Callable[[], bool] = lambda: True, least: int = 2) -> bool:
+        """Intervals folded while `more()` says so, `least` of them at any rate (so that a fold behind its
+        intervals catches up: one more comes with each); whether all are."""
+        tl, blocks, size = self.timeline, self.blocks, self.block
+        n = 0
+        with tl.work():
+            while self.pending and (n < least or more()):
+                iv = self.pending.popleft()
+                number = iv.index // size
+                e = blocks.get(number)
+                if e is None:
+                    e = blocks[number] = (iv.index, ModelFold(tl.meta, tl.slab_caches, tl.functions, lazy=True))
+                e[1].add((iv,))
+                self.held.append(iv)
+                n += 1
+        first = self.first
+        while self.held and self.held[0].index < first:
+            self.held.popleft()
+        while blocks and next(iter(blocks)) < first // size:
+            blocks.popitem(last=False)
+        return self.done
+
+    def snapshot(self) -> Snapshot:
+        """The window's snapshot once every interval is folded (`done`), kept as the timeline's."""
+        assert self.done, "intervals left to fold"
+        tl, size = self.timeline, self.block
+        first, last = self.first, self.last
+        fold = ModelFold(tl.meta, tl.slab_caches, tl.functions, lazy=True)
+        with tl.work():
+            whole = [number for number, (begins, _f) in self.blocks.items() if begins >= first]
+            head = whole[-1] if whole and whole[-1] == last // size else None
+            # the oldest block's part, folded again, unless the window begins with it
+            fold.add([iv for iv in self.held if iv.index < (whole[0] * size if whole else last + 1)])
+            middle = [number for number in whole if number != head]
+            if middle:
+                fold.merge(self._merged(middle[0], middle[-1]))
+            if head is not None:
+                fold.merge(self.blocks[head][1])
+            model = fold.model(tl.task_info, tl.stacks)
+        snap = Snapshot(model, first, last, tl.live)
+        tl._keep(snap)
+        return snap
+
+    def _merged(self, low: int, high: int) -> ModelFold:
+        """Blocks low..high merged, kept while they are the window's complete ones."""
+        if self._middle is None or self._middle[0] != (low, high):
+            fold = ModelFold(self.timeline.meta, self.timeline.slab_caches, self.timeline.functions, lazy=True)
+            for number in range(low, high + 1):
+                if number in self.blocks:
+                    fold.merge(self.blocks[number][1])
+            self._middle = ((low, high), fold)
+        return self._middle[1]

@@ -1,6 +1,6 @@
 """What `stallscope top` costs and how fast it answers, live, under load.
 
-    .venv/bin/python -m benchmarks.tui [--seconds 60] [--idle 5000] [--output benchmarks/RESULTS-tui.md]
+    .venv/bin/python -m benchmarks.tui [--seconds 60] [--idle 5000] [--window N] [--output benchmarks/RESULTS-tui.md]
 
 Runs the Textual app headless (Textual's own test driver: the same app, compositor and widgets, no
 terminal) over the real live source while `perf bench sched messaging` loops and IDLE idle threads
@@ -47,7 +47,7 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-async def measure(seconds: float, interval: float, realtime: int | None = None) -> dict:
+async def measure(seconds: float, interval: float, realtime: int | None = None, window: int = 1) -> dict:
     from stallscope.session import SessionOptions
     from stallscope.sources import LiveSource
     from stallscope.tui.app import TopApp
@@ -93,6 +93,8 @@ async def measure(seconds: float, interval: float, realtime: int | None = None) 
     async with app.run_test(size=(160, 50)) as pilot:
         while "data" not in marks and time.monotonic() - t0 < 60:
             await pilot.pause(0.05)
+        if window > 1:  # as `w` sets it
+            app.window_len = source.window_len = window
         warm = time.monotonic() + 10
         while time.monotonic() < warm:
             await pilot.pause(0.25)
@@ -114,7 +116,8 @@ async def measure(seconds: float, interval: float, realtime: int | None = None) 
     return {"first_screen_s": round(marks.get("screen", -1), 3), "first_data_s": round(marks.get("data", -1), 3),
             "cpu_pct_of_one_cpu": round(100 * cpu, 2), "key_p50_ms": round(1e3 * _pct(keys, 0.5), 1),
             "key_p99_ms": round(1e3 * _pct(keys, 0.99), 1), "key_max_ms": round(1e3 * max(keys, default=0), 1),
-            "keys": len(keys), "intervals": intervals, "budget_level_reached": level, "group_nice": group,
+            "keys": len(keys), "intervals": intervals, "window": window, "budget_level_reached": level,
+            "group_nice": group,
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
@@ -140,6 +143,8 @@ def main() -> int:
     ap.add_argument("--rt-mutex", action="store_true",
                     help="instead of hackbench, stress-ng --mutex 2: SCHED_FIFO threads holding both CPUs")
     ap.add_argument("--realtime", type=int, metavar="PRIO", help="as `top --realtime PRIO`")
+    ap.add_argument("--window", type=int, default=1, metavar="N",
+                    help="the view's window: the last N intervals, as `w` sets it (10 or 60; default 1)")
     ap.add_argument("--output", help="write the results as Markdown here (and JSON beside it)")
     args = ap.parse_args()
     procs = []
@@ -160,7 +165,7 @@ def main() -> int:
         if args.realtime:
             enter_realtime(args.realtime)  # as `top --realtime` does, before anything else
         with at_nice(DEFAULT_NICE):  # as `stallscope top` runs
-            result = asyncio.run(measure(args.seconds, args.interval, args.realtime))
+            result = asyncio.run(measure(args.seconds, args.interval, args.realtime, args.window))
     finally:
         for p in procs:
             try:
@@ -178,7 +183,8 @@ def main() -> int:
             "# `stallscope top`: start, cost and key-to-frame latency, live\n\n"
             f"`python -m benchmarks.tui --seconds {args.seconds:g} --idle {args.idle}"
             f"{' --no-load' if args.no_load else ''}{' --rt-mutex' if args.rt_mutex else ''}"
-            f"{' --realtime %d' % args.realtime if args.realtime else ''}`; kernel {result['kernel']}, "
+            f"{' --realtime %d' % args.realtime if args.realtime else ''}"
+            f"{' --window %d' % args.window if args.window > 1 else ''}`; kernel {result['kernel']}, "
             f"{result['cpus']} CPUs; load: {load if args.no_load or args.rt_mutex else load + ' in a loop'}, "
             f"{args.idle} idle threads; "
             f"{args.interval:g} s intervals; the Textual app headless (its test driver), in a session of its own.\n\n"

@@ -9,6 +9,7 @@ not prints. Recording: the SQLite store, read at open but for its lock contentio
 from __future__ import annotations
 
 import gc
+import math
 import queue
 import threading
 import time
@@ -20,7 +21,7 @@ from stallscope.analyzer.load import fold_locks, with_locks
 from stallscope.analyzer.model import Model, wait_limit_ns
 from stallscope.analyzer.sample import Interval, RecordingMeta
 from stallscope.analyzer.store import Recording
-from stallscope.analyzer.timeline import Timeline, WindowFold
+from stallscope.analyzer.timeline import SlidingFold, Timeline
 from stallscope.errors import StallscopeError
 from stallscope.gc_work import interval_work
 
@@ -36,6 +37,10 @@ LIVE_WINDOWS = (1, 10, 60)  # the intervals a live view's window spans (`w` cycl
 # is left waits for the next one (the window shown is then that many intervals older, and says so), so that
 # folding a minute of a loaded machine's records (1.5 s) never holds up a drain
 WINDOW_FOLD_SHARE = 0.2
+# the share of a CPU a wider window's model and first views may take, on average: a window whose snapshot took
+# longer than this share of an interval is made again that many intervals later (the view keeps the last one
+# meanwhile, and says which intervals it spans). 10 intervals of 5,000 sleeping threads took 0.2-0.4 s.
+WINDOW_VIEW_SHARE = 0.1
 # intervals the source's fold timeline keeps beyond the widest window: their names, for a window whose fold
 # took that long
 WINDOW_FOLD_SLACK = 30
@@ -51,8 +56,8 @@ class Event:
     kind: str
     payload: Any = None
     snapshot: Any = None  # "interval": the interval's own snapshot, folded off the view's thread
-    # "interval": the snapshot of the view's window whose fold ended with it (LiveSource.window_len > 1): it ends
-    # with this interval, or some intervals before it when its fold took that long (_prefold_window)
+    # "interval": the snapshot of the view's window ending with it (LiveSource.window_len > 1), or None while the
+    # window's fold is behind its intervals or its last snapshot's cost has not yet taken its share (_prefold_window)
     window: Any = None
 
 
@@ -266,7 +271,7 @@ class LiveSource:
         # view and the status line read of it: the view's thread only draws (a key is not kept waiting
         # behind a fold); a timeline of its own, as the view's holds the same names and stacks
         self._fold = Timeline(meta, keep=max(2, *LIVE_WINDOWS) + WINDOW_FOLD_SLACK, live=True, cache_size=3)
-        self._window: tuple[int, WindowFold] | None = None  # the width asked for, and its fold under way
+        self._window: SlidingFold | None = None  # the view's window, sliding with the intervals
         self._put(Event("meta", meta))
 
     def _on_interval(self, iv: Interval) -> None:
@@ -287,28 +292,31 @@ class LiveSource:
         return prefolded(fold.window(iv.index, iv.index))
 
     def _prefold_window(self, iv: Interval):
-        """The snapshot of the view's window, when it spans more than one interval and its fold is done (None
-        otherwise). A window's fold begins with the first interval after the last one was done, and goes on
-        with each interval for at most WINDOW_FOLD_SHARE of one: an idle machine's ends with the interval that
-        began it, a loaded one's some intervals later (the window shown is that much older)."""
+        """The snapshot of the view's window, when it spans more than one interval and its fold has caught up
+        with the intervals (None otherwise). The window slides with each interval (timeline.py SlidingFold:
+        each interval folded once, into a block). A window newly asked for begins with the intervals held,
+        folded with each interval for at most WINDOW_FOLD_SHARE of one (two intervals at least, so that it
+        catches up): an idle machine's is shown with the interval that asked for it, a loaded one's some
+        intervals later."""
         fold, n = getattr(self, "_fold", None), self.window_len
         if fold is None or n <= 1:
             self._window = None
             return None
-        asked, w = self._window if self._window is not None else (0, None)
-        if w is None or asked != n:  # none under way, or one of a width no longer asked for
-            w = fold.fold_window(iv.index - n + 1, iv.index)
-            if w is None or w.span == 1:  # the first interval: its own snapshot is the window
-                self._window = None
-                return None
-            self._window = (n, w)
-        until = time.monotonic() + WINDOW_FOLD_SHARE * self.session.options.interval_s
-        while not w.add() and time.monotonic() < until:
-            pass
-        if not w.done:
+        w = self._window
+        if w is None or w.width != n:  # none yet, or one of a width no longer asked for
+            w = self._window = SlidingFold.over(fold, n)
+        else:
+            w.add(iv)
+        interval_s = self.session.options.interval_s
+        until = time.monotonic() + WINDOW_FOLD_SHARE * interval_s
+        if not w.fold_some(lambda: time.monotonic() < until) or w.span == 1:
+            return None  # behind its intervals, or the first interval: its own snapshot is the window
+        if w.last < w.next_shown:  # the last one's model and views took their share: the view keeps it a while
             return None
-        self._window = None
-        return prefolded(w.snapshot())
+        began = time.thread_time()
+        snap = prefolded(w.snapshot())
+        w.next_shown = w.last + max(1, math.ceil((time.thread_time() - began) / (WINDOW_VIEW_SHARE * interval_s)))
+        return snap
 
     def _close_writer(self, meta: RecordingMeta | None) -> None:
         writer, self.writer = self.writer, None

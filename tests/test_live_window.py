@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from dataclasses import fields
+
 from stallscope.analyzer import timeline as timeline_mod
 from stallscope.analyzer.sample import OffcpuDelta, TaskDelta
 from stallscope.session import SessionOptions
 from stallscope.sources import LIVE_WINDOWS, LiveSource
+from conftest import needs_bpf
 from synthetic import A, B, INFOS, PIPE, SLEEP, interval, meta
 
 
@@ -59,13 +62,90 @@ def test_early_the_window_is_what_is_held_and_the_widest_window_is_held_by_the_s
     assert src._fold.keep >= max(LIVE_WINDOWS)
 
 
-def test_a_wide_window_whose_fold_takes_longer_than_its_share_is_folded_over_several_intervals(monkeypatch):
-    """Under load a window's fold goes on with each interval for a share of it (WINDOW_FOLD_SHARE), so that
-    no drain waits for it: here one interval's records each time. The view shows the newest window done,
-    never folding one itself, and its totals are its intervals' as Timeline.window folds them at once."""
+def _same_model(a, b) -> None:
+    """Equal in every field, with the tasks and waits in the same order (views list them so)."""
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "waits_now" and x is not None and y is not None:
+            x, y = (x.keys, x.since, x.places, tuple(x.waits)), (y.keys, y.since, y.places, tuple(y.waits))
+        elif f.name == "tasks":
+            x, y = list(x.items()), list(y.items())
+        assert x == y, f.name
+
+
+def _slide(meta_, intervals, width: int, block: int) -> list:
+    """Each window a SlidingFold makes as the intervals come, against the same window folded at once from a
+    timeline of the same intervals (the names they sent so far)."""
+    tl, whole = timeline_mod.Timeline(meta_, live=True), timeline_mod.Timeline(meta_)
+    w, seen = None, []
+    for iv in intervals:
+        tl.add(iv)
+        whole.add(iv)
+        if w is None:
+            w = timeline_mod.SlidingFold.over(tl, width, block)
+        else:
+            w.add(iv)
+        assert w.fold_some()
+        snap = w.snapshot()
+        assert (snap.first, snap.last) == (max(0, iv.index - width + 1), iv.index)
+        _same_model(snap.model, whole.window(snap.first, snap.last).model)
+        seen.append((snap.first, snap.last))
+    return seen
+
+
+@pytest.mark.parametrize("width,block", [(2, 1), (3, 2), (5, 2), (5, 3), (7, 3), (12, 4), (20, 4)])
+def test_a_sliding_window_is_the_window_folded_at_once(width, block):
+    """Each interval folded once into its block, the window made of the oldest block's part folded again, the
+    complete blocks merged and the newest block: the model of the window folded at once, order included."""
+    from tui_fixture import tui_intervals, tui_meta
+
+    seen = _slide(tui_meta(), tui_intervals(), width, block)
+    assert len(seen) == 12 and seen[-1] == (max(0, 12 - width), 11)
+
+
+@needs_bpf
+def test_a_sliding_window_of_a_real_recording_is_the_window_folded_at_once(report_recording):
+    """Every probe group's records (scheduler, locks, futex, slab, io, on-CPU samples) of a real recording:
+    merged folds are the fold of their intervals at once, and so are the sliding windows."""
+    import random
+
+    from stallscope.analyzer.model import ModelFold
+    from stallscope.analyzer.store import Recording
+
+    rec = Recording(str(report_recording["stall"]))
+    try:
+        m, ivs, tasks, stacks = rec.meta, list(rec.intervals()), rec.tasks(), rec.stacks()
+        caches, funcs = rec.slab_caches(), rec.functions()
+    finally:
+        rec.close()
+    assert len(ivs) > 6
+    rng = random.Random(7)
+    for _ in range(8):
+        cuts = sorted(rng.sample(range(len(ivs) + 1), 4))
+        folded = ModelFold(m, caches, funcs, lazy=True).add(ivs[cuts[0]:cuts[1]])
+        for low, high in zip(cuts[1:], cuts[2:]):
+            folded.merge(ModelFold(m, caches, funcs, lazy=True).add(ivs[low:high]))
+        at_once = ModelFold(m, caches, funcs, lazy=True).add(ivs[cuts[0]:cuts[-1]])
+        _same_model(folded.model(tasks, stacks), at_once.model(tasks, stacks))
+    for width, block in ((4, 2), (9, 3)):
+        assert _slide(m, ivs, width, block)[-1][1] == ivs[-1].index
+
+
+def whole_of(n: int):
+    whole = timeline_mod.Timeline(meta())
+    for i in range(n):
+        whole.add(_interval(i))
+    return whole
+
+
+def test_a_live_wide_window_slides_with_each_interval_and_its_views_keep_to_their_share(monkeypatch):
+    """The source folds each interval once into the view's sliding window. Its snapshot is made with the
+    interval while its model and views take less than their share of an interval (WINDOW_VIEW_SHARE); one
+    that took more is made again that many intervals later, the view keeping the last meanwhile."""
     from stallscope import sources
 
-    monkeypatch.setattr(sources, "WINDOW_FOLD_SHARE", 0.0)  # the least: one interval's records a time
+    monkeypatch.setattr(sources, "WINDOW_FOLD_SHARE", 0.0)  # the least: two intervals a time, and it catches up
+    monkeypatch.setattr(sources, "WINDOW_VIEW_SHARE", 1e9)
     src = LiveSource(SessionOptions(interval_s=1.0))
     src.window_len = 5
     src._on_start(meta())
@@ -74,24 +154,34 @@ def test_a_wide_window_whose_fold_takes_longer_than_its_share_is_folded_over_sev
     assert src.timeline.held(5) is None  # the first interval is the only window there is
     for i in range(1, 12):
         src._on_interval(_interval(i))
-    src.events()
+        src.events()
+        assert src.timeline.held(5) == (max(0, i - 4), i)
     tl = src.timeline
-    # begun at 1 ([0..1], done at 2), 3 ([0..3], done at 6), 7 ([3..7], done at 11)
-    assert tl.held(5) == (3, 7)
     folds = []
     with monkeypatch.context() as m:
         m.setattr(timeline_mod.Model, "from_intervals", lambda *a, **k: folds.append(a) or pytest.fail("folded"))
-        snap = tl.window(3, 7)
-    assert not folds and snap.model.tasks[B].offcpu_ns == sum(10_000_000 * (i + 1) for i in range(3, 8))
-    whole = timeline_mod.Timeline(meta())
-    for i in range(12):
-        whole.add(_interval(i))
-    at_once = whole.window(3, 7).model
-    for name in ("tasks", "waits", "wakeups", "lock_waits", "futex_waits", "interval_costs", "start_ns", "end_ns",
-                 "switches", "intervals", "health", "matrix"):
-        assert getattr(snap.model, name) == getattr(at_once, name), name
-    # another width asked: the fold under way is dropped, and one of the new width begins
-    src.window_len = 10
+        snap = tl.window(7, 11)
+    assert not folds and snap.model.tasks[B].offcpu_ns == sum(10_000_000 * (i + 1) for i in range(7, 12))
+    _same_model(snap.model, whole_of(12).window(7, 11).model)
+    # views that take more than their share: the next window comes that many intervals later
+    monkeypatch.setattr(sources, "WINDOW_VIEW_SHARE", 1e-12)
+    src._window.next_shown = 0
     src._on_interval(_interval(12))
     src.events()
-    assert src._window is not None and src._window[0] == 10 and tl.held(10) is None
+    assert tl.held(5) == (8, 12) and src._window.next_shown > 10**6
+    src._on_interval(_interval(13))
+    src.events()
+    assert tl.held(5) == (8, 12)  # kept, and the window goes on sliding in the source
+    assert src._window.last == 13 and src._window.first == 9
+    # another width asked: a sliding window of it from the intervals held, folded two intervals at a time
+    # here (the least), one more coming with each: it catches up, then is shown with each interval
+    monkeypatch.setattr(sources, "WINDOW_VIEW_SHARE", 1e9)
+    src.window_len = 10
+    i = 14
+    while tl.held(10) is None:
+        src._on_interval(_interval(i))
+        src.events()
+        assert src._window.width == 10 and i < 24
+        i += 1
+    assert tl.held(10) == (i - 10, i - 1)
+    _same_model(tl.window(i - 10, i - 1).model, whole_of(i).window(i - 10, i - 1).model)
