@@ -3,9 +3,9 @@ and kept by the view's timeline: the view's thread never folds minutes of record
 
 from __future__ import annotations
 
-import pytest
-
 from dataclasses import fields
+
+import pytest
 
 from stallscope.analyzer import timeline as timeline_mod
 from stallscope.analyzer.sample import OffcpuDelta, TaskDelta
@@ -105,7 +105,7 @@ def test_a_sliding_window_is_the_window_folded_at_once(width, block):
 
 @needs_bpf
 def test_a_sliding_window_of_a_real_recording_is_the_window_folded_at_once(report_recording):
-    """Every probe group's records (scheduler, locks, futex, slab, io, on-CPU samples) of a real recording:
+    """A real recording's records of every kind it holds (scheduler, kernel locks, futex, slab, on-CPU samples):
     merged folds are the fold of their intervals at once, and so are the sliding windows."""
     import random
 
@@ -119,6 +119,8 @@ def test_a_sliding_window_of_a_real_recording_is_the_window_folded_at_once(repor
     finally:
         rec.close()
     assert len(ivs) > 6
+    for kind in ("offcpu", "wakers", "locks", "futex", "slab", "oncpu"):
+        assert any(getattr(iv, kind) for iv in ivs), kind
     rng = random.Random(7)
     for _ in range(8):
         cuts = sorted(rng.sample(range(len(ivs) + 1), 4))
