@@ -388,6 +388,20 @@ class Timeline:
         if key[0] == key[1]:
             self._digests[key[0]] = Digest(snap)
 
+    def new_fold(self) -> ModelFold:
+        """An empty fold of this timeline's intervals: their wakeups and lock waits folded when read."""
+        return ModelFold(self.meta, self.slab_caches, self.functions, lazy=True)
+
+    def made(self, fold: ModelFold, first: int, last: int, intervals: list[Interval]) -> Snapshot:
+        """The snapshot of window first..last from `fold`, which holds its `intervals`: kept as this timeline's."""
+        with self.work():
+            model = fold.model(self.task_info, self.stacks)
+            if self.locks is not None:
+                model = self.locks(model, intervals)
+        snap = Snapshot(model, first, last, self.live)
+        self._keep(snap)
+        return snap
+
     def __len__(self) -> int:
         return len(self.intervals)
 
@@ -496,7 +510,7 @@ class WindowFold:
         base = timeline.first_index
         self.intervals = [timeline.intervals[i - base] for i in range(first, last + 1)]
         self._next = 0
-        self._fold = ModelFold(timeline.meta, timeline.slab_caches, timeline.functions, lazy=True)
+        self._fold = timeline.new_fold()
 
     @property
     def span(self) -> int:
@@ -517,14 +531,7 @@ class WindowFold:
     def snapshot(self) -> Snapshot:
         """The window's snapshot once every interval is folded (`done`), kept as the timeline's."""
         assert self.done, "intervals left to fold"
-        tl = self.timeline
-        with tl.work():
-            model = self._fold.model(tl.task_info, tl.stacks)
-            if tl.locks is not None:
-                model = tl.locks(model, self.intervals)
-        snap = Snapshot(model, self.first, self.last, tl.live)
-        tl._keep(snap)
-        return snap
+        return self.timeline.made(self._fold, self.first, self.last, self.intervals)
 
 
 class SlidingFold:
@@ -544,7 +551,6 @@ class SlidingFold:
         self.held: deque[Interval] = deque()  # folded, of the window or its oldest block
         self.blocks: OrderedDict[int, tuple[int, ModelFold]] = OrderedDict()  # number -> (first index, fold)
         self._middle: tuple[tuple[int, int], ModelFold] | None = None
-        self.next_shown = 0  # the interval from which its holder makes its next snapshot (its own pace)
 
     @classmethod
     def over(cls, timeline: Timeline, width: int, block: int | None = None) -> "SlidingFold":
@@ -584,7 +590,7 @@ class SlidingFold:
                 number = iv.index // size
                 e = blocks.get(number)
                 if e is None:
-                    e = blocks[number] = (iv.index, ModelFold(tl.meta, tl.slab_caches, tl.functions, lazy=True))
+                    e = blocks[number] = (iv.index, tl.new_fold())
                 e[1].add((iv,))
                 self.held.append(iv)
                 n += 1
@@ -600,7 +606,7 @@ class SlidingFold:
         assert self.done, "intervals left to fold"
         tl, size = self.timeline, self.block
         first, last = self.first, self.last
-        fold = ModelFold(tl.meta, tl.slab_caches, tl.functions, lazy=True)
+        fold = tl.new_fold()
         with tl.work():
             whole = [number for number, (begins, _f) in self.blocks.items() if begins >= first]
             head = whole[-1] if whole and whole[-1] == last // size else None
@@ -611,15 +617,12 @@ class SlidingFold:
                 fold.merge(self._merged(middle[0], middle[-1]))
             if head is not None:
                 fold.merge(self.blocks[head][1])
-            model = fold.model(tl.task_info, tl.stacks)
-        snap = Snapshot(model, first, last, tl.live)
-        tl._keep(snap)
-        return snap
+        return tl.made(fold, first, last, list(self.held))
 
     def _merged(self, low: int, high: int) -> ModelFold:
         """Blocks low..high merged, kept while they are the window's complete ones."""
         if self._middle is None or self._middle[0] != (low, high):
-            fold = ModelFold(self.timeline.meta, self.timeline.slab_caches, self.timeline.functions, lazy=True)
+            fold = self.timeline.new_fold()
             for number in range(low, high + 1):
                 if number in self.blocks:
                     fold.merge(self.blocks[number][1])

@@ -272,6 +272,7 @@ class LiveSource:
         # behind a fold); a timeline of its own, as the view's holds the same names and stacks
         self._fold = Timeline(meta, keep=max(2, *LIVE_WINDOWS) + WINDOW_FOLD_SLACK, live=True, cache_size=3)
         self._window: SlidingFold | None = None  # the view's window, sliding with the intervals
+        self._window_next = 0  # the interval from which the window's next snapshot is made (WINDOW_VIEW_SHARE)
         self._put(Event("meta", meta))
 
     def _on_interval(self, iv: Interval) -> None:
@@ -305,17 +306,19 @@ class LiveSource:
         w = self._window
         if w is None or w.width != n:  # none yet, or one of a width no longer asked for
             w = self._window = SlidingFold.over(fold, n)
+            self._window_next = 0
         else:
             w.add(iv)
         interval_s = self.session.options.interval_s
         until = time.monotonic() + WINDOW_FOLD_SHARE * interval_s
         if not w.fold_some(lambda: time.monotonic() < until) or w.span == 1:
             return None  # behind its intervals, or the first interval: its own snapshot is the window
-        if w.last < w.next_shown:  # the last one's model and views took their share: the view keeps it a while
+        if w.last < self._window_next:  # the last one's model and views took their share: the view keeps it a while
             return None
         began = time.thread_time()
         snap = prefolded(w.snapshot())
-        w.next_shown = w.last + max(1, math.ceil((time.thread_time() - began) / (WINDOW_VIEW_SHARE * interval_s)))
+        spent = time.thread_time() - began
+        self._window_next = w.last + max(1, math.ceil(spent / (WINDOW_VIEW_SHARE * interval_s)))
         return snap
 
     def _close_writer(self, meta: RecordingMeta | None) -> None:

@@ -167,10 +167,10 @@ def test_a_live_wide_window_slides_with_each_interval_and_its_views_keep_to_thei
     _same_model(snap.model, whole_of(12).window(7, 11).model)
     # views that take more than their share: the next window comes that many intervals later
     monkeypatch.setattr(sources, "WINDOW_VIEW_SHARE", 1e-12)
-    src._window.next_shown = 0
+    src._window_next = 0
     src._on_interval(_interval(12))
     src.events()
-    assert tl.held(5) == (8, 12) and src._window.next_shown > 10**6
+    assert tl.held(5) == (8, 12) and src._window_next > 10**6
     src._on_interval(_interval(13))
     src.events()
     assert tl.held(5) == (8, 12)  # kept, and the window goes on sliding in the source
