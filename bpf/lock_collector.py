@@ -48,6 +48,9 @@ class LockCollector:
         self._symbols: dict[int, str] = {}
         self.namer: LockNamer | None = LockNamer()
         self._texts: dict[bytes, str] = {}
+        # a slab-held lock's (field, where) by its cache and place: thousands of records an interval name the
+        # same few hundred locks (a directory's i_rwsem is named anew each time: its path may change)
+        self._described: dict[tuple, tuple[str, str]] = {}
 
     def start(self) -> ProbeStatus:
         """Load and attach; never raises for a kernel that cannot: the status says why."""
@@ -102,8 +105,8 @@ class LockCollector:
             if count != pc:
                 field = where = ""
                 if kind == abi.LOCK_KIND_SLAB and self.namer is not None:
-                    field, where = self.namer.describe(text(cache), addr, slot_size, red_left_pad, order, min_order,
-                                                       dev, ino, mode, (tgid,))
+                    field, where = self._describe(cache, addr, slot_size, red_left_pad, order, min_order, dev, ino,
+                                                  mode, tgid)
                 longest, shortest = abi.bounded(*abi.extremes(v, _EXTREMES, e), count - pc, total - pt)
                 out.append(_new_lock(
                     TaskId(pid, start_ns), tgid, addr, kstack, flags, kind, count - pc, total - pt, longest, shortest,
@@ -113,6 +116,21 @@ class LockCollector:
                 ids.setdefault(kstack, ("kernel", 0))
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
+
+    def _describe(self, cache: bytes, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
+                  dev: int, ino: int, mode: int, tgid: int) -> tuple[str, str]:
+        """LockNamer.describe of a slab-held lock, kept by its cache and place but for a directory's i_rwsem."""
+        key = (cache, addr, slot_size, red_left_pad, order, min_order)
+        hit = self._described.get(key)
+        if hit is not None:
+            return hit
+        named = self.namer.describe(self._text(cache), addr, slot_size, red_left_pad, order, min_order, dev, ino, mode,
+                                    (tgid,))
+        if not named[0].endswith(".i_rwsem"):
+            if len(self._described) >= 1 << 16:
+                self._described.clear()
+            self._described[key] = named
+        return named
 
     def _text(self, raw: bytes) -> str:
         """A name field's text; a few distinct names (owners, caches) recur in thousands of entries."""
