@@ -195,3 +195,28 @@ def test_contention_end_is_attached_before_contention_begin():
         assert names.index("contention_end") < names.index("contention_begin"), names
     finally:
         collector.close()
+
+
+def test_slab_lock_names_are_kept_but_a_directorys():
+    """A slab-held lock is named once for its cache and place (thousands of records an interval name the
+    same locks); a directory's i_rwsem is named each time, as its path may change."""
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf.lock_collector import LockCollector
+
+    class Namer:
+        def __init__(self):
+            self.calls = []
+
+        def describe(self, cache, addr, *rest):
+            self.calls.append((cache, addr))
+            return ("inode.i_rwsem", "/tmp") if cache == "inode_cache" else ("sock.sk_lock", "")
+
+    collector = LockCollector(Symbolizer())
+    collector.namer = namer = Namer()
+    place = (64, 0, 0, 0, 0, 0, 0)
+    for _ in range(3):
+        assert collector._describe(b"UNIX\0", 0x1000, *place, 7) == ("sock.sk_lock", "")
+        assert collector._describe(b"inode_cache\0", 0x2000, *place, 7) == ("inode.i_rwsem", "/tmp")
+    assert collector._describe(b"UNIX\0", 0x1040, *place, 7) == ("sock.sk_lock", "")
+    assert namer.calls == [("UNIX", 0x1000), ("inode_cache", 0x2000), ("inode_cache", 0x2000),
+                           ("inode_cache", 0x2000), ("UNIX", 0x1040)]
