@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 from typing import Iterable, Iterator
 
 from stallscope.analyzer.attribution import idle_input_name, long_input_cause, split_waits
@@ -110,6 +111,25 @@ class LedgerEntry:
     long_open: dict  # wait key number -> its part while in progress a second and more (model.long_open_parts)
 
 
+class _LockKeys(Sequence):
+    """The keys of a model's lock records, in its order, each made when read: a series of the model they were
+    folded into reads its records by number and never their keys (a long recording has hundreds of thousands)."""
+
+    __slots__ = ("_waits",)
+
+    def __init__(self, lock_waits) -> None:
+        self._waits = lock_waits
+
+    def __len__(self) -> int:
+        return len(self._waits)
+
+    def __getitem__(self, n):
+        if isinstance(n, slice):
+            return [self[i] for i in range(*n.indices(len(self)))]
+        w = self._waits[n]
+        return (w.task, w.tgid, w.addr, w.flags, w.kind, w.cache, w.stack_id)
+
+
 class Ledger:
     """A window's intervals as `interval_series` reads them. Kept while the model is folded from the same
     stream (`tee`), the series needs no second read of the recording: each wait and lock record is a key
@@ -149,7 +169,7 @@ class Ledger:
         records once, as a reader of intervals hands them out."""
         none = array("q")
         self.entries = [replace(e, locks=parts.pop(i, none)) for e, i in zip(self.entries, indexes)]
-        self.locks.keys = [(w.task, w.tgid, w.addr, w.flags, w.kind, w.cache, w.stack_id) for w in lock_waits]
+        self.locks.keys = _LockKeys(lock_waits)
 
     def streamed(self, intervals: Iterable[Interval]) -> Iterator[LedgerEntry]:
         for iv in intervals:
