@@ -513,14 +513,8 @@ class ModelFold:
         health = self.health
         for k, v in other.health.items():
             health[k] = health.get(k, 0) + v
-        for name, o in other.programs.items():
-            acc = self.programs.setdefault(name, [0, 0, 0])
-            for j, v in enumerate(o):
-                acc[j] += v
-        for key, o in other.slab.items():
-            acc = self.slab.setdefault(key, [0] * len(_SLAB_COUNTS))
-            for j, v in enumerate(o):
-                acc[j] += v
+        _sum_lists(self.programs, other.programs)
+        _sum_lists(self.slab, other.slab)
         self.caches.update(other.caches)
         self.funcs.update(other.funcs)
         self.cgroups.update(other.cgroups)
@@ -530,10 +524,7 @@ class ModelFold:
             e = self.oncpu.setdefault(key, [o[0], 0, 0])
             e[1] += o[1]
             e[2] += o[2]
-        for cpu, o in other.cpus.items():
-            acc = self.cpus.setdefault(cpu, [0, 0, 0, 0, 0])
-            for j, v in enumerate(o):
-                acc[j] += v
+        _sum_lists(self.cpus, other.cpus)
         for key, o in other.futexes.items():
             e = self.futexes.get(key)
             if e is None:
@@ -838,6 +829,18 @@ def _fold_ongoing(iv: Interval, tasks: dict, waits: dict) -> None:
             tasks[key[0]] = [ns, 0, 0, 0, 0, 0, 0, 0, 0, None, 0, 0]
         else:
             t[0] += ns
+
+
+def _sum_lists(mine: dict, theirs: dict) -> None:
+    """Accumulators of counts (lists of one length) of later intervals added into these, key by key; a key
+    first met there is copied (ModelFold.merge)."""
+    for key, o in theirs.items():
+        acc = mine.get(key)
+        if acc is None:
+            mine[key] = o[:]
+        else:
+            for j, v in enumerate(o):
+                acc[j] += v
 
 
 def _add_slots(acc: list[int] | None, hist: tuple[tuple[int, int], ...]) -> list[int]:
