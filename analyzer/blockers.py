@@ -50,7 +50,9 @@ class Blocker:
     stack: Stack | None  # the heaviest walked stack of this cause
     estimated_ns: int = 0  # of total_ns: undrawn waits' time shared out to it (attribution.py)
     cls: str = BLOCKER  # "blocker", "cpu" (waiting for a CPU: the run queue) or "idle"
-    frame: str = ""  # the frame the cause table matched (or the evidence that named it)
+    # the frame the cause table matched (or the evidence that named it): of most of its time, where its tasks' waits
+    # matched it at different frames (kernel threads idle in their different main loops)
+    frame: str = ""
     matched: bool = True  # a rule of the cause table matched
     # latency of single waits: log2-bucket upper bounds (never above max_ns) of the waits whose length
     # was kept (every wait, drawn or not, undrawn ones in the shares they were given); {} when none was
@@ -247,7 +249,7 @@ def _with_waits_now(ranked: list[Blocker], now: dict[str, tuple[int, int]]) -> l
 
 def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: bool) -> list[Blocker]:
     denom = denominator(all_parts).total_ns or 1
-    # per cause: [ns, estimated ns, variance, count, max, tasks, stacks, cause, hist, methods]
+    # per cause: [ns, estimated ns, variance, count, max, tasks, stacks, {frame: [ns, cause]}, hist, methods]
     groups: dict[str, list] = {}
     for p in all_parts:
         cause = p.cause
@@ -255,7 +257,12 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
             continue
         g = groups.get(cause.name)
         if g is None:
-            g = groups[cause.name] = [0.0, 0.0, 0.0, 0.0, 0, {}, {}, cause, {}, set()]
+            g = groups[cause.name] = [0.0, 0.0, 0.0, 0.0, 0, {}, {}, {}, {}, set()]
+        e = g[7].get(cause.frame)
+        if e is None:
+            g[7][cause.frame] = [p.ns, cause]
+        else:
+            e[0] += p.ns
         g[0] += p.ns
         g[1] += p.estimated_ns
         g[2] += p.var_ns2
@@ -278,7 +285,10 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
                 else:
                     e[0] += ns
     out = []
-    for name, (ns, est, var, count, longest, tasks, stacks, c, hist, methods) in groups.items():
+    for name, (ns, est, var, count, longest, tasks, stacks, frames, hist, methods) in groups.items():
+        # the cause as most of its time matched it, not as the first part did: the same in every order
+        c = next(iter(frames.values()))[1] if len(frames) == 1 else max(frames.values(),
+                                                                         key=lambda e: (e[0], e[1].frame))[1]
         top = max(stacks.values(), key=lambda v: v[0])[1] if stacks else None
         method = "stack" if "stack" in methods else "evidence"
         share = 0.0 if c.cls == IDLE else 100.0 * ns / denom

@@ -203,6 +203,31 @@ def test_the_ranking_without_idle_causes_is_the_full_ranking_without_them(report
     assert derived == [b for b in full if b.cls != IDLE]
 
 
+def test_a_cause_met_at_several_frames_shows_the_frame_of_most_of_its_time_in_any_order():
+    """Kernel threads idle in their different main loops are one cause; the frame a blocker shows is the one
+    that most of its time matched, not the first task's, so that it does not change with the order its tasks
+    come in (an interval's sleeping threads and kernel threads in a live view)."""
+    from stallscope.analyzer.attribution import Part
+    from stallscope.analyzer.causes import Cause
+
+    a, b, c = TaskId(1, 1), TaskId(2, 2), TaskId(3, 3)
+    iv = interval(0, task_info=tuple(TaskInfo(t, t.pid, 0, f"k{t.pid}") for t in (a, b, c)),
+                  tasks=tuple(TaskDelta(t, offcpu_ns=1) for t in (a, b, c)))
+    model = Model.from_intervals(meta(), [iv], {i.task: i for i in iv.task_info}, {})
+
+    def part(task, frame, ns):
+        return Part(Cause("Kernel thread idle", IDLE, frame), task, ns=float(ns), count=1, max_ns=ns)
+
+    parts = [part(a, "kcompactd+0x10", 300), part(b, "smpboot_thread_fn+0x18c", 200),
+             part(c, "smpboot_thread_fn+0x18c", 200)]
+    for order in (parts, parts[::-1], parts[1:] + parts[:1]):
+        (idle,) = rank_blockers(model, all_parts=order)
+        assert (idle.cause, idle.frame, idle.total_ns) == ("Kernel thread idle", "smpboot_thread_fn+0x18c", 700)
+    # the same time at two frames: the one that sorts last, whatever the order
+    even = [part(a, "kcompactd+0x10", 200), part(b, "smpboot_thread_fn+0x18c", 200)]
+    assert {rank_blockers(model, all_parts=o)[0].frame for o in (even, even[::-1])} == {"smpboot_thread_fn+0x18c"}
+
+
 def test_a_stack_walked_after_the_wait_names_the_lock_by_its_call_site():
     """bpf_get_task_stack() leaves out the .sched.text functions (the rwsem slow path, down_write...):
     the stack starts at the caller, which is enough to know mmap_lock from a directory's i_rwsem."""
