@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.reference import reference_s
 from stallscope.analyzer.sample import TaskId
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -238,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     page = work / "report.html"
     if page.exists():
         page.unlink()
+    speed = reference_s()  # this machine's speed today (benchmarks/reference.py)
     cli = run_report(big, page)
     parts = stages(big)
     load = os.getloadavg()
@@ -257,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
                                                          ("model", "series", "export", "stacks", "page_data", "html"))
         + f"; {parts['flame_frames']:,} flame graph frames.",
         "",
-        f"Load average during the run: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs.",
+        f"Load average during the run: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs; the "
+        f"interpreter's reference (benchmarks/reference.py, before it) {speed:.3f} s.",
     ]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.reference import reference_s
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -147,6 +149,7 @@ def main() -> int:
                     help="the view's window: the last N intervals, as `w` sets it (10 or 60; default 1)")
     ap.add_argument("--output", help="write the results as Markdown here (and JSON beside it)")
     args = ap.parse_args()
+    speed = reference_s()  # this machine's speed today, before the load starts (benchmarks/reference.py)
     procs = []
     try:
         if args.idle:
@@ -174,7 +177,7 @@ def main() -> int:
                 pass
             p.wait()
     load = ("stress-ng --mutex 2" if args.rt_mutex else "none" if args.no_load else "perf bench sched messaging -g 10")
-    result.update({"idle_threads": args.idle, "load": load, "realtime": args.realtime,
+    result.update({"idle_threads": args.idle, "load": load, "realtime": args.realtime, "reference_s": round(speed, 3),
                    "interval_s": args.interval, "kernel": platform.release(), "cpus": os.cpu_count()})
     print(json.dumps(result, indent=2))
     if args.output:
@@ -196,6 +199,7 @@ def main() -> int:
             f"{result['key_p99_ms']:.0f} / {result['key_max_ms']:.0f} ms | p99 100 ms |\n"
             f"| intervals shown; budget level reached | {result['intervals']}; {result['budget_level_reached']} | |\n"
             f"| the process's peak resident memory | {result['peak_rss_mb']} MB | |\n"
+            f"| the interpreter's reference, before the load (benchmarks/reference.py) | {speed:.3f} s | |\n"
             f"| the session's scheduling group (autogroup) raised to | "
             f"{'nice %d' % result['group_nice'] if result['group_nice'] is not None else 'not raised'} | |\n")
     return 0
