@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from stallscope.analyzer.attribution import (
-    LOST_STACK, NO_STACK_LABELS, Part, attribute, classify_wait, error_ns, idle_input_name, input_cause,
-    long_input_cause, no_stack_cause, nonzero_slots,
+    LOST_STACK, NO_STACK_LABELS, Alike, Grouped, Part, attribute, attribute_grouped, classify_wait, error_ns,
+    idle_input_name, input_cause, long_input_cause, no_stack_cause, nonzero_slots,
 )
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable
-from stallscope.analyzer.memo import per_model
+from stallscope.analyzer.memo import memoised, per_model
 from stallscope.analyzer.model import LONG_OPEN_NS, Model, WaitsNow
 from stallscope.analyzer.sample import (  # noqa: F401 (re-exported: the reasons a wait has no stack)
     STACK_FAILED, STACK_ID_MIN, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack,
@@ -130,6 +130,20 @@ def _parts(model: Model, tasks: set[TaskId] | None, table: CauseTable | None, in
     return out + cpu_parts(model, scope) if include_cpu else out
 
 
+def grouped_parts(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None,
+                  include_cpu: bool = True) -> Grouped:
+    """parts(), those of tasks alike grouped (attribution.py Alike): for readers that sum them by cause (the
+    ranking, the denominator), which then need no Part per sleeping thread. Kept per model."""
+    return _grouped_parts(model, tasks, table, include_cpu)
+
+
+@per_model
+def _grouped_parts(model: Model, tasks: set[TaskId] | None, table: CauseTable | None, include_cpu: bool) -> Grouped:
+    scope = in_scope(model, tasks)
+    out = attribute_grouped(model, scope, table)
+    return Grouped(out.parts + cpu_parts(model, scope), out.alike) if include_cpu else out
+
+
 @dataclass(frozen=True)
 class Denominator:
     """What every share is a share of: `total_ns`, the time the tasks in view waited."""
@@ -147,7 +161,8 @@ class Denominator:
                 f"waiting for a CPU {fmt_ns(self.runq_ns)} (idle waits, {fmt_ns(self.idle_ns)}, have none)")
 
 
-def denominator(all_parts: list[Part]) -> Denominator:
+def denominator(all_parts: list[Part], alike: list[Alike] = ()) -> Denominator:
+    """Of parts (and parts grouped: grouped_parts)."""
     blocked = runq = idle = 0.0
     for p in all_parts:
         if p.cause.cls == CPU:
@@ -156,6 +171,13 @@ def denominator(all_parts: list[Part]) -> Denominator:
             idle += p.ns
         else:
             blocked += p.ns
+    for a in alike:
+        if a.cause.cls == CPU:
+            runq += sum(a.ns)
+        elif a.cause.cls == IDLE:
+            idle += sum(a.ns)
+        else:
+            blocked += sum(a.ns)
     return Denominator(round(blocked), round(runq), round(idle))
 
 
@@ -196,10 +218,14 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
 def _ranked(model: Model, tasks, table, include_idle: bool, include_cpu: bool, sort: str,
             include_delays: bool) -> tuple[Blocker, ...]:
     if not include_idle and not include_delays:
-        # the ranking with idle causes, which a view and a report make first, without them: an idle cause's
-        # parts are in no other cause's figures nor in the denominator, and idle causes rank last
-        return tuple(b for b in _ranked(model, tasks, table, True, include_cpu, sort, False) if b.cls != IDLE)
-    return tuple(_with_waits_now(_rank(parts(model, tasks, table, include_cpu), include_idle, sort, include_delays),
+        # the ranking with idle causes, where it was made (a report makes it first), without them: an idle
+        # cause's parts are in no other cause's figures nor in the denominator, and idle causes rank last; a
+        # live view ranks without them, its thousands of sleeping threads summed and not ranked
+        full = memoised(_ranked, model, tasks, table, True, include_cpu, sort, False)
+        if full is not None:
+            return tuple(b for b in full if b.cls != IDLE)
+    grouped = grouped_parts(model, tasks, table, include_cpu)
+    return tuple(_with_waits_now(_rank(grouped.parts, include_idle, sort, include_delays, grouped.alike),
                                  waits_now_by_cause(model, tasks, table)))
 
 
@@ -247,10 +273,38 @@ def _with_waits_now(ranked: list[Blocker], now: dict[str, tuple[int, int]]) -> l
             for b in ranked]
 
 
-def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: bool) -> list[Blocker]:
-    denom = denominator(all_parts).total_ns or 1
+def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: bool,
+          alike: list[Alike] = ()) -> list[Blocker]:
+    denom = denominator(all_parts, alike).total_ns or 1
     # per cause: [ns, estimated ns, variance, count, max, tasks, stacks, {frame: [ns, cause]}, hist, methods]
     groups: dict[str, list] = {}
+    for a in alike:  # parts of tasks alike, grouped (attribution.py Alike): measured, no stack
+        cause = a.cause
+        if cause.cls == IDLE and not include_idle and not (include_delays and cause.delays_wakees):
+            continue
+        g = groups.get(cause.name)
+        if g is None:
+            g = groups[cause.name] = [0.0, 0.0, 0.0, 0.0, 0, {}, {}, {}, {}, set()]
+        ns = sum(a.ns)
+        e = g[7].get(cause.frame)
+        if e is None:
+            g[7][cause.frame] = [ns, cause]
+        else:
+            e[0] += ns
+        g[0] += ns
+        g[3] += a.count
+        if a.max_ns > g[4]:
+            g[4] = a.max_ns
+        tasks = g[5]
+        if tasks:
+            for t, n in zip(a.tasks, a.ns):
+                tasks[t] = tasks.get(t, 0.0) + n
+        else:  # each task once in a group: its first part of the cause
+            tasks.update(zip(a.tasks, a.ns))
+        g[9].add(cause.method)
+        hist = g[8]
+        for slot, c in a.hist.items():
+            hist[slot] = hist.get(slot, 0) + c
     for p in all_parts:
         cause = p.cause
         if cause.cls == IDLE and not include_idle and not (include_delays and cause.delays_wakees):

@@ -44,3 +44,12 @@ def per_model(fn: Callable[..., R]) -> Callable[..., R]:
         return memo[key]
 
     return wrapper
+
+
+def memoised(fn: Callable[..., R], model, *args) -> R | None:
+    """What `fn` (a per_model function) keeps for `model` and these arguments, given positionally as its
+    callers give them; None when it has not been asked yet."""
+    memo = _memos.get(id(model))
+    if memo is None:
+        return None
+    return memo.get((fn.__qualname__, tuple(_key(a) for a in args), ()))

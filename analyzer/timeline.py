@@ -23,7 +23,9 @@ from math import isqrt
 from operator import attrgetter, itemgetter
 from typing import Callable
 
-from stallscope.analyzer.blockers import Blocker, causes_by_task, denominator, held_up_by, parts, rank_blockers
+from stallscope.analyzer.blockers import (
+    Blocker, causes_by_task, denominator, grouped_parts, held_up_by, parts, rank_blockers,
+)
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import RootTable, root_table
 from stallscope.analyzer.data_loss import Loss, model_losses
@@ -108,7 +110,7 @@ class Snapshot:
 
     @cached_property
     def shares(self):
-        return denominator(self.parts)
+        return denominator(*grouped_parts(self.model, self.scope))
 
     @cached_property
     def blockers(self) -> list[Blocker]:
@@ -117,12 +119,13 @@ class Snapshot:
 
     @cached_property
     def ranked(self) -> list[Blocker]:
-        """The blockers a view ranks: idle causes left out."""
-        return [b for b in self.blockers if b.cls != IDLE]
+        """The blockers a view ranks: idle causes left out (the blockers' without them, where they were made)."""
+        return rank_blockers(self.model, self.scope, include_idle=False)
 
     @cached_property
     def idle_ns(self) -> int:
-        return sum(b.total_ns for b in self.blockers if b.cls == IDLE)
+        """The idle waits' time (not ranked, no share)."""
+        return self.shares.idle_ns
 
     @cached_property
     def roots(self) -> RootTable:

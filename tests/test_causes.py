@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import gzip
 import platform
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, example, needs_bpf, run_stallscope
 from stallscope.analyzer.blockers import rank_blockers
 from stallscope.analyzer.causes import BLOCKER, IDLE, CauseTable, _compile, bare, default_table
 from stallscope.analyzer.model import Model
@@ -244,3 +245,57 @@ def test_a_stack_walked_after_the_wait_names_the_lock_by_its_call_site():
     # a frame the innermost rule names, but not innermost and nothing else matching: unmatched
     other = table.classify(_stack(["mystery_wait", "vm_mmap_pgoff"]))
     assert other.matched is False
+
+
+@needs_bpf
+def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(tmp_path):
+    """The ranking and its denominator read the parts of tasks alike grouped (attribution.py Alike: a stratum of
+    waits none drawn for a stack walk, named by its evidence), not a Part each: on a real recording of sleeping
+    threads waking now and then, a reader waiting seconds on a pipe (its time moves to "..., nothing came") and
+    hackbench, every window ranks as its parts do, idle causes in or out, and a view's ranking without idle
+    causes is the full ranking without them."""
+    import dataclasses
+
+    from stallscope.analyzer import blockers
+    from stallscope.analyzer.store import Recording
+    from stallscope.analyzer.timeline import Timeline
+
+    stall = tmp_path / "idle.stall"
+    idle = subprocess.Popen([example("idle_threads"), "-n", "400", "-p", "700", "-d", "8"], stdout=subprocess.DEVNULL)
+    try:
+        run_stallscope("record", "-o", str(stall), "-i", "0.5s", "--", "sh", "-c",
+                       f"{example('pipe_reader')} -n 2 -m 1600 >/dev/null & perf bench sched messaging -g 1 -l 100 "
+                       ">/dev/null; sleep 2.5; wait", timeout=300)
+    finally:
+        idle.kill()
+        idle.wait()
+    rec = Recording(str(stall))
+    try:
+        tl = Timeline(rec.meta, live=True, cache_size=2)
+        tl.task_info.update(rec.tasks())
+        tl.stacks.update(rec.stacks())
+        tl.functions.update(rec.functions())
+        ivs = list(rec.intervals())
+    finally:
+        rec.close()
+    for iv in ivs:
+        tl.add(iv)
+    grouped_tasks = moved = 0
+    for first, last in [(iv.index, iv.index) for iv in ivs] + [(ivs[0].index, ivs[-1].index)]:
+        snap = tl.window(first, last)
+        model, scope = snap.model, snap.scope
+        for tasks in (None, scope):
+            every = blockers.parts(model, tasks)
+            grouped = blockers.grouped_parts(model, tasks)
+            grouped_tasks += sum(len(a.tasks) for a in grouped.alike)
+            moved += sum(len(a.tasks) for a in grouped.alike if a.cause.name.endswith(", nothing came"))
+            for include_idle in (True, False):
+                want = blockers._rank(every, include_idle, "total", False)
+                got = blockers._rank(grouped.parts, include_idle, "total", False, grouped.alike)
+                assert [dataclasses.astuple(b) for b in got] == [dataclasses.astuple(b) for b in want], (first, last)
+            assert blockers.denominator(*grouped) == blockers.denominator(every)
+        full = blockers._with_waits_now(blockers._rank(blockers.parts(model, scope), True, "total", False),
+                                        blockers.waits_now_by_cause(model, scope))
+        assert snap.ranked == [b for b in full if b.cls != IDLE]
+        assert abs(snap.idle_ns - sum(b.total_ns for b in full if b.cls == IDLE)) <= len(full)
+    assert grouped_tasks > 1000 and moved, (grouped_tasks, moved)  # the grouped paths were taken
