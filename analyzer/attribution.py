@@ -443,9 +443,8 @@ def split_waits(model: Model, tasks: set[TaskId] | None,
     return every if tasks is None else {k: v for k, v in every.items() if k[0] in tasks}
 
 
-@per_model
 def _by_stratum(model: Model) -> dict[Stratum, list[StackWait]]:
-    """The window's wait records by stratum, in the model's order."""
+    """The window's wait records by stratum, in the model's order (not kept: its readers keep what they make)."""
     strata: dict[tuple, list[StackWait]] = {}
     for w in model.waits:
         strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)

@@ -33,7 +33,8 @@ from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.wakers import waker_context, waker_label
 
 __all__ = ["IDLE", "Blocker", "LOST_STACK", "NO_STACK_LABELS", "classify_wait", "no_stack_cause", "rank_blockers",
-           "causes_by_task", "task_causes", "blocked_ns_by_task", "process_causes", "held_up_by", "percentiles",
+           "rank_live", "grouped_parts", "causes_by_task", "task_causes", "blocked_ns_by_task", "process_causes",
+           "held_up_by", "percentiles",
            "recorded_tasks", "Denominator", "denominator", "wait_cause", "wait_parts", "wait_now_cause",
            "waiters_by_name",
            "waits_now_by_cause"]
@@ -218,14 +219,28 @@ def rank_blockers(model: Model, tasks: set[TaskId] | None = None, table: CauseTa
 def _ranked(model: Model, tasks, table, include_idle: bool, include_cpu: bool, sort: str,
             include_delays: bool) -> tuple[Blocker, ...]:
     if not include_idle and not include_delays:
-        # the ranking with idle causes, where it was made (a report makes it first), without them: an idle
-        # cause's parts are in no other cause's figures nor in the denominator, and idle causes rank last; a
-        # live view ranks without them, its thousands of sleeping threads summed and not ranked
-        full = memoised(_ranked, model, tasks, table, True, include_cpu, sort, False)
-        if full is not None:
-            return tuple(b for b in full if b.cls != IDLE)
-    grouped = grouped_parts(model, tasks, table, include_cpu)
-    return tuple(_with_waits_now(_rank(grouped.parts, include_idle, sort, include_delays, grouped.alike),
+        # the ranking with idle causes, which a view and a report make first, without them: an idle cause's
+        # parts are in no other cause's figures nor in the denominator, and idle causes rank last
+        return tuple(b for b in _ranked(model, tasks, table, True, include_cpu, sort, False) if b.cls != IDLE)
+    return tuple(_with_waits_now(_rank(parts(model, tasks, table, include_cpu), include_idle, sort, include_delays),
+                                 waits_now_by_cause(model, tasks, table)))
+
+
+def rank_live(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None) -> list[Blocker]:
+    """rank_blockers(model, tasks, table, include_idle=False), made from the parts grouped (grouped_parts)
+    unless the full ranking was made: the same blockers (a test checks), without a Part per sleeping thread. For
+    a live view, which ranks every interval without idle causes and asks for tasks' parts only when it shows
+    them; a report, which reads every part, ranks from them."""
+    return list(_ranked_live(model, tasks, table))
+
+
+@per_model
+def _ranked_live(model: Model, tasks, table) -> tuple[Blocker, ...]:
+    full = memoised(_ranked, model, tasks, table, True, True, "total", False)
+    if full is not None:
+        return tuple(b for b in full if b.cls != IDLE)
+    grouped = grouped_parts(model, tasks, table)
+    return tuple(_with_waits_now(_rank(grouped.parts, False, "total", False, grouped.alike),
                                  waits_now_by_cause(model, tasks, table)))
 
 

@@ -24,7 +24,7 @@ from operator import attrgetter, itemgetter
 from typing import Callable
 
 from stallscope.analyzer.blockers import (
-    Blocker, causes_by_task, denominator, grouped_parts, held_up_by, parts, rank_blockers,
+    Blocker, causes_by_task, denominator, grouped_parts, held_up_by, parts, rank_blockers, rank_live,
 )
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import RootTable, root_table
@@ -110,7 +110,9 @@ class Snapshot:
 
     @cached_property
     def shares(self):
-        return denominator(*grouped_parts(self.model, self.scope))
+        # a live view's from the parts grouped (it makes no Part per sleeping thread unless it shows them);
+        # a recording's from its parts, which its reports and views read anyway
+        return denominator(*grouped_parts(self.model, self.scope)) if self.live else denominator(self.parts)
 
     @cached_property
     def blockers(self) -> list[Blocker]:
@@ -119,13 +121,17 @@ class Snapshot:
 
     @cached_property
     def ranked(self) -> list[Blocker]:
-        """The blockers a view ranks: idle causes left out (the blockers' without them, where they were made)."""
-        return rank_blockers(self.model, self.scope, include_idle=False)
+        """The blockers a view ranks: idle causes left out (live, ranked without them: blockers.rank_live)."""
+        if self.live:
+            return rank_live(self.model, self.scope)
+        return [b for b in self.blockers if b.cls != IDLE]
 
     @cached_property
     def idle_ns(self) -> int:
         """The idle waits' time (not ranked, no share)."""
-        return self.shares.idle_ns
+        if self.live:
+            return self.shares.idle_ns
+        return sum(b.total_ns for b in self.blockers if b.cls == IDLE)
 
     @cached_property
     def roots(self) -> RootTable:
