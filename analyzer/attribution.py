@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from itertools import compress, count
-from typing import Iterable, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.causes import BLOCKER, IDLE, Cause, CauseTable, default_table
@@ -103,22 +103,27 @@ def long_input_cause(model: Model, w: StackWait, table: CauseTable | None = None
     return input_cause(model, w, table) if w.long_open_ns else None
 
 
-def _idle_input(model: Model, merged: dict[tuple[TaskId, str], Part], table: CauseTable | None,
-                waits: Iterable[StackWait]) -> None:
-    """A wait for input is a consumer held up by its producer; but the part of it charged while it had
-    already gone on for LONG_OPEN_NS (StackWait.long_open_ns: a reader that got nothing, an idle one) moves
-    from its blocker cause to the idle one, "NAME, nothing came". The parts changed are copies: the strata
-    keep theirs."""
+def _waits_for_input(model: Model, table: CauseTable | None) -> Iterator[tuple[StackWait, Cause]]:
+    """The waits for input part of whose charge went on a second and more (StackWait.long_open_ns), in the
+    model's order, each with its input cause (asked once for the waits alike)."""
     named: dict[tuple, Cause | None] = {}
-    for w in waits:
+    for w in model.waits:
         if not w.long_open_ns:
             continue
         like = (w.state, w.kstack_id, w.ustack_id, w.why, w.func, w.woken)
         if like not in named:
             named[like] = input_cause(model, w, table)
         cause = named[like]
-        if cause is None:
-            continue
+        if cause is not None:
+            yield w, cause
+
+
+def _idle_input(merged: dict[tuple[TaskId, str], Part], moves: Iterable[tuple[StackWait, Cause]]) -> None:
+    """A wait for input is a consumer held up by its producer; but the part of it charged while it had
+    already gone on for LONG_OPEN_NS (StackWait.long_open_ns: a reader that got nothing, an idle one) moves
+    from its blocker cause to the idle one, "NAME, nothing came" (`moves`: _waits_for_input). The parts
+    changed are copies: the strata keep theirs."""
+    for w, cause in moves:
         p = merged.get((w.task, cause.name))
         if p is None or p.ns <= 0:
             continue
@@ -163,7 +168,7 @@ def _attribute(model: Model, table: CauseTable | None) -> tuple[Part, ...]:
     alone: set[tuple[TaskId, str]] = set()  # a task's only part of a cause: the stratum's own, shared
     for by_cause in attribute_strata(model, None, table).values():
         _merge_stratum(merged, alone, by_cause)
-    _idle_input(model, merged, table, model.waits)
+    _idle_input(merged, _waits_for_input(model, table))
     return tuple(merged.values())
 
 
@@ -281,7 +286,7 @@ def _grouped(model: Model, table: CauseTable | None) -> Grouped:
         if by_cause is not None:
             _merge_stratum(merged, alone, by_cause)
     own = {s: moves for s, moves in moves_own.items() if s not in parts_of}
-    _idle_input(model, merged, table, [w for w in movers if (w.task, w.state, w.why, w.func) not in own]
+    _idle_input(merged, [(w, c) for w, c in movers if (w.task, w.state, w.why, w.func) not in own]
                 if own else movers)
     return Grouped(list(merged.values()), _alike_parts(strata, alike.values(), own))
 
@@ -322,20 +327,10 @@ def _input_moves(model: Model, table: CauseTable, named: dict[Stratum, Cause]):
     """The waits for input that had gone on a second (_idle_input moves their time from their task's part of
     their input cause), in the model's order; those of the strata `named` that move time from their stratum's own
     part, by stratum, each with its input cause; and the (task, cause) parts the others move time from."""
-    inputs: dict[tuple, Cause | None] = {}
-    movers: list[StackWait] = []
+    movers = list(_waits_for_input(model, table))
     moves_own: dict[Stratum, list[tuple[StackWait, Cause]]] = {}
     touched: set[tuple[TaskId, str]] = set()
-    for w in model.waits:
-        if not w.long_open_ns:
-            continue
-        like = (w.state, w.kstack_id, w.ustack_id, w.why, w.func, w.woken)
-        if like not in inputs:
-            inputs[like] = input_cause(model, w, table)
-        cause = inputs[like]
-        if cause is None:
-            continue
-        movers.append(w)
+    for w, cause in movers:
         stratum = (w.task, w.state, w.why, w.func)
         own = named.get(stratum)
         if own is not None and own.name == cause.name:

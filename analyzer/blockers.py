@@ -288,6 +288,19 @@ def _with_waits_now(ranked: list[Blocker], now: dict[str, tuple[int, int]]) -> l
             for b in ranked]
 
 
+def _group(groups: dict[str, list], cause: Cause, ns: float) -> list:
+    """The ranking's group of a cause (_rank), `ns` more of it at the frame the cause was matched at."""
+    g = groups.get(cause.name)
+    if g is None:
+        g = groups[cause.name] = [0.0, 0.0, 0.0, 0.0, 0, {}, {}, {}, {}, set()]
+    e = g[7].get(cause.frame)
+    if e is None:
+        g[7][cause.frame] = [ns, cause]
+    else:
+        e[0] += ns
+    return g
+
+
 def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: bool,
           alike: list[Alike] = ()) -> list[Blocker]:
     denom = denominator(all_parts, alike).total_ns or 1
@@ -297,15 +310,8 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
         cause = a.cause
         if cause.cls == IDLE and not include_idle and not (include_delays and cause.delays_wakees):
             continue
-        g = groups.get(cause.name)
-        if g is None:
-            g = groups[cause.name] = [0.0, 0.0, 0.0, 0.0, 0, {}, {}, {}, {}, set()]
         ns = sum(a.ns)
-        e = g[7].get(cause.frame)
-        if e is None:
-            g[7][cause.frame] = [ns, cause]
-        else:
-            e[0] += ns
+        g = _group(groups, cause, ns)
         g[0] += ns
         g[3] += a.count
         if a.max_ns > g[4]:
@@ -324,14 +330,7 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
         cause = p.cause
         if cause.cls == IDLE and not include_idle and not (include_delays and cause.delays_wakees):
             continue
-        g = groups.get(cause.name)
-        if g is None:
-            g = groups[cause.name] = [0.0, 0.0, 0.0, 0.0, 0, {}, {}, {}, {}, set()]
-        e = g[7].get(cause.frame)
-        if e is None:
-            g[7][cause.frame] = [p.ns, cause]
-        else:
-            e[0] += p.ns
+        g = _group(groups, cause, p.ns)
         g[0] += p.ns
         g[1] += p.estimated_ns
         g[2] += p.var_ns2
