@@ -181,7 +181,7 @@ class Alike:
 
     __slots__ = ("cause", "tasks", "ns", "waits", "_sums")
 
-    def __init__(self, cause: Cause, tasks: list[TaskId], ns: list[int], waits: list[tuple]):
+    def __init__(self, cause: Cause, tasks: list[TaskId], ns: list[int], waits: list):
         self.cause = cause
         self.tasks = tasks
         self.ns = ns  # each task's time, in `tasks`' order
@@ -447,8 +447,8 @@ def _by_stratum(model: Model) -> dict[Stratum, list[StackWait]]:
 
 
 def _alone_cause(table: CauseTable, arch: str | None, state: int, why: int, func: str, w: StackWait) -> Cause:
-    """The cause of an undrawn wait alone in its stratum: its evidence's (a stratum of one wait, or one whose
-    waits were never drawn). What it reads of the wait is its `like` key (_split_all)."""
+    """The cause of an undrawn wait alone in its stratum: its evidence's, else its lack of a stack's. What it
+    reads of the wait is its `like` key (_split_all)."""
     cause = table.classify(None, None, state, decode(why, func, w.woken, arch))
     return cause if cause is not None else no_stack_cause(w.kstack_id)
 
