@@ -16,6 +16,7 @@ stallscope's own tasks are never in view (analyzer/scope.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import chain
 
 from stallscope.analyzer.attribution import (
     LOST_STACK, NO_STACK_LABELS, Alike, Grouped, Part, attribute, attribute_grouped, classify_wait, error_ns,
@@ -165,20 +166,13 @@ class Denominator:
 def denominator(all_parts: list[Part], alike: list[Alike] = ()) -> Denominator:
     """Of parts (and parts grouped: grouped_parts)."""
     blocked = runq = idle = 0.0
-    for p in all_parts:
-        if p.cause.cls == CPU:
-            runq += p.ns
-        elif p.cause.cls == IDLE:
-            idle += p.ns
+    for cls, ns in chain(((p.cause.cls, p.ns) for p in all_parts), ((a.cause.cls, sum(a.ns)) for a in alike)):
+        if cls == CPU:
+            runq += ns
+        elif cls == IDLE:
+            idle += ns
         else:
-            blocked += p.ns
-    for a in alike:
-        if a.cause.cls == CPU:
-            runq += sum(a.ns)
-        elif a.cause.cls == IDLE:
-            idle += sum(a.ns)
-        else:
-            blocked += sum(a.ns)
+            blocked += ns
     return Denominator(round(blocked), round(runq), round(idle))
 
 

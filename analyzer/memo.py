@@ -38,7 +38,7 @@ def per_model(fn: Callable[..., R]) -> Callable[..., R]:
         if memo is None:
             memo = _memos[id(model)] = {}
             weakref.finalize(model, _memos.pop, id(model), None)
-        key = (fn.__qualname__, tuple(_key(a) for a in args), tuple(sorted((k, _key(v)) for k, v in kwargs.items())))
+        key = _memo_key(fn, args, kwargs)
         if key not in memo:
             memo[key] = fn(model, *args, **kwargs)
         return memo[key]
@@ -50,6 +50,9 @@ def memoised(fn: Callable[..., R], model, *args) -> R | None:
     """What `fn` (a per_model function) keeps for `model` and these arguments, given positionally as its
     callers give them; None when it has not been asked yet."""
     memo = _memos.get(id(model))
-    if memo is None:
-        return None
-    return memo.get((fn.__qualname__, tuple(_key(a) for a in args), ()))
+    return None if memo is None else memo.get(_memo_key(fn, args, {}))
+
+
+def _memo_key(fn: Callable, args: tuple, kwargs: dict) -> tuple:
+    """The key of a call's result among a model's (per_model, memoised)."""
+    return fn.__qualname__, tuple(_key(a) for a in args), tuple(sorted((k, _key(v)) for k, v in kwargs.items()))

@@ -626,7 +626,7 @@ class SlidingFold:
                 fold.merge(self._merged(middle[0], middle[-1]))
             if head is not None:
                 fold.merge(self.blocks[head][1])
-        return tl.made(fold, first, last, list(self.held))
+        return tl.made(fold, first, last, [iv for iv in self.held if iv.index >= first])  # not the oldest block's
 
     def _merged(self, low: int, high: int) -> ModelFold:
         """Blocks low..high merged, kept while they are the window's complete ones."""
