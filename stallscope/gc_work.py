@@ -18,20 +18,22 @@ def settle_gc() -> None:
 
 
 @contextmanager
-def interval_work():
+def interval_work(freeze: bool = True):
     """An interval's drain and what is done with it (written, folded, handed to a view), outside the
     cycle collector's view. That work makes hundreds of thousands of records, parts and rows, none in a
     cycle, and what outlives it (a live view keeps minutes of intervals) is frozen when it is done: the
     collector never walks it. Before it, the young generation is collected, while it holds only what
     was made since the last interval (the view's own cycles among it). Left to the collector's
     threshold, it walked each record in its first collection: 2.6 s of CPU in 85 s of `top` under
-    hackbench beside 5,000 idle threads, about an eighth of its cost then."""
+    hackbench beside 5,000 idle threads, about an eighth of its cost then. `freeze` False: left to the
+    caller (the first interval's, which settle_gc collects with what start-up built)."""
     gc.collect(0)
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
+        if freeze:
+            gc.freeze()
         if enabled:
             gc.enable()
