@@ -110,7 +110,8 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
         _h(t, "Held up by")
         for label, n, ns, threads, _stack in h.waker_names:  # by name, as the ones that ran instead
             more = f" from {threads:,} threads" if threads > 1 else ""
-            t.append(f"  woken by {visible(label)}: {n:,} wakeups{more}, {fmt_ns(ns)}\n")
+            # the whole length of the waits they ended, which may have begun long before the window
+            t.append(f"  woken by {visible(label)}: {n:,} wakeups{more}, ending {fmt_ns(ns)} of waiting\n")
         for owner in h.owners:
             t.append(f"  lock owner {visible(owner)}\n")
         for name, n, threads, _name in h.hog_names:  # by name: thousands of short-lived threads of one name weigh together
