@@ -214,6 +214,7 @@ class LiveSource:
         self.session = Session(options, notify=self._notice)
         self.meta: RecordingMeta | None = None
         self.timeline: Timeline | None = None
+        self._start_ns = 0  # the session's start (its meta's), once started: notices say when they were made
         self.writer_factory = writer_factory
         self.writer = None
         self.result = None
@@ -262,9 +263,13 @@ class LiveSource:
                     return
 
     def _notice(self, text: str) -> None:
+        if self._start_ns:  # when, as the window's header says an interval's start: a notice stays shown
+            # until the next, and "cost 13% of the CPUs is over the budget" must not read as now once it is 2%
+            text = f"+{max(time.clock_gettime_ns(time.CLOCK_BOOTTIME) - self._start_ns, 0) / 1e9:.0f} s: {text}"
         self._put(Event("notice", text))
 
     def _on_start(self, meta: RecordingMeta) -> None:
+        self._start_ns = meta.start_ns
         if self.writer_factory is not None:
             self.writer = self.writer_factory(meta)
         # the newest interval's snapshot is folded here, in the session's thread, with what the default

@@ -235,3 +235,31 @@ def test_a_live_views_first_interval_ends_an_interval_after_it_started():
     assert MIN_FIRST_INTERVAL_S * 1e9 <= first.duration_ns <= second.duration_ns - 0.05e9, (first.duration_ns,
                                                                                           second.duration_ns)
     assert second.duration_ns >= 1.9e9
+
+
+@needs_bpf
+def test_a_notice_made_after_the_start_says_when():
+    """A notice stays on the screen until the next one: one made after the session started says when (as the
+    window's header says it of an interval), so that "cost 13% of the CPUs is over the budget" is not read as
+    now once the status line says 2%. A budget no session keeps to steps down after the first interval."""
+    from stallscope.session import SessionOptions
+    from stallscope.sources import LiveSource
+
+    loop = f"for i in $(seq 20); do {example('pipe_reader')} -n 10 -m 20 >/dev/null; done"
+    src = LiveSource(SessionOptions(interval_s=0.5, command=["sh", "-c", loop], max_intervals=4,
+                                    overhead_budget_pct=0.0001))
+    src.start()
+    deadline, notices, kinds = time.monotonic() + 60, [], []
+    while time.monotonic() < deadline and "end" not in kinds and "error" not in kinds:
+        time.sleep(0.1)
+        for ev in src.events():
+            kinds.append(ev.kind)
+            if ev.kind == "notice":
+                notices.append(ev.payload)
+    assert src.join(10) and "end" in kinds, (kinds, src.error)
+    budget = [n for n in notices if "overhead budget" in n]
+    assert budget, notices
+    for n in budget:
+        when, _, said = n.partition(" s: ")
+        assert when.startswith("+") and when[1:].isdigit() and 0 <= int(when[1:]) <= 10, n
+        assert said.startswith("overhead budget: "), n
