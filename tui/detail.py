@@ -213,7 +213,7 @@ def task_detail(snap: Snapshot, r: TaskRow) -> Text:
         t.append(f"  {fmt_ns(ns / secs):>10}/s  {visible(c.name)}\n")
     wakers = sorted((w for w in m.wakeups if w.task == r.task), key=lambda w: -w.weighted)[:5]
     if wakers:
-        _h(t, "Woken by")
+        _h(t, "Woken by (wakeups; the whole length of the waits they ended)")
         for w in wakers:
             t.append(f"  {w.count:>8,}  {fmt_ns(w.weighted):>9}  {visible(w.waker_comm)}[{w.waker.pid}]\n")
     if tt is not None:
