@@ -158,7 +158,7 @@ class Snapshot:
             rows.append(TaskRow(
                 tid, t.info.tgid, t.info.comm, m.cgroups.get(t.info.tgid, ""), sum(ns for _c, ns in waiting) / secs,
                 t.offcpu_ns / secs,
-                t.runq_wait_ns / secs, _hist_p99(t.runq_hist), t.voluntary_switches / secs,
+                t.runq_wait_ns / secs, hist_p99(t.runq_hist, t.runq_max_ns), t.voluntary_switches / secs,
                 t.involuntary_switches / secs, t.migrations / secs, causes, t.info.dead))
         rows.sort(key=lambda r: (-r.waiting_per_s, -r.offcpu_per_s))
         return rows
@@ -242,16 +242,20 @@ class Snapshot:
         return {loss.key: loss.count for loss in self.losses}
 
 
-def _hist_p99(hist: tuple[int, ...]) -> int:
+def hist_p99(hist: tuple[int, ...], longest: int) -> int:
+    """The p99 of a log2(ns) histogram (a thread's wakeup-to-run latency) as blockers.percentiles gives it, in a
+    loop cheap enough for every thread of a Tasks view: the upper bound of its bucket (slot s holds the lengths in
+    [2^s, 2^(s+1)) ns, bpf/sched.h), never above the longest; 0 when empty."""
     total = sum(hist)
     if not total:
         return 0
-    need, seen = 0.99 * total, 0
+    need, seen = 0.99 * total - 1e-9, 0
     for slot, c in enumerate(hist):
         seen += c
         if seen >= need:
-            return 1 << slot
-    return 1 << (len(hist) - 1)
+            bound = 2 << slot
+            return min(bound, longest) if longest else bound
+    return 0
 
 
 _KSTACK, _USTACK, _WAKER_KSTACK = attrgetter("kstack"), attrgetter("ustack"), attrgetter("waker_kstack")

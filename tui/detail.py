@@ -47,7 +47,8 @@ def _frames(t: Text, stack: Stack | None, indent: str = "    ") -> None:
 
 
 def histogram(t: Text, hist: list[int]) -> None:
-    """log2 buckets, each `[lower, upper)`, with a bar."""
+    """log2 buckets, each `[lower, upper)`, with a bar: slot s holds the lengths in [2^s, 2^(s+1)) ns (bpf/sched.h
+    log2_slot), slot 0 those below 2 ns."""
     top = max(hist, default=0)
     if not top:
         t.append("  (no lengths kept)\n", style="dim")
@@ -56,8 +57,8 @@ def histogram(t: Text, hist: list[int]) -> None:
     hi = max(i for i, c in enumerate(hist) if c)
     for slot in range(lo, hi + 1):
         c = hist[slot]
-        lower = fmt_ns(1 << (slot - 1)) if slot else "0"
-        t.append(f"  {lower:>8} .. {fmt_ns(1 << slot):>8}  {c:>9,}  ")
+        lower = fmt_ns(1 << slot) if slot else "0"
+        t.append(f"  {lower:>8} .. {fmt_ns(2 << slot):>8}  {c:>9,}  ")
         t.append("█" * max(1 if c else 0, round(BAR * c / top)) + "\n", style="cyan")
 
 
