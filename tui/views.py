@@ -8,13 +8,15 @@ across refreshes and for drilling in), sort keys and cells (rich Text: never par
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import add
 from typing import Any, Callable
 
 from rich.text import Text
 
 from stallscope.analyzer.blockers import waiters_by_name
 from stallscope.analyzer.recommend import RECOMMENDED
-from stallscope.analyzer.timeline import Snapshot, Timeline
+from stallscope.analyzer.model import RUNQ_SLOTS
+from stallscope.analyzer.timeline import Snapshot, Timeline, hist_p99
 from stallscope.analyzer.units import fmt_bytes, fmt_ns
 from stallscope.tui.cells import count, dur, heat, lit, longest, num, pct, rate, sparkline, visible
 
@@ -150,7 +152,7 @@ class TasksView(View):
                     causes[c] = causes.get(c, 0) + ns
             top = sorted(causes.items(), key=lambda kv: -kv[1])[:3]
             vals = [sum(getattr(r, f) for r in rs) for f in ("waiting_per_s", "offcpu_per_s", "runq_per_s")]
-            p99 = max(r.runq_p99_ns for r in rs)
+            p99 = _group_p99(snap, rs)
             cs = [sum(getattr(r, f) for r in rs) for f in ("vcs_per_s", "ivcs_per_s", "migrations_per_s")]
             ident = str(key) if self.group == "process" else f"{len(rs)} thr"
             out.append(Row(f"{self.group}:{key}", (label, key if self.group == "process" else len(rs), *vals, p99, *cs, ""),
@@ -159,6 +161,17 @@ class TasksView(View):
                             count(cs[2], 1),
                             lit(_causes_per_s(top, secs))), None))
         return out
+
+
+def _group_p99(snap: Snapshot, rows: list) -> int:
+    """The p99 of a group's wakeups (all its threads' histograms summed), not its worst thread's."""
+    tasks, hist, top = snap.model.tasks, [0] * RUNQ_SLOTS, 0
+    for r in rows:
+        t = tasks.get(r.task)
+        if t is not None and t.runq_count:
+            hist = list(map(add, hist, t.runq_hist))
+            top = max(top, t.runq_max_ns)
+    return hist_p99(tuple(hist), top)
 
 
 def _causes_per_s(causes, secs: float) -> str:
