@@ -190,7 +190,8 @@ def _hist_rows(hist: dict[int, int]) -> list[dict]:
     rows, seen = [], 0
     for slot in sorted(hist):
         seen += hist[slot]
-        rows.append({"slot": slot, "from_ns": 2 ** slot, "to_ns": 2 ** (slot + 1), "count": hist[slot],
+        # slot s: [2^s, 2^(s+1)) ns (bpf/sched.h log2_slot), slot 0 every length below 2 ns
+        rows.append({"slot": slot, "from_ns": 2 ** slot if slot else 0, "to_ns": 2 ** (slot + 1), "count": hist[slot],
                      "pct": 100.0 * hist[slot] / total if total else 0.0,
                      "cum_pct": 100.0 * seen / total if total else 0.0})
     return rows
