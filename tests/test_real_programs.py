@@ -212,5 +212,8 @@ def test_cyclictest_behind_cpu_hogs_gets_the_priority_advice(tmp_path):
     if t["involuntary_switches"] == 0:
         assert t["runq_max_ns"] / 1000 <= max_us + 0.02 * max_us + 20, (t["runq_max_ns"], max_us)
     # one wakeup per cycle (a few more: its start-up), less the cycles whose deadline had passed when the
-    # thread went to sleep again (the one after a cycle later than the 5 ms interval does not sleep)
-    assert 0.985 * cycles <= t["runq_count"] <= cycles + 5, (t["runq_count"], cycles)
+    # thread went to sleep again (the one after a cycle later than the 5 ms interval does not sleep), and one
+    # more run-queue wait per preemption by the hogs (a preempted thread waits for a CPU again, unwoken):
+    # 1,007 waits for 1,000 cycles once in a full run, 0-3 more otherwise
+    ivcs = t["involuntary_switches"]
+    assert 0.985 * cycles <= t["runq_count"] <= cycles + 5 + ivcs, (t["runq_count"], cycles, ivcs)
