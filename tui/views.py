@@ -168,7 +168,7 @@ def _group_p99(snap: Snapshot, rows: list) -> int:
     tasks, hist, top = snap.model.tasks, [0] * RUNQ_SLOTS, 0
     for r in rows:
         t = tasks.get(r.task)
-        if t is not None and t.runq_count:
+        if t is not None and any(t.runq_hist):
             hist = list(map(add, hist, t.runq_hist))
             top = max(top, t.runq_max_ns)
     return hist_p99(tuple(hist), top)
