@@ -17,8 +17,15 @@ from stallscope.tui.detail import histogram
 def _buckets(hist: list[int]) -> list[tuple[str, str, int]]:
     t = Text()
     histogram(t, hist)
+    return _bucket_lines(t.plain.splitlines())
+
+
+def _bucket_lines(lines) -> list[tuple[str, str, int]]:
+    """(lower, upper, count) of each histogram line, up to the first line that is not one."""
     out = []
-    for line in t.plain.splitlines():
+    for line in lines:
+        if " .. " not in line:
+            break
         lower, _, rest = line.strip().partition(" .. ")
         upper, count = rest.split()[:2]
         out.append((lower, upper, int(count.replace(",", ""))))
@@ -74,21 +81,10 @@ def test_a_recorded_sleep_falls_in_the_bucket_the_tui_prints(tmp_path):
     b = next(b for b in snap.blockers if b.cause == "Application requested delay")
     assert b.count >= 40, b
     text = blocker_detail(snap, b).plain
-    shown = _buckets_of(text[text.index("Latency of single waits"):])
+    shown = _bucket_lines(text[text.index("Latency of single waits"):].splitlines()[1:])
     fullest = max(shown, key=lambda row: row[2])
     assert fullest[:2] == ("8.39ms", "16.78ms") and fullest[2] >= 30, shown  # a few, kept from a CPU, longer
     assert b.latency["p99_ns"] >= 12_000_000 and b.latency["p50_ns"] >= 12_000_000, b.latency
-
-
-def _buckets_of(text: str) -> list[tuple[str, str, int]]:
-    out = []
-    for line in text.splitlines()[1:]:
-        if " .. " not in line:
-            break
-        lower, _, rest = line.strip().partition(" .. ")
-        upper, count = rest.split()[:2]
-        out.append((lower, upper, int(count.replace(",", ""))))
-    return out
 
 
 def test_a_process_p99_is_of_all_its_threads_wakeups_not_its_worst_threads():

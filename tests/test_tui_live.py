@@ -254,12 +254,14 @@ def test_a_notice_made_after_the_start_says_when():
         time.sleep(0.1)
         for ev in src.events():
             kinds.append(ev.kind)
-            if ev.kind == "notice":
-                notices.append(ev.payload)
+            if ev.kind == "notice":  # with the time since the session's start as this reader sees it now
+                notices.append((ev.payload, (time.clock_gettime_ns(time.CLOCK_BOOTTIME) - src.meta.start_ns) / 1e9))
     assert src.join(10) and "end" in kinds, (kinds, src.error)
-    budget = [n for n in notices if "overhead budget" in n]
+    budget = [(n, now) for n, now in notices if "overhead budget" in n]
     assert budget, notices
-    for n in budget:
+    for n, now in budget:
         when, _, said = n.partition(" s: ")
-        assert when.startswith("+") and when[1:].isdigit() and 0 <= int(when[1:]) <= 10, n
+        assert when.startswith("+") and when[1:].isdigit(), n
+        # made before it was read (a poll of 0.1 s, on a busy machine later), rounded to the second
+        assert now - 1.5 <= int(when[1:]) <= now + 0.5, (n, now)
         assert said.startswith("overhead budget: "), n
