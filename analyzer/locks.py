@@ -115,6 +115,30 @@ def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
     return point.split("+")[0] if point else f"{w.addr:#x}"
 
 
+# the kernel's sched_yield() path: a thread that spins on it takes its run queue's lock at every call
+SCHED_YIELD = frozenset({"do_sched_yield", "__x64_sys_sched_yield", "__ia32_sys_sched_yield",
+                         "__arm64_sys_sched_yield", "__se_sys_sched_yield", "__do_sys_sched_yield", "yield"})
+
+
+def drawn_share(model: Model, stat: "LockStat", functions: frozenset[str]) -> float | None:
+    """Of a kernel lock row's waits drawn for a stack walk, the share of their wait time whose stack passes
+    through one of `functions` (the undrawn ones are shared out alike, as its contention points are); None
+    when none was drawn. The contention point is the lock's caller (lock_stat's): the run-queue lock's is
+    __schedule() whether schedule() was called by a sleep or by sched_yield(); the stack says which."""
+    keys = set(stat.keys)
+    drawn = through = 0
+    for w in model.lock_waits:
+        stack = w.stack
+        if stack is None or not stack.frames:
+            continue
+        if ((("field", w.field) if w.field else ("addr", w.addr)), lock_type(w.flags)) not in keys:
+            continue
+        drawn += w.total_ns
+        if any(bare(f.symbol or "") in functions for f in stack.frames):
+            through += w.total_ns
+    return through / drawn if drawn else None
+
+
 # futex commands that wait (bpf/futex.h), and the futex2 syscalls
 FUTEX_WAIT_OPS = {0: "FUTEX_WAIT", 9: "FUTEX_WAIT_BITSET", 6: "FUTEX_LOCK_PI", 13: "FUTEX_LOCK_PI2",
                   11: "FUTEX_WAIT_REQUEUE_PI", 0x100: "futex_waitv", 0x101: "futex_wait"}

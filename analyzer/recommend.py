@@ -18,7 +18,7 @@ from stallscope.analyzer.advice import (  # noqa: F401 (shell_command, write_com
 
 from stallscope.analyzer.blockers import percentiles, rank_blockers
 from stallscope.analyzer.io_advice import io_recommendations
-from stallscope.analyzer.locks import lock_stats
+from stallscope.analyzer.locks import SCHED_YIELD, drawn_share, lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
 from stallscope.analyzer.oncpu import category_share, probe_ran
 from stallscope.analyzer.slab import METHOD_ESTIMATE, slab_rows
@@ -78,48 +78,77 @@ def rule_pin(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]
     cpus = topo.get("cpus", {})
     busy = machine.get("cpu_busy_pct", {})
     secs = model.duration_s or 1.0
-    out = []
     if not cpus:  # recorded without the machine's topology: no topology-aware advice
-        return out
-    for t in sorted(model.tasks.values(), key=lambda t: -t.migrations):
+        return []
+    movers = [t for t in sorted(model.tasks.values(), key=lambda t: -t.migrations)
+              if t.migrations >= th.min_migrations and t.migrations / secs >= th.migrations_per_s
+              and not _is_kernel_thread(t)]
+    if not movers:
+        return []
+    llcs = {tuple(c.get("llc", [])) for c in cpus.values()}
+    least = min(busy, key=lambda c: busy[c]) if busy else (next(iter(cpus), "0"))
+    single_llc = len(llcs) <= 1
+    busy_text = ("CPU busy over the recording: " + ", ".join(
+        f"cpu{c} {p:.0f}%" for c, p in sorted(busy.items(), key=lambda kv: int(kv[0])))) if busy else ""
+    if single_llc and len(cpus) <= 4:
+        # the machine's finding, not one thread's: said once, with the threads it concerns
+        return [_pin_cannot_help(movers, len(cpus), least, secs, busy_text, th)]
+    # several caches: the least busy CPU's cache domain; one cache for all: its core (SMT siblings)
+    domain = cpus.get(str(least), {}).get("siblings" if single_llc else "llc", [int(least)])
+    out = []
+    for t in movers[:th.max_per_rule]:
         rate = t.migrations / secs
-        if t.migrations < th.min_migrations or rate < th.migrations_per_s or _is_kernel_thread(t):
-            continue
-        if len(out) >= th.max_per_rule:
-            break
-        evidence = [f"{t.migrations} CPU migrations in {secs:.1f} s ({rate:.0f}/s)",
-                    f"{t.voluntary_switches} voluntary and {t.involuntary_switches} involuntary switches"]
-        facts = (Fact("CPU migrations", rate, "/s"), Fact("voluntary switches", t.voluntary_switches / secs, "/s"),
-                 Fact("involuntary switches", t.involuntary_switches / secs, "/s"))
-        if busy:
-            evidence.append("CPU busy over the recording: " + ", ".join(f"cpu{c} {p:.0f}%" for c, p in sorted(busy.items(), key=lambda kv: int(kv[0]))))
-        llcs = {tuple(c.get("llc", [])) for c in cpus.values()}
-        least = min(busy, key=lambda c: busy[c]) if busy else (next(iter(cpus), "0"))
-        single_llc = len(llcs) <= 1
-        # several caches: the least busy CPU's cache domain; one cache for all: its core (SMT siblings)
-        domain = cpus.get(str(least), {}).get("siblings" if single_llc else "llc", [int(least)])
-        if single_llc and len(cpus) <= 4:
-            out.append(Recommendation(
-                "pin", _name(t), f"{_name(t)} migrates {rate:.0f} times a second, but pinning cannot help much here: "
-                f"all {len(cpus)} CPUs share one last-level cache, so a migration loses only the private L1/L2, "
-                "and a pinned thread can no longer escape a busy CPU",
-                tuple(evidence), shell_command("taskset", "-pc", least, t.task.pid),
-                "the thread waits for its one CPU when that CPU is busy; the other CPUs get the rest of the load",
-                _verify(_name(t), "migrations should fall and run-queue wait must not rise"), NOT_HELPFUL, facts=facts))
-            continue
         out.append(Recommendation(
             "pin", _name(t), f"{_name(t)} ping-pongs between CPUs ({rate:.0f} migrations/s): each move refills its caches",
-            tuple(evidence + [f"least busy CPU: cpu{least}; "
-                              + (f"one core with CPUs {','.join(map(str, domain))} (all CPUs share one cache)"
-                                 if single_llc else
-                                 f"it shares its last-level cache with CPUs {','.join(map(str, domain))}")]),
+            tuple(_pin_evidence(t, secs) + ([busy_text] if busy_text else [])
+                  + [f"least busy CPU: cpu{least}; "
+                     + (f"one core with CPUs {','.join(map(str, domain))} (all CPUs share one cache)"
+                        if single_llc else
+                        f"it shares its last-level cache with CPUs {','.join(map(str, domain))}")]),
             shell_command("taskset", "-pc", ",".join(map(str, domain)), t.task.pid),
             "bound to those CPUs the thread waits when they are busy instead of moving; isolating CPUs "
             "overloads the rest (PI-Tool's and Tuna's caveat)",
             _verify(_name(t), "migrations should fall to a few per second and run-queue wait must not rise"),
             RECOMMENDED, True, {"type": "affinity", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
-                                "comm": t.info.comm, "cpus": list(domain)}, facts))
+                                "comm": t.info.comm, "cpus": list(domain)}, _pin_facts(t, secs)))
     return out
+
+
+def _pin_evidence(t: TaskTotals, secs: float) -> list[str]:
+    return [f"{_name(t)}: {t.migrations} CPU migrations in {secs:.1f} s ({t.migrations / secs:.0f}/s), "
+            f"{t.voluntary_switches} voluntary and {t.involuntary_switches} involuntary switches"]
+
+
+def _pin_facts(t: TaskTotals, secs: float) -> tuple[Fact, ...]:
+    return (Fact("CPU migrations", t.migrations / secs, "/s"),
+            Fact("voluntary switches", t.voluntary_switches / secs, "/s"),
+            Fact("involuntary switches", t.involuntary_switches / secs, "/s"))
+
+
+def _pin_cannot_help(movers: list[TaskTotals], ncpus: int, least, secs: float, busy_text: str,
+                     th: Thresholds) -> Recommendation:
+    """Threads that migrate often on a machine whose CPUs all share one last-level cache (four or fewer):
+    one finding for them all, the busiest mover's numbers as its facts."""
+    top = movers[0]
+    rates = [t.migrations / secs for t in movers]
+    if len(movers) == 1:
+        who = f"{_name(top)} migrates {rates[0]:.0f} times a second"
+    else:
+        low = f"{rates[-1]:.0f}-" if round(rates[-1]) != round(rates[0]) else ""
+        who = f"{_name(top)} and {len(movers) - 1:,} more threads migrate {low}{rates[0]:.0f} times a second"
+    evidence = [line for t in movers[:th.max_per_rule] for line in _pin_evidence(t, secs)]
+    if len(movers) > th.max_per_rule:
+        evidence.append(f"{len(movers) - th.max_per_rule:,} more threads migrate {th.migrations_per_s:g} times a "
+                        "second or more")
+    if busy_text:
+        evidence.append(busy_text)
+    return Recommendation(
+        "pin", _name(top), f"{who}, but pinning cannot help much here: all {ncpus} CPUs share one last-level "
+        "cache, so a migration loses only the private L1/L2, and a pinned thread can no longer escape a busy CPU",
+        tuple(evidence), shell_command("taskset", "-pc", least, top.task.pid),
+        "the thread waits for its one CPU when that CPU is busy; the other CPUs get the rest of the load",
+        _verify(_name(top), "migrations should fall and run-queue wait must not rise"), NOT_HELPFUL,
+        facts=_pin_facts(top, secs))
 
 
 POLICY_NAMES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE",
@@ -284,6 +313,9 @@ _LOCK_ADVICE = (
 )
 
 
+YIELD_SHARE = 0.2  # of the run-queue lock's drawn waits through sched_yield(): the spinning is the story
+
+
 def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """A lock whose waiters wait for it itself (its total less the run-queue wait after the wakeup, which
     is a want of CPUs, not of the lock) past the threshold, with a call site to act on."""
@@ -315,12 +347,19 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
         elif s.field == "file_lock_context.flc_lock" or s.name.startswith(("flock_lock_inode", "posix_lock_inode")):
             advice = ("file locks (flock/fcntl) taken and released on the same files by many threads: hold them "
                       "longer, or use one lock file per worker")
-        if s.name == "rq->__lock" and points and points[0].point.startswith("do_sched_yield"):
-            advice = ("the run-queue lock, taken by sched_yield(): threads that spin on sched_yield() take it at "
-                      "every call; wait on the condition instead (a futex, a condition variable) or back off")
+        if s.name == "rq->__lock":
+            # how much of it sched_yield() takes: its own taking (do_sched_yield) and the schedule() it calls
+            yielding = drawn_share(whole.model, s, SCHED_YIELD)
+            if points and points[0].point.startswith("do_sched_yield") or (yielding or 0) >= YIELD_SHARE:
+                advice = ("the run-queue lock, taken by sched_yield()"
+                          + (f" in {yielding:.0%} of its drawn waits" if yielding is not None else "")
+                          + ": threads that spin on sched_yield() take it at every call; wait on the condition "
+                          "instead (a futex, a condition variable) or back off")
         if s.type == "futex":
-            advice = (f"user-space lock in {where}: shorten the critical section or shard the lock (one per CPU or "
-                      "per object)")
+            # its caller, named or a binary's offset (addr2line finds it): the futex's name is the finding's already
+            site = next((c.point for c in s.callers if not c.point.startswith("(")), "")
+            advice = ("a user-space lock" + (f", taken at {printable(site)}" if site else "")
+                      + "; shorten the critical section or shard the lock (one per CPU or per object)")
         evidence = [f"{s.contentions} contentions, {fmt_ns(s.wait_total_ns)} of waiting ({fmt_ns(s.wait_total_ns / secs)} "
                     f"per second), max {fmt_ns(s.wait_max_ns)}, avg {fmt_ns(s.wait_avg_ns)}"]
         if s.split:

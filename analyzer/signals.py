@@ -11,6 +11,7 @@ from stallscope.analyzer.scope import recorded_tasks
 
 # A switch every 200 us per runnable task: far more switching than the CPUs' work needs.
 HIGH_CS_PER_RUNNABLE = 5000.0
+SWITCH_KIND_SHOWN = 5  # percent: a kind of switch named beside a high rate (the larger kind always is)
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,9 @@ class Signals:
     migrations_per_s: float
     top_migrating: tuple[tuple[str, int, float], ...]  # (comm, tid, migrations/s)
     cpu_side: dict = field(default_factory=dict)  # steal, throttled cgroups, PSI (meta.machine.cpu_side)
+    # of the tasks' switches, the voluntary ones (the kernel's nvcsw: they blocked); the others (nivcsw) were
+    # preempted or called sched_yield(), which the kernel counts alike. None: no switch counted
+    voluntary_share: float | None = None
 
     @property
     def cs_high(self) -> bool:
@@ -39,11 +43,24 @@ def signals(model: Model) -> Signals:
     runnable = running + waiting
     cs = model.switches_per_s
     migrating = sorted(mine, key=lambda t: -t.migrations)[:5]
+    vol = sum(t.voluntary_switches for t in mine)
+    switched = vol + sum(t.involuntary_switches for t in mine)
     return Signals(
         cs_per_s=cs, runnable_avg=runnable, waiting_avg=waiting, cs_per_runnable=cs / max(runnable, 1.0),
         runq_pressure=waiting / max(model.meta.cpus, 1), migrations_per_s=sum(map(sum, model.matrix)) / secs,
         top_migrating=tuple((t.info.comm, t.task.pid, t.migrations / secs) for t in migrating if t.migrations),
-        cpu_side=(model.meta.machine or {}).get("cpu_side", {}))
+        cpu_side=(model.meta.machine or {}).get("cpu_side", {}), voluntary_share=vol / switched if switched else None)
+
+
+def switch_kinds(voluntary_share: float | None) -> str:
+    """What a high switch rate is made of: blocking (voluntary: look at the locks) or not (involuntary: a thread
+    preempted, or one spinning on sched_yield(), as stress-ng's yield stressor and sysbench's threads test do)."""
+    if voluntary_share is None:
+        return "look at the locks"
+    vol = round(100 * voluntary_share)
+    kinds = [(vol, f"{vol}% voluntary (blocking: look at the locks)"),
+             (100 - vol, f"{100 - vol}% involuntary (preempted, or calling sched_yield())")]
+    return ", ".join(text for pct, text in sorted(kinds, key=lambda k: -k[0]) if pct >= SWITCH_KIND_SHOWN)
 
 
 def signals_doc(s: Signals) -> dict:
@@ -52,4 +69,5 @@ def signals_doc(s: Signals) -> dict:
             "cs_high": s.cs_high, "runq_pressure": round(s.runq_pressure, 3),
             "migrations_per_s": round(s.migrations_per_s, 1),
             "top_migrating": [{"comm": c, "pid": p, "migrations_per_s": round(r, 2)} for c, p, r in s.top_migrating],
-            "cpu_side": s.cpu_side}
+            "cpu_side": s.cpu_side,
+            "voluntary_pct": None if s.voluntary_share is None else round(100 * s.voluntary_share, 1)}

@@ -22,6 +22,7 @@ from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds
 from stallscope.analyzer.sample import Interval
 from stallscope.analyzer.series import Ledger, Series, interval_series
+from stallscope.analyzer.signals import switch_kinds
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.units import fmt_ns
 from stallscope.reports.redact import redact
@@ -114,9 +115,9 @@ def _blocker_sentence(b: dict, duration_s: float) -> dict:
     """What a reader takes from one blocker: how much, how often, how long, who held it up."""
     held = b["held_up_by"]
     # by name where the export has it (several threads of a name summed), else by thread
-    by = ([f"{h['name']} ({h['involuntary_switches']:,} preemptions{_threads('in', h['threads'])})"
+    by = ([f"{h['name']} ({h['involuntary_switches']:,} involuntary switches{_threads('in', h['threads'])})"
            for h in held.get("hog_names", ())]
-          or [f"{h['task']} ({h['involuntary_switches']:,} preemptions)" for h in held["hogs"]]
+          or [f"{h['task']} ({h['involuntary_switches']:,} involuntary switches)" for h in held["hogs"]]
           or [f"{w['name']} ({w['count']:,} wakeups{_threads('from', w['threads'])})" for w in held.get("waker_names", ())]
           or [f"{w['waker']} ({w['count']:,} wakeups)" for w in held["wakers"]]
           or [f"owner {o}" for o in held["owners"]])
@@ -145,6 +146,7 @@ def _summary(doc: dict, tables: dict) -> dict:
             "needs_tuning": sum(1 for r in recs if r["status"] == RECOMMENDED),
             "cannot_help": sum(1 for r in recs if r["status"] != RECOMMENDED),
             "signals": sig, "locks": len(tables["locks"]["rows"]),
+            "switch_kinds": switch_kinds(None if sig.get("voluntary_pct") is None else sig["voluntary_pct"] / 100),
             "lost": [x for x in loss(doc) if x["loss"]]}
 
 

@@ -63,6 +63,22 @@ def test_pin_says_it_cannot_help_on_a_small_machine_with_one_cache():
     assert not recs[0].runtime
 
 
+def test_pin_on_a_small_machine_with_one_cache_is_one_finding_for_every_thread_that_moves():
+    """The machine's finding, not a thread's: eight movers (sysbench's workers) make one entry, not five
+    alike, naming the busiest and how many more, each thread's numbers (up to the rule's five) in its evidence."""
+    workers = [TaskId(2000 + i, 7 * SEC) for i in range(8)]
+    infos = INFOS + tuple(TaskInfo(w, 2000, 1, "sysbench") for w in workers)
+    iv = interval(0, task_info=infos, tasks=tuple(TaskDelta(w, migrations=45 + 3 * i) for i, w in enumerate(workers)))
+    recs = [r for r in recommend(_model([iv], _topology(2, 2))) if r.kind == "pin"]
+    assert len(recs) == 1 and recs[0].status == NOT_HELPFUL and not recs[0].runtime
+    assert recs[0].target == "sysbench[2007]"
+    assert recs[0].finding.startswith("sysbench[2007] and 7 more threads migrate 45-66 times a second, but pinning "
+                                      "cannot help much here: all 2 CPUs share one last-level cache"), recs[0].finding
+    assert [e.split(":")[0] for e in recs[0].evidence[:5]] == [f"sysbench[{2007 - i}]" for i in range(5)]
+    assert "3 more threads migrate" in recs[0].evidence[5]
+    assert recs[0].facts[0].value == 66
+
+
 def test_pin_is_silent_for_a_thread_that_rarely_moves():
     iv = interval(0, task_info=INFOS, tasks=(TaskDelta(APP, migrations=5),))
     assert ("pin", RECOMMENDED) not in _kinds(_model([iv], _topology(8, 4), cpus=8))
@@ -107,6 +123,33 @@ def test_lock_rule_gives_mmap_lock_advice_when_the_lock_is_hot():
 
 def test_lock_rule_is_silent_for_a_cold_lock():
     assert not [r for r in recommend(_lock_model(1_000_000)) if r.kind == "lock"]
+
+
+def _rq_lock_model(yield_ns: int, wake_ns: int):
+    """A run queue's lock taken by schedule() called from sched_yield() (its contention point is __schedule,
+    as a sleep's is) and by wakeups."""
+    yields = kstack(0x60, "_raw_spin_lock", "raw_spin_rq_lock_nested", "__schedule", "schedule",
+                    "__x64_sys_sched_yield", "do_syscall_64")
+    wakes = kstack(0x61, "_raw_spin_lock", "raw_spin_rq_lock_nested", "try_to_wake_up", "wake_up_q", "futex_wake")
+    rq = 0xffff888627c2ba40
+    return _model([interval(0, task_info=INFOS, stacks=(yields, wakes), locks=(
+        LockDelta(APP, 1000, rq, 0x60, 1, 0, 100, yield_ns, 100_000, 1_000, yield_ns, 0),
+        LockDelta(HOG, 1001, rq, 0x61, 1, 0, 100, wake_ns, 100_000, 1_000, wake_ns, 0)))])
+
+
+def test_the_run_queue_lock_taken_by_sched_yield_gets_the_yield_advice_from_its_stacks():
+    """The contention points alone say __schedule and try_to_wake_up; the stacks say who called schedule()."""
+    from stallscope.analyzer.locks import SCHED_YIELD, drawn_share, lock_stats
+
+    model = _rq_lock_model(300_000_000, 500_000_000)
+    row = next(s for s in lock_stats(model) if s.name == "rq->__lock")
+    assert row.callers[0].point.startswith("try_to_wake_up") and drawn_share(model, row, SCHED_YIELD) == 0.375
+    rec = next(r for r in recommend(model) if r.kind == "lock")
+    assert rec.finding.startswith("rq->__lock is contended: the run-queue lock, taken by sched_yield() in 38% of its "
+                                  "drawn waits: threads that spin on sched_yield()"), rec.finding
+    # a sliver of yields: wakeups across CPUs are the story
+    rec = next(r for r in recommend(_rq_lock_model(50_000_000, 500_000_000)) if r.kind == "lock")
+    assert "wakeups and migrations across CPUs" in rec.finding and "sched_yield" not in rec.finding
 
 
 def _io_model(total_ns: int):
@@ -257,7 +300,10 @@ def _futex_model(timed_out: bool):
 
 def test_lock_rule_names_the_function_for_a_contended_futex_but_not_for_a_timeout_poll():
     recs = [r for r in recommend(_futex_model(False)) if r.kind == "lock"]
-    assert recs and "take_lock" in recs[0].finding and recs[0].target.startswith("lock (")
+    assert recs and recs[0].target.startswith("lock (")
+    # the futex named once, then where it is taken
+    assert recs[0].finding == (f"{recs[0].target} is contended: a user-space lock, taken at take_lock+0x30; shorten "
+                               "the critical section or shard the lock (one per CPU or per object)"), recs[0].finding
     assert not [r for r in recommend(_futex_model(True)) if r.kind == "lock"]
 
 

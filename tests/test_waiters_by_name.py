@@ -65,7 +65,7 @@ def test_the_export_and_the_reports_sentence_read_by_name():
     assert b["tasks"][0]["comm"] == "kthread"  # per task, as before
     sentence = _blocker_sentence(b, doc["meta"]["duration_s"])
     assert sentence["tasks"] == ["worker ×300", "kthread[77]"] and not sentence["more_names"]
-    assert sentence["held_up_by"][0] == "worker (30,000 preemptions in 300 threads)"
+    assert sentence["held_up_by"][0] == "worker (30,000 involuntary switches in 300 threads)"
 
 
 def test_the_sentence_names_a_root_only_when_it_explains_a_tenth_of_the_blocker():

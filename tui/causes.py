@@ -8,7 +8,7 @@ from stallscope.analyzer.chains import root_table
 from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.io import cause_devices
 from stallscope.analyzer.model import Model
-from stallscope.analyzer.signals import Signals, signals
+from stallscope.analyzer.signals import Signals, signals, switch_kinds
 from stallscope.analyzer.units import fmt_longest, fmt_ns
 from stallscope.analyzer.untrusted import printable
 
@@ -84,7 +84,7 @@ def device_line(d) -> str:
 def signals_text(s: Signals) -> str:
     """vmstat's first look, and the CPU side kept apart from blocked time."""
     lines = [f"context switches {s.cs_per_s:,.0f}/s for {s.runnable_avg:.1f} runnable tasks on average "
-             f"({s.cs_per_runnable:,.0f}/s each{': high, look at the locks' if s.cs_high else ''}); "
+             f"({s.cs_per_runnable:,.0f}/s each{': high, ' + switch_kinds(s.voluntary_share) if s.cs_high else ''}); "
              f"{s.waiting_avg:.2f} tasks waiting for a CPU ({s.runq_pressure:.2f} per CPU); "
              f"{s.migrations_per_s:,.0f} migrations/s\n"]
     side = s.cpu_side or {}

@@ -117,7 +117,7 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
             t.append(f"  lock owner {visible(owner)}\n")
         for name, n, threads, _name in h.hog_names:  # by name: thousands of short-lived threads of one name weigh together
             more = f" in {threads:,} threads" if threads > 1 else ""
-            t.append(f"  ran instead: {visible(name)} ({n:,} preemptions{more})\n")
+            t.append(f"  ran instead: {visible(name)} ({n:,} involuntary switches{more})\n")
 
     devices = snap.io_causes.get(b.cause, ())
     if devices:
