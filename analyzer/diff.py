@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from stallscope.analyzer.blockers import blocked_ns_by_task, rank_blockers
 from stallscope.analyzer.export import to_folded
 from stallscope.analyzer.io import io_table
-from stallscope.analyzer.locks import lock_stats
+from stallscope.analyzer.locks import LockStat, lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import TaskId
 from stallscope.analyzer.slab import slab_rows
@@ -75,10 +75,21 @@ def lock_waits(model: Model, scope: set[TaskId] | None = None) -> dict[str, tupl
     out: dict[str, tuple[int, int]] = {}
     for s in lock_stats(model, tasks=scope):
         # a process's mmap_lock is named with its pid, which differs run to run: compare by name and type
-        name = f"{s.name.split(' (')[0]} [{s.type}]"
+        name = f"{s.name.split(' (')[0]} [{s.type}]" if not s.is_futex else _futex_name(s)
         ns, n = out.get(name, (0, 0))
         out[name] = (ns + s.wait_total_ns, n + s.contentions)
     return out
+
+
+def _futex_name(s: LockStat) -> str:
+    """A futex as two runs of a program both have it. Its word's address differs run to run (a heap's, a
+    thread stack's, under ASLR) where no lock name was found for it: such futexes are compared by their
+    process's name and their heaviest call site (a function, or a binary's offset, alike run to run),
+    the futexes one site takes summed (a program's four mutexes taken in one place are one row)."""
+    if not s.name.startswith("futex 0x"):
+        return f"{s.name.split(' (')[0]} [{s.type_text}]"
+    site = next((c.point for c in s.callers if not c.point.startswith("(")), "")
+    return f"futex of {s.comm}" + (f" at {site}" if site else " (no call site)") + f" [{s.type_text}]"
 
 
 def cache_waits(model: Model, scope: set[TaskId] | None = None) -> dict[str, tuple[int, int]]:

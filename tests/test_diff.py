@@ -93,3 +93,30 @@ def test_diff_of_an_example_against_itself_with_an_injected_fsync_ranks_fsync_fi
     assert causes[0]["name"] in leading or "dd" in leading
     text = run_stallscope("diff", str(base), str(new), "--command-only").stdout
     assert text.splitlines()[3].split()[0] in ("cause", "task")
+
+
+def _futex_model(*futexes: tuple) -> Model:
+    """One second of waits on futexes, each (word address, caller, lock name, total ns): a mutex's waits."""
+    from stallscope.analyzer.sample import FutexDelta
+
+    info = TaskInfo(APP, 10, 1, "app")
+    iv = interval(0, task_info=(info,), tasks=(TaskDelta(APP, offcpu_ns=sum(f[3] for f in futexes)),),
+                  futex=tuple(FutexDelta(APP, 10, addr, 0, 0, 0x401234 if caller else 0, caller, name, 100, ns,
+                                         ns // 50, ns // 200, flags=2, blocked_ns=ns, runnable_ns=0)
+                              for addr, caller, name, ns in futexes))
+    return Model.from_intervals(meta(), [iv], {APP: info}, {})
+
+
+def test_futexes_are_compared_by_their_call_site_not_their_address_which_differs_run_to_run():
+    """sysbench's threads test with four locks, then with one: each run's words at other addresses (its heap,
+    under ASLR), all taken at one place. The diff has one row for that place, its wait grown, not four gone and
+    one new; a futex named (a lock variable's symbol) keeps its name."""
+    base = _futex_model((0x5591AEBB9D50, "[app+0x1a422]", "", 30_000_000), (0x5591AEBB9D78, "[app+0x1a422]", "", 40_000_000),
+                        (0x5591AEBB9DA0, "[app+0x1a422]", "", 20_000_000), (0x601000, "take+0x30", "big_lock", 5_000_000))
+    new = _futex_model((0x561A6841FD50, "[app+0x1a422]", "", 900_000_000), (0x602000, "take+0x30", "big_lock", 5_000_000))
+    locks = {c.name: c for c in diff(base, new) if c.kind == "lock"}
+    assert set(locks) == {"futex of app at [app+0x1a422] [futex:mutex]", "big_lock [futex:mutex]"}, set(locks)
+    site = locks["futex of app at [app+0x1a422] [futex:mutex]"]
+    assert (round(site.base_ns_per_s), round(site.new_ns_per_s), site.base_count, site.new_count) == (
+        90_000_000, 900_000_000, 300, 100) and site.significant
+    assert not locks["big_lock [futex:mutex]"].significant
