@@ -1,11 +1,14 @@
 """The method's first look, vmstat's, from the recording: context switches against runnable tasks
-(a rate high for the number of runnable tasks points at locking), run-queue pressure, CPU migrations
+(a rate high for the number of runnable tasks: blocking, on what most often, or
+preemption and sched_yield()), run-queue pressure, CPU migrations
 (ping-pong), and the CPU side kept apart from blocked time: steal, CFS bandwidth throttling, PSI."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stallscope.analyzer.blockers import rank_blockers
+from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.scope import recorded_tasks
 
@@ -27,6 +30,9 @@ class Signals:
     # of the tasks' switches, the voluntary ones (the kernel's nvcsw: they blocked); the others (nivcsw) were
     # preempted or called sched_yield(), which the kernel counts alike. None: no switch counted
     voluntary_share: float | None = None
+    # the cause most of the waits were for (run-queue waits left out: not a voluntary switch), and its
+    # share of those waits: what the blocking is, when it is high (a lock, I/O, a poll loop)
+    top_wait: tuple[str, float] | None = None
 
     @property
     def cs_high(self) -> bool:
@@ -44,21 +50,27 @@ def signals(model: Model) -> Signals:
     cs = model.switches_per_s
     migrating = sorted(mine, key=lambda t: -t.migrations)[:5]
     vol = sum(t.voluntary_switches for t in mine)
+    waits = [(b.count, b.cause) for b in rank_blockers(model, tasks) if b.cls != CPU and b.count]
+    total_waits = sum(n for n, _c in waits)
+    most = max(waits, default=None)
     switched = vol + sum(t.involuntary_switches for t in mine)
     return Signals(
         cs_per_s=cs, runnable_avg=runnable, waiting_avg=waiting, cs_per_runnable=cs / max(runnable, 1.0),
         runq_pressure=waiting / max(model.meta.cpus, 1), migrations_per_s=sum(map(sum, model.matrix)) / secs,
         top_migrating=tuple((t.info.comm, t.task.pid, t.migrations / secs) for t in migrating if t.migrations),
-        cpu_side=(model.meta.machine or {}).get("cpu_side", {}), voluntary_share=vol / switched if switched else None)
+        cpu_side=(model.meta.machine or {}).get("cpu_side", {}), voluntary_share=vol / switched if switched else None,
+        top_wait=(most[1], most[0] / total_waits) if most else None)
 
 
-def switch_kinds(voluntary_share: float | None) -> str:
-    """What a high switch rate is made of: blocking (voluntary: look at the locks) or not (involuntary: a thread
-    preempted, or one spinning on sched_yield(), as stress-ng's yield stressor and sysbench's threads test do)."""
+def switch_kinds(voluntary_share: float | None, top_wait: tuple[str, float] | None = None) -> str:
+    """What a high switch rate is made of: blocking (voluntary), and on what most often (a lock, I/O, a poll
+    loop), or not (involuntary: a thread preempted, or one spinning on sched_yield(), as stress-ng's yield
+    stressor and sysbench's threads test do)."""
+    on = f"; most waits: {top_wait[0]}, {round(100 * top_wait[1])}%" if top_wait else ""
     if voluntary_share is None:
-        return "look at the locks"
+        return f"tasks block and wake often{on}"
     vol = round(100 * voluntary_share)
-    kinds = [(vol, f"{vol}% voluntary (blocking: look at the locks)"),
+    kinds = [(vol, f"{vol}% voluntary (blocking{on})"),
              (100 - vol, f"{100 - vol}% involuntary (preempted, or calling sched_yield())")]
     return ", ".join(text for pct, text in sorted(kinds, key=lambda k: -k[0]) if pct >= SWITCH_KIND_SHOWN)
 
@@ -70,4 +82,6 @@ def signals_doc(s: Signals) -> dict:
             "migrations_per_s": round(s.migrations_per_s, 1),
             "top_migrating": [{"comm": c, "pid": p, "migrations_per_s": round(r, 2)} for c, p, r in s.top_migrating],
             "cpu_side": s.cpu_side,
-            "voluntary_pct": None if s.voluntary_share is None else round(100 * s.voluntary_share, 1)}
+            "voluntary_pct": None if s.voluntary_share is None else round(100 * s.voluntary_share, 1),
+            "top_wait": None if s.top_wait is None else {"cause": s.top_wait[0],
+                                                         "waits_pct": round(100 * s.top_wait[1], 1)}}

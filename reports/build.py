@@ -146,7 +146,9 @@ def _summary(doc: dict, tables: dict) -> dict:
             "needs_tuning": sum(1 for r in recs if r["status"] == RECOMMENDED),
             "cannot_help": sum(1 for r in recs if r["status"] != RECOMMENDED),
             "signals": sig, "locks": len(tables["locks"]["rows"]),
-            "switch_kinds": switch_kinds(None if sig.get("voluntary_pct") is None else sig["voluntary_pct"] / 100),
+            "switch_kinds": switch_kinds(None if sig.get("voluntary_pct") is None else sig["voluntary_pct"] / 100,
+                                         (sig["top_wait"]["cause"], sig["top_wait"]["waits_pct"] / 100)
+                                         if sig.get("top_wait") else None),
             "lost": [x for x in loss(doc) if x["loss"]]}
 
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from stallscope import machine
 from stallscope.analyzer.model import Model
-from stallscope.analyzer.sample import TaskDelta, TaskInfo
+from stallscope.analyzer.sample import OffcpuDelta, TaskDelta, TaskInfo
 from stallscope.analyzer.signals import signals, signals_doc, switch_kinds
-from synthetic import A, B, interval, meta
+from synthetic import A, B, interval, kstack, meta
 
 
 def test_cpu_lists_parse_as_the_kernel_prints_them():
@@ -62,19 +62,28 @@ def test_signals_compare_switches_with_runnable_tasks():
     s = signals(Model.from_intervals(m, [iv], {i.task: i for i in iv.task_info}, {}))
     assert s.waiting_avg == 1.0 and s.runnable_avg == 3.0 and round(s.cs_per_runnable) == 6667 and s.cs_high
     assert s.runq_pressure == 0.5 and s.top_migrating[0][:2] == ("a", 100)
-    assert s.voluntary_share is None and switch_kinds(s.voluntary_share) == "look at the locks"
+    assert s.voluntary_share is None and s.top_wait is None
+    assert switch_kinds(s.voluntary_share, s.top_wait) == "tasks block and wake often"
 
 
-def test_a_high_switch_rate_says_how_much_of_it_is_blocking_and_how_much_preemption_or_yield():
+def test_a_high_switch_rate_says_how_much_of_it_is_blocking_on_what_and_how_much_preemption_or_yield():
     """sysbench's threads test: two thirds of its switches are sched_yield() (the kernel's nivcsw), a third
-    its mutex's sleeps; stress-ng's yield stressor: all yields, no lock to look at."""
-    def kinds(vol, invol):
-        iv = interval(0, switches=20_000, task_info=(TaskInfo(A, 100, 1, "a"),),
-                      tasks=(TaskDelta(A, voluntary_switches=vol, involuntary_switches=invol),))
-        s = signals(Model.from_intervals(meta(), [iv], {i.task: i for i in iv.task_info}, {}))
-        return switch_kinds(s.voluntary_share), signals_doc(s)["voluntary_pct"]
+    its mutex's sleeps; stress-ng's yield stressor: all yields, no lock to look at; fio's synchronous reads:
+    all blocking, on I/O, not on a lock."""
+    io = kstack(0x50, "__schedule", "io_schedule", "blk_mq_get_tag", "submit_bio")
+    pipe = kstack(0x51, "__schedule", "schedule", "anon_pipe_read", "vfs_read")
 
-    assert kinds(1000, 2000) == ("67% involuntary (preempted, or calling sched_yield()), 33% voluntary (blocking: "
-                                 "look at the locks)", 33.3)
-    assert kinds(0, 5000) == ("100% involuntary (preempted, or calling sched_yield())", 0.0)
-    assert kinds(970, 30) == ("97% voluntary (blocking: look at the locks)", 97.0)
+    def kinds(vol, invol, waits=()):
+        iv = interval(0, switches=20_000, task_info=(TaskInfo(A, 100, 1, "a"),), stacks=(io, pipe),
+                      tasks=(TaskDelta(A, voluntary_switches=vol, involuntary_switches=invol),),
+                      offcpu=tuple(OffcpuDelta(A, 100, 2, st.id, 0, n, n * 50_000) for st, n in waits))
+        s = signals(Model.from_intervals(meta(), [iv], {i.task: i for i in iv.task_info}, {io.id: io, pipe.id: pipe}))
+        doc = signals_doc(s)
+        return switch_kinds(s.voluntary_share, s.top_wait), doc["voluntary_pct"], doc["top_wait"]
+
+    assert kinds(1000, 2000) == ("67% involuntary (preempted, or calling sched_yield()), 33% voluntary (blocking)",
+                                 33.3, None)
+    assert kinds(0, 5000) == ("100% involuntary (preempted, or calling sched_yield())", 0.0, None)
+    assert kinds(970, 30, ((io, 900), (pipe, 100))) == (
+        "97% voluntary (blocking; most waits: Waiting for I/O, 90%)", 97.0,
+        {"cause": "Waiting for I/O", "waits_pct": 90.0})

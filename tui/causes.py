@@ -84,7 +84,7 @@ def device_line(d) -> str:
 def signals_text(s: Signals) -> str:
     """vmstat's first look, and the CPU side kept apart from blocked time."""
     lines = [f"context switches {s.cs_per_s:,.0f}/s for {s.runnable_avg:.1f} runnable tasks on average "
-             f"({s.cs_per_runnable:,.0f}/s each{': high, ' + switch_kinds(s.voluntary_share) if s.cs_high else ''}); "
+             f"({s.cs_per_runnable:,.0f}/s each{': high, ' + switch_kinds(s.voluntary_share, s.top_wait) if s.cs_high else ''}); "
              f"{s.waiting_avg:.2f} tasks waiting for a CPU ({s.runq_pressure:.2f} per CPU); "
              f"{s.migrations_per_s:,.0f} migrations/s\n"]
     side = s.cpu_side or {}
