@@ -284,14 +284,17 @@ def rule_cpu_bound(model: Model, th: Thresholds, whole: Whole) -> list[Recommend
         e[1] += t.run_ns
         e[2].add(t.info.tgid)
     top = sorted(by_prog.items(), key=lambda kv: -kv[1][0])[:3]
+    waited = sum(w for w, _r, _t in by_prog.values()) or 1
+    name, (most, _r, _t) = top[0]
     evidence = (f"{sig.runnable_avg:.1f} tasks running or runnable for {cpus} CPUs on average, "
                 f"{sig.waiting_avg:.1f} of them waiting for a CPU ({sig.runq_pressure:.1f} per CPU)",
                 "waiting for a CPU most: " + ", ".join(f"{name} ({fmt_ns(w / secs)}/s waiting, {fmt_ns(r / secs)}/s "
                                                        f"running, {len(tgids)} process(es))"
                                                        for name, (w, r, tgids) in top))
     return [Recommendation(
-        "cpu", "system", f"the machine is CPU-bound: {sig.runq_pressure:.1f} tasks waiting per CPU, and they wait "
-        "alike: a priority for one would move the wait to the others", evidence, "",
+        "cpu", "system", f"the machine is CPU-bound: {sig.runq_pressure:.1f} tasks waiting per CPU, {most / waited:.0%} "
+        f"of the waiting {name}'s, whose threads wait alike: a priority for one of them would move the wait to the "
+        "others", evidence, "",
         "none from measuring; the fixes are fewer runnable threads (a thread pool sized to the CPUs), more CPUs, "
         "or a cgroup weight (cpu.weight) that says which workload gets them first",
         _verify("the machine", "run-queue wait per second and tasks waiting per CPU should fall"),
@@ -539,6 +542,10 @@ def recommend(model: Model, th: Thresholds | None = None, tasks: set | None = No
     if scope is not None:
         model = restrict(model, scope)
     out = [r for rule in RULES for r in rule(model, th, whole)]
+    if any(r.kind == "priority" and r.status == RECOMMENDED for r in out):
+        # a latency thread behind the hogs does not wait as they do: its priority is a fix of its own
+        out = [replace(r, finding=r.finding + "; a thread that wakes often and runs briefly behind them is another "
+                       "matter: see the priority fixes") if r.kind == "cpu" else r for r in out]
     return sorted(out, key=lambda r: (r.status != RECOMMENDED, KINDS.index(r.kind)))
 
 

@@ -332,8 +332,26 @@ def test_threads_that_all_run_and_wait_alike_get_no_renice_but_the_machine_is_ca
     recs = recommend(_model([interval(0, task_info=infos, tasks=tasks)]))
     assert not [r for r in recs if r.kind == "priority"]
     cpu = [r for r in recs if r.kind == "cpu"]
-    assert len(cpu) == 1 and "CPU-bound: 10.0 tasks waiting per CPU" in cpu[0].finding, cpu
+    assert len(cpu) == 1 and cpu[0].finding == (
+        "the machine is CPU-bound: 10.0 tasks waiting per CPU, 100% of the waiting sched-messaging's, whose threads "
+        "wait alike: a priority for one of them would move the wait to the others"), cpu
     assert "sched-messaging" in " ".join(cpu[0].evidence)
+
+
+def test_a_cpu_bound_machine_with_a_latency_thread_behind_its_hogs_points_at_the_priority_fix():
+    """stress-ng's matrix workers on every CPU and cyclictest among them: the machine is CPU-bound and its
+    workers wait alike, but cyclictest does not wait as they do; the CPU finding does not say it does."""
+    hogs = [TaskId(3000 + i, SEC) for i in range(4)]
+    iv = _starved(400_000_000, 22)
+    iv = replace(iv, task_info=iv.task_info + tuple(TaskInfo(h, 3000, 1, "matrix") for h in hogs),
+                 tasks=iv.tasks + tuple(TaskDelta(h, runq_wait_ns=600_000_000, runq_count=300, involuntary_switches=300,
+                                                  run_ns=500_000_000) for h in hogs))
+    recs = recommend(_model([iv]))
+    assert [r.target for r in recs if r.kind == "priority" and r.status == RECOMMENDED] == ["latency[1000]"]
+    cpu = next(r for r in recs if r.kind == "cpu")
+    assert cpu.finding.startswith("the machine is CPU-bound: 1.4 tasks waiting per CPU, 86% of the waiting matrix's")
+    assert cpu.finding.endswith("; a thread that wakes often and runs briefly behind them is another matter: see "
+                                "the priority fixes"), cpu.finding
 
 
 def test_a_lock_waited_on_mostly_for_a_cpu_says_so_and_one_with_no_name_or_call_site_gets_no_advice():
