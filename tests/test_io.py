@@ -496,3 +496,24 @@ def test_a_blockers_detail_names_its_device():
     b = next(b for b in snap.ranked if b.cause == "Waiting for I/O")
     text = blocker_detail(snap, b).plain
     assert "loop3 read: 100 waits, 600.00ms; its requests 410.0us" in text and "submitted by reader[100]" in text
+
+
+def test_a_blockers_stacks_are_ranked_by_the_waits_their_drawn_ones_stand_for():
+    """fio's direct reads: 40 us each, drawn for a stack walk with p = d/T (T = 1 ms), each drawn one
+    standing for 25; beside them four page faults of 5 ms, each drawn. The reads' stack is nearly all the
+    blocker's time, though the faults measured more: it comes first, with its share of what the drawn
+    waits stand for, and the measured time beside it."""
+    from stallscope.analyzer.timeline import Snapshot
+    from stallscope.tui.detail import blocker_detail
+
+    dio = kstack(0x7200, "__schedule", "io_schedule", "__iomap_dio_rw", "iomap_dio_rw", "ext4_file_read_iter")
+    info = TaskInfo(A, 100, 1, "fio")
+    iv = interval(0, task_info=(info,), stacks=(IO_WAIT, dio), tasks=(TaskDelta(A, offcpu_ns=8_100_000_000),),
+                  offcpu=(OffcpuDelta(A, 100, 2, IO_WAIT.id, 0, 4, 20_000_000, 5_000_000, weighted_ns=20_000_000),
+                          OffcpuDelta(A, 100, 2, dio.id, 0, 138, 5_520_000, 40_000, weighted_ns=138_000_000)))
+    snap = Snapshot(Model.from_intervals(meta(), [iv], {A: info}, {s.id: s for s in (IO_WAIT, dio)}))
+    b = next(b for b in snap.ranked if b.cause == "Waiting for I/O")
+    text = blocker_detail(snap, b).plain
+    stacks = text[text.index("Stacks its waits were seen in"):]
+    assert "   87.3%  measured 5.52ms in 138 waits\n" in stacks and "   12.7%  measured 20.00ms in 4 waits\n" in stacks, stacks
+    assert stacks.index("__iomap_dio_rw") < stacks.index("filemap_read")
