@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stallscope.analyzer.attribution import Part, attribute_strata
+from stallscope.analyzer.attribution import Part, attribute, attribute_strata
 from stallscope.analyzer.blockers import WAITING_FOR_CPU, cpu_parts, denominator
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, CauseTable
 from stallscope.analyzer.model import Model, Wakeups
@@ -261,8 +261,10 @@ def root_table(model: Model, tasks: set[TaskId] | None = None, table: CauseTable
     """The waiting time of the tasks in view by root cause, heaviest first, overall and per cause."""
     scope = in_scope(model, tasks)
     chains = _Chains(model, table)
-    parts = _merge([p for by_cause in chains.strata.values() for p in by_cause.values()
-                    if scope is None or p.task in scope])
+    # each task's parts as the blockers rank them: a wait for input that had gone on a second and more
+    # has that part under its idle cause ("Reading from a pipe, nothing came", docs/causes.md), which is
+    # no one's root; the strata keep the whole wait (a waker's, followed down a chain, is what it was)
+    parts = attribute(model, scope, table)
     runq = cpu_parts(model, scope)
     denom = denominator(parts + runq).total_ns or 1
     classes = {name: part.cause.cls for by_cause in chains.strata.values() for name, part in by_cause.items()}

@@ -358,6 +358,11 @@ def test_a_reads_part_after_its_first_second_is_idle_and_the_series_agree():
     assert model.tasks[B].offcpu_ns == 2 * SEC
     series = interval_series(model, ivs)
     assert series.causes["Reading from a pipe"].ns == {0: SEC // 2, 2: SEC // 2}
+    # the roots are of the same waiting time: the idle second is no one's root (it had counted 2 s, the
+    # roots of a recording then summing to more than the waiting they explain)
+    from stallscope.analyzer.chains import root_table
+    roots = root_table(model)
+    assert [(r.name, r.total_ns, round(r.share_pct)) for r in roots.all] == [("Reading from a pipe", SEC, 100)]
     assert series.causes["Reading from a pipe, nothing came"].ns == {1: SEC}
     # a window of the second interval alone: its whole part is idle, and the wait is in progress there
     second = Model.from_intervals(meta(), ivs[:2], {t.task: t for t in INFOS}, {PIPE.id: PIPE})
