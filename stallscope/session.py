@@ -67,6 +67,7 @@ class SessionOptions:
 
 
 MIN_FIRST_INTERVAL_S = 0.25  # a shortened first interval is no shorter than this
+STRETCHED = 2.0  # an interval this many times the length asked (and 0.5 s longer) has stretched: said once
 
 
 @dataclass
@@ -190,7 +191,7 @@ class Session:
         exit_status = None
         rusage = None
         intervals = 0
-        self._starved_said = False
+        self._starved_said = self._stretch_said = False
         self._run_delay = thread_run_delay_ns(), time.monotonic()
         self._nice_before = own_nice()
         self._policy_before = own_policy()  # what the session puts back (the CLI may have set it already)
@@ -401,10 +402,13 @@ class Session:
         )
 
     def _say_if_starved(self, iv: Interval) -> None:
-        """Once, when the session's thread waited for a CPU a quarter of the time or more while real-time
-        tasks ran a tenth of it or more: no nice value gets stallscope a CPU they hold, --realtime does
-        (stallscope/priority.py). Its wait from the kernel's own count (schedstat's run_delay)."""
-        if self._starved_said or self.options.realtime is not None:  # said, or nothing to say: no more reads
+        """Once each, when the session's thread waited for a CPU a quarter of the time or more: while
+        real-time tasks ran a tenth of it or more (no nice value gets stallscope a CPU they hold,
+        --realtime does: stallscope/priority.py); or, among ordinary tasks, so long that the interval
+        stretched to twice its length (the totals stay exact; the time series coarsen). Its wait from the
+        kernel's own count (schedstat's run_delay)."""
+        rt_said = self._starved_said or self.options.realtime is not None
+        if rt_said and self._stretch_said:  # said, or nothing to say: no more reads
             return
         (delay, since), now = self._run_delay, time.monotonic()
         self._run_delay = thread_run_delay_ns(), now
@@ -413,18 +417,31 @@ class Session:
         waited = (self._run_delay[0] - delay) / 1e9
         if waited < (now - since) / 4:
             return
+        if not rt_said and self._say_real_time(iv, waited, now - since):
+            return
+        asked, took = self.options.interval_s, iv.duration_ns / 1e9
+        if self._stretch_said or took < max(STRETCHED * asked, asked + 0.5):
+            return
+        self._stretch_said = True
+        fix = "--nice -20 keeps them" if own_nice() > -20 else "--realtime 1 keeps them"
+        self.notify(f"intervals stretch under load: the last took {took:.1f} s for the {asked:g} s asked, stallscope "
+                    f"waiting {waited:.1f} s of the last {now - since:.1f} s for a CPU; the totals stay exact, the "
+                    f"series coarsen; {fix} (docs/recording.md)")
+
+    def _say_real_time(self, iv: Interval, waited: float, over: float) -> bool:
         rt = self.collector.realtime_tasks() if self.collector is not None else {}
         ran = sorted(((d.run_ns, d.task) for d in iv.tasks if d.task in rt and d.run_ns >= iv.duration_ns / 10),
                      reverse=True)
         if not ran:
-            return
+            return False
         self._starved_said = True
         names = ", ".join(f"{rt[tid][0]} ({tid.pid}, {'SCHED_FIFO' if rt[tid][1] == 1 else 'SCHED_RR'} {rt[tid][2]}, "
                           f"{100 * ns / iv.duration_ns:.0f}% of a CPU)" for ns, tid in ran[:3])
         more = f" and {len(ran) - 3} more" if len(ran) > 3 else ""
         top = max(rt[tid][2] for _ns, tid in ran)
-        self.notify(f"stallscope waited {waited:.1f} s of the last {now - since:.1f} s for CPUs that real-time tasks "
+        self.notify(f"stallscope waited {waited:.1f} s of the last {over:.1f} s for CPUs that real-time tasks "
                     f"hold (no nice value helps): --realtime {min(top + 1, 99)} runs it above them. They are {names}{more}")
+        return True
 
     def _raise_priority(self) -> None:
         """Before the probes load (the verifier, too, waits for a CPU on a busy machine)."""
