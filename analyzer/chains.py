@@ -310,14 +310,3 @@ def root_causes(model: Model, tasks: set[TaskId] | None = None, table: CauseTabl
     """The waiting time of the tasks in view (of one cause, if given) by root cause, heaviest first."""
     t = root_table(model, tasks, table)
     return list(t.all if cause is None else t.by_cause.get(cause, ()))
-
-
-def _merge(parts: list[Part]) -> list[Part]:
-    """Parts of one (task, cause) from several strata, as one."""
-    merged: dict[tuple, Part] = {}
-    for p in parts:
-        m = merged.get((p.task, p.cause.name))
-        if m is None:
-            merged[(p.task, p.cause.name)] = m = Part(p.cause, p.task)
-        m.ns += p.ns
-    return list(merged.values())
