@@ -148,13 +148,13 @@ class LockWaits:
     sleep_ns: int  # off a CPU: blocked + runnable
     owner_pid: int = 0
     owner_comm: str = ""
-    symbol: str = ""  # the static variable at the lock's address, when kallsyms has data symbols
+    symbol: str = ""  # the static variable at the lock's address, when kallsyms has data symbols; rq->__lock
     blocked_ns: int = -1  # the waiter blocked; -1: recorded before the split was kept
     runnable_ns: int = -1  # the waiter woken and waiting for a CPU
     weighted_ns: int = 0  # walked stacks: sum of d/p
     var_us2: int = 0
     field: str = ""  # a lock in a slab object: the struct field holding it
-    object: str = ""  # ... a directory's i_rwsem: the directory's path
+    object: str = ""  # ... a directory's i_rwsem: the directory's path; a run queue's lock: its CPU
 
     @property
     def split(self) -> bool:

@@ -233,13 +233,15 @@ class LockDelta:
     owner_pid: int = 0  # a mutex's owner when a wait began
     owner_comm: str = ""
     cache: str = ""
-    symbol: str = ""  # the static variable at the lock's address (kallsyms data symbols), "" when none
+    symbol: str = ""  # the static variable at the lock's address (kallsyms data symbols), "" when none;
+    # "rq->__lock" for a run queue's lock (bpf/lock_collector.py finds them)
     blocked_ns: int | None = None  # the waiter blocked (None: recorded before the split was kept)
     runnable_ns: int | None = None  # the waiter woken, waiting for a CPU
     weighted_ns: int = 0  # walked stacks: sum of d/p
     var_us2: int = 0
     field: str = ""  # a lock in a slab object: the struct field holding it (`ext4_inode_info.vfs_inode.i_rwsem`)
-    object: str = ""  # ... and for a directory's i_rwsem, the directory's path where it was found
+    object: str = ""  # ... and for a directory's i_rwsem, the directory's path where it was found; a run
+    # queue's lock: its CPU (`cpu1`)
 
 
 def u64(v: int) -> int:

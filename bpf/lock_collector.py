@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 
 from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning, record_maker
 from stallscope.analyzer.symbols import Symbolizer
@@ -26,7 +27,8 @@ from stallscope.errors import StallscopeError
 
 _LOCK_KEY, _LOCK_VAL = abi.unpacker(abi.LockKey), abi.unpacker(abi.LockVal)
 _EXTREMES = len(_LOCK_VAL.unpack(bytes(_LOCK_VAL.size))) - 6  # where an unpacked lock_val's extremes begin
-_new_lock = record_maker(LockDelta)  # every field given: built without the frozen dataclass's __init__
+_new_lock = record_maker(LockDelta)
+RQ_LOCK = "rq->__lock"  # a run queue's lock (analyzer/locks.py names it so from a walked stack, too)  # every field given: built without the frozen dataclass's __init__
 
 
 class LockCollector:
@@ -39,6 +41,7 @@ class LockCollector:
         self.kernel_stacks = kernel_stacks
         self.sizes = MapSizes(max_tasks, max_stacks)
         self.obj: BpfObject | None = None
+        self.rq_locks: dict[int, int] = {}  # a run-queue lock's address -> its CPU
         self._stacks = StackReader(symbolizer, max_stacks)
         self._health = HealthDeltas(abi.LockHealth, prefix="locks.")
         self._programs = ProgramDeltas()
@@ -84,11 +87,23 @@ class LockCollector:
                 pass
             return ProbeStatus(False, "", exc.message)
         self.obj = obj
+        self.rq_locks = self._find_rq_locks(obj)
         reasons = [] if kfunc and kfunc.ok else ["no bpf_get_kmem_cache (6.13+): slab-held locks are not named"]
         if self.sched_state_fd < 0:
             reasons.append("without the scheduler's task state: waits are not split into blocked and runnable")
         reason = "; ".join(reasons)
         return ProbeStatus(True, "tp_btf", reason)
+
+    @staticmethod
+    def _find_rq_locks(obj: BpfObject) -> dict[int, int]:
+        """Each CPU's run-queue lock address -> the CPU, from its per-CPU kernel threads' run queues (the
+        rq_locks iterator: (CPU, address) pairs); {} where the kernel cannot say (no fair group scheduling, no
+        task iterator): those locks are named by their callers' stacks, when one was walked."""
+        try:
+            raw = obj.program("rq_locks").iterate()
+        except BpfError:
+            return {}
+        return {addr: cpu for cpu, addr in struct.iter_unpack("<QQ", raw[:len(raw) - len(raw) % 16]) if addr}
 
     def drain(self, dead: set[TaskId]) -> GroupDrain:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
@@ -104,14 +119,18 @@ class LockCollector:
             pc, pt, ps, psl, pb, pr, pw, pv = val_of(praw)[:8] if praw is not None else (0, 0, 0, 0, 0, 0, 0, 0)
             if count != pc:
                 field = where = ""
-                if kind == abi.LOCK_KIND_SLAB and self.namer is not None:
+                cpu = self.rq_locks.get(addr) if kind == abi.LOCK_KIND_ADDR else None
+                if cpu is not None:
+                    where = f"cpu{cpu}"
+                elif kind == abi.LOCK_KIND_SLAB and self.namer is not None:
                     field, where = self._describe(cache, addr, slot_size, red_left_pad, order, min_order, dev, ino,
                                                   mode, tgid)
                 longest, shortest = abi.bounded(*abi.extremes(v, _EXTREMES, e), count - pc, total - pt)
                 out.append(_new_lock(
                     TaskId(pid, start_ns), tgid, addr, kstack, flags, kind, count - pc, total - pt, longest, shortest,
                     spin - ps, sleep - psl, owner_pid, text(owner_comm), text(cache),
-                    self._symbol(addr) if kind == abi.LOCK_KIND_ADDR else "", blocked - pb, runnable - pr,
+                    (RQ_LOCK if cpu is not None else self._symbol(addr)) if kind == abi.LOCK_KIND_ADDR else "",
+                    blocked - pb, runnable - pr,
                     weighted - pw, var - pv, field, where))
                 ids.setdefault(kstack, ("kernel", 0))
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})

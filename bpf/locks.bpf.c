@@ -324,3 +324,34 @@ int charge_open_waits(struct bpf_iter__task *ctx)
 	__sync_fetch_and_add(&health.open_waits_charged, 1);
 	return 0;
 }
+
+/* The run queues' locks: a contended rq->__lock is named without a stack walk (per-CPU data, no
+ * symbol; its contention point, __schedule or try_to_wake_up, names it only when a stack was walked),
+ * and by its CPU. Run once at start, it writes (CPU, lock address) for each per-CPU kernel thread
+ * (ksoftirqd/N, migration/N: every CPU has some), its run queue found through its fair-class entity's
+ * queue (kernels with fair group scheduling; elsewhere nothing is written and the stacks name it). */
+#ifndef PF_KTHREAD
+#define PF_KTHREAD 0x00200000
+#endif
+
+SEC("iter/task")
+int rq_locks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct cfs_rq *cfs;
+	struct rq *rq;
+	__u64 rec[2];
+
+	if (!t || !(t->flags & PF_KTHREAD) || t->nr_cpus_allowed != 1)
+		return 0;
+	if (!bpf_core_field_exists(t->se.cfs_rq) || !bpf_core_field_exists(struct cfs_rq, rq))
+		return 0;
+	cfs = BPF_CORE_READ(t, se.cfs_rq);
+	rq = cfs ? BPF_CORE_READ(cfs, rq) : NULL;
+	if (!rq)
+		return 0;
+	rec[0] = BPF_CORE_READ(rq, cpu);
+	rec[1] = (__u64)rq + bpf_core_field_offset(struct rq, __lock);
+	bpf_seq_write(ctx->meta->seq, rec, sizeof(rec));
+	return 0;
+}
