@@ -27,7 +27,7 @@ from stallscope.analyzer.signals import signals
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
-KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "sched_knob")
+KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "sched_knob", "quota")
 
 # Where the kernel has the scheduler knobs the rules advise on (a sysctl; debugfs since 5.13). A path is
 # never taken from a recording: a command or `apply` writes only here (and only where the file exists).
@@ -61,6 +61,8 @@ class Thresholds:
     slab_switch_pct: float = 10.0  # ... whose CPU slab changes this often (the estimate) ...
     slab_lock_wait_per_s_ns: float = 1e6  # ... and whose list_lock is waited on (or:)
     slab_slow_path_pct: float = 5.0  # ... or this share of the on-CPU samples in SLUB's slow path
+    quota_throttled_share: float = 0.1  # a cgroup's run queues throttled this share of the recording (one CPU's)
+    quota_min_throttles: int = 3  # ... over at least this many periods
 
 
 def _name(t: TaskTotals) -> str:
@@ -443,6 +445,56 @@ def rule_sched_knob(model: Model, th: Thresholds, whole: Whole) -> list[Recommen
         RECOMMENDED, True, {"type": "write", "knob": name, "path": path, "value": str(current * 2)})]
 
 
+V1_CPU_ROOTS = ("/sys/fs/cgroup/cpu/", "/sys/fs/cgroup/cpu,cpuacct/")  # cgroup v1's cpu hierarchy
+
+
+def rule_quota(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
+    """A cgroup held back by its CFS bandwidth limit (cgroup v2's cpu.max, v1's cpu.cfs_quota_us): its tasks
+    are runnable and wait for a CPU, counted as run-queue wait like a want of CPUs, while CPUs may sit idle.
+    From cpu.stat's throttling over the recording (machine.cpu_side) and the limit read at its end."""
+    machine = model.meta.machine or {}
+    secs = model.duration_s or 1.0
+    busy = machine.get("cpu_busy_pct") or {}
+    avg_busy = sum(busy.values()) / len(busy) if busy else None
+    waited = sum(t.runq_wait_ns for t in model.tasks.values())
+    out = []
+    for t in (machine.get("cpu_side") or {}).get("throttled", ()):
+        cg, n, ns = t.get("cgroup", ""), t.get("nr_throttled", 0), t.get("throttled_ns", 0)
+        if not isinstance(cg, str) or not cg or n < th.quota_min_throttles or ns < th.quota_throttled_share * secs * 1e9:
+            continue
+        quota, period = t.get("quota_us"), t.get("period_us")
+        known = isinstance(quota, int) and isinstance(period, int) and quota > 0 and period > 0
+        evidence = [f"{printable(cg)}: throttled in {n:,} periods, its run queues {fmt_ns(ns)} in all in {secs:.1f} s "
+                    "(cpu.stat, summed over CPUs)"]
+        if known:
+            evidence.append(f"its limit: {quota:,} us of CPU every {period:,} us ({quota / period:.2f} CPU)")
+        if avg_busy is not None:
+            evidence.append(f"the CPUs were {avg_busy:.0f}% busy on average meanwhile")
+        evidence.append(f"every task waited {fmt_ns(waited)} for a CPU in all (a throttled task waits as for a busy CPU)")
+        v1 = cg.startswith(V1_CPU_ROOTS)
+        if known:
+            command = (write_command(2 * quota, f"{cg}/cpu.cfs_quota_us") if v1
+                       else write_command(f"{2 * quota} {period}", f"{cg}/cpu.max"))
+        else:
+            command = ""
+        idle = f", with the CPUs {100 - avg_busy:.0f}% idle" if avg_busy is not None and avg_busy < 90 else ""
+        out.append(Recommendation(
+            "quota", printable(cg), f"cgroup {printable(cg)} is held back by its CPU quota"
+            + (f" ({quota / period:.2f} CPU)" if known else "") + f": throttled in {n:,} periods, {fmt_ns(ns)} of its "
+            f"run queues' time in {secs:.1f} s{idle}; its tasks' wait for a CPU is the quota's, not busy CPUs'",
+            tuple(evidence), command,
+            "the group may then take CPU from others, and the limit may be deliberate (a container's, a service's "
+            "CPUQuota=): raise it as far as the group's work needs, or give it a larger share "
+            f"({'cpu.shares' if v1 else 'cpu.weight'}) instead",
+            _verify(printable(cg), "nr_throttled in its cpu.stat should stop rising, and its tasks' run-queue wait "
+                                   "should fall"),
+            RECOMMENDED, False, facts=(Fact("throttled periods", n), Fact("throttled", ns / secs, "ns/s"))
+            + ((Fact("quota", quota / period, "CPU"),) if known else ())))
+        if len(out) >= th.max_per_rule:
+            break
+    return out
+
+
 def rule_slub(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """slub_min_objects after the 2008 hackbench study (best at 2 x CPUs), only with slab evidence, and
     never at or below what the kernel already uses: since then the default scales with the CPUs,
@@ -521,7 +573,8 @@ def rule_io_devices(model: Model, th: Thresholds, whole: Whole) -> list[Recommen
     return io_recommendations(model, whole=whole)
 
 
-RULES = (rule_pin, rule_priority, rule_cpu_bound, rule_slub, rule_lock, rule_io, rule_sched_knob, rule_io_devices)
+RULES = (rule_pin, rule_priority, rule_cpu_bound, rule_slub, rule_lock, rule_io, rule_sched_knob, rule_io_devices,
+         rule_quota)
 
 
 class Whole(NamedTuple):

@@ -174,6 +174,8 @@ def _already_good(doc: dict) -> list[dict]:
          "recorded without the slab group (--probes +slab)"),
         ("sched_knob", f"migrations stay under {th.migrations_per_s * 10:g} a second per CPU machine-wide",
          bool(machine.get("sched_knobs")), "the recording has no scheduler knobs"),
+        ("quota", f"no cgroup's CPU quota throttled it {100 * th.quota_throttled_share:g}% of the time or more",
+         "cpu_side" in machine, "the recording has no cgroup statistics"),
     ]
     return [{"kind": kind, "text": text if checked else why, "checked": checked}
             for kind, text, checked, why in checks if kind not in kinds]

@@ -828,7 +828,9 @@ def cmd_apply(args) -> int:
     r = recs[args.number - 1]
     sys.stdout.write(recommendation_text(args.number, r))
     if not r.runtime or not r.action:
-        print("stallscope: not applied: this is a boot-time or code change; run it yourself if you agree")
+        what = ("a command stallscope does not run for you (a cgroup's limit may be deliberate)"
+                if r.kind == "quota" and r.command else "a boot-time or code change")
+        print(f"stallscope: not applied: this is {what}; run it yourself if you agree")
         return 0
     if r.status != RECOMMENDED:
         print(f"stallscope: not applied: {escaped(r.status)}")

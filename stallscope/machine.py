@@ -164,6 +164,22 @@ def cgroup_throttling() -> dict[str, tuple[int, int]]:
     return out
 
 
+def cpu_quota(cgroup: str) -> dict:
+    """A cgroup's CFS bandwidth limit as the recording ends: {"quota_us", "period_us"} (cgroup v2's cpu.max,
+    v1's cpu.cfs_quota_us and cpu.cfs_period_us), {} when it has none or cannot be read."""
+    v2 = read_value(f"{cgroup}/cpu.max")
+    try:
+        if v2 is not None:
+            quota, period = v2.split()[:2]
+            return {} if quota == "max" else {"quota_us": int(quota), "period_us": int(period)}
+        quota, period = read_value(f"{cgroup}/cpu.cfs_quota_us"), read_value(f"{cgroup}/cpu.cfs_period_us")
+        if quota is None or period is None or int(quota) < 0:
+            return {}
+        return {"quota_us": int(quota), "period_us": int(period)}
+    except ValueError:
+        return {}
+
+
 def cpu_side_snapshot() -> dict:
     return {"psi": pressure(), "steal_ns": steal_ns(), "throttling": cgroup_throttling(),
             "cgroup_psi": cgroup_pressure()}
@@ -186,7 +202,7 @@ def cpu_side(start: dict, end: dict, seconds: float, cpus: int) -> dict:
     for cg, (n, ns) in end["throttling"].items():
         n0, ns0 = start["throttling"].get(cg, (0, 0))
         if n > n0:
-            throttled.append({"cgroup": cg, "nr_throttled": n - n0, "throttled_ns": ns - ns0})
+            throttled.append({"cgroup": cg, "nr_throttled": n - n0, "throttled_ns": ns - ns0, **cpu_quota(cg)})
     throttled.sort(key=lambda t: -t["throttled_ns"])
     return {"psi": psi, "steal_ns": steal, "steal_pct": round(100.0 * steal / 1e9 / secs / max(cpus, 1), 2),
             "throttled": throttled[:50], "cgroup_psi": cgroup_psi[:20]}

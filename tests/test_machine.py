@@ -87,3 +87,20 @@ def test_a_high_switch_rate_says_how_much_of_it_is_blocking_on_what_and_how_much
     assert kinds(970, 30, ((io, 900), (pipe, 100))) == (
         "97% voluntary (blocking; most waits: Waiting for I/O, 90%)", 97.0,
         {"cause": "Waiting for I/O", "waits_pct": 90.0})
+
+
+def test_a_cgroups_cpu_quota_is_read_from_either_hierarchy(tmp_path):
+    v2, v1, none, bad = (tmp_path / n for n in ("v2", "v1", "none", "bad"))
+    for d in (v2, v1, none, bad):
+        d.mkdir()
+    (v2 / "cpu.max").write_text("50000 100000\n")
+    (v1 / "cpu.cfs_quota_us").write_text("20000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    (none / "cpu.max").write_text("max 100000\n")
+    (bad / "cpu.max").write_text("x y\n")
+    assert machine.cpu_quota(str(v2)) == {"quota_us": 50_000, "period_us": 100_000}
+    assert machine.cpu_quota(str(v1)) == {"quota_us": 20_000, "period_us": 100_000}
+    assert machine.cpu_quota(str(none)) == {} and machine.cpu_quota(str(bad)) == {}
+    assert machine.cpu_quota(str(tmp_path / "gone")) == {}
+    (v1 / "cpu.cfs_quota_us").write_text("-1\n")  # v1's "no limit"
+    assert machine.cpu_quota(str(v1)) == {}

@@ -13,7 +13,9 @@ Expected, on a 2-CPU machine:
   join is no lock;
 - perf bench sched messaging: the CPU, then the sockets; no thread reniced;
 - fio writes with fsync=1: fsync() (the supervising process's sleeps are idle, not a blocker);
-- cyclictest behind eight CPU hogs at the same nice: its thread gets the priority advice, the hogs none.
+- cyclictest behind eight CPU hogs at the same nice: its thread gets the priority advice, the hogs none;
+- stress-ng --cpu 2 in a cgroup with a CPU quota of 0.2 CPU: the CPUs mostly idle, its workers waiting for
+  a CPU; the advice names the quota (not the CPUs) with the cgroup's own throttling count.
 """
 
 from __future__ import annotations
@@ -217,3 +219,67 @@ def test_cyclictest_behind_cpu_hogs_gets_the_priority_advice(tmp_path):
     # 1,007 waits for 1,000 cycles once in a full run, 0-3 more otherwise
     ivcs = t["involuntary_switches"]
     assert 0.985 * cycles <= t["runq_count"] <= cycles + 5 + ivcs, (t["runq_count"], cycles, ivcs)
+
+
+def _quota_cgroup(name: str, quota_us: int, period_us: int = 100_000):
+    """A cgroup with a CFS bandwidth limit, in cgroup v1's cpu hierarchy or v2's; (its directory, the file a
+    task joins it by), or a skip with the reason."""
+    import os
+
+    v1 = "/sys/fs/cgroup/cpu"
+    if os.path.isfile(f"{v1}/cpu.cfs_quota_us"):
+        path = f"{v1}/{name}"
+        os.makedirs(path, exist_ok=True)
+        with open(f"{path}/cpu.cfs_period_us", "w") as f:
+            f.write(str(period_us))
+        with open(f"{path}/cpu.cfs_quota_us", "w") as f:
+            f.write(str(quota_us))
+        return path, f"{path}/tasks"
+    v2 = "/sys/fs/cgroup"
+    if os.path.isfile(f"{v2}/cgroup.controllers") and "cpu" in open(f"{v2}/cgroup.controllers").read().split():
+        with open(f"{v2}/cgroup.subtree_control", "w") as f:
+            f.write("+cpu")
+        path = f"{v2}/{name}"
+        os.makedirs(path, exist_ok=True)
+        with open(f"{path}/cpu.max", "w") as f:
+            f.write(f"{quota_us} {period_us}")
+        return path, f"{path}/cgroup.procs"
+    pytest.skip("no cgroup cpu controller to set a CPU quota with (neither v1's cpu hierarchy nor v2's cpu)")
+
+
+def _throttled_count(path: str) -> int:
+    stat = dict(line.split()[:2] for line in open(f"{path}/cpu.stat").read().splitlines())
+    return int(stat["nr_throttled"])
+
+
+def test_stress_ng_in_a_cgroup_with_a_cpu_quota_is_told_the_quota_holds_it_back(tmp_path):
+    """Two CPU workers limited to 0.2 CPU on a 2-CPU machine: they wait for a CPU (as the kernel counts a
+    throttled task: runnable) while the CPUs sit mostly idle. 'Waiting for CPU' alone would read as busy
+    CPUs; the advice names the quota, its limit and the throttled periods, which cpu.stat counts the same."""
+    import os
+    _need("stress-ng")
+    cg, join = _quota_cgroup(f"stallscope-test-{os.getpid()}", 20_000)
+    try:
+        before = _throttled_count(cg)
+        path = tmp_path / "run.stall"
+        proc = subprocess.run([STALLSCOPE, "record", "-o", str(path), "--", "sh", "-c",
+                               f"echo $$ > {join} && exec stress-ng --cpu 2 -t 5 --quiet"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        after = _throttled_count(cg)
+    finally:
+        for _ in range(50):  # the workers gone, the group can go
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                import time
+                time.sleep(0.1)
+    assert _top(_command_doc(path), 1) == ["Waiting for CPU"]
+    advice = _recommend(path)
+    quota = [line for line in advice.splitlines() if re.match(r"\[\d+\] quota:", line)]
+    assert len(quota) == 1 and f"cgroup {cg} is held back by its CPU quota (0.20 CPU)" in quota[0], advice
+    n = int(re.search(r"throttled in ([\d,]+) periods", quota[0]).group(1).replace(",", ""))
+    # the recording's count is cpu.stat's over the recording, which began after `before` and ended before `after`
+    assert 0.8 * (after - before) <= n <= after - before and n >= 30, (n, before, after)
+    assert "idle" in quota[0] and not re.search(r"\[\d+\] priority:", advice), advice

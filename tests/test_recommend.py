@@ -409,3 +409,43 @@ def test_looking_for_cpu_hogs_costs_the_tasks_once_not_once_per_starved_thread(m
     monkeypatch.setattr(rec, "_is_kernel_thread", lambda t: calls.append(1) or real(t))
     assert not [r for r in recommend(model) if r.kind == "priority"]
     assert len(calls) <= 3 * n, len(calls)  # was n * n: every starved thread against every task
+
+
+# ---- quota --------------------------------------------------------------------------------------
+
+def _throttled(entries: list[dict], busy: float = 12.0):
+    iv = interval(0, task_info=INFOS, tasks=(TaskDelta(APP, runq_wait_ns=900_000_000, runq_count=50, run_ns=100_000_000),))
+    machine = {**_topology(2, 2), "cpu_busy_pct": {"0": busy, "1": busy}, "cpu_side": {"throttled": entries}}
+    return [r for r in recommend(_model([iv], machine)) if r.kind == "quota"]
+
+
+def test_a_cgroup_held_back_by_its_cpu_quota_is_told_so_with_the_command_for_its_hierarchy():
+    """stress-ng's two CPU workers in a cgroup limited to 0.2 CPU: the CPUs 88% idle, its tasks wait for a CPU
+    as if they were busy. The finding says the quota, not the CPUs; the command doubles the limit in the file
+    of its hierarchy (v1's cpu.cfs_quota_us, v2's cpu.max), run by hand."""
+    v1 = _throttled([{"cgroup": "/sys/fs/cgroup/cpu/ssthr", "nr_throttled": 9, "throttled_ns": 900_000_000,
+                      "quota_us": 20_000, "period_us": 100_000}])
+    assert len(v1) == 1 and v1[0].status == RECOMMENDED and not v1[0].runtime and v1[0].target == "/sys/fs/cgroup/cpu/ssthr"
+    assert v1[0].finding == ("cgroup /sys/fs/cgroup/cpu/ssthr is held back by its CPU quota (0.20 CPU): throttled in "
+                             "9 periods, 900.00ms of its run queues' time in 1.0 s, with the CPUs 88% idle; its tasks' "
+                             "wait for a CPU is the quota's, not busy CPUs'"), v1[0].finding
+    assert v1[0].command == "echo 40000 > /sys/fs/cgroup/cpu/ssthr/cpu.cfs_quota_us" and "cpu.shares" in v1[0].risk
+    v2 = _throttled([{"cgroup": "/sys/fs/cgroup/app.slice", "nr_throttled": 9, "throttled_ns": 900_000_000,
+                      "quota_us": 50_000, "period_us": 100_000}], busy=95.0)
+    assert v2[0].command == "echo '100000 100000' > /sys/fs/cgroup/app.slice/cpu.max" and "cpu.weight" in v2[0].risk
+    assert "idle" not in v2[0].finding  # busy CPUs: no claim that they sat idle
+    # the limit gone by the recording's end: the finding stands, no command is guessed
+    gone = _throttled([{"cgroup": "/sys/fs/cgroup/app.slice", "nr_throttled": 9, "throttled_ns": 900_000_000}])
+    assert gone and gone[0].command == "" and "(0." not in gone[0].finding
+    # throttled now and then (a tenth of the recording or less, or twice): no finding
+    assert not _throttled([{"cgroup": "/sys/fs/cgroup/x", "nr_throttled": 9, "throttled_ns": 90_000_000}])
+    assert not _throttled([{"cgroup": "/sys/fs/cgroup/x", "nr_throttled": 2, "throttled_ns": 900_000_000}])
+
+
+def test_a_cgroup_name_from_the_recording_stays_one_word_in_the_quota_command():
+    hostile = "/sys/fs/cgroup/x$(touch pwned);'\"y"
+    rec = _throttled([{"cgroup": hostile, "nr_throttled": 9, "throttled_ns": 900_000_000, "quota_us": 10_000,
+                       "period_us": 100_000}])[0]
+    import shlex
+    words = shlex.split(rec.command)
+    assert words[:2] == ["echo", "20000 100000"] and words[-1] == f"{hostile}/cpu.max" and words[2] == ">"
