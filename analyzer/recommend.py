@@ -23,7 +23,7 @@ from stallscope.analyzer.model import Model, TaskTotals
 from stallscope.analyzer.oncpu import category_share, probe_ran
 from stallscope.analyzer.slab import METHOD_ESTIMATE, slab_rows
 from stallscope.analyzer.scope import in_scope, restrict
-from stallscope.analyzer.signals import signals
+from stallscope.analyzer.signals import QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_throttled, signals
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
@@ -61,8 +61,8 @@ class Thresholds:
     slab_switch_pct: float = 10.0  # ... whose CPU slab changes this often (the estimate) ...
     slab_lock_wait_per_s_ns: float = 1e6  # ... and whose list_lock is waited on (or:)
     slab_slow_path_pct: float = 5.0  # ... or this share of the on-CPU samples in SLUB's slow path
-    quota_throttled_share: float = 0.1  # a cgroup's run queues throttled this share of the recording (one CPU's)
-    quota_min_throttles: int = 3  # ... over at least this many periods
+    quota_throttled_share: float = QUOTA_THROTTLED_SHARE  # a cgroup's run queues throttled this share of the recording
+    quota_min_throttles: int = QUOTA_MIN_THROTTLES  # ... over at least this many periods
 
 
 def _name(t: TaskTotals) -> str:
@@ -458,10 +458,8 @@ def rule_quota(model: Model, th: Thresholds, whole: Whole) -> list[Recommendatio
     avg_busy = sum(busy.values()) / len(busy) if busy else None
     waited = sum(t.runq_wait_ns for t in model.tasks.values())
     out = []
-    for t in (machine.get("cpu_side") or {}).get("throttled", ()):
-        cg, n, ns = t.get("cgroup", ""), t.get("nr_throttled", 0), t.get("throttled_ns", 0)
-        if not isinstance(cg, str) or not cg or n < th.quota_min_throttles or ns < th.quota_throttled_share * secs * 1e9:
-            continue
+    for t in quota_throttled(machine.get("cpu_side") or {}, secs, th.quota_throttled_share, th.quota_min_throttles):
+        cg, n, ns = t["cgroup"], t["nr_throttled"], t["throttled_ns"]
         quota, period = t.get("quota_us"), t.get("period_us")
         known = isinstance(quota, int) and isinstance(period, int) and quota > 0 and period > 0
         evidence = [f"{printable(cg)}: throttled in {n:,} periods, its run queues {fmt_ns(ns)} in all in {secs:.1f} s "

@@ -85,3 +85,16 @@ def signals_doc(s: Signals) -> dict:
             "voluntary_pct": None if s.voluntary_share is None else round(100 * s.voluntary_share, 1),
             "top_wait": None if s.top_wait is None else {"cause": s.top_wait[0],
                                                          "waits_pct": round(100 * s.top_wait[1], 1)}}
+
+
+QUOTA_THROTTLED_SHARE = 0.1  # a cgroup's run queues throttled this share of the window (one CPU's) ...
+QUOTA_MIN_THROTTLES = 3  # ... over at least this many periods
+
+
+def quota_throttled(cpu_side: dict, seconds: float, share: float = QUOTA_THROTTLED_SHARE,
+                    min_periods: int = QUOTA_MIN_THROTTLES) -> list[dict]:
+    """The cgroups a CPU quota held back over a recording (machine.cpu_side's `throttled`, from cpu.stat):
+    their tasks wait for a CPU as for a busy one. Heaviest first."""
+    return [t for t in (cpu_side or {}).get("throttled", ())
+            if isinstance(t.get("cgroup"), str) and t["cgroup"] and t.get("nr_throttled", 0) >= min_periods
+            and t.get("throttled_ns", 0) >= share * seconds * 1e9]

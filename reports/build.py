@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
-from stallscope.analyzer.causes import IDLE
+from stallscope.analyzer.causes import CPU, IDLE
 from stallscope.analyzer.export import JSON_VERSION, to_json_doc
 from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
 from stallscope.analyzer.load import fold_recording
@@ -22,7 +22,7 @@ from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds
 from stallscope.analyzer.sample import Interval
 from stallscope.analyzer.series import Ledger, Series, interval_series
-from stallscope.analyzer.signals import switch_kinds
+from stallscope.analyzer.signals import quota_throttled, switch_kinds
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.units import fmt_ns
 from stallscope.reports.redact import redact
@@ -111,16 +111,20 @@ def _threads(word: str, n: int) -> str:
     return f" {word} {n:,} threads" if n > 1 else ""
 
 
-def _blocker_sentence(b: dict, duration_s: float) -> dict:
-    """What a reader takes from one blocker: how much, how often, how long, who held it up."""
+def _blocker_sentence(b: dict, duration_s: float, quota: list[dict] = ()) -> dict:
+    """What a reader takes from one blocker: how much, how often, how long, who held it up (for the CPU, a
+    cgroup's quota first, when one throttled its tasks: `quota`, signals.quota_throttled)."""
     held = b["held_up_by"]
+    throttled = [f"the CPU quota of {q['cgroup']} ({q['nr_throttled']:,} throttled periods)"
+                 for q in quota] if b["class"] == CPU else []
     # by name where the export has it (several threads of a name summed), else by thread
-    by = ([f"{h['name']} ({h['involuntary_switches']:,} involuntary switches{_threads('in', h['threads'])})"
-           for h in held.get("hog_names", ())]
-          or [f"{h['task']} ({h['involuntary_switches']:,} involuntary switches)" for h in held["hogs"]]
-          or [f"{w['name']} ({w['count']:,} wakeups{_threads('from', w['threads'])})" for w in held.get("waker_names", ())]
-          or [f"{w['waker']} ({w['count']:,} wakeups)" for w in held["wakers"]]
-          or [f"owner {o}" for o in held["owners"]])
+    by = throttled + (
+        [f"{h['name']} ({h['involuntary_switches']:,} involuntary switches{_threads('in', h['threads'])})"
+         for h in held.get("hog_names", ())]
+        or [f"{h['task']} ({h['involuntary_switches']:,} involuntary switches)" for h in held["hogs"]]
+        or [f"{w['name']} ({w['count']:,} wakeups{_threads('from', w['threads'])})" for w in held.get("waker_names", ())]
+        or [f"{w['waker']} ({w['count']:,} wakeups)" for w in held["wakers"]]
+        or [f"owner {o}" for o in held["owners"]])
     # its heaviest root elsewhere, when it explains a tenth of the blocker or more (a sliver is no story)
     root = next((r for r in b["roots"] if r["root"] != b["cause"]
                  and (r["share_pct"] or 0) >= ROOT_SHARE_NAMED * (b["share_pct"] or 0)), None)
@@ -140,7 +144,8 @@ def _summary(doc: dict, tables: dict) -> dict:
     blockers = [b for b in doc["blockers"] if b["class"] != IDLE][:TOP_BLOCKERS]
     recs = doc["recommendations"]
     sig = doc["signals"]
-    return {"blockers": [_blocker_sentence(b, meta["duration_s"]) for b in blockers],
+    quota = quota_throttled(sig.get("cpu_side") or {}, meta["duration_s"])
+    return {"blockers": [_blocker_sentence(b, meta["duration_s"], quota) for b in blockers],
             "waiting_ns": meta["shares"]["waiting_ns"], "blocked_ns": meta["shares"]["blocked_ns"],
             "runq_ns": meta["shares"]["runq_ns"], "idle_ns": meta["shares"]["idle_ns"],
             "needs_tuning": sum(1 for r in recs if r["status"] == RECOMMENDED),

@@ -449,3 +449,29 @@ def test_a_cgroup_name_from_the_recording_stays_one_word_in_the_quota_command():
     import shlex
     words = shlex.split(rec.command)
     assert words[:2] == ["echo", "20000 100000"] and words[-1] == f"{hostile}/cpu.max" and words[2] == ">"
+
+
+def test_the_cpu_blocker_of_a_throttled_recording_names_the_quota_first_in_the_report_and_the_detail():
+    """Two workers throttled by their group's quota are each other's 'hog' by their involuntary switches
+    (throttling switches them out): the quota comes first among what held the CPU's waiters up."""
+    from stallscope.analyzer.timeline import Snapshot
+    from stallscope.reports.build import build
+    from stallscope.tui.detail import blocker_detail
+
+    workers = [TaskId(3000 + i, SEC) for i in range(2)]
+    iv = interval(0, task_info=tuple(TaskInfo(w, 3000, 1, "stress-ng-cpu") for w in workers),
+                  tasks=tuple(TaskDelta(w, runq_wait_ns=870_000_000, runq_count=12, involuntary_switches=12,
+                                        run_ns=100_000_000) for w in workers))
+    cg = "/sys/fs/cgroup/cpu/ssthr"
+    machine = {**_topology(2, 2), "cpu_busy_pct": {"0": 12.0, "1": 12.0},
+               "cpu_side": {"throttled": [{"cgroup": cg, "nr_throttled": 10, "throttled_ns": 1_740_000_000,
+                                           "quota_us": 20_000, "period_us": 100_000}]}}
+    model = _model([iv], machine)
+    sentence = next(b for b in build(model, [iv])["page"]["summary"]["blockers"] if b["class"] == "cpu")
+    assert sentence["held_up_by"][0] == f"the CPU quota of {cg} (10 throttled periods)", sentence["held_up_by"]
+    snap = Snapshot(model)
+    text = blocker_detail(snap, next(b for b in snap.ranked if b.cls == "cpu")).plain
+    assert f"the CPU quota of {cg}: throttled in 10 periods of the recording, 1.74s of its run queues' time" in text
+    # no throttling: the hogs alone, as before
+    calm = _model([iv], {**machine, "cpu_side": {"throttled": []}})
+    assert not any("quota" in h for b in build(calm, [iv])["page"]["summary"]["blockers"] for h in b["held_up_by"])

@@ -14,6 +14,7 @@ from stallscope.analyzer.blockers import Blocker, wait_now_cause, wait_parts, wa
 from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.locks import LockStat
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
+from stallscope.analyzer.signals import quota_throttled
 from stallscope.analyzer.sample import Stack
 from stallscope.analyzer.timeline import Snapshot, TaskRow
 from stallscope.analyzer.units import fmt_ns
@@ -114,8 +115,16 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
         t.append("  (no wait of it walked in this window)\n", style="dim")
 
     h = snap.held_up_by(b)
-    if h.wakers or h.owners or h.hogs:
+    # a quota's throttling: the tasks wait as for a busy CPU, and the threads switched out most (the hogs below)
+    # were throttled too rather than running instead (a recording's: a live window has no cgroup statistics)
+    meta = snap.meta
+    recorded = (meta.end_ns - meta.start_ns) / 1e9 if meta.end_ns else snap.seconds
+    quota = quota_throttled((meta.machine or {}).get("cpu_side") or {}, recorded) if b.cls == CPU else []
+    if h.wakers or h.owners or h.hogs or quota:
         _h(t, "Held up by")
+        for q in quota:
+            t.append(f"  the CPU quota of {visible(q['cgroup'])}: throttled in {q['nr_throttled']:,} periods of the "
+                     f"recording, {fmt_ns(q['throttled_ns'])} of its run queues' time (see the fixes)\n")
         for label, n, ns, threads, _stack in h.waker_names:  # by name, as the ones that ran instead
             more = f" from {threads:,} threads" if threads > 1 else ""
             # the whole length of the waits they ended, which may have begun long before the window
