@@ -15,6 +15,7 @@ SLEEP_MACHINERY = (
 )
 
 # Frames that take or wait for the lock rather than want it; the tracing frames on top.
+RQ_LOCK = "rq->__lock"  # a run queue's lock, as lock_stat names its class (analyzer/locks.py, bpf/lock_collector.py)
 LOCK_INTERNAL = (
     "bpf_", "__bpf_", "__traceiter_", "trace_contention", "perf_trace_", "queued_spin_lock", "native_queued",
     "__pv_queued", "pv_queued", "_raw_spin_lock", "_raw_read_lock", "_raw_write_lock", "queued_read_lock",

@@ -25,7 +25,7 @@ import os
 import re
 
 from stallscope.analyzer.attribution import NO_STACK_LABELS, SHARABLE
-from stallscope.analyzer.frames import LOCK_INTERNAL, bare
+from stallscope.analyzer.frames import LOCK_INTERNAL, RQ_LOCK, bare
 from stallscope.analyzer.sample import STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED
 from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.model import FutexWaits, LockWaits, Model
@@ -110,8 +110,8 @@ def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
     if any(name.startswith("raw_spin_rq_lock") for name in frames) or (
             w.flags & LCB_F_SPIN and bare(point.split("+")[0]) in RQ_LOCK_CALLERS):
         # the run-queue lock (per-CPU data, no symbol): taken through raw_spin_rq_lock*(), inlined
-        # into the scheduler's own paths
-        return "rq->__lock"
+        # into the scheduler's own paths (the lock probe names those it found at start: bpf/lock_collector.py)
+        return RQ_LOCK
     return point.split("+")[0] if point else f"{w.addr:#x}"
 
 

@@ -11,6 +11,7 @@ import ctypes
 import os
 import struct
 
+from stallscope.analyzer.frames import RQ_LOCK
 from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning, record_maker
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
@@ -27,8 +28,7 @@ from stallscope.errors import StallscopeError
 
 _LOCK_KEY, _LOCK_VAL = abi.unpacker(abi.LockKey), abi.unpacker(abi.LockVal)
 _EXTREMES = len(_LOCK_VAL.unpack(bytes(_LOCK_VAL.size))) - 6  # where an unpacked lock_val's extremes begin
-_new_lock = record_maker(LockDelta)
-RQ_LOCK = "rq->__lock"  # a run queue's lock (analyzer/locks.py names it so from a walked stack, too)  # every field given: built without the frozen dataclass's __init__
+_new_lock = record_maker(LockDelta)  # every field given: built without the frozen dataclass's __init__
 
 
 class LockCollector:
