@@ -15,7 +15,8 @@ Expected, on a 2-CPU machine:
 - fio writes with fsync=1: fsync() (the supervising process's sleeps are idle, not a blocker);
 - cyclictest behind eight CPU hogs at the same nice: its thread gets the priority advice, the hogs none;
 - stress-ng --cpu 2 in a cgroup with a CPU quota of 0.2 CPU: the CPUs mostly idle, its workers waiting for
-  a CPU; the advice names the quota (not the CPUs) with the cgroup's own throttling count.
+  a CPU; the advice names the quota (not the CPUs) with the cgroup's own throttling count;
+- a shell writing to a file system fsfreeze froze: its wait on the freeze's lock, in progress.
 """
 
 from __future__ import annotations
@@ -283,3 +284,41 @@ def test_stress_ng_in_a_cgroup_with_a_cpu_quota_is_told_the_quota_holds_it_back(
     # the recording's count is cpu.stat's over the recording, which began after `before` and ended before `after`
     assert 0.8 * (after - before) <= n <= after - before and n >= 30, (n, before, after)
     assert "idle" in quota[0] and not re.search(r"\[\d+\] priority:", advice), advice
+
+
+def test_a_writer_to_a_frozen_file_system_waits_on_its_freeze_protection_in_progress(tmp_path):
+    """A shell appending to a file on a loop-mounted ext4 that fsfreeze froze: it blocks in D state in
+    sb_start_write() (a per-CPU rwsem's wait under vfs_write, where /proc's wchan says it sleeps) for the whole
+    recording. Its cause names the lock the freeze holds, not the caller (vfs_write), and the wait is still
+    going at the end, as long as the recording."""
+    _need("fsfreeze", "losetup", "mkfs.ext4")
+    img, mnt = tmp_path / "fs.img", tmp_path / "mnt"
+    mnt.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(64 << 20)
+    loop = subprocess.run(["losetup", "-f", "--show", str(img)], capture_output=True, text=True, check=True).stdout.strip()
+    writer = None
+    try:
+        subprocess.run(["mkfs.ext4", "-q", loop], check=True)
+        subprocess.run(["mount", loop, str(mnt)], check=True)
+        writer = subprocess.Popen(["sh", "-c", f"while :; do echo x >> {mnt}/f; done"])
+        subprocess.run(["fsfreeze", "-f", str(mnt)], check=True)
+        import time
+        time.sleep(0.5)
+        with open(f"/proc/{writer.pid}/wchan") as f:
+            assert f.read() == "percpu_rwsem_wait"
+        path = tmp_path / "run.stall"
+        proc = subprocess.run([STALLSCOPE, "record", "-o", str(path), "-d", "3"], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        subprocess.run(["fsfreeze", "-u", str(mnt)], check=False)
+        if writer is not None:
+            writer.kill()
+            writer.wait()
+        subprocess.run(["umount", str(mnt)], check=False)
+        subprocess.run(["losetup", "-d", loop], check=False)
+    doc = json.loads(run_stallscope("export", str(path)).stdout)
+    b = next(b for b in doc["blockers"] if any(t["pid"] == writer.pid for t in b["tasks"]))
+    assert b["cause"] == "rwsem contention: sb_writers (fs frozen)" and b["class"] == "blocker", b["cause"]
+    assert b["in_progress"] == 1 and b["in_progress_longest_ns"] >= 0.9 * doc["meta"]["duration_s"] * 1e9, b
