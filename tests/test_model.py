@@ -369,6 +369,11 @@ def test_a_reads_part_after_its_first_second_is_idle_and_the_series_agree():
     now = {b.cause: b for b in rank_blockers(second, include_idle=True)}
     assert now["Reading from a pipe, nothing came"].in_progress == 1
     assert now["Reading from a pipe"].in_progress == 0
+    # by thread, the wait still going is its longest, marked as the cause table marks it (no wait ended: it read 0)
+    from stallscope.tui.causes import causes_text
+    text = causes_text(second, by="thread", include_idle=True)
+    assert "  total 1.50s (" in text and "max 1.50s+\n" in text, text
+    assert "    Reading from a pipe, nothing came" in text and "1.50s+ max" in text and "\n+ : a wait still going" in text
 
 
 def test_the_waits_in_progress_at_a_windows_end_are_its_last_intervals_with_their_length_so_far(tmp_path):

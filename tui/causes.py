@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stallscope.analyzer.blockers import denominator, parts, process_causes, rank_blockers, waiters_by_name
+from stallscope.analyzer.blockers import (
+    denominator, parts, process_causes, rank_blockers, wait_now_cause, waiters_by_name,
+)
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import root_table
 from stallscope.analyzer.export import stack_texts
@@ -40,14 +42,23 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
                          f"{r.share_pct:5.1f}%  {printable(' <- '.join(r.chain))[:120]}\n")
         return "".join(lines)
     if by in ("process", "thread", "cgroup"):
+        now = _longest_now(model, by, tasks)
+        marked = False
         for p in process_causes(model, include_idle=include_idle, by_cgroup=by == "cgroup",
                                 by_thread=by == "thread", tasks=tasks)[:rows]:
             name = printable(p.comm) if by == "cgroup" else f"{printable(p.comm)}[{p.tgid}]"
+            key = p.comm if by == "cgroup" else p.tgid
+            shown = {cause for cause, _ns, _mx in p.causes}  # idle causes only with --all
+            mine = {cause: ns for (k, cause), ns in now.items() if k == key and cause in shown}
+            longest = max(mine.values(), default=0)
+            marked = marked or longest > p.max_ns or any(mine.get(c, 0) > mx for c, _ns, mx in p.causes[:5])
             lines.append(f"{name}  total {fmt_ns(p.total_ns)} ({fmt_ns(p.total_ns / secs)}/s), "
-                         f"max {fmt_ns(p.max_ns)}\n")
+                         f"max {_max_text(p.max_ns, longest)}\n")
             for cause, ns, mx in p.causes[:5]:
                 share = 100.0 * ns / p.total_ns if p.total_ns else 0.0
-                lines.append(f"    {printable(cause)[:50]:<50} {fmt_ns(mx):>9} max  {share:5.1f}%\n")
+                lines.append(f"    {printable(cause)[:50]:<50} {_max_text(mx, mine.get(cause, 0)):>9} max  {share:5.1f}%\n")
+        if marked:
+            lines.append("+ : a wait still going at the window's end, as long as that so far\n")
         return "".join(lines)
     lines.append(f"SHARE: {denominator(all_parts).describe()}\n")
     lines.append(f"{'CAUSE':<50} {'MAX':>9} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6} {'ESTIMATED':>16} "
@@ -79,6 +90,30 @@ def device_line(d) -> str:
     return (f"on {printable(d.device)} {d.op}: {round(d.count)} waits, {fmt_ns(d.wait_ns)}; its requests "
             f"{fmt_ns(d.request_avg_ns)} (queued {fmt_ns(d.queued_avg_ns)}, at the device {fmt_ns(d.device_avg_ns)}); "
             f"submitted by {subs}")
+
+
+def _longest_now(model: Model, by: str, tasks) -> dict[tuple, int]:
+    """(process, thread or cgroup key, cause) -> the longest wait still in progress at the window's end, so far:
+    a thread stuck for the whole recording has no wait that ended (its max would read 0)."""
+    waits = model.waits_now
+    if not waits:
+        return {}
+    out: dict[tuple, int] = {}
+    for w in waits:
+        task = w.wait.task
+        if tasks is not None and task not in tasks:
+            continue
+        t = model.tasks.get(task)
+        tgid = t.info.tgid if t else w.wait.tgid
+        key = model.cgroups.get(tgid, "(unknown)") if by == "cgroup" else task.pid if by == "thread" else tgid
+        k = (key, wait_now_cause(model, w))
+        out[k] = max(out.get(k, 0), w.so_far_ns)
+    return out
+
+
+def _max_text(ended: int, now: int) -> str:
+    """The longest wait: one still going (`+`) when it is the longer."""
+    return f"{fmt_ns(now)}+" if now > ended else fmt_ns(ended)
 
 
 def signals_text(s: Signals) -> str:
