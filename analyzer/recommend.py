@@ -28,6 +28,9 @@ from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
 KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "sched_knob", "quota")
+# run-time changes stallscope leaves to the user (`apply` does not carry them out): a cgroup's CPU limit may be
+# deliberate, a container's or a service's
+BY_HAND = frozenset({"quota"})
 
 # Where the kernel has the scheduler knobs the rules advise on (a sysctl; debugfs since 5.13). A path is
 # never taken from a recording: a command or `apply` writes only here (and only where the file exists).

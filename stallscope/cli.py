@@ -818,7 +818,7 @@ def cmd_apply(args) -> int:
         raise StallscopeError("apply needs a recording and a recommendation number",
                               "see `stallscope recommend FILE`, then `stallscope apply FILE N`")
     from stallscope.analyzer.load import load_model
-    from stallscope.analyzer.recommend import RECOMMENDED, recommend
+    from stallscope.analyzer.recommend import BY_HAND, RECOMMENDED, recommend
     from stallscope.tui.recommend import recommendation_text
 
     recs = recommend(load_model(args.file))
@@ -829,7 +829,7 @@ def cmd_apply(args) -> int:
     sys.stdout.write(recommendation_text(args.number, r))
     if not r.runtime or not r.action:
         what = ("a command stallscope does not run for you (a cgroup's limit may be deliberate)"
-                if r.kind == "quota" and r.command else "a boot-time or code change")
+                if r.kind in BY_HAND and r.command else "a boot-time or code change")
         print(f"stallscope: not applied: this is {what}; run it yourself if you agree")
         return 0
     if r.status != RECOMMENDED:

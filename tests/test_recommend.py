@@ -475,3 +475,18 @@ def test_the_cpu_blocker_of_a_throttled_recording_names_the_quota_first_in_the_r
     # no throttling: the hogs alone, as before
     calm = _model([iv], {**machine, "cpu_side": {"throttled": []}})
     assert not any("quota" in h for b in build(calm, [iv])["page"]["summary"]["blockers"] for h in b["held_up_by"])
+
+
+def test_apply_leaves_a_quota_to_the_user_and_says_why(tmp_path):
+    """A run-time change, but one stallscope does not make: the limit may be a container's on purpose."""
+    iv = interval(0, task_info=INFOS, tasks=(TaskDelta(APP, runq_wait_ns=900_000_000, runq_count=50),))
+    machine = {**_topology(2, 2), "cpu_side": {"throttled": [
+        {"cgroup": "/sys/fs/cgroup/app.slice", "nr_throttled": 9, "throttled_ns": 900_000_000, "quota_us": 20_000,
+         "period_us": 100_000}]}}
+    path = tmp_path / "quota.stall"
+    write_recording(path, replace(meta(), machine=machine), [iv])
+    recs = json.loads(run_stallscope("export", str(path)).stdout)["recommendations"]
+    n = next(i for i, r in enumerate(recs, 1) if r["kind"] == "quota")
+    proc = run_stallscope("apply", str(path), str(n), check=False, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0 and "echo '40000 100000' > /sys/fs/cgroup/app.slice/cpu.max" in proc.stdout
+    assert "not applied: this is a command stallscope does not run for you" in proc.stdout, proc.stdout

@@ -424,7 +424,17 @@ def test_each_view_looks_as_it_did(snap_compare, recording, key, size, tmp_path)
     fixed = tmp_path / "replay.stall"  # the path is shown in the status line: the same on every run
     shutil.copy(recording, fixed)
     app = TopApp(RecordingSource(str(fixed)), title="replay tui.stall")
-    assert snap_compare(app, press=[key], terminal_size=size)
+    assert snap_compare(app, press=[key], terminal_size=size, run_before=_shown)
+
+
+async def _shown(pilot) -> None:
+    """The recording read and its window shown before a key is pressed: the source reads it in a thread, which
+    the pilot's pause does not wait for (on a loaded machine the screenshot caught the view still reading)."""
+    for _ in range(2000):
+        if pilot.app.snapshot is not None:
+            return
+        await pilot.pause(0.01)
+    raise AssertionError("the recording's window was not shown in 20 s")
 
 
 def test_a_timeline_keeps_few_snapshots_and_its_series_read_the_same_from_digests():

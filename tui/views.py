@@ -14,7 +14,7 @@ from typing import Any, Callable
 from rich.text import Text
 
 from stallscope.analyzer.blockers import waiters_by_name
-from stallscope.analyzer.recommend import RECOMMENDED
+from stallscope.analyzer.recommend import BY_HAND, RECOMMENDED
 from stallscope.analyzer.model import RUNQ_SLOTS
 from stallscope.analyzer.timeline import Snapshot, Timeline, hist_p99
 from stallscope.analyzer.units import fmt_bytes, fmt_ns
@@ -315,7 +315,7 @@ class FixesView(View):
             out.append(Row(f"{r.kind}:{r.target}", (i, (r.status != RECOMMENDED, not r.runtime, i), r.kind, r.target,
                                                     r.runtime, r.finding),
                            (num(str(i)), lit(status, "green" if r.status == RECOMMENDED else "dim"), lit(r.kind),
-                            lit(r.target), lit("run time" if r.runtime else "boot/code"), lit(r.finding)), r))
+                            lit(r.target), lit("run time" if r.runtime else "by hand" if r.kind in BY_HAND else "boot/code"), lit(r.finding)), r))
         return out
 
     def empty(self, snap: Snapshot) -> str:
