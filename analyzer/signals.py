@@ -95,6 +95,8 @@ def quota_throttled(cpu_side: dict, seconds: float, share: float = QUOTA_THROTTL
                     min_periods: int = QUOTA_MIN_THROTTLES) -> list[dict]:
     """The cgroups a CPU quota held back over a recording (machine.cpu_side's `throttled`, from cpu.stat):
     their tasks wait for a CPU as for a busy one. Heaviest first."""
-    return [t for t in (cpu_side or {}).get("throttled", ())
-            if isinstance(t.get("cgroup"), str) and t["cgroup"] and t.get("nr_throttled", 0) >= min_periods
-            and t.get("throttled_ns", 0) >= share * seconds * 1e9]
+    entries = (cpu_side or {}).get("throttled", ()) if isinstance(cpu_side, dict) else ()
+    # numbers no kernel writes (a damaged or edited recording) are left out, never read as a finding
+    return [t for t in entries if isinstance(t, dict) and isinstance(t.get("cgroup"), str) and t["cgroup"]
+            and isinstance(t.get("nr_throttled"), int) and isinstance(t.get("throttled_ns"), int)
+            and t["nr_throttled"] >= min_periods and t["throttled_ns"] >= share * seconds * 1e9]

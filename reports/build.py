@@ -151,6 +151,8 @@ def _summary(doc: dict, tables: dict) -> dict:
             "needs_tuning": sum(1 for r in recs if r["status"] == RECOMMENDED),
             "cannot_help": sum(1 for r in recs if r["status"] != RECOMMENDED),
             "signals": sig, "locks": len(tables["locks"]["rows"]),
+            # the machine card's throttled cgroups: those cpu.stat counted throttling for (well-formed entries)
+            "throttled": quota_throttled(sig.get("cpu_side") or {}, meta["duration_s"], 0.0, 1)[:2],
             "switch_kinds": switch_kinds(None if sig.get("voluntary_pct") is None else sig["voluntary_pct"] / 100,
                                          (sig["top_wait"]["cause"], sig["top_wait"]["waits_pct"] / 100)
                                          if sig.get("top_wait") else None),

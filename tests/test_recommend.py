@@ -490,3 +490,10 @@ def test_apply_leaves_a_quota_to_the_user_and_says_why(tmp_path):
     proc = run_stallscope("apply", str(path), str(n), check=False, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0 and "echo '40000 100000' > /sys/fs/cgroup/app.slice/cpu.max" in proc.stdout
     assert "not applied: this is a command stallscope does not run for you" in proc.stdout, proc.stdout
+
+
+def test_throttling_figures_no_kernel_writes_make_no_quota_finding():
+    """A damaged or edited recording's cpu_side: left out, never a traceback."""
+    for entries in ([{"cgroup": "/x", "nr_throttled": "9", "throttled_ns": 900_000_000}],
+                    [{"cgroup": 7, "nr_throttled": 9, "throttled_ns": 900_000_000}], ["x"], "x"):
+        assert not _throttled(entries)
