@@ -14,8 +14,8 @@ from stallscope.analyzer.blockers import Blocker, wait_now_cause, wait_parts, wa
 from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.locks import LockStat
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
-from stallscope.analyzer.signals import quota_throttled
 from stallscope.analyzer.sample import Stack
+from stallscope.analyzer.signals import quota_throttled
 from stallscope.analyzer.timeline import Snapshot, TaskRow
 from stallscope.analyzer.units import fmt_ns
 from stallscope.tui.cells import visible
