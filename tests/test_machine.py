@@ -104,3 +104,13 @@ def test_a_cgroups_cpu_quota_is_read_from_either_hierarchy(tmp_path):
     assert machine.cpu_quota(str(tmp_path / "gone")) == {}
     (v1 / "cpu.cfs_quota_us").write_text("-1\n")  # v1's "no limit"
     assert machine.cpu_quota(str(v1)) == {}
+
+
+def test_the_cpu_side_line_leaves_out_throttling_entries_no_kernel_writes():
+    from stallscope.analyzer.signals import Signals
+    from stallscope.tui.causes import signals_text
+
+    side = {"steal_pct": 0.0, "throttled": ["x", {"cgroup": 5}, {"cgroup": "/a", "nr_throttled": "3"},
+                                           {"cgroup": "/b", "nr_throttled": 3, "throttled_ns": 2_000_000}]}
+    text = signals_text(Signals(1.0, 1.0, 0.0, 1.0, 0.0, 0.0, (), side))
+    assert "CFS throttled /b: 3 times, 2.00ms" in text and "/a" not in text

@@ -10,7 +10,7 @@ from stallscope.analyzer.chains import root_table
 from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.io import cause_devices
 from stallscope.analyzer.model import Model
-from stallscope.analyzer.signals import Signals, signals, switch_kinds
+from stallscope.analyzer.signals import Signals, quota_throttled, signals, switch_kinds
 from stallscope.analyzer.units import fmt_longest, fmt_ns
 from stallscope.analyzer.untrusted import printable
 
@@ -129,7 +129,7 @@ def signals_text(s: Signals) -> str:
         psi = side.get("psi", {})
         parts += [f"PSI {res} some {v.get('some_pct', 0):.1f}%" + (f" full {v['full_pct']:.1f}%" if "full_pct" in v else "")
                   for res, v in sorted(psi.items())]
-        for t in side.get("throttled", [])[:3]:
+        for t in quota_throttled(side, 0.0, 0.0, 1)[:3]:  # well-formed entries only (a damaged recording's are not)
             parts.append(f"CFS throttled {printable(t['cgroup'])}: {t['nr_throttled']} times, {fmt_ns(t['throttled_ns'])}")
     if parts:
         lines.append("CPU side: " + "; ".join(parts) + "\n")
