@@ -520,8 +520,9 @@ def test_where_real_time_tasks_hold_every_cpu_stallscope_says_so_and_realtime_ge
 
 def test_a_recording_whose_intervals_stretch_under_load_says_so_once_and_what_keeps_them(tmp_path):
     """`record` keeps the caller's priority: among hackbench's 800 runnable tasks (`-- CMD`, in its group) its
-    one-second intervals stretched to 3.7-6.1 s here, the totals exact and the series coarse, and nothing
-    said so. A notice now does, once, with the length the recording holds, and the --nice that keeps them."""
+    one-second intervals stretched to 3.7-6.1 s here (2 CPUs), the totals exact and the series coarse, and nothing
+    said so. A notice now does, once, with the length the recording holds, and the --nice that keeps them; where
+    the intervals kept their length (more CPUs), nothing is said."""
     path = tmp_path / "hb.stall"
     proc = subprocess.run([STALLSCOPE, "record", "--probes", "none", "-o", str(path), "--", "perf", "bench", "sched",
                            "messaging", "-g", "20", "-l", "800"], capture_output=True, text=True, timeout=300)
@@ -529,7 +530,10 @@ def test_a_recording_whose_intervals_stretch_under_load_says_so_once_and_what_ke
     said = [line for line in proc.stderr.splitlines() if "intervals stretch under load" in line]
     with sqlite3.connect(path) as db:
         lengths = [round((e - s) / 1e9, 1) for s, e in db.execute("SELECT start_ns, end_ns FROM intervals ORDER BY idx")]
-    assert len(said) == 1 and max(lengths) >= 2.0, (lengths, proc.stderr)
+    if max(lengths) < 2.0:  # a machine with CPUs to spare kept them: then nothing is said
+        assert not said, (lengths, said)
+        return
+    assert len(said) == 1, (lengths, proc.stderr)
     took = float(said[0].split("the last took ")[1].split(" s")[0])
     assert took >= 2.0 and any(abs(took - n) <= 0.1 for n in lengths), (took, lengths)
     assert "for the 1 s asked" in said[0] and said[0].endswith("--nice -20 keeps them (docs/recording.md)")
