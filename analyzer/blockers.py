@@ -30,7 +30,7 @@ from stallscope.analyzer.sample import (  # noqa: F401 (re-exported: the reasons
     TaskId,
 )
 from stallscope.analyzer.scope import in_scope, recorded_tasks
-from stallscope.analyzer.units import fmt_ns
+from stallscope.analyzer.units import fmt_ns, log2_bounds
 from stallscope.analyzer.wakers import waker_context, waker_label
 
 __all__ = ["IDLE", "Blocker", "LOST_STACK", "NO_STACK_LABELS", "classify_wait", "no_stack_cause", "rank_blockers",
@@ -191,7 +191,7 @@ def percentiles(hist: dict[int, float], longest: int, qs=(0.5, 0.9, 0.99)) -> di
         for slot in sorted(hist):
             seen += hist[slot]
             if seen >= q * total - 1e-9:
-                bound = 2 ** (slot + 1)
+                bound = log2_bounds(slot)[1]
                 out[f"p{round(q * 100)}_ns"] = min(bound, longest) if longest else bound
                 break
     return out

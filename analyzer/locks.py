@@ -63,6 +63,12 @@ def lock_type(flags: int) -> str:
     return "semaphore"
 
 
+def row_key(w: LockWaits, typ: str) -> tuple:
+    """The lock_stat row a kernel lock record belongs to, as `LockStat.keys` holds it: a lock in a slab
+    object by the struct field holding it (one class), any other by its address; with its type."""
+    return (("field", w.field) if w.field else ("addr", w.addr), typ)
+
+
 def contention_point(stack: Stack | None) -> str:
     """The caller that wanted the lock: the first frame after the lock-internal ones."""
     if stack is None or not stack.frames:
@@ -131,7 +137,7 @@ def drawn_share(model: Model, stat: "LockStat", functions: frozenset[str]) -> fl
         stack = w.stack
         if stack is None or not stack.frames:
             continue
-        if ((("field", w.field) if w.field else ("addr", w.addr)), lock_type(w.flags)) not in keys:
+        if row_key(w, lock_type(w.flags)) not in keys:
             continue
         drawn += w.total_ns
         if any(bare(f.symbol or "") in functions for f in stack.frames):
@@ -429,7 +435,7 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
         typ = types.get(w.flags)
         if typ is None:
             typ = types[w.flags] = lock_type(w.flags)
-        key = (("field", w.field) if w.field else ("addr", w.addr), typ)
+        key = row_key(w, typ)
         g = groups.get(key)
         if g is None:
             g = groups[key] = [None, 0, 0, 0, 0, 0, 0, _Callers(), set(), "", 0, 0, True, {}]

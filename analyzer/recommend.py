@@ -17,6 +17,7 @@ from stallscope.analyzer.advice import (  # noqa: F401 (shell_command, write_com
 )
 
 from stallscope.analyzer.blockers import percentiles, rank_blockers
+from stallscope.analyzer.frames import RQ_LOCK
 from stallscope.analyzer.io_advice import io_recommendations
 from stallscope.analyzer.locks import SCHED_YIELD, drawn_share, lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
@@ -275,7 +276,7 @@ def rule_cpu_bound(model: Model, th: Thresholds, whole: Whole) -> list[Recommend
     """A saturated machine: more runnable threads than CPUs, waiting alike. Said once, with what can help
     (fewer runnable threads, more CPUs, a cgroup weight to choose who gets them), instead of renicing one
     of many."""
-    sig = signals(model)
+    sig = signals(model, waits=False)  # the CPU figures only
     cpus = max(model.meta.cpus, 1)
     if sig.waiting_avg < th.cpu_bound_waiting_per_cpu * cpus:
         return []
@@ -314,7 +315,7 @@ _LOCK_ADVICE = (
      "env MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=268435456 COMMAND  # if the maps come from glibc malloc"),
     ("&kmem_cache_node->list_lock", "SLUB's per-node partial list lock: allocations and frees of one cache "
                                     "refill and drain partial slabs from many CPUs; see the slab recommendations", ""),
-    ("rq->__lock", "the run-queue lock: wakeups and migrations across CPUs; fewer cross-CPU wakeups "
+    (RQ_LOCK, "the run-queue lock: wakeups and migrations across CPUs; fewer cross-CPU wakeups "
                    "(pinning producer and consumer together) relieve it", ""),
     ("&task_struct->pi_lock", "a task's pi_lock, taken by every wakeup of it: many CPUs wake the same tasks at once; "
                               "fewer cross-CPU wakeups (producer and consumer on one CPU) relieve it", ""),
@@ -355,7 +356,7 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
         elif s.field == "file_lock_context.flc_lock" or s.name.startswith(("flock_lock_inode", "posix_lock_inode")):
             advice = ("file locks (flock/fcntl) taken and released on the same files by many threads: hold them "
                       "longer, or use one lock file per worker")
-        if s.name == "rq->__lock":
+        if s.name == RQ_LOCK:
             # how much of it sched_yield() takes: its own taking (do_sched_yield) and the schedule() it calls
             yielding = drawn_share(whole.model, s, SCHED_YIELD)
             if points and points[0].point.startswith("do_sched_yield") or (yielding or 0) >= YIELD_SHARE:

@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 from stallscope.analyzer.attribution import idle_input_name, long_input_cause, split_waits
 from stallscope.analyzer.blockers import WAITING_FOR_CPU
 from stallscope.analyzer.causes import IDLE, CauseTable
-from stallscope.analyzer.locks import LOCK_KIND_SLAB, lock_stats, lock_type
+from stallscope.analyzer.locks import LOCK_KIND_SLAB, lock_stats, lock_type, row_key
 from stallscope.analyzer.model import LockWaits, Model, OncpuSamples, long_open_parts
 from stallscope.analyzer.oncpu import sample_functions, selected_samples, self_function
 from stallscope.analyzer.sample import Interval, TaskId
@@ -262,7 +262,7 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
             if typ is None:
                 typ = types[w.flags] = lock_type(w.flags)
             # the model's key names the field once for all its intervals
-            row = lock_row.get((("field", w.field) if w.field else ("addr", w.addr), typ))
+            row = lock_row.get(row_key(w, typ))
             lock_of.append((row, row is not None and is_lock.get(row, True),
                             node_owner.get(w.addr) if w.kind == LOCK_KIND_SLAB else None))
 

@@ -39,7 +39,9 @@ class Signals:
         return self.cs_per_runnable >= HIGH_CS_PER_RUNNABLE
 
 
-def signals(model: Model) -> Signals:
+def signals(model: Model, waits: bool = True) -> Signals:
+    """`waits`: also what most waits were for (`top_wait`, from the ranking of the causes, which the views that
+    print the line rank anyway); a rule that reads only the CPU figures leaves it out (a ranking of its own)."""
     secs = model.duration_s or 1.0
     tasks = recorded_tasks(model)
     mine = [t for tid, t in model.tasks.items() if tasks is None or tid in tasks]
@@ -50,9 +52,9 @@ def signals(model: Model) -> Signals:
     cs = model.switches_per_s
     migrating = sorted(mine, key=lambda t: -t.migrations)[:5]
     vol = sum(t.voluntary_switches for t in mine)
-    waits = [(b.count, b.cause) for b in rank_blockers(model, tasks) if b.cls != CPU and b.count]
-    total_waits = sum(n for n, _c in waits)
-    most = max(waits, default=None)
+    counts = [(b.count, b.cause) for b in rank_blockers(model, tasks) if b.cls != CPU and b.count] if waits else []
+    total_waits = sum(n for n, _c in counts)
+    most = max(counts, default=None)
     switched = vol + sum(t.involuntary_switches for t in mine)
     return Signals(
         cs_per_s=cs, runnable_avg=runnable, waiting_avg=waiting, cs_per_runnable=cs / max(runnable, 1.0),

@@ -40,6 +40,7 @@ from stallscope.analyzer.recommend import Recommendation, recommend
 from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, TaskId, TaskInfo, TuningChange
 from stallscope.analyzer.scope import own_tasks, recorded_tasks
 from stallscope.analyzer.slab import SlabRow, slab_rows
+from stallscope.analyzer.units import log2_bounds
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def hist_p99(hist: tuple[int, ...], longest: int) -> int:
     for slot, c in enumerate(hist):
         seen += c
         if seen >= need:
-            bound = 2 << slot
+            bound = log2_bounds(slot)[1]
             return min(bound, longest) if longest else bound
     return 0
 

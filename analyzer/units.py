@@ -1,6 +1,12 @@
 """Formatting of quantities with their units, one place for every view."""
 
 
+def log2_bounds(slot: int) -> tuple[int, int]:
+    """The lengths a log2 histogram's slot holds, [lower, upper) ns: slot s is [2^s, 2^(s+1)) (bpf/sched.h
+    log2_slot), slot 0 every length below 2 ns. The one statement of it for the views, tables and percentiles."""
+    return (1 << slot if slot > 0 else 0, 2 << slot)
+
+
 def fmt_ns(ns: float) -> str:
     """Nanoseconds as a short human figure: 950ns, 12.3us, 4.56ms, 1.23s."""
     ns = float(ns)

@@ -26,6 +26,7 @@ struct lock_health health = {};
 __u32 ival_epoch SEC(".data.epoch") = 1;
 #include "stacks.bpf.h"
 #include "sched_state.bpf.h"
+#include "task_flags.bpf.h"
 
 extern struct kmem_cache *bpf_get_kmem_cache(__u64 addr) __ksym __weak;
 
@@ -330,10 +331,6 @@ int charge_open_waits(struct bpf_iter__task *ctx)
  * and by its CPU. Run once at start, it writes (CPU, lock address) for each per-CPU kernel thread
  * (ksoftirqd/N, migration/N: every CPU has some), its run queue found through its fair-class entity's
  * queue (kernels with fair group scheduling; elsewhere nothing is written and the stacks name it). */
-#ifndef PF_KTHREAD
-#define PF_KTHREAD 0x00200000
-#endif
-
 SEC("iter/task")
 int rq_locks(struct bpf_iter__task *ctx)
 {

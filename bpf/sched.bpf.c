@@ -17,9 +17,7 @@
 #define TASK_BLOCKED_STATES 0xf
 #define EXIT_DEAD 0x10
 #define STATE_MASK 0xfff
-#define PF_EXITING 0x00000004   /* include/linux/sched.h */
-#define PF_WQ_WORKER 0x00000020
-#define PF_KTHREAD 0x00200000
+#include "task_flags.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 

@@ -95,7 +95,7 @@ static __always_inline void describe(struct kmem_cache *s)
 		__sync_fetch_and_add(&health.cache_map_full, 1);
 }
 
-#define PF_EXITING 0x00000004 /* include/linux/sched.h */
+#include "task_flags.bpf.h"
 
 static __always_inline struct slab_counts *counts_of(__u64 cache, __u32 tgid)
 {

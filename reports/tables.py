@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from stallscope.analyzer.blockers import percentiles
 from stallscope.analyzer.causes import CPU, IDLE
+from stallscope.analyzer.units import log2_bounds
 
 # rows per table: the page stays small and fast; each table says how many it leaves out
 LIMITS = {"processes": 100, "threads": 200, "locks": 100, "slab": 100, "functions": 50}
@@ -190,8 +191,8 @@ def _hist_rows(hist: dict[int, int]) -> list[dict]:
     rows, seen = [], 0
     for slot in sorted(hist):
         seen += hist[slot]
-        # slot s: [2^s, 2^(s+1)) ns (bpf/sched.h log2_slot), slot 0 every length below 2 ns
-        rows.append({"slot": slot, "from_ns": 2 ** slot if slot else 0, "to_ns": 2 ** (slot + 1), "count": hist[slot],
+        lower, upper = log2_bounds(slot)
+        rows.append({"slot": slot, "from_ns": lower, "to_ns": upper, "count": hist[slot],
                      "pct": 100.0 * hist[slot] / total if total else 0.0,
                      "cum_pct": 100.0 * seen / total if total else 0.0})
     return rows

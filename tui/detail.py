@@ -17,7 +17,7 @@ from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
 from stallscope.analyzer.signals import quota_throttled
 from stallscope.analyzer.timeline import Snapshot, TaskRow
-from stallscope.analyzer.units import fmt_ns
+from stallscope.analyzer.units import fmt_ns, log2_bounds
 from stallscope.tui.cells import visible
 
 MAX_FRAMES = 24
@@ -58,8 +58,8 @@ def histogram(t: Text, hist: list[int]) -> None:
     hi = max(i for i, c in enumerate(hist) if c)
     for slot in range(lo, hi + 1):
         c = hist[slot]
-        lower = fmt_ns(1 << slot) if slot else "0"
-        t.append(f"  {lower:>8} .. {fmt_ns(2 << slot):>8}  {c:>9,}  ")
+        lower, upper = log2_bounds(slot)
+        t.append(f"  {fmt_ns(lower) if lower else '0':>8} .. {fmt_ns(upper):>8}  {c:>9,}  ")
         t.append("█" * max(1 if c else 0, round(BAR * c / top)) + "\n", style="cyan")
 
 
