@@ -311,11 +311,9 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
         if a.max_ns > g[4]:
             g[4] = a.max_ns
         tasks = g[5]
-        if tasks:
-            for t, n in zip(a.tasks, a.ns):
-                tasks[t] = tasks.get(t, 0.0) + n
-        else:  # each task once in a group: its first part of the cause
-            tasks.update(zip(a.tasks, a.ns))
+        # summed: one task may be in the group more than once (a stratum each: a pipe reader's two reads)
+        for t, n in zip(a.tasks, a.ns):
+            tasks[t] = tasks.get(t, 0.0) + n
         g[9].add(cause.method)
         hist = g[8]
         for slot, c in a.hist.items():

@@ -313,3 +313,18 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
         assert snap.ranked == [b for b in full if b.cls != IDLE]
         assert abs(snap.idle_ns - sum(b.total_ns for b in full if b.cls == IDLE)) <= len(full)
     assert grouped_tasks > 1000 and moved, (grouped_tasks, moved)  # the grouped paths were taken
+
+
+def test_a_task_twice_in_a_group_of_tasks_alike_has_both_its_parts():
+    """A pipe reader with two reads in different strata is in one group twice: its wait is the sum (the
+    group's total always was; the task's own share kept the last part only, half of it in a recording)."""
+    from stallscope.analyzer import blockers
+    from stallscope.analyzer.attribution import Alike
+    from stallscope.analyzer.causes import Cause
+    from stallscope.analyzer.sample import TaskId
+
+    reader, other = TaskId(10, 1), TaskId(11, 1)
+    cause = Cause("Reading from a pipe, nothing came", IDLE, "", True)
+    group = Alike(cause, [other, reader, reader], [4_000, 500, 500], [[], [], []])
+    b = blockers._rank([], True, "total", False, [group])[0]
+    assert dict(zip(b.tasks, b.task_ns)) == {other: 4_000, reader: 1_000} and b.total_ns == 5_000
