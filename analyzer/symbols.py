@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import errno
+import functools
 import hashlib
 import io
 import lzma
@@ -686,6 +687,28 @@ class ElfCache:
                 self._mapped.popitem(last=False)
         return elf
 
+    def get_mapped_all(self, mappings: list[Mapping],
+                       open_path: Callable[[Mapping], str | None]) -> list[ElfSymbols | None]:
+        """get_mapped() of each mapping, those seen lately found under one hold of the lock."""
+        now = self._clock()
+        out: list = []
+        missed = []
+        with self._lock:
+            mapped, entries = self._mapped, self._entries
+            for i, m in enumerate(mappings):
+                ident = (m.dev, m.inode, m.path)
+                seen = mapped.get(ident)
+                if seen is not None and now - seen[1] < MAPPED_RECHECK_S and seen[0] in entries:
+                    mapped.move_to_end(ident)
+                    entries.move_to_end(seen[0])
+                    out.append(entries[seen[0]])
+                else:
+                    out.append(None)
+                    missed.append(i)
+        for i in missed:
+            out[i] = self.get_mapped(mappings[i], functools.partial(open_path, mappings[i]))
+        return out
+
     def get_image(self, image: bytes) -> ElfSymbols | None:
         # Every process of one ABI maps the same vdso image: key it by content.
         return self._get_or_load(("image", hashlib.sha1(image).digest()), lambda: ElfSymbols.from_image(image))
@@ -736,6 +759,10 @@ class Mapping:
         return self.path.removesuffix(" (deleted)")
 
 
+def _kept_mappings(mappings: tuple[Mapping, ...]) -> tuple[Mapping, ...]:
+    return tuple(m for m in mappings if (m.is_executable and m.is_file) or m.path == "[vdso]")
+
+
 def maps_path(field: str) -> str:
     """The path of a maps line as the file is named: the kernel pads the field with spaces and writes a
     newline in a name as the octal escape `\\012` (fs/proc/task_mmu.c: seq_file_path(m, file, "\\n")),
@@ -744,7 +771,7 @@ def maps_path(field: str) -> str:
 
 
 MAX_PARSED_MAPS = 256
-_PARSED_MAPS: OrderedDict[str, tuple[Mapping, ...]] = OrderedDict()
+_PARSED_MAPS: OrderedDict[str, ProcessMaps] = OrderedDict()
 _PARSED_MAPS_LOCK = threading.Lock()
 
 
@@ -759,10 +786,16 @@ class ProcessMaps:
 
     pid: int
     mappings: tuple[Mapping, ...]
-    _starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    # made from the mappings when not given: the processes that list the same maps text share them (parse)
+    _starts: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+    # the mappings a process's remembering reads: its executable files' and its vdso
+    kept: tuple[Mapping, ...] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "_starts", tuple(m.start for m in self.mappings))
+        if self._starts is None:
+            object.__setattr__(self, "_starts", tuple(m.start for m in self.mappings))
+        if self.kept is None:
+            object.__setattr__(self, "kept", _kept_mappings(self.mappings))
 
     @classmethod
     def read(cls, pid: int) -> ProcessMaps | None:
@@ -781,16 +814,21 @@ class ProcessMaps:
         # The processes a program forks (a server's workers, hackbench's hundreds) list the same maps
         # text: parsed once, and the Mapping tuples shared by all of them.
         with _PARSED_MAPS_LOCK:  # the futex collector reads maps from its own thread
-            mappings = _PARSED_MAPS.get(text)
-            if mappings is not None:
+            shared = _PARSED_MAPS.get(text)
+            if shared is not None:
                 _PARSED_MAPS.move_to_end(text)
-        if mappings is None:
-            mappings = cls._parse_mappings(text)
+        if shared is None:
+            made = cls(pid, cls._parse_mappings(text))
             with _PARSED_MAPS_LOCK:
-                _PARSED_MAPS[text] = mappings
+                _PARSED_MAPS[text] = made
                 while len(_PARSED_MAPS) > MAX_PARSED_MAPS:
                     _PARSED_MAPS.popitem(last=False)
-        return cls(pid, mappings)
+            return made
+        return shared.of(pid)
+
+    def of(self, pid: int) -> ProcessMaps:
+        """The same mappings as another process's (a fork's, or one that lists the same maps text)."""
+        return ProcessMaps(pid, self.mappings, self._starts, self.kept)
 
     @staticmethod
     def _parse_mappings(text: str) -> tuple[Mapping, ...]:
@@ -916,7 +954,7 @@ class UserSymbols:
         for any process whose maps changed. Returns whether the parent's maps were there to take."""
         if not parent._maps_read or parent._maps is None or self._clock() - parent._last_refresh > INHERIT_MAX_AGE_S:
             return False
-        self._maps = ProcessMaps(self.pid, parent._maps.mappings)
+        self._maps = parent._maps.of(self.pid)
         self._maps_read = True
         self._last_refresh = float("-inf")  # the first miss reads the child's own maps
         self._elfs = dict(parent._elfs)
@@ -932,11 +970,16 @@ class UserSymbols:
         maps = self.maps
         if maps is None:
             return False
-        for mapping in maps.mappings:
-            if mapping.is_executable and mapping.is_file:
-                self._elf_of(mapping)
-            elif mapping.path == "[vdso]":
+        files = []
+        for mapping in maps.kept:
+            if mapping.path == "[vdso]":
                 self._vdso_of(mapping)
+            elif (mapping.path, mapping.inode) not in self._elfs:
+                files.append(mapping)
+        if files:  # the hundreds of processes a program forks map the same files: found at once
+            found = self._elf_cache.get_mapped_all(files, self._open_path)
+            for mapping, elf in zip(files, found):
+                self._elfs[(mapping.path, mapping.inode)] = elf
         return True
 
     def refresh(self, force: bool = False) -> bool:

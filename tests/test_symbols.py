@@ -547,6 +547,9 @@ def test_processes_with_the_same_maps_share_one_parse_and_an_exec_reads_new_ones
             "7f0000000000-7f0000001000 r-xp 00000000 00:00 0 [vdso]\n")
     parent, child = ProcessMaps.parse(1000, text), ProcessMaps.parse(1001, text)
     assert child.mappings is parent.mappings and child.pid == 1001
+    # what remembering and naming read of them is made once too: the file and vdso mappings, the starts
+    assert child.kept is parent.kept and [m.path for m in child.kept] == ["/usr/bin/forked", "[vdso]"]
+    assert child._starts is parent._starts and child.find(0x7F0000000010).path == "[vdso]"
     after_exec = ProcessMaps.parse(1001, text.replace("/usr/bin/forked", "/usr/bin/other"))
     assert after_exec.mappings is not parent.mappings
     assert after_exec.find(0x55D0C0A00010).path == "/usr/bin/other"
