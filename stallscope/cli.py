@@ -269,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="stallscope",
         description="What is making tasks wait, and what to change: off-CPU time, run-queue wait, "
                     "wakers, switches and migrations, traced with BPF.",
-        epilog="See `stallscope COMMAND --help`. Exit status 2 means an error stallscope explained.")
+        epilog="See `stallscope COMMAND --help`. Exit status 2 means an error stallscope explained, 70 an "
+                   "internal error (a bug: its traceback is saved, and the one line says where).")
     parser.add_argument("--version", action="version", version=f"stallscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -517,6 +518,11 @@ def main(argv: list[str] | None = None) -> int:
         # stdout closed early (e.g. `| head`): not an error worth a traceback
         sys.stderr.close()
         return 0
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, its traceback kept in a file (crash.py)
+        from stallscope import crash
+
+        print(crash.report(exc, argv), file=sys.stderr)
+        return crash.EXIT_INTERNAL
 
 
 # the commands that read a recording once, build its model and print: millions of records live until
@@ -899,6 +905,7 @@ def cmd_top(args) -> int:
     # the screen's code is imported and its first frame drawn while the first interval runs; the view reads
     # what the session queued meanwhile
     source.start()
+    app = None
     try:
         source.wait_attached(0.5)
         from stallscope import apply as applier
@@ -913,6 +920,8 @@ def cmd_top(args) -> int:
     finally:
         source.stop()
         source.join(timeout=15)
+    if app is not None and app.crashed is not None:  # the screen's own fault, the terminal restored: said as
+        raise app.crashed  # any other (main)
     if source.error:
         raise StallscopeError(source.error)
     if args.output and source.result is not None:
@@ -953,7 +962,10 @@ def _top_replay(args) -> int:
         return 0
     from stallscope.tui.app import TopApp
 
-    TopApp(source, applier=applier).run()
+    app = TopApp(source, applier=applier)
+    app.run()
+    if app.crashed is not None:  # the screen's own fault, the terminal restored: said as any other (main)
+        raise app.crashed
     return 0
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -152,3 +155,93 @@ def test_causes_command_shows_a_latencytop_table_and_the_unmatched_stacks(tmp_pa
     assert "no rule matched" in run_stallscope("causes", str(path), "--unknown").stdout
     missing = run_stallscope("causes", str(path), "--causes", str(tmp_path / "nope.toml"), check=False)
     assert missing.returncode == 2 and "no cause table" in missing.stderr
+
+
+# A crash of stallscope's own (a bug) run as a user runs it: a subprocess whose command raises. The command is
+# made to fail from outside (a wrapper replacing one command), as no input is known to make one fail.
+_CRASHING = """
+import sys
+import time
+from stallscope import cli
+def crash(args):
+    raise RuntimeError("boom \\x1b[31m[bold]x[/bold]")
+cli.COMMANDS["causes"] = crash
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def _crash_file(stderr: str, tmp_path) -> str:
+    line = stderr.strip()
+    assert "\n" not in line and line.startswith("stallscope: internal error: RuntimeError: boom \\x1b[31m"), stderr
+    assert "Traceback" not in stderr and "\x1b" not in stderr
+    path = line.split("its traceback is in ", 1)[1].split(";", 1)[0]
+    assert path.startswith(str(tmp_path)), line
+    return path
+
+
+def test_an_internal_error_is_one_line_with_its_traceback_kept_in_a_file(tmp_path):
+    python = sys.executable
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("STALLSCOPE_DEBUG", None)
+    proc = subprocess.run([python, "-c", _CRASHING, "causes", "x.stall"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 70, proc
+    path = _crash_file(proc.stderr, tmp_path)
+    assert os.stat(path).st_mode & 0o777 == 0o600  # it may hold command lines
+    saved = open(path).read()
+    assert "command: stallscope causes x.stall" in saved and "Traceback" in saved and "in crash" in saved
+    assert "RuntimeError: boom" in saved
+    # asked for, the traceback is printed as well
+    proc = subprocess.run([python, "-c", _CRASHING, "causes", "x.stall"], capture_output=True, text=True,
+                          env={**env, "STALLSCOPE_DEBUG": "1"}, timeout=60)
+    assert proc.returncode == 70 and "Traceback" in proc.stderr and "in crash" in proc.stderr
+
+
+_SCREEN_CRASHING = """
+import sys
+import time
+from stallscope import cli
+from stallscope.tui.app import TopApp
+def sort(self):
+    raise RuntimeError("boom \\x1b[31m[bold]x[/bold]")
+TopApp.action_sort = sort
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make installs it)")
+def test_an_internal_error_of_the_screen_restores_the_terminal_and_is_said_in_one_line(tmp_path):
+    """Not Textual's traceback, with its locals, over the terminal: the line, the file, the terminal back (the
+    screen is drawn on stderr, as Textual does, so the line is read from the terminal)."""
+    from tui_fixture import write_tui_recording
+
+    rec, script, done = tmp_path / "t.stall", tmp_path / "crash.py", tmp_path / "status"
+    write_tui_recording(rec)
+    script.write_text(_SCREEN_CRASHING)
+    session = f"stallscope-crash-{os.getpid()}"
+    try:
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+                        f"TMPDIR={tmp_path} {sys.executable} {script} top --replay {rec}; "
+                        f"echo $? > {done}; sleep 60"], check=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "Blocker (cause)" not in _pane(session):
+            time.sleep(0.2)
+        assert "Blocker (cause)" in _pane(session), _pane(session)
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        while time.monotonic() < deadline and not done.exists():
+            time.sleep(0.2)
+        assert done.read_text().strip() == "70"
+        alternate = subprocess.run(["tmux", "display", "-p", "-t", session, "#{alternate_on}"], capture_output=True,
+                                   text=True).stdout.strip()
+        assert alternate == "0" and "Blocker (cause)" not in _pane(session)
+        said = [ln for ln in _pane(session, joined=True).splitlines() if ln.startswith("stallscope: ")]
+        saved = open(_crash_file("\n".join(said), tmp_path)).read()
+        assert "in sort" in saved and "RuntimeError: boom" in saved
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def _pane(session: str, joined: bool = False) -> str:
+    """The pane's text; `joined`: a line the terminal wrapped as one (capture-pane -J)."""
+    return subprocess.run(["tmux", "capture-pane", "-p", *(["-J"] if joined else []), "-t", session],
+                          capture_output=True, text=True).stdout

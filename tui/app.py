@@ -172,6 +172,20 @@ class TopApp(App):
         self.folding: tuple[int, int] | None = None  # the window being folded, for the status line
         self._fold_running = False
         self._leaving = False
+        self.crashed: Exception | None = None  # an error of the screen's own (a bug), for the command to say
+
+    # ----- an error of the screen's own: the command says it in one line, its traceback kept (stallscope/crash.py)
+
+    def _handle_exception(self, error: Exception) -> None:
+        if self.crashed is None:
+            self.crashed = error
+        super()._handle_exception(error)  # Textual's: the app exits, the terminal is restored
+
+    def _print_error_renderables(self) -> None:
+        if self.crashed is not None:  # not Textual's traceback over the terminal
+            self._exit_renderables.clear()
+            return
+        super()._print_error_renderables()
 
     # ----- layout
 
