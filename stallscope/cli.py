@@ -922,6 +922,8 @@ def cmd_top(args) -> int:
         source.join(timeout=15)
     if app is not None and app.crashed is not None:  # the screen's own fault, the terminal restored: said as
         raise app.crashed  # any other (main)
+    if source.failure is not None:
+        raise source.failure
     if source.error:
         raise StallscopeError(source.error)
     if args.output and source.result is not None:
@@ -966,6 +968,8 @@ def _top_replay(args) -> int:
     app.run()
     if app.crashed is not None:  # the screen's own fault, the terminal restored: said as any other (main)
         raise app.crashed
+    if source.failure is not None:  # the reading's (the view said it, and waited for `q`)
+        raise source.failure
     return 0
 
 

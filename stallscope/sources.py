@@ -76,6 +76,7 @@ class RecordingSource:
         self.path = path
         self.timeline: Timeline | None = None
         self.error: str | None = None
+        self.failure: Exception | None = None  # an error that is not a StallscopeError: a bug
         self.intervals_read = 0
         self._events: list[Event] = []
         self._lock = threading.Lock()  # the events, and the file's closing
@@ -150,6 +151,7 @@ class RecordingSource:
             self.error = str(exc)
             self._put(Event("error", self.error))
         except Exception as exc:  # noqa: BLE001 - the view must hear of it, and restore the terminal
+            self.failure = exc  # a bug: the command says it once the view is gone, its traceback kept (crash.py)
             self.error = f"reading failed: {type(exc).__name__}: {exc}"
             self._put(Event("error", self.error))
         finally:
@@ -219,6 +221,7 @@ class LiveSource:
         self.writer = None
         self.result = None
         self.error: str | None = None
+        self.failure: Exception | None = None  # an error that is not a StallscopeError: a bug
         self._queue: queue.Queue[Event] = queue.Queue(max_queued)
         self._thread = threading.Thread(target=self._run, name="stallscope-session", daemon=True)
         self._stopping = threading.Event()
@@ -347,6 +350,7 @@ class LiveSource:
             self._close_writer(None)
             self._put(Event("error", self.error))
         except Exception as exc:  # noqa: BLE001 - the view must hear of it, and restore the terminal
+            self.failure = exc  # a bug: the command says it once the view is gone, its traceback kept (crash.py)
             self.error = f"collection failed: {type(exc).__name__}: {exc}"
             self._close_writer(None)
             self._put(Event("error", self.error))

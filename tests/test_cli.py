@@ -161,7 +161,6 @@ def test_causes_command_shows_a_latencytop_table_and_the_unmatched_stacks(tmp_pa
 # made to fail from outside (a wrapper replacing one command), as no input is known to make one fail.
 _CRASHING = """
 import sys
-import time
 from stallscope import cli
 def crash(args):
     raise RuntimeError("boom \\x1b[31m[bold]x[/bold]")
@@ -199,44 +198,49 @@ def test_an_internal_error_is_one_line_with_its_traceback_kept_in_a_file(tmp_pat
 
 _SCREEN_CRASHING = """
 import sys
-import time
 from stallscope import cli
+from stallscope.sources import RecordingSource
 from stallscope.tui.app import TopApp
-def sort(self):
+def {name}(self, *args):
     raise RuntimeError("boom \\x1b[31m[bold]x[/bold]")
-TopApp.action_sort = sort
+{owner}.{method} = {name}
 sys.exit(cli.main(sys.argv[1:]))
 """
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make installs it)")
-def test_an_internal_error_of_the_screen_restores_the_terminal_and_is_said_in_one_line(tmp_path):
+@pytest.mark.parametrize("owner, method, name, shown, key", [
+    ("TopApp", "action_sort", "sort", "Blocker (cause)", "s"),  # the screen's own code, on a key
+    ("RecordingSource", "_read", "read", "reading failed: RuntimeError", "q"),  # the reading's, said on the screen
+])
+def test_an_internal_error_of_the_screen_restores_the_terminal_and_is_said_in_one_line(tmp_path, owner, method,
+                                                                                        name, shown, key):
     """Not Textual's traceback, with its locals, over the terminal: the line, the file, the terminal back (the
     screen is drawn on stderr, as Textual does, so the line is read from the terminal)."""
     from tui_fixture import write_tui_recording
 
     rec, script, done = tmp_path / "t.stall", tmp_path / "crash.py", tmp_path / "status"
     write_tui_recording(rec)
-    script.write_text(_SCREEN_CRASHING)
+    script.write_text(_SCREEN_CRASHING.format(owner=owner, method=method, name=name))
     session = f"stallscope-crash-{os.getpid()}"
     try:
         subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
                         f"TMPDIR={tmp_path} {sys.executable} {script} top --replay {rec}; "
                         f"echo $? > {done}; sleep 60"], check=True)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and "Blocker (cause)" not in _pane(session):
+        while time.monotonic() < deadline and shown not in _pane(session, joined=True):
             time.sleep(0.2)
-        assert "Blocker (cause)" in _pane(session), _pane(session)
-        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        assert shown in _pane(session, joined=True), _pane(session)
+        subprocess.run(["tmux", "send-keys", "-t", session, key], check=True)
         while time.monotonic() < deadline and not done.exists():
             time.sleep(0.2)
         assert done.read_text().strip() == "70"
         alternate = subprocess.run(["tmux", "display", "-p", "-t", session, "#{alternate_on}"], capture_output=True,
                                    text=True).stdout.strip()
-        assert alternate == "0" and "Blocker (cause)" not in _pane(session)
+        assert alternate == "0" and shown not in _pane(session)
         said = [ln for ln in _pane(session, joined=True).splitlines() if ln.startswith("stallscope: ")]
         saved = open(_crash_file("\n".join(said), tmp_path)).read()
-        assert "in sort" in saved and "RuntimeError: boom" in saved
+        assert f"in {name}" in saved and "RuntimeError: boom" in saved
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
