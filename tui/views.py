@@ -181,9 +181,11 @@ def _causes_per_s(causes, secs: float) -> str:
 
 class LocksView(View):
     name, title = "locks", "Locks"
+    # where it is contended and who held it before how the wait splits: at 120 columns the point shows, and the
+    # split (also in the detail) is scrolled to
     columns = (Column("Lock", 32, False), Column("Type", 11, False), Column("Contentions", 11), Column("Wait/s", 9),
-               Column("Blocked/s", 9), Column("Runnable/s", 10), Column("Spin/s", 9), Column("Max", 9),
-               Column("Top contention point / owner", None, False))
+               Column("Max", 9), Column("Top contention point / owner", None, False), Column("Blocked/s", 9),
+               Column("Runnable/s", 10), Column("Spin/s", 9))
     default_sort = 3
     detail = True
 
@@ -198,12 +200,12 @@ class LocksView(View):
             point = s.callers[0].point if s.callers else ""
             who = f"{point}" + (f"  owner {s.owner}" if s.owner else "")
             out.append(Row(f"{s.name}@{s.addr:x}:{s.pid}:{s.type}",
-                           (s.name, s.type_text, s.contentions, s.wait_total_ns, max(s.blocked_ns, 0),
-                            max(s.runnable_ns, 0), s.spin_ns, s.wait_max_ns, who),
+                           (s.name, s.type_text, s.contentions, s.wait_total_ns, s.wait_max_ns, who,
+                            max(s.blocked_ns, 0), max(s.runnable_ns, 0), s.spin_ns),
                            (lit(s.name), lit(s.type_text), count(s.contentions), rate(s.wait_total_ns / secs),
-                            rate(s.blocked_ns / secs) if s.blocked_ns >= 0 else num("?"),
-                            rate(s.runnable_ns / secs) if s.runnable_ns >= 0 else num("?"), rate(s.spin_ns / secs),
-                            dur(s.wait_max_ns), lit(who)), s))
+                            dur(s.wait_max_ns), lit(who), rate(s.blocked_ns / secs) if s.blocked_ns >= 0 else num("?"),
+                            rate(s.runnable_ns / secs) if s.runnable_ns >= 0 else num("?"), rate(s.spin_ns / secs)),
+                           s))
         return out
 
     def empty(self, snap: Snapshot) -> str:
