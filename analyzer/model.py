@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
     LOCK_VALUES, NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, RecordingMeta,
-    SlabCache, SlabDelta, Stack, TaskId, TaskInfo, TuningChange, WaitLink, WakerDelta, record_maker, u64,
+    SlabCache, SlabDelta, Stack, TaskId, TaskInfo, Throttled, TuningChange, WaitLink, WakerDelta, record_maker, u64,
 )
 
 RUNQ_SLOTS = 40
@@ -257,6 +257,9 @@ class Model:
     # the waits in progress at the window's end (WaitsNow: made when first read); None where the recording
     # did not keep them
     waits_now: Sequence[WaitNow] | None = None
+    # the cgroups a CPU quota throttled in the window, summed (each with its limit as last read), the most
+    # throttled first: where the intervals say it (meta.options' throttled_per_interval)
+    throttled: tuple[Throttled, ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -323,6 +326,7 @@ class ModelFold:
         self.cpus: dict[int, list[int]] = {}
         self.futexes: dict[tuple, list] = {}
         self.io = _IoFold()
+        self.throttled: dict[str, list[int]] = {}  # cgroup -> [periods, ns, quota us, period us]
         self.switches = self.cpu = self.count = self.kswitches = 0
         self.start_ns = self.end_ns = 0
         self.last: Interval | None = None
@@ -422,6 +426,8 @@ class ModelFold:
             tuning.extend(iv.tuning)
             for tgid, _start, path in iv.cgroups:
                 cgroups[tgid] = path
+            for t in iv.throttled:
+                self._throttle(t.cgroup, t.periods, t.throttled_ns, t.quota_us, t.period_us)
             for c in iv.oncpu_cpus:
                 acc = cpus.setdefault(c.cpu, [0, 0, 0, 0, 0])
                 for j, v in enumerate((c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns)):
@@ -456,6 +462,15 @@ class ModelFold:
         self.switches, self.cpu, self.count, self.kswitches = switches, cpu, count, kswitches
         self.start_ns, self.end_ns, self.last = start_ns, end_ns, last
         return self
+
+    def _throttle(self, cgroup: str, periods: int, ns: int, quota_us: int, period_us: int) -> None:
+        e = self.throttled.get(cgroup)
+        if e is None:
+            self.throttled[cgroup] = [periods, ns, quota_us, period_us]
+        else:
+            e[0] += periods
+            e[1] += ns
+            e[2], e[3] = quota_us, period_us  # the limit as last read
 
     def merge(self, other: "ModelFold") -> "ModelFold":
         """The fold of the intervals of `other` (which come after those of this one) added to this one, as
@@ -518,6 +533,8 @@ class ModelFold:
         self.caches.update(other.caches)
         self.funcs.update(other.funcs)
         self.cgroups.update(other.cgroups)
+        for cg, e in other.throttled.items():
+            self._throttle(cg, *e)
         self.costs.extend(other.costs)
         self.tuning.extend(other.tuning)
         for key, o in other.oncpu.items():
@@ -594,6 +611,8 @@ class ModelFold:
             futex_waits=tuple(FutexWaits(tid, tgid, uaddr, op, stacks.get(us), us, caller_addr, *e[:6], flags, *e[6:])
                               for (tid, tgid, uaddr, op, us, caller_addr, flags), e in futexes.items()),
             functions=funcs, **io.fields(),
+            throttled=tuple(sorted((Throttled(cg, *e) for cg, e in self.throttled.items()),
+                                   key=lambda t: (-t.throttled_ns, t.cgroup))),
         )
 
 

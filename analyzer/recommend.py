@@ -24,7 +24,9 @@ from stallscope.analyzer.model import Model, TaskTotals
 from stallscope.analyzer.oncpu import category_share, probe_ran
 from stallscope.analyzer.slab import METHOD_ESTIMATE, slab_rows
 from stallscope.analyzer.scope import in_scope, restrict
-from stallscope.analyzer.signals import QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_throttled, signals
+from stallscope.analyzer.signals import (
+    QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_throttled, signals, window_cpu_side,
+)
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
@@ -455,14 +457,15 @@ V1_CPU_ROOTS = ("/sys/fs/cgroup/cpu/", "/sys/fs/cgroup/cpu,cpuacct/")  # cgroup 
 def rule_quota(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """A cgroup held back by its CFS bandwidth limit (cgroup v2's cpu.max, v1's cpu.cfs_quota_us): its tasks
     are runnable and wait for a CPU, counted as run-queue wait like a want of CPUs, while CPUs may sit idle.
-    From cpu.stat's throttling over the recording (machine.cpu_side) and the limit read at its end."""
+    From cpu.stat's throttling in the window, read at each interval's end with the limit (or over the recording,
+    read at its start and end, in one made before: signals.window_cpu_side)."""
     machine = model.meta.machine or {}
-    secs = model.duration_s or 1.0
+    side, secs = window_cpu_side(model)
     busy = machine.get("cpu_busy_pct") or {}
     avg_busy = sum(busy.values()) / len(busy) if busy else None
     waited = sum(t.runq_wait_ns for t in model.tasks.values())
     out = []
-    for t in quota_throttled(machine.get("cpu_side") or {}, secs, th.quota_throttled_share, th.quota_min_throttles):
+    for t in quota_throttled(side, secs, th.quota_throttled_share, th.quota_min_throttles):
         cg, n, ns = t["cgroup"], t["nr_throttled"], t["throttled_ns"]
         quota, period = t.get("quota_us"), t.get("period_us")
         known = isinstance(quota, int) and isinstance(period, int) and quota > 0 and period > 0

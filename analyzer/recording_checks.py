@@ -84,6 +84,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     "oncpu_cpus": {"idx": INT, "cpu": INT, "samples": INT, "period_ns": INT, "idle_samples": INT, "idle_ns": INT,
                    "event_ns": INT},
     "cgroups": {"idx": INT, "tgid": INT, "start_ns": INT, "path": TEXT},
+    "throttled": {"idx": INT, "cgroup": TEXT, "periods": INT, "throttled_ns": INT, "quota_us": INT, "period_us": INT},
     "futex": {"idx": INT, "pid": INT, "start_ns": INT, "tgid": INT, "uaddr": INT, "op": INT, "ustack": INT,
               "caller_addr": INT, "caller": TEXT, "lock_name": TEXT, "count": INT, "total_ns": INT, "max_ns": INT,
               "min_ns": INT, "flags": INT_OR_NULL, "blocked_ns": INT_OR_NULL, "runnable_ns": INT_OR_NULL,
@@ -107,6 +108,8 @@ COLUMNS: dict[str, dict[str, str]] = {
 RANGES: dict[str, dict[str, str]] = {
     "migrations": {"src": "BETWEEN 0 AND {cpus} - 1", "dst": "BETWEEN 0 AND {cpus} - 1"},
     "oncpu_cpus": {"cpu": "BETWEEN 0 AND {cpus} - 1"},
+    "throttled": {"periods": "> 0", "throttled_ns": ">= 0", "quota_us": ">= 0", "period_us": ">= 0",
+                  "cgroup": "<> ''"},
 }
 
 

@@ -5,8 +5,8 @@ What is dropped (docs/recording.md keeps the same list):
 - the directories of the binaries in user stacks: a frame's module keeps its file name
   (`/home/alice/app/bin/server` -> `server`), as every view already shows it;
 - the path of a directory whose i_rwsem a lock row names (`locks.object`): "(path redacted)";
-- cgroup paths (the cgroups of processes, and the throttled cgroups and cgroup pressure of
-  `meta.machine.cpu_side`): `/cgroup-N`, numbered in order of first appearance, the same
+- cgroup paths (the cgroups of processes, the cgroups each interval says a CPU quota throttled, and the
+  throttled cgroups and cgroup pressure of `meta.machine.cpu_side`): `/cgroup-N`, numbered in order of first appearance, the same
   number for the same cgroup throughout the recording; the root cgroup stays `/`.
 Kept: thread and process names (comm), symbols, build-ids, the host name and the kernel release.
 """
@@ -65,7 +65,8 @@ class Redactor:
             iv,
             stacks=tuple(self._stack(s) for s in iv.stacks),
             locks=tuple(replace(lk, object=PATH_REDACTED) if lk.object.startswith("/") else lk for lk in iv.locks),
-            cgroups=tuple((tgid, start, self.cgroup(path)) for tgid, start, path in iv.cgroups))
+            cgroups=tuple((tgid, start, self.cgroup(path)) for tgid, start, path in iv.cgroups),
+            throttled=tuple(t._replace(cgroup=self.cgroup(t.cgroup)) for t in iv.throttled))
 
     @staticmethod
     def _stack(stack: Stack) -> Stack:

@@ -491,6 +491,19 @@ class TuningChange:
     reason: str
 
 
+class Throttled(NamedTuple):
+    """A cgroup's CFS bandwidth throttling in an interval (cpu.stat: cgroup v2's nr_throttled and throttled_usec,
+    v1's nr_throttled and throttled_time): the periods in which its run queues ran out of quota, and their time
+    throttled (summed over CPUs); its limit as read then (cpu.max, cpu.cfs_quota_us and cpu.cfs_period_us; 0
+    when it has none or it could not be read)."""
+
+    cgroup: str
+    periods: int
+    throttled_ns: int
+    quota_us: int = 0
+    period_us: int = 0
+
+
 @dataclass(frozen=True)
 class Interval:
     index: int
@@ -530,6 +543,8 @@ class Interval:
     # (waits_now); `opened` None where not kept (recordings made before it was)
     ongoing_since: tuple[int, ...] = ()
     opened: tuple[WaitSince, ...] | None = None
+    # the cgroups a CPU quota throttled in the interval (read by the session, not the probes)
+    throttled: tuple[Throttled, ...] = ()
 
     @property
     def duration_ns(self) -> int:

@@ -60,7 +60,7 @@ def signals(model: Model, waits: bool = True) -> Signals:
         cs_per_s=cs, runnable_avg=runnable, waiting_avg=waiting, cs_per_runnable=cs / max(runnable, 1.0),
         runq_pressure=waiting / max(model.meta.cpus, 1), migrations_per_s=sum(map(sum, model.matrix)) / secs,
         top_migrating=tuple((t.info.comm, t.task.pid, t.migrations / secs) for t in migrating if t.migrations),
-        cpu_side=(model.meta.machine or {}).get("cpu_side", {}), voluntary_share=vol / switched if switched else None,
+        cpu_side=window_cpu_side(model)[0], voluntary_share=vol / switched if switched else None,
         top_wait=(most[1], most[0] / total_waits) if most else None)
 
 
@@ -87,6 +87,24 @@ def signals_doc(s: Signals) -> dict:
             "voluntary_pct": None if s.voluntary_share is None else round(100 * s.voluntary_share, 1),
             "top_wait": None if s.top_wait is None else {"cause": s.top_wait[0],
                                                          "waits_pct": round(100 * s.top_wait[1], 1)}}
+
+
+def window_cpu_side(model: Model) -> tuple[dict, float]:
+    """What took CPU time from the model's tasks without their being blocked (steal, CFS bandwidth throttling,
+    PSI; machine.cpu_side's layout), and the seconds it spans: the recording's, read at its start and end
+    (meta.machine.cpu_side), with the window's own throttling in its place where the intervals say which
+    cgroups a CPU quota throttled in each (meta.options' throttled_per_interval): a live view's window and a
+    replay's range have theirs, and a live view, whose meta has no end, has one at all."""
+    meta = model.meta
+    side = (meta.machine or {}).get("cpu_side") or {}
+    side = side if isinstance(side, dict) else {}
+    if not (meta.options or {}).get("throttled_per_interval"):
+        recorded = (meta.end_ns - meta.start_ns) / 1e9 if meta.end_ns and meta.end_ns > meta.start_ns else 0.0
+        return side, recorded or model.duration_s or 1.0
+    throttled = [{"cgroup": t.cgroup, "nr_throttled": t.periods, "throttled_ns": t.throttled_ns,
+                  **({"quota_us": t.quota_us, "period_us": t.period_us} if t.quota_us and t.period_us else {})}
+                 for t in model.throttled]
+    return {**side, "throttled": throttled}, model.duration_s or 1.0
 
 
 QUOTA_THROTTLED_SHARE = 0.1  # a cgroup's run queues throttled this share of the window (one CPU's) ...

@@ -28,7 +28,7 @@ from typing import Container, Iterator
 from stallscope.analyzer.sample import (
     LOCK_VALUES, CpuSamplesDelta, FutexDelta, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta,
     OffcpuDelta, OncpuDelta, OngoingWait, ProbeStatus, ProgramCost, RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId,
-    TaskInfo, Tuning, TuningChange, WaitLink, WaitSince, WakerDelta, record_maker, u64,
+    TaskInfo, Throttled, Tuning, TuningChange, WaitLink, WaitSince, WakerDelta, record_maker, u64,
 )
 from stallscope.analyzer.recording_checks import (
     COLUMNS, RANGES, DamagedRow, check_meta, frames_cell, health_cell, hist_cell, nodes_cell, aliases_cell, row_ok_sql,
@@ -108,6 +108,8 @@ CREATE TABLE IF NOT EXISTS oncpu_cpus (
     idx INTEGER, cpu INTEGER, samples INTEGER, period_ns INTEGER, idle_samples INTEGER, idle_ns INTEGER,
     event_ns INTEGER);
 CREATE TABLE IF NOT EXISTS cgroups (idx INTEGER, tgid INTEGER, start_ns INTEGER, path TEXT);
+CREATE TABLE IF NOT EXISTS throttled (
+    idx INTEGER, cgroup TEXT, periods INTEGER, throttled_ns INTEGER, quota_us INTEGER, period_us INTEGER);
 CREATE TABLE IF NOT EXISTS futex (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, uaddr INTEGER, op INTEGER, ustack INTEGER,
     caller_addr INTEGER, caller TEXT, lock_name TEXT, count INTEGER, total_ns INTEGER, max_ns INTEGER,
@@ -139,7 +141,7 @@ CREATE INDEX IF NOT EXISTS wakers_idx ON wakers (idx);
 # the square of its length (11 ms a step at 3,600 intervals, growing with the file; 2.8 ms with).
 _SCHEMA += "".join(f"CREATE INDEX IF NOT EXISTS {t}_idx ON {t} (idx);\n" for t in (
     "locks", "futex", "oncpu", "oncpu_cpus", "slab", "slab_caches", "migrations", "programs", "tuning", "cgroups",
-    "io", "io_queue", "io_submitters", "io_wakes", "ongoing", "opened"))
+    "throttled", "io", "io_queue", "io_submitters", "io_wakes", "ongoing", "opened"))
 
 # the lock columns added after recordings were first made, read as their defaults in older ones
 _LOCK_DEFAULTS = {"symbol": ("symbol", "''"), "blocked_ns": ("blocked_ns", "NULL"), "runnable_ns": ("runnable_ns", "NULL"),
@@ -357,6 +359,7 @@ class RecordingWriter:
             db.executemany("INSERT INTO oncpu_cpus VALUES (?,?,?,?,?,?,?)", [
                 (i, c.cpu, c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns) for c in iv.oncpu_cpus])
             db.executemany("INSERT INTO cgroups VALUES (?,?,?,?)", [(i, *c) for c in iv.cgroups])
+            db.executemany("INSERT INTO throttled VALUES (?,?,?,?,?,?)", [(i, *t) for t in iv.throttled])
             db.executemany("INSERT INTO futex VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, fx.task.pid, fx.task.start_time_ns, fx.tgid, _s64(fx.uaddr), fx.op, _s64(fx.ustack),
                  _s64(fx.caller_addr), fx.caller, fx.lock_name, fx.count, fx.total_ns, fx.max_ns, fx.min_ns,
@@ -591,6 +594,8 @@ class Recording:
             lambda r: SlabDelta(_u64(r[1]), r[2], bool(r[3]), *r[4:13]))
         slab_caches = self._stream("slab_caches", self._SLAB_CACHE_COLUMNS, window, _slab_cache)
         cgroups = self._stream("cgroups", ("idx", "tgid", "start_ns", "path"), window, lambda r: (r[1], r[2], r[3]))
+        throttled = self._stream("throttled", ("idx", "cgroup", "periods", "throttled_ns", "quota_us", "period_us"),
+                                 window, _throttled)
         oncpu = self._stream("oncpu", (
             "idx", "pid", "start_ns", "tgid", "comm", "kstack", "ustack", "samples", "period_ns"), window,
             lambda r: _OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8]))
@@ -631,7 +636,7 @@ class Recording:
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
                            futex.take(idx), tuning.take(idx), io=io.take(idx), io_queue=io_queue.take(idx),
                            io_submitters=io_submitters.take(idx), io_wakes=io_wakes.take(idx),
-                           ongoing_ns=ongoing_ns, **_interval_waits(ongoing.take(idx), opened.take(idx), kept))
+                           throttled=throttled.take(idx), ongoing_ns=ongoing_ns, **_interval_waits(ongoing.take(idx), opened.take(idx), kept))
 
     def lock_rows(self, intervals: Container[int]) -> Iterator[tuple[int, tuple]]:
         """The kernel lock contentions of `intervals` (those read), in interval order, each as (its interval,
@@ -750,6 +755,10 @@ class Recording:
 # Text cells as UTF-8, a byte that is not UTF-8 replaced (as the collector decodes names): a partial of
 # str, called in C for each of the millions of text cells an hour's recording holds.
 _text = partial(str, encoding="utf-8", errors="replace")
+
+
+def _throttled(r: tuple) -> Throttled:
+    return Throttled(*r[1:6])  # checked in SQL (recording_checks: types and ranges)
 
 
 _TaskDelta, _OffcpuDelta, _WakerDelta, _LockDelta, _OncpuDelta, _FutexDelta = (

@@ -136,6 +136,7 @@ class Session:
         self.groups: dict = {}  # name -> running optional collector
         self._drained = 0  # intervals drained since the recording started
         self._carried: dict[str, tuple] = {}  # names from the set-up's drain, for the first interval
+        self._throttling = machine.Throttling()  # the limited cgroups' cpu.stat, read at each drain
         o = options
         self.tuning = Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz, o.stack_scale_ns, o.user_walks_per_s)
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
@@ -355,7 +356,10 @@ class Session:
                          programs=iv.programs + d.programs,
                          **{name: getattr(iv, name) + records for name, records in d.records.items()})
         carried, self._carried = self._carried, {}
-        iv = replace(iv, index=self._drained, **{name: carried[name] + getattr(iv, name) for name in carried})
+        # the cgroups a CPU limit throttled since the last drain (the set-up drain's: the baseline, dropped with it)
+        throttled = self._throttling.since_last()
+        iv = replace(iv, index=self._drained, throttled=throttled,
+                     **{name: carried[name] + getattr(iv, name) for name in carried})
         self._drained += 1
         return iv
 
@@ -385,7 +389,9 @@ class Session:
                 "stack_walks_per_s": o.stack_walks_per_s, "stack_scale_ns": o.stack_scale_ns,
                 "user_stack_walks_per_s": o.user_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
                 "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct,
-                "degrade": o.degrade, "nice": own_nice(), "map_sizes": self.sizes.as_options()}
+                "degrade": o.degrade, "nice": own_nice(), "map_sizes": self.sizes.as_options(),
+                # the intervals say which cgroups a CPU quota throttled in each (Interval.throttled)
+                "throttled_per_interval": True}
         if self._restore_group is not None:  # the session's scheduling group raised too (stallscope/priority.py)
             opts["group_nice"] = o.nice
         policy, rt_priority = own_policy()

@@ -106,6 +106,51 @@ def test_a_cgroups_cpu_quota_is_read_from_either_hierarchy(tmp_path):
     assert machine.cpu_quota(str(v1)) == {}
 
 
+def test_the_limited_cgroups_throttling_is_read_at_each_drain_and_who_is_limited_is_walked_for_now_and_then(
+        tmp_path):
+    """What a session puts in each interval: the periods and time since the last read of the cgroups with a CPU
+    limit (v2's counts in us, v1's in ns); which those are, walked for every THROTTLE_RESCAN_S; one found by a
+    later walk counted from there, not from its creation; one gone, left out."""
+    from stallscope.analyzer.sample import Throttled
+
+    v2, v1 = tmp_path / "v2", tmp_path / "v1"
+    for d in (v2, v1):
+        d.mkdir()
+    (v2 / "cpu.max").write_text("20000 100000\n")
+    (v1 / "cpu.cfs_quota_us").write_text("50000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+
+    def stat(d, n, us=None, ns=None):
+        (d / "cpu.stat").write_text(f"usage_usec 5\nnr_periods 99\nnr_throttled {n}\n"
+                                    + (f"throttled_usec {us}\n" if us is not None else f"throttled_time {ns}\n"))
+
+    now, limited = [0.0], [str(v2)]
+    t = machine.Throttling(clock=lambda: now[0], walk=lambda: list(limited))
+    stat(v2, 10, us=1000)
+    assert t.since_last() == ()  # the baseline
+    stat(v2, 13, us=1600)
+    now[0] = 1.0
+    assert t.since_last() == (Throttled(str(v2), 3, 600_000, 20_000, 100_000),)
+    now[0] = 2.0
+    assert t.since_last() == ()  # not throttled since
+    # v1 limited since; not seen until the next walk, then counted from it
+    limited.append(str(v1))
+    stat(v1, 500, ns=7_000_000_000)
+    now[0] = 3.0
+    assert t.since_last() == ()
+    now[0] = 2.0 + machine.THROTTLE_RESCAN_S
+    assert t.since_last() == ()
+    stat(v1, 504, ns=7_300_000_000)
+    stat(v2, 14, us=1700)
+    now[0] += 1
+    assert t.since_last() == (Throttled(str(v1), 4, 300_000_000, 50_000, 100_000),
+                              Throttled(str(v2), 1, 100_000, 20_000, 100_000))
+    (v2 / "cpu.stat").unlink()  # gone
+    stat(v1, 505, ns=7_400_000_000)
+    now[0] += 1
+    assert t.since_last() == (Throttled(str(v1), 1, 100_000_000, 50_000, 100_000),)
+
+
 def test_the_cpu_side_line_leaves_out_throttling_entries_no_kernel_writes():
     from stallscope.analyzer.signals import Signals
     from stallscope.tui.causes import signals_text

@@ -82,6 +82,27 @@ def test_store_round_trip_keeps_everything(tmp_path):
     assert load_model(str(path)).tasks == _model(m, ivs).tasks
 
 
+def test_each_intervals_throttled_cgroups_survive_the_store_and_a_damaged_row_is_left_out(tmp_path):
+    import sqlite3
+    from dataclasses import replace
+
+    from stallscope.analyzer.sample import Throttled
+
+    m, ivs = two_interval_recording()
+    ivs = [replace(ivs[0], throttled=(Throttled("/sys/fs/cgroup/cpu/a", 5, 400_000_000, 20_000, 100_000),
+                                      Throttled("/b", 1, 10, 0, 0))), ivs[1]]
+    path = tmp_path / "syn.stall"
+    write_recording(path, m, ivs)
+    assert [iv.throttled for iv in Recording(str(path)).intervals()] == [iv.throttled for iv in ivs]
+    db = sqlite3.connect(path)
+    db.execute("UPDATE throttled SET periods = -3 WHERE cgroup = '/b'")  # what no kernel counts
+    db.commit()
+    db.close()
+    rec = Recording(str(path))
+    assert [iv.throttled for iv in rec.intervals()] == [ivs[0].throttled[:1], ()]
+    assert rec.damaged["throttled"] == 1
+
+
 def test_stack_ids_above_2_63_survive_the_store(tmp_path):
     m, _ = two_interval_recording()
     big = type(SLEEP)(0xF000000000000001, "kernel", SLEEP.frames)

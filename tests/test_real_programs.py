@@ -284,6 +284,23 @@ def test_stress_ng_in_a_cgroup_with_a_cpu_quota_is_told_the_quota_holds_it_back(
     # the recording's count is cpu.stat's over the recording, which began after `before` and ended before `after`
     assert 0.8 * (after - before) <= n <= after - before and n >= 30, (n, before, after)
     assert "idle" in quota[0] and not re.search(r"\[\d+\] priority:", advice), advice
+    # each interval says its own throttling (what a live view's window and a replay's range read): summed over
+    # the intervals, the recording's count; each full second of the run, throttled about every period (10 a
+    # second at 100 ms), and a window of one of them is told of the quota, as the whole is
+    from stallscope.analyzer.store import Recording
+    from stallscope.sources import RecordingSource
+    from stallscope.tui.detail import blocker_detail
+
+    rec = Recording(str(path))
+    per = [sum(t.periods for t in iv.throttled if t.cgroup == cg) for iv in rec.intervals()]
+    assert sum(per) == n and sorted(per)[len(per) // 2] >= 5, per
+    assert all(t.quota_us == 20_000 and t.period_us == 100_000 for iv in rec.intervals() for t in iv.throttled
+               if t.cgroup == cg)
+    busiest = max(range(len(per)), key=per.__getitem__)
+    snap = RecordingSource(str(path)).timeline.window(busiest, busiest)  # as `top --replay` shows it
+    cpu = next(b for b in snap.ranked if b.cls == "cpu")
+    assert f"the CPU quota of {cg} (its limit 0.20 CPU): throttled in {per[busiest]} periods of the window" \
+        in blocker_detail(snap, cpu).plain
 
 
 def test_a_writer_to_a_frozen_file_system_waits_on_its_freeze_protection_in_progress(tmp_path):

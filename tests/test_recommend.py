@@ -15,7 +15,7 @@ from conftest import example, needs_bpf, record_command, run_stallscope
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds, recommend
 from stallscope.analyzer.sample import (
-    LockDelta, OffcpuDelta, ProbeStatus, SlabCache, SlabDelta, TaskDelta, TaskId, TaskInfo,
+    LockDelta, OffcpuDelta, ProbeStatus, SlabCache, SlabDelta, TaskDelta, TaskId, TaskInfo, Throttled,
 )
 from synthetic import SEC, interval, kstack, meta, write_recording
 
@@ -471,10 +471,48 @@ def test_the_cpu_blocker_of_a_throttled_recording_names_the_quota_first_in_the_r
     assert sentence["held_up_by"][0] == f"the CPU quota of {cg} (10 throttled periods)", sentence["held_up_by"]
     snap = Snapshot(model)
     text = blocker_detail(snap, next(b for b in snap.ranked if b.cls == "cpu")).plain
-    assert f"the CPU quota of {cg}: throttled in 10 periods of the recording, 1.74s of its run queues' time" in text
+    assert (f"the CPU quota of {cg} (its limit 0.20 CPU): throttled in 10 periods of the recording, 1.74s of its "
+            "run queues' time") in text
     # no throttling: the hogs alone, as before
     calm = _model([iv], {**machine, "cpu_side": {"throttled": []}})
     assert not any("quota" in h for b in build(calm, [iv])["page"]["summary"]["blockers"] for h in b["held_up_by"])
+
+
+def test_a_window_is_told_of_the_throttling_its_own_intervals_saw_not_the_recordings():
+    """Where each interval says which cgroups a quota throttled in it (a live view's, a recording made since),
+    a window reads its own: the CPU waits of a throttled second name the quota, with the window's periods and
+    limit; a calm second of the same recording does not, whatever the recording's start and end saw."""
+    from stallscope.analyzer.timeline import Snapshot
+    from stallscope.tui.detail import blocker_detail
+
+    workers = [TaskId(3000 + i, SEC) for i in range(2)]
+    cg = "/sys/fs/cgroup/cpu/ssthr"
+    infos = tuple(TaskInfo(w, 3000, 1, "stress-ng-cpu") for w in workers)
+    busy = tuple(TaskDelta(w, runq_wait_ns=870_000_000, runq_count=12, involuntary_switches=12, run_ns=100_000_000)
+                 for w in workers)
+    throttled = interval(0, task_info=infos, tasks=busy,
+                         throttled=(Throttled(cg, 6, 700_000_000, 20_000, 100_000), Throttled("/other", 1, 1000)))
+    calm = interval(1, tasks=busy)
+    # the recording's own figure (its start and end) says more: the window's is read instead
+    machine = {**_topology(2, 2), "cpu_busy_pct": {"0": 12.0, "1": 12.0},
+               "cpu_side": {"throttled": [{"cgroup": cg, "nr_throttled": 99, "throttled_ns": 9_000_000_000}]}}
+    options = {"throttled_per_interval": True}
+    model = _model([throttled], machine, options=options)
+    assert [(t.cgroup, t.periods) for t in model.throttled] == [(cg, 6), ("/other", 1)]
+    quota = [r for r in recommend(model) if r.kind == "quota"]
+    assert len(quota) == 1 and "throttled in 6 periods" in quota[0].finding and "(0.20 CPU)" in quota[0].finding
+    snap = Snapshot(model)
+    text = blocker_detail(snap, next(b for b in snap.ranked if b.cls == "cpu")).plain
+    assert f"the CPU quota of {cg} (its limit 0.20 CPU): throttled in 6 periods of the window, 700.00ms" in text
+    assert not [r for r in recommend(_model([replace(calm, task_info=infos)], machine, options=options))
+                if r.kind == "quota"]
+    # two intervals: their periods and time summed, the limit the last read
+    both = _model([throttled, interval(1, throttled=(Throttled(cg, 4, 300_000_000, 40_000, 100_000),))], machine,
+                  options=options)
+    assert both.throttled[0] == Throttled(cg, 10, 1_000_000_000, 40_000, 100_000)
+    # a recording made before the intervals said it: the recording's figure, as before
+    old = [r for r in recommend(_model([throttled], machine)) if r.kind == "quota"]
+    assert len(old) == 1 and "throttled in 99 periods" in old[0].finding
 
 
 def test_apply_leaves_a_quota_to_the_user_and_says_why(tmp_path):

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from synthetic import SLEEP, interval, meta, two_interval_recording, write_recording  # noqa: E402
 
 from stallscope.analyzer.sample import (  # noqa: E402
-    LockDelta, ProbeStatus, RecordingMeta, Stack, TaskId,
+    LockDelta, ProbeStatus, RecordingMeta, Stack, TaskId, Throttled,
 )
 from stallscope.analyzer.symbols import Frame  # noqa: E402
 
@@ -169,7 +169,8 @@ def test_redaction_drops_command_lines_and_paths_and_keeps_the_rest():
                      object="/home/alice/secret")
     other = LockDelta(TaskId(1, 1), 1, 0xffff0001, 0, 0, 1, 1, 10, object="in a kmalloc-64 object")
     iv = r.interval(interval(0, stacks=(SLEEP, ustack), locks=(lock, other),
-                             cgroups=((1, 1, "/user.slice/alice.scope"), (2, 2, "/"), (3, 3, "/system.slice/db"))))
+                             cgroups=((1, 1, "/user.slice/alice.scope"), (2, 2, "/"), (3, 3, "/system.slice/db")),
+                             throttled=(Throttled("/sys/fs/cgroup/user.slice/alice.scope", 3, 9, 20_000, 100_000),)))
     assert [f.module for f in iv.stacks[1].frames] == ["app", "[heap]"]
     assert iv.stacks[1].frames[0].build_id == "ab" * 20 and iv.stacks[1].frames[0].symbol == "main"
     assert iv.stacks[0] == SLEEP  # kernel stacks hold no paths
@@ -179,6 +180,7 @@ def test_redaction_drops_command_lines_and_paths_and_keeps_the_rest():
     assert [c[2] for c in iv.cgroups] == ["/cgroup-1", "/", "/cgroup-2"]
     assert red.machine["cpu_side"]["throttled"][0]["cgroup"] == "/cgroup-1"
     assert red.machine["cpu_side"]["cgroup_psi"][0]["cgroup"] == "/"
+    assert iv.throttled == (Throttled("/cgroup-1", 3, 9, 20_000, 100_000),)
     assert "alice" not in json.dumps([red.options, red.machine, [c[2] for c in iv.cgroups]])
 
 

@@ -15,7 +15,7 @@ from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.locks import LockStat
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
-from stallscope.analyzer.signals import quota_throttled
+from stallscope.analyzer.signals import quota_throttled, window_cpu_side
 from stallscope.analyzer.timeline import Snapshot, TaskRow
 from stallscope.analyzer.units import fmt_ns, log2_bounds
 from stallscope.tui.cells import visible
@@ -116,15 +116,19 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
 
     h = snap.held_up_by(b)
     # a quota's throttling: the tasks wait as for a busy CPU, and the threads switched out most (the hogs below)
-    # were throttled too rather than running instead (a recording's: a live window has no cgroup statistics)
-    meta = snap.meta
-    recorded = (meta.end_ns - meta.start_ns) / 1e9 if meta.end_ns else snap.seconds
-    quota = quota_throttled((meta.machine or {}).get("cpu_side") or {}, recorded) if b.cls == CPU else []
+    # were throttled too rather than running instead (the window's, or in a recording made before the intervals
+    # kept it, the recording's)
+    side, secs = window_cpu_side(snap.model)
+    quota = quota_throttled(side, secs) if b.cls == CPU else []
+    span = "of the window" if (snap.meta.options or {}).get("throttled_per_interval") else "of the recording"
     if h.wakers or h.owners or h.hogs or quota:
         _h(t, "Held up by")
         for q in quota:
-            t.append(f"  the CPU quota of {visible(q['cgroup'])}: throttled in {q['nr_throttled']:,} periods of the "
-                     f"recording, {fmt_ns(q['throttled_ns'])} of its run queues' time (see the fixes)\n")
+            quota_us, period_us = q.get("quota_us"), q.get("period_us")
+            known = isinstance(quota_us, int) and isinstance(period_us, int) and quota_us > 0 and period_us > 0
+            limit = f" (its limit {quota_us / period_us:.2f} CPU)" if known else ""
+            t.append(f"  the CPU quota of {visible(q['cgroup'])}{limit}: throttled in {q['nr_throttled']:,} periods "
+                     f"{span}, {fmt_ns(q['throttled_ns'])} of its run queues' time (see the fixes)\n")
         for label, n, ns, threads, _stack in h.waker_names:  # by name, as the ones that ran instead
             more = f" from {threads:,} threads" if threads > 1 else ""
             # the whole length of the waits they ended, which may have begun long before the window
