@@ -306,6 +306,7 @@ _OPTIONS = fields({
     "futex": optional(fields({"lock_call_uprobes": optional(integer(0)), "uprobe_trap_ns": optional(integer(0))})),
     "overhead_budget_pct": number(above=0),
     "sample_hz": optional(integer(0)),
+    "throttled_per_interval": optional(BOOLEAN),
     "slab": optional(fields({
         "list_lock_offset": integer(0, 1 << 20),
         "boot": optional(fields({"min_objects": integer(0), "max_order": integer(0, 64), "min_order": integer(0, 64),

@@ -293,7 +293,10 @@ def test_command_tasks_sum_to_wait4_rusage_for_threads(tmp_path, perf_available)
 def test_command_tasks_sum_to_wait4_rusage_for_processes(tmp_path, perf_available, groups):
     """Processes: whether a parent's rusage holds a zombie's last switch depends on whether it read
     the counters before or after their increment, which the kernel does not order; the probe
-    finds the parent's reap of the child in its own totals (final_switch_of_reaped_leader)."""
+    finds the parent's reap of the child in its own totals (final_switch_of_reaped_leader). A reap
+    matched by its CPU time among alike children's (hackbench's parent waits for any child) can be
+    another child's: one voluntary switch apart for each such reap, as the health counters say (seen
+    in two full test runs of many: 1,399 against 1,398, 1,199 against 1,198, one reap each)."""
     doc, _, _ = record_command(tmp_path, [perf_available, "bench", "sched", "messaging", "-g", str(groups),
                                           "-l", "50"])
     cmd = doc["meta"]["options"]["command"]
@@ -301,7 +304,8 @@ def test_command_tasks_sum_to_wait4_rusage_for_processes(tmp_path, perf_availabl
     assert len(tasks) == groups * 40 + 1
     # on a mismatch, the health counters say how each zombie leader's last switch was matched
     health = {k: v for k, v in doc["meta"].get("health", {}).items() if k.startswith("reap_")}
-    assert sum(t["voluntary_switches"] for t in tasks) == cmd["rusage"]["ru_nvcsw"], health
+    matched = health.get("reap_exact", 0) + health.get("reap_after_read", 0)
+    assert abs(sum(t["voluntary_switches"] for t in tasks) - cmd["rusage"]["ru_nvcsw"]) <= min(matched, 2), health
     assert sum(t["involuntary_switches"] for t in tasks) == cmd["rusage"]["ru_nivcsw"], health
 
 
