@@ -260,6 +260,9 @@ class Model:
     # the cgroups a CPU quota throttled in the window, summed (each with its limit as last read), the most
     # throttled first: where the intervals say it (meta.options' throttled_per_interval)
     throttled: tuple[Throttled, ...] = ()
+    # each CPU's busy and total ns in the window (/proc/stat's, per interval): where the intervals say it
+    # (meta.options' cpu_time_per_interval)
+    cpu_time: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
@@ -327,6 +330,7 @@ class ModelFold:
         self.futexes: dict[tuple, list] = {}
         self.io = _IoFold()
         self.throttled: dict[str, list[int]] = {}  # cgroup -> [periods, ns, quota us, period us]
+        self.cpu_time: dict[int, list[int]] = {}  # cpu -> [busy ns, total ns]
         self.switches = self.cpu = self.count = self.kswitches = 0
         self.start_ns = self.end_ns = 0
         self.last: Interval | None = None
@@ -428,6 +432,8 @@ class ModelFold:
                 cgroups[tgid] = path
             for t in iv.throttled:
                 self._throttle(t.cgroup, t.periods, t.throttled_ns, t.quota_us, t.period_us)
+            for c, busy, total in iv.cpu_time:
+                self._cpu(c, busy, total)
             for c in iv.oncpu_cpus:
                 acc = cpus.setdefault(c.cpu, [0, 0, 0, 0, 0])
                 for j, v in enumerate((c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns)):
@@ -471,6 +477,14 @@ class ModelFold:
             e[0] += periods
             e[1] += ns
             e[2], e[3] = quota_us, period_us  # the limit as last read
+
+    def _cpu(self, cpu: int, busy: int, total: int) -> None:
+        e = self.cpu_time.get(cpu)
+        if e is None:
+            self.cpu_time[cpu] = [busy, total]
+        else:
+            e[0] += busy
+            e[1] += total
 
     def merge(self, other: "ModelFold") -> "ModelFold":
         """The fold of the intervals of `other` (which come after those of this one) added to this one, as
@@ -535,6 +549,8 @@ class ModelFold:
         self.cgroups.update(other.cgroups)
         for cg, e in other.throttled.items():
             self._throttle(cg, *e)
+        for c, e in other.cpu_time.items():
+            self._cpu(c, *e)
         self.costs.extend(other.costs)
         self.tuning.extend(other.tuning)
         for key, o in other.oncpu.items():
@@ -613,6 +629,7 @@ class ModelFold:
             functions=funcs, **io.fields(),
             throttled=tuple(sorted((Throttled(cg, *e) for cg, e in self.throttled.items()),
                                    key=lambda t: (-t.throttled_ns, t.cgroup))),
+            cpu_time={c: (e[0], e[1]) for c, e in sorted(self.cpu_time.items())},
         )
 
 

@@ -25,7 +25,7 @@ from stallscope.analyzer.oncpu import category_share, probe_ran
 from stallscope.analyzer.slab import METHOD_ESTIMATE, slab_rows
 from stallscope.analyzer.scope import in_scope, restrict
 from stallscope.analyzer.signals import (
-    QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_throttled, signals, window_cpu_side,
+    QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_throttled, signals, window_busy_pct, window_cpu_side,
 )
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
@@ -84,7 +84,7 @@ def rule_pin(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]
     machine = model.meta.machine or {}
     topo = machine.get("topology", {})
     cpus = topo.get("cpus", {})
-    busy = machine.get("cpu_busy_pct", {})
+    busy, span = window_busy_pct(model)
     secs = model.duration_s or 1.0
     if not cpus:  # recorded without the machine's topology: no topology-aware advice
         return []
@@ -96,7 +96,7 @@ def rule_pin(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]
     llcs = {tuple(c.get("llc", [])) for c in cpus.values()}
     least = min(busy, key=lambda c: busy[c]) if busy else (next(iter(cpus), "0"))
     single_llc = len(llcs) <= 1
-    busy_text = ("CPU busy over the recording: " + ", ".join(
+    busy_text = (f"CPU busy over the {span}: " + ", ".join(
         f"cpu{c} {p:.0f}%" for c, p in sorted(busy.items(), key=lambda kv: int(kv[0])))) if busy else ""
     if single_llc and len(cpus) <= 4:
         # the machine's finding, not one thread's: said once, with the threads it concerns
@@ -459,9 +459,8 @@ def rule_quota(model: Model, th: Thresholds, whole: Whole) -> list[Recommendatio
     are runnable and wait for a CPU, counted as run-queue wait like a want of CPUs, while CPUs may sit idle.
     From cpu.stat's throttling in the window, read at each interval's end with the limit (or over the recording,
     read at its start and end, in one made before: signals.window_cpu_side)."""
-    machine = model.meta.machine or {}
     side, secs = window_cpu_side(model)
-    busy = machine.get("cpu_busy_pct") or {}
+    busy = window_busy_pct(model)[0]
     avg_busy = sum(busy.values()) / len(busy) if busy else None
     waited = sum(t.runq_wait_ns for t in model.tasks.values())
     out = []

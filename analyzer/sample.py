@@ -545,6 +545,8 @@ class Interval:
     opened: tuple[WaitSince, ...] | None = None
     # the cgroups a CPU quota throttled in the interval (read by the session, not the probes)
     throttled: tuple[Throttled, ...] = ()
+    # each CPU's time in the interval, busy (neither idle, in I/O wait nor stolen) and in all, ns: /proc/stat's
+    cpu_time: tuple[tuple[int, int, int], ...] = ()  # (cpu, busy ns, total ns)
 
     @property
     def duration_ns(self) -> int:

@@ -46,7 +46,7 @@ def signals(model: Model, waits: bool = True) -> Signals:
     tasks = recorded_tasks(model)
     mine = [t for tid, t in model.tasks.items() if tasks is None or tid in tasks]
     waiting = sum(t.runq_wait_ns for t in mine) / 1e9 / secs
-    busy = (model.meta.machine or {}).get("cpu_busy_pct") or {}
+    busy = window_busy_pct(model)[0]
     running = sum(busy.values()) / 100.0 if busy else 0.0
     runnable = running + waiting
     cs = model.switches_per_s
@@ -87,6 +87,19 @@ def signals_doc(s: Signals) -> dict:
             "voluntary_pct": None if s.voluntary_share is None else round(100 * s.voluntary_share, 1),
             "top_wait": None if s.top_wait is None else {"cause": s.top_wait[0],
                                                          "waits_pct": round(100 * s.top_wait[1], 1)}}
+
+
+def window_busy_pct(model: Model) -> tuple[dict[str, float], str]:
+    """Each CPU's busy share (percent, keyed by its number as text: machine.cpu_busy_pct's layout) and what it
+    spans: the window's, from /proc/stat at each interval's end where the intervals say it (meta.options'
+    cpu_time_per_interval: a live view's window has one at all, a replay's range its own), else the
+    recording's, read at its start and end."""
+    meta = model.meta
+    if (meta.options or {}).get("cpu_time_per_interval") and model.cpu_time:
+        return ({str(c): round(100.0 * busy / total, 1) for c, (busy, total) in model.cpu_time.items() if total > 0},
+                "window")
+    busy = (meta.machine or {}).get("cpu_busy_pct") or {}
+    return (busy if isinstance(busy, dict) else {}), "recording"
 
 
 def window_cpu_side(model: Model) -> tuple[dict, float]:

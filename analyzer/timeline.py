@@ -67,7 +67,7 @@ class CpuRow:
     """One CPU over a window: the migrations it gave and took, and (with the oncpu group) how busy it was."""
 
     cpu: int
-    busy_pct: float | None  # from the on-CPU samples; None without the oncpu group
+    busy_pct: float | None  # /proc/stat's per interval, else from the on-CPU samples; None without either
     migrations_out: int
     migrations_in: int
 
@@ -206,10 +206,16 @@ class Snapshot:
     def cpus(self) -> list[CpuRow]:
         m = self.model
         rows = []
+        measured = (m.meta.options or {}).get("cpu_time_per_interval")
         for c in range(len(m.matrix)):
+            # /proc/stat's, where the intervals keep it; else from the on-CPU samples (which a workload as
+            # periodic as a CPU quota's 100 ms can alias: 100% busy read at 20% when throttled)
+            t = m.cpu_time.get(c) if measured else None
             s = m.oncpu_cpus.get(c)
             busy = None
-            if s is not None and s.samples:
+            if t is not None and t[1] > 0:
+                busy = 100.0 * t[0] / t[1]
+            elif s is not None and s.samples:
                 busy = 100.0 * (s.samples - s.idle_samples) / s.samples
             rows.append(CpuRow(c, busy, sum(m.matrix[c]), sum(r[c] for r in m.matrix)))
         return rows

@@ -76,6 +76,17 @@ def cpu_times() -> dict[int, tuple[int, int]]:
     return out
 
 
+def cpu_time_since(start: dict[int, tuple[int, int]], end: dict[int, tuple[int, int]]) -> tuple[tuple[int, int, int], ...]:
+    """Per CPU (cpu, busy ns, total ns) between two reads of cpu_times() (a CPU in both, whose time went on)."""
+    tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    out = []
+    for cpu, (b1, t1) in sorted(end.items()):
+        if cpu in start and t1 > start[cpu][1]:
+            b0, t0 = start[cpu]
+            out.append((cpu, max(b1 - b0, 0) * tick_ns, (t1 - t0) * tick_ns))
+    return tuple(out)
+
+
 def busy_pct(start: dict[int, tuple[int, int]], end: dict[int, tuple[int, int]]) -> dict[str, float]:
     out = {}
     for cpu, (b1, t1) in end.items():

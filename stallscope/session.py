@@ -137,6 +137,7 @@ class Session:
         self._drained = 0  # intervals drained since the recording started
         self._carried: dict[str, tuple] = {}  # names from the set-up's drain, for the first interval
         self._throttling = machine.Throttling()  # the limited cgroups' cpu.stat, read at each drain
+        self._cpu_now: dict[int, tuple[int, int]] | None = None  # /proc/stat's CPU times at the last drain
         o = options
         self.tuning = Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz, o.stack_scale_ns, o.user_walks_per_s)
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
@@ -358,7 +359,10 @@ class Session:
         carried, self._carried = self._carried, {}
         # the cgroups a CPU limit throttled since the last drain (the set-up drain's: the baseline, dropped with it)
         throttled = self._throttling.since_last()
-        iv = replace(iv, index=self._drained, throttled=throttled,
+        cpu_now = machine.cpu_times()  # and each CPU's busy time (the set-up drain's: the baseline)
+        cpu_before, self._cpu_now = self._cpu_now, cpu_now
+        cpu_time = machine.cpu_time_since(cpu_before, cpu_now) if cpu_before is not None else ()
+        iv = replace(iv, index=self._drained, throttled=throttled, cpu_time=cpu_time,
                      **{name: carried[name] + getattr(iv, name) for name in carried})
         self._drained += 1
         return iv
@@ -390,8 +394,9 @@ class Session:
                 "user_stack_walks_per_s": o.user_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
                 "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct,
                 "degrade": o.degrade, "nice": own_nice(), "map_sizes": self.sizes.as_options(),
-                # the intervals say which cgroups a CPU quota throttled in each (Interval.throttled)
-                "throttled_per_interval": True}
+                # the intervals say which cgroups a CPU quota throttled in each (Interval.throttled), and how
+                # busy each CPU was (Interval.cpu_time)
+                "throttled_per_interval": True, "cpu_time_per_interval": True}
         if self._restore_group is not None:  # the session's scheduling group raised too (stallscope/priority.py)
             opts["group_nice"] = o.nice
         policy, rt_priority = own_policy()

@@ -90,10 +90,13 @@ def test_each_intervals_throttled_cgroups_survive_the_store_and_a_damaged_row_is
 
     m, ivs = two_interval_recording()
     ivs = [replace(ivs[0], throttled=(Throttled("/sys/fs/cgroup/cpu/a", 5, 400_000_000, 20_000, 100_000),
-                                      Throttled("/b", 1, 10, 0, 0))), ivs[1]]
+                                      Throttled("/b", 1, 10, 0, 0)),
+                   cpu_time=((0, 300_000_000, 1_000_000_000), (1, 1_000_000_000, 1_000_000_000))),
+           replace(ivs[1], cpu_time=((0, 500_000_000, 1_000_000_000), (1, 0, 1_000_000_000)))]
     path = tmp_path / "syn.stall"
     write_recording(path, m, ivs)
     assert [iv.throttled for iv in Recording(str(path)).intervals()] == [iv.throttled for iv in ivs]
+    assert [iv.cpu_time for iv in Recording(str(path)).intervals()] == [iv.cpu_time for iv in ivs]
     db = sqlite3.connect(path)
     db.execute("UPDATE throttled SET periods = -3 WHERE cgroup = '/b'")  # what no kernel counts
     db.commit()
@@ -101,6 +104,28 @@ def test_each_intervals_throttled_cgroups_survive_the_store_and_a_damaged_row_is
     rec = Recording(str(path))
     assert [iv.throttled for iv in rec.intervals()] == [ivs[0].throttled[:1], ()]
     assert rec.damaged["throttled"] == 1
+
+
+def test_a_windows_cpu_busy_is_its_intervals_where_they_keep_it_else_the_recordings():
+    """/proc/stat's per interval: a window's busy shares, its CPUs view and the tasks running on average; a
+    recording made before reads its start and end."""
+    from dataclasses import replace
+
+    from stallscope.analyzer.signals import signals, window_busy_pct
+    from stallscope.analyzer.timeline import Snapshot
+
+    m, ivs = two_interval_recording()
+    ivs = [replace(ivs[0], cpu_time=((0, 300_000_000, 1_000_000_000), (1, 1_000_000_000, 1_000_000_000))),
+           replace(ivs[1], cpu_time=((0, 500_000_000, 1_000_000_000), (1, 0, 1_000_000_000)))]
+    recorded = replace(m, machine={"cpu_busy_pct": {"0": 11.0, "1": 22.0}})
+    kept = replace(recorded, options={**m.options, "cpu_time_per_interval": True})
+    assert window_busy_pct(_model(kept, ivs)) == ({"0": 40.0, "1": 50.0}, "window")
+    assert window_busy_pct(_model(kept, ivs[1:])) == ({"0": 50.0, "1": 0.0}, "window")
+    assert window_busy_pct(_model(recorded, ivs[1:])) == ({"0": 11.0, "1": 22.0}, "recording")
+    assert [c.busy_pct for c in Snapshot(_model(kept, ivs[:1])).cpus] == [30.0, 100.0]
+    # running on average: the busy CPUs' share, then the waiting tasks
+    one = _model(kept, ivs[:1])
+    assert abs(signals(one, waits=False).runnable_avg - (1.3 + signals(one, waits=False).waiting_avg)) < 1e-9
 
 
 def test_stack_ids_above_2_63_survive_the_store(tmp_path):

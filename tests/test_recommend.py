@@ -504,6 +504,12 @@ def test_a_window_is_told_of_the_throttling_its_own_intervals_saw_not_the_record
     snap = Snapshot(model)
     text = blocker_detail(snap, next(b for b in snap.ranked if b.cls == "cpu")).plain
     assert f"the CPU quota of {cg} (its limit 0.20 CPU): throttled in 6 periods of the window, 700.00ms" in text
+    # and the Blockers view says it above the ranking, where the wait for a CPU is ranked first
+    from stallscope.tui.views import BlockersView
+
+    summary = BlockersView().summary(snap, None).plain
+    assert (f"CPU quota throttled {cg} (limit 0.20 CPU): 6.0 periods/s, 700.00ms/s; the wait for a CPU is the "
+            "quota's (Fixes)") in summary
     assert not [r for r in recommend(_model([replace(calm, task_info=infos)], machine, options=options))
                 if r.kind == "quota"]
     # two intervals: their periods and time summed, the limit the last read

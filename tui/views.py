@@ -16,6 +16,7 @@ from rich.text import Text
 from stallscope.analyzer.blockers import waiters_by_name
 from stallscope.analyzer.recommend import BY_HAND, RECOMMENDED
 from stallscope.analyzer.model import RUNQ_SLOTS
+from stallscope.analyzer.signals import QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_throttled, window_cpu_side
 from stallscope.analyzer.timeline import Snapshot, Timeline, hist_p99
 from stallscope.analyzer.units import fmt_bytes, fmt_ns
 from stallscope.tui.cells import count, dur, heat, lit, longest, num, pct, rate, sparkline, visible
@@ -80,6 +81,10 @@ class BlockersView(View):
                  f"+ run-queue {fmt_ns(d.runq_ns / secs)}/s (shares of this)")
         if snap.idle_ns:
             t.append(f"   idle waits, not ranked: {fmt_ns(snap.idle_ns / secs)}/s", style="dim")
+        # a CPU quota that held tasks back (the quota rule's thresholds): their run-queue wait is not busy CPUs'
+        for q in _quotas(snap)[:1]:
+            t.append("\n")
+            t.append_text(_quota_text(q, secs, "the wait for a CPU is the quota's (Fixes)"))
         return t
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
@@ -261,6 +266,9 @@ class CpusView(View):
         t.append(f"\nrunnable {s['runnable']:>7.2f} ")
         t.append_text(sparkline(runnable, 40))
         t.append(f"   run-queue pressure {s['waiting'] / max(snap.meta.cpus, 1):.2f} waiting per CPU")
+        for q in _quotas(snap, 0.0, 1)[:1]:  # any throttling of the window, the most first
+            t.append("\n")
+            t.append_text(_quota_text(q, snap.seconds))
         return t
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
@@ -277,6 +285,25 @@ class CpusView(View):
                            (num(f"cpu{c.cpu}"), pct(c.busy_pct), count(c.migrations_out / secs, 1),
                             count(c.migrations_in / secs, 1), line), c))
         return out
+
+
+def _quotas(snap: Snapshot, share: float = QUOTA_THROTTLED_SHARE, min_periods: int = QUOTA_MIN_THROTTLES) -> list[dict]:
+    """The cgroups a CPU quota throttled in the window (or, in a recording made before its intervals said so, over
+    the recording), the most first (analyzer/signals.py)."""
+    side, secs = window_cpu_side(snap.model)
+    return quota_throttled(side, secs, share, min_periods)
+
+
+def _quota_text(q: dict, secs: float, why: str = "") -> Text:
+    quota_us, period_us = q.get("quota_us"), q.get("period_us")
+    known = isinstance(quota_us, int) and isinstance(period_us, int) and quota_us > 0 and period_us > 0
+    t = Text("CPU quota throttled ", style="bold yellow")
+    t.append_text(lit(q["cgroup"]))
+    t.append((f" (limit {quota_us / period_us:.2f} CPU)" if known else "")
+             + f": {q['nr_throttled'] / secs:,.1f} periods/s, {fmt_ns(q['throttled_ns'] / secs)}/s")
+    if why:
+        t.append(f"; {why}", style="dim")
+    return t
 
 
 class OncpuView(View):
