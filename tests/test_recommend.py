@@ -504,6 +504,9 @@ def test_a_window_is_told_of_the_throttling_its_own_intervals_saw_not_the_record
     snap = Snapshot(model)
     text = blocker_detail(snap, next(b for b in snap.ranked if b.cls == "cpu")).plain
     assert f"the CPU quota of {cg} (its limit 0.20 CPU): throttled in 6 periods of the window, 700.00ms" in text
+    # the workers preempted by the throttling are each other's 'hog' by their switches: said as throttled with them
+    assert "throttled with them: stress-ng-cpu (24 involuntary switches in 2 threads" in text
+    assert "ran instead: stress-ng-cpu" not in text
     # and the Blockers view says it above the ranking, where the wait for a CPU is ranked first
     from stallscope.tui.views import BlockersView
 

@@ -135,9 +135,15 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
             t.append(f"  woken by {visible(label)}: {n:,} wakeups{more}, ending {fmt_ns(ns)} of waiting\n")
         for owner in h.owners:
             t.append(f"  lock owner {visible(owner)}\n")
-        for name, n, threads, _name in h.hog_names:  # by name: thousands of short-lived threads of one name weigh together
+        # where a quota throttled them, the waiters switched out most did not run instead: the quota held them all
+        waiting = {snap.model.tasks[w].info.comm for w in b.tasks if w in snap.model.tasks} if quota else set()
+        for name, n, threads, comm in h.hog_names:  # by name: thousands of short-lived threads of one name weigh together
             more = f" in {threads:,} threads" if threads > 1 else ""
-            t.append(f"  ran instead: {visible(name)} ({n:,} involuntary switches{more})\n")
+            if comm in waiting:
+                t.append(f"  throttled with them: {visible(name)} ({n:,} involuntary switches{more}; they waited "
+                         "too, so the quota, not they, held the CPU from the others)\n")
+            else:
+                t.append(f"  ran instead: {visible(name)} ({n:,} involuntary switches{more})\n")
 
     devices = snap.io_causes.get(b.cause, ())
     if devices:
