@@ -519,9 +519,13 @@ def test_a_window_is_told_of_the_throttling_its_own_intervals_saw_not_the_record
     both = _model([throttled, interval(1, throttled=(Throttled(cg, 4, 300_000_000, 40_000, 100_000),))], machine,
                   options=options)
     assert both.throttled[0] == Throttled(cg, 10, 1_000_000_000, 40_000, 100_000)
-    # a recording made before the intervals said it: the recording's figure, as before
+    # a recording made before the intervals said it: the recording's figure, as before, over the recording's length
     old = [r for r in recommend(_model([throttled], machine)) if r.kind == "quota"]
     assert len(old) == 1 and "throttled in 99 periods" in old[0].finding
+    before = _model([throttled], machine)
+    before = replace(before, meta=replace(before.meta, end_ns=10 * SEC))
+    assert "CPU quota throttled /sys/fs/cgroup/cpu/ssthr: 9.9 periods/s, 900.00ms/s" in \
+        BlockersView().summary(Snapshot(before), None).plain
 
 
 def test_apply_leaves_a_quota_to_the_user_and_says_why(tmp_path):

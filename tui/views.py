@@ -82,9 +82,9 @@ class BlockersView(View):
         if snap.idle_ns:
             t.append(f"   idle waits, not ranked: {fmt_ns(snap.idle_ns / secs)}/s", style="dim")
         # a CPU quota that held tasks back (the quota rule's thresholds): their run-queue wait is not busy CPUs'
-        for q in _quotas(snap)[:1]:
+        for q, spans in _quotas(snap)[:1]:
             t.append("\n")
-            t.append_text(_quota_text(q, secs, "the wait for a CPU is the quota's (Fixes)"))
+            t.append_text(_quota_text(q, spans, "the wait for a CPU is the quota's (Fixes)"))
         return t
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
@@ -266,9 +266,9 @@ class CpusView(View):
         t.append(f"\nrunnable {s['runnable']:>7.2f} ")
         t.append_text(sparkline(runnable, 40))
         t.append(f"   run-queue pressure {s['waiting'] / max(snap.meta.cpus, 1):.2f} waiting per CPU")
-        for q in _quotas(snap, 0.0, 1)[:1]:  # any throttling of the window, the most first
+        for q, spans in _quotas(snap, 0.0, 1)[:1]:  # any throttling of the window, the most first
             t.append("\n")
-            t.append_text(_quota_text(q, snap.seconds))
+            t.append_text(_quota_text(q, spans))
         return t
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
@@ -287,11 +287,12 @@ class CpusView(View):
         return out
 
 
-def _quotas(snap: Snapshot, share: float = QUOTA_THROTTLED_SHARE, min_periods: int = QUOTA_MIN_THROTTLES) -> list[dict]:
+def _quotas(snap: Snapshot, share: float = QUOTA_THROTTLED_SHARE,
+            min_periods: int = QUOTA_MIN_THROTTLES) -> list[tuple[dict, float]]:
     """The cgroups a CPU quota throttled in the window (or, in a recording made before its intervals said so, over
-    the recording), the most first (analyzer/signals.py)."""
+    the recording), the most first, each with the seconds its figures span (analyzer/signals.py)."""
     side, secs = window_cpu_side(snap.model)
-    return quota_throttled(side, secs, share, min_periods)
+    return [(q, secs) for q in quota_throttled(side, secs, share, min_periods)]
 
 
 def _quota_text(q: dict, secs: float, why: str = "") -> Text:
