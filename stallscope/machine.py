@@ -156,19 +156,27 @@ def cgroup_pressure() -> dict[str, dict[str, dict[str, int]]]:
     return out
 
 
-def _cgroup_stats() -> Iterator[str]:
-    """The cgroups with a cpu.stat, four levels deep at most below each root, MAX_CGROUPS at most."""
-    seen = 0
-    for root in CGROUP_ROOTS:
+def _cgroup_stats(roots: tuple[str, ...] = CGROUP_ROOTS) -> Iterator[str]:
+    """The cgroups with a cpu.stat, four levels deep at most below each root, MAX_CGROUPS at most, each once: a
+    hierarchy reached by two roots (v1's cpu, often a link to cpu,cpuacct, and the cgroup root above both) is
+    named by the first path met."""
+    seen: set[tuple[int, int]] = set()
+    for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
             depth = dirpath[len(root):].count("/")
             if depth >= 4:
                 dirnames[:] = []
-            if seen >= MAX_CGROUPS:
+            if len(seen) >= MAX_CGROUPS:
                 return
             if "cpu.stat" not in filenames:
                 continue
-            seen += 1
+            try:
+                st = os.stat(dirpath)
+            except OSError:  # gone meanwhile
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
             yield dirpath
 
 

@@ -151,6 +151,19 @@ def test_the_limited_cgroups_throttling_is_read_at_each_drain_and_who_is_limited
     assert t.since_last() == (Throttled(str(v1), 1, 100_000_000, 50_000, 100_000),)
 
 
+def test_a_cgroup_reached_by_two_roots_is_walked_once(tmp_path):
+    """cgroup v1's cpu hierarchy is often mounted at cpu,cpuacct with cpu a link to it, and the cgroup root holds
+    both: each cgroup once (its throttling counted once), by the first path met."""
+    root = tmp_path / "cgroup"
+    real = root / "cpu,cpuacct"
+    (real / "a" / "b").mkdir(parents=True)
+    for d in (real, real / "a", real / "a" / "b"):
+        (d / "cpu.stat").write_text("nr_periods 1\nnr_throttled 0\nthrottled_time 0\n")
+    (root / "cpu").symlink_to(real)
+    roots = (str(root), str(root / "cpu"), str(real))
+    assert list(machine._cgroup_stats(roots)) == [str(real), str(real / "a"), str(real / "a" / "b")]
+
+
 def test_the_cpu_side_line_leaves_out_throttling_entries_no_kernel_writes():
     from stallscope.analyzer.signals import Signals
     from stallscope.tui.causes import signals_text
