@@ -171,7 +171,8 @@ def _held_up_by_doc(h) -> dict:
     return {"wakers": [{"waker": label, "count": n, "total_ns": ns, "stack": _without_tracing(stack_texts(stack))}
                        for label, n, ns, stack in h.wakers],
             "owners": list(h.owners), "hogs": [{"task": name, "involuntary_switches": n} for name, n in h.hogs],
-            "hog_names": [{"name": label, "involuntary_switches": n, "threads": k} for label, n, k, _c in h.hog_names],
+            "hog_names": [{"name": label, "comm": c, "involuntary_switches": n, "threads": k}
+                          for label, n, k, c in h.hog_names],
             "waker_names": [{"name": label, "count": n, "total_ns": ns, "threads": k,
                              "stack": _without_tracing(stack_texts(stack))} for label, n, ns, k, stack in h.waker_names]}
 

@@ -117,9 +117,12 @@ def _blocker_sentence(b: dict, duration_s: float, quota: list[dict] = ()) -> dic
     held = b["held_up_by"]
     throttled = [f"the CPU quota of {q['cgroup']} ({q['nr_throttled']:,} throttled periods)"
                  for q in quota] if b["class"] == CPU else []
+    # where a quota throttled them, the waiters switched out most did not run instead: the quota held them all
+    waiting = {t.get("comm") for t in b["tasks"]} if throttled else set()
     # by name where the export has it (several threads of a name summed), else by thread
     by = throttled + (
-        [f"{h['name']} ({h['involuntary_switches']:,} involuntary switches{_threads('in', h['threads'])})"
+        [f"{h['name']} ({h['involuntary_switches']:,} involuntary switches{_threads('in', h['threads'])}"
+         + ("; throttled with them" if h.get("comm") in waiting else "") + ")"
          for h in held.get("hog_names", ())]
         or [f"{h['task']} ({h['involuntary_switches']:,} involuntary switches)" for h in held["hogs"]]
         or [f"{w['name']} ({w['count']:,} wakeups{_threads('from', w['threads'])})" for w in held.get("waker_names", ())]
