@@ -25,7 +25,8 @@ from stallscope.analyzer.oncpu import category_share, probe_ran
 from stallscope.analyzer.slab import METHOD_ESTIMATE, slab_rows
 from stallscope.analyzer.scope import in_scope, restrict
 from stallscope.analyzer.signals import (
-    QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_throttled, signals, window_busy_pct, window_cpu_side,
+    QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_limit, quota_throttled, signals, window_busy_pct,
+    window_cpu_side,
 )
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
@@ -467,7 +468,7 @@ def rule_quota(model: Model, th: Thresholds, whole: Whole) -> list[Recommendatio
     for t in quota_throttled(side, secs, th.quota_throttled_share, th.quota_min_throttles):
         cg, n, ns = t["cgroup"], t["nr_throttled"], t["throttled_ns"]
         quota, period = t.get("quota_us"), t.get("period_us")
-        known = isinstance(quota, int) and isinstance(period, int) and quota > 0 and period > 0
+        known = quota_limit(t) is not None
         evidence = [f"{printable(cg)}: throttled in {n:,} periods, its run queues {fmt_ns(ns)} in all in {secs:.1f} s "
                     "(cpu.stat, summed over CPUs)"]
         if known:

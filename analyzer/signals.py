@@ -120,6 +120,12 @@ def window_cpu_side(model: Model) -> tuple[dict, float]:
     return {**side, "throttled": throttled}, model.duration_s or 1.0
 
 
+def quota_limit(entry: dict) -> tuple[int, int] | None:
+    """A throttled cgroup's limit, (quota us, period us), where its entry holds one a kernel writes; else None."""
+    quota, period = entry.get("quota_us"), entry.get("period_us")
+    return (quota, period) if isinstance(quota, int) and isinstance(period, int) and quota > 0 and period > 0 else None
+
+
 QUOTA_THROTTLED_SHARE = 0.1  # a cgroup's run queues throttled this share of the window (one CPU's) ...
 QUOTA_MIN_THROTTLES = 3  # ... over at least this many periods
 

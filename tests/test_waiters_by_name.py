@@ -61,7 +61,8 @@ def test_the_export_and_the_reports_sentence_read_by_name():
     b = next(b for b in doc["blockers"] if b["cause"] == "Waiting for CPU")
     assert b["waiters"] == [{"name": "worker", "wait_ns": 15 * SEC, "tasks": 300},
                             {"name": "kthread[77]", "wait_ns": 5 * SEC, "tasks": 1}]
-    assert b["held_up_by"]["hog_names"][0] == {"name": "worker", "involuntary_switches": 30_000, "threads": 300}
+    assert b["held_up_by"]["hog_names"][0] == {"name": "worker", "comm": "worker", "involuntary_switches": 30_000,
+                                               "threads": 300}
     assert b["tasks"][0]["comm"] == "kthread"  # per task, as before
     sentence = _blocker_sentence(b, doc["meta"]["duration_s"])
     assert sentence["tasks"] == ["worker ×300", "kthread[77]"] and not sentence["more_names"]

@@ -15,7 +15,7 @@ from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.locks import LockStat
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
-from stallscope.analyzer.signals import quota_throttled, window_cpu_side
+from stallscope.analyzer.signals import quota_limit, quota_throttled, window_cpu_side
 from stallscope.analyzer.timeline import Snapshot, TaskRow
 from stallscope.analyzer.units import fmt_ns, log2_bounds
 from stallscope.tui.cells import visible
@@ -124,9 +124,8 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
     if h.wakers or h.owners or h.hogs or quota:
         _h(t, "Held up by")
         for q in quota:
-            quota_us, period_us = q.get("quota_us"), q.get("period_us")
-            known = isinstance(quota_us, int) and isinstance(period_us, int) and quota_us > 0 and period_us > 0
-            limit = f" (its limit {quota_us / period_us:.2f} CPU)" if known else ""
+            known = quota_limit(q)
+            limit = f" (its limit {known[0] / known[1]:.2f} CPU)" if known else ""
             t.append(f"  the CPU quota of {visible(q['cgroup'])}{limit}: throttled in {q['nr_throttled']:,} periods "
                      f"{span}, {fmt_ns(q['throttled_ns'])} of its run queues' time (see the fixes)\n")
         for label, n, ns, threads, _stack in h.waker_names:  # by name, as the ones that ran instead

@@ -16,7 +16,9 @@ from rich.text import Text
 from stallscope.analyzer.blockers import waiters_by_name
 from stallscope.analyzer.recommend import BY_HAND, RECOMMENDED
 from stallscope.analyzer.model import RUNQ_SLOTS
-from stallscope.analyzer.signals import QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_throttled, window_cpu_side
+from stallscope.analyzer.signals import (
+    QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_limit, quota_throttled, window_cpu_side,
+)
 from stallscope.analyzer.timeline import Snapshot, Timeline, hist_p99
 from stallscope.analyzer.units import fmt_bytes, fmt_ns
 from stallscope.tui.cells import count, dur, heat, lit, longest, num, pct, rate, sparkline, visible
@@ -296,11 +298,10 @@ def _quotas(snap: Snapshot, share: float = QUOTA_THROTTLED_SHARE,
 
 
 def _quota_text(q: dict, secs: float, why: str = "") -> Text:
-    quota_us, period_us = q.get("quota_us"), q.get("period_us")
-    known = isinstance(quota_us, int) and isinstance(period_us, int) and quota_us > 0 and period_us > 0
+    known = quota_limit(q)
     t = Text("CPU quota throttled ", style="bold yellow")
     t.append_text(lit(q["cgroup"]))
-    t.append((f" (limit {quota_us / period_us:.2f} CPU)" if known else "")
+    t.append((f" (limit {known[0] / known[1]:.2f} CPU)" if known else "")
              + f": {q['nr_throttled'] / secs:,.1f} periods/s, {fmt_ns(q['throttled_ns'] / secs)}/s")
     if why:
         t.append(f"; {why}", style="dim")
