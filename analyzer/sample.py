@@ -503,6 +503,11 @@ class Throttled(NamedTuple):
     quota_us: int = 0
     period_us: int = 0
 
+    def entry(self) -> dict:
+        """As machine.cpu_side's `throttled` lists it (the limit's keys only where there is one)."""
+        limit = {"quota_us": self.quota_us, "period_us": self.period_us} if self.quota_us and self.period_us else {}
+        return {"cgroup": self.cgroup, "nr_throttled": self.periods, "throttled_ns": self.throttled_ns, **limit}
+
 
 @dataclass(frozen=True)
 class Interval:

@@ -114,10 +114,7 @@ def window_cpu_side(model: Model) -> tuple[dict, float]:
     if not (meta.options or {}).get("throttled_per_interval"):
         recorded = (meta.end_ns - meta.start_ns) / 1e9 if meta.end_ns and meta.end_ns > meta.start_ns else 0.0
         return side, recorded or model.duration_s or 1.0
-    throttled = [{"cgroup": t.cgroup, "nr_throttled": t.periods, "throttled_ns": t.throttled_ns,
-                  **({"quota_us": t.quota_us, "period_us": t.period_us} if t.quota_us and t.period_us else {})}
-                 for t in model.throttled]
-    return {**side, "throttled": throttled}, model.duration_s or 1.0
+    return {**side, "throttled": [t.entry() for t in model.throttled]}, model.duration_s or 1.0
 
 
 def quota_limit(entry: dict) -> tuple[int, int] | None:

@@ -88,12 +88,8 @@ def cpu_time_since(start: dict[int, tuple[int, int]], end: dict[int, tuple[int, 
 
 
 def busy_pct(start: dict[int, tuple[int, int]], end: dict[int, tuple[int, int]]) -> dict[str, float]:
-    out = {}
-    for cpu, (b1, t1) in end.items():
-        b0, t0 = start.get(cpu, (0, 0))
-        if t1 > t0:
-            out[str(cpu)] = round(100.0 * (b1 - b0) / (t1 - t0), 1)
-    return out
+    """Per CPU (its number as text) the busy percentage between two reads of cpu_times()."""
+    return {str(cpu): round(100.0 * busy / total, 1) for cpu, busy, total in cpu_time_since(start, end)}
 
 
 def sched_knobs() -> dict[str, dict]:
@@ -284,11 +280,6 @@ def cpu_side(start: dict, end: dict, seconds: float, cpus: int) -> dict:
                   for cg, p in end.get("cgroup_psi", {}).items()]
     cgroup_psi.sort(key=lambda c: -c.get("cpu", {}).get("some_pct", 0))
     steal = end["steal_ns"] - start["steal_ns"]
-    throttled = []
-    for cg, (n, ns) in end["throttling"].items():
-        n0, ns0 = start["throttling"].get(cg, (0, 0))
-        if n > n0:
-            throttled.append({"cgroup": cg, "nr_throttled": n - n0, "throttled_ns": ns - ns0, **cpu_quota(cg)})
-    throttled.sort(key=lambda t: -t["throttled_ns"])
+    throttled = [t.entry() for t in throttled_since(start["throttling"], end["throttling"])]
     return {"psi": psi, "steal_ns": steal, "steal_pct": round(100.0 * steal / 1e9 / secs / max(cpus, 1), 2),
             "throttled": throttled[:50], "cgroup_psi": cgroup_psi[:20]}
