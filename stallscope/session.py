@@ -138,6 +138,7 @@ class Session:
         self._carried: dict[str, tuple] = {}  # names from the set-up's drain, for the first interval
         self._throttling = machine.Throttling()  # the limited cgroups' cpu.stat, read at each drain
         self._cpu_now: dict[int, tuple[int, int]] | None = None  # /proc/stat's CPU times at the last drain
+        self._cpu_first: dict[int, tuple[int, int]] | None = None  # and at the set-up drain: the recording's start
         o = options
         self.tuning = Tuning(0, o.stack_walks_per_s, o.min_stack_ns, o.sample_hz, o.stack_scale_ns, o.user_walks_per_s)
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
@@ -210,7 +211,7 @@ class Session:
             self._skip_setup()
             start_ns = collector.interval_start_ns
             meta = replace(self._meta(status, start_ns), machine=machine.describe())
-            self._cpu_times = machine.cpu_times()
+            self._cpu_first = self._cpu_now
             self._cpu_side = machine.cpu_side_snapshot()
             for name, st in status.items():
                 if not st.enabled:
@@ -273,7 +274,9 @@ class Session:
         if self.child is not None and exit_status is None:
             exit_status, rusage = self._finish_child()
         end_ns = boottime_ns()
-        machine_info = {**meta.machine, "cpu_busy_pct": machine.busy_pct(self._cpu_times, machine.cpu_times()),
+        # each CPU's busy share over the intervals recorded (the set-up drain to the last drain), so that the
+        # intervals' own figures sum to it; the probes' detaching after it is not the machine's behaviour
+        machine_info = {**meta.machine, "cpu_busy_pct": machine.busy_pct(self._cpu_first or {}, self._cpu_now or {}),
                         "cpu_side": machine.cpu_side(self._cpu_side, machine.cpu_side_snapshot(),
                                                      (end_ns - meta.start_ns) / 1e9, meta.cpus)}
         meta = replace(meta, end_ns=end_ns, machine=machine_info)

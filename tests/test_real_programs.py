@@ -302,7 +302,8 @@ def test_stress_ng_in_a_cgroup_with_a_cpu_quota_is_told_the_quota_holds_it_back(
     assert f"the CPU quota of {cg} (its limit 0.20 CPU): throttled in {per[busiest]} periods of the window" \
         in blocker_detail(snap, cpu).plain
     # the CPUs mostly idle meanwhile, as /proc/stat counts each interval (0.2 CPU of 2, and the rest of the
-    # machine): a window's CPUs view says so, and the intervals sum to the recording's start-to-end figure
+    # machine): a window's CPUs view says so, and the intervals sum to the recording's figure (which spans
+    # them: the set-up drain to the last; rounded to 0.1)
     assert all(c.busy_pct is not None and c.busy_pct < 60 for c in snap.cpus), snap.cpus
     sums: dict[int, list[int]] = {}
     for iv in rec.intervals():
@@ -312,7 +313,7 @@ def test_stress_ng_in_a_cgroup_with_a_cpu_quota_is_told_the_quota_holds_it_back(
             sums[c][1] += t
     whole = rec.meta.machine["cpu_busy_pct"]
     assert sums.keys() == {int(c) for c in whole}
-    assert all(abs(100 * b / t - whole[str(c)]) <= 2 for c, (b, t) in sums.items()), (sums, whole)
+    assert all(abs(100 * b / t - whole[str(c)]) <= 0.06 for c, (b, t) in sums.items()), (sums, whole)
 
 
 def test_a_writer_to_a_frozen_file_system_waits_on_its_freeze_protection_in_progress(tmp_path):
