@@ -892,6 +892,7 @@ def cmd_top(args) -> int:
     if plain:
         return _top_plain(args, options)
     from stallscope.sources import LiveSource
+    from stallscope.tui.leaving import Leaving
 
     writer = None
     if args.output:
@@ -906,12 +907,18 @@ def cmd_top(args) -> int:
     # what the session queued meanwhile
     source.start()
     app = None
+    # SIGTERM and SIGHUP (a closed terminal) quit as `q` does; the probes are detached even if the screen
+    # cannot close (tui/leaving.py)
+    leaving = Leaving(source, lambda: app.ask_leave() if app is not None else None)
+    leaving.install()
     try:
         source.wait_attached(0.5)
         from stallscope import apply as applier
         from stallscope.tui.app import TopApp
 
         app = TopApp(source, applier=applier)
+        if leaving.signum is not None:  # it came while the screen was made
+            app.ask_leave()
         # the screen's thread too: it shares the interpreter's lock with the session's, and one left at
         # the caller's priority on a busy machine would hold the session up while it waits for a CPU (with
         # --realtime it runs at SCHED_FIFO already: main())
@@ -920,6 +927,7 @@ def cmd_top(args) -> int:
     finally:
         source.stop()
         source.join(timeout=15)
+        leaving.uninstall()
     if app is not None and app.crashed is not None:  # the screen's own fault, the terminal restored: said as
         raise app.crashed  # any other (main)
     if source.failure is not None:
@@ -963,9 +971,15 @@ def _top_replay(args) -> int:
         sys.stdout.write(snapshot_text(source.timeline.whole(), rows=args.rows))
         return 0
     from stallscope.tui.app import TopApp
+    from stallscope.tui.leaving import Leaving
 
     app = TopApp(source, applier=applier)
-    app.run()
+    leaving = Leaving(source, app.ask_leave)
+    leaving.install()
+    try:
+        app.run()
+    finally:
+        leaving.uninstall()
     if app.crashed is not None:  # the screen's own fault, the terminal restored: said as any other (main)
         raise app.crashed
     if source.failure is not None:  # the reading's (the view said it, and waited for `q`)

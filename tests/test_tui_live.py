@@ -100,6 +100,75 @@ def test_sigterm_to_top_detaches_the_probes_and_restores_the_terminal(tmp_path):
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
 
+@needs_bpf
+@needs_tmux
+def test_a_closed_terminal_detaches_the_probes_and_keeps_the_recording(tmp_path):
+    """Killing top's tmux session (SIGHUP to the pane's processes, its terminal gone): stallscope leaves,
+    its probes detached, and what `-o` recorded is closed and readable."""
+    from stallscope.analyzer.store import Recording
+
+    session = f"stallscope-hup-{os.getpid()}"
+    path = tmp_path / "top.stall"
+    try:
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
+                        f"{STALLSCOPE} top -i 0.5 -o {path}; sleep 60"], check=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "every 0.5 s" not in _pane(session):
+            time.sleep(0.3)
+        pids = subprocess.run(["pgrep", "-f", f"{STALLSCOPE} top -i 0.5 -o {path}"], capture_output=True,
+                              text=True).stdout.split()
+        pid = [p for p in pids if open(f"/proc/{p}/comm").read().strip() == "stallscope"]
+        assert pid and _stallscope_links(int(pid[0])) > 0, (pids, _pane(session))
+        time.sleep(1.5)  # a few intervals recorded
+        subprocess.run(["tmux", "kill-session", "-t", session], check=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{pid[0]}"):
+            time.sleep(0.2)
+        assert not os.path.exists(f"/proc/{pid[0]}")  # gone, and its links (file descriptors) with it
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    assert not os.path.exists(f"{path}-wal")  # closed, not cut off
+    rec = Recording(str(path))
+    assert len(list(rec.intervals())) >= 2 and rec.meta.end_ns > rec.meta.start_ns
+
+
+_STUCK_SCREEN = """
+import os, queue, sys, time
+from stallscope.tui.leaving import Leaving
+
+class Source:
+    def stop(self):
+        print("stopped", flush=True)
+    def join(self, timeout=None):
+        print("joined", flush=True)
+        return True
+
+Leaving(Source(), lambda: None, grace_s=0.5).install()
+print("ready", flush=True)
+full = queue.Queue(1)
+full.put("frame")
+full.put("frame")  # as Textual's shutdown waits on its dead output thread's full queue: forever
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM"])
+def test_a_screen_that_cannot_close_is_ended_after_its_collection_stopped(sig):
+    """When the screen does not close after SIGHUP or SIGTERM (its terminal gone under it), the collection is
+    stopped and joined all the same, and the process ends with the signal's status and one line."""
+    import signal
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _STUCK_SCREEN], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + getattr(signal, sig), (out, err)
+    assert out.split() == ["stopped", "joined"]
+    assert err.strip() == (f"stallscope: the screen did not close within 0.5 s of {sig}; the probes were detached "
+                           "and the recording closed; exiting")
+
+
 def _stallscope_links(pid: int) -> int:
     """BPF links held by the process (its probes, attached)."""
     n = 0

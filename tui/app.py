@@ -9,7 +9,6 @@ only turn a snapshot into rows; filtering, sorting, the cursor and drilling in a
 from __future__ import annotations
 
 import asyncio
-import signal
 import threading
 
 from rich.text import Text
@@ -172,6 +171,8 @@ class TopApp(App):
         self.folding: tuple[int, int] | None = None  # the window being folded, for the status line
         self._fold_running = False
         self._leaving = False
+        self._screen_loop: asyncio.AbstractEventLoop | None = None
+        self._leave_asked = False
         self.crashed: Exception | None = None  # an error of the screen's own (a bug), for the command to say
 
     # ----- an error of the screen's own: the command says it in one line, its traceback kept (stallscope/crash.py)
@@ -219,12 +220,9 @@ class TopApp(App):
 
             self.source.on_event = wake
         self.source.start()
-        try:
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                if signal.getsignal(sig) != signal.SIG_IGN:
-                    loop.add_signal_handler(sig, self.exit)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
+        self._screen_loop = loop
+        if self._leave_asked:  # SIGTERM or SIGHUP before the screen was up
+            self._leave()
         self.set_interval(self.refresh_s, self.poll)
         self.poll()
 
@@ -665,9 +663,19 @@ class TopApp(App):
             yield SystemCommand(title, help_text, action)
 
     async def action_quit(self) -> None:
+        self._leave()
+
+    def _leave(self) -> None:
         self._leaving = True  # a window's fold under way stops at its next step
         self.source.stop()
         self.exit()
+
+    def ask_leave(self) -> None:
+        """Quit as `q` does, asked from a signal handler (tui/leaving.py): at the screen's loop's next turn."""
+        if self._screen_loop is None:
+            self._leave_asked = True
+        else:
+            self._screen_loop.call_soon_threadsafe(self._leave)
 
 
 def _sort_key(value):
