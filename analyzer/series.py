@@ -60,6 +60,12 @@ class Series:
     migrations: list[int] = field(default_factory=list)
     lock_wait_ns: list[int] = field(default_factory=list)  # waits of the lock_stat rows that are locks
     runq_hist: list[dict[int, int]] = field(default_factory=list)  # wakeup-to-run latency, recorded tasks
+    # the CPUs busy on average (each CPU's busy share of its time, summed: /proc/stat at each drain), None where
+    # the interval did not keep it (a recording made before)
+    cpus_busy: list[float | None] = field(default_factory=list)
+    # the time a CPU quota throttled, summed over the cgroups and their CPUs (cpu.stat), and the periods throttled
+    throttled_ns: list[int] = field(default_factory=list)
+    throttled_periods: list[int] = field(default_factory=list)
     matrix: list[tuple[tuple[int, int, int], ...]] = field(default_factory=list)  # (src, dst, migrations)
     oncpu_samples: list[int] = field(default_factory=list)  # samples of the profiled (non-stallscope) tasks
     causes: dict[str, CauseSeries] = field(default_factory=dict)
@@ -109,6 +115,8 @@ class LedgerEntry:
     slab: tuple
     oncpu: tuple
     long_open: dict  # wait key number -> its part while in progress a second and more (model.long_open_parts)
+    cpu_time: tuple = ()  # (cpu, busy ns, total ns)
+    throttled: tuple = ()  # sample.Throttled
 
 
 class _LockKeys(Sequence):
@@ -151,7 +159,7 @@ class Ledger:
             array("q", [v for lk in iv.locks for v in (
                 lock((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)), lk.count, lk.total_ns)]),
             iv.futex, iv.slab, iv.oncpu,
-            {wait(tuple(k)): ns for k, ns in long_open_parts(iv)})
+            {wait(tuple(k)): ns for k, ns in long_open_parts(iv)}, iv.cpu_time, iv.throttled)
 
     def tee(self, intervals: Iterable[Interval]) -> Iterator[Interval]:
         """`intervals`, each kept here as it passes."""
@@ -309,6 +317,9 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
                 waits[i] = waits.get(i, 0) + d.runq_wait_ns
         out.run_ns.append(run)
         out.runq_ns.append(runq)
+        out.cpus_busy.append(sum(b / t for _c, b, t in e.cpu_time if t) if e.cpu_time else None)
+        out.throttled_ns.append(sum(t.throttled_ns for t in e.throttled))
+        out.throttled_periods.append(sum(t.periods for t in e.throttled))
         out.runq_hist.append(hist)
         # keys first met in this interval (or, with a kept ledger, every key at once)
         if len(wait_of) < len(ledger.waits.keys):

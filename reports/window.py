@@ -64,6 +64,10 @@ def script_series(s: Series, tables: dict) -> dict:
         "migrations_per_s": per_s(s.migrations),
         "lock_wait": ratio(s.lock_wait_ns),
         "causes": cause_lines,
+        # each CPU's busy share summed (/proc/stat): null where an interval did not keep it
+        "cpus_busy": [None if b is None else chart_value(b) for b in s.cpus_busy],
+        "throttled": ratio(s.throttled_ns),
+        "throttled_per_s": per_s(s.throttled_periods),
     }
     return {"start_s": start, "duration_s": [round(x, 6) for x in secs], "charts": charts,
             "window": _window_parts(s, tables)}

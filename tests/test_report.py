@@ -49,6 +49,12 @@ def test_every_section_of_a_real_recording_is_present(report_recording):
         assert page.body_rows(table), f"{table} is empty"
     data = page.data
     assert data["series"]["charts"]["t"] and data["flame"]["offcpu"]["name"] and data["flame"]["oncpu"]["name"]
+    # each interval's CPUs busy, as /proc/stat counted it then (4 significant digits on the page)
+    from stallscope.analyzer.store import Recording
+
+    busy = [sum(b / t for _c, b, t in iv.cpu_time) for iv in Recording(str(report_recording["stall"])).intervals()]
+    assert data["series"]["charts"]["cpus_busy"] == pytest.approx(busy, rel=1e-3)
+    assert all(0 < b <= report_recording["doc"]["meta"]["cpus"] for b in busy)
 
 
 @needs_bpf
@@ -214,6 +220,32 @@ def test_a_model_without_intervals_renders_without_charts(tmp_path):
     write_recording(path, *two_interval_recording())
     page = Page(reports.render(reports.build(load_model(str(path)))))
     assert page.data["series"] is None and "blockers" in page.sections
+
+
+def test_the_charts_carry_each_intervals_cpu_busy_and_quota_throttling(tmp_path):
+    """Each interval's CPUs busy (each CPU's busy share of its time, summed) and the throttling a CPU quota
+    did in it (summed over the cgroups), as the intervals hold them; a recording made before the intervals
+    kept them charts no busy line (null) and no throttling."""
+    from dataclasses import replace
+
+    from stallscope.analyzer.sample import Throttled
+
+    m, (i0, i1) = two_interval_recording()
+    kept = [replace(i0, cpu_time=((0, 250_000_000, 1_000_000_000), (1, 750_000_000, 1_000_000_000)),
+                    throttled=(Throttled("/a", 10, 1_500_000_000, 20_000, 100_000), Throttled("/b", 2, 100_000_000))),
+            replace(i1, cpu_time=((0, 1_000_000_000, 1_000_000_000), (1, 0, 1_000_000_000)))]
+    path = tmp_path / "kept.stall"
+    write_recording(path, m, kept)
+    run_stallscope("report", str(path), "-o", str(tmp_path / "kept.html"))
+    charts = Page((tmp_path / "kept.html").read_text()).data["series"]["charts"]
+    secs = [iv.duration_ns / 1e9 for iv in kept]
+    assert charts["cpus_busy"] == [1.0, 1.0]
+    assert charts["throttled"] == pytest.approx([1.6 / secs[0], 0], rel=1e-3)
+    assert charts["throttled_per_s"] == pytest.approx([12 / secs[0], 0], rel=1e-3)
+    write_recording(path, m, [i0, i1])
+    run_stallscope("report", str(path), "-o", str(tmp_path / "old.html"), "--force")
+    charts = Page((tmp_path / "old.html").read_text()).data["series"]["charts"]
+    assert charts["cpus_busy"] == [None, None] and charts["throttled_per_s"] == [0, 0]
 
 
 def test_the_summary_says_which_waits_were_still_going_when_the_recording_ended(tmp_path):

@@ -235,3 +235,24 @@ def test_a_zoom_over_50000_distinct_stacks_redraws_within_100_ms(browser, tmp_pa
     print(f"zoom redraws over 50,000 stacks ({len(tree['name'])} frames): " + ", ".join(f"{t:.1f}" for t in times) + " ms")
     assert max(times) < ZOOM_BUDGET_MS, times
     assert painted_pixels(browser) > 5000
+
+
+def test_a_recording_a_cpu_quota_throttled_charts_the_throttling_beside_the_cpus_busy(browser, tmp_path):
+    """A recording whose intervals kept the throttling and each CPU's busy time: a throttling chart, and a
+    CPUs-busy line beside the runnable tasks, drawn with no console error."""
+    from dataclasses import replace
+
+    from stallscope.analyzer.sample import Throttled
+    from synthetic import two_interval_recording
+
+    m, ivs = two_interval_recording()
+    ivs = [replace(iv, cpu_time=((0, 200_000_000, 1_000_000_000), (1, 100_000_000, 1_000_000_000)),
+                   throttled=(Throttled("/limited", 10, 1_700_000_000, 20_000, 100_000),)) for iv in ivs]
+    write_recording(tmp_path / "q.stall", m, ivs)
+    run_stallscope("report", str(tmp_path / "q.stall"), "-o", str(tmp_path / "q.html"))
+    load(browser, tmp_path / "q.html")
+    assert browser.console_errors() == []
+    titles = browser.evaluate("Array.from(document.querySelectorAll('#charts .chart h4')).map(h => h.textContent)")
+    assert len(titles) == 6 and titles[-1] == "CPU quota throttling", titles
+    legend = browser.evaluate("document.querySelector('#charts .chart').textContent")
+    assert "CPUs busy" in legend and "runnable tasks" in legend

@@ -387,6 +387,9 @@
         if (v === null) return "";
         if (unit === "s") return Number(v.toPrecision(3)) + " s";
         if (unit === "ms") return Number(v.toPrecision(3)) + " ms";
+        if (unit === "s/s" && v !== 0 && Math.abs(v) < 1) {  // a narrow axis: 600 µs/s, not 0.0006 s/s
+          return Math.abs(v) < 1e-3 ? Number((v * 1e6).toPrecision(3)) + " µs/s" : Number((v * 1e3).toPrecision(3)) + " ms/s";
+        }
         if (unit === "/s") return v >= 1000 ? Number((v / 1000).toPrecision(3)) + "k/s" : Number(v.toPrecision(3)) + "/s";
         return Number(v.toPrecision(3)) + (unit ? " " + unit : "");
       });
@@ -450,10 +453,14 @@
       return;
     }
     var c = series.charts, secs = function (v) { return fmt.ns(v * 1e9) + "/s"; };
-    chart(box, "Context switches against runnable tasks", "Runnable: tasks on a CPU plus tasks waiting for one, on average over each interval.", [
+    var busyKept = (c.cpus_busy || []).some(function (v) { return v !== null; });
+    chart(box, "Context switches against runnable tasks",
+      "Runnable: tasks on a CPU plus tasks waiting for one, on average over each interval." +
+      (busyKept ? " CPUs busy: the CPUs' busy time (/proc/stat) over the interval's; runnable tasks above it waited." : ""), [
       {label: "switches/s", data: c.cs_per_s, scale: "rate", value: function (v) { return fmt.rate(v); }},
       {label: "runnable tasks", data: c.runnable, scale: "tasks"}
-    ], [{scale: "rate", unit: "/s"}, {scale: "tasks", unit: "", side: 1}]);
+    ].concat(busyKept ? [{label: "CPUs busy", data: c.cpus_busy, scale: "tasks", colour: "#5d6d7e", dash: [4, 3]}] : []),
+      [{scale: "rate", unit: "/s"}, {scale: "tasks", unit: "", side: 1}]);
     chart(box, "Waiting, by cause", "Seconds of waiting per second: the number of tasks waiting for it, on average; idle waits dashed.",
       c.causes.map(function (l, k) {
         return {label: l.name, data: l.values, scale: "w", value: secs, dash: l["class"] === "idle" ? [4, 3] : undefined,
@@ -469,6 +476,12 @@
     chart(box, "Lock wait per second", "Kernel locks and user-space locks (futex) waited on, in seconds per second.", [
       {label: "lock wait", data: c.lock_wait, scale: "w", colour: "#8e24aa", value: secs}
     ], [{scale: "w", unit: "s/s"}]);
+    if ((c.throttled_per_s || []).some(function (v) { return v > 0; })) {
+      chart(box, "CPU quota throttling", "Cgroups held back by a CPU limit (cpu.stat): time throttled, summed over their CPUs, and periods throttled, per second.", [
+        {label: "throttled", data: c.throttled, scale: "w", colour: "#c0392b", value: secs},
+        {label: "periods/s", data: c.throttled_per_s, scale: "rate", colour: "#7f8c8d", dash: [4, 3], value: function (v) { return fmt.rate(v); }}
+      ], [{scale: "w", unit: "s/s"}, {scale: "rate", unit: "/s", side: 1}]);
+    }
   }
   function drawDiffCharts() {
     var box = document.getElementById("charts"), c = data.charts;
