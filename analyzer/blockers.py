@@ -19,14 +19,14 @@ from dataclasses import dataclass, field, replace
 from itertools import chain
 
 from stallscope.analyzer.attribution import (
-    LOST_STACK, NO_STACK_LABELS, Alike, Grouped, Part, attribute, attribute_grouped, classify_wait, error_ns,
-    idle_input_name, input_cause, long_input_cause, no_stack_cause, nonzero_slots,
+    LOST_STACK, NO_STACK_LABELS, Alike, Grouped, Part, attribute, attribute_grouped, attribute_strata, classify_wait,
+    error_ns, idle_input_name, input_cause, long_input_cause, no_stack_cause, nonzero_slots,
 )
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable
 from stallscope.analyzer.memo import memoised, per_model
 from stallscope.analyzer.model import LONG_OPEN_NS, Model, WaitsNow
 from stallscope.analyzer.sample import (  # noqa: F401 (re-exported: the reasons a wait has no stack)
-    STACK_FAILED, STACK_ID_MIN, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack,
+    NO_LINK, STACK_FAILED, STACK_ID_MIN, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack,
     TaskId,
 )
 from stallscope.analyzer.scope import in_scope, recorded_tasks
@@ -502,25 +502,61 @@ def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
     names: dict[tuple, list] = {}  # the same per waker name: [label, count, total, stack, threads]
     index = _by_task(model)
     mine = sorted((e for t in tasks for e in index.wakeups.get(t, ())), key=lambda e: e[0])
+    share = _cause_share(model, b.cause, mine)
     for _i, w in mine:  # in the model's order, as ties rank
+        f = share(w)
+        if not f:
+            continue
         ctx = waker_context(w.waker.pid, w.waker_stack, w.in_interrupt)
         key = (ctx, w.waker.pid if ctx == "task" else 0)
         e = by.get(key)
         if e is None:
             e = by[key] = [waker_label(w.waker.pid, w.waker_comm, w.waker_stack, w.in_interrupt), 0, 0, None]
-        e[1] += w.count
-        e[2] += w.weighted
+        e[1] += w.count * f
+        e[2] += w.weighted * f
         e[3] = e[3] or w.waker_stack
         named = (ctx, w.waker_comm if ctx == "task" else "")
         g = names.get(named)
         if g is None:
             g = names[named] = [e[0], 0, 0, None, set()]
-        g[1] += w.count
-        g[2] += w.weighted
+        g[1] += w.count * f
+        g[2] += w.weighted * f
         g[3] = g[3] or w.waker_stack
         g[4].add(w.waker.pid)
-    wakers = sorted(by.values(), key=lambda e: -e[2])[:n]
-    by_name = sorted(((label if ctx != "task" or len(pids) == 1 else comm, count, ns, len(pids), stack)
+    wakers = sorted(((label, round(count), round(ns), stack) for label, count, ns, stack in by.values()),
+                    key=lambda e: -e[2])[:n]
+    by_name = sorted(((label if ctx != "task" or len(pids) == 1 else comm, round(count), round(ns), len(pids), stack)
                       for (ctx, comm), (label, count, ns, stack, pids) in names.items()), key=lambda e: -e[2])[:n]
     owners = sorted({o for t in tasks for o in index.owners.get(t, ())})
-    return HeldUpBy(wakers=tuple(tuple(e) for e in wakers), owners=tuple(owners[:n]), waker_names=tuple(by_name))
+    return HeldUpBy(wakers=tuple(wakers), owners=tuple(owners[:n]), waker_names=tuple(by_name))
+
+
+def _cause_share(model: Model, cause: str, wakeups: list[tuple[int, object]]):
+    """For each of a blocker's tasks' wakeups, the part that ended waits of `cause`: its wakee's wait's stratum
+    (the task, and what it was doing) sends its time to causes in the attribution's fractions (one cause, most
+    strata: all or nothing). The tasks' waits of other causes (a worker's idle waits beside its lock waits)
+    are not this blocker's. Wakeups recorded before their wakee's stratum was kept count whole, as before."""
+    if not any(w.wakee != NO_LINK for _i, w in wakeups):
+        return lambda w: 1.0
+    strata = attribute_strata(model, None)
+    funcs, fractions = model.functions, {}
+
+    def fraction(parts: list[dict]) -> float:
+        mine = sum(p[cause].ns for p in parts if cause in p)
+        total = sum(q.ns for p in parts for q in p.values())
+        return mine / total if total > 0 else 0.0
+
+    def share(w) -> float:
+        k = w.wakee
+        # a wakee's wait not known (its switch-out untraced): the cause's part of all the task's waits
+        key = (w.task, k.state, k.why, funcs.get(k.func, f"{k.func:#x}") if k.func else "") if k != NO_LINK else w.task
+        f = fractions.get(key)
+        if f is None:
+            if k == NO_LINK:
+                f = fraction([parts for s, parts in strata.items() if s[0] == w.task])
+            else:
+                f = fraction([strata[key]] if key in strata else [])
+            fractions[key] = f
+        return f
+
+    return share

@@ -258,6 +258,28 @@ def test_a_blocker_says_who_held_it_up_and_waiting_for_cpu_names_the_hogs():
     assert by["Waiting for CPU"].latency == {"p50_ns": 8192, "p90_ns": 8192, "p99_ns": 8192}  # A's slot 12
 
 
+def test_a_blockers_wakers_are_those_of_its_own_waits_not_of_its_tasks_other_waits():
+    """A reader that also sleeps: the writer that fed its pipe held up its pipe reads, the timer its sleeps.
+    Each wakeup names its wakee's wait (its stratum), so each blocker lists only the wakers of its waits."""
+    from stallscope.analyzer.blockers import held_up_by
+    from stallscope.analyzer.sample import WaitLink, WakerDelta
+    from synthetic import INFOS, PIPE, SLEEP, TIMER, interval, meta
+
+    read, nap = WaitLink(0, 1, 3), WaitLink(0, 1, 7)  # (func, state, why): one task doing two things
+    iv = interval(0, task_info=INFOS, stacks=(SLEEP, PIPE, TIMER), tasks=(
+        TaskDelta(B, offcpu_ns=800_000_000, offcpu_count=60, voluntary_switches=60),), offcpu=(
+        OffcpuDelta(B, 100, 1, PIPE.id, 0, 50, 500_000_000, 10_000_000, why=3),
+        OffcpuDelta(B, 100, 1, SLEEP.id, 0, 10, 300_000_000, 30_000_000, why=7)), wakers=(
+        WakerDelta(B, A, 100, "sleeper", 0x2, 50, 500_000_000, False, wakee=read),
+        WakerDelta(B, TaskId(0, 0), 0, "swapper/0", TIMER.id, 10, 300_000_000, True, wakee=nap)))
+    model = _model(meta(), [iv])
+    by = {b.cause: b for b in rank_blockers(model, include_idle=True)}
+    pipe = held_up_by(model, by["Reading from a pipe"])
+    assert [(label, n, ns) for label, n, ns, _s in pipe.wakers] == [("sleeper[100]", 50, 500_000_000)]
+    sleep = held_up_by(model, by["Application requested delay"])
+    assert [(label, n, ns) for label, n, ns, _s in sleep.wakers] == [("timer", 10, 300_000_000)]
+
+
 def test_causes_rank_per_cgroup_and_the_cgroups_survive_the_recording(tmp_path):
     from stallscope.analyzer.blockers import process_causes
 
