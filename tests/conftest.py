@@ -31,9 +31,10 @@ BPF_SKIP = _bpf_unavailable()
 needs_bpf = pytest.mark.skipif(bool(BPF_SKIP), reason=BPF_SKIP or "ok")
 
 
-# Every wait gets its stacks: for tests of how waits are classified, not of how they are drawn for a
+# Every wait gets its stacks, and the overhead budget never takes them away (a loaded machine would step it
+# up): for tests of how waits are classified, not of how they are drawn for a
 # stack walk (tests/test_attribution.py and test_budget.py are about that).
-ALL_STACKS = ("--stack-scale", "0", "--stack-rate", "0", "--user-stack-rate", "0")
+ALL_STACKS = ("--stack-scale", "0", "--stack-rate", "0", "--user-stack-rate", "0", "--no-degrade")
 
 
 def run_stallscope(*args, check=True, timeout=120, **kw) -> subprocess.CompletedProcess:

@@ -607,3 +607,27 @@ def test_a_recording_folded_with_its_lock_rows_read_apart_is_the_model_of_its_in
     assert got.lock_waits[0].symbol == "big_lock" and got.lock_waits[2].field == "dentry.d_lock"
     assert got.lock_waits[0].count == 6  # intervals 0, 1 and 4 (3 + 2 + 1): not 3
     assert asdict(interval_series(got, ledger)) == asdict(interval_series(want, kept))
+
+
+def test_a_blockers_stacks_are_the_drawn_waits_with_what_they_stand_for_the_undrawn_not_listed_again():
+    """A reader's pipe waits: 10 drawn (each standing for ten, p = 1/10), 90 not drawn, 5 drawn whose walk the
+    rate cap refused. The drawn ones stand for the undrawn: listed beside them, the undrawn counted twice
+    (their own time as a "stack" of their own). The stacks' shares are of what the drawn waits stand for."""
+    from stallscope.analyzer.blockers import STACK_NOT_DRAWN, STACK_RATE_LIMITED
+    from stallscope.analyzer.timeline import Snapshot
+    from stallscope.tui.detail import blocker_detail
+    from synthetic import INFOS, PIPE, interval, meta
+
+    READ_PIPE = 1 << 10 | 0 | 1 << 13  # in a system call (read, 0 on x86_64) on a pipe: the evidence names it
+    iv = interval(0, task_info=INFOS, stacks=(PIPE,), tasks=(
+        TaskDelta(B, offcpu_ns=1_050_000_000, offcpu_count=105, voluntary_switches=105),), offcpu=(
+        OffcpuDelta(B, 100, 1, PIPE.id, 0, 10, 100_000_000, 10_000_000, why=READ_PIPE, weighted_ns=800_000_000),
+        OffcpuDelta(B, 100, 1, STACK_NOT_DRAWN, 0, 90, 900_000_000, 10_000_000, why=READ_PIPE),
+        OffcpuDelta(B, 100, 1, STACK_RATE_LIMITED, 0, 5, 50_000_000, 10_000_000, why=READ_PIPE, weighted_ns=200_000_000)))
+    snap = Snapshot(_model(meta(), [iv]))
+    b = next(b for b in snap.blockers if b.cause == "Reading from a pipe")
+    text = blocker_detail(snap, b).plain
+    stacks = text[text.index("Stacks its waits"):text.index("Held up by") if "Held up by" in text else None]
+    assert "  80.0%  measured 100.00ms in 10 waits" in stacks and "anon_pipe_read" in stacks, stacks
+    assert "  20.0%  measured 50.00ms in 5 waits" in stacks and "(stack not sampled)" in stacks, stacks
+    assert "not drawn" not in stacks and "900.00ms" not in stacks, stacks

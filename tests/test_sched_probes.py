@@ -125,7 +125,7 @@ def test_a_task_asleep_since_before_the_recording_is_charged_the_whole_recording
         time.sleep(0.3)  # asleep in nanosleep
         before = _schedstat(sleeper.pid)
         out = tmp_path / "run.stall"
-        run_stallscope("record", "-o", str(out), "--no-degrade", *ALL_STACKS, "-d", "2", "-p", str(sleeper.pid))
+        run_stallscope("record", "-o", str(out), *ALL_STACKS, "-d", "2", "-p", str(sleeper.pid))
         after = _schedstat(sleeper.pid)
     finally:
         sleeper.kill()
@@ -169,7 +169,7 @@ def test_a_reader_that_gets_nothing_is_idle_after_a_second_and_one_fed_is_held_u
     try:
         time.sleep(0.3)
         out = tmp_path / "run.stall"
-        run_stallscope("record", "-o", str(out), "--no-degrade", *ALL_STACKS, "-d", "3")
+        run_stallscope("record", "-o", str(out), *ALL_STACKS, "-d", "3")
     finally:
         stop.set()
         writer.join()

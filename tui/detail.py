@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from stallscope.analyzer.blockers import Blocker, wait_now_cause, wait_parts, waiters_by_name
+from stallscope.analyzer.blockers import (
+    LOST_STACK, NO_STACK_LABELS, STACK_NOT_DRAWN, Blocker, wait_now_cause, wait_parts, waiters_by_name,
+)
 from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.locks import LockStat
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
@@ -33,9 +35,9 @@ def _kv(t: Text, label: str, value: str, style: str = "") -> None:
     t.append(visible(value) + "\n", style=style)
 
 
-def _frames(t: Text, stack: Stack | None, indent: str = "    ") -> None:
+def _frames(t: Text, stack: Stack | None, indent: str = "    ", none: str = "(no stack walked)") -> None:
     if stack is None:
-        t.append(f"{indent}(no stack walked)\n", style="dim")
+        t.append(f"{indent}{none}\n", style="dim")
         return
     frames = [f.text for f in stack.frames if not f.text.startswith(("bpf_prog_", "bpf_trace_run", "__bpf_trace",
                                                                        "__traceiter_"))]
@@ -93,21 +95,23 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
         if all(cause != b.cause for cause, _ns in parts):
             continue
         ns = sum(n for cause, n in parts if cause == b.cause)
-        e = by_stack.setdefault((w.kstack_id, w.ustack_id), [0.0, 0, 0, w.kstack, w.ustack])
-        e[0] += (w.weighted_ns or w.total_ns) * ns / (sum(n for _c, n in parts) or 1)
-        e[1] += ns
-        if parts[0][0] != b.cause:  # the idle part: no wait of it ended
-            continue
-        e[2] += w.count
-        for slot, c in enumerate(w.hist):
+        for slot, c in enumerate(w.hist if parts[0][0] == b.cause else ()):  # the idle part: no wait of it ended
             if slot < len(hist):
                 hist[slot] += c
+        if w.kstack_id == STACK_NOT_DRAWN and not w.weighted_ns:
+            continue  # the waits not drawn are what the drawn ones stand for: listed, they would count twice
+        e = by_stack.setdefault((w.kstack_id, w.ustack_id), [0.0, 0, 0, w.kstack, w.ustack, w.kstack_id])
+        # a drawn wait, its d/p; one that could never be drawn (too short, stallscope's own), itself
+        e[0] += (w.weighted_ns or w.total_ns) * ns / (sum(n for _c, n in parts) or 1)
+        e[1] += ns
+        if parts[0][0] == b.cause:
+            e[2] += w.count
     stands = sum(e[0] for e in by_stack.values()) or 1
-    for weight, ns, n, ks, us in sorted(by_stack.values(), key=lambda e: (-e[0], -e[1]))[:3]:
+    for weight, ns, n, ks, us, kid in sorted(by_stack.values(), key=lambda e: (-e[0], -e[1]))[:3]:
         t.append(f"  {100 * weight / stands:5.1f}%  measured {fmt_ns(ns)} in {n:,} wait{'s' if n != 1 else ''}\n",
                  style="bold")
         t.append("   kernel:\n", style="dim")
-        _frames(t, ks)
+        _frames(t, ks, none=NO_STACK_LABELS.get(kid, LOST_STACK))
         if us is not None:
             t.append("   user:\n", style="dim")
             _frames(t, us)
