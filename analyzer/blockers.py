@@ -502,7 +502,7 @@ def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
     names: dict[tuple, list] = {}  # the same per waker name: [label, count, total, stack, threads]
     index = _by_task(model)
     mine = sorted((e for t in tasks for e in index.wakeups.get(t, ())), key=lambda e: e[0])
-    share = _cause_share(model, b.cause, mine)
+    share, ended_ns = _cause_share(model, b.cause, tasks, mine)
     for _i, w in mine:  # in the model's order, as ties rank
         f = share(w)
         if not f:
@@ -523,21 +523,28 @@ def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
         g[2] += w.weighted * f
         g[3] = g[3] or w.waker_stack
         g[4].add(w.waker.pid)
-    wakers = sorted(((label, round(count), round(ns), stack) for label, count, ns, stack in by.values()),
+    # the drawn waits' d/p summed per waker estimates the time each ended, noisily where few were drawn (at
+    # T = 10 s, a handful of waits of T each): shared out instead, in those proportions, is the time the
+    # cause's waits that ended measured in all, exactly (a ratio estimate, as the undrawn waits' time is shared)
+    drawn = sum(e[2] for e in by.values())
+    scale = ended_ns / drawn if ended_ns is not None and drawn > 0 else 1.0
+    wakers = sorted(((label, round(count), round(ns * scale), stack) for label, count, ns, stack in by.values()),
                     key=lambda e: -e[2])[:n]
-    by_name = sorted(((label if ctx != "task" or len(pids) == 1 else comm, round(count), round(ns), len(pids), stack)
+    by_name = sorted(((label if ctx != "task" or len(pids) == 1 else comm, round(count), round(ns * scale),
+                       len(pids), stack)
                       for (ctx, comm), (label, count, ns, stack, pids) in names.items()), key=lambda e: -e[2])[:n]
     owners = sorted({o for t in tasks for o in index.owners.get(t, ())})
     return HeldUpBy(wakers=tuple(wakers), owners=tuple(owners[:n]), waker_names=tuple(by_name))
 
 
-def _cause_share(model: Model, cause: str, wakeups: list[tuple[int, object]]):
+def _cause_share(model: Model, cause: str, tasks: set[TaskId], wakeups: list[tuple[int, object]]):
     """For each of a blocker's tasks' wakeups, the part that ended waits of `cause`: its wakee's wait's stratum
     (the task, and what it was doing) sends its time to causes in the attribution's fractions (one cause, most
     strata: all or nothing). The tasks' waits of other causes (a worker's idle waits beside its lock waits)
-    are not this blocker's. Wakeups recorded before their wakee's stratum was kept count whole, as before."""
+    are not this blocker's. With it, the whole length of the cause's waits that ended, measured (None in
+    recordings whose wakeups do not name their wakee's wait: they count whole, as before)."""
     if not any(w.wakee != NO_LINK for _i, w in wakeups):
-        return lambda w: 1.0
+        return (lambda w: 1.0), None
     strata = attribute_strata(model, None)
     funcs, fractions = model.functions, {}
 
@@ -559,4 +566,12 @@ def _cause_share(model: Model, cause: str, wakeups: list[tuple[int, object]]):
             fractions[key] = f
         return f
 
-    return share
+    ended, of_stratum = 0.0, {}
+    for w in model.waits:
+        if w.task in tasks and w.total_ns:
+            key = (w.task, w.state, w.why, w.func)
+            f = of_stratum.get(key)
+            if f is None:
+                f = of_stratum[key] = fraction([strata[key]] if key in strata else [])
+            ended += f * w.total_ns
+    return share, ended

@@ -280,6 +280,27 @@ def test_a_blockers_wakers_are_those_of_its_own_waits_not_of_its_tasks_other_wai
     assert [(label, n, ns) for label, n, ns, _s in sleep.wakers] == [("timer", 10, 300_000_000)]
 
 
+def test_the_wakers_share_out_the_time_the_causes_waits_measured_in_the_proportions_of_the_drawn_ones():
+    """At T = 10 s (the budget's last step) four waits of 100 ms, 1 s in all, were drawn for their wakers: three
+    woken by A and one by the timer, each standing for 10 s. Their d/p sums (30 s, 10 s) estimate the time each
+    waker ended, wildly here; the page says 750 ms and 250 ms: the 1 s measured, shared in those proportions."""
+    from stallscope.analyzer.blockers import held_up_by
+    from stallscope.analyzer.sample import WaitLink, WakerDelta
+    from synthetic import INFOS, PIPE, TIMER, interval, meta
+
+    read = WaitLink(0, 1, 3)
+    iv = interval(0, task_info=INFOS, stacks=(PIPE, TIMER), tasks=(
+        TaskDelta(B, offcpu_ns=1_000_000_000, offcpu_count=10, voluntary_switches=10),), offcpu=(
+        OffcpuDelta(B, 100, 1, PIPE.id, 0, 10, 1_000_000_000, 100_000_000, why=3, weighted_ns=40_000_000_000),),
+        wakers=(WakerDelta(B, A, 100, "sleeper", 0x2, 3, 300_000_000, False, wakee=read, weighted_ns=30 * SEC),
+                WakerDelta(B, TaskId(0, 0), 0, "swapper/0", TIMER.id, 1, 100_000_000, True, wakee=read,
+                           weighted_ns=10 * SEC)))
+    model = _model(meta(), [iv])
+    pipe = held_up_by(model, next(b for b in rank_blockers(model) if b.cause == "Reading from a pipe"))
+    assert [(label, n, ns) for label, n, ns, _s in pipe.wakers] == [("sleeper[100]", 3, 750_000_000),
+                                                                     ("timer", 1, 250_000_000)]
+
+
 def test_causes_rank_per_cgroup_and_the_cgroups_survive_the_recording(tmp_path):
     from stallscope.analyzer.blockers import process_causes
 
