@@ -125,8 +125,9 @@ def _blocker_sentence(b: dict, duration_s: float, quota: list[dict] = ()) -> dic
          + ("; throttled with them" if h.get("comm") in waiting else "") + ")"
          for h in held.get("hog_names", ())]
         or [f"{h['task']} ({h['involuntary_switches']:,} involuntary switches)" for h in held["hogs"]]
-        or [f"{w['name']} ({w['count']:,} wakeups{_threads('from', w['threads'])})" for w in held.get("waker_names", ())]
-        or [f"{w['waker']} ({w['count']:,} wakeups)" for w in held["wakers"]]
+        or [f"{w['name']} ({w['count']:,} drawn wakeup{'s' if w['count'] != 1 else ''}{_threads('from', w['threads'])})"
+            for w in held.get("waker_names", ())]
+        or [f"{w['waker']} ({w['count']:,} drawn wakeup{'s' if w['count'] != 1 else ''})" for w in held["wakers"]]
         or [f"owner {o}" for o in held["owners"]])
     # its heaviest root elsewhere, when it explains a tenth of the blocker or more (a sliver is no story)
     root = next((r for r in b["roots"] if r["root"] != b["cause"]

@@ -134,8 +134,10 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
                      f"{span}, {fmt_ns(q['throttled_ns'])} of its run queues' time (see the fixes)\n")
         for label, n, ns, threads, _stack in h.waker_names:  # by name, as the ones that ran instead
             more = f" from {threads:,} threads" if threads > 1 else ""
-            # the whole length of the waits they ended, which may have begun long before the window
-            t.append(f"  woken by {visible(label)}: {n:,} wakeups{more}, ending {fmt_ns(ns)} of waiting\n")
+            # the whole length of the waits they ended (which may have begun long before the window), shared by
+            # the waits drawn for a stack walk, whose wakers are recorded: few drawn, a rough share
+            t.append(f"  woken by {visible(label)}: {n:,} drawn wakeup{'s' if n != 1 else ''}{more}, "
+                     f"ending {fmt_ns(ns)} of waiting\n")
         for owner in h.owners:
             t.append(f"  lock owner {visible(owner)}\n")
         # where a quota throttled them, the waiters switched out most did not run instead: the quota held them all
