@@ -74,16 +74,7 @@ def test_sigterm_to_top_detaches_the_probes_and_restores_the_terminal(tmp_path):
     session = f"stallscope-term-{os.getpid()}"
     done = tmp_path / "status"
     try:
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
-                        f"{STALLSCOPE} top -i 0.5; echo $? > {done}; sleep 60"], check=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and "every 0.5 s" not in _pane(session):
-            time.sleep(0.3)
-        pids = subprocess.run(["pgrep", "-f", f"{STALLSCOPE} top -i 0.5"], capture_output=True, text=True).stdout.split()
-        pid = [p for p in pids if open(f"/proc/{p}/comm").read().strip() == "stallscope"]  # not the shell
-        assert pid, (pids, _pane(session))
-        links_before = _stallscope_links(int(pid[0]))
-        assert links_before > 0
+        pid = [_top_in_tmux(session, "-i 0.5", f"echo $? > {done}; sleep 60")]
         grouped = autogroup_in_use()
         if grouped:  # the pane's session group raised with it (stallscope/priority.py)
             assert group_nice(int(pid[0])) == -20
@@ -110,15 +101,7 @@ def test_a_closed_terminal_detaches_the_probes_and_keeps_the_recording(tmp_path)
     session = f"stallscope-hup-{os.getpid()}"
     path = tmp_path / "top.stall"
     try:
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
-                        f"{STALLSCOPE} top -i 0.5 -o {path}; sleep 60"], check=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and "every 0.5 s" not in _pane(session):
-            time.sleep(0.3)
-        pids = subprocess.run(["pgrep", "-f", f"{STALLSCOPE} top -i 0.5 -o {path}"], capture_output=True,
-                              text=True).stdout.split()
-        pid = [p for p in pids if open(f"/proc/{p}/comm").read().strip() == "stallscope"]
-        assert pid and _stallscope_links(int(pid[0])) > 0, (pids, _pane(session))
+        pid = [_top_in_tmux(session, f"-i 0.5 -o {path}", "sleep 60")]
         time.sleep(1.5)  # a few intervals recorded
         subprocess.run(["tmux", "kill-session", "-t", session], check=True)
         deadline = time.monotonic() + 30
@@ -167,6 +150,19 @@ def test_a_screen_that_cannot_close_is_ended_after_its_collection_stopped(sig):
     assert out.split() == ["stopped", "joined"]
     assert err.strip() == (f"stallscope: the screen did not close within 0.5 s of {sig}; the probes were detached "
                            "and the recording closed; exiting")
+
+
+def _top_in_tmux(session: str, args: str, then: str) -> str:
+    """`stallscope top ARGS; THEN` started in a new tmux session, shown and attached: its pid (not the shell's)."""
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
+                    f"{STALLSCOPE} top {args}; {then}"], check=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "every 0.5 s" not in _pane(session):
+        time.sleep(0.3)
+    pids = subprocess.run(["pgrep", "-f", f"{STALLSCOPE} top {args}"], capture_output=True, text=True).stdout.split()
+    pid = [p for p in pids if open(f"/proc/{p}/comm").read().strip() == "stallscope"]
+    assert pid and _stallscope_links(int(pid[0])) > 0, (pids, _pane(session))
+    return pid[0]
 
 
 def _stallscope_links(pid: int) -> int:
