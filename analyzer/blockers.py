@@ -543,15 +543,15 @@ def _cause_share(model: Model, cause: str, tasks: set[TaskId], wakeups: list[tup
     strata: all or nothing). The tasks' waits of other causes (a worker's idle waits beside its lock waits)
     are not this blocker's. With it, the whole length of the cause's waits that ended, measured (None in
     recordings whose wakeups do not name their wakee's wait: they count whole, as before)."""
-    if not any(w.wakee != NO_LINK for _i, w in wakeups):
+    if all(w.wakee == NO_LINK for _i, w in wakeups):
         return (lambda w: 1.0), None
-    strata = attribute_strata(model, None)
+    strata, totals = attribute_strata(model, None), _stratum_totals(model)
     funcs, fractions = model.functions, {}
 
-    def fraction(parts: list[dict]) -> float:
-        mine = sum(p[cause].ns for p in parts if cause in p)
-        total = sum(q.ns for p in parts for q in p.values())
-        return mine / total if total > 0 else 0.0
+    def of_stratum(key: tuple) -> float:
+        parts = strata.get(key)
+        mine = parts.get(cause) if parts else None
+        return mine.ns / totals[key] if mine is not None and totals[key] > 0 else 0.0
 
     def share(w) -> float:
         k = w.wakee
@@ -560,18 +560,46 @@ def _cause_share(model: Model, cause: str, tasks: set[TaskId], wakeups: list[tup
         f = fractions.get(key)
         if f is None:
             if k == NO_LINK:
-                f = fraction([parts for s, parts in strata.items() if s[0] == w.task])
+                keys = _strata_of(model).get(w.task, ())
+                total = sum(totals[s] for s in keys)
+                mine = sum(p.ns for s in keys if (p := strata[s].get(cause)) is not None)
+                f = mine / total if total > 0 else 0.0
             else:
-                f = fraction([strata[key]] if key in strata else [])
+                f = of_stratum(key)
             fractions[key] = f
         return f
 
-    ended, of_stratum = 0.0, {}
-    for w in model.waits:
-        if w.task in tasks and w.total_ns:
-            key = (w.task, w.state, w.why, w.func)
-            f = of_stratum.get(key)
-            if f is None:
-                f = of_stratum[key] = fraction([strata[key]] if key in strata else [])
-            ended += f * w.total_ns
+    ended, by_task = 0.0, _ended_by_stratum(model)
+    for task in tasks:
+        for key, ns in by_task.get(task, ()):
+            if key in strata:
+                ended += of_stratum(key) * ns
     return share, ended
+
+
+@per_model
+def _stratum_totals(model: Model) -> dict[tuple, float]:
+    """Each stratum's time, all its causes' parts summed."""
+    return {key: sum(p.ns for p in parts.values()) for key, parts in attribute_strata(model, None).items()}
+
+
+@per_model
+def _strata_of(model: Model) -> dict[TaskId, list[tuple]]:
+    out: dict[TaskId, list[tuple]] = {}
+    for key in attribute_strata(model, None):
+        out.setdefault(key[0], []).append(key)
+    return out
+
+
+@per_model
+def _ended_by_stratum(model: Model) -> dict[TaskId, list[tuple[tuple, int]]]:
+    """Per task, its strata with the whole length of their waits that ended."""
+    out: dict[tuple, int] = {}
+    for w in model.waits:
+        if w.total_ns:
+            key = (w.task, w.state, w.why, w.func)
+            out[key] = out.get(key, 0) + w.total_ns
+    by_task: dict[TaskId, list[tuple[tuple, int]]] = {}
+    for key, ns in out.items():
+        by_task.setdefault(key[0], []).append((key, ns))
+    return by_task
