@@ -528,13 +528,18 @@ def held_up_by(model: Model, b: Blocker, n: int = 3) -> HeldUpBy:
     # cause's waits that ended measured in all, exactly (a ratio estimate, as the undrawn waits' time is shared)
     drawn = sum(e[2] for e in by.values())
     scale = ended_ns / drawn if ended_ns is not None and drawn > 0 else 1.0
-    wakers = sorted(((label, round(count), round(ns * scale), stack) for label, count, ns, stack in by.values()),
+    wakers = sorted(((label, _whole(count), round(ns * scale), stack) for label, count, ns, stack in by.values()),
                     key=lambda e: -e[2])[:n]
-    by_name = sorted(((label if ctx != "task" or len(pids) == 1 else comm, round(count), round(ns * scale),
+    by_name = sorted(((label if ctx != "task" or len(pids) == 1 else comm, _whole(count), round(ns * scale),
                        len(pids), stack)
                       for (ctx, comm), (label, count, ns, stack, pids) in names.items()), key=lambda e: -e[2])[:n]
     owners = sorted({o for t in tasks for o in index.owners.get(t, ())})
     return HeldUpBy(wakers=tuple(wakers), owners=tuple(owners[:n]), waker_names=tuple(by_name))
+
+
+def _whole(count: float) -> int:
+    """A count of wakeups some of which were shared with other causes: at least one where any was."""
+    return max(1, round(count)) if count > 0 else 0
 
 
 def _cause_share(model: Model, cause: str, tasks: set[TaskId], wakeups: list[tuple[int, object]]):

@@ -301,6 +301,28 @@ def test_the_wakers_share_out_the_time_the_causes_waits_measured_in_the_proporti
                                                                      ("timer", 1, 250_000_000)]
 
 
+def test_a_wakeup_of_a_stratum_two_causes_share_counts_for_each_in_its_part():
+    """One task doing one thing (one stratum) whose drawn waits showed two stacks: 900 ms reading a pipe, 100 ms
+    sleeping. Its one drawn wakeup goes 90% to the pipe and 10% to the sleep: each blocker names its waker, with
+    its part of the time, and one wakeup, not 0."""
+    from stallscope.analyzer.blockers import held_up_by
+    from stallscope.analyzer.sample import WaitLink, WakerDelta
+    from synthetic import INFOS, PIPE, SLEEP, interval, meta
+
+    iv = interval(0, task_info=INFOS, stacks=(PIPE, SLEEP), tasks=(
+        TaskDelta(B, offcpu_ns=1_000_000_000, offcpu_count=10, voluntary_switches=10),), offcpu=(
+        OffcpuDelta(B, 100, 1, PIPE.id, 0, 9, 900_000_000, 100_000_000),
+        OffcpuDelta(B, 100, 1, SLEEP.id, 0, 1, 100_000_000, 100_000_000)),
+        wakers=(WakerDelta(B, A, 100, "sleeper", 0x2, 1, 100_000_000, False, wakee=WaitLink(0, 1, 0),
+                           weighted_ns=1_000_000_000),))
+    model = _model(meta(), [iv])
+    by = {b.cause: b for b in rank_blockers(model, include_idle=True)}
+    pipe = held_up_by(model, by["Reading from a pipe"])
+    sleep = held_up_by(model, by["Application requested delay"])
+    assert [(label, n, ns) for label, n, ns, _s in pipe.wakers] == [("sleeper[100]", 1, 900_000_000)]
+    assert [(label, n, ns) for label, n, ns, _s in sleep.wakers] == [("sleeper[100]", 1, 100_000_000)]
+
+
 def test_causes_rank_per_cgroup_and_the_cgroups_survive_the_recording(tmp_path):
     from stallscope.analyzer.blockers import process_causes
 
