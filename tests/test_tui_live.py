@@ -124,9 +124,9 @@ class Source:
         print("stopped", flush=True)
     def join(self, timeout=None):
         print("joined", flush=True)
-        return True
+        return sys.argv[1] == "stops"
 
-Leaving(Source(), lambda: None, grace_s=0.5).install()
+Leaving(Source(), lambda: None, join_s=0.2, grace_s=0.5).install()
 print("ready", flush=True)
 full = queue.Queue(1)
 full.put("frame")
@@ -134,22 +134,25 @@ full.put("frame")  # as Textual's shutdown waits on its dead output thread's ful
 """
 
 
-@pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM"])
-def test_a_screen_that_cannot_close_is_ended_after_its_collection_stopped(sig):
+@pytest.mark.parametrize("sig,source", [("SIGHUP", "stops"), ("SIGTERM", "stops"), ("SIGTERM", "hangs")])
+def test_a_screen_that_cannot_close_is_ended_after_its_collection_stopped(sig, source):
     """When the screen does not close after SIGHUP or SIGTERM (its terminal gone under it), the collection is
-    stopped and joined all the same, and the process ends with the signal's status and one line."""
+    stopped and joined all the same, and the process ends with the signal's status and one line, which says
+    whether the collection stopped."""
     import signal
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", _STUCK_SCREEN], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _STUCK_SCREEN, source], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(getattr(signal, sig))
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + getattr(signal, sig), (out, err)
     assert out.split() == ["stopped", "joined"]
-    assert err.strip() == (f"stallscope: the screen did not close within 0.5 s of {sig}; the probes were detached "
-                           "and the recording closed; exiting")
+    done = ("the probes were detached and the recording closed" if source == "stops" else
+            "the collection did not stop within 0.2 s either: the probes go with the process, and a recording keeps "
+            "what was written")
+    assert err.strip() == f"stallscope: the screen did not close within 0.5 s of {sig}; {done}; exiting"
 
 
 def _top_in_tmux(session: str, args: str, then: str) -> str:

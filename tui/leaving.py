@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -74,13 +73,16 @@ class Leaving:
         if not woken:
             return
         self.source.stop()
-        self.source.join(self.join_s)
+        stopped = self.source.join(self.join_s)
         time.sleep(self.grace_s)
         # still here: the screen did not close (its terminal gone); the collection is over, so end
         name = signal.Signals(self.signum).name if self.signum else "a signal"
-        try:
-            print(f"stallscope: the screen did not close within {self.grace_s:g} s of {name}; the probes were "
-                  "detached and the recording closed; exiting", file=sys.stderr, flush=True)
-        except (OSError, ValueError):
+        done = ("the probes were detached and the recording closed" if stopped is not False else
+                f"the collection did not stop within {self.join_s:g} s either: the probes go with the process, and "
+                "a recording keeps what was written")
+        try:  # a raw write: the screen's thread may hold the stream's lock where it is stuck
+            os.write(2, f"stallscope: the screen did not close within {self.grace_s:g} s of {name}; {done}; "
+                        "exiting\n".encode())
+        except OSError:
             pass
         os._exit(128 + (self.signum or signal.SIGTERM))
