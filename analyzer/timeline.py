@@ -39,6 +39,7 @@ from stallscope.analyzer.overhead import Cost, model_costs
 from stallscope.analyzer.recommend import Recommendation, recommend
 from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, TaskId, TaskInfo, TuningChange
 from stallscope.analyzer.scope import own_tasks, recorded_tasks
+from stallscope.analyzer.signals import window_busy_pct
 from stallscope.analyzer.slab import SlabRow, slab_rows
 from stallscope.analyzer.units import log2_bounds
 
@@ -206,16 +207,14 @@ class Snapshot:
     def cpus(self) -> list[CpuRow]:
         m = self.model
         rows = []
-        measured = (m.meta.options or {}).get("cpu_time_per_interval")
+        # /proc/stat's, where the intervals keep it; else from the on-CPU samples (which a workload as periodic
+        # as a CPU quota's 100 ms can alias: 100% busy read at 20% when throttled)
+        busy_pct, span = window_busy_pct(m)
+        measured = busy_pct if span == "window" else {}
         for c in range(len(m.matrix)):
-            # /proc/stat's, where the intervals keep it; else from the on-CPU samples (which a workload as
-            # periodic as a CPU quota's 100 ms can alias: 100% busy read at 20% when throttled)
-            t = m.cpu_time.get(c) if measured else None
             s = m.oncpu_cpus.get(c)
-            busy = None
-            if t is not None and t[1] > 0:
-                busy = 100.0 * t[0] / t[1]
-            elif s is not None and s.samples:
+            busy = measured.get(str(c))
+            if busy is None and s is not None and s.samples:
                 busy = 100.0 * (s.samples - s.idle_samples) / s.samples
             rows.append(CpuRow(c, busy, sum(m.matrix[c]), sum(r[c] for r in m.matrix)))
         return rows

@@ -314,6 +314,13 @@ def test_stress_ng_in_a_cgroup_with_a_cpu_quota_is_told_the_quota_holds_it_back(
     whole = rec.meta.machine["cpu_busy_pct"]
     assert sums.keys() == {int(c) for c in whole}
     assert all(abs(100 * b / t - whole[str(c)]) <= 0.06 for c, (b, t) in sums.items()), (sums, whole)
+    # against a counter of its own: the command's CPU time (wait4's rusage) ran inside the intervals, so the CPUs
+    # were busy at least that long (less a tick a CPU an interval, /proc/stat's resolution), and about 0.2 CPU
+    usage = rec.meta.options["command"]["rusage"]
+    ran_ns = (usage["ru_utime_s"] + usage["ru_stime_s"]) * 1e9
+    ticks = 10_000_000 * len(sums) * len(per)
+    busy_ns = sum(b for b, _t in sums.values())
+    assert busy_ns >= ran_ns - ticks and ran_ns >= 0.1 * (rec.meta.end_ns - rec.meta.start_ns), (busy_ns, ran_ns, ticks)
 
 
 def test_a_writer_to_a_frozen_file_system_waits_on_its_freeze_protection_in_progress(tmp_path):
