@@ -14,17 +14,20 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
+from stallscope.analyzer.attribution import split_waits
 from stallscope.analyzer.causes import CPU, IDLE
 from stallscope.analyzer.export import JSON_VERSION, to_json_doc
 from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
 from stallscope.analyzer.load import fold_recording
+from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds
-from stallscope.analyzer.sample import Interval
+from stallscope.analyzer.sample import Interval, TaskId
 from stallscope.analyzer.series import Ledger, Series, interval_series
 from stallscope.analyzer.signals import quota_throttled, switch_kinds
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.units import fmt_ns
+from stallscope.reports.beside import Beside
 from stallscope.reports.redact import redact
 from stallscope.reports.tables import loss, ran, waiter_names, whole_tables
 from stallscope.reports.window import offcpu_tree, oncpu_tree, script_series
@@ -37,24 +40,40 @@ def build(source, intervals: Iterable[Interval] | None = None, redacted: bool = 
     """The page data of a recording (`source` a path) or of a model (with the intervals it was built
     from, for the time series; without them the page has none)."""
     if isinstance(source, Model):
-        model = source
-        series = interval_series(model, intervals) if intervals is not None else None
+        model, ledger = source, intervals
     else:
-        model, series = load(source)
+        model, ledger = fold(source)
         file_name = file_name or os.path.basename(source)
-    return assemble(to_json_doc(model), series, offcpu_stacks(model), oncpu_stacks(model), redacted=redacted,
-                    file_name=file_name)
+    # the export document beside the series and the stacks, on a second CPU where there is one (beside.py)
+    read_by_both(model, None)
+    with Beside(to_json_doc, model) as doc:
+        series = interval_series(model, ledger) if ledger is not None else None
+        offcpu, oncpu = offcpu_stacks(model), oncpu_stacks(model)
+        return assemble(doc.result(), series, offcpu, oncpu, redacted=redacted, file_name=file_name)
 
 
-def load(path: str) -> tuple[Model, Series]:
-    """A recording's model and its series, from one read: the series' records are kept (a ledger) as
-    the model is folded."""
+def read_by_both(model: Model, scope: set[TaskId] | None) -> None:
+    """What the export document and the series (or the diff) both read of a model for these tasks, made
+    (and kept per model) before a child forks to make the document: else each side makes them (0.8 s of a
+    10-minute hackbench recording)."""
+    lock_stats(model, tasks=scope)
+    split_waits(model, scope)
+
+
+def fold(path: str) -> tuple[Model, Ledger]:
+    """A recording's model, and its series' records kept (a ledger) as it was folded: one read."""
     rec = Recording(path)
     try:
         ledger = Ledger()
         model = fold_recording(rec, ledger=ledger)
     finally:
         rec.close()
+    return model, ledger
+
+
+def load(path: str) -> tuple[Model, Series]:
+    """A recording's model and its series, from one read."""
+    model, ledger = fold(path)
     return model, interval_series(model, ledger)
 
 

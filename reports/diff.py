@@ -13,7 +13,8 @@ from stallscope.analyzer.export import to_json_doc
 from stallscope.analyzer.flame import offcpu_stacks
 from stallscope.analyzer.sample import TaskId
 from stallscope.analyzer.series import Series
-from stallscope.reports.build import load
+from stallscope.reports.beside import Beside
+from stallscope.reports.build import load, read_by_both
 from stallscope.reports.window import chart_value
 from stallscope.reports.flametree import build_tree
 from stallscope.reports.redact import REDACTED, command_name, redact
@@ -28,10 +29,13 @@ def build_diff(base: str, new: str, guard: NoiseGuard | None = None, include_idl
     guard = guard or NoiseGuard()
     (bm, bs), (nm, ns) = load(base), load(new)
     names = (os.path.basename(base), os.path.basename(new))
-    changes = diff(bm, nm, guard, include_idle=include_idle, scopes=scopes)
-    doc = diff_doc(bm, nm, changes, guard, names)
-    docs = (to_json_doc(bm, scopes[0]), to_json_doc(nm, scopes[1]))
-    stacks = (offcpu_stacks(bm, scopes[0]), offcpu_stacks(nm, scopes[1]))
+    # the new recording's export document beside the rest, on a second CPU where there is one (beside.py)
+    read_by_both(nm, scopes[1])
+    with Beside(to_json_doc, nm, scopes[1]) as new_doc:
+        changes = diff(bm, nm, guard, include_idle=include_idle, scopes=scopes)
+        doc = diff_doc(bm, nm, changes, guard, names)
+        stacks = (offcpu_stacks(bm, scopes[0]), offcpu_stacks(nm, scopes[1]))
+        docs = (to_json_doc(bm, scopes[0]), new_doc.result())
     data = assemble_diff(doc, docs, stacks, (bs, ns), include_idle)
     if redacted:
         for side in data["page"]["sides"]:

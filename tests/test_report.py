@@ -167,6 +167,47 @@ def test_the_same_synthetic_recording_gives_the_same_bytes(hostile):
     assert again.read_bytes() == hostile["html"].read_bytes()
 
 
+def _pages_with_and_without_a_child(monkeypatch, make) -> tuple:
+    """`make()` with the export document made in a forked child, then in this process alone."""
+    from stallscope.reports import beside
+
+    forked = []
+    real = beside.Beside.result
+
+    def result(self):
+        forked.append(self.forked)
+        return real(self)
+
+    monkeypatch.setattr(beside.Beside, "result", result)
+    monkeypatch.setattr(beside, "worth_forking", lambda: True)
+    with_child = make()
+    monkeypatch.setattr(beside, "worth_forking", lambda: False)
+    alone = make()
+    assert forked == [True, False]
+    return with_child, alone
+
+
+@needs_bpf
+def test_the_page_made_beside_a_child_is_the_page_made_alone(report_recording, monkeypatch):
+    """The export document made in a forked child (reports/beside.py) gives the command's page, byte for
+    byte, as it is made without one."""
+    from stallscope import reports
+
+    path = str(report_recording["stall"])
+    pages = _pages_with_and_without_a_child(monkeypatch, lambda: reports.render(reports.build(path)).encode())
+    assert pages[0] == pages[1] == report_recording["html"].read_bytes()
+
+
+def test_the_diff_made_beside_a_child_is_the_diff_made_alone(hostile, tmp_path, monkeypatch):
+    from stallscope import reports
+
+    base = tmp_path / "base.stall"
+    write_recording(base, *two_interval_recording())
+    with_child, alone = _pages_with_and_without_a_child(
+        monkeypatch, lambda: reports.render(reports.build_diff(str(base), str(hostile["stall"]))))
+    assert with_child == alone and "regressions" in alone
+
+
 # ---- what the page must never do -----------------------------------------------------------------
 
 
