@@ -328,3 +328,16 @@ def test_a_task_twice_in_a_group_of_tasks_alike_has_both_its_parts():
     group = Alike(cause, [other, reader, reader], [4_000, 500, 500], [[], [], []])
     b = blockers._rank([], True, "total", False, [group])[0]
     assert dict(zip(b.tasks, b.task_ns)) == {other: 4_000, reader: 1_000} and b.total_ns == 5_000
+
+
+@pytest.mark.parametrize("syscall, cause", [
+    ("mq_timedreceive", "POSIX message queue"), ("mq_timedsend", "POSIX message queue"),
+    ("msgrcv", "System V IPC (message queue, semaphore)"), ("semtimedop", "System V IPC (message queue, semaphore)"),
+])
+def test_posix_message_queues_are_not_called_system_v_ipc(syscall, cause):
+    """stress-ng --mq blocks in mq_timedsend/mq_timedreceive (ipc/mqueue.c), which is no System V IPC."""
+    from stallscope.analyzer.why import Why
+
+    got = default_table().classify(_stack(["__schedule", "schedule", "schedule_hrtimeout_range_clock", "wq_sleep"]),
+                                   why=Why("syscall", syscall))
+    assert got is not None and got.name == cause
