@@ -134,6 +134,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "tasks": tasks,
         "blockers": blockers,
         "roots": [_root_doc(r) for r in roots.all],
+        "roots_depth": roots.depth,
         # the whole recording's tables, stallscope's own slab allocations and lock waits counted as the
         # tracepoints count them (the snapshot's tables leave stallscope's own out, as the views do)
         "locks": [_lock_doc(s) for s in lock_stats(model, tasks=scope)],

@@ -179,3 +179,47 @@ def test_a_chain_worked_out_once_for_many_waiters_comes_to_what_it_comes_to_alon
         monkeypatch.setattr(chains, "_MET_LIMIT", 0)  # nothing kept: every chain worked out anew
         assert repr(root_table(model)) == memoised
         monkeypatch.undo()
+
+
+def _convoy(n: int) -> Model:
+    """n threads on one mutex, each woken by every other, each blocked on the mutex most of the time it
+    woke another (sysbench threads --thread-locks=1)."""
+    tasks = [TaskId(200 + i, 1) for i in range(n)]
+    infos = tuple(TaskInfo(t, 200, 1, "convoy") for t in tasks)
+    offcpu = tuple(OffcpuDelta(t, 200, 1, LOCK.id, 0, 100, 800_000_000, why=FUTEX, weighted_ns=800_000_000)
+                   for t in tasks)
+    wakers = tuple(WakerDelta(wakee, waker, 200, "convoy", 0, 5, 50_000_000, link=WaitLink(0, 1, FUTEX),
+                              weighted_ns=50_000_000, link_blocked_ns=40_000_000, link_runq_ns=2_000_000,
+                              wakee=WaitLink(0, 1, FUTEX))
+                   for wakee in tasks for waker in tasks if waker != wakee)
+    iv = interval(0, task_info=infos, stacks=(LOCK,), offcpu=offcpu, wakers=wakers,
+                  tasks=tuple(TaskDelta(t, offcpu_ns=800_000_000, run_ns=200_000_000) for t in tasks))
+    return Model.from_intervals(meta(), [iv], {i.task: i for i in infos}, {LOCK.id: LOCK})
+
+
+def test_chains_that_fan_out_too_widely_are_followed_less_deep_and_still_add_up():
+    """16 threads handing a mutex around: four links deep would be millions of chains (a 16-thread sysbench
+    recording took 33 s); the table stops a link short of where a depth costs more than CHAIN_WORK, says
+    so, and its roots still hold all the waiting time."""
+    model = _convoy(16)
+    table = root_table(model)
+    assert 1 <= table.depth < 4
+    total = sum(r.total_ns for r in table.all)
+    assert abs(total - sum(t.offcpu_ns for t in model.tasks.values())) < 1000
+    assert {r.name for r in table.all} >= {"convoy on a CPU", "Waiting for CPU", "Userspace lock contention"}
+
+
+def test_a_table_followed_less_deep_is_the_table_of_that_depth(monkeypatch):
+    """Where the full depth fits the budget it is used; where it does not, the deepest that fits: the same
+    table as one made at that depth alone."""
+    from stallscope.analyzer import chains
+
+    model = _convoy(5)
+    assert root_table(model).depth == 4
+    monkeypatch.setattr(chains, "CHAIN_WORK", 200)
+    limited = root_table(model)
+    assert 1 <= limited.depth < 4
+    monkeypatch.setattr(chains, "CHAIN_WORK", 10**9)
+    monkeypatch.setattr(chains, "MAX_DEPTH", limited.depth)
+    alone = root_table(model)
+    assert (alone.all, alone.by_cause) == (limited.all, limited.by_cause)
