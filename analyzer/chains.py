@@ -27,6 +27,10 @@ million four deep (33 s). A table follows its chains MAX_DEPTH links deep when t
 CHAIN_WORK steps below the waiters' own nodes (a 10-minute hackbench recording: 131,000); else one link
 deeper at a time from one, while a depth takes no more, and it keeps the deepest it finished
 (`RootTable.depth`): the 16 threads' two links.
+
+Ranked by root, the waiting time each root explains, of the same denominator as the blockers. The times
+are the blockers' (measured and estimated), split by the shares of the waker records (a sample: those of
+the drawn waits, weighted by 1/p).
 """
 
 from __future__ import annotations
