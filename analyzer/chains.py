@@ -287,6 +287,14 @@ class RootTable:
     depth: int = MAX_DEPTH  # the links followed (fewer than MAX_DEPTH where the chains fan out: CHAIN_WORK)
 
 
+def depth_note(depth: int) -> str:
+    """What a table followed less than MAX_DEPTH links deep says of its chains ("" at the full depth)."""
+    if depth >= MAX_DEPTH:
+        return ""
+    return (f"chains followed {depth} link{'s' if depth != 1 else ''} deep, not {MAX_DEPTH}: further, they fan out "
+            "too widely to follow")
+
+
 def root_table(model: Model, tasks: set[TaskId] | None = None, table: CauseTable | None = None) -> RootTable:
     """The waiting time of the tasks in view by root cause, heaviest first, overall and per cause, its
     chains followed MAX_DEPTH links deep, or as deep as CHAIN_WORK allows."""

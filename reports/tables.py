@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from stallscope.analyzer.blockers import percentiles
 from stallscope.analyzer.causes import CPU, IDLE
-from stallscope.analyzer.chains import MAX_DEPTH
+from stallscope.analyzer.chains import MAX_DEPTH, depth_note
 from stallscope.analyzer.units import log2_bounds
 
 # rows per table: the page stays small and fast; each table says how many it leaves out
@@ -56,9 +56,8 @@ def _blockers(doc: dict) -> dict:
                      "tasks": [name for name, _n in waiter_names(b)], "ntasks": len(b["tasks"]),
                      "stack": b["stack"], "held_up_by": b["held_up_by"], "devices": b.get("devices", []),
                      "roots": [{"root": r["root"], "share_pct": r["share_pct"], "chain": r["chain"]} for r in b["roots"]]})
-    # the links the wait chains were followed (analyzer/chains.py: fewer than MAX_DEPTH where they fan out)
-    return {"rows": rows, "total": len(rows), "roots_depth": doc.get("roots_depth", MAX_DEPTH),
-            "roots_max_depth": MAX_DEPTH}
+    # where the wait chains were followed less deep than they are (analyzer/chains.py), it says so
+    return {"rows": rows, "total": len(rows), "roots_note": depth_note(doc.get("roots_depth", MAX_DEPTH))}
 
 
 def _own(doc: dict) -> set[tuple[int, int]]:

@@ -207,6 +207,18 @@ def test_chains_that_fan_out_too_widely_are_followed_less_deep_and_still_add_up(
     total = sum(r.total_ns for r in table.all)
     assert abs(total - sum(t.offcpu_ns for t in model.tasks.values())) < 1000
     assert {r.name for r in table.all} >= {"convoy on a CPU", "Waiting for CPU", "Userspace lock contention"}
+    # the page and the screen say how deep the chains went
+    from stallscope import reports
+    from stallscope.analyzer.chains import depth_note
+    from stallscope.analyzer.timeline import Snapshot
+    from stallscope.tui.detail import blocker_detail
+
+    note = depth_note(table.depth)
+    assert note.startswith(f"chains followed {table.depth} link") and depth_note(4) == ""
+    assert f"Root causes ({note})" in reports.render(reports.build(model))
+    snap = Snapshot(model)
+    lock = next(b for b in snap.ranked if b.cause == "Userspace lock contention")
+    assert note in blocker_detail(snap, lock).plain
 
 
 def test_a_table_followed_less_deep_is_the_table_of_that_depth(monkeypatch):

@@ -16,7 +16,9 @@ Expected, on a 2-CPU machine:
 - cyclictest behind eight CPU hogs at the same nice: its thread gets the priority advice, the hogs none;
 - stress-ng --cpu 2 in a cgroup with a CPU quota of 0.2 CPU: the CPUs mostly idle, its workers waiting for
   a CPU; the advice names the quota (not the CPUs) with the cgroup's own throttling count;
-- a shell writing to a file system fsfreeze froze: its wait on the freeze's lock, in progress.
+- a shell writing to a file system fsfreeze froze: its wait on the freeze's lock, in progress;
+- stress-ng --mq 1: a POSIX message queue's sender and receiver: "POSIX message queue" (not System V IPC)
+  among the top blockers, each of its waits inside one of the mq calls perf counts.
 """
 
 from __future__ import annotations
@@ -359,3 +361,21 @@ def test_a_writer_to_a_frozen_file_system_waits_on_its_freeze_protection_in_prog
     b = next(b for b in doc["blockers"] if any(t["pid"] == writer.pid for t in b["tasks"]))
     assert b["cause"] == "rwsem contention: sb_writers (fs frozen)" and b["class"] == "blocker", b["cause"]
     assert b["in_progress"] == 1 and b["in_progress_longest_ns"] >= 0.9 * doc["meta"]["duration_s"] * 1e9, b
+
+
+def test_stress_ng_mq_waits_on_a_posix_message_queue_within_its_calls(tmp_path):
+    _need("stress-ng", "perf")
+    counts = tmp_path / "perf.txt"
+    _, _, path = record_command(tmp_path, [
+        "perf", "stat", "-e", "syscalls:sys_enter_mq_timedsend,syscalls:sys_enter_mq_timedreceive", "-x,", "-o",
+        str(counts), "--", "stress-ng", "--mq", "1", "-t", "3", "--quiet"], defaults=True)
+    doc = _command_doc(path)
+    blocked = [b for b in doc["blockers"] if b["class"] == "blocker"]
+    assert "POSIX message queue" in [b["cause"] for b in blocked[:3]], [b["cause"] for b in blocked[:5]]
+    assert not [b for b in doc["blockers"] if b["cause"].startswith("System V IPC")]
+    mq = next(b for b in blocked if b["cause"] == "POSIX message queue")
+    assert {w["name"] for w in mq["waiters"]} == {"stress-ng-mq"}, mq["waiters"]
+    # each wait is one blocking mq_timedsend() or mq_timedreceive(): no more waits than the calls perf counted
+    calls = sum(int(line.split(",")[0]) for line in counts.read_text().splitlines()
+                if line and not line.startswith("#") and "," in line)
+    assert 0 < mq["count"] <= calls, (mq["count"], calls)

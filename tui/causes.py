@@ -6,7 +6,7 @@ from stallscope.analyzer.blockers import (
     denominator, parts, process_causes, rank_blockers, wait_now_cause, waiters_by_name,
 )
 from stallscope.analyzer.causes import IDLE
-from stallscope.analyzer.chains import MAX_DEPTH, root_table
+from stallscope.analyzer.chains import depth_note, root_table
 from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.io import cause_devices
 from stallscope.analyzer.model import Model
@@ -36,9 +36,9 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
         roots = root_table(model, tasks)
         lines.append("Each waiting time followed through who woke it (a waker itself blocked, waiting for a CPU, or "
                      "running) to where the chain ends: docs/causes.md\n")
-        if roots.depth < MAX_DEPTH:
-            lines.append(f"The chains were followed {roots.depth} link{'s' if roots.depth != 1 else ''} deep, not "
-                         f"{MAX_DEPTH}: further, they fan out too widely to follow (threads handing a lock around)\n")
+        note = depth_note(roots.depth)
+        if note:
+            lines.append(f"Note: {note} (threads handing a lock around)\n")
         lines.append("\n")
         lines.append(f"{'ROOT CAUSE':<50} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6}  CHAIN (the heaviest, waiter first)\n")
         for r in roots.all[:rows]:

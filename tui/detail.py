@@ -14,7 +14,7 @@ from stallscope.analyzer.blockers import (
     LOST_STACK, NO_STACK_LABELS, STACK_NOT_DRAWN, Blocker, wait_now_cause, wait_parts, waiters_by_name,
 )
 from stallscope.analyzer.causes import CPU
-from stallscope.analyzer.chains import MAX_DEPTH
+from stallscope.analyzer.chains import depth_note
 from stallscope.analyzer.locks import LockStat
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
@@ -162,9 +162,8 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
 
     roots = snap.roots.by_cause.get(b.cause, ())
     if roots:
-        _h(t, "Root causes (wait chains: waiter -> waker -> its blocker)" + (
-            f", followed {snap.roots.depth} link{'s' if snap.roots.depth != 1 else ''} deep: further, they fan out "
-            "too widely" if snap.roots.depth < MAX_DEPTH else ""))
+        note = depth_note(snap.roots.depth)
+        _h(t, "Root causes (wait chains: waiter -> waker -> its blocker)" + (f"; {note}" if note else ""))
         for r in roots[:3]:
             t.append(f"  {r.share_pct:5.1f}%  {visible(r.name)}\n", style="bold")
             t.append("         " + "  ->  ".join(visible(c) for c in r.chain) + "\n", style="dim")
