@@ -87,10 +87,12 @@ class Rule:
     # a wait for input (a read of a pipe or a socket): a consumer held up by its producer, but the part of it
     # charged once it had gone on for a second is idle: nothing came (analyzer/attribution.py _idle_input)
     input: bool = False
+    iowait: bool = False  # evidence too: the task slept in I/O wait (io_schedule(): why.IOWAIT)
 
     @property
     def evidence(self) -> bool:
-        return bool(self.syscalls or self.fd or self.context or self.futex or self.functions or self.woken_by)
+        return bool(self.syscalls or self.fd or self.context or self.futex or self.functions or self.woken_by
+                    or self.iowait)
 
 
 def _compile(patterns: tuple[str, ...]) -> re.Pattern | None:
@@ -134,7 +136,8 @@ class CauseTable:
                                   _strings(entry, "syscalls"), _strings(entry, "fd", FD_KINDS),
                                   _strings(entry, "context", CONTEXTS), _strings(entry, "futex", tuple(FUTEX_FLAGS)),
                                   _strings(entry, "functions"), _one_of(entry, "woken_by", WOKEN_BY),
-                                  bool(entry.get("delays_wakees", False)), bool(entry.get("input", False))))
+                                  bool(entry.get("delays_wakees", False)), bool(entry.get("input", False)),
+                                  bool(entry.get("iowait", False))))
             except (KeyError, TypeError, ValueError) as exc:
                 raise StallscopeError(f"cause table {source}: entry {i + 1} is invalid ({exc})",
                                       "each [[cause]] needs a name, and frames as a list of strings") from None
@@ -245,6 +248,8 @@ def _evidence_holds(rule: Rule, why: Why) -> bool:
     if rule.functions and not any(fnmatch.fnmatchcase(why.function, f) for f in rule.functions):
         return False
     if rule.woken_by and why.woken_by != rule.woken_by:
+        return False
+    if rule.iowait and not why.iowait:
         return False
     return True
 

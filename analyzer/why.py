@@ -15,6 +15,7 @@ SYSCALL_MASK = 0x3FF
 CTX_SHIFT, CTX_MASK = 10, 7 << 10
 FD_SHIFT, FD_MASK = 13, 15 << 13
 FUTEX_TID, FUTEX_LOCKWORD, TIMEOUT, FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 << 20
+IOWAIT = 1 << 21  # the task slept in I/O wait (task->in_iowait, set by io_schedule())
 
 CONTEXTS = ("", "syscall", "fault", "kthread", "kworker-idle", "kworker")
 FD_KINDS = ("", "pipe", "socket", "file", "directory", "character device", "block device", "eventfd", "timerfd",
@@ -33,6 +34,7 @@ class Why:
     flags: frozenset[str] = frozenset()  # of FUTEX_FLAGS
     function: str = ""
     woken_by: str = ""  # how most of these waits ended (WOKEN_BY), "" when not known
+    iowait: bool = False  # in I/O wait (the kernel's io_schedule()): a wait for a device, whatever the frames say
 
     def describe(self) -> str:
         """`read() on a pipe`, `futex() wait, with a timeout`, `a page fault`, `kernel thread kswapd`."""
@@ -67,12 +69,13 @@ NO_WHY = Why("")
 def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0), arch: str | None = None) -> Why:
     if not why and not function:
         return Why("", woken_by=_woken_by(woken))
+    iowait = bool(why & IOWAIT)
     ctx = (why & CTX_MASK) >> CTX_SHIFT
     context = CONTEXTS[ctx] if ctx < len(CONTEXTS) else ""
     fd = (why & FD_MASK) >> FD_SHIFT
     flags = frozenset(name for name, bit in FUTEX_FLAGS.items() if why & bit)
     return Why(context, syscalls.name_of(why & SYSCALL_MASK, arch) if context == "syscall" else "",
-               FD_KINDS[fd] if fd < len(FD_KINDS) else "", flags, function, _woken_by(woken))
+               FD_KINDS[fd] if fd < len(FD_KINDS) else "", flags, function, _woken_by(woken), iowait)
 
 
 def _woken_by(woken: tuple[int, int, int]) -> str:

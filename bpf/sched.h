@@ -56,6 +56,8 @@
 #define WHY_FUTEX_LOCKWORD (1U << 18)   /* FUTEX_WAIT for the value 2: glibc's contended-lock word (__lll_lock_wait) */
 #define WHY_TIMEOUT      (1U << 19)     /* the call has a timeout (futex) */
 #define WHY_FUTEX_ZERO   (1U << 20)     /* a futex wait for the value 0: glibc's condition variables and semaphores */
+#define WHY_IOWAIT       (1U << 21)     /* the task slept in I/O wait (io_schedule() set task->in_iowait), whatever
+					 * its context: the kernel's own word that it waits for a device */
 
 /* How a wait ended (counted in offcpu_val by kind of waker). */
 #define WOKE_TASK    0

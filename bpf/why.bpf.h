@@ -2,7 +2,7 @@
 /* Why a task blocks, read at its switch-out without a stack walk (offcpu_key.why and
  * .func, bpf/sched.h): the system call it is in (from the registers it saved at entry),
  * the kind of file the call's descriptor names, a futex wait's telling arguments, or a
- * kernel thread's function. Every wait gets this; only some get a stack. A few loads
+ * kernel thread's function; and whether it sleeps in I/O wait. Every wait gets this; only some get a stack. A few loads
  * each, where a walk costs microseconds. Needs task_stats (its fd cache) and PF_*. */
 #ifndef STALLSCOPE_WHY_BPF_H
 #define STALLSCOPE_WHY_BPF_H
@@ -212,6 +212,10 @@ static __always_inline void wait_evidence(struct task_stats *s, struct task_stru
 			}
 		}
 	}
+	/* io_schedule() sets it before the switch: a wait for a device even where the frames that say so are
+	 * gone from a walked stack (in .sched.text, or tail calls: __wait_on_buffer) or none was walked */
+	if (BPF_CORE_READ_BITFIELD(prev, in_iowait))
+		why |= WHY_IOWAIT;
 	s->why = why;
 	s->func = func;
 }

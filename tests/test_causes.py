@@ -341,3 +341,25 @@ def test_posix_message_queues_are_not_called_system_v_ipc(syscall, cause):
     got = default_table().classify(_stack(["__schedule", "schedule", "schedule_hrtimeout_range_clock", "wq_sleep"]),
                                    why=Why("syscall", syscall))
     assert got is not None and got.name == cause
+
+
+def test_a_wait_in_io_wait_is_waiting_for_io_where_no_frame_or_call_says_more():
+    """io_schedule() marks the task (why.IOWAIT): ext4 reading a block bitmap reaches it through
+    wait_on_buffer()'s tail call, so its stack walked at the switch-in starts at ext4_wait_block_bitmap;
+    an undrawn work item's wait has no stack at all. The call's own evidence (reading a file) and any frame
+    rule stay first."""
+    from stallscope.analyzer.why import IOWAIT, Why, decode
+
+    assert decode(IOWAIT | 1 | 1 << 10).iowait and not decode(1 | 1 << 10).iowait
+    bitmap = _stack(["ext4_wait_block_bitmap", "ext4_mb_init_cache", "ext4_mb_load_buddy_gfp", "ext4_mb_new_blocks",
+                     "ext4_ext_map_blocks", "ext4_do_writepages", "ext4_writepages", "do_writepages"])
+    table = default_table()
+    # stress-ng --hdd: the delayed allocation flushed at close()
+    assert table.classify(bitmap, why=Why("syscall", "close", iowait=True)).name == "Waiting for I/O"
+    assert table.classify(bitmap, why=Why("syscall", "close")).name == "ext4_wait_block_bitmap"
+    work = Why("kworker", function="wb_workfn", iowait=True)
+    assert table.classify(None, why=work).name == "Waiting for I/O"
+    assert table.classify(None, why=Why("kworker", function="wb_workfn")).name == "Kernel work item: wb_workfn"
+    assert table.classify(None, why=Why("syscall", "read", "file", iowait=True)).name == "Reading from a file"
+    assert table.classify(_stack(["jbd2_log_wait_commit", "ext4_sync_file", "do_fsync"]), state=2,
+                          why=Why("syscall", "fsync", "file", iowait=True)).name == "fsync() on a file"

@@ -10,12 +10,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from dataclasses import replace
 
 import pytest
 
-from conftest import needs_bpf, run_stallscope
+from conftest import STALLSCOPE, needs_bpf, run_stallscope
 from stallscope.analyzer.io import (
     NOT_SATURATED, QUEUEING, SATURATED, cause_devices, io_table, saturation,
 )
@@ -330,6 +331,60 @@ def _io_intervals(queued_ns: int, device_ns: int):
                     io_wakes=(IoWakeDelta(A, 100, DEV, 0, 100, "reader", WaitLink(0, 2, 5), 100, 600_000_000,
                                           100 * (queued_ns + device_ns), 100, 100 * queued_ns, 100 * device_ns),))]
     return m, ivs
+
+
+# reads a device with O_DIRECT for a while, then prints its own block I/O delay (/proc/self/stat field 42,
+# delayacct_blkio_ticks: the time it slept in I/O wait, from the switch-out to the wakeup)
+_DIRECT_READER = """
+import json, mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 1 << 16)
+end, off = time.monotonic() + 1.5, 0
+while time.monotonic() < end:
+    os.preadv(fd, [buf], off)
+    off = (off + (1 << 16)) % (128 << 20)
+stat = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+print(json.dumps({"blkio_ticks": int(stat[39]), "hz": os.sysconf("SC_CLK_TCK")}))
+"""
+
+
+@pytest.fixture
+def delay_accounting():
+    """kernel.task_delayacct on (the kernel's per-task block I/O delay), as it was after."""
+    path = "/proc/sys/kernel/task_delayacct"
+    if not os.path.exists(path):
+        pytest.skip("this kernel has no task delay accounting (CONFIG_TASK_DELAY_ACCT off)")
+    before = open(path).read().strip()
+    with open(path, "w") as f:
+        f.write("1")
+    try:
+        yield
+    finally:
+        with open(path, "w") as f:
+            f.write(before)
+
+
+@needs_bpf
+def test_the_waits_in_io_wait_are_the_kernels_block_io_delay(tmp_path, loop_device, delay_accounting):
+    """Each wait says whether the task slept in I/O wait (task->in_iowait at the switch-out): a reader's waits
+    so marked sum to the block I/O delay the kernel accounted to it (delayacct, 10 ms ticks), and they are
+    "Waiting for I/O" whether a frame names them or not."""
+    from stallscope.analyzer.why import IOWAIT
+
+    out = tmp_path / "direct.stall"
+    proc = subprocess.run([STALLSCOPE, "record", "--no-degrade", "-o", str(out), "--", sys.executable, "-c",
+                           _DIRECT_READER, loop_device], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    truth = json.loads(proc.stdout.strip().splitlines()[-1])
+    kernel_ns = truth["blkio_ticks"] * 1e9 / truth["hz"]
+    model = load_model(str(out))
+    pid = model.meta.options["command"]["pid"]
+    ours = sum(w.total_ns for w in model.waits if w.tgid == pid and w.why & IOWAIT)
+    assert kernel_ns > 0.5e9, truth
+    assert abs(ours - kernel_ns) <= 0.03 * kernel_ns + 2e9 / truth["hz"], (ours, kernel_ns)
+    doc = json.loads(run_stallscope("export", "--command-only", str(out)).stdout)
+    io = next(b for b in doc["blockers"] if b["cause"] == "Waiting for I/O")
+    assert io["total_ns"] >= 0.95 * ours, (io["total_ns"], ours)
 
 
 def test_iostat_figures_per_device_and_operation():
