@@ -46,6 +46,9 @@ _FILE_I_RWSEM_USERS = (
     "ext4_buffered_write_iter", "ext4_file_write_iter", "generic_file_write_iter", "xfs_ilock",
     "shmem_file_write_iter", "btrfs_do_write_iter", "do_truncate", "ext4_dio_write_iter",
 )
+# a mutex named by the function that takes it: a file's position (read, write and lseek of a file whose
+# descriptor threads or processes share take it)
+_MUTEX_OF_CALLER = {"fdget_pos": "f_pos_lock", "__fdget_pos": "f_pos_lock"}
 # the callers of a per-CPU rwsem's read side, by the lock they take (its waiters' stacks name no lock): a
 # file system's freeze protection (sb_start_write() and its kin, inlined into these: its readers wait only
 # while the file system is being frozen or is frozen), cgroup migration against fork and exit, CPU hotplug
@@ -292,7 +295,7 @@ def lock_of(stack: Stack) -> str:
         return "inode i_rwsem"
     for n in names:  # the caller: past the sleeping and the lock's own frames
         if n and not n.startswith(SLEEP_MACHINERY) and not n.startswith(LOCK_INTERNAL):
-            return n
+            return _MUTEX_OF_CALLER.get(n, n)
     return "?"
 
 

@@ -363,3 +363,19 @@ def test_a_wait_in_io_wait_is_waiting_for_io_where_no_frame_or_call_says_more():
     assert table.classify(None, why=Why("syscall", "read", "file", iowait=True)).name == "Reading from a file"
     assert table.classify(_stack(["jbd2_log_wait_commit", "ext4_sync_file", "do_fsync"]), state=2,
                           why=Why("syscall", "fsync", "file", iowait=True)).name == "fsync() on a file"
+
+
+def test_a_files_position_lock_is_named_whether_the_mutex_frames_are_there_or_not():
+    """read(), write() and lseek() of a file whose descriptor threads share take its f_pos_lock in fdget_pos():
+    a stack walked in the switch's context shows the mutex's slow path, one walked at the switch-in starts at
+    fdget_pos (stress-ng --iomix read 'fdget_pos', unmatched, and 'Writing to a file' for the same waits)."""
+    from stallscope.analyzer.why import Why
+
+    table = default_table()
+    bare_stack = _stack(["fdget_pos", "ksys_write", "do_syscall_64"])
+    assert table.classify(bare_stack, why=Why("syscall", "write", "file")).name == "mutex contention: f_pos_lock"
+    assert table.classify(_stack(["fdget_pos", "ksys_lseek", "do_syscall_64"]),
+                          why=Why("syscall", "lseek", "file")).name == "mutex contention: f_pos_lock"
+    slow = _stack(["__schedule", "schedule", "schedule_preempt_disabled", "__mutex_lock.constprop.0", "fdget_pos",
+                   "ksys_read", "do_syscall_64"])
+    assert table.classify(slow, state=2).name == "mutex contention: f_pos_lock"

@@ -17,6 +17,8 @@ Expected, on a 2-CPU machine:
 - stress-ng --cpu 2 in a cgroup with a CPU quota of 0.2 CPU: the CPUs mostly idle, its workers waiting for
   a CPU; the advice names the quota (not the CPUs) with the cgroup's own throttling count;
 - a shell writing to a file system fsfreeze froze: its wait on the freeze's lock, in progress;
+- stress-ng --iomix 1: workers sharing one file descriptor: its f_pos_lock first among the blockers' locks,
+  its time the lock_stat row's (the locks group's contention tracepoints on the same run);
 - stress-ng --mq 1: a POSIX message queue's sender and receiver: "POSIX message queue" (not System V IPC)
   among the top blockers, each of its waits inside one of the mq calls perf counts.
 """
@@ -379,3 +381,19 @@ def test_stress_ng_mq_waits_on_a_posix_message_queue_within_its_calls(tmp_path):
     calls = sum(int(line.split(",")[0]) for line in counts.read_text().splitlines()
                 if line and not line.startswith("#") and "," in line)
     assert 0 < mq["count"] <= calls, (mq["count"], calls)
+
+
+def test_stress_ng_iomix_waits_on_its_shared_files_position_lock(tmp_path):
+    _need("stress-ng")
+    _, _, path = record_command(tmp_path, ["stress-ng", "--iomix", "1", "-t", "3", "--temp-path", str(tmp_path),
+                                           "--quiet"], defaults=True)
+    doc = _command_doc(path)
+    causes = [b["cause"] for b in doc["blockers"]]
+    assert "fdget_pos" not in causes, causes
+    fpos = next(b for b in doc["blockers"] if "contention" in b["cause"])  # the heaviest lock
+    assert fpos["cause"] == "mutex contention: f_pos_lock", causes
+    # the same waits seen by the lock contention tracepoints: the mutex taken in fdget_pos
+    row = next(lk for lk in doc["locks"] if lk["type"] == "mutex"
+               and any(c["caller"].startswith("fdget_pos+") for c in lk["callers"]))
+    slack = 0.1 * row["blocked_ns"] + 3 * fpos["estimated_error_ns"]
+    assert abs(fpos["total_ns"] - row["blocked_ns"]) <= slack, (fpos["total_ns"], row["blocked_ns"], slack)
