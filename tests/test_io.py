@@ -334,17 +334,25 @@ def _io_intervals(queued_ns: int, device_ns: int):
 
 
 # reads a device with O_DIRECT for a while, then prints its own block I/O delay (/proc/self/stat field 42,
-# delayacct_blkio_ticks: the time it slept in I/O wait, from the switch-out to the wakeup)
+# delayacct_blkio_ticks: the time it slept in I/O wait, from the switch-out to the wakeup) and the time it slept
+# meanwhile (its lifetime less its time on a CPU and waiting for one, /proc/self/schedstat): its only sleeps are
+# its reads'
 _DIRECT_READER = """
 import json, mmap, os, sys, time
+def schedstat():
+    run, wait, _ = open("/proc/self/schedstat").read().split()
+    return int(run) + int(wait)
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
 buf = mmap.mmap(-1, 1 << 16)
-end, off = time.monotonic() + 1.5, 0
-while time.monotonic() < end:
+start, busy = time.monotonic_ns(), schedstat()
+end, off = start + 1_500_000_000, 0
+while time.monotonic_ns() < end:
     os.preadv(fd, [buf], off)
     off = (off + (1 << 16)) % (128 << 20)
+slept = time.monotonic_ns() - start - (schedstat() - busy)
 stat = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
-print(json.dumps({"blkio_ticks": int(stat[39]), "hz": os.sysconf("SC_CLK_TCK")}))
+print(json.dumps({"blkio_ticks": int(stat[39]), "hz": os.sysconf("SC_CLK_TCK"), "slept_ns": slept,
+                  "lived_ns": time.monotonic_ns() - start}))
 """
 
 
@@ -366,9 +374,9 @@ def delay_accounting():
 
 @needs_bpf
 def test_the_waits_in_io_wait_are_the_kernels_block_io_delay(tmp_path, loop_device, delay_accounting):
-    """Each wait says whether the task slept in I/O wait (task->in_iowait at the switch-out): a reader's waits
-    so marked sum to the block I/O delay the kernel accounted to it (delayacct, 10 ms ticks), and they are
-    "Waiting for I/O" whether a frame names them or not."""
+    """Each wait says whether the task slept in I/O wait (task->in_iowait at the switch-out): a direct-I/O
+    reader's waits so marked sum to the time it slept (schedstat) and to the block I/O delay the kernel
+    accounted to it (delayacct, 10 ms ticks), and they are "Waiting for I/O" whether a frame names them or not."""
     from stallscope.analyzer.why import IOWAIT
 
     out = tmp_path / "direct.stall"
@@ -380,8 +388,14 @@ def test_the_waits_in_io_wait_are_the_kernels_block_io_delay(tmp_path, loop_devi
     model = load_model(str(out))
     pid = model.meta.options["command"]["pid"]
     ours = sum(w.total_ns for w in model.waits if w.tgid == pid and w.why & IOWAIT)
-    assert kernel_ns > 0.5e9, truth
-    assert abs(ours - kernel_ns) <= 0.03 * kernel_ns + 2e9 / truth["hz"], (ours, kernel_ns)
+    # A wait ends at sched_waking; the kernel's sleep ends at the enqueue, on the wakee's CPU after the IPI of a
+    # remote wakeup: ours is the lesser by that step (2-3% of this reader's sleep here), never the greater.
+    slept = truth["slept_ns"]
+    assert 0.95 * slept <= ours <= slept + 1_000_000, (ours, truth)
+    # delayacct ends a wait at the enqueue as well and truncates to ticks. A figure longer than the reader's
+    # life is the kernel's own miscount (a wait accounted from boot: one machine's kernel gave 657 s for 1.5 s)
+    if kernel_ns <= truth["lived_ns"]:
+        assert 0.95 * kernel_ns <= ours <= kernel_ns + 1e9 / truth["hz"], (ours, kernel_ns)
     doc = json.loads(run_stallscope("export", "--command-only", str(out)).stdout)
     io = next(b for b in doc["blockers"] if b["cause"] == "Waiting for I/O")
     assert io["total_ns"] >= 0.95 * ours, (io["total_ns"], ours)
