@@ -15,6 +15,7 @@ from stallscope.analyzer.rowfold import LockRows
 from stallscope.analyzer.series import Ledger
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.untrusted import escaped
+from stallscope import exiting
 
 _WITHOUT_LOCKS = frozenset({"locks"})
 
@@ -58,6 +59,8 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     model = with_locks(model, fold, stacks)
     if ledger is not None:
         ledger.keep_locks(order, parts, model.lock_waits)
+    exiting.keep(model)  # a reading command leaves without freeing it (stallscope/exiting.py)
+    exiting.keep(ledger)
     return model
 
 

@@ -1,3 +1,3 @@
-from stallscope.cli import main
+from stallscope.cli import run
 
-raise SystemExit(main())
+run()

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from stallscope import __version__, outputs
+from stallscope import __version__, exiting, outputs
 from stallscope.analyzer.untrusted import escaped
 from stallscope.errors import StallscopeError
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
@@ -482,7 +482,16 @@ def _bind_probe_specs(argv: list[str]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def run() -> None:
+    """The `stallscope` command (its console script, `python -m stallscope`): main(), and a reading command
+    leaves without freeing what it read (stallscope/exiting.py)."""
+    code = main(leave_early=True)
+    if exiting.leaving_early():
+        exiting.leave(code)
+    raise SystemExit(code)
+
+
+def main(argv: list[str] | None = None, leave_early: bool = False) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from stallscope.priority import enter_realtime, realtime_asked
 
@@ -507,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
             use_table(CauseTable.load(args.causes))
         if args.command in READERS:
             _batch_gc()
+            if leave_early:
+                exiting.keep_until_exit()
         return COMMANDS[args.command](args)
     except StallscopeError as exc:
         print(f"stallscope: error: {exc}", file=sys.stderr)

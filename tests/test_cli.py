@@ -249,3 +249,31 @@ def _pane(session: str, joined: bool = False) -> str:
     """The pane's text; `joined`: a line the terminal wrapped as one (capture-pane -J)."""
     return subprocess.run(["tmux", "capture-pane", "-p", *(["-J"] if joined else []), "-t", session],
                           capture_output=True, text=True).stdout
+
+
+def test_a_reading_command_leaves_without_freeing_and_loses_no_output(tmp_path):
+    """The command line's reading commands keep what they read until the process ends, then leave with
+    os._exit once stdout is flushed (stallscope/exiting.py): all of the output arrives, through a pipe and
+    into a file, with the command's exit status; main() called in a process of its own keeps nothing."""
+    import sys
+
+    sys.path.insert(0, str(__import__("conftest").ROOT / "tests"))
+    from synthetic import two_interval_recording, write_recording
+
+    from stallscope import cli, exiting
+
+    path = tmp_path / "two.stall"
+    write_recording(path, *two_interval_recording())
+    piped = run_stallscope("export", str(path))
+    doc = json.loads(piped.stdout)  # the whole document: a buffer not flushed would cut it
+    assert doc["format"] == "stallscope" and piped.stderr == ""
+    with open(tmp_path / "out.json", "w") as f:
+        assert subprocess.run([STALLSCOPE, "export", str(path)], stdout=f, timeout=120).returncode == 0
+    assert json.loads((tmp_path / "out.json").read_text()) == doc
+    # by `python -m stallscope` too, and a command's error keeps its status and message
+    missing = subprocess.run([sys.executable, "-m", "stallscope", "causes", str(tmp_path / "nope.stall")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == cli.EXIT_ERROR and missing.stderr.startswith("stallscope: error:"), missing
+    # a caller of main() is not left holding every model it reads
+    assert cli.main(["export", str(path), "-o", str(tmp_path / "again.json")]) == 0
+    assert not exiting.leaving_early()
