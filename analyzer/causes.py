@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
-from stallscope.analyzer.frames import LOCK_INTERNAL, SLEEP_MACHINERY, bare
+from stallscope.analyzer.frames import LOCK_INTERNAL, PERCPU_RWSEM_WAITS, SLEEP_MACHINERY, bare, percpu_rwsem_of
 from stallscope.analyzer.sample import Stack
 from stallscope.analyzer.why import CONTEXTS, FD_KINDS, FUTEX_FLAGS, NO_WHY, WOKEN_BY, Why
 from stallscope.errors import StallscopeError
@@ -52,19 +52,6 @@ _MUTEX_OF_CALLER = {"fdget_pos": "f_pos_lock", "__fdget_pos": "f_pos_lock"}
 # the callers of a per-CPU rwsem's read side, by the lock they take (its waiters' stacks name no lock): a
 # file system's freeze protection (sb_start_write() and its kin, inlined into these: its readers wait only
 # while the file system is being frozen or is frozen), cgroup migration against fork and exit, CPU hotplug
-_PERCPU_RWSEM_USERS = (
-    ("sb_writers (fs frozen)", (
-        "vfs_write", "vfs_writev", "vfs_iter_write", "do_iter_write", "do_iter_readv_writev", "mnt_want_write",
-        "mnt_want_write_file", "__mnt_want_write", "file_start_write", "__sb_start_write", "sb_start_write",
-        "sb_start_pagefault", "sb_start_intwrite", "vfs_fallocate", "do_sys_ftruncate", "vfs_copy_file_range",
-        "kernel_write", "__kernel_write", "iter_file_splice_write", "do_splice", "filemap_page_mkwrite",
-        "ext4_page_mkwrite", "iomap_page_mkwrite", "ext4_evict_inode", "ext4_dirty_inode", "file_update_time",
-        "touch_atime", "file_modified", "kiocb_modified")),
-    ("cgroup_threadgroup_rwsem", ("copy_process", "exit_signals", "de_thread", "cgroup_threadgroup_change_begin",
-                                  "cgroup_attach_lock", "cgroup_procs_write_start")),
-    ("cpu_hotplug_lock", ("cpus_read_lock",)),
-)
-_PERCPU_RWSEM_WAITS = ("percpu_rwsem_wait", "__percpu_down_read", "percpu_down_read")
 
 
 @dataclass(frozen=True)
@@ -281,12 +268,12 @@ def innermost_frame(stack: Stack) -> str:
 def lock_of(stack: Stack) -> str:
     """A sleeping lock's name from its waiter's stack: mmap_lock, an inode's i_rwsem, or the caller."""
     names = [bare(f.symbol) for f in stack.frames]
-    percpu = next((i for i, n in enumerate(names) if n.startswith(_PERCPU_RWSEM_WAITS)), None)
+    percpu = next((i for i, n in enumerate(names) if n.startswith(PERCPU_RWSEM_WAITS)), None)
     if percpu is not None:
-        caller = next((n for n in names[percpu + 1:] if n and not n.startswith(_PERCPU_RWSEM_WAITS)), "")
-        for lock, users in _PERCPU_RWSEM_USERS:
-            if caller.startswith(users):
-                return lock
+        caller = next((n for n in names[percpu + 1:] if n and not n.startswith(PERCPU_RWSEM_WAITS)), "")
+        lock = percpu_rwsem_of(caller)
+        if lock is not None:
+            return lock
     if any(n.startswith(_MMAP_LOCK_USERS) for n in names):
         return "mmap_lock"
     if any(n.startswith(_DIR_I_RWSEM_USERS) for n in names):

@@ -31,3 +31,33 @@ _SUFFIX = re.compile(r"\.(constprop|isra|part|cold|llvm|lto_priv|localalias)\b.*
 def bare(symbol: str | None) -> str:
     """The function name without the compiler's clone suffixes (`.constprop.0`, `.isra.0`, ...)."""
     return _SUFFIX.sub("", symbol or "")
+
+
+# The kernel's global per-CPU rwsems, each named by the functions that take it (its reader or writer's caller:
+# the frame past PERCPU_RWSEM_WAITS). Without data symbols in kallsyms (CONFIG_KALLSYMS_ALL off) a static
+# lock's address names nothing, and these are known by their users alone.
+PERCPU_RWSEMS = (
+    ("sb_writers (fs frozen)", (
+        "vfs_write", "vfs_writev", "vfs_iter_write", "do_iter_write", "do_iter_readv_writev", "mnt_want_write",
+        "mnt_want_write_file", "__mnt_want_write", "file_start_write", "__sb_start_write", "sb_start_write",
+        "sb_start_pagefault", "sb_start_intwrite", "vfs_fallocate", "do_sys_ftruncate", "vfs_copy_file_range",
+        "kernel_write", "__kernel_write", "iter_file_splice_write", "do_splice", "filemap_page_mkwrite",
+        "ext4_page_mkwrite", "iomap_page_mkwrite", "ext4_evict_inode", "ext4_dirty_inode", "file_update_time",
+        "touch_atime", "file_modified", "kiocb_modified", "sb_wait_write", "freeze_super")),
+    ("cgroup_threadgroup_rwsem", ("copy_process", "exit_signals", "de_thread", "cgroup_threadgroup_change_begin",
+                                  "cgroup_attach_lock", "cgroup_procs_write_start")),
+    ("cpu_hotplug_lock", ("cpus_read_lock", "cpus_write_lock")),
+    # fs/locks.c: every flock, POSIX lock and lease change reads it; /proc/locks (locks_start) writes it
+    ("file_rwsem (file locks)", ("flock_lock_inode", "posix_lock_inode", "__break_lease", "generic_add_lease",
+                                 "generic_delete_lease", "fcntl_getlease", "locks_start")),
+)
+# a per-CPU rwsem's own frames, reader's and writer's
+PERCPU_RWSEM_WAITS = ("percpu_rwsem_wait", "__percpu_down_read", "percpu_down_read", "percpu_down_write")
+
+
+def percpu_rwsem_of(caller: str) -> str | None:
+    """The global per-CPU rwsem that `caller` (a bare function name) takes, when it is one of PERCPU_RWSEMS'."""
+    for lock, users in PERCPU_RWSEMS:
+        if caller.startswith(users):
+            return lock
+    return None

@@ -25,7 +25,7 @@ import os
 import re
 
 from stallscope.analyzer.attribution import NO_STACK_LABELS, SHARABLE
-from stallscope.analyzer.frames import LOCK_INTERNAL, RQ_LOCK, bare
+from stallscope.analyzer.frames import LOCK_INTERNAL, RQ_LOCK, bare, percpu_rwsem_of
 from stallscope.analyzer.sample import STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED
 from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.model import FutexWaits, LockWaits, Model
@@ -118,7 +118,10 @@ def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
         # the run-queue lock (per-CPU data, no symbol): taken through raw_spin_rq_lock*(), inlined
         # into the scheduler's own paths (the lock probe names those it found at start: bpf/lock_collector.py)
         return RQ_LOCK
-    return point.split("+")[0] if point else f"{w.addr:#x}"
+    caller = point.split("+")[0]
+    if w.flags & LCB_F_PERCPU and (named := percpu_rwsem_of(bare(caller))) is not None:
+        return named  # a global per-CPU rwsem (file_rwsem, sb_writers, ...), by its users
+    return caller if point else f"{w.addr:#x}"
 
 
 # the kernel's sched_yield() path: a thread that spins on it takes its run queue's lock at every call

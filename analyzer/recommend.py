@@ -333,7 +333,10 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
     is a want of CPUs, not of the lock) past the threshold, with a call site to act on."""
     secs = model.duration_s or 1.0
     out = []
-    for s in lock_stats(whole.model, sort="lock", tasks=whole.scope):
+    stats = lock_stats(whole.model, sort="lock", tasks=whole.scope)
+    # who held a per-CPU rwsem for writing, by its name: its readers wait only then
+    writers = {s.name: s.tasks for s in stats if s.type.endswith(":W")}
+    for s in stats:
         if s.lock_wait_ns / secs < th.lock_wait_per_s_ns:
             continue
         if not s.is_lock:
@@ -356,6 +359,8 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
         elif s.name.startswith(("lookup_slow", "open_last_lookups", "filename_create", "do_unlinkat")):
             advice = ("a directory's i_rwsem: many threads create, remove or look up names in one directory; spread "
                       "the files over several directories")
+        elif s.name.startswith("file_rwsem"):
+            advice = _file_rwsem_advice(whole.model, s, writers.get(s.name, ()))
         elif s.field == "file_lock_context.flc_lock" or s.name.startswith(("flock_lock_inode", "posix_lock_inode")):
             advice = ("file locks (flock/fcntl) taken and released on the same files by many threads: hold them "
                       "longer, or use one lock file per worker")
@@ -395,6 +400,19 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
         if len(out) >= th.max_per_rule:
             break
     return out
+
+
+def _file_rwsem_advice(model: Model, s, writers) -> str:
+    """fs/locks.c's file_rwsem: every flock(), fcntl() lock and lease call reads it, and its only writer is a
+    read of /proc/locks (locks_start), which first waits for an RCU grace period, then for the readers."""
+    if s.type.endswith(":W"):
+        return ("held for writing by each read of /proc/locks, which waits for an RCU grace period, then for every "
+                "file lock call in progress: read /proc/locks less often (lslocks, monitoring agents)")
+    names = sorted({printable(model.tasks[t].info.comm) for t in writers if t in model.tasks})
+    by = f" (here by {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" if names else ""
+    return ("every flock(), fcntl() lock and lease call takes it for reading, and waits only while a read of "
+            f"/proc/locks holds it for writing{by}: read /proc/locks less often (lslocks, monitoring agents), "
+            "or not while the file locks are busy")
 
 
 _IO_CAUSES = {"Waiting for I/O", "fsync() on a file", "Writeback throttling (too many dirty pages)"}

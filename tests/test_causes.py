@@ -93,6 +93,19 @@ STACKS = [
     ("rwsem contention: sb_writers (fs frozen)", BLOCKER,
      ["__schedule", "schedule", "percpu_rwsem_wait", "__percpu_down_read", "mnt_want_write", "do_unlinkat"],
      ["percpu_rwsem_wait", "mnt_want_write", "do_unlinkat", "__x64_sys_unlinkat"]),
+    # flock(), fcntl() locks and leases read fs/locks.c's file_rwsem; a read of /proc/locks (locks_start) writes
+    # it, waiting where percpu_down_write() was inlined, after a grace period in rcu_sync_enter() (6.18 stacks
+    # of stress-ng --flock, whose workers read /proc/locks)
+    ("rwsem contention: file_rwsem (file locks)", BLOCKER,
+     ["__schedule", "schedule", "percpu_rwsem_wait", "__percpu_down_read", "flock_lock_inode",
+      "locks_lock_inode_wait", "__do_sys_flock"],
+     ["percpu_rwsem_wait", "flock_lock_inode", "locks_lock_inode_wait", "__do_sys_flock", "do_syscall_64"]),
+    ("rwsem contention: file_rwsem (file locks)", BLOCKER,
+     ["__schedule", "schedule", "percpu_rwsem_wait", "locks_start", "seq_read_iter", "proc_reg_read_iter"],
+     ["locks_start", "seq_read_iter", "proc_reg_read_iter", "vfs_read", "ksys_read", "do_syscall_64"]),
+    ("Waiting for an RCU grace period", BLOCKER,
+     ["__schedule", "schedule", "rcu_sync_enter", "locks_start", "seq_read_iter", "proc_reg_read_iter"],
+     ["rcu_sync_enter", "locks_start", "seq_read_iter", "proc_reg_read_iter", "vfs_read", "ksys_read"]),
     ("rwsem contention: cgroup_threadgroup_rwsem", BLOCKER,
      ["__schedule", "schedule", "percpu_rwsem_wait", "__percpu_down_read", "copy_process", "kernel_clone"],
      ["percpu_rwsem_wait", "copy_process", "kernel_clone", "__do_sys_clone"]),

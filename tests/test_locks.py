@@ -265,3 +265,23 @@ def test_the_run_queue_locks_are_found_for_every_cpu_and_named_by_it_without_a_s
     row = next(s for s in lock_stats(model) if s.name == RQ_LOCK)
     assert row.instances and all(where.startswith("cpu") for _addr, where, _ns in row.instances), row.instances
     assert not [s for s in lock_stats(model) if s.addr in found and s.name != RQ_LOCK]
+
+
+def test_a_global_per_cpu_rwsem_is_named_by_its_takers_where_its_address_names_nothing():
+    """Without data symbols a static lock reads as its caller: a per-CPU rwsem's caller says which global one
+    it is (fs/locks.c's file_rwsem for flock(), and for /proc/locks, which writes it), as its waiters' causes
+    name it; another lock taken at the same caller keeps the caller's name."""
+    from stallscope.analyzer.locks import LCB_F_PERCPU, LCB_F_READ, LCB_F_SPIN, LCB_F_WRITE, lock_name
+    from stallscope.analyzer.model import LockWaits
+    from stallscope.analyzer.sample import TaskId
+
+    def waits(flags, *frames):
+        stack = Stack(1, "kernel", tuple(kframe(name) for name in frames))
+        return LockWaits(TaskId(1, 1), 1, 0xFFFFFFFF83158B80, flags, 0, "", stack, 1, 1, 10, 10, 10, 0, 10)
+
+    reader = waits(LCB_F_PERCPU | LCB_F_READ, "percpu_down_read", "flock_lock_inode", "locks_lock_inode_wait")
+    writer = waits(LCB_F_PERCPU | LCB_F_WRITE, "percpu_down_write", "locks_start", "seq_read_iter")
+    assert lock_name(reader, str) == lock_name(writer, str) == "file_rwsem (file locks)"
+    assert lock_name(waits(LCB_F_PERCPU | LCB_F_READ, "percpu_down_read", "cpus_read_lock"), str) == "cpu_hotplug_lock"
+    assert lock_name(waits(LCB_F_SPIN, "_raw_spin_lock", "flock_lock_inode"), str) == "flock_lock_inode"
+    assert lock_name(waits(LCB_F_PERCPU | LCB_F_READ, "percpu_down_read", "some_driver_ioctl"), str) == "some_driver_ioctl"
