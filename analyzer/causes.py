@@ -169,7 +169,7 @@ class CauseTable:
         names = [bare(f.symbol) for f in kstack.frames] if kstack is not None else []
         first = next((i for i, n in enumerate(names) if n and not n.startswith(SLEEP_MACHINERY)), 0)
         unames = [bare(f.symbol) for f in ustack.frames] if ustack else []
-        best: tuple[Rule, int] | None = None
+        best: tuple[Rule, int, object] | None = None
         for rule, frames, user_frames in self._compiled:  # highest priority first
             if best is not None and rule.priority < best[0].priority:
                 break
@@ -192,20 +192,33 @@ class CauseTable:
                 if idx < 0:
                     continue
             if best is None or idx < best[1]:
-                best = (rule, idx)
+                best = (rule, idx, frames)
         if best is None:
             if kstack is None:
                 text = why.describe()
                 return Cause(f"In {text}", BLOCKER, text, matched=False, method="evidence") if text else None
             frame = innermost_frame(kstack)
             return Cause(bare(frame.split("+")[0]) or frame, BLOCKER, frame, matched=False)
-        rule, idx = best
+        rule, idx, matched = best
         if idx < len(names):
-            return Cause(_render(rule.name, kstack, why), rule.cls, kstack.frames[idx].text,
+            name = rule.name
+            if "{caller}" in name:
+                name = name.replace("{caller}", _caller(names, idx, matched))
+            return Cause(_render(name, kstack, why), rule.cls, kstack.frames[idx].text,
                          delays_wakees=rule.delays_wakees, input=rule.input)
         return Cause(_render(rule.name, kstack, why), rule.cls, why.describe() or rule.name,
                      method="stack" if kstack is not None else "evidence", delays_wakees=rule.delays_wakees,
                      input=rule.input)
+
+
+def _caller(names: list[str], idx: int, frames) -> str:
+    """Who called into a rule's frames: the first frame outward of the matched one that is none of the rule's,
+    of the sleeping machinery's or of a lock's own (`{caller}`: which subsystem flushed a workqueue)."""
+    for n in names[idx + 1:]:
+        if n and not (frames is not None and frames.match(n)) and not n.startswith(SLEEP_MACHINERY) \
+                and not n.startswith(LOCK_INTERNAL):
+            return n
+    return "?"
 
 
 def _strings(entry: dict, key: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:

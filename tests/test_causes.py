@@ -106,6 +106,16 @@ STACKS = [
     ("Waiting for an RCU grace period", BLOCKER,
      ["__schedule", "schedule", "rcu_sync_enter", "locks_start", "seq_read_iter", "proc_reg_read_iter"],
      ["rcu_sync_enter", "locks_start", "seq_read_iter", "proc_reg_read_iter", "vfs_read", "ksys_read"]),
+    # a flush is named by who flushed: closing an inotify descriptor waits for fsnotify's mark reaper
+    # (stress-ng --inotify, 6.18), a driver cancelling its work item
+    ("Waiting for a workqueue flush in fsnotify_destroy_group", BLOCKER,
+     ["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__flush_work", "fsnotify_destroy_group",
+      "inotify_release", "__fput"],
+     ["__flush_work", "fsnotify_destroy_group", "inotify_release", "__fput", "__x64_sys_close", "do_syscall_64"]),
+    ("Waiting for a workqueue flush in tty_buffer_cancel_work", BLOCKER,
+     ["__schedule", "schedule", "__wait_for_common", "__flush_work.isra.0", "cancel_work_sync",
+      "tty_buffer_cancel_work", "tty_port_close_start"],
+     ["__flush_work", "cancel_work_sync", "tty_buffer_cancel_work", "tty_port_close_start"]),
     ("rwsem contention: cgroup_threadgroup_rwsem", BLOCKER,
      ["__schedule", "schedule", "percpu_rwsem_wait", "__percpu_down_read", "copy_process", "kernel_clone"],
      ["percpu_rwsem_wait", "copy_process", "kernel_clone", "__do_sys_clone"]),
