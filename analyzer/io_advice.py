@@ -23,6 +23,7 @@ from stallscope.analyzer.units import fmt_bytes, fmt_ns
 from stallscope.analyzer.untrusted import printable
 
 FSYNC = "fsync() on a file"
+MSYNC = "msync() on a file"  # msync(MS_SYNC): the same write-back and journal commit
 # rq_qos_wait(): writeback throttling (wbt_wait) and the other rq_qos policies (causes.toml)
 THROTTLED = ("Writeback throttling (wbt: the block layer limits writeback)", "Block I/O throttled (rq_qos)")
 
@@ -194,7 +195,7 @@ def rule_journal(model: Model, rows: list[IoDeviceRow], th: IoThresholds, whole:
     secs = model.duration_s or 1.0
     out = []
     for b in rank_blockers(whole[0], whole[1], include_idle=False):
-        if b.cause != FSYNC or b.count / secs < th.fsync_per_s:
+        if b.cause not in (FSYNC, MSYNC) or b.count / secs < th.fsync_per_s:
             continue
         wakers = held_up_by(whole[0], b, n=5).wakers
         total = sum(ns for _l, _n, ns, _s in wakers)
@@ -205,20 +206,21 @@ def rule_journal(model: Model, rows: list[IoDeviceRow], th: IoThresholds, whole:
         journal = [printable(label) for label, _n, _ns, _s in wakers if "jbd2" in label]
         journal_io = [d for d in cause_devices(model).get("Waiting for I/O", ())
                       if any(printable(x).startswith("jbd2") for x in d.submitters)]
-        evidence = [f"{b.count / secs:,.0f} fsync waits/s, {fmt_ns(b.total_ns / b.count)} each on average "
+        call = "msync" if b.cause == MSYNC else "fsync"
+        evidence = [f"{b.count / secs:,.0f} {call} waits/s, {fmt_ns(b.total_ns / b.count)} each on average "
                     f"(max {fmt_ns(b.max_ns)}), {fmt_ns(b.total_ns / secs)} of waiting per second",
                     f"{100 * jbd2 / total:.0f}% of their waiting time was ended by the journal thread "
-                    f"({', '.join(journal[:2])}): each fsync waits for a journal commit"]
+                    f"({', '.join(journal[:2])}): each {call} waits for a journal commit"]
         if journal_io:
             d = journal_io[0]
             evidence.append(f"the journal's writes to {printable(d.device)} took {fmt_ns(d.request_avg_ns)} each")
         out.append(Recommendation(
-            "io", names, f"fsync storm: {b.count / secs:,.0f} fsyncs a second from {names} wait on the journal "
+            "io", names, f"{call} storm: {b.count / secs:,.0f} {call}s a second from {names} wait on the journal "
             "commit (jbd2)", tuple(evidence), "cat /proc/fs/jbd2/*/info  # commit time, handles per transaction",
-            "batching writes between fsyncs (group commit), fdatasync where metadata need not be durable and "
+            f"batching writes between {call}s (group commit), fdatasync where metadata need not be durable and "
             "a journal on a faster or separate device cost nothing in safety; journal mount options "
             "(commit=, journal_async_commit) change what survives a crash",
-            verify(names, "fsync waits per second and their length should fall"),
+            verify(names, f"{call} waits per second and their length should fall"),
             facts=(Fact("fsync waits", b.count / secs, "/s"), Fact("fsync wait", b.total_ns / b.count, "ns"),
                    Fact("ended by jbd2", 100 * jbd2 / total, "%"))))
     return out

@@ -415,7 +415,7 @@ def _file_rwsem_advice(model: Model, s, writers) -> str:
             "or not while the file locks are busy")
 
 
-_IO_CAUSES = {"Waiting for I/O", "fsync() on a file", "Writeback throttling (too many dirty pages)"}
+_IO_CAUSES = {"Waiting for I/O", "fsync() on a file", "msync() on a file", "Writeback throttling (too many dirty pages)"}
 
 
 def rule_io(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
@@ -428,6 +428,10 @@ def rule_io(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
         if b.cause == "fsync() on a file":
             advice = ("each fsync waits for the journal commit and the device flush: batch writes between fsyncs, "
                       "use fdatasync where metadata need not be durable, put the journal on a separate device")
+        elif b.cause == "msync() on a file":
+            advice = ("each msync(MS_SYNC) writes the mapping's dirty pages back and waits for them and the journal "
+                      "commit: sync less often (MS_ASYNC starts the write-back without waiting), put the journal on "
+                      "a separate device")
         else:
             advice = ("reads or writes wait for the device: larger requests, asynchronous I/O or a dedicated I/O "
                       "thread so the work does not stall, striping over devices if the queue is long")

@@ -402,3 +402,18 @@ def test_a_files_position_lock_is_named_whether_the_mutex_frames_are_there_or_no
     slow = _stack(["__schedule", "schedule", "schedule_preempt_disabled", "__mutex_lock.constprop.0", "fdget_pos",
                    "ksys_read", "do_syscall_64"])
     assert table.classify(slow, state=2).name == "mutex contention: f_pos_lock"
+
+
+def test_msync_is_said_as_the_call_the_program_made_not_as_fsync():
+    """msync(MS_SYNC) writes a shared mapping back through vfs_fsync_range() and the journal, as fsync() does
+    (stress-ng --madvise's msync() read "fsync() on a file"): the same frames under msync are msync's."""
+    from stallscope.analyzer.why import Why
+
+    table = default_table()
+    frames = ["__schedule", "schedule", "jbd2_log_wait_commit", "ext4_sync_file", "vfs_fsync_range",
+              "__do_sys_msync"]
+    assert table.classify(_stack(frames), state=2, why=Why("syscall", "msync", "")).name == "msync() on a file"
+    assert table.classify(None, state=2, why=Why("syscall", "msync", "")).name == "msync() on a file"
+    fsync = _stack(frames[:-1] + ["do_fsync", "__x64_sys_fsync"])
+    assert table.classify(fsync, state=2, why=Why("syscall", "fsync", "file")).name == "fsync() on a file"
+    assert table.classify(None, state=2, why=Why("syscall", "fdatasync", "file")).name == "fsync() on a file"
