@@ -17,7 +17,7 @@ from stallscope.analyzer.advice import (  # noqa: F401 (shell_command, write_com
 )
 
 from stallscope.analyzer.blockers import percentiles, rank_blockers
-from stallscope.analyzer.frames import RQ_LOCK
+from stallscope.analyzer.frames import RQ_LOCK, bare
 from stallscope.analyzer.io_advice import io_recommendations
 from stallscope.analyzer.locks import SCHED_YIELD, drawn_share, lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
@@ -343,7 +343,10 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
             continue  # a poll ended by its timeout, a condition variable, a join: no lock to change
         if s.contentions < th.lock_min_contentions:
             continue  # a few long waits are not contention (a thread waiting once for the run to end)
-        points = [c for c in s.callers if not c.point.startswith(("(", "["))]
+        traced = _traced_share(s)  # waits the tracing's uprobes added: the program's own are the rest
+        if traced and s.lock_wait_ns * (1 - traced) / secs < th.lock_wait_per_s_ns:
+            continue
+        points = [c for c in s.callers if not c.point.startswith(("(", "[")) and not _at_uprobe(c.point)]
         if not points and (s.name.startswith("0x") or s.name.startswith("(")):
             continue  # neither a name nor a call site: nothing anyone could act on (the table still shows it)
         where = points[0].point if points else s.name
@@ -386,6 +389,8 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
             evidence.append(f"type {s.type}; spin {fmt_ns(s.spin_ns)}, sleep {fmt_ns(s.sleep_ns)}")
         evidence.append("contention points: " + "; ".join(f"{printable(c.point)} ({c.count})" for c in s.callers[:3]))
         finding = f"{printable(s.name)} is contended: {advice}"
+        if traced >= UPROBE_NOTE_SHARE:
+            finding += "; " + _traced_note(s, traced)
         if s.split and s.runnable_ns > s.wait_total_ns / 2:
             finding += (f"; most of its waiting ({fmt_ns(s.runnable_ns)}) is for a CPU after the lock was handed "
                         "over: fewer runnable threads would shorten it more than any change to the lock")
@@ -400,6 +405,33 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
         if len(out) >= th.max_per_rule:
             break
     return out
+
+
+# Kernel frames of a uprobe hit (the breakpoint's trap back to the kernel): a lock waited for there is waited
+# for because a uprobe is set (stallscope's futex group sets them on the C library's lock calls)
+UPROBE_FRAMES = ("find_active_uprobe", "handle_swbp", "uprobe_notify_resume", "uprobe_handle_trampoline")
+UPROBE_NOTE_SHARE = 0.1  # of a lock's waiting at uprobe hits: said in its finding
+
+
+def _at_uprobe(point: str) -> bool:
+    return bare(point.split("+")[0]).startswith(UPROBE_FRAMES)
+
+
+def _traced_share(s) -> float:
+    """Of a kernel lock's waiting, the share at contention points in a uprobe hit's handling."""
+    total = sum(c.total_ns for c in s.callers)
+    return sum(c.total_ns for c in s.callers if _at_uprobe(c.point)) / total if total else 0.0
+
+
+def _traced_note(s, share: float) -> str:
+    """A lock waited for at uprobe hits: find_active_uprobe_rcu() takes the process's mmap_lock whenever its
+    lock-free lookup of the probe fails, as a mapping change makes it. Those waits are the tracing's cost, which
+    an untraced run does not pay (stress-ng --pthread, whose threads' stacks are mapped and unmapped while its
+    lock calls are traced: 80% of its mmap_lock waiting); the program's own waiting is the rest."""
+    point = next(c.point for c in s.callers if _at_uprobe(c.point))
+    return (f"{share:.0%} of its waiting ({fmt_ns(s.wait_total_ns * share)}) is uprobe hits looking up their probe "
+            f"({printable(point)}), the tracing's own cost: stallscope's futex group sets uprobes on the C library's "
+            "lock calls, and `record --probes -futex` records without them")
 
 
 def _file_rwsem_advice(model: Model, s, writers) -> str:

@@ -106,6 +106,11 @@ STACKS = [
     ("Waiting for an RCU grace period", BLOCKER,
      ["__schedule", "schedule", "rcu_sync_enter", "locks_start", "seq_read_iter", "proc_reg_read_iter"],
      ["rcu_sync_enter", "locks_start", "seq_read_iter", "proc_reg_read_iter", "vfs_read", "ksys_read"]),
+    # a uprobe hit's lookup of its probe falls back to the mmap_lock (stress-ng --pthread traced, 6.18)
+    ("rwsem contention: mmap_lock at a uprobe hit (the tracing's cost)", BLOCKER,
+     ["__schedule", "schedule", "rwsem_down_read_slowpath", "down_read", "uprobe_notify_resume",
+      "exit_to_user_mode_prepare", "irqentry_exit_to_user_mode", "asm_exc_int3"],
+     ["find_active_uprobe_rcu", "uprobe_notify_resume", "irqentry_exit_to_user_mode", "asm_exc_int3"]),
     # a flush is named by who flushed: closing an inotify descriptor waits for fsnotify's mark reaper
     # (stress-ng --inotify, 6.18), a driver cancelling its work item
     ("Waiting for a workqueue flush in fsnotify_destroy_group", BLOCKER,

@@ -125,6 +125,30 @@ def test_lock_rule_is_silent_for_a_cold_lock():
     assert not [r for r in recommend(_lock_model(1_000_000)) if r.kind == "lock"]
 
 
+def _uprobe_lock_model(uprobe_ns: int, exit_ns: int):
+    """A process's mmap_lock read at uprobe hits (find_active_uprobe_rcu falls back to it when its lock-free
+    lookup fails) and at thread exits, while it is written by mmap()."""
+    hit = kstack(0x70, "rwsem_down_read_slowpath", "down_read", "find_active_uprobe_rcu", "uprobe_notify_resume",
+                 "irqentry_exit_to_user_mode", "asm_exc_int3")
+    gone = kstack(0x71, "rwsem_down_read_slowpath", "down_read", "do_exit", "__x64_sys_exit")
+    mm = 0xffff888000001000
+    return _model([interval(0, task_info=INFOS, stacks=(hit, gone), tasks=(TaskDelta(APP, offcpu_ns=1),), locks=(
+        LockDelta(APP, 1000, mm, 0x70, 2, 1, 100, uprobe_ns, 5_000_000, 10_000, 0, uprobe_ns),
+        LockDelta(APP, 1000, mm, 0x71, 2, 1, 100, exit_ns, 5_000_000, 10_000, 0, exit_ns)))])
+
+
+def test_a_lock_waited_for_at_uprobe_hits_says_that_part_is_the_tracings_and_advises_on_the_rest():
+    """stress-ng --pthread traced: 80% of its mmap_lock read waits were uprobe hits (stallscope's futex group's
+    uprobes on the C library's lock calls), which an untraced run does not have; the finding says so, its call
+    site for advice is the program's own, and a lock whose waits are all but the tracing's gets no advice."""
+    rec = next(r for r in recommend(_uprobe_lock_model(400_000_000, 100_000_000)) if r.kind == "lock")
+    assert "80% of its waiting (400.00ms) is uprobe hits looking up their probe (find_active_uprobe_rcu+0x10), " \
+           "the tracing's own cost" in rec.finding, rec.finding
+    assert "--probes -futex" in rec.finding and "munmap" in rec.finding
+    assert not [r for r in recommend(_uprobe_lock_model(400_000_000, 2_000_000)) if r.kind == "lock"]
+    assert "uprobe" not in next(r for r in recommend(_lock_model(200_000_000)) if r.kind == "lock").finding
+
+
 def _rq_lock_model(yield_ns: int, wake_ns: int):
     """A run queue's lock taken by schedule() called from sched_yield() (its contention point is __schedule,
     as a sleep's is) and by wakeups."""
