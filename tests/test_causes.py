@@ -422,3 +422,18 @@ def test_msync_is_said_as_the_call_the_program_made_not_as_fsync():
     fsync = _stack(frames[:-1] + ["do_fsync", "__x64_sys_fsync"])
     assert table.classify(fsync, state=2, why=Why("syscall", "fsync", "file")).name == "fsync() on a file"
     assert table.classify(None, state=2, why=Why("syscall", "fdatasync", "file")).name == "fsync() on a file"
+
+
+def test_a_long_cause_name_is_never_cut_in_the_text_tables():
+    """The end of a cause's name names the lock, the caller or the work ('Waiting for a workqueue flush in
+    fsnotify_destroy_group' was cut at 50 characters): the column widens to the longest name up to 72, and a
+    longer name has a line of its own, the row's numbers on the next, under the column."""
+    from stallscope.tui.causes import LABEL_MAX, LABEL_MIN, label_cell, label_width
+
+    assert label_width(["Waiting for CPU"]) == LABEL_MIN
+    flush = "Waiting for a workqueue flush in fsnotify_destroy_group"
+    assert label_width(["Waiting for CPU", flush]) == len(flush) and label_cell(flush, len(flush)) == flush
+    long = "rwsem contention: mmap_lock at a uprobe hit (the tracing's cost) [idle] " + "x" * 10
+    assert label_width([long]) == LABEL_MAX
+    first, second = label_cell(long, LABEL_MAX).split("\n")
+    assert first == long and second == " " * LABEL_MAX

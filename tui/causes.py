@@ -40,10 +40,12 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
         if note:
             lines.append(f"Note: {note} (threads handing a lock around)\n")
         lines.append("\n")
-        lines.append(f"{'ROOT CAUSE':<50} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6}  CHAIN (the heaviest, waiter first)\n")
-        for r in roots.all[:rows]:
-            label = printable(r.name) + (" [idle]" if r.cls == "idle" else "")  # a sleep the waker chose
-            lines.append(f"{label[:50]:<50} {fmt_ns(r.total_ns):>10} {fmt_ns(r.total_ns / secs):>9} "
+        shown = roots.all[:rows]
+        labels = [printable(r.name) + (" [idle]" if r.cls == "idle" else "") for r in shown]  # a sleep the waker chose
+        width = label_width(labels)
+        lines.append(f"{'ROOT CAUSE':<{width}} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6}  CHAIN (the heaviest, waiter first)\n")
+        for r, label in zip(shown, labels):
+            lines.append(f"{label_cell(label, width)} {fmt_ns(r.total_ns):>10} {fmt_ns(r.total_ns / secs):>9} "
                          f"{r.share_pct:5.1f}%  {printable(' <- '.join(r.chain))[:120]}\n")
         return "".join(lines)
     if by in ("process", "thread", "cgroup"):
@@ -59,24 +61,27 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
             marked = marked or longest > p.max_ns or any(mine.get(c, 0) > mx for c, _ns, mx in p.causes[:5])
             lines.append(f"{name}  total {fmt_ns(p.total_ns)} ({fmt_ns(p.total_ns / secs)}/s), "
                          f"max {_max_text(p.max_ns, longest)}\n")
+            width = label_width([printable(cause) for cause, _ns, _mx in p.causes[:5]])
             for cause, ns, mx in p.causes[:5]:
                 share = 100.0 * ns / p.total_ns if p.total_ns else 0.0
-                lines.append(f"    {printable(cause)[:50]:<50} {_max_text(mx, mine.get(cause, 0)):>9} max  {share:5.1f}%\n")
+                lines.append(f"    {label_cell(printable(cause), width)} {_max_text(mx, mine.get(cause, 0)):>9} max  "
+                             f"{share:5.1f}%\n")
         if marked:
             lines.append("+ : a wait still going at the window's end, as long as that so far\n")
         return "".join(lines)
     lines.append(f"SHARE: {denominator(all_parts).describe()}\n")
-    lines.append(f"{'CAUSE':<50} {'MAX':>9} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6} {'ESTIMATED':>16} "
+    labels = [printable(b.cause) + (" [idle]" if b.cls == IDLE else "") for b in ranked[:rows]]
+    width = label_width(labels)
+    lines.append(f"{'CAUSE':<{width}} {'MAX':>9} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6} {'ESTIMATED':>16} "
                  f"{'COUNT':>8}  TASKS\n")
     estimated = False
     devices = cause_devices(model, tasks)
-    for b in ranked[:rows]:
+    for b, label in zip(ranked[:rows], labels):
         names = ", ".join(printable(name) for _label, _ns, _n, name in waiters_by_name(model, b))
-        label = printable(b.cause) + (" [idle]" if b.cls == IDLE else "")
         share = "     -" if b.cls == IDLE else f"{b.share_pct:5.1f}%"
         est = f"{fmt_ns(b.estimated_ns)} ±{fmt_ns(1.96 * b.error_ns)}" if b.estimated_ns else "-"
         estimated = estimated or bool(b.estimated_ns)
-        lines.append(f"{label[:50]:<50} {fmt_longest(b.longest_ns, b.longest_ongoing):>9} {fmt_ns(b.total_ns):>10} {fmt_ns(b.total_ns / secs):>9} "
+        lines.append(f"{label_cell(label, width)} {fmt_longest(b.longest_ns, b.longest_ongoing):>9} {fmt_ns(b.total_ns):>10} {fmt_ns(b.total_ns / secs):>9} "
                      f"{share} {est:>16} {b.count:>8}  {names[:60]}\n")
         lines += [f"  {device_line(d)}\n" for d in devices.get(b.cause, ())[:3]]
     if not ranked:
@@ -86,6 +91,21 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
                      "of the same task doing the same thing (same system call, file kind, state), with its 95% "
                      "margin; see docs/causes.md\n")
     return "".join(lines)
+
+
+LABEL_MIN, LABEL_MAX = 50, 72  # a cause column's width: its longest name within these
+
+
+def label_width(labels: list[str]) -> int:
+    return max(LABEL_MIN, min(LABEL_MAX, max(map(len, labels), default=0)))
+
+
+def label_cell(label: str, width: int) -> str:
+    """A cause's name in a column `width` wide: padded, or, longer, whole on a line of its own with the
+    row's numbers on the next (a name is never cut: its end names the lock, the caller or the work)."""
+    if len(label) <= width:
+        return f"{label:<{width}}"
+    return f"{label}\n{'':<{width}}"
 
 
 def device_line(d) -> str:
