@@ -63,6 +63,28 @@ def test_the_views_rank_what_the_recording_holds_and_digits_switch_them(recordin
     run(go())
 
 
+def test_a_wide_terminal_widens_the_name_columns_and_a_narrow_one_keeps_them(recording):
+    """The Blockers' cause and the Locks' lock name take a wide terminal's spare cells (their ends name the lock,
+    the caller, the work: "rwsem contention: file_rwsem (fil..." at 120 columns); resized narrow, they are back."""
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            cause = app.query_one("#table-blockers", DataTable).ordered_columns[0]
+            assert cause.width == 34
+            await pilot.resize_terminal(170, 40)
+            await pilot.pause()
+            assert cause.width == 34 + 50  # the 50 cells past the columns' own
+            await pilot.press("3")
+            await pilot.pause()
+            assert app.query_one("#table-locks", DataTable).ordered_columns[0].width > 32
+            await pilot.press("1")
+            await pilot.resize_terminal(100, 30)
+            await pilot.pause()
+            assert cause.width == 34
+    run(go())
+
+
 def test_hostile_names_show_as_their_characters_never_as_markup_or_escapes(recording):
     shown = HOSTILE.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e")
 

@@ -27,7 +27,7 @@ from stallscope.errors import StallscopeError
 from stallscope.sources import LIVE_WINDOWS, prefolded
 from stallscope.tui import detail
 from stallscope.tui.cells import visible
-from stallscope.tui.views import Row, View, default_views
+from stallscope.tui.views import FLEX_MAX, Row, View, default_views
 
 MAX_ROWS = 500
 
@@ -99,6 +99,16 @@ class ConfirmApply(ModalScreen[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+class ViewTable(DataTable):
+    """A view's table: resized (the terminal, or its tab shown), its view is drawn again, so that a name column
+    takes the width there is (TopApp._fit_flex)."""
+
+    def on_resize(self, event) -> None:
+        refresh = getattr(self.app, "refresh_view", None)
+        if refresh is not None and self.id == f"table-{self.app.active_view().name}":
+            refresh()
 
 
 class TopApp(App):
@@ -198,7 +208,7 @@ class TopApp(App):
                 with TabPane(f"{i} {v.title}", id=v.name):
                     yield Static("", classes="summary", id=f"summary-{v.name}")
                     yield Static("", classes="empty", id=f"empty-{v.name}")
-                    table = DataTable(id=f"table-{v.name}", cursor_type="row", zebra_stripes=True)
+                    table = ViewTable(id=f"table-{v.name}", cursor_type="row", zebra_stripes=True)
                     yield table
         yield Input(placeholder="filter rows (Esc clears)", id="filter")
         yield Footer()
@@ -364,6 +374,7 @@ class TopApp(App):
         empty.update(Text(v.empty(snap) + (f" (filter: {text})" if text else "")) if not rows else "")
         empty.display = not rows
         table = self.query_one(f"#table-{v.name}", DataTable)
+        self._fit_flex(v, table)
         selected = None
         if table.row_count and 0 <= table.cursor_row < len(self.keys.get(v.name, [])):
             selected = self.keys[v.name][table.cursor_row]
@@ -378,6 +389,22 @@ class TopApp(App):
         if selected is not None:
             if selected in keys:
                 table.move_cursor(row=keys.index(selected), animate=False)
+
+    def _fit_flex(self, v: View, table: DataTable) -> None:
+        """The view's flex column widened by the spare width of a wide terminal (at most FLEX_MAX cells), back to
+        its own on a narrow one: a long cause or lock name is read whole where there is room."""
+        columns = table.ordered_columns
+        if v.flex is None or len(columns) != len(v.columns) or v.columns[v.flex].width is None:
+            return
+        # the others as drawn: a column sized to its content (width None) as wide as its widest cell so far
+        others = sum(c.get_render_width(table) for i, c in enumerate(columns) if i != v.flex)
+        own = v.columns[v.flex].width
+        spare = self.size.width - 2 - others - own - 2 * table.cell_padding
+        width = own + max(0, min(spare, FLEX_MAX))
+        column = columns[v.flex]
+        if column.width != width:
+            column.width = width
+            table.refresh(layout=True)
 
     def update_status(self) -> None:
         """The status line and the notice, redrawn only when they read differently (each update lays the

@@ -42,6 +42,9 @@ class Row:
     item: Any = None  # what Enter opens
 
 
+FLEX_MAX = 60  # cells a view's flex column may grow by on a wide terminal
+
+
 class View:
     """A table over a snapshot. `name` is its tab id, `title` its tab label, `key` the digit selecting it."""
 
@@ -50,6 +53,9 @@ class View:
     columns: tuple[Column, ...] = ()
     default_sort = 1
     detail = False  # Enter opens a detail screen for the row's item
+    # the column that takes a wide terminal's spare width (a cause's, a lock's, a function's name: their
+    # ends say the most), up to FLEX_MAX more than its own, once every other column has the width it draws
+    flex: int | None = 0
 
     def available(self, snap: Snapshot) -> bool:
         return True
@@ -256,6 +262,7 @@ class CpusView(View):
     name, title = "cpus", "CPUs"
     columns = (Column("CPU", 5, ascending=True), Column("Busy", 7), Column("Migrations out/s", 16), Column("in/s", 8),
                Column("Migration matrix (from row to column)", None, False))
+    flex = None  # numbers and the matrix: no name to widen
     default_sort = 0
 
     def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
@@ -333,6 +340,7 @@ class FixesView(View):
     name, title = "fixes", "Fixes"
     columns = (Column("#", 3, ascending=True), Column("Status", 12, False), Column("Kind", 8, False),
                Column("Target", 22, False), Column("When", 9, False), Column("Finding", None, False))
+    flex = None  # the finding, sized to its content, is the text to read
     default_sort = 1  # PowerTOP's order: what needs tuning, then what cannot be tuned from here
     detail = True
 
@@ -361,6 +369,7 @@ class DevicesView(View):
     columns = (Column("Device", 10, False), Column("Op", 7, False), Column("Req/s", 8), Column("Bytes/s", 8),
                Column("Avg size", 8), Column("Await", 8), Column("p99", 8), Column("Queued", 8),
                Column("At device", 9), Column("%util", 6), Column("In flight", 9), Column("Verdict", None, False))
+    flex = None  # the verdict, sized to its content, is the text to read
     default_sort = 2
 
     def available(self, snap: Snapshot) -> bool:
