@@ -437,3 +437,16 @@ def test_a_long_cause_name_is_never_cut_in_the_text_tables():
     assert label_width([long]) == LABEL_MAX
     first, second = label_cell(long, LABEL_MAX).split("\n")
     assert first == long and second == " " * LABEL_MAX
+
+
+def test_a_vfork_not_drawn_is_named_by_its_call_as_a_drawn_one_is_by_its_frames():
+    """gcc starts cc1 and as with vfork(): the waits drawn for a walk read "Waiting for a vfork() child to exec
+    or exit" (wait_for_vfork_done), those not drawn read "In vfork()", unmatched, for the same wait."""
+    from stallscope.analyzer.why import Why
+
+    table = default_table()
+    drawn = table.classify(_stack(["__schedule", "schedule", "schedule_timeout", "__wait_for_common",
+                                   "wait_for_vfork_done", "kernel_clone", "__x64_sys_vfork"]), state=0x2102,
+                           why=Why("syscall", "vfork", ""))
+    undrawn = table.classify(None, state=0x2102, why=Why("syscall", "vfork", ""))
+    assert drawn.name == undrawn.name == "Waiting for a vfork() child to exec or exit" and undrawn.matched
