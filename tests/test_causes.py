@@ -450,3 +450,15 @@ def test_a_vfork_not_drawn_is_named_by_its_call_as_a_drawn_one_is_by_its_frames(
                            why=Why("syscall", "vfork", ""))
     undrawn = table.classify(None, state=0x2102, why=Why("syscall", "vfork", ""))
     assert drawn.name == undrawn.name == "Waiting for a vfork() child to exec or exit" and undrawn.matched
+
+
+def test_an_eventfd_read_is_a_consumer_held_up_like_a_pipe_read_and_timers_stay_idle():
+    from stallscope.analyzer.causes import BLOCKER, IDLE
+    from stallscope.analyzer.why import Why
+
+    table = default_table()
+    for cause in (table.classify(_stack(["__schedule", "schedule", "eventfd_read", "vfs_read", "ksys_read"]), state=1),
+                  table.classify(None, state=1, why=Why("syscall", "read", "eventfd"))):
+        assert (cause.name, cause.cls, cause.input) == ("Reading from an eventfd", BLOCKER, True)
+    timer = table.classify(None, state=1, why=Why("syscall", "read", "timerfd"))
+    assert (timer.name, timer.cls) == ("Waiting for events (signalfd, timerfd, inotify)", IDLE)

@@ -21,7 +21,9 @@ Expected, on a 2-CPU machine:
 - stress-ng --iomix 1: workers sharing one file descriptor: its f_pos_lock first among the blockers' locks,
   its time the lock_stat row's (the locks group's contention tracepoints on the same run);
 - stress-ng --mq 1: a POSIX message queue's sender and receiver: "POSIX message queue" (not System V IPC)
-  among the top blockers, each of its waits inside one of the mq calls perf counts.
+  among the top blockers, each of its waits inside one of the mq calls perf counts;
+- stress-ng --eventfd 1: a writer and a reader of an eventfd: the reader held up by the writer, "Reading from
+  an eventfd" first among the blockers (not an idle wait for events), each wait inside a read perf counts.
 """
 
 from __future__ import annotations
@@ -408,3 +410,24 @@ def test_stress_ng_iomix_waits_on_its_shared_files_position_lock(tmp_path):
                and any(c["caller"].startswith("fdget_pos+") for c in lk["callers"]))
     slack = 0.1 * row["blocked_ns"] + 3 * fpos["estimated_error_ns"]
     assert abs(fpos["total_ns"] - row["blocked_ns"]) <= slack, (fpos["total_ns"], row["blocked_ns"], slack)
+
+
+def test_stress_ng_eventfd_reader_is_held_up_by_its_writer(tmp_path):
+    _need("stress-ng", "perf")
+    counts = tmp_path / "perf.txt"
+    _, _, path = record_command(tmp_path, [
+        "perf", "stat", "-e", "syscalls:sys_enter_read", "-x,", "-o", str(counts), "--",
+        "stress-ng", "--eventfd", "1", "-t", "3", "--quiet"], defaults=True)
+    doc = _command_doc(path)
+    blocked = [b for b in doc["blockers"] if b["class"] == "blocker"]
+    assert blocked[0]["cause"] == "Reading from an eventfd", [b["cause"] for b in blocked[:5]]
+    assert not [b for b in doc["blockers"] if b["cause"].startswith("Waiting for events")]
+    efd = blocked[0]
+    assert {w["name"] for w in efd["waiters"]} == {"stress-ng-event"}, efd["waiters"]  # comm: 15 characters
+    # each wait is one blocking read(): no more waits than the reads perf counted
+    reads = sum(int(line.split(",")[0]) for line in counts.read_text().splitlines()
+                if line and not line.startswith("#") and "," in line)
+    assert 0 < efd["count"] <= reads, (efd["count"], reads)
+    # and its root is the writer on a CPU: the chain follows the wakeup to the producer
+    roots = [r["root"] for r in efd["roots"]]
+    assert any(r.startswith("stress-ng-event") and r.endswith("on a CPU") for r in roots[:2]), roots
