@@ -44,11 +44,13 @@ _DIR_I_RWSEM_USERS = (
 )
 _FILE_I_RWSEM_USERS = (
     "ext4_buffered_write_iter", "ext4_file_write_iter", "generic_file_write_iter", "xfs_ilock",
-    "shmem_file_write_iter", "btrfs_do_write_iter", "do_truncate", "ext4_dio_write_iter",
+    "shmem_file_write_iter", "btrfs_do_write_iter", "do_truncate", "ext4_dio_write_iter", "vfs_utimes",
+    "chmod_common", "chown_common", "vfs_setxattr", "vfs_removexattr",
 )
-# a mutex named by the function that takes it: a file's position (read, write and lseek of a file whose
-# descriptor threads or processes share take it)
-_MUTEX_OF_CALLER = {"fdget_pos": "f_pos_lock", "__fdget_pos": "f_pos_lock"}
+# a lock named by the function that takes it, when that function is the waiter's caller of the lock: a file's
+# position (read, write and lseek of a file whose descriptor threads or processes share take it); the directory
+# an O_CREAT open creates in (open_last_lookups(), inlined into path_openat())
+_LOCK_OF_CALLER = {"fdget_pos": "f_pos_lock", "__fdget_pos": "f_pos_lock", "path_openat": "directory i_rwsem"}
 # the callers of a per-CPU rwsem's read side, by the lock they take (its waiters' stacks name no lock): a
 # file system's freeze protection (sb_start_write() and its kin, inlined into these: its readers wait only
 # while the file system is being frozen or is frozen), cgroup migration against fork and exit, CPU hotplug
@@ -295,7 +297,7 @@ def lock_of(stack: Stack) -> str:
         return "inode i_rwsem"
     for n in names:  # the caller: past the sleeping and the lock's own frames
         if n and not n.startswith(SLEEP_MACHINERY) and not n.startswith(LOCK_INTERNAL):
-            return _MUTEX_OF_CALLER.get(n, n)
+            return _LOCK_OF_CALLER.get(n, n)
     return "?"
 
 

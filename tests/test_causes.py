@@ -111,6 +111,15 @@ STACKS = [
      ["__schedule", "schedule", "rwsem_down_read_slowpath", "down_read", "uprobe_notify_resume",
       "exit_to_user_mode_prepare", "irqentry_exit_to_user_mode", "asm_exc_int3"],
      ["find_active_uprobe_rcu", "uprobe_notify_resume", "irqentry_exit_to_user_mode", "asm_exc_int3"]),
+    # utimensat() of a file others touch too waits for its inode lock where vfs_utimes() takes it (stress-ng --open)
+    ("rwsem contention: inode i_rwsem", BLOCKER,
+     ["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write", "vfs_utimes", "do_utimes",
+      "__x64_sys_utimensat"],
+     ["vfs_utimes", "do_utimes", "__x64_sys_utimensat", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"]),
+    # an O_CREAT open waiting for its directory's lock: both kernels inline open_last_lookups() into path_openat()
+    ("rwsem contention: directory i_rwsem", BLOCKER,
+     ["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write", "path_openat", "do_filp_open"],
+     ["path_openat", "do_filp_open", "do_sys_openat2", "__x64_sys_openat", "do_syscall_64"]),
     # a flush is named by who flushed: closing an inotify descriptor waits for fsnotify's mark reaper
     # (stress-ng --inotify, 6.18), a driver cancelling its work item
     ("Waiting for a workqueue flush in fsnotify_destroy_group", BLOCKER,
