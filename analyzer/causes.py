@@ -45,7 +45,7 @@ _DIR_I_RWSEM_USERS = (
 _FILE_I_RWSEM_USERS = (
     "ext4_buffered_write_iter", "ext4_file_write_iter", "generic_file_write_iter", "xfs_ilock",
     "shmem_file_write_iter", "btrfs_do_write_iter", "do_truncate", "ext4_dio_write_iter", "vfs_utimes",
-    "chmod_common", "chown_common", "vfs_setxattr", "vfs_removexattr",
+    "chmod_common", "chown_common", "vfs_setxattr", "vfs_removexattr", "ext4_fiemap", "ext4_fallocate",
 )
 # a lock named by the function that takes it, when that function is the waiter's caller of the lock: a file's
 # position (read, write and lseek of a file whose descriptor threads or processes share take it); the directory
