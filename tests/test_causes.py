@@ -120,6 +120,12 @@ STACKS = [
     ("rwsem contention: directory i_rwsem", BLOCKER,
      ["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write", "path_openat", "do_filp_open"],
      ["path_openat", "do_filp_open", "do_sys_openat2", "__x64_sys_openat", "do_syscall_64"]),
+    # sched_setaffinity() of a running task waits for the stopper to move it (stress-ng --affinity, 6.18)
+    ("Waiting for a task to be moved off a CPU (affinity change)", BLOCKER,
+     ["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "affine_move_task",
+      "__set_cpus_allowed_ptr_locked", "__sched_setaffinity"],
+     ["affine_move_task", "__set_cpus_allowed_ptr", "__sched_setaffinity", "sched_setaffinity",
+      "__x64_sys_sched_setaffinity"]),
     # a flush is named by who flushed: closing an inotify descriptor waits for fsnotify's mark reaper
     # (stress-ng --inotify, 6.18), a driver cancelling its work item
     ("Waiting for a workqueue flush in fsnotify_destroy_group", BLOCKER,
