@@ -573,3 +573,21 @@ def test_throttling_figures_no_kernel_writes_make_no_quota_finding():
     for entries in ([{"cgroup": "/x", "nr_throttled": "9", "throttled_ns": 900_000_000}],
                     [{"cgroup": 7, "nr_throttled": 9, "throttled_ns": 900_000_000}], ["x"], "x"):
         assert not _throttled(entries)
+
+
+def test_an_unmatched_frame_that_is_a_lock_tables_call_site_says_which_lock_in_causes_unknown():
+    """A stack walked at the switch-in starts at the lock's caller (the lock's own frames are scheduler text):
+    where no rule names that caller, `causes --unknown` says which lock the contention tracepoints saw contended
+    at the same call site, and the rule that would name it."""
+    from stallscope.tui.causes import causes_text
+
+    wait = kstack(0x80, "some_fs_op", "vfs_something", "do_syscall_64")
+    lock = kstack(0x81, "rwsem_down_read_slowpath", "down_read", "some_fs_op", "vfs_something")
+    model = _model([interval(0, task_info=INFOS, stacks=(wait, lock), tasks=(TaskDelta(APP, offcpu_ns=300_000_000),),
+                             offcpu=(OffcpuDelta(APP, 1000, 2, 0x80, 0, 30, 300_000_000, 20_000_000),),
+                             locks=(LockDelta(APP, 1000, 0xffff888000002000, 0x81, 2, 0, 30, 290_000_000, 20_000_000,
+                                              1_000, 0, 290_000_000),))])
+    text = causes_text(model, unknown=True)
+    assert "1 cause(s) no rule matched" in text and "\nsome_fs_op  total 300.00ms" in text, text
+    assert ("the lock table's rwsem:R some_fs_op is contended at this same call site (some_fs_op+0x10): a rule in "
+            'your cause table (docs/causes.md) with frames = ["some_fs_op"] and innermost = true would name it') in text
