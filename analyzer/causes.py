@@ -36,7 +36,8 @@ _MMAP_LOCK_USERS = (
     "mmap_read_lock", "mmap_write_lock", "do_mlock", "__mm_populate", "exit_mmap", "dup_mmap", "do_vmi_munmap",
     "__do_sys_mremap", "__x64_sys_mremap", "__access_remote_vm", "get_user_pages", "__get_user_pages",
     "proc_pid_cmdline_read", "m_start", "show_map", "do_brk_flags", "__do_sys_brk", "__x64_sys_brk",
-    "madvise_lock", "do_madvise", "userfaultfd_", "lock_vma", "mmap_region",
+    "madvise_lock", "do_madvise", "userfaultfd_", "lock_vma", "mmap_region", "madvise_vma_behavior",
+    "__x64_sys_munlock",
 )
 _DIR_I_RWSEM_USERS = (
     "open_last_lookups", "lookup_slow", "filename_create", "do_unlinkat", "do_rmdir", "do_renameat2",

@@ -126,6 +126,11 @@ STACKS = [
       "__set_cpus_allowed_ptr_locked", "__sched_setaffinity"],
      ["affine_move_task", "__set_cpus_allowed_ptr", "__sched_setaffinity", "sched_setaffinity",
       "__x64_sys_sched_setaffinity"]),
+    # 6.18's madvise() and munlock() waiting for the process's mmap_lock where they start (stress-ng --madvise)
+    ("rwsem contention: mmap_lock", BLOCKER,
+     ["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write_killable", "do_madvise",
+      "__x64_sys_madvise"],
+     ["madvise_vma_behavior", "madvise_do_behavior", "do_madvise", "__x64_sys_madvise"]),
     # a flush is named by who flushed: closing an inotify descriptor waits for fsnotify's mark reaper
     # (stress-ng --inotify, 6.18), a driver cancelling its work item
     ("Waiting for a workqueue flush in fsnotify_destroy_group", BLOCKER,

@@ -104,11 +104,12 @@ def _locks_by_point(model: Model, tasks) -> dict[str, tuple[str, str]]:
     """The kernel locks the contention tracepoints saw, by call site (`sym+0xoff`, as lock_stat's contention
     points): a wait whose stack, walked at the switch-in, starts at one of them slept on that lock (the lock's
     own frames are scheduler text, left out of such a walk)."""
-    out: dict[str, tuple[str, str]] = {}
+    out: dict[str, tuple[str, str, int]] = {}
     for s in lock_stats(model, tasks=tasks, kind="kernel"):
         for c in s.callers:
-            out.setdefault(c.point, (s.name, s.type))
-    return out
+            if c.point not in out or c.total_ns > out[c.point][2]:  # the lock waited for most there
+                out[c.point] = (s.name, s.type, c.total_ns)
+    return {point: (name, kind) for point, (name, kind, _ns) in out.items()}
 
 
 LABEL_MIN, LABEL_MAX = 50, 72  # a cause column's width: its longest name within these
