@@ -50,8 +50,10 @@ _FILE_I_RWSEM_USERS = (
 )
 # a lock named by the function that takes it, when that function is the waiter's caller of the lock: a file's
 # position (read, write and lseek of a file whose descriptor threads or processes share take it); the directory
-# an O_CREAT open creates in (open_last_lookups(), inlined into path_openat())
-_LOCK_OF_CALLER = {"fdget_pos": "f_pos_lock", "__fdget_pos": "f_pos_lock", "path_openat": "directory i_rwsem"}
+# an O_CREAT open creates in (open_last_lookups(), inlined into path_openat()); a thread's exit leaving its mm
+# (exit_mm(), inlined into do_exit())
+_LOCK_OF_CALLER = {"fdget_pos": "f_pos_lock", "__fdget_pos": "f_pos_lock", "path_openat": "directory i_rwsem",
+                   "do_exit": "mmap_lock"}
 # the callers of a per-CPU rwsem's read side, by the lock they take (its waiters' stacks name no lock): a
 # file system's freeze protection (sb_start_write() and its kin, inlined into these: its readers wait only
 # while the file system is being frozen or is frozen), cgroup migration against fork and exit, CPU hotplug

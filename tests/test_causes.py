@@ -131,6 +131,10 @@ STACKS = [
      ["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write_killable", "do_madvise",
       "__x64_sys_madvise"],
      ["madvise_vma_behavior", "madvise_do_behavior", "do_madvise", "__x64_sys_madvise"]),
+    # a thread's exit waiting to leave its mm while its siblings map and unmap (stress-ng --pthread)
+    ("rwsem contention: mmap_lock", BLOCKER,
+     ["__schedule", "schedule", "rwsem_down_read_slowpath", "down_read", "do_exit", "__x64_sys_exit"],
+     ["do_exit", "__x64_sys_exit", "x64_sys_call", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"]),
     # a flush is named by who flushed: closing an inotify descriptor waits for fsnotify's mark reaper
     # (stress-ng --inotify, 6.18), a driver cancelling its work item
     ("Waiting for a workqueue flush in fsnotify_destroy_group", BLOCKER,
