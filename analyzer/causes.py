@@ -36,8 +36,7 @@ _MMAP_LOCK_USERS = (
     "mmap_read_lock", "mmap_write_lock", "do_mlock", "__mm_populate", "exit_mmap", "dup_mmap", "do_vmi_munmap",
     "__do_sys_mremap", "__x64_sys_mremap", "__access_remote_vm", "get_user_pages", "__get_user_pages",
     "proc_pid_cmdline_read", "m_start", "show_map", "do_brk_flags", "__do_sys_brk", "__x64_sys_brk",
-    "madvise_lock", "do_madvise", "userfaultfd_", "lock_vma", "mmap_region", "madvise_vma_behavior",
-    "__x64_sys_munlock",
+    "madvise_lock", "do_madvise", "userfaultfd_", "lock_vma", "mmap_region",
 )
 _DIR_I_RWSEM_USERS = (
     "open_last_lookups", "lookup_slow", "filename_create", "do_unlinkat", "do_rmdir", "do_renameat2",
@@ -45,18 +44,17 @@ _DIR_I_RWSEM_USERS = (
 )
 _FILE_I_RWSEM_USERS = (
     "ext4_buffered_write_iter", "ext4_file_write_iter", "generic_file_write_iter", "xfs_ilock",
-    "shmem_file_write_iter", "btrfs_do_write_iter", "do_truncate", "ext4_dio_write_iter", "vfs_utimes",
-    "chmod_common", "chown_common", "vfs_setxattr", "vfs_removexattr", "ext4_fiemap", "ext4_fallocate",
+    "shmem_file_write_iter", "btrfs_do_write_iter", "do_truncate", "ext4_dio_write_iter",
 )
 # a lock named by the function that takes it, when that function is the waiter's caller of the lock: a file's
 # position (read, write and lseek of a file whose descriptor threads or processes share take it); the directory
 # an O_CREAT open creates in (open_last_lookups(), inlined into path_openat()); a thread's exit leaving its mm
-# (exit_mm(), inlined into do_exit())
+# (exit_mm(), inlined into do_exit()); 6.18's madvise() and munlock() where they take the mmap_lock; an inode's
+# attribute changes and ext4's extent map, which lock the inode (and take no other sleeping lock themselves)
 _LOCK_OF_CALLER = {"fdget_pos": "f_pos_lock", "__fdget_pos": "f_pos_lock", "path_openat": "directory i_rwsem",
-                   "do_exit": "mmap_lock"}
-# the callers of a per-CPU rwsem's read side, by the lock they take (its waiters' stacks name no lock): a
-# file system's freeze protection (sb_start_write() and its kin, inlined into these: its readers wait only
-# while the file system is being frozen or is frozen), cgroup migration against fork and exit, CPU hotplug
+                   "do_exit": "mmap_lock", "madvise_vma_behavior": "mmap_lock", "__x64_sys_munlock": "mmap_lock",
+                   "vfs_utimes": "inode i_rwsem", "chmod_common": "inode i_rwsem", "chown_common": "inode i_rwsem",
+                   "vfs_setxattr": "inode i_rwsem", "vfs_removexattr": "inode i_rwsem", "ext4_fiemap": "inode i_rwsem"}
 
 
 @dataclass(frozen=True)
