@@ -54,7 +54,8 @@ _FILE_I_RWSEM_USERS = (
 _LOCK_OF_CALLER = {"fdget_pos": "f_pos_lock", "__fdget_pos": "f_pos_lock", "path_openat": "directory i_rwsem",
                    "do_exit": "mmap_lock", "madvise_vma_behavior": "mmap_lock", "__x64_sys_munlock": "mmap_lock",
                    "vfs_utimes": "inode i_rwsem", "chmod_common": "inode i_rwsem", "chown_common": "inode i_rwsem",
-                   "vfs_setxattr": "inode i_rwsem", "vfs_removexattr": "inode i_rwsem", "ext4_fiemap": "inode i_rwsem"}
+                   "vfs_setxattr": "inode i_rwsem", "vfs_removexattr": "inode i_rwsem", "ext4_fiemap": "inode i_rwsem",
+                   "vfs_fileattr_set": "inode i_rwsem", "do_mremap": "mmap_lock"}
 
 
 @dataclass(frozen=True)

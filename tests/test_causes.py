@@ -135,6 +135,10 @@ STACKS = [
     ("rwsem contention: mmap_lock", BLOCKER,
      ["__schedule", "schedule", "rwsem_down_read_slowpath", "down_read", "do_exit", "__x64_sys_exit"],
      ["do_exit", "__x64_sys_exit", "x64_sys_call", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"]),
+    # FS_IOC_SETFLAGS of a file another task changes too (stress-ng --inode-flags)
+    ("rwsem contention: inode i_rwsem", BLOCKER,
+     ["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write", "vfs_fileattr_set", "do_vfs_ioctl"],
+     ["vfs_fileattr_set", "ioctl_setflags", "do_vfs_ioctl", "__x64_sys_ioctl", "do_syscall_64"]),
     # a flush is named by who flushed: closing an inotify descriptor waits for fsnotify's mark reaper
     # (stress-ng --inotify, 6.18), a driver cancelling its work item
     ("Waiting for a workqueue flush in fsnotify_destroy_group", BLOCKER,
@@ -501,3 +505,13 @@ def test_ext4s_extent_map_waits_for_the_inodes_lock():
     fallocate = _stack(["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write", "ext4_fallocate",
                         "vfs_fallocate", "__x64_sys_fallocate"])
     assert table.classify(fallocate, state=2).name == "rwsem contention: ext4_fallocate"
+
+
+def test_6_18s_mremap_waits_for_the_mmap_lock_where_do_mremap_starts():
+    """stress-ng --pagemove read an unmatched 'do_mremap' (6.18's mremap(), mmap_write_lock_killable() at
+    do_mremap+0x185 in the lock table); Debian's 6.1 has no do_mremap."""
+    table = default_table()
+    for stack in (_stack(["do_mremap", "__do_sys_mremap", "do_syscall_64"]),
+                  _stack(["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write_killable", "do_mremap",
+                          "__do_sys_mremap"])):
+        assert table.classify(stack, state=2).name == "rwsem contention: mmap_lock"
