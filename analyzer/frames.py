@@ -33,6 +33,12 @@ def bare(symbol: str | None) -> str:
     return _SUFFIX.sub("", symbol or "")
 
 
+# Kernel frames of a uprobe hit (the breakpoint's trap back to the kernel): a lock waited for there is waited
+# for because a uprobe is set (stallscope's futex group sets them on the C library's lock calls). The cause
+# table's "mmap_lock at a uprobe hit" rule names the same functions.
+UPROBE_FRAMES = ("find_active_uprobe", "handle_swbp", "uprobe_notify_resume", "uprobe_handle_trampoline")
+
+
 # The kernel's global per-CPU rwsems, each named by the functions that take it (its reader or writer's caller:
 # the frame past PERCPU_RWSEM_WAITS). Without data symbols in kallsyms (CONFIG_KALLSYMS_ALL off) a static
 # lock's address names nothing, and these are known by their users alone.

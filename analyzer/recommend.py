@@ -17,7 +17,7 @@ from stallscope.analyzer.advice import (  # noqa: F401 (shell_command, write_com
 )
 
 from stallscope.analyzer.blockers import percentiles, rank_blockers
-from stallscope.analyzer.frames import RQ_LOCK, bare
+from stallscope.analyzer.frames import RQ_LOCK, UPROBE_FRAMES, bare
 from stallscope.analyzer.io_advice import io_recommendations
 from stallscope.analyzer.locks import SCHED_YIELD, drawn_share, lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
@@ -407,9 +407,6 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
     return out
 
 
-# Kernel frames of a uprobe hit (the breakpoint's trap back to the kernel): a lock waited for there is waited
-# for because a uprobe is set (stallscope's futex group sets them on the C library's lock calls)
-UPROBE_FRAMES = ("find_active_uprobe", "handle_swbp", "uprobe_notify_resume", "uprobe_handle_trampoline")
 UPROBE_NOTE_SHARE = 0.1  # of a lock's waiting at uprobe hits: said in its finding
 
 

@@ -522,3 +522,12 @@ def test_a_threads_exit_waiting_for_its_mm_is_named_by_the_locks_frames_not_by_d
     assert table.classify(locked, state=2).name == "rwsem contention: mmap_lock"
     bare_exit = table.classify(_stack(["do_exit", "__x64_sys_exit", "do_syscall_64"]), state=2)
     assert (bare_exit.name, bare_exit.matched) == ("do_exit", False)
+
+
+def test_the_uprobe_rule_and_the_lock_advice_know_the_same_uprobe_frames():
+    """A wait at a uprobe hit is named by the cause table and weighed by the lock advice (recommend.py): both
+    from one list of the kernel's uprobe-hit functions."""
+    from stallscope.analyzer.frames import UPROBE_FRAMES
+
+    rule = next(r for r in default_table().rules if "at a uprobe hit" in r.name)
+    assert {f.rstrip("*") for f in rule.frames} == set(UPROBE_FRAMES)

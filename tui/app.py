@@ -30,6 +30,7 @@ from stallscope.tui.cells import visible
 from stallscope.tui.views import FLEX_MAX, Row, View, default_views
 
 MAX_ROWS = 500
+_SCROLLBAR = 2  # a table's vertical scrollbar, in cells: kept free whether one shows yet or not
 
 
 class DetailScreen(Screen):
@@ -399,7 +400,7 @@ class TopApp(App):
         # the others as drawn: a column sized to its content (width None) as wide as its widest cell so far
         others = sum(c.get_render_width(table) for i, c in enumerate(columns) if i != v.flex)
         own = v.columns[v.flex].width
-        spare = self.size.width - 2 - others - own - 2 * table.cell_padding
+        spare = (table.size.width or self.size.width) - _SCROLLBAR - others - own - 2 * table.cell_padding
         width = own + max(0, min(spare, FLEX_MAX))
         column = columns[v.flex]
         if column.width != width:
