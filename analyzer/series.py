@@ -279,6 +279,7 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
     for s in selected_samples(model):
         samples_of[(s.task, s.tgid, s.kstack_id, s.ustack_id)] = s
     sample_fns: dict[tuple, tuple[tuple[str, str], set]] = {}
+    pair_fns: dict[tuple, tuple[tuple[str, str], set]] = {}  # threads sharing a (kernel, user) stack share these
 
     out = Series()
     first_start = None
@@ -329,7 +330,7 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
         _offcpu(out, i, e.offcpu, wait_of, dict(e.long_open) if e.long_open else e.long_open)
         out.lock_wait_ns.append(_locks(out, i, e, scope, lock_of, lock_row, is_lock))
         _slab(out, i, e)
-        out.oncpu_samples.append(_oncpu(out, i, e, own_tgid, samples_of, sample_fns))
+        out.oncpu_samples.append(_oncpu(out, i, e, own_tgid, samples_of, sample_fns, pair_fns))
     return out
 
 
@@ -414,7 +415,7 @@ def _slab(out: Series, i: int, e: LedgerEntry) -> None:
         _add_list(out.slab.setdefault(d.cache, {}), i, (d.allocs, d.frees, d.bytes_alloc, 0, 0))
 
 
-def _oncpu(out: Series, i: int, e: LedgerEntry, own_tgid, samples_of: dict, sample_fns: dict) -> int:
+def _oncpu(out: Series, i: int, e: LedgerEntry, own_tgid, samples_of: dict, sample_fns: dict, pair_fns: dict) -> int:
     total = 0
     for o in e.oncpu:
         if own_tgid and o.tgid == own_tgid:
@@ -425,8 +426,13 @@ def _oncpu(out: Series, i: int, e: LedgerEntry, own_tgid, samples_of: dict, samp
             s = samples_of.get(key)
             if s is None:
                 continue
-            leaf = self_function(s)
-            fns = sample_fns[key] = (leaf, set(sample_functions(s)) | {leaf})
+            # the model's stacks are shared objects: 29,248 sampled keys in 10 minutes of hackbench, 3,098 stacks
+            pair = (id(s.kstack), id(s.ustack), s.kstack_id)
+            fns = pair_fns.get(pair)
+            if fns is None:
+                leaf = self_function(s)
+                fns = pair_fns[pair] = (leaf, set(sample_functions(s)) | {leaf})
+            sample_fns[key] = fns
         total += o.samples
         leaf, inclusive = fns
         for fn in inclusive:
