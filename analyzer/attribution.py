@@ -29,23 +29,10 @@ from typing import Iterable, Iterator, NamedTuple
 from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.causes import BLOCKER, IDLE, Cause, CauseTable, default_table
 from stallscope.analyzer.model import Model, StackWait
-from stallscope.analyzer.sample import (
-    STACK_FAILED, STACK_NONE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED, STACK_SHORT, Stack, TaskId,
-)
+from stallscope.analyzer.locks import locks_by_site
+from stallscope.analyzer.sample import LOST_STACK, NO_STACK_LABELS, SHARABLE, STACK_NOT_DRAWN, Stack, TaskId
 from stallscope.analyzer.why import decode
 
-NO_STACK_LABELS = {
-    STACK_NONE: "(kernel stacks off)",
-    STACK_SHORT: "(wait shorter than --min-stack-wait)",
-    STACK_RATE_LIMITED: "(stack not sampled)",
-    STACK_FAILED: "(stack walk failed)",
-    STACK_OWN: "(stallscope's own wait: no stack walked)",
-    STACK_NOT_DRAWN: "(not drawn for a stack walk)",
-}
-LOST_STACK = "(stack lost: map full)"
-# reasons a wait has no stack that do not depend on what it was: such waits may be shared out by the
-# drawn waits of their stratum
-SHARABLE = frozenset({STACK_NOT_DRAWN, STACK_RATE_LIMITED, STACK_FAILED})
 
 
 def no_stack_cause(stack_id: int) -> Cause:
@@ -77,9 +64,17 @@ def wait_evidence(model: Model, w: StackWait, arch: str | None = None):
 
 
 def classify_wait(model: Model, w: StackWait, table: CauseTable | None = None) -> Cause:
-    """One wait record's cause: from its stack when it has one, else from its evidence."""
+    """One wait record's cause: from its stack when it has one, else from its evidence. A stack no rule names
+    that starts where the contention tracepoints saw a sleeping lock wanted is named for that lock
+    (locks.locks_by_site: the same call site, `sym+0xoff`)."""
     cause = (table or default_table()).classify(w.kstack, w.ustack, w.state, wait_evidence(model, w))
-    return cause if cause is not None else no_stack_cause(w.kstack_id)
+    if cause is None:
+        return no_stack_cause(w.kstack_id)
+    if not cause.matched and cause.method == "stack":
+        site = locks_by_site(model).get(cause.frame)
+        if site is not None:
+            return site.cause
+    return cause
 
 
 def idle_input_name(cause: str) -> str:

@@ -56,6 +56,10 @@ PERCPU_RWSEMS = (
     # fs/locks.c: every flock, POSIX lock and lease change reads it; /proc/locks (locks_start) writes it
     ("file_rwsem (file locks)", ("flock_lock_inode", "posix_lock_inode", "__break_lease", "generic_add_lease",
                                  "generic_delete_lease", "fcntl_getlease", "locks_start")),
+    # ext4's, in its superblock info: writeback reads it; changing a file's extent or journalling mode writes it
+    # (stress-ng --chattr: the lock table names ext4_ext_migrate+0x9c and ext4_ind_migrate+0x6d, ext4_writepages)
+    ("s_writepages_rwsem (ext4)", ("ext4_writepages", "ext4_do_writepages", "ext4_dax_writepages",
+                                   "ext4_ext_migrate", "ext4_ind_migrate", "ext4_change_inode_journal_flag")),
 )
 # a per-CPU rwsem's own frames, reader's and writer's
 PERCPU_RWSEM_WAITS = ("percpu_rwsem_wait", "__percpu_down_read", "percpu_down_read", "percpu_down_write")

@@ -24,9 +24,11 @@ from dataclasses import dataclass
 import os
 import re
 
-from stallscope.analyzer.attribution import NO_STACK_LABELS, SHARABLE
 from stallscope.analyzer.frames import LOCK_INTERNAL, RQ_LOCK, bare, percpu_rwsem_of
-from stallscope.analyzer.sample import STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED
+from stallscope.analyzer.causes import BLOCKER, Cause
+from stallscope.analyzer.sample import (
+    LOST_STACK, NO_STACK_LABELS, SHARABLE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED,
+)
 from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.model import FutexWaits, LockWaits, Model
 from stallscope.analyzer.sample import Stack, TaskId
@@ -97,6 +99,8 @@ def lock_class(field: str) -> str:
 
 
 def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
+    if w.flags & LCB_F_PERCPU and (named := percpu_rwsem_of(bare(contention_point(w.stack).split("+")[0]))):
+        return named  # a per-CPU rwsem (file_rwsem, sb_writers, ext4's s_writepages_rwsem, ...), by its users
     if w.kind == LOCK_KIND_ADDR and w.symbol:
         return w.symbol  # a static lock, named by its variable (kallsyms data symbols)
     if w.kind == LOCK_KIND_MMAP:
@@ -118,10 +122,7 @@ def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
         # the run-queue lock (per-CPU data, no symbol): taken through raw_spin_rq_lock*(), inlined
         # into the scheduler's own paths (the lock probe names those it found at start: bpf/lock_collector.py)
         return RQ_LOCK
-    caller = point.split("+")[0]
-    if w.flags & LCB_F_PERCPU and (named := percpu_rwsem_of(bare(caller))) is not None:
-        return named  # a global per-CPU rwsem (file_rwsem, sb_writers, ...), by its users
-    return caller if point else f"{w.addr:#x}"
+    return point.split("+")[0] if point else f"{w.addr:#x}"
 
 
 # the kernel's sched_yield() path: a thread that spins on it takes its run queue's lock at every call
@@ -431,7 +432,6 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
     groups: dict[tuple, list] = {}
     types: dict[int, str] = {}  # by flags
     points: dict[int, str | None] = {}  # by stack id: a stack's contention point, found once
-    lost = "(stack lost: map full)"
     for w in model.lock_waits:
         if tasks is not None and w.task not in tasks:
             continue
@@ -484,7 +484,7 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
             u[3] += blocked
             u[4] += runnable
         else:
-            g[7].add(point, NO_STACK_LABELS.get(w.stack_id, lost), w.count, w.total_ns, w.spin_ns, blocked, runnable,
+            g[7].add(point, NO_STACK_LABELS.get(w.stack_id, LOST_STACK), w.count, w.total_ns, w.spin_ns, blocked, runnable,
                      w.weighted_ns, stack is not None or w.stack_id in SHARABLE)
         if w.owner_pid:
             g[9] = f"{w.owner_comm}[{w.owner_pid}]"
@@ -502,6 +502,64 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
                             named_by.field, blocked_ns=blocked if split else -1,
                             runnable_ns=runnable if split else -1, keys=(key,)))
     return _merge_same_name(out)
+
+
+# the sleeping locks' lock_stat types, as a cause names their kind ("rwsem contention: ...")
+_SLEEPING = {"rwsem:R": "rwsem", "rwsem:W": "rwsem", "percpu-rwsem:R": "rwsem", "percpu-rwsem:W": "rwsem",
+             "mutex": "mutex", "rt-mutex": "mutex", "semaphore": "semaphore"}
+# struct fields whose name alone does not say which lock: named with the struct holding them
+_PLAIN_FIELDS = frozenset({"rwsem", "sem", "rw_sem", "lock", "mutex", "__lock"})
+
+
+@dataclass(frozen=True)
+class SiteLock:
+    """The sleeping lock the contention tracepoints saw wanted at a call site, and the cause of a wait whose
+    stack starts there."""
+
+    cause: Cause
+    lock: str  # its lock_stat row's name
+    type: str
+
+
+def field_lock_name(field: str) -> str:
+    """A lock in a struct field as a cause names it, one name for every struct that holds it:
+    `ext4_inode_info.vfs_inode.i_rwsem` -> `inode i_rwsem` (the cause table's name), `...i_data.i_mmap_rwsem` ->
+    `i_mmap_rwsem`, `anon_vma.rwsem` -> `anon_vma->rwsem`."""
+    path = field.split(".")
+    if path[-1] == "i_rwsem":
+        return "inode i_rwsem"
+    if path[-1] in _PLAIN_FIELDS and len(path) > 1:
+        return f"{path[-2]}->{path[-1]}"
+    return path[-1]
+
+
+@per_model
+def locks_by_site(model: Model) -> dict[str, SiteLock]:
+    """The sleeping kernel locks the contention tracepoints saw wanted, by call site (`sym+0xoff`, as lock_stat's
+    contention points; the lock waited for most there). A wait whose stack, walked at the switch-in, starts at one
+    of them slept on that lock: the lock's own frames are scheduler text, left out of such a walk."""
+    out: dict[str, SiteLock] = {}
+    most: dict[str, int] = {}
+    for s in lock_stats(model, kind="kernel"):
+        kind = _SLEEPING.get(s.type)
+        if kind is None:  # a spinning lock's waiter never leaves its CPU for it
+            continue
+        for c in s.callers:
+            if "+" not in c.point or c.total_ns <= most.get(c.point, -1):
+                continue
+            most[c.point] = c.total_ns
+            function = bare(c.point.split("+", 1)[0])
+            if s.field:
+                lock = field_lock_name(s.field)
+            elif s.name.startswith("mmap_lock ("):
+                lock = "mmap_lock"  # one cause, whichever process's
+            elif s.type.startswith("percpu-rwsem"):
+                lock = percpu_rwsem_of(function) or s.name
+            else:
+                lock = bare(s.name)  # a static lock's symbol, or the caller naming it (`do_syslog.part.0`)
+            out[c.point] = SiteLock(Cause(f"{kind} contention: {lock}", BLOCKER, c.point, matched=False), s.name,
+                                    s.type)
+    return out
 
 
 def _merge_same_name(rows: list[LockStat]) -> list[LockStat]:

@@ -86,6 +86,18 @@ TS_FOUND_BLOCKED = 256  # bpf/sched.h: first seen blocked by the task dump, asle
 # Reserved stack ids (bpf/stacks.h): why a record has no stack; a real stack's id is at least STACK_ID_MIN.
 STACK_NONE, STACK_SHORT, STACK_RATE_LIMITED, STACK_FAILED, STACK_OWN, STACK_NOT_DRAWN = 0, 1, 2, 3, 4, 5
 STACK_ID_MIN = 16
+NO_STACK_LABELS = {
+    STACK_NONE: "(kernel stacks off)",
+    STACK_SHORT: "(wait shorter than --min-stack-wait)",
+    STACK_RATE_LIMITED: "(stack not sampled)",
+    STACK_FAILED: "(stack walk failed)",
+    STACK_OWN: "(stallscope's own wait: no stack walked)",
+    STACK_NOT_DRAWN: "(not drawn for a stack walk)",
+}
+LOST_STACK = "(stack lost: map full)"
+# reasons a wait has no stack that do not depend on what it was: such waits may be shared out by the
+# drawn waits of their stratum
+SHARABLE = frozenset({STACK_NOT_DRAWN, STACK_RATE_LIMITED, STACK_FAILED})
 
 
 @dataclass(frozen=True)

@@ -362,8 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "percentile of single waits")
     p.add_argument("--all", action="store_true", help="include idle waits")
     p.add_argument("--unknown", action="store_true",
-                   help="list the waits no rule matched, with their stacks and the kernel lock contended at the "
-                        "same call site, so the table can grow")
+                   help="list the waits no rule matched, with their stacks and the kernel lock wanted at the "
+                        "same call site (which names them), so the table can grow")
     p.add_argument("-n", "--rows", type=_positive_int, default=20, help="rows to show (default 20)")
     _add_command_only(p)
     _add_causes_option(p)

@@ -575,19 +575,50 @@ def test_throttling_figures_no_kernel_writes_make_no_quota_finding():
         assert not _throttled(entries)
 
 
-def test_an_unmatched_frame_that_is_a_lock_tables_call_site_says_which_lock_in_causes_unknown():
-    """A stack walked at the switch-in starts at the lock's caller (the lock's own frames are scheduler text):
-    where no rule names that caller, `causes --unknown` says which lock the contention tracepoints saw contended
-    at the same call site, and the rule that would name it."""
+def _site_model(lock_flags=2, field="", wait_frame="some_fs_op", kind=0, cache=""):
+    """One task's 300 ms of waits whose stack starts at some_fs_op+0x10 (walked at the switch-in: the lock's frames
+    are scheduler text), and the contention tracepoints' record of a lock wanted at `wait_frame`+0x10."""
+    wait = kstack(0x80, "some_fs_op", "vfs_something", "do_syscall_64")
+    lock = kstack(0x81, "rwsem_down_read_slowpath", "down_read", wait_frame, "vfs_something")
+    return _model([interval(0, task_info=INFOS, stacks=(wait, lock), tasks=(TaskDelta(APP, offcpu_ns=300_000_000),),
+                            offcpu=(OffcpuDelta(APP, 1000, 2, 0x80, 0, 30, 300_000_000, 20_000_000),),
+                            locks=(LockDelta(APP, 1000, 0xffff888000002000, 0x81, lock_flags, kind, 30, 290_000_000,
+                                             20_000_000, 1_000, 0, 290_000_000, cache=cache, field=field),))])
+
+
+def test_an_unmatched_stack_that_starts_at_a_lock_tables_call_site_is_named_for_that_lock():
+    """A stack walked at the switch-in starts at the lock's caller: where no rule names that caller, the wait is
+    named for the sleeping lock the contention tracepoints saw wanted at the same call site (sym+0xoff), and
+    `causes --unknown` still lists it with the rule that would name it without the lock probe."""
+    from stallscope.analyzer.blockers import rank_blockers
     from stallscope.tui.causes import causes_text
 
-    wait = kstack(0x80, "some_fs_op", "vfs_something", "do_syscall_64")
-    lock = kstack(0x81, "rwsem_down_read_slowpath", "down_read", "some_fs_op", "vfs_something")
-    model = _model([interval(0, task_info=INFOS, stacks=(wait, lock), tasks=(TaskDelta(APP, offcpu_ns=300_000_000),),
-                             offcpu=(OffcpuDelta(APP, 1000, 2, 0x80, 0, 30, 300_000_000, 20_000_000),),
-                             locks=(LockDelta(APP, 1000, 0xffff888000002000, 0x81, 2, 0, 30, 290_000_000, 20_000_000,
-                                              1_000, 0, 290_000_000),))])
+    model = _site_model()
+    top = rank_blockers(model)[0]
+    assert (top.cause, top.total_ns, top.frame) == ("rwsem contention: some_fs_op", 300_000_000, "some_fs_op+0x10")
     text = causes_text(model, unknown=True)
-    assert "1 cause(s) no rule matched" in text and "\nsome_fs_op  total 300.00ms" in text, text
-    assert ("the lock table's rwsem:R some_fs_op is contended at this same call site (some_fs_op+0x10): a rule in "
-            'your cause table (docs/causes.md) with frames = ["some_fs_op"] and innermost = true would name it') in text
+    assert "1 cause(s) no rule matched" in text and "\nrwsem contention: some_fs_op  total 300.00ms" in text, text
+    assert ("named from the lock table: its rwsem:R some_fs_op is contended at this same call site (some_fs_op+0x10); "
+            'a rule in your cause table (docs/causes.md) with frames = ["some_fs_op"] and innermost = true names it '
+            "without the lock probe") in text, text
+
+
+def test_a_lock_named_by_its_struct_field_names_the_wait_as_the_cause_table_does():
+    """An inode's i_rwsem is one cause however its waits were named (a rule or the lock table); other fields by
+    their name, a plain one with its struct."""
+    from stallscope.analyzer.blockers import rank_blockers
+
+    for field, cause in (("ext4_inode_info.vfs_inode.i_rwsem", "rwsem contention: inode i_rwsem"),
+                         ("shmem_inode_info.vfs_inode.i_data.i_mmap_rwsem", "rwsem contention: i_mmap_rwsem"),
+                         ("anon_vma.rwsem", "rwsem contention: anon_vma->rwsem")):
+        model = _site_model(field=field, kind=2, cache="some_cache")
+        assert rank_blockers(model)[0].cause == cause, field
+
+
+def test_a_wait_is_not_named_for_a_spin_lock_nor_for_a_lock_wanted_elsewhere():
+    """A spinning lock's waiter never leaves its CPU for it; a lock wanted at another call site says nothing of
+    this one: the stack keeps its frame's name."""
+    from stallscope.analyzer.blockers import rank_blockers
+
+    assert rank_blockers(_site_model(lock_flags=1))[0].cause == "some_fs_op"  # LCB_F_SPIN
+    assert rank_blockers(_site_model(wait_frame="other_fs_op"))[0].cause == "some_fs_op"

@@ -9,7 +9,7 @@ from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import depth_note, root_table
 from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.io import cause_devices
-from stallscope.analyzer.locks import lock_stats
+from stallscope.analyzer.locks import lock_stats, locks_by_site
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.signals import Signals, quota_throttled, signals, switch_kinds
 from stallscope.analyzer.units import fmt_longest, fmt_ns
@@ -27,16 +27,18 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
     ranked = rank_blockers(model, tasks, include_idle=include_idle, sort=sort, all_parts=all_parts)
     if unknown:
         unmatched = [b for b in ranked if not b.matched and b.stack is not None]
-        lines.append(f"{len(unmatched)} cause(s) no rule matched; each named by its innermost meaningful frame:\n")
-        locks = _locks_by_point(model, tasks) if unmatched else {}
+        lines.append(f"{len(unmatched)} cause(s) no rule matched; each named by the lock contended at its innermost "
+                     "meaningful frame, or by that frame:\n")
+        sites = locks_by_site(model) if unmatched else {}
         for b in unmatched[:rows]:
             lines.append(f"\n{printable(b.cause)}  total {fmt_ns(b.total_ns)}, {b.count} waits, max {fmt_ns(b.max_ns)}\n")
             lines += [f"    {printable(f)}\n" for f in stack_texts(b.stack)[:16]]
-            lock = locks.get(b.frame)
-            if lock is not None:
-                lines.append(f"  the lock table's {lock[1]} {printable(lock[0])} is contended at this same call site "
-                             f"({printable(b.frame)}): a rule in your cause table (docs/causes.md) with frames = "
-                             f"[\"{printable(b.cause)}\"] and innermost = true would name it\n")
+            site = sites.get(b.frame)
+            if site is not None:
+                function = printable(b.frame.split("+", 1)[0])
+                lines.append(f"  named from the lock table: its {site.type} {printable(site.lock)} is contended at this "
+                             f"same call site ({printable(b.frame)}); a rule in your cause table (docs/causes.md) with "
+                             f"frames = [\"{function}\"] and innermost = true names it without the lock probe\n")
         return "".join(lines)
     if by == "root":
         lines.append(f"SHARE: {denominator(all_parts).describe()}\n")
@@ -98,18 +100,6 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
                      "of the same task doing the same thing (same system call, file kind, state), with its 95% "
                      "margin; see docs/causes.md\n")
     return "".join(lines)
-
-
-def _locks_by_point(model: Model, tasks) -> dict[str, tuple[str, str]]:
-    """The kernel locks the contention tracepoints saw, by call site (`sym+0xoff`, as lock_stat's contention
-    points): a wait whose stack, walked at the switch-in, starts at one of them slept on that lock (the lock's
-    own frames are scheduler text, left out of such a walk)."""
-    out: dict[str, tuple[str, str, int]] = {}
-    for s in lock_stats(model, tasks=tasks, kind="kernel"):
-        for c in s.callers:
-            if c.point not in out or c.total_ns > out[c.point][2]:  # the lock waited for most there
-                out[c.point] = (s.name, s.type, c.total_ns)
-    return {point: (name, kind) for point, (name, kind, _ns) in out.items()}
 
 
 LABEL_MIN, LABEL_MAX = 50, 72  # a cause column's width: its longest name within these
