@@ -207,7 +207,9 @@ class CauseTable:
         if idx < len(names):
             name = rule.name
             if "{caller}" in name:
-                name = name.replace("{caller}", _caller(names, idx, matched))
+                caller = _caller(names, idx, matched)
+                # a stack that ends in the rule's frames (cut short) says only what was waited for
+                name = name.replace(" in {caller}", "") if caller == "?" else name.replace("{caller}", caller)
             return Cause(_render(name, kstack, why), rule.cls, kstack.frames[idx].text,
                          delays_wakees=rule.delays_wakees, input=rule.input)
         return Cause(_render(rule.name, kstack, why), rule.cls, why.describe() or rule.name,
@@ -215,12 +217,17 @@ class CauseTable:
                      input=rule.input)
 
 
+# a lock's own frames, not the tracing's (`bpf_`: a BPF program's frames in a contention's stack; here, a kernel
+# function such as bpf_link_free that waited)
+_LOCK_FRAMES = tuple(p for p in LOCK_INTERNAL if not p.startswith(("bpf_", "__bpf_")))
+
+
 def _caller(names: list[str], idx: int, frames) -> str:
     """Who called into a rule's frames: the first frame outward of the matched one that is none of the rule's,
     of the sleeping machinery's or of a lock's own (`{caller}`: which subsystem flushed a workqueue)."""
     for n in names[idx + 1:]:
         if n and not (frames is not None and frames.match(n)) and not n.startswith(SLEEP_MACHINERY) \
-                and not n.startswith(LOCK_INTERNAL):
+                and not n.startswith(_LOCK_FRAMES):
             return n
     return "?"
 

@@ -79,6 +79,7 @@ STACKS = [
       "handle_mm_fault", "exc_page_fault"],
      ["__schedule", "schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault", "__do_fault",
       "handle_mm_fault", "exc_page_fault"]),
+    # a stack that ends in the rule's frames names no caller
     ("Waiting for an RCU grace period", BLOCKER,
      ["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__wait_rcu_gp", "synchronize_rcu"],
      ["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__wait_rcu_gp", "synchronize_rcu_normal"]),
@@ -103,7 +104,7 @@ STACKS = [
     ("rwsem contention: file_rwsem (file locks)", BLOCKER,
      ["__schedule", "schedule", "percpu_rwsem_wait", "locks_start", "seq_read_iter", "proc_reg_read_iter"],
      ["locks_start", "seq_read_iter", "proc_reg_read_iter", "vfs_read", "ksys_read", "do_syscall_64"]),
-    ("Waiting for an RCU grace period", BLOCKER,
+    ("Waiting for an RCU grace period in locks_start", BLOCKER,
      ["__schedule", "schedule", "rcu_sync_enter", "locks_start", "seq_read_iter", "proc_reg_read_iter"],
      ["rcu_sync_enter", "locks_start", "seq_read_iter", "proc_reg_read_iter", "vfs_read", "ksys_read"]),
     # a uprobe hit's lookup of its probe falls back to the mmap_lock (stress-ng --pthread traced, 6.18)
@@ -135,6 +136,10 @@ STACKS = [
     ("rwsem contention: inode i_rwsem", BLOCKER,
      ["__schedule", "schedule", "rwsem_down_write_slowpath", "down_write", "vfs_fileattr_set", "do_vfs_ioctl"],
      ["vfs_fileattr_set", "ioctl_setflags", "do_vfs_ioctl", "__x64_sys_ioctl", "do_syscall_64"]),
+    # dup2() past the end of the file table while another thread grows it (stress-ng --close, 6.18)
+    ("Waiting for another thread to grow the file descriptor table", BLOCKER,
+     ["__schedule", "schedule", "expand_files", "ksys_dup3", "__x64_sys_dup2"],
+     ["expand_files", "ksys_dup3", "__x64_sys_dup2", "do_syscall_64"]),
     # a flush is named by who flushed: closing an inotify descriptor waits for fsnotify's mark reaper
     # (stress-ng --inotify, 6.18), a driver cancelling its work item
     ("Waiting for a workqueue flush in fsnotify_destroy_group", BLOCKER,

@@ -30,7 +30,7 @@ def test_the_rcu_kthread_at_work_is_not_a_blocker_but_a_caller_of_synchronize_rc
     caller = _stack(["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__wait_rcu_gp",
                      "synchronize_rcu_tasks_trace", "bpf_link_free", "bpf_link_release", "__fput", "task_work_run"])
     c = table.classify(caller, None, 0x2)
-    assert c.name == "Waiting for an RCU grace period" and c.cls == "blocker", c
+    assert c.name == "Waiting for an RCU grace period in bpf_link_free" and c.cls == "blocker", c
 
 
 @needs_bpf
