@@ -112,6 +112,23 @@ def test_stress_ng_dir_waits_on_its_directorys_i_rwsem(tmp_path):
     _lock_blocked_within_offcpu(path)
 
 
+def test_stress_ng_fpunch_waits_on_its_files_i_rwsem_named_at_the_lock_call_site(tmp_path):
+    """fallocate() takes the file's i_rwsem where ext4_fallocate (or shmem_fallocate) starts, a call site no rule
+    names by itself: the wait is named for the lock the contention tracepoints saw wanted at the same sym+0xoff,
+    and the cause comes to the lock table's blocked time on the inodes' i_rwsem."""
+    _need("stress-ng")
+    _, _, path = record_command(tmp_path, ["stress-ng", "--fpunch", "2", "-t", "3", "--temp-path", str(tmp_path),
+                                           "--quiet"], defaults=True)
+    doc = _command_doc(path)
+    causes = {b["cause"]: b for b in doc["blockers"]}
+    assert not [c for c in causes if c.split(".")[0] in ("ext4_fallocate", "shmem_fallocate")], list(causes)[:8]
+    cause = causes["rwsem contention: inode i_rwsem"]
+    blocked = sum(lk["blocked_ns"] for lk in doc["locks"] if lk["type"].startswith("rwsem")
+                  and lk["name"].split(" (")[0].endswith("vfs_inode.i_rwsem"))
+    assert blocked > 100_000_000, blocked  # the two workers punch holes in one file: they contend for seconds
+    assert abs(cause["total_ns"] - blocked) <= 0.10 * blocked, (cause["total_ns"], blocked)
+
+
 def test_stress_ng_flock_is_cpu_bound_and_its_lock_waits_are_mostly_for_a_cpu(tmp_path):
     _need("stress-ng", "perf")
     counts = tmp_path / "perf.txt"
