@@ -6,6 +6,7 @@ means the same wherever it is shown.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from itertools import chain
@@ -286,21 +287,43 @@ class Model:
         return ModelFold(meta, slab_caches, functions, lazy).add(intervals).model(task_info, stacks)
 
     def descendants(self, root_tgid: int) -> set[TaskId]:
-        """Tasks of a process tree: the root's threads and every process created under it. Walked down
-        from the root, once per process: a chain of processes (a fork loop, or a recording crafted as
-        one) costs its length, not its square."""
+        """Tasks of a process tree: the root's threads and every process created under it. A process is one
+        life of its PID (PIDs are reused: pid_max is 32,768 by default, and a build or a fork loop wraps it
+        within minutes), so a process's parent is the life of its parent's PID that had begun when it
+        began (the lives of one PID never overlap); the root is the first life of its PID seen. Walked down
+        from the root, once per process: a chain of processes (a fork loop, or a recording crafted as one)
+        costs its length, not its square."""
         infos = [t.info for t in self.tasks.values()]
-        children: dict[int, set[int]] = {}
+        lives: dict[int, list[int]] = {}  # tgid -> its leaders' start times, in order
         for info in infos:
-            children.setdefault(info.ptgid, set()).add(info.tgid)
-        procs = {root_tgid}
-        todo = [root_tgid]
+            if info.task.pid == info.tgid:
+                lives.setdefault(info.tgid, []).append(info.task.start_time_ns)
+        for starts in lives.values():
+            starts.sort()
+
+        def process(tgid: int, start_ns: int) -> tuple[int, int]:
+            """The process of PID `tgid` alive at `start_ns`: its leader's start (0: no leader seen)."""
+            starts = lives.get(tgid)
+            if not starts:
+                return (tgid, 0)
+            i = bisect_right(starts, start_ns) - 1
+            return (tgid, starts[i] if i >= 0 else 0)
+
+        children: dict[tuple[int, int], set[tuple[int, int]]] = {}
+        proc_of: dict[TaskId, tuple[int, int]] = {}
+        for info in infos:
+            proc = proc_of[info.task] = process(info.tgid, info.task.start_time_ns)
+            if info.task.pid == info.tgid or proc[1] == 0:  # a leader, or a thread of a process whose is unseen
+                children.setdefault(process(info.ptgid, proc[1] or info.task.start_time_ns), set()).add(proc)
+        root = (root_tgid, lives[root_tgid][0] if root_tgid in lives else 0)
+        procs = {root}
+        todo = [root]
         while todo:
             for child in children.get(todo.pop(), ()):
                 if child not in procs:
                     procs.add(child)
                     todo.append(child)
-        return {info.task for info in infos if info.tgid in procs}
+        return {task for task, proc in proc_of.items() if proc in procs}
 
 
 class ModelFold:

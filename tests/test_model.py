@@ -190,6 +190,26 @@ def test_process_tree_of_a_command():
     assert model.descendants(200) == {child}
 
 
+def test_process_tree_follows_each_life_of_a_reused_pid():
+    """PIDs are reused (pid_max 32,768: stress-ng --vforkmany wrapped it in 4 s): a process that got a PID the
+    command's tree had used, and what it started, are not the command's; nor a later life of the root's PID."""
+    m, ivs = two_interval_recording()
+    child = TaskId(200, 9 * SEC)  # the command's child, exits
+    stranger = TaskId(200, 20 * SEC)  # PID 200 again, started by init
+    strangers_child = TaskId(300, 21 * SEC)
+    strangers_thread = TaskId(201, 22 * SEC)
+    grandchild = TaskId(301, 10 * SEC)  # the command's child's child: a life of 200 that had begun
+    later_root = TaskId(100, 30 * SEC)  # PID 100 once the command is gone
+    infos = (TaskInfo(child, 200, 100, "child"), TaskInfo(stranger, 200, 1, "stranger"),
+             TaskInfo(strangers_child, 300, 200, "its child"), TaskInfo(strangers_thread, 200, 1, "its thread"),
+             TaskInfo(grandchild, 301, 200, "grandchild"), TaskInfo(later_root, 100, 1, "later"))
+    ivs[0] = interval(0, task_info=INFOS + infos, tasks=ivs[0].tasks + tuple(
+        TaskDelta(i.task, voluntary_switches=1) for i in infos))
+    model = _model(m, ivs)
+    assert model.descendants(100) == {A, B, child, grandchild}
+    assert model.descendants(200) == {child, grandchild}
+
+
 def test_analyzer_never_imports_textual_or_jinja2():
     # every module of the analyzer, as found on disk (a new one is covered without editing this test)
     code = ("import sys, pkgutil, importlib, stallscope.analyzer as a;"
