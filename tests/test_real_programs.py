@@ -129,6 +129,20 @@ def test_stress_ng_fpunch_waits_on_its_files_i_rwsem_named_at_the_lock_call_site
     assert abs(cause["total_ns"] - blocked) <= 0.10 * blocked, (cause["total_ns"], blocked)
 
 
+def test_a_process_blocked_in_its_exit_is_told_apart_without_a_stack(tmp_path):
+    """A process that owned a mount namespace waits in do_exit() for an RCU grace period as the namespace goes
+    (put_mnt_ns): past exit_mm() it has no mm, and its registers name no call. With no stack walked for any
+    wait (--min-stack-wait 1h), those waits are named by their evidence, the task's exit, not left stackless."""
+    _need("unshare")
+    _, _, path = record_command(tmp_path, ["sh", "-c", "for i in $(seq 100); do unshare -m true; done"],
+                                "--min-stack-wait", "1h")
+    doc = _command_doc(path)
+    causes = {b["cause"]: b for b in doc["blockers"]}
+    exiting = causes.get("Exiting (do_exit)")
+    assert exiting is not None and exiting["count"] >= 50, list(causes)
+    assert not [c for c in causes if c.startswith("(wait shorter than")], list(causes)
+
+
 def test_stress_ng_flock_is_cpu_bound_and_its_lock_waits_are_mostly_for_a_cpu(tmp_path):
     _need("stress-ng", "perf")
     counts = tmp_path / "perf.txt"
