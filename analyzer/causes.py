@@ -82,6 +82,8 @@ class Rule:
     # charged once it had gone on for a second is idle: nothing came (analyzer/attribution.py _idle_input)
     input: bool = False
     iowait: bool = False  # evidence too: the task slept in I/O wait (io_schedule(): why.IOWAIT)
+    # names only waits with no stack walked: a walked stack names its own (a lock at its call site, its frame)
+    stackless: bool = False
 
     @property
     def evidence(self) -> bool:
@@ -131,7 +133,7 @@ class CauseTable:
                                   _strings(entry, "context", CONTEXTS), _strings(entry, "futex", tuple(FUTEX_FLAGS)),
                                   _strings(entry, "functions"), _one_of(entry, "woken_by", WOKEN_BY),
                                   bool(entry.get("delays_wakees", False)), bool(entry.get("input", False)),
-                                  bool(entry.get("iowait", False))))
+                                  bool(entry.get("iowait", False)), bool(entry.get("stackless", False))))
             except (KeyError, TypeError, ValueError) as exc:
                 raise StallscopeError(f"cause table {source}: entry {i + 1} is invalid ({exc})",
                                       "each [[cause]] needs a name, and frames as a list of strings") from None
@@ -182,6 +184,8 @@ class CauseTable:
             if user_frames is not None and not any(u and user_frames.match(u) for u in unames):
                 continue
             if rule.evidence and not _evidence_holds(rule, why):
+                continue
+            if rule.stackless and names:
                 continue
             if frames is None:
                 idx = len(names) + 1  # frames, where a rule names them, are the stronger evidence

@@ -536,3 +536,18 @@ def test_the_uprobe_rule_and_the_lock_advice_know_the_same_uprobe_frames():
 
     rule = next(r for r in default_table().rules if "at a uprobe hit" in r.name)
     assert {f.rstrip("*") for f in rule.frames} == set(UPROBE_FRAMES)
+
+
+def test_a_task_in_its_exit_is_named_by_that_only_where_no_stack_names_its_wait():
+    """The exit context (PF_EXITING) names a wait with no stack walked; a walked stack in do_exit() keeps its
+    own name (its frame, or a lock wanted at its call site), never hidden under the exit."""
+    from stallscope.analyzer.why import CTX_SHIFT, decode
+    from synthetic import kstack
+
+    exiting = decode(6 << CTX_SHIFT)
+    assert exiting.context == "exit" and exiting.describe() == "the task's exit"
+    table = default_table()
+    assert table.classify(None, None, 2, exiting).name == "Exiting (do_exit)"
+    walked = kstack(1, "do_exit", "do_group_exit", "__x64_sys_exit_group", "do_syscall_64")
+    cause = table.classify(walked, None, 2, exiting)
+    assert (cause.name, cause.matched) == ("do_exit", False), cause
