@@ -32,8 +32,12 @@ def run(coro):
 
 
 def cells(app: TopApp, view: str) -> list[list[str]]:
+    """The rows a view's table shows, in its order, each cell whole (the table draws a long name with its middle
+    left out: test_a_long_name_loses_its_middle_not_its_end)."""
     table = app.query_one(f"#table-{view}", DataTable)
-    return [[c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+    rows = app.rows.get(view, [])
+    assert len(rows) == table.row_count
+    return [[c.plain if isinstance(c, Text) else str(c) for c in r.cells] for r in rows]
 
 
 def status(app: TopApp) -> str:
@@ -589,3 +593,23 @@ def test_a_replay_that_cannot_be_read_in_the_background_says_why(recording, monk
             assert "reading stopped: tui.stall is damaged" in note, note
             assert "reading the recording" not in status(app)
     run(go())
+
+
+def test_a_long_name_loses_its_middle_not_its_end():
+    """Names that differ at their ends (the caller, the lock, the process id) stay apart in a narrow column, and a
+    blocker's dim estimate note is kept whole; text that fits, or whose characters are wider, is left as it is."""
+    from stallscope.tui.cells import elide_middle, lit
+
+    a, b = ("Waiting for an RCU grace period in __x64_sys_membarrier",
+            "Waiting for an RCU grace period in sync_runqueues_membarrier_state")
+    shown = [elide_middle(lit(n), 34) for n in (a, b)]
+    assert [s.cell_len for s in shown] == [34, 34] and shown[0].plain != shown[1].plain
+    assert shown[0].plain == "Waiting for a…__x64_sys_membarrier", shown[0].plain
+    noted = lit(b)
+    noted.append(" ~27% est", style="dim")
+    cell = elide_middle(noted, 34)
+    assert cell.plain == "Waiting f…embarrier_state ~27% est" and cell.cell_len == 34, cell.plain
+    assert [(cell.plain[s.start:s.end], str(s.style)) for s in cell.spans] == [(" ~27% est", "dim")]
+    assert elide_middle(lit("Waiting for CPU"), 34).plain == "Waiting for CPU"
+    wide = lit("名" * 40)
+    assert elide_middle(wide, 34) is wide

@@ -26,7 +26,7 @@ from stallscope.analyzer.timeline import Snapshot
 from stallscope.errors import StallscopeError
 from stallscope.sources import LIVE_WINDOWS, prefolded
 from stallscope.tui import detail
-from stallscope.tui.cells import visible
+from stallscope.tui.cells import elide_middle, visible
 from stallscope.tui.views import FLEX_MAX, Row, View, default_views
 
 MAX_ROWS = 500
@@ -381,11 +381,17 @@ class TopApp(App):
             selected = self.keys[v.name][table.cursor_row]
         table.clear()
         keys, seen = [], {}
+        # the name column's cells, longer than it, lose their middle (their ends say the most)
+        flex = v.flex if v.flex is not None and v.flex < len(table.ordered_columns) else None
+        width = table.ordered_columns[flex].width if flex is not None else 0
         for r in rows:  # rows that read the same (a lock's read and write sides) stay apart
             n = seen[r.key] = seen.get(r.key, 0) + 1
             key = r.key if n == 1 else f"{r.key}#{n}"
             keys.append(key)
-            table.add_row(*r.cells, key=key)
+            cells = r.cells
+            if width and cells[flex].cell_len > width:
+                cells = (*cells[:flex], elide_middle(cells[flex], width), *cells[flex + 1:])
+            table.add_row(*cells, key=key)
         self.keys[v.name] = keys
         if selected is not None:
             if selected in keys:

@@ -33,6 +33,28 @@ def lit(text: str, style: str | Style = "") -> Text:
     return Text(visible(text), style=style, no_wrap=True, overflow="ellipsis")
 
 
+def elide_middle(text: Text, width: int) -> Text:
+    """A cell longer than `width` cells with its middle left out (`…`), not its end: a cause's, a lock's or a
+    task's name says the most at its ends (the caller, the lock, the process id). Text whose characters are not
+    one cell each is left to the table's own ellipsis. A short styled note at the end (a blocker's `~27% est`)
+    is kept whole, the name before it shortened."""
+    plain = text.plain
+    if width < 12 or text.cell_len <= width or text.cell_len != len(plain):
+        return text
+    end = len(plain)
+    note = next((s for s in reversed(text.spans) if s.end == end and 0 < s.start and end - s.start <= width // 3),
+                None)
+    name_end = note.start if note is not None else end
+    room = width - (end - name_end) - 1  # the name's cells, less the ellipsis
+    head = room * 2 // 5
+    first, _middle, last = text.divide([head, name_end - (room - head)])
+    out = Text(style=text.style, justify=text.justify, no_wrap=True, overflow="ellipsis")
+    out.append_text(first)
+    out.append("…")
+    out.append_text(last)
+    return out
+
+
 def num(text: str, style: str = "") -> Text:
     return Text(text, style=style, justify="right", no_wrap=True)
 
