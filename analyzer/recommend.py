@@ -31,15 +31,17 @@ from stallscope.analyzer.signals import (
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
-KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "sched_knob", "quota")
+KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "rcu", "sched_knob", "quota")
 # run-time changes stallscope leaves to the user (`apply` does not carry them out): a cgroup's CPU limit may be
 # deliberate, a container's or a service's
 BY_HAND = frozenset({"quota"})
 
 # Where the kernel has the scheduler knobs the rules advise on (a sysctl; debugfs since 5.13). A path is
 # never taken from a recording: a command or `apply` writes only here (and only where the file exists).
+# the kernel knobs `apply` writes, by name: the scheduler's and RCU's (the only ones the rules advise on)
 SCHED_KNOB_PATHS = {"sched_migration_cost_ns": "/proc/sys/kernel/sched_migration_cost_ns",
-                    "migration_cost_ns": "/sys/kernel/debug/sched/migration_cost_ns"}
+                    "migration_cost_ns": "/sys/kernel/debug/sched/migration_cost_ns",
+                    "rcu_expedited": "/sys/kernel/rcu_expedited"}
 SLAB_ROOT = "/sys/kernel/slab"
 SLAB_TUNABLES = frozenset({"cpu_partial"})
 
@@ -62,6 +64,7 @@ class Thresholds:
     lock_wait_per_s_ns: float = 10e6  # a lock whose waits add up to 10 ms per second
     lock_min_contentions: int = 20  # ... over at least this many contentions
     io_wait_per_s_ns: float = 50e6
+    rcu_wait_per_s_ns: float = 50e6  # tasks waiting this long a second for normal RCU grace periods
     priority_nice: int = -5  # what a starved thread's nice is raised to (not more: see the risk)
     max_per_rule: int = 5  # the worst few: a list of hundreds helps nobody
     slab_allocs_per_s: float = 10_000.0  # a cache this busy ...
@@ -478,6 +481,54 @@ def rule_io(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     return out
 
 
+RCU_WAIT = "Waiting for an RCU grace period"  # the cause table's name, "in {caller}" after it
+# a grace period the knob does not shorten: already expedited, a wait for callbacks, or the tasks flavour
+_RCU_NOT_EXPEDITABLE = ("synchronize_rcu_expedited", "synchronize_srcu_expedited", "exp_funnel_lock",
+                        "synchronize_sched_expedited", "rcu_barrier", "srcu_barrier", "synchronize_rcu_tasks",
+                        "rcu_tasks_", "rcu_exp_")
+
+
+def rule_rcu(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
+    """Tasks that wait for normal RCU grace periods (synchronize_rcu(), synchronize_srcu(), an rcu_sync), a few
+    milliseconds each, where /sys/kernel/rcu_expedited would make them expedited ones (tens of microseconds)."""
+    knobs = (model.meta.machine or {}).get("rcu_knobs", {})
+    expedited, normal = (knobs.get(n, {}).get("value") if isinstance(knobs.get(n), dict) else None
+                         for n in ("rcu_expedited", "rcu_normal"))
+    if expedited != "0" or normal not in (None, "0"):
+        return []  # not known (an older recording), already expedited, or rcu_normal forbids it
+    secs = model.duration_s or 1.0
+    waits = []
+    for b in rank_blockers(whole.model, whole.scope, include_idle=False):
+        if not b.cause.startswith(RCU_WAIT):
+            continue
+        frames = [bare(f.symbol) for f in b.stack.frames] if b.stack is not None else []
+        if any(n.startswith(_RCU_NOT_EXPEDITABLE) for n in frames):
+            continue
+        waits.append(b)
+    total = sum(b.total_ns for b in waits)
+    if not waits or total / secs < th.rcu_wait_per_s_ns:
+        return []
+    names = ", ".join(sorted({printable(model.tasks[t].info.comm) for b in waits for t in b.tasks
+                              if t in model.tasks}))[:80]
+    callers = ", ".join(b.cause[len(RCU_WAIT):].removeprefix(" in ") or "?" for b in waits[:3])
+    p99 = max(b.p99_ns for b in waits)
+    return [Recommendation(
+        "rcu", "system", f"tasks wait {fmt_ns(total / secs)} per second for normal RCU grace periods ({names}; in "
+        f"{callers}): each synchronize_rcu() waits a few milliseconds, and this kernel does not expedite them",
+        tuple(f"{b.cause}: {b.count} waits, {fmt_ns(b.total_ns)} in {secs:.1f} s, p99 {fmt_ns(b.p99_ns)}, "
+              f"{b.share_pct:.0f}% of all waiting" for b in waits[:3]) + ("/sys/kernel/rcu_expedited = 0",),
+        write_command(1, SCHED_KNOB_PATHS["rcu_expedited"]),
+        "an expedited grace period interrupts every CPU not idle with an IPI: real-time and latency-sensitive tasks "
+        "and large machines pay for each one, so a machine that must not be disturbed should keep it off; better, "
+        "where the code is yours, the callers can free with call_rcu() or kfree_rcu() instead of waiting, or batch "
+        "their updates",
+        _verify("the waiting tasks", "the RCU waits' p99 should fall from milliseconds to tens of microseconds"),
+        RECOMMENDED, True, {"type": "write", "knob": "rcu_expedited", "path": SCHED_KNOB_PATHS["rcu_expedited"],
+                            "value": "1"},
+        facts=(Fact("wait", total / secs, "ns/s"), Fact("waits", sum(b.count for b in waits)),
+               Fact("p99 wait", p99, "ns")))]
+
+
 def rule_sched_knob(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """Only knobs this kernel has, only with evidence: today, migration cost against system-wide ping-pong."""
     knobs = (model.meta.machine or {}).get("sched_knobs", {})
@@ -629,8 +680,8 @@ def rule_io_devices(model: Model, th: Thresholds, whole: Whole) -> list[Recommen
     return io_recommendations(model, whole=whole)
 
 
-RULES = (rule_pin, rule_priority, rule_cpu_bound, rule_slub, rule_lock, rule_io, rule_sched_knob, rule_io_devices,
-         rule_quota)
+RULES = (rule_pin, rule_priority, rule_cpu_bound, rule_slub, rule_lock, rule_io, rule_rcu, rule_sched_knob,
+         rule_io_devices, rule_quota)
 
 
 class Whole(NamedTuple):

@@ -335,6 +335,7 @@ _MACHINE = fields({
                         key=CPU_KEY),
     }),
     "sched_knobs": dict_of(fields({"path": TEXT_VALUE, "value": TEXT_VALUE, "stable": BOOLEAN})),
+    "rcu_knobs": dict_of(fields({"path": TEXT_VALUE, "value": TEXT_VALUE, "stable": BOOLEAN})),
 })
 META = fields({
     "format_version": integer(), "stallscope_version": TEXT_VALUE, "host": TEXT_VALUE, "kernel": TEXT_VALUE,

@@ -202,6 +202,8 @@ def _already_good(doc: dict) -> list[dict]:
         ("slub", f"no slab cache with {th.slab_allocs_per_s:,.0f} allocations a second, {th.slab_switch_pct:g}% "
                  "CPU-slab switches and list_lock waits or a busy slow path", ran(probes, "slab"),
          "recorded without the slab group (--probes +slab)"),
+        ("rcu", f"no task waits {fmt_ns(th.rcu_wait_per_s_ns)} a second or more for normal RCU grace periods",
+         bool(machine.get("rcu_knobs")), "the recording has no RCU settings"),
         ("sched_knob", f"migrations stay under {th.migrations_per_s * 10:g} a second per CPU machine-wide",
          bool(machine.get("sched_knobs")), "the recording has no scheduler knobs"),
         ("quota", f"no cgroup's CPU quota throttled it {100 * th.quota_throttled_share:g}% of the time or more",

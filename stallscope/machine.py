@@ -106,10 +106,23 @@ def sched_knobs() -> dict[str, dict]:
     return out
 
 
+RCU_KNOBS = ("/sys/kernel/rcu_expedited", "/sys/kernel/rcu_normal")
+
+
+def rcu_knobs() -> dict[str, dict]:
+    """RCU's run-time settings (kernel/rcu/update.c): whether synchronize_rcu() is expedited, or never is."""
+    out = {}
+    for path in RCU_KNOBS:
+        value = read_value(path)
+        if value is not None:
+            out[os.path.basename(path)] = {"path": path, "value": value, "stable": True}
+    return out
+
+
 def describe() -> dict:
     """Taken at the start of a recording."""
-    return {"topology": topology(), "sched_knobs": sched_knobs(), "kernel_release": os.uname().release,
-            "arch": os.uname().machine}
+    return {"topology": topology(), "sched_knobs": sched_knobs(), "rcu_knobs": rcu_knobs(),
+            "kernel_release": os.uname().release, "arch": os.uname().machine}
 
 
 # ---- the CPU side, as deltas over the recording --------------------------------------------------

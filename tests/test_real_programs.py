@@ -29,6 +29,7 @@ Expected, on a 2-CPU machine:
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -141,6 +142,39 @@ def test_a_process_blocked_in_its_exit_is_told_apart_without_a_stack(tmp_path):
     exiting = causes.get("Exiting (do_exit)")
     assert exiting is not None and exiting["count"] >= 50, list(causes)
     assert not [c for c in causes if c.startswith("(wait shorter than")], list(causes)
+
+
+def test_membarrier_waits_for_rcu_grace_periods_until_the_advice_expedites_them(tmp_path):
+    """stress-ng --membarrier's MEMBARRIER_CMD_GLOBAL waits in synchronize_rcu(): the advice is
+    /sys/kernel/rcu_expedited, `apply` carries it out, a second recording shows what it said to verify (the waits'
+    p99 from milliseconds to microseconds), and the undo restores the knob."""
+    _need("stress-ng")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    run = ["stress-ng", "--membarrier", "2", "-t", "2", "--quiet"]
+    doc, _, path = record_command(tmp_path, run, defaults=True)
+    knob = doc["meta"]["machine"]["rcu_knobs"].get("rcu_expedited", {}).get("value")
+    recs = doc["recommendations"]
+    rcu = [i for i, r in enumerate(recs, 1) if r["kind"] == "rcu"]
+    if knob != "0":  # this machine expedites them already (or cannot): nothing to advise
+        assert not rcu, recs
+        return
+    assert rcu, [r["finding"] for r in recs]
+    before = next(b for b in _command_doc(path)["blockers"] if b["cause"].startswith(
+        "Waiting for an RCU grace period in"))
+    assert before["latency"]["p99_ns"] >= 1_000_000, before["latency"]  # a normal grace period: milliseconds
+    try:
+        run_stallscope("apply", str(path), str(rcu[0]), "--yes", env=env)
+        with open("/sys/kernel/rcu_expedited") as f:
+            assert f.read().strip() == "1"
+        (tmp_path / "after").mkdir()
+        _, _, after_path = record_command(tmp_path / "after", run, defaults=True)
+        after = next(b for b in _command_doc(after_path)["blockers"] if b["cause"] == before["cause"])
+        assert after["latency"]["p99_ns"] < before["latency"]["p99_ns"] / 10, (before["latency"], after["latency"])
+        assert after["count"] > 5 * before["count"], (before["count"], after["count"])  # the calls run faster
+    finally:
+        run_stallscope("apply", "--undo", env=env, check=False)
+        with open("/sys/kernel/rcu_expedited") as f:
+            assert f.read().strip() == "0"
 
 
 def test_stress_ng_flock_is_cpu_bound_and_its_lock_waits_are_mostly_for_a_cpu(tmp_path):

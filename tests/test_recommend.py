@@ -188,6 +188,34 @@ def test_io_rule_fires_on_io_waits_and_is_silent_without():
     assert not [r for r in recommend(_io_model(5_000_000)) if r.kind == "io"]
 
 
+def _rcu_model(waiter: str, expedited: str | None = "0", normal: str = "0", total_ns: int = 300_000_000):
+    """A task waiting in synchronize_rcu() (or in the expedited flavour), and the recorded RCU knobs."""
+    if waiter == "expedited":
+        frames = ("exp_funnel_lock", "synchronize_rcu_expedited", "namespace_unlock", "free_nsproxy", "do_exit")
+    else:
+        frames = ("__wait_rcu_gp", "synchronize_rcu_normal", "synchronize_rcu", waiter, "do_syscall_64")
+    stack = kstack(0x60, *frames)
+    knobs = {} if expedited is None else {
+        "rcu_expedited": {"path": "/sys/kernel/rcu_expedited", "value": expedited, "stable": True},
+        "rcu_normal": {"path": "/sys/kernel/rcu_normal", "value": normal, "stable": True}}
+    return _model([interval(0, task_info=INFOS, stacks=(stack,), tasks=(TaskDelta(APP, offcpu_ns=total_ns),),
+                            offcpu=(OffcpuDelta(APP, 1000, 2, 0x60, 0, 30, total_ns, total_ns // 10),))],
+                  {**_topology(2, 2), "rcu_knobs": knobs})
+
+
+def test_rcu_rule_expedites_normal_grace_periods_only_where_the_knob_would_shorten_them():
+    recs = [r for r in recommend(_rcu_model("__x64_sys_membarrier")) if r.kind == "rcu"]
+    assert len(recs) == 1 and recs[0].command == "echo 1 > /sys/kernel/rcu_expedited" and recs[0].runtime, recs
+    assert "in __x64_sys_membarrier" in recs[0].finding and recs[0].action == {
+        "type": "write", "knob": "rcu_expedited", "path": "/sys/kernel/rcu_expedited", "value": "1"}
+    for model in (_rcu_model("__x64_sys_membarrier", expedited="1"),  # already expedited
+                  _rcu_model("__x64_sys_membarrier", normal="1"),  # rcu_normal forbids expedited ones
+                  _rcu_model("__x64_sys_membarrier", expedited=None),  # recorded before the knobs were read
+                  _rcu_model("expedited"),  # a wait the knob does not shorten
+                  _rcu_model("__x64_sys_membarrier", total_ns=5_000_000)):  # 5 ms a second: not worth a knob
+        assert not [r for r in recommend(model) if r.kind == "rcu"]
+
+
 def test_sched_knob_only_where_the_knob_exists_and_says_debugfs_is_not_stable():
     iv = interval(0, task_info=INFOS, migrations=((0, 1, 5000), (1, 0, 5000)))
     knob = {"migration_cost_ns": {"path": "/sys/kernel/debug/sched/migration_cost_ns", "value": "500000",
