@@ -71,7 +71,7 @@ class Rule:
     # evidence (analyzer/why.py): every one given must hold
     syscalls: tuple[str, ...] = ()  # the system call the task blocked in
     fd: tuple[str, ...] = ()  # the kind of file its descriptor names (FD_KINDS)
-    context: tuple[str, ...] = ()  # CONTEXTS: syscall, fault, kthread, kworker-idle, kworker, exit
+    context: tuple[str, ...] = ()  # CONTEXTS: syscall, fault, kthread, kworker-idle, kworker, exit, io-worker
     futex: tuple[str, ...] = ()  # FUTEX_FLAGS the futex wait has: tid, lockword, timeout
     functions: tuple[str, ...] = ()  # a kernel thread's function or work item (globs)
     woken_by: str = ""  # how most of the waits ended: task, interrupt, exiting task

@@ -17,7 +17,7 @@ FD_SHIFT, FD_MASK = 13, 15 << 13
 FUTEX_TID, FUTEX_LOCKWORD, TIMEOUT, FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 << 20
 IOWAIT = 1 << 21  # the task slept in I/O wait (task->in_iowait, set by io_schedule())
 
-CONTEXTS = ("", "syscall", "fault", "kthread", "kworker-idle", "kworker", "exit")
+CONTEXTS = ("", "syscall", "fault", "kthread", "kworker-idle", "kworker", "exit", "io-worker")
 FD_KINDS = ("", "pipe", "socket", "file", "directory", "character device", "block device", "eventfd", "timerfd",
             "signalfd", "epoll", "inotify", "io_uring", "anonymous inode")
 FUTEX_FLAGS = {"tid": FUTEX_TID, "lockword": FUTEX_LOCKWORD, "timeout": TIMEOUT, "zero": FUTEX_ZERO}
@@ -61,6 +61,8 @@ class Why:
             return "an idle kernel worker"
         if self.context == "exit":
             return "the task's exit"
+        if self.context == "io-worker":
+            return "an io_uring worker"
         return ""
 
 

@@ -37,6 +37,8 @@
 #define WHY_CTX_KWORKER  5              /* a workqueue worker inside a work item: func is the work function */
 #define WHY_CTX_EXIT     6              /* a user task in its exit (PF_EXITING): do_exit() has begun (it may have left
 					 * its mm already, and its saved registers name no call) */
+#define WHY_CTX_IO_WORKER 7             /* an io_uring worker thread (PF_IO_WORKER, iou-wrk-*): a user thread that
+					 * runs only in the kernel, its saved registers copied from its creator's */
 #define WHY_FD_SHIFT     13             /* bits 13-16: the kind of file the call's descriptor names */
 #define WHY_FD_MASK      (15U << WHY_FD_SHIFT)
 #define WHY_FD_NONE      0

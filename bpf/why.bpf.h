@@ -180,7 +180,10 @@ static __always_inline void wait_evidence(struct task_stats *s, struct task_stru
 	__u32 why = WHY_CTX_NONE << WHY_CTX_SHIFT;
 	__u64 func = 0;
 
-	if ((prev->flags & (PF_EXITING | PF_KTHREAD)) == PF_EXITING) {
+	if (prev->flags & PF_IO_WORKER) {
+		/* it never entered a system call of its own: the registers it has are its creator's */
+		why = WHY_CTX_IO_WORKER << WHY_CTX_SHIFT;
+	} else if ((prev->flags & (PF_EXITING | PF_KTHREAD)) == PF_EXITING) {
 		/* do_exit(): from exit_group(), exit(), or a fatal signal (whose call's registers then name the call
 		 * it left, or a page fault); past exit_mm() it has no mm */
 		why = WHY_CTX_EXIT << WHY_CTX_SHIFT;

@@ -551,3 +551,19 @@ def test_a_task_in_its_exit_is_named_by_that_only_where_no_stack_names_its_wait(
     walked = kstack(1, "do_exit", "do_group_exit", "__x64_sys_exit_group", "do_syscall_64")
     cause = table.classify(walked, None, 2, exiting)
     assert (cause.name, cause.matched) == ("do_exit", False), cause
+
+
+def test_an_io_uring_worker_is_not_read_as_a_page_fault():
+    """An io_uring worker (iou-wrk-*, PF_IO_WORKER) never made a call of its own: its saved registers are its
+    creator's. Its own context names its idle waits without a stack; a walked stack names its own."""
+    from stallscope.analyzer.why import CTX_SHIFT, decode
+    from synthetic import kstack
+
+    worker = decode(7 << CTX_SHIFT)
+    assert worker.context == "io-worker" and worker.describe() == "an io_uring worker"
+    table = default_table()
+    idle = table.classify(None, None, 1, worker)
+    assert (idle.name, idle.cls) == ("io_uring worker idle", IDLE)
+    assert table.classify(None, None, 2, worker).name == "In an io_uring worker"
+    walked = kstack(1, "io_wq_worker", "ret_from_fork", "ret_from_fork_asm")
+    assert table.classify(walked, None, 1, worker).name == "Kernel thread idle"

@@ -177,6 +177,22 @@ def test_membarrier_waits_for_rcu_grace_periods_until_the_advice_expedites_them(
             assert f.read().strip() == "0"
 
 
+def test_io_uring_workers_wait_for_work_idle_and_do_the_rings_fsyncs(tmp_path):
+    """stress-ng --io-uring's requests run in io_uring workers (iou-wrk-*): between requests they wait for work
+    (idle); in them, they wait for what the request does (an fsync). Their registers are their creator's, once
+    read as a page fault (8.5 s of 'Page fault' in 4 s)."""
+    _need("stress-ng")
+    # in the directory it works in: its statx requests name a relative path (--temp-path fails them)
+    _, _, path = record_command(tmp_path, ["sh", "-c", f"cd {tmp_path} && exec stress-ng --io-uring 2 -t 2 --quiet"],
+                                defaults=True)
+    doc = _command_doc(path)
+    workers = {b["cause"]: b for b in doc["blockers"]
+               if any(t["comm"].startswith("iou-wrk") for t in b["tasks"])}
+    assert workers and "Page fault" not in workers, list(workers)
+    idle = [b for b in workers.values() if b["class"] == "idle"]
+    assert any(b["cause"] in ("Kernel thread idle", "io_uring worker idle") for b in idle), list(workers)
+
+
 def test_stress_ng_flock_is_cpu_bound_and_its_lock_waits_are_mostly_for_a_cpu(tmp_path):
     _need("stress-ng", "perf")
     counts = tmp_path / "perf.txt"
