@@ -140,6 +140,18 @@ STACKS = [
     ("Waiting for another thread to grow the file descriptor table", BLOCKER,
      ["__schedule", "schedule", "expand_files", "ksys_dup3", "__x64_sys_dup2"],
      ["expand_files", "ksys_dup3", "__x64_sys_dup2", "do_syscall_64"]),
+    # io_getevents() waiting for the AIO it submitted (stress-ng --aiol, 6.18)
+    ("Waiting for AIO completions (io_getevents)", BLOCKER,
+     ["__schedule", "schedule", "schedule_hrtimeout_range", "read_events", "do_io_getevents"],
+     ["read_events", "do_io_getevents", "__x64_sys_io_getevents", "do_syscall_64"]),
+    # an MTRR change stops every CPU (stress-ng --physpage, 6.18)
+    ("Waiting for stop_machine() in mtrr_add_page", BLOCKER,
+     ["__schedule", "schedule", "__wait_for_common", "stop_machine_cpuslocked", "mtrr_add_page", "mtrr_file_add"],
+     ["__stop_cpus.constprop.0", "stop_machine_cpuslocked", "mtrr_add_page.part.0", "mtrr_file_add.constprop.0",
+      "mtrr_ioctl"]),
+    ("Waiting for devtmpfs to create a device node", BLOCKER,
+     ["__schedule", "schedule", "__wait_for_common", "devtmpfs_create_node", "device_add", "device_add_disk"],
+     ["devtmpfs_create_node", "device_add", "__add_disk", "add_disk_fwnode", "loop_add"]),
     # a flush is named by who flushed: closing an inotify descriptor waits for fsnotify's mark reaper
     # (stress-ng --inotify, 6.18), a driver cancelling its work item
     ("Waiting for a workqueue flush in fsnotify_destroy_group", BLOCKER,
@@ -567,3 +579,12 @@ def test_an_io_uring_worker_is_not_read_as_a_page_fault():
     assert table.classify(None, None, 2, worker).name == "In an io_uring worker"
     walked = kstack(1, "io_wq_worker", "ret_from_fork", "ret_from_fork_asm")
     assert table.classify(walked, None, 1, worker).name == "Kernel thread idle"
+
+
+def test_a_frozen_block_queue_is_named_by_who_froze_it():
+    """A loop device's block size set, an I/O scheduler switched: the queue frozen until every request in flight
+    is done (stress-ng --loop, 6.18 stacks; the loop driver is a module, in no vmlinux symbol list)."""
+    table = default_table()
+    for caller in ("loop_set_block_size", "elevator_change"):
+        stack = _stack(["blk_mq_freeze_queue_wait", caller, "blkdev_ioctl", "__x64_sys_ioctl", "do_syscall_64"])
+        assert table.classify(stack).name == f"Waiting for a block queue to drain (frozen in {caller})"
