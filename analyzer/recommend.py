@@ -447,7 +447,9 @@ def _file_rwsem_advice(model: Model, s, writers) -> str:
             "or not while the file locks are busy")
 
 
-_IO_CAUSES = {"Waiting for I/O", "fsync() on a file", "msync() on a file", "Writeback throttling (too many dirty pages)"}
+AIO_WAIT = "Waiting for AIO completions (io_getevents)"  # the cause table's: Linux AIO, in practice O_DIRECT files
+_IO_CAUSES = {"Waiting for I/O", "fsync() on a file", "msync() on a file", "Writeback throttling (too many dirty pages)",
+              AIO_WAIT}
 
 
 def rule_io(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
@@ -464,6 +466,11 @@ def rule_io(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
             advice = ("each msync(MS_SYNC) writes the mapping's dirty pages back and waits for them and the journal "
                       "commit: sync less often (MS_ASYNC starts the write-back without waiting), put the journal on "
                       "a separate device")
+        elif b.cause == AIO_WAIT:
+            advice = ("the program waits in io_getevents() for the asynchronous I/O it submitted, with nothing else "
+                      "to do: the device sets the pace; more requests in flight (a deeper iodepth) help only while "
+                      "the device has parallelism to spare (its latency rising with the depth says it has not), "
+                      "larger requests cut the cost of each")
         else:
             advice = ("reads or writes wait for the device: larger requests, asynchronous I/O or a dedicated I/O "
                       "thread so the work does not stall, striping over devices if the queue is long")

@@ -548,8 +548,25 @@ int BPF_PROG(block_bio_complete, struct request_queue *q, struct bio *bio)
 	return 0;
 }
 
+/* Linux AIO's io_getevents() and io_pgetevents() (x86_64's numbers; asm-generic's): a task waiting there for
+ * the completions of its asynchronous I/O sleeps without in_iowait, woken by the completion itself. */
+static __always_inline bool waits_for_aio(__u32 why)
+{
+	if (((why & WHY_CTX_MASK) >> WHY_CTX_SHIFT) != WHY_CTX_SYSCALL)
+		return false;
+	switch (why & WHY_SYSCALL_MASK) {
+#if defined(__TARGET_ARCH_x86)
+	case 208: case 333:
+#elif defined(__TARGET_ARCH_arm64)
+	case 4: case 292:
+#endif
+		return true;
+	}
+	return false;
+}
+
 /* A wakeup on the stack of a completion this CPU ran just before, of a task blocked in I/O
- * (io_schedule() sets in_iowait): that device's completion ended the wait. The scheduler's own
+ * (io_schedule() sets in_iowait), or in io_getevents() for its AIO: that device's completion ended the wait. The scheduler's own
  * sched_waking program (attached first, so it runs first) has closed the wait by now: its length
  * and stratum are read from the shared task storage. */
 SEC("tp_btf/sched_waking")
@@ -565,7 +582,8 @@ int BPF_PROG(io_waking, struct task_struct *p)
 	c = bpf_map_lookup_elem(&completing, &k0);
 	if (!c || !c->ts || c->context != context_of(ctx))
 		return 0;
-	if (!BPF_CORE_READ_BITFIELD(wakee, in_iowait))
+	s = cfg.has_sched_state ? bpf_task_storage_get(&task_stats, p, 0, 0) : NULL;
+	if (!BPF_CORE_READ_BITFIELD(wakee, in_iowait) && !(s && waits_for_aio(s->why)))
 		return 0;
 	now = bpf_ktime_get_ns();
 	if (now - c->ts > cfg.wake_window_ns)
@@ -578,7 +596,6 @@ int BPF_PROG(io_waking, struct task_struct *p)
 			.dev = c->dev, .op = c->op, .submit_tgid = c->submit_tgid,
 		};
 
-		s = cfg.has_sched_state ? bpf_task_storage_get(&task_stats, p, 0, 0) : NULL;
 		if (s) {
 			__u64 mark = *(volatile __u64 *)&s->mark;
 

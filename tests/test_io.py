@@ -373,6 +373,27 @@ def delay_accounting():
 
 
 @needs_bpf
+def test_aio_waits_in_io_getevents_name_the_device_whose_completions_ended_them(tmp_path, loop_device):
+    """fio with libaio reads with O_DIRECT and waits in io_getevents(), not in I/O wait: the completions that
+    woke it tie its waits to the loop device, with fio as the submitter, and the requests' latency lies within
+    fio's own completion latency."""
+    name = os.path.basename(loop_device)
+    out, report = tmp_path / "aio.stall", tmp_path / "aio.json"
+    run_stallscope("record", "--probes", "+io", "--no-degrade", "-o", str(out), "--", "sh", "-c",
+                   _fio(loop_device, "aio", report, "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
+                        "--iodepth=8", "--io_size=16M"))
+    doc = json.loads(run_stallscope("export", "--command-only", str(out)).stdout)
+    aio = next(b for b in doc["blockers"] if b["cause"] == "Waiting for AIO completions (io_getevents)")
+    assert aio["devices"], aio
+    device = aio["devices"][0]
+    assert device["device"] == name and device["op"] == "read", device
+    assert device["count"] >= 0.9 * aio["count"], (device["count"], aio["count"])
+    assert any(s.startswith("fio[") for s in device["submitters"]), device["submitters"]
+    clat = json.loads(report.read_text())["jobs"][0]["read"]["clat_ns"]["mean"]
+    assert 0.2 * clat <= device["request_avg_ns"] <= 1.05 * clat, (device["request_avg_ns"], clat)
+
+
+@needs_bpf
 def test_the_waits_in_io_wait_are_the_kernels_block_io_delay(tmp_path, loop_device, delay_accounting):
     """Each wait says whether the task slept in I/O wait (task->in_iowait at the switch-out): a direct-I/O
     reader's waits so marked sum to the time it slept (schedstat) and to the block I/O delay the kernel
