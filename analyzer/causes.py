@@ -213,7 +213,9 @@ class CauseTable:
             if "{caller}" in name:
                 caller = _caller(names, idx, matched)
                 # a stack that ends in the rule's frames (cut short) says only what was waited for
-                name = name.replace(" in {caller}", "") if caller == "?" else name.replace("{caller}", caller)
+                if caller == "?":
+                    name = name.replace(" in {caller}", "")
+                name = name.replace("{caller}", caller)
             return Cause(_render(name, kstack, why), rule.cls, kstack.frames[idx].text,
                          delays_wakees=rule.delays_wakees, input=rule.input)
         return Cause(_render(rule.name, kstack, why), rule.cls, why.describe() or rule.name,

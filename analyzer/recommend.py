@@ -498,8 +498,10 @@ _RCU_NOT_EXPEDITABLE = ("synchronize_rcu_expedited", "synchronize_srcu_expedited
 def rule_rcu(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """Tasks that wait for normal RCU grace periods (synchronize_rcu(), synchronize_srcu(), an rcu_sync), a few
     milliseconds each, where /sys/kernel/rcu_expedited would make them expedited ones (tens of microseconds)."""
-    knobs = (model.meta.machine or {}).get("rcu_knobs", {})
-    expedited, normal = (knobs.get(n, {}).get("value") if isinstance(knobs.get(n), dict) else None
+    knobs = (model.meta.machine or {}).get("rcu_knobs")
+    if not isinstance(knobs, dict):
+        return []
+    expedited, normal = (knobs[n].get("value") if isinstance(knobs.get(n), dict) else None
                          for n in ("rcu_expedited", "rcu_normal"))
     if expedited != "0" or normal not in (None, "0"):
         return []  # not known (an older recording), already expedited, or rcu_normal forbids it
