@@ -226,10 +226,11 @@ def test_a_session_that_fails_before_loading_its_probes_keeps_no_view_waiting():
     from stallscope.session import SessionOptions
     from stallscope.sources import LiveSource
 
+    # PIDs run below pid_max: pid_max itself is never a process's (the highest free PID below it may become one
+    # before the session looks, once a long test session's forks have wrapped the PIDs around)
     with open("/proc/sys/kernel/pid_max") as f:
-        pid = int(f.read()) - 1
-    while os.path.exists(f"/proc/{pid}"):
-        pid -= 1
+        pid = int(f.read())
+    assert not os.path.exists(f"/proc/{pid}")
     src = LiveSource(SessionOptions(pid=pid))
     t0 = time.monotonic()
     src.start()
