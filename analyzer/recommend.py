@@ -497,7 +497,8 @@ _RCU_NOT_EXPEDITABLE = ("synchronize_rcu_expedited", "synchronize_srcu_expedited
 
 def rule_rcu(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     """Tasks that wait for normal RCU grace periods (synchronize_rcu(), synchronize_srcu(), an rcu_sync), a few
-    milliseconds each, where /sys/kernel/rcu_expedited would make them expedited ones (tens of microseconds)."""
+    milliseconds each, where /sys/kernel/rcu_expedited would make them expedited ones (stress-ng --membarrier on two
+    CPUs: 20 ms a wait on average before, 0.14 ms after)."""
     knobs = (model.meta.machine or {}).get("rcu_knobs")
     if not isinstance(knobs, dict):
         return []
@@ -531,7 +532,7 @@ def rule_rcu(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]
         "and large machines pay for each one, so a machine that must not be disturbed should keep it off; better, "
         "where the code is yours, the callers can free with call_rcu() or kfree_rcu() instead of waiting, or batch "
         "their updates",
-        _verify("the waiting tasks", "the RCU waits' p99 should fall from milliseconds to tens of microseconds"),
+        _verify("the waiting tasks", "the RCU waits' p99 should fall tenfold or more, from milliseconds"),
         RECOMMENDED, True, {"type": "write", "knob": "rcu_expedited", "path": SCHED_KNOB_PATHS["rcu_expedited"],
                             "value": "1"},
         facts=(Fact("wait", total / secs, "ns/s"), Fact("waits", sum(b.count for b in waits)),
