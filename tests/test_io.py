@@ -135,9 +135,9 @@ def _fio(dev: str, name: str, out, *args: str) -> str:
 def test_request_counts_equal_diskstats_deltas_over_the_same_window(tmp_path, loop_device):
     """Small and large blocks, direct and buffered, synchronous and asynchronous, an O_DSYNC writer (a
     write then an empty flush each time), a discard: every group's requests and sectors are the
-    kernel's own, exactly; the times agree to within the rounding of diskstats' milliseconds. Now and
-    then the kernel does not run the probe for a completion (a few in thousands on this loaded machine,
-    with no recursion miss counted): then the shortfall is exactly what the recording reports lost."""
+    kernel's own, exactly; the times agree to within 2% and diskstats' millisecond. Now and then the
+    kernel does not run the probe for a completion (a few in thousands on this loaded machine, with no
+    recursion miss counted): then the shortfall is exactly what the recording reports lost."""
     name = os.path.basename(loop_device)
     script = "".join([
         _fio(loop_device, "small_direct_async", "/dev/null", "--rw=randrw", "--bs=4k", "--direct=1", "--io_size=4M",
@@ -163,7 +163,12 @@ def test_request_counts_equal_diskstats_deltas_over_the_same_window(tmp_path, lo
         if got[0] == kernel[0]:
             assert got[1] == kernel[1], f"{op}: ours {got}, /proc/diskstats {kernel[:2]}"
         if ours and kernel[2] > 50:
-            assert abs(ours.requests * ours.await_.avg_ns / 1e6 - kernel[2]) <= 0.02 * kernel[2] + ours.requests / 1000
+            # a completion the probe did not see (below) takes its unknown time out of our sum: then
+            # ours only stays under the kernel's
+            ours_ms = ours.requests * ours.await_.avg_ns / 1e6
+            tolerance = 0.02 * kernel[2] + 1
+            gap = abs(ours_ms - kernel[2]) if got[0] == kernel[0] else ours_ms - kernel[2]
+            assert gap <= tolerance, (op, got, kernel, ours_ms, lost)
     # exact, or the kernel did not run the probe for a few completions: then the gap is reported as lost
     assert 0 <= shortfall <= lost and shortfall <= 0.005 * sum(o.requests for o in ops.values()), (shortfall, lost)
     assert {"read", "write", "flush", "discard"} <= set(ops)
