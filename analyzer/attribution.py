@@ -66,11 +66,11 @@ def wait_evidence(model: Model, w: StackWait, arch: str | None = None):
 def classify_wait(model: Model, w: StackWait, table: CauseTable | None = None) -> Cause:
     """One wait record's cause: from its stack when it has one, else from its evidence. A stack no rule names
     that starts where the contention tracepoints saw a sleeping lock wanted is named for that lock
-    (locks.locks_by_site: the same call site, `sym+0xoff`)."""
+    (locks.locks_by_site: the same call site, `sym+0xoff`), as is one an `unless_lock` rule names."""
     cause = (table or default_table()).classify(w.kstack, w.ustack, w.state, wait_evidence(model, w))
     if cause is None:
         return no_stack_cause(w.kstack_id)
-    if not cause.matched and cause.method == "stack":
+    if (not cause.matched or cause.unless_lock) and cause.method == "stack":
         site = locks_by_site(model).get(cause.frame)
         if site is not None:
             return site.cause

@@ -84,6 +84,9 @@ class Rule:
     iowait: bool = False  # evidence too: the task slept in I/O wait (io_schedule(): why.IOWAIT)
     # names only waits with no stack walked: a walked stack names its own (a lock at its call site, its frame)
     stackless: bool = False
+    # an innermost rule's call site where the function also takes a sleeping lock: a lock the contention
+    # tracepoints saw wanted at that same site names the wait instead (attribution.classify_wait)
+    unless_lock: bool = False
 
     @property
     def evidence(self) -> bool:
@@ -105,6 +108,7 @@ class Cause:
     method: str = "stack"  # "stack": from a walked stack; "evidence": from what the task was doing
     delays_wakees: bool = False  # Rule.delays_wakees
     input: bool = False  # Rule.input
+    unless_lock: bool = False  # Rule.unless_lock: a sleeping lock seen wanted at `frame` names the wait instead
 
 
 class CauseTable:
@@ -133,7 +137,8 @@ class CauseTable:
                                   _strings(entry, "context", CONTEXTS), _strings(entry, "futex", tuple(FUTEX_FLAGS)),
                                   _strings(entry, "functions"), _one_of(entry, "woken_by", WOKEN_BY),
                                   bool(entry.get("delays_wakees", False)), bool(entry.get("input", False)),
-                                  bool(entry.get("iowait", False)), bool(entry.get("stackless", False))))
+                                  bool(entry.get("iowait", False)), bool(entry.get("stackless", False)),
+                                  bool(entry.get("unless_lock", False))))
             except (KeyError, TypeError, ValueError) as exc:
                 raise StallscopeError(f"cause table {source}: entry {i + 1} is invalid ({exc})",
                                       "each [[cause]] needs a name, and frames as a list of strings") from None
@@ -217,7 +222,7 @@ class CauseTable:
                     name = name.replace(" in {caller}", "")
                 name = name.replace("{caller}", caller)
             return Cause(_render(name, kstack, why), rule.cls, kstack.frames[idx].text,
-                         delays_wakees=rule.delays_wakees, input=rule.input)
+                         delays_wakees=rule.delays_wakees, input=rule.input, unless_lock=rule.unless_lock)
         return Cause(_render(rule.name, kstack, why), rule.cls, why.describe() or rule.name,
                      method="stack" if kstack is not None else "evidence", delays_wakees=rule.delays_wakees,
                      input=rule.input)

@@ -140,6 +140,10 @@ STACKS = [
     ("Waiting for another thread to grow the file descriptor table", BLOCKER,
      ["__schedule", "schedule", "expand_files", "ksys_dup3", "__x64_sys_dup2"],
      ["expand_files", "ksys_dup3", "__x64_sys_dup2", "do_syscall_64"]),
+    # swapoff() waiting for the swap area's users to drain (stress-ng --swap, 6.18: __do_sys_swapoff+0xbf0)
+    ("swapoff(): waiting for the swap area's last users (an RCU callback)", BLOCKER,
+     ["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__do_sys_swapoff", "do_syscall_64"],
+     ["__do_sys_swapoff", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"]),
     # io_getevents() waiting for the AIO it submitted (stress-ng --aiol, 6.18)
     ("Waiting for AIO completions (io_getevents)", BLOCKER,
      ["__schedule", "schedule", "schedule_hrtimeout_range", "read_events", "do_io_getevents"],

@@ -23,7 +23,9 @@ Expected, on a 2-CPU machine:
 - stress-ng --mq 1: a POSIX message queue's sender and receiver: "POSIX message queue" (not System V IPC)
   among the top blockers, each of its waits inside one of the mq calls perf counts;
 - stress-ng --eventfd 1: a writer and a reader of an eventfd: the reader held up by the writer, "Reading from
-  an eventfd" first among the blockers (not an idle wait for events), each wait inside a read perf counts.
+  an eventfd" first among the blockers (not an idle wait for events), each wait inside a read perf counts;
+- stress-ng --swap 2: swapoff() waiting for an RCU grace period, then for the swap area's last users, each
+  named, the second no more often than perf counts swapoff() calls.
 """
 
 from __future__ import annotations
@@ -142,6 +144,25 @@ def test_a_process_blocked_in_its_exit_is_told_apart_without_a_stack(tmp_path):
     exiting = causes.get("Exiting (do_exit)")
     assert exiting is not None and exiting["count"] >= 50, list(causes)
     assert not [c for c in causes if c.startswith("(wait shorter than")], list(causes)
+
+
+def test_stress_ng_swap_waits_in_swapoff_for_rcu_and_the_areas_last_users(tmp_path):
+    """swapoff() waits for a grace period (synchronize_rcu) and then for the swap area's last users, a completion
+    in __do_sys_swapoff itself (wait_for_completion is scheduler text): both named, neither left as the bare
+    function, and the second at most once per swapoff() call (perf stat on the same run)."""
+    _need("stress-ng", "perf")
+    counts = tmp_path / "perf.txt"
+    _, _, path = record_command(tmp_path, [
+        "perf", "stat", "-e", "syscalls:sys_enter_swapoff", "-x,", "-o", str(counts), "--",
+        "stress-ng", "--swap", "2", "-t", "3", "--temp-path", str(tmp_path), "--quiet"], defaults=True)
+    calls = _perf_count(counts)
+    if not calls:
+        pytest.skip("stress-ng --swap made no swapoff() call here (no swap support, or swapon refused the file)")
+    causes = {b["cause"]: b for b in _command_doc(path)["blockers"]}
+    assert not [c for c in causes if c.startswith("__do_sys_swapoff")], list(causes)
+    assert "Waiting for an RCU grace period in __do_sys_swapoff" in causes, list(causes)
+    users = causes["swapoff(): waiting for the swap area's last users (an RCU callback)"]
+    assert 0 < users["count"] <= calls, (users["count"], calls)
 
 
 def test_membarrier_waits_for_rcu_grace_periods_until_the_advice_expedites_them(tmp_path):

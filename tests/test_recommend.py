@@ -603,10 +603,10 @@ def test_throttling_figures_no_kernel_writes_make_no_quota_finding():
         assert not _throttled(entries)
 
 
-def _site_model(lock_flags=2, field="", wait_frame="some_fs_op", kind=0, cache=""):
-    """One task's 300 ms of waits whose stack starts at some_fs_op+0x10 (walked at the switch-in: the lock's frames
+def _site_model(lock_flags=2, field="", wait_frame="some_fs_op", kind=0, cache="", frame="some_fs_op"):
+    """One task's 300 ms of waits whose stack starts at `frame`+0x10 (walked at the switch-in: the lock's frames
     are scheduler text), and the contention tracepoints' record of a lock wanted at `wait_frame`+0x10."""
-    wait = kstack(0x80, "some_fs_op", "vfs_something", "do_syscall_64")
+    wait = kstack(0x80, frame, "vfs_something", "do_syscall_64")
     lock = kstack(0x81, "rwsem_down_read_slowpath", "down_read", wait_frame, "vfs_something")
     return _model([interval(0, task_info=INFOS, stacks=(wait, lock), tasks=(TaskDelta(APP, offcpu_ns=300_000_000),),
                             offcpu=(OffcpuDelta(APP, 1000, 2, 0x80, 0, 30, 300_000_000, 20_000_000),),
@@ -650,3 +650,15 @@ def test_a_wait_is_not_named_for_a_spin_lock_nor_for_a_lock_wanted_elsewhere():
 
     assert rank_blockers(_site_model(lock_flags=1))[0].cause == "some_fs_op"  # LCB_F_SPIN
     assert rank_blockers(_site_model(wait_frame="other_fs_op"))[0].cause == "some_fs_op"
+
+
+def test_an_unless_lock_rule_names_its_call_site_unless_the_lock_table_saw_a_sleeping_lock_wanted_there():
+    """swapoff() sleeps in wait_for_completion() right in __do_sys_swapoff, where it also takes swapon_mutex: the
+    rule names the wait, but a mutex the contention tracepoints saw wanted at that same call site names it."""
+    from stallscope.analyzer.blockers import rank_blockers
+
+    swapoff = "swapoff(): waiting for the swap area's last users (an RCU callback)"
+    model = _site_model(frame="__do_sys_swapoff", wait_frame="__do_sys_swapoff", kind=0)
+    assert rank_blockers(model)[0].cause == "rwsem contention: __do_sys_swapoff"
+    assert rank_blockers(_site_model(frame="__do_sys_swapoff", wait_frame="elsewhere"))[0].cause == swapoff
+    assert rank_blockers(_site_model(frame="__do_sys_swapoff", lock_flags=1))[0].cause == swapoff  # a spin lock
