@@ -114,7 +114,7 @@ def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
             return lock_class(w.field)
         point = contention_point(w.stack).split("+")[0]
         where = w.object or f"in a {w.cache} object"
-        return f"{point} ({where})" if point else f"&{w.cache} ({where})"
+        return f"{point} ({where})" if point else f"a lock {where}"  # no stack walked: no caller to name
     frames = [f.symbol or "" for f in w.stack.frames] if w.stack else []
     point = contention_point(w.stack)
     if any(name.startswith("raw_spin_rq_lock") for name in frames) or (
