@@ -12,7 +12,10 @@ of one task with one state and one piece of evidence form a stratum. In a stratu
   of the same task doing the same thing; the estimate's variance comes from the same terms
   (sum of (1 - p)/p^2 d^2, kept per key), by linearising the ratio;
 - a stratum with no drawn wait is named by its evidence alone (the cause table's evidence rules: a
-  read() on a pipe is "Reading from a pipe"), measured, never estimated.
+  read() on a pipe is "Reading from a pipe"), measured, never estimated; where no evidence rule names it
+  ("In lseek()"), its undrawn waits are shared as above among the causes of the drawn waits of its
+  process's other threads doing the same thing (same state and evidence): a pool of thousands of threads,
+  each waiting a few times, has few waits of any one thread drawn, and their causes are the pool's.
 
 Waits shorter than --min-stack-wait, stallscope's own, and those of recordings made with stacks off
 can never be drawn: they are named by their evidence too, not shared. A recording made before waits
@@ -248,7 +251,7 @@ def _grouped(model: Model, table: CauseTable | None) -> Grouped:
     alike."""
     table = table or default_table()
     arch, strata = _arch(model), _by_stratum(model)
-    named = _named_by_evidence(table, arch, strata)
+    named = _named_by_evidence(model, table, arch, strata)
     movers, moves_own, touched = _input_moves(model, table, named)
     keys: dict[tuple[TaskId, str], int] = {}  # (task, cause) -> strata named by evidence
     for stratum, cause in named.items():
@@ -286,11 +289,12 @@ def _grouped(model: Model, table: CauseTable | None) -> Grouped:
     return Grouped(list(merged.values()), _alike_parts(strata, alike.values(), own))
 
 
-def _named_by_evidence(table: CauseTable, arch: str | None,
+def _named_by_evidence(model: Model, table: CauseTable, arch: str | None,
                        strata: dict[Stratum, list[StackWait]]) -> dict[Stratum, Cause]:
     """The strata whose waits were none drawn for a stack walk, and the cause their evidence names (as
     _split_all names them), each asked once for the thousands of sleeping threads that share it; not those
-    whose waits are named one by one (no rule matched the evidence of several)."""
+    whose waits are named one by one (no rule matched the evidence of several), nor those shared by their
+    process's drawn waits (_pool_of)."""
     causes: dict[tuple, Cause | None] = {}
     out: dict[Stratum, Cause] = {}
     for stratum, waits in strata.items():
@@ -314,6 +318,12 @@ def _named_by_evidence(table: CauseTable, arch: str | None,
                 cause = causes[like] = table.classify(None, None, state, decode(why, func, woken, arch))
             if cause is None:
                 continue
+            if not cause.matched:
+                shared = [w for w in waits if w.kstack_id in SHARABLE or w.kstack is not None]
+                if shared and _pool_of(model, table, shared[0], cause):
+                    continue
+        if not cause.matched and len(waits) == 1 and _pool_of(model, table, waits[0], cause):
+            continue
         out[stratum] = cause
     return out
 
@@ -375,8 +385,11 @@ def _splits_of(model: Model, table: CauseTable, arch: str | None, stratum: Strat
     if len(waits) > 1:
         return _split_stratum(model, table, arch, state, why, func, waits)
     w = waits[0]
-    cause = classify_wait(model, w, table) if _drawn(w) else _alone_cause(table, arch, state, why, func, w)
-    return [WaitSplit(w, ((cause, 1.0),), True)]
+    if _drawn(w):
+        return [WaitSplit(w, ((classify_wait(model, w, table), 1.0),), True)]
+    cause = _alone_cause(table, arch, state, why, func, w)
+    pool = _pool_of(model, table, w, cause) if not cause.matched else None
+    return _pooled_splits(pool, [w]) if pool else [WaitSplit(w, ((cause, 1.0),), True)]
 
 
 def _merge_stratum(merged: dict[tuple[TaskId, str], Part], alone: set[tuple[TaskId, str]],
@@ -441,6 +454,68 @@ def _by_stratum(model: Model) -> dict[Stratum, list[StackWait]]:
     return strata
 
 
+@dataclass(slots=True)
+class Pool:
+    """A process's drawn waits of one kind (state, evidence), with their causes, and the time of the undrawn
+    waits of its threads with none of that kind drawn (what the pool may be asked to share)."""
+
+    drawn: list[StackWait] = field(default_factory=list)
+    causes: list[Cause] = field(default_factory=list)
+    undrawn_ns: int = 0
+    _terms: tuple | None = None
+    _fractions: tuple | None = None
+
+    @property
+    def terms(self) -> tuple:
+        """share_terms of its drawn waits, made once for every thread it shares."""
+        if self._terms is None:
+            self._terms = share_terms(self.drawn, self.causes)
+        return self._terms
+
+    @property
+    def fractions(self) -> tuple[tuple[Cause, float], ...]:
+        """WaitSplit.causes of its threads' undrawn waits."""
+        if self._fractions is None:
+            self._fractions = tuple((t.cause, t.share) for t in self.terms)
+        return self._fractions
+
+
+@per_model
+def _process_pools(model: Model, table: CauseTable) -> dict[tuple, Pool]:
+    """(tgid, state, why, func) -> the drawn waits of that process's threads that waited so, with their causes:
+    what the undrawn waits of its threads with none drawn are shared by where their evidence names nothing."""
+    out: dict[tuple, Pool] = {}
+    with_drawn = set()
+    for w in model.waits:
+        if _drawn(w):
+            pool = out.get((w.tgid, w.state, w.why, w.func))
+            if pool is None:
+                pool = out[(w.tgid, w.state, w.why, w.func)] = Pool()
+            pool.drawn.append(w)
+            pool.causes.append(classify_wait(model, w, table))
+            with_drawn.add((w.task, w.state, w.why, w.func))
+    for w in model.waits:
+        if w.kstack_id in SHARABLE and (w.task, w.state, w.why, w.func) not in with_drawn:
+            pool = out.get((w.tgid, w.state, w.why, w.func))
+            if pool is not None:
+                pool.undrawn_ns += w.charged
+    return out
+
+
+def _pool_of(model: Model, table: CauseTable, w: StackWait, cause: Cause | None) -> Pool | None:
+    """The process's pool an undrawn wait is shared by (_process_pools): where its evidence names nothing
+    (`cause`, the evidence's, unmatched), it could have been drawn, and its process's threads doing the same
+    had waits drawn."""
+    if (cause is not None and cause.matched) or w.kstack_id not in SHARABLE:
+        return None
+    return _process_pools(model, table).get((w.tgid, w.state, w.why, w.func))
+
+
+def _pooled_splits(pool: Pool, shared: list[StackWait]) -> list[WaitSplit]:
+    fractions = pool.fractions
+    return [WaitSplit(w, fractions, False) for w in shared]
+
+
 def _alone_cause(table: CauseTable, arch: str | None, state: int, why: int, func: str, w: StackWait) -> Cause:
     """The cause of an undrawn wait alone in its stratum: its evidence's, else its lack of a stack's. What it
     reads of the wait is its `like` key (_split_all)."""
@@ -463,6 +538,9 @@ def _split_all(model: Model, table: CauseTable) -> dict[Stratum, list[WaitSplit]
                 causes = by_evidence.get(like)
                 if causes is None:
                     causes = by_evidence[like] = ((_alone_cause(table, arch, state, why, func, w), 1.0),)
+                if not causes[0][0].matched and (pool := _pool_of(model, table, w, causes[0][0])):
+                    out[(task, state, why, func)] = _pooled_splits(pool, [w])
+                    continue
             out[(task, state, why, func)] = [WaitSplit(w, causes, True)]
             continue
         out[(task, state, why, func)] = _split_stratum(model, table, arch, state, why, func, waits)
@@ -480,9 +558,21 @@ def _split_stratum(model: Model, table: CauseTable, arch: str | None, state: int
             shared.append(w)
         else:
             alone.append(w)
-    if not drawn:
-        alone += shared
-        shared = []
+    if not drawn and shared:
+        woken = tuple(sum(w.woken[i] for w in shared + alone) for i in range(3))
+        pool = _pool_of(model, table, shared[0], table.classify(None, None, state, decode(why, func, woken, arch)))
+        if pool is None:
+            alone += shared
+            shared = []
+        else:  # shared by its process's drawn waits; those that could not be drawn keep their evidence
+            splits = _pooled_splits(pool, shared)
+            shared = []
+            if not alone:
+                return splits
+            woken = tuple(sum(w.woken[i] for w in alone) for i in range(3))
+            cause = table.classify(None, None, state, decode(why, func, woken, arch))
+            return splits + [WaitSplit(w, ((cause if cause is not None else no_stack_cause(w.kstack_id), 1.0),),
+                                       True) for w in alone]
     causes = [classify_wait(model, w, table) for w in drawn]
     splits = [WaitSplit(w, ((c, 1.0),), True) for w, c in zip(drawn, causes)]
     if shared:
@@ -512,7 +602,7 @@ def _strata_all(model: Model, table: CauseTable) -> dict[Stratum, dict[str, Part
 
 def _stratum_parts(model: Model, table: CauseTable, task: TaskId, splits: list[WaitSplit]) -> dict[str, Part]:
     """One stratum's blocked time by cause."""
-    if len(splits) == 1:  # most strata (a sleeping thread's one wait): one cause, measured
+    if len(splits) == 1 and splits[0].measured:  # most strata (a sleeping thread's one wait): one cause, measured
         w, causes, _measured = splits[0]
         cause = causes[0][0]
         p = Part(cause, task)
@@ -532,8 +622,12 @@ def _stratum_parts(model: Model, table: CauseTable, task: TaskId, splits: list[W
     shared = [s.wait for s in splits if not s.measured]
     if shared:
         drawn = [s.wait for s in splits if s.measured and _drawn(s.wait)]
-        _share(model, table, drawn, [s.causes[0][0] for s in splits if s.measured and _drawn(s.wait)],
-               shared, part, task)
+        if drawn:
+            _share(share_terms(drawn, [s.causes[0][0] for s in splits if s.measured and _drawn(s.wait)]),
+                   shared, part, task)
+        else:  # none of the stratum's own drawn: its process's (_split_stratum)
+            pool = _process_pools(model, table)[(shared[0].tgid, shared[0].state, shared[0].why, shared[0].func)]
+            _share(pool.terms, shared, part, task, pool.undrawn_ns)
     return parts
 
 
@@ -576,22 +670,56 @@ def _share_fractions(drawn: list[StackWait], causes: list[Cause]) -> dict[str, t
     return out
 
 
-def _share(model: Model, table: CauseTable, drawn: list[StackWait], causes: list[Cause], shared: list[StackWait],
-           part, task) -> None:
-    """The undrawn waits of a stratum, shared among its drawn waits' causes (see the module's doc)."""
-    undrawn_ns = sum(w.charged for w in shared)
-    undrawn_count = sum(w.count for w in shared)
-    undrawn_hist: dict[int, int] = {}
-    for w in shared:
-        for slot, c in nonzero_slots(w.hist):
-            undrawn_hist[slot] = undrawn_hist.get(slot, 0) + c
+class ShareTerm(NamedTuple):
+    """One cause's share of a stratum's (or a pool's) undrawn waits and its variance's terms per U^2, U their time."""
+
+    cause: Cause
+    share: float
+    var: float  # the estimate's variance over U^2
+    floor: float  # its least variance over U^2: a share estimated from n draws (Laplace's rule of succession)
+
+
+def share_terms(drawn: list[StackWait], causes: list[Cause]) -> tuple[ShareTerm, ...]:
+    """How the undrawn waits are shared among the causes of `drawn`, the same for every stratum that `drawn`
+    shares (a process's pool shares thousands): made once."""
     _weights, by_length = _share_weights(drawn)
     total_beyond = sum(max(w.weighted_ns - w.total_ns, 0) for w in drawn)
     seen: dict[str, int] = {}  # drawn waits of each cause
     for c, w in zip(causes, drawn):
         seen[c.name] = seen.get(c.name, 0) + w.count
     n = sum(seen.values())
+    out = []
     for name, (cause, share) in _share_fractions(drawn, causes).items():
+        if by_length:
+            # every drawn wait had p = 1 (none stands for others): the undrawn ones are shared by the drawn
+            # ones' time, with a multinomial error over the draws
+            var = share * (1 - share) / max(len(drawn), 1)
+        else:
+            # Var(U * D_c / D) ~ (U / D)^2 * sum_k V_k (1[k in c] - D_c / D)^2, V_k in ns^2
+            var = sum(w.var_us2 * 1e6 * ((1.0 if c.name == name else 0.0) - share) ** 2
+                      for w, c in zip(drawn, causes)) / total_beyond ** 2
+        # n drawn waits that all (or nearly all) show one cause cannot rule out others among the undrawn:
+        # no less than the error of a share estimated from n draws, the share smoothed by Laplace's rule
+        # of succession ((k + 1) / (n + 2)), so that 40 draws of one cause do not read as exact
+        smooth = (seen[name] + 1) / (n + 2)
+        out.append(ShareTerm(cause, share, var, smooth * (1 - smooth) / max(n, 1)))
+    return tuple(out)
+
+
+def _share(terms: tuple[ShareTerm, ...], shared: list[StackWait], part, task, pool_ns: int = 0) -> None:
+    """The undrawn waits of a stratum, shared among its drawn waits' causes (`terms`: see the module's doc), or
+    among its process's (a Pool, whose undrawn time is `pool_ns`). Every thread of a pool is shared by the same
+    fractions, so their errors go together: each part's variance is its time times the pool's (not its time
+    squared), so that the parts of the pool's threads, summed, have the variance of the pool's whole share (a
+    view of some of them only reads a larger one)."""
+    undrawn_ns = sum(w.charged for w in shared)
+    scale = undrawn_ns * max(pool_ns, undrawn_ns)  # the variances' U^2
+    undrawn_count = sum(w.count for w in shared)
+    undrawn_hist: dict[int, int] = {}
+    for w in shared:
+        for slot, c in nonzero_slots(w.hist):
+            undrawn_hist[slot] = undrawn_hist.get(slot, 0) + c
+    for cause, share, var, floor in terms:
         p = part(cause, task)
         est = undrawn_ns * share
         p.ns += est
@@ -599,19 +727,7 @@ def _share(model: Model, table: CauseTable, drawn: list[StackWait], causes: list
         p.count += undrawn_count * share
         for slot, c in undrawn_hist.items():
             p.hist[slot] = p.hist.get(slot, 0) + c * share
-        if by_length:
-            # every drawn wait had p = 1 (none stands for others): the undrawn ones are shared by the drawn
-            # ones' time, with a multinomial error over the draws
-            p.var_ns2 += undrawn_ns ** 2 * share * (1 - share) / max(len(drawn), 1)
-        else:
-            # Var(U * D_c / D) ~ (U / D)^2 * sum_k V_k (1[k in c] - D_c / D)^2, V_k in ns^2
-            p.var_ns2 += (undrawn_ns / total_beyond) ** 2 * sum(
-                w.var_us2 * 1e6 * ((1.0 if c.name == name else 0.0) - share) ** 2 for w, c in zip(drawn, causes))
-        # n drawn waits that all (or nearly all) show one cause cannot rule out others among the undrawn:
-        # no less than the error of a share estimated from n draws, the share smoothed by Laplace's rule
-        # of succession ((k + 1) / (n + 2)), so that 40 draws of one cause do not read as exact
-        smooth = (seen[name] + 1) / (n + 2)
-        p.var_ns2 = max(p.var_ns2, undrawn_ns ** 2 * smooth * (1 - smooth) / max(n, 1))
+        p.var_ns2 = max(p.var_ns2 + scale * var, scale * floor)
 
 
 def error_ns(var_ns2: float) -> int:

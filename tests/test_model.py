@@ -694,3 +694,39 @@ def test_a_blockers_stacks_are_the_drawn_waits_with_what_they_stand_for_the_undr
     assert "  80.0%  measured 100.00ms in 10 waits" in stacks and "anon_pipe_read" in stacks, stacks
     assert "  20.0%  measured 50.00ms in 5 waits" in stacks and "(stack not sampled)" in stacks, stacks
     assert "not drawn" not in stacks and "900.00ms" not in stacks, stacks
+
+
+def test_a_threads_undrawn_waits_its_evidence_cannot_name_are_shared_by_its_processs_drawn_ones():
+    """A pool of threads, each waiting a few times in lseek(): one thread's waits were drawn (its file's
+    f_pos_lock), another's were not. lseek() names no cause by itself, so the second thread's time is shared by
+    the process's drawn waits of the same kind, estimated, with a margin; a thread of another process with none
+    drawn keeps its evidence's name. The grouped reading (the live ranking's) gives the same parts."""
+    from stallscope.analyzer.attribution import attribute, attribute_grouped
+    from stallscope.analyzer.blockers import STACK_NOT_DRAWN
+    from synthetic import kstack
+
+    lseek_file = 1 << 10 | 8 | 3 << 13  # in lseek() (8 on x86_64) on a file
+    fpos = kstack(0x4000, "__fdget_pos", "ksys_lseek", "__x64_sys_lseek", "do_syscall_64")
+    other = TaskId(300, 7 * SEC)
+    infos = INFOS + (TaskInfo(other, 300, 1, "loner"),)
+    iv = interval(0, task_info=infos, stacks=(fpos,), tasks=(
+        TaskDelta(A, offcpu_ns=100_000_000, offcpu_count=10), TaskDelta(B, offcpu_ns=300_000_000, offcpu_count=30),
+        TaskDelta(other, offcpu_ns=50_000_000, offcpu_count=5)), offcpu=(
+        OffcpuDelta(A, 100, 2, fpos.id, 0, 10, 100_000_000, 10_000_000, why=lseek_file, weighted_ns=400_000_000,
+                    var_us2=1e6),
+        OffcpuDelta(B, 100, 2, STACK_NOT_DRAWN, 0, 30, 300_000_000, 10_000_000, why=lseek_file),
+        OffcpuDelta(other, 300, 2, STACK_NOT_DRAWN, 0, 5, 50_000_000, 10_000_000, why=lseek_file)))
+    model = _model(meta(), [iv])
+    by = {b.cause: b for b in rank_blockers(model, include_cpu=False)}
+    fpos_lock = by["mutex contention: f_pos_lock"]
+    assert (fpos_lock.total_ns, fpos_lock.estimated_ns, set(fpos_lock.tasks)) == (400_000_000, 300_000_000, {A, B})
+    assert fpos_lock.error_ns > 0
+    assert by["In lseek() on a file"].tasks == (other,) and by["In lseek() on a file"].estimated_ns == 0
+    parts = {(p.task, p.cause.name): round(p.ns) for p in attribute(model, None)}
+    grouped = attribute_grouped(model, None)
+    again = {(p.task, p.cause.name): round(p.ns) for p in grouped.parts}
+    for a in grouped.alike:
+        again.update({(t, a.cause.name): round(ns) for t, ns in zip(a.tasks, a.ns)})
+    assert parts == again == {(A, "mutex contention: f_pos_lock"): 100_000_000,
+                              (B, "mutex contention: f_pos_lock"): 300_000_000,
+                              (other, "In lseek() on a file"): 50_000_000}

@@ -97,7 +97,8 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
         lines.append("no off-CPU time recorded\n")
     if estimated:
         lines.append("ESTIMATED: the part of TOTAL from waits not drawn for a stack walk, shared out by the drawn waits "
-                     "of the same task doing the same thing (same system call, file kind, state), with its 95% "
+                     "of the same task doing the same thing (same system call, file kind, state; or of its process's "
+                     "threads, where none of its own was drawn and its evidence names nothing), with its 95% "
                      "margin; see docs/causes.md\n")
     return "".join(lines)
 
