@@ -228,6 +228,20 @@ def test_task_idle_state_is_idle_whatever_the_stack():
     assert table.classify(s, None, 0x2).name == "Kernel thread idle"
 
 
+def test_a_stopped_or_traced_task_is_stopped_whatever_its_stack_or_call():
+    """A traced child's signal-delivery stop after a fault has the fault's frames below ptrace_stop(); its
+    syscall stops have no stack drawn, only their call (stress-ng --vm-segv): the state says it was stopped."""
+    from stallscope.analyzer.why import Why
+
+    table = default_table()
+    fault = _stack(["__schedule", "schedule", "ptrace_stop", "ptrace_signal", "get_signal", "arch_do_signal_or_restart",
+                    "irqentry_exit_to_user_mode", "asm_exc_page_fault"])
+    assert table.classify(fault, None, 0x8).name == "Stopped (job control or ptrace)"
+    assert table.classify(None, None, 0x8, Why("syscall", "munmap", "")).name == "Stopped (job control or ptrace)"
+    assert table.classify(None, None, 0x104, Why("syscall", "read", "pipe")).name == "Stopped (job control or ptrace)"
+    assert table.classify(None, None, 0x1, Why("syscall", "read", "pipe")).name == "Reading from a pipe"
+
+
 def test_an_unmatched_wait_is_named_by_its_innermost_meaningful_frame():
     got = default_table().classify(_stack(["__schedule", "schedule", "mystery_wait", "vfs_read"]))
     assert (got.name, got.matched, got.cls) == ("mystery_wait", False, BLOCKER)
