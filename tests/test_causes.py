@@ -144,6 +144,10 @@ STACKS = [
     ("swapoff(): waiting for the swap area's last users (an RCU callback)", BLOCKER,
      ["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__do_sys_swapoff", "do_syscall_64"],
      ["__do_sys_swapoff", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"]),
+    # a fault in a userfaultfd range waiting for the handler thread (stress-ng --userfaultfd, 6.18)
+    ("Waiting for a userfaultfd handler to resolve a page fault", BLOCKER,
+     ["__schedule", "schedule", "handle_userfault", "__handle_mm_fault", "handle_mm_fault", "do_user_addr_fault"],
+     ["handle_userfault", "__handle_mm_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]),
     # io_getevents() waiting for the AIO it submitted (stress-ng --aiol, 6.18)
     ("Waiting for AIO completions (io_getevents)", BLOCKER,
      ["__schedule", "schedule", "schedule_hrtimeout_range", "read_events", "do_io_getevents"],
