@@ -318,11 +318,7 @@ def _named_by_evidence(model: Model, table: CauseTable, arch: str | None,
                 cause = causes[like] = table.classify(None, None, state, decode(why, func, woken, arch))
             if cause is None:
                 continue
-            if not cause.matched:
-                shared = [w for w in waits if w.kstack_id in SHARABLE or w.kstack is not None]
-                if shared and _pool_of(model, table, shared[0], cause):
-                    continue
-        if not cause.matched and len(waits) == 1 and _pool_of(model, table, waits[0], cause):
+        if not cause.matched and _pool_of(model, table, waits, cause):
             continue
         out[stratum] = cause
     return out
@@ -388,8 +384,8 @@ def _splits_of(model: Model, table: CauseTable, arch: str | None, stratum: Strat
     if _drawn(w):
         return [WaitSplit(w, ((classify_wait(model, w, table), 1.0),), True)]
     cause = _alone_cause(table, arch, state, why, func, w)
-    pool = _pool_of(model, table, w, cause) if not cause.matched else None
-    return _pooled_splits(pool, [w]) if pool else [WaitSplit(w, ((cause, 1.0),), True)]
+    pool = _pool_of(model, table, waits, cause)
+    return _pooled_splits(pool, waits) if pool else [WaitSplit(w, ((cause, 1.0),), True)]
 
 
 def _merge_stratum(merged: dict[tuple[TaskId, str], Part], alone: set[tuple[TaskId, str]],
@@ -495,19 +491,25 @@ def _process_pools(model: Model, table: CauseTable) -> dict[tuple, Pool]:
             pool.causes.append(classify_wait(model, w, table))
             with_drawn.add((w.task, w.state, w.why, w.func))
     for w in model.waits:
-        if w.kstack_id in SHARABLE and (w.task, w.state, w.why, w.func) not in with_drawn:
+        if not _drawn(w) and _sharable(w) and (w.task, w.state, w.why, w.func) not in with_drawn:
             pool = out.get((w.tgid, w.state, w.why, w.func))
             if pool is not None:
                 pool.undrawn_ns += w.charged
     return out
 
 
-def _pool_of(model: Model, table: CauseTable, w: StackWait, cause: Cause | None) -> Pool | None:
-    """The process's pool an undrawn wait is shared by (_process_pools): where its evidence names nothing
-    (`cause`, the evidence's, unmatched), it could have been drawn, and its process's threads doing the same
-    had waits drawn."""
-    if (cause is not None and cause.matched) or w.kstack_id not in SHARABLE:
+def _sharable(w: StackWait) -> bool:
+    """An undrawn wait that drawn ones may stand for (not one that could never be drawn: too short, own)."""
+    return w.kstack_id in SHARABLE or w.kstack is not None
+
+
+def _pool_of(model: Model, table: CauseTable, undrawn: list[StackWait], cause: Cause | None) -> Pool | None:
+    """The process's pool the undrawn waits of a stratum with none drawn are shared by (_process_pools): where
+    their evidence names nothing (`cause`, the evidence's: None or unmatched), some could have been drawn, and
+    their process's threads doing the same had waits drawn."""
+    if (cause is not None and cause.matched) or not any(map(_sharable, undrawn)):
         return None
+    w = undrawn[0]
     return _process_pools(model, table).get((w.tgid, w.state, w.why, w.func))
 
 
@@ -538,8 +540,8 @@ def _split_all(model: Model, table: CauseTable) -> dict[Stratum, list[WaitSplit]
                 causes = by_evidence.get(like)
                 if causes is None:
                     causes = by_evidence[like] = ((_alone_cause(table, arch, state, why, func, w), 1.0),)
-                if not causes[0][0].matched and (pool := _pool_of(model, table, w, causes[0][0])):
-                    out[(task, state, why, func)] = _pooled_splits(pool, [w])
+                if not causes[0][0].matched and (pool := _pool_of(model, table, waits, causes[0][0])):
+                    out[(task, state, why, func)] = _pooled_splits(pool, waits)
                     continue
             out[(task, state, why, func)] = [WaitSplit(w, causes, True)]
             continue
@@ -554,13 +556,13 @@ def _split_stratum(model: Model, table: CauseTable, arch: str | None, state: int
     for w in waits:
         if _drawn(w):
             drawn.append(w)
-        elif w.kstack_id in SHARABLE or w.kstack is not None:
+        elif _sharable(w):
             shared.append(w)
         else:
             alone.append(w)
     if not drawn and shared:
         woken = tuple(sum(w.woken[i] for w in shared + alone) for i in range(3))
-        pool = _pool_of(model, table, shared[0], table.classify(None, None, state, decode(why, func, woken, arch)))
+        pool = _pool_of(model, table, shared, table.classify(None, None, state, decode(why, func, woken, arch)))
         if pool is None:
             alone += shared
             shared = []
