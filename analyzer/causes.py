@@ -22,7 +22,7 @@ from importlib import resources
 
 from stallscope.analyzer.frames import LOCK_INTERNAL, PERCPU_RWSEM_WAITS, SLEEP_MACHINERY, bare, percpu_rwsem_of
 from stallscope.analyzer.sample import Stack
-from stallscope.analyzer.why import CONTEXTS, FD_KINDS, FUTEX_FLAGS, NO_WHY, WOKEN_BY, Why
+from stallscope.analyzer.why import RULE_CONTEXTS, FD_KINDS, FUTEX_FLAGS, NO_WHY, WOKEN_BY, Why
 from stallscope.errors import StallscopeError
 
 BLOCKER, IDLE = "blocker", "idle"
@@ -71,7 +71,8 @@ class Rule:
     # evidence (analyzer/why.py): every one given must hold
     syscalls: tuple[str, ...] = ()  # the system call the task blocked in
     fd: tuple[str, ...] = ()  # the kind of file its descriptor names (FD_KINDS)
-    context: tuple[str, ...] = ()  # CONTEXTS: syscall, fault, kthread, kworker-idle, kworker, exit, io-worker
+    # RULE_CONTEXTS: syscall, fault, kthread, kworker-idle, kworker, exit, io-worker, user-worker
+    context: tuple[str, ...] = ()
     futex: tuple[str, ...] = ()  # FUTEX_FLAGS the futex wait has: tid, lockword, timeout
     functions: tuple[str, ...] = ()  # a kernel thread's function or work item (globs)
     woken_by: str = ""  # how most of the waits ended: task, interrupt, exiting task
@@ -134,7 +135,7 @@ class CauseTable:
                                   _strings(entry, "frames"), _strings(entry, "user_frames"),
                                   int(entry.get("state", 0)), bool(entry.get("innermost", False)), source,
                                   _strings(entry, "syscalls"), _strings(entry, "fd", FD_KINDS),
-                                  _strings(entry, "context", CONTEXTS), _strings(entry, "futex", tuple(FUTEX_FLAGS)),
+                                  _strings(entry, "context", RULE_CONTEXTS), _strings(entry, "futex", tuple(FUTEX_FLAGS)),
                                   _strings(entry, "functions"), _one_of(entry, "woken_by", WOKEN_BY),
                                   bool(entry.get("delays_wakees", False)), bool(entry.get("input", False)),
                                   bool(entry.get("iowait", False)), bool(entry.get("stackless", False)),

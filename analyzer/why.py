@@ -18,6 +18,9 @@ FUTEX_TID, FUTEX_LOCKWORD, TIMEOUT, FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 <<
 IOWAIT = 1 << 21  # the task slept in I/O wait (task->in_iowait, set by io_schedule())
 
 CONTEXTS = ("", "syscall", "fault", "kthread", "kworker-idle", "kworker", "exit", "io-worker")
+# io-worker's call bits: 1 for a user worker that is not io_uring's (PF_USER_WORKER: vhost, kvm-nx-lpage-recovery)
+USER_WORKER = "user-worker"
+RULE_CONTEXTS = CONTEXTS + (USER_WORKER,)
 FD_KINDS = ("", "pipe", "socket", "file", "directory", "character device", "block device", "eventfd", "timerfd",
             "signalfd", "epoll", "inotify", "io_uring", "anonymous inode")
 FUTEX_FLAGS = {"tid": FUTEX_TID, "lockword": FUTEX_LOCKWORD, "timeout": TIMEOUT, "zero": FUTEX_ZERO}
@@ -63,6 +66,8 @@ class Why:
             return "the task's exit"
         if self.context == "io-worker":
             return "an io_uring worker"
+        if self.context == USER_WORKER:
+            return "a process's kernel worker"
         return ""
 
 
@@ -76,6 +81,8 @@ def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0)
     iowait = bool(why & IOWAIT)
     ctx = (why & CTX_MASK) >> CTX_SHIFT
     context = CONTEXTS[ctx] if ctx < len(CONTEXTS) else ""
+    if ctx == 7 and why & SYSCALL_MASK == 1:
+        context = USER_WORKER
     fd = (why & FD_MASK) >> FD_SHIFT
     flags = frozenset(name for name, bit in FUTEX_FLAGS.items() if why & bit)
     return Why(context, syscalls.name_of(why & SYSCALL_MASK, arch) if context == "syscall" else "",

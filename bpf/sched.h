@@ -39,6 +39,8 @@
 					 * its mm already, and its saved registers name no call) */
 #define WHY_CTX_IO_WORKER 7             /* an io_uring worker thread (PF_IO_WORKER, iou-wrk-*): a user thread that
 					 * runs only in the kernel, its saved registers copied from its creator's */
+#define WHY_USER_WORKER  1              /* with WHY_CTX_IO_WORKER, in bits 0-9: another such user worker
+					 * (PF_USER_WORKER: vhost, KVM's kvm-nx-lpage-recovery) */
 #define WHY_FD_SHIFT     13             /* bits 13-16: the kind of file the call's descriptor names */
 #define WHY_FD_MASK      (15U << WHY_FD_SHIFT)
 #define WHY_FD_NONE      0

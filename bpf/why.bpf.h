@@ -183,6 +183,9 @@ static __always_inline void wait_evidence(struct task_stats *s, struct task_stru
 	if (prev->flags & PF_IO_WORKER) {
 		/* it never entered a system call of its own: the registers it has are its creator's */
 		why = WHY_CTX_IO_WORKER << WHY_CTX_SHIFT;
+	} else if (prev->flags & PF_USER_WORKER) {
+		/* the same for the other workers a process has the kernel run for it (vhost_task_create()) */
+		why = (WHY_CTX_IO_WORKER << WHY_CTX_SHIFT) | WHY_USER_WORKER;
 	} else if ((prev->flags & (PF_EXITING | PF_KTHREAD)) == PF_EXITING) {
 		/* do_exit(): from exit_group(), exit(), or a fatal signal (whose call's registers then name the call
 		 * it left, or a page fault); past exit_mm() it has no mm */

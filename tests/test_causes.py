@@ -35,7 +35,8 @@ def kernel_names(request) -> set[str]:
 
 
 # rules for kernel features newer than one of the kernels checked: cause -> why it is absent there
-NEWER_THAN_6_1 = {"VMA write lock: waiting for page faults to leave the VMA": "per-VMA locks came in 6.4"}
+NEWER_THAN_6_1 = {"VMA write lock: waiting for page faults to leave the VMA": "per-VMA locks came in 6.4",
+                  "Waiting for a process's kernel worker to exit in {caller}": "vhost_task came in 6.4"}
 # rules for code neither kernel checked builds: cause -> the config option that is off in both
 NOT_BUILT = {"I/O latency throttling (cgroup io.latency)": "CONFIG_BLK_CGROUP_IOLATENCY"}
 
@@ -601,6 +602,27 @@ def test_an_io_uring_worker_is_not_read_as_a_page_fault():
     assert table.classify(None, None, 2, worker).name == "In an io_uring worker"
     walked = kstack(1, "io_wq_worker", "ret_from_fork", "ret_from_fork_asm")
     assert table.classify(walked, None, 1, worker).name == "Kernel thread idle"
+
+
+def test_a_processs_other_kernel_workers_are_not_read_as_page_faults_either():
+    """vhost and KVM's kvm-nx-lpage-recovery (PF_USER_WORKER) have their creator's registers too: their idle waits
+    are a kernel thread's, with a stack walked (vhost_task_fn) or not."""
+    from stallscope.analyzer.why import CTX_SHIFT, decode
+    from synthetic import kstack
+
+    worker = decode(7 << CTX_SHIFT | 1)
+    assert worker.context == "user-worker" and worker.describe() == "a process's kernel worker"
+    assert decode(7 << CTX_SHIFT).context == "io-worker"
+    table = default_table()
+    walked = kstack(1, "vhost_task_fn", "ret_from_fork", "ret_from_fork_asm")
+    for stack in (None, walked):
+        cause = table.classify(stack, None, 1, worker)
+        assert (cause.name, cause.cls) == ("Kernel thread idle", IDLE)
+    assert table.classify(None, None, 2, worker).name == "In a process's kernel worker"
+    # a KVM VM's release waiting for its worker to exit (stress-ng --kvm, 6.18; vhost_task came in 6.4)
+    stop = _stack(["vhost_task_stop", "kvm_arch_pre_destroy_vm", "kvm_destroy_vm", "kvm_vm_release", "__fput"],
+                  _names_cached(RUNNING))
+    assert table.classify(stop).name == "Waiting for a process's kernel worker to exit in kvm_arch_pre_destroy_vm"
 
 
 def test_a_frozen_block_queue_is_named_by_who_froze_it():
