@@ -149,6 +149,10 @@ STACKS = [
     ("Waiting for a userfaultfd handler to resolve a page fault", BLOCKER,
      ["__schedule", "schedule", "handle_userfault", "__handle_mm_fault", "handle_mm_fault", "do_user_addr_fault"],
      ["handle_userfault", "__handle_mm_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]),
+    # an open() of a name another task is looking up in the same directory (tar beside xz, 6.18)
+    ("Waiting for another task's lookup of the same name (d_alloc_parallel)", BLOCKER,
+     ["__schedule", "schedule", "d_alloc_parallel", "path_openat", "do_filp_open", "do_sys_openat2"],
+     ["d_alloc_parallel", "path_openat", "do_filp_open", "do_sys_openat2", "__x64_sys_openat"]),
     # io_getevents() waiting for the AIO it submitted (stress-ng --aiol, 6.18)
     ("Waiting for AIO completions (io_getevents)", BLOCKER,
      ["__schedule", "schedule", "schedule_hrtimeout_range", "read_events", "do_io_getevents"],
