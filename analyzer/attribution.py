@@ -56,6 +56,7 @@ class Part:
     max_ns: int = 0
     stacks: dict = field(default_factory=dict)  # stack id -> [charged ns, Stack]
     hist: dict = field(default_factory=dict)  # log2 slot -> waits
+    pooled_ns: float = 0.0  # of estimated_ns: shared by the drawn waits of its process's other threads (a Pool)
 
 
 def _arch(model: Model) -> str | None:
@@ -131,7 +132,9 @@ def _idle_input(merged: dict[tuple[TaskId, str], Part], moves: Iterable[tuple[St
         walked = stacks.get(w.kstack_id)
         if walked is not None:
             walked[0] = max(0.0, walked[0] - moved)
-        left = replace(p, ns=p.ns - moved, estimated_ns=p.estimated_ns - moved_est, stacks=stacks, hist=dict(p.hist))
+        pooled = p.pooled_ns * moved_est / p.estimated_ns if p.estimated_ns else 0.0  # in proportion
+        left = replace(p, ns=p.ns - moved, estimated_ns=p.estimated_ns - moved_est, stacks=stacks, hist=dict(p.hist),
+                       pooled_ns=p.pooled_ns - pooled)
         if left.ns <= 0 and not left.count:
             del merged[(w.task, cause.name)]
         else:
@@ -142,6 +145,7 @@ def _idle_input(merged: dict[tuple[TaskId, str], Part], moves: Iterable[tuple[St
             q = merged[(w.task, idle.name)] = Part(idle, w.task)
         q.ns += moved
         q.estimated_ns += moved_est
+        q.pooled_ns += pooled
         if walked is not None:
             e = q.stacks.setdefault(w.kstack_id, [0, walked[1]])
             e[0] += moved
@@ -409,6 +413,7 @@ def _merge_stratum(merged: dict[tuple[TaskId, str], Part], alone: set[tuple[Task
 def _merge_into(m: Part, p: Part) -> None:
     m.ns += p.ns
     m.estimated_ns += p.estimated_ns
+    m.pooled_ns += p.pooled_ns
     m.var_ns2 += p.var_ns2
     m.count += p.count
     m.max_ns = max(m.max_ns, p.max_ns)
@@ -726,6 +731,8 @@ def _share(terms: tuple[ShareTerm, ...], shared: list[StackWait], part, task, po
         est = undrawn_ns * share
         p.ns += est
         p.estimated_ns += est
+        if pool_ns:
+            p.pooled_ns += est
         p.count += undrawn_count * share
         for slot, c in undrawn_hist.items():
             p.hist[slot] = p.hist.get(slot, 0) + c * share

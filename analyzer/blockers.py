@@ -66,6 +66,8 @@ class Blocker:
     in_progress: int = 0
     longest_now_ns: int = 0
     task_ns: tuple[int, ...] = ()  # each task's wait for it, in the order of `tasks` (the heaviest first)
+    # of estimated_ns: the waits of threads with none drawn, shared by their process's other threads' drawn waits
+    pooled_ns: int = 0
 
     @property
     def p99_ns(self) -> int:
@@ -286,7 +288,7 @@ def _group(groups: dict[str, list], cause: Cause, ns: float) -> list:
     """The ranking's group of a cause (_rank), `ns` more of it at the frame the cause was matched at."""
     g = groups.get(cause.name)
     if g is None:
-        g = groups[cause.name] = [0.0, 0.0, 0.0, 0.0, 0, {}, {}, {}, {}, set()]
+        g = groups[cause.name] = [0.0, 0.0, 0.0, 0.0, 0, {}, {}, {}, {}, set(), 0.0]
     e = g[7].get(cause.frame)
     if e is None:
         g[7][cause.frame] = [ns, cause]
@@ -298,7 +300,7 @@ def _group(groups: dict[str, list], cause: Cause, ns: float) -> list:
 def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: bool,
           alike: list[Alike] = ()) -> list[Blocker]:
     denom = denominator(all_parts, alike).total_ns or 1
-    # per cause: [ns, estimated ns, variance, count, max, tasks, stacks, {frame: [ns, cause]}, hist, methods]
+    # per cause: [ns, estimated ns, variance, count, max, tasks, stacks, {frame: [ns, cause]}, hist, methods, pooled ns]
     groups: dict[str, list] = {}
     for a in alike:  # parts of tasks alike, grouped (attribution.py Alike): measured, no stack
         cause = a.cause
@@ -325,6 +327,7 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
         g = _group(groups, cause, p.ns)
         g[0] += p.ns
         g[1] += p.estimated_ns
+        g[10] += p.pooled_ns
         g[2] += p.var_ns2
         g[3] += p.count
         if p.max_ns > g[4]:
@@ -345,7 +348,7 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
                 else:
                     e[0] += ns
     out = []
-    for name, (ns, est, var, count, longest, tasks, stacks, frames, hist, methods) in groups.items():
+    for name, (ns, est, var, count, longest, tasks, stacks, frames, hist, methods, pooled) in groups.items():
         # the cause as most of its time matched it, not as the first part did: the same in every order
         c = next(iter(frames.values()))[1] if len(frames) == 1 else max(frames.values(),
                                                                          key=lambda e: (e[0], e[1].frame))[1]
@@ -355,7 +358,7 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
         order = sorted(tasks, key=lambda t: (-tasks[t], t))
         out.append(Blocker(name, round(ns), round(count), longest, share, tuple(order), top, round(est), c.cls,
                            c.frame, c.matched, percentiles(hist, longest), error_ns(var), method,
-                           task_ns=tuple(round(tasks[t]) for t in order)))
+                           task_ns=tuple(round(tasks[t]) for t in order), pooled_ns=round(pooled)))
     out.sort(key=lambda b: (b.cls == IDLE, -SORTS[sort](b), b.cause))
     return out
 

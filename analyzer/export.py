@@ -90,7 +90,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "total_ns": b.total_ns, "count": b.count, "max_ns": b.max_ns,
             "in_progress": b.in_progress, "in_progress_longest_ns": b.longest_now_ns,
             "share_pct": None if b.cls == IDLE else round(b.share_pct, 3), "estimated_ns": b.estimated_ns,
-            "estimated_error_ns": b.error_ns, "method": b.method,
+            "estimated_error_ns": b.error_ns, "estimated_by_process_ns": b.pooled_ns, "method": b.method,
             "tasks": [{"pid": t.pid, "comm": model.tasks[t].info.comm if t in model.tasks else "?"}
                       for t in b.tasks],
             "waiters": [{"name": label, "wait_ns": ns, "tasks": n} for label, ns, n, _c in waiters_by_name(model, b)],

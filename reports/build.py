@@ -159,6 +159,7 @@ def _blocker_sentence(b: dict, duration_s: float, quota: list[dict] = ()) -> dic
             "ntasks": len(b["tasks"]),
             "root": root["root"] if root else "", "root_share_pct": root["share_pct"] if root else None,
             "estimated_ns": b["estimated_ns"], "method": b["method"],
+            "estimated_by_process_ns": b.get("estimated_by_process_ns", 0),
             "in_progress": b.get("in_progress", 0), "in_progress_longest_ns": b.get("in_progress_longest_ns", 0)}
 
 

@@ -720,7 +720,9 @@ def test_a_threads_undrawn_waits_its_evidence_cannot_name_are_shared_by_its_proc
     by = {b.cause: b for b in rank_blockers(model, include_cpu=False)}
     fpos_lock = by["mutex contention: f_pos_lock"]
     assert (fpos_lock.total_ns, fpos_lock.estimated_ns, set(fpos_lock.tasks)) == (400_000_000, 300_000_000, {A, B})
-    assert fpos_lock.error_ns > 0
+    assert fpos_lock.error_ns > 0 and fpos_lock.pooled_ns == 300_000_000
+    doc = next(b for b in export.to_json_doc(model)["blockers"] if b["cause"] == fpos_lock.cause)
+    assert doc["estimated_by_process_ns"] == 300_000_000
     assert by["In lseek() on a file"].tasks == (other,) and by["In lseek() on a file"].estimated_ns == 0
     parts = {(p.task, p.cause.name): round(p.ns) for p in attribute(model, None)}
     grouped = attribute_grouped(model, None)

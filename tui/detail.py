@@ -80,6 +80,9 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
     if b.estimated_ns:
         _kv(t, "estimated", f"{fmt_ns(b.estimated_ns)} of it from waits not drawn for a stack walk, "
                             f"± {fmt_ns(1.96 * b.error_ns)} (95%)")
+        if b.pooled_ns:
+            _kv(t, "by its process", f"{fmt_ns(b.pooled_ns)} of that, of threads with none drawn: shared by their "
+                                     "process's drawn waits")
     _kv(t, "named by", f"{b.method}" + (f": {b.frame}" if b.frame else ""))
 
     # A drawn wait stands for the waits like it that were not drawn (d/p, docs/causes.md): a 40 us read drawn
