@@ -9,8 +9,8 @@ of one task with one state and one piece of evidence form a stratum. In a stratu
 - the undrawn waits' time (exact, as a sum) is shared among the causes of the stratum's drawn waits in
   proportion to what each drawn wait stands for beyond itself, d/p - d (Horvitz-Thompson): a short wait
   drawn with p = 1/10 stands for nine like it. So a wait is only ever charged to a cause seen in waits
-  of the same task doing the same thing (or, below, of its process's threads); the estimate's variance comes from the same terms
-  (sum of (1 - p)/p^2 d^2, kept per key), by linearising the ratio;
+  of the same task doing the same thing (or, below, of its process's threads); the estimate's variance
+  comes from the same terms (sum of (1 - p)/p^2 d^2, kept per key), by linearising the ratio;
 - a stratum with no drawn wait is named by its evidence alone (the cause table's evidence rules: a
   read() on a pipe is "Reading from a pipe"), measured, never estimated; where no evidence rule names it
   ("In lseek()"), its undrawn waits are shared as above among the causes of the drawn waits of its

@@ -81,7 +81,7 @@ def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0)
     iowait = bool(why & IOWAIT)
     ctx = (why & CTX_MASK) >> CTX_SHIFT
     context = CONTEXTS[ctx] if ctx < len(CONTEXTS) else ""
-    if ctx == 7 and why & SYSCALL_MASK == 1:
+    if context == "io-worker" and why & SYSCALL_MASK == 1:
         context = USER_WORKER
     fd = (why & FD_MASK) >> FD_SHIFT
     flags = frozenset(name for name, bit in FUTEX_FLAGS.items() if why & bit)
