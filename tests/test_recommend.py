@@ -662,3 +662,6 @@ def test_an_unless_lock_rule_names_its_call_site_unless_the_lock_table_saw_a_sle
     assert rank_blockers(model)[0].cause == "rwsem contention: __do_sys_swapoff"
     assert rank_blockers(_site_model(frame="__do_sys_swapoff", wait_frame="elsewhere"))[0].cause == swapoff
     assert rank_blockers(_site_model(frame="__do_sys_swapoff", lock_flags=1))[0].cause == swapoff  # a spin lock
+    from stallscope.tui.causes import causes_text
+    text = causes_text(model, unknown=True)
+    assert f'without it, the rule "{swapoff}" names the wait' in text and "innermost = true" not in text, text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from stallscope.analyzer.blockers import (
     denominator, parts, process_causes, rank_blockers, wait_now_cause, waiters_by_name,
 )
-from stallscope.analyzer.causes import IDLE
+from stallscope.analyzer.causes import IDLE, default_table
 from stallscope.analyzer.chains import depth_note, root_table
 from stallscope.analyzer.export import stack_texts
 from stallscope.analyzer.io import cause_devices
@@ -36,9 +36,13 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
             site = sites.get(b.frame)
             if site is not None:
                 function = printable(b.frame.split("+", 1)[0])
+                rule = default_table().classify(b.stack)  # an unless_lock rule, which the lock outranks here
                 lines.append(f"  named from the lock table: its {site.type} {printable(site.lock)} is contended at this "
-                             f"same call site ({printable(b.frame)}); a rule in your cause table (docs/causes.md) with "
-                             f"frames = [\"{function}\"] and innermost = true names it without the lock probe\n")
+                             f"same call site ({printable(b.frame)}); "
+                             + (f"without it, the rule \"{printable(rule.name)}\" names the wait\n"
+                                if rule is not None and rule.matched and rule.unless_lock else
+                                f"a rule in your cause table (docs/causes.md) with frames = [\"{function}\"] and "
+                                "innermost = true names it without the lock probe\n"))
         return "".join(lines)
     if by == "root":
         lines.append(f"SHARE: {denominator(all_parts).describe()}\n")
