@@ -31,7 +31,7 @@
 #define WHY_CTX_MASK     (7U << WHY_CTX_SHIFT)
 #define WHY_CTX_NONE     0              /* not known (a compat system call, a user task in no call) */
 #define WHY_CTX_SYSCALL  1              /* in a system call: bits 0-9 */
-#define WHY_CTX_FAULT    2              /* in an exception taken from user mode: a page fault */
+#define WHY_CTX_FAULT    2              /* in an exception taken from user mode (orig_ax -1 on x86): a page fault */
 #define WHY_CTX_KTHREAD  3              /* a kernel thread: offcpu_key.func is its thread function */
 #define WHY_CTX_KWORKER_IDLE 4          /* a workqueue worker between work items */
 #define WHY_CTX_KWORKER  5              /* a workqueue worker inside a work item: func is the work function */

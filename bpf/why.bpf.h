@@ -60,21 +60,25 @@ static __always_inline bool fd_first(__u32 nr)
 #endif
 
 /* The system call `p` is blocked in, or -1: it blocked in an exception from user mode (a
- * page fault, *fault set), or in no call stallscope can name. Both entry paths set the saved
- * ax to -ENOSYS before the call runs, and it stays so until the call returns; an exception
- * leaves the user's own ax there (x86). */
+ * page fault, *fault set), or in no call stallscope can name. On x86 the syscall entry keeps the
+ * call's number in orig_ax through the call and its way back out; an exception's or interrupt's
+ * entry leaves -1 there. */
 static __always_inline long syscall_of(struct task_struct *p, struct pt_regs *regs, bool *fault)
 {
 	*fault = false;
 #if defined(__TARGET_ARCH_x86)
 	long nr = regs->orig_ax;
 
-	if (nr >= 0 && regs->ax == (unsigned long)-ENOSYS) {
+	/* in a system call (regs->ax is -ENOSYS until it returns), or on its way back out to user mode once it
+	 * has (task work, a signal's delivery, ptrace's syscall-exit stop): the call is what the task is in */
+	if (nr >= 0) {
 		if (p->thread_info.status & TS_COMPAT)
 			return -1; /* another table's numbers */
 		return nr;
 	}
-	*fault = nr >= 0; /* an exception with an error code: a page fault */
+	/* the entry of an exception or interrupt from user mode sets orig_ax to -1 (after reading a page fault's
+	 * error code from that slot): of those, a page fault is what sleeps */
+	*fault = true;
 	return -1;
 #else
 	long nr = regs->syscallno;

@@ -230,6 +230,31 @@ def test_kvms_nx_huge_page_recovery_worker_is_an_idle_kernel_thread_not_a_page_f
     assert "Page fault" not in causes and max(causes, key=causes.get) == "Kernel thread idle", causes
 
 
+def test_userfaultfd_faults_are_page_faults_by_their_evidence_as_by_their_stacks(tmp_path):
+    """stress-ng --userfaultfd's faults wait in handle_userfault() for the handler thread. A wait's evidence, read
+    from the saved registers without a stack, must say what the walked stacks say: a page fault (x86's exception
+    entry leaves -1 where a system call keeps its number), a call for the waits in poll() and wait4(). The waits
+    not drawn then share the fault's cause, not a stratum of waits in no known context."""
+    from stallscope.analyzer.why import decode
+
+    _need("stress-ng")
+    _, _, path = record_command(tmp_path, ["stress-ng", "--userfaultfd", "1", "-t", "2", "--quiet"], defaults=True)
+    model = load_model(str(path))
+    contexts: dict[str, set] = {}
+    for w in model.waits:
+        info = model.tasks.get(w.task)
+        if info is None or not info.info.comm.startswith("stress-ng") or w.kstack is None or not w.kstack.frames:
+            continue
+        first = w.kstack.frames[0].text.split("+")[0]
+        contexts.setdefault(first, set()).add(decode(w.why, w.func, w.woken).context)
+    assert contexts.get("handle_userfault") == {"fault"}, contexts
+    assert all(c == {"syscall"} for f, c in contexts.items() if f in ("do_wait", "poll_schedule_timeout.constprop.0",
+                                                                         "poll_schedule_timeout")), contexts
+    causes = {b["cause"] for b in _command_doc(path)["blockers"]}
+    assert "Waiting for a userfaultfd handler to resolve a page fault" in causes, causes
+    assert not [c for c in causes if c.startswith(PLACEHOLDERS)], causes
+
+
 def test_stress_ng_flock_is_cpu_bound_and_its_lock_waits_are_mostly_for_a_cpu(tmp_path):
     _need("stress-ng", "perf")
     counts = tmp_path / "perf.txt"
