@@ -213,6 +213,9 @@ def test_the_highest_priority_frame_wins_not_the_innermost():
     # a page fault that waits for the page's I/O is an I/O wait
     fault = _stack(["__schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault", "handle_mm_fault"])
     assert table.classify(fault).name == "Waiting for I/O"
+    from stallscope.analyzer.why import Why  # and so by its evidence where no stack was walked
+    assert table.classify(None, None, 2, Why("fault", iowait=True)).name == "Waiting for I/O"
+    assert table.classify(None, None, 2, Why("fault")).name == "Page fault"
     # a kernel worker blocked on a mutex is lock contention, not an idle kernel thread
     kworker = _stack(["__schedule", "schedule", "schedule_preempt_disabled", "__mutex_lock.constprop.0",
                       "flush_to_ldisc", "process_one_work", "worker_thread", "kthread"])
