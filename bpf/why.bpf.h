@@ -15,7 +15,6 @@
 #define S_IFCHR  0020000
 #define S_IFIFO  0010000
 #define ANON_INODE_FS_MAGIC 0x09041934 /* include/uapi/linux/magic.h */
-#define ENOSYS 38
 #define TS_COMPAT 0x0002 /* arch/x86/include/asm/processor.h: a 32-bit system call in progress */
 
 #define FUTEX_WAIT_OP 0
@@ -69,8 +68,8 @@ static __always_inline long syscall_of(struct task_struct *p, struct pt_regs *re
 #if defined(__TARGET_ARCH_x86)
 	long nr = regs->orig_ax;
 
-	/* in a system call (regs->ax is -ENOSYS until it returns), or on its way back out to user mode once it
-	 * has (task work, a signal's delivery, ptrace's syscall-exit stop): the call is what the task is in */
+	/* in a system call, or on its way back out to user mode once it has returned (task work, a signal's
+	 * delivery, ptrace's syscall-exit stop): the call is what the task is in */
 	if (nr >= 0) {
 		if (p->thread_info.status & TS_COMPAT)
 			return -1; /* another table's numbers */
