@@ -582,13 +582,14 @@ int BPF_PROG(io_waking, struct task_struct *p)
 	c = bpf_map_lookup_elem(&completing, &k0);
 	if (!c || !c->ts || c->context != context_of(ctx))
 		return 0;
-	s = cfg.has_sched_state ? bpf_task_storage_get(&task_stats, p, 0, 0) : NULL;
-	if (!BPF_CORE_READ_BITFIELD(wakee, in_iowait) && !(s && waits_for_aio(s->why)))
-		return 0;
 	now = bpf_ktime_get_ns();
 	if (now - c->ts > cfg.wake_window_ns)
 		return 0;
 	if (cfg.targ_tgid && p->tgid != cfg.targ_tgid)
+		return 0;
+	/* the cheap tests first: the task storage is looked up only for a wakeup within the window */
+	s = cfg.has_sched_state ? bpf_task_storage_get(&task_stats, p, 0, 0) : NULL;
+	if (!BPF_CORE_READ_BITFIELD(wakee, in_iowait) && !(s && waits_for_aio(s->why)))
 		return 0;
 	{
 		struct io_wake_key key = {
