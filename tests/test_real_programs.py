@@ -66,11 +66,20 @@ def _recommend(path) -> str:
 
 
 def _perf_count(path) -> int:
-    """The count of a `perf stat -x,` output file."""
-    for line in path.read_text().splitlines():
-        if line and not line.startswith("#") and "," in line:
-            return int(line.split(",")[0])
-    raise AssertionError(f"no count in {path}: {path.read_text()!r}")
+    """The counts of a `perf stat -x,` output file, summed over its events."""
+    counts = [int(line.split(",")[0]) for line in path.read_text().splitlines()
+              if line and not line.startswith("#") and "," in line]
+    assert counts, f"no count in {path}: {path.read_text()!r}"
+    return sum(counts)
+
+
+def _record_counted(tmp_path, events: str, command: list[str]):
+    """`command` recorded as a user records it, under `perf stat -e EVENTS` on the same run: the recording's path
+    and perf's count of the events."""
+    counts = tmp_path / "perf.txt"
+    _, _, path = record_command(tmp_path, ["perf", "stat", "-e", events, "-x,", "-o", str(counts), "--", *command],
+                                defaults=True)
+    return path, _perf_count(counts)
 
 
 def _lock_blocked_within_offcpu(path) -> None:
@@ -93,10 +102,8 @@ def _lock_blocked_within_offcpu(path) -> None:
 
 def test_stress_ng_dir_waits_on_its_directorys_i_rwsem(tmp_path):
     _need("stress-ng", "perf")
-    counts = tmp_path / "perf.txt"
-    doc, _, path = record_command(tmp_path, [
-        "perf", "stat", "-e", "lock:contention_begin", "-x,", "-o", str(counts), "--",
-        "stress-ng", "--dir", "2", "-t", "4", "--temp-path", str(tmp_path), "--quiet"], defaults=True)
+    path, theirs = _record_counted(tmp_path, "lock:contention_begin", [
+        "stress-ng", "--dir", "2", "-t", "4", "--temp-path", str(tmp_path), "--quiet"])
     doc = _command_doc(path)
     top = _top(doc)
     assert "rwsem contention: directory i_rwsem" in top, top
@@ -110,7 +117,6 @@ def test_stress_ng_dir_waits_on_its_directorys_i_rwsem(tmp_path):
     assert "a directory's i_rwsem" in first_lock and "tmp-stress-ng-dir" in first_lock, first_lock
     # every contention the kernel reported for the command, counted (perf stat on the same run)
     ours = sum(lk["contentions"] for lk in kernel)
-    theirs = _perf_count(counts)
     assert abs(ours - theirs) <= 0.02 * theirs + 20, (ours, theirs)
     _lock_blocked_within_offcpu(path)
 
@@ -151,11 +157,8 @@ def test_stress_ng_swap_waits_in_swapoff_for_rcu_and_the_areas_last_users(tmp_pa
     in __do_sys_swapoff itself (wait_for_completion is scheduler text): both named, neither left as the bare
     function, and the second at most once per swapoff() call (perf stat on the same run)."""
     _need("stress-ng", "perf")
-    counts = tmp_path / "perf.txt"
-    _, _, path = record_command(tmp_path, [
-        "perf", "stat", "-e", "syscalls:sys_enter_swapoff", "-x,", "-o", str(counts), "--",
-        "stress-ng", "--swap", "2", "-t", "3", "--temp-path", str(tmp_path), "--quiet"], defaults=True)
-    calls = _perf_count(counts)
+    path, calls = _record_counted(tmp_path, "syscalls:sys_enter_swapoff", [
+        "stress-ng", "--swap", "2", "-t", "3", "--temp-path", str(tmp_path), "--quiet"])
     if not calls:
         pytest.skip("stress-ng --swap made no swapoff() call here (no swap support, or swapon refused the file)")
     causes = {b["cause"]: b for b in _command_doc(path)["blockers"]}
@@ -257,10 +260,8 @@ def test_userfaultfd_faults_are_page_faults_by_their_evidence_as_by_their_stacks
 
 def test_stress_ng_flock_is_cpu_bound_and_its_lock_waits_are_mostly_for_a_cpu(tmp_path):
     _need("stress-ng", "perf")
-    counts = tmp_path / "perf.txt"
-    _, _, path = record_command(tmp_path, [
-        "perf", "stat", "-e", "lock:contention_begin", "-x,", "-o", str(counts), "--",
-        "stress-ng", "--flock", "4", "-t", "4", "--temp-path", str(tmp_path), "--quiet"], defaults=True)
+    path, theirs = _record_counted(tmp_path, "lock:contention_begin", [
+        "stress-ng", "--flock", "4", "-t", "4", "--temp-path", str(tmp_path), "--quiet"])
     doc = _command_doc(path)
     top = _top(doc)
     # the lock flock() waits for is fs/locks.c's per-CPU rwsem, which every flock() reads (and /proc/locks, which
@@ -284,7 +285,6 @@ def test_stress_ng_flock_is_cpu_bound_and_its_lock_waits_are_mostly_for_a_cpu(tm
     assert "waiting for a CPU" not in lock or "is for a CPU after the lock was handed over" in lock, lock
     assert "shard" not in lock and "split the lock" not in lock, lock
     ours = sum(lk["contentions"] for lk in doc["locks"] if lk["type"] != "futex")
-    theirs = _perf_count(counts)
     assert abs(ours - theirs) <= 0.02 * theirs + 20, (ours, theirs)
     _lock_blocked_within_offcpu(path)
 
@@ -523,10 +523,8 @@ def test_a_writer_to_a_frozen_file_system_waits_on_its_freeze_protection_in_prog
 
 def test_stress_ng_mq_waits_on_a_posix_message_queue_within_its_calls(tmp_path):
     _need("stress-ng", "perf")
-    counts = tmp_path / "perf.txt"
-    _, _, path = record_command(tmp_path, [
-        "perf", "stat", "-e", "syscalls:sys_enter_mq_timedsend,syscalls:sys_enter_mq_timedreceive", "-x,", "-o",
-        str(counts), "--", "stress-ng", "--mq", "1", "-t", "3", "--quiet"], defaults=True)
+    path, calls = _record_counted(tmp_path, "syscalls:sys_enter_mq_timedsend,syscalls:sys_enter_mq_timedreceive",
+                                  ["stress-ng", "--mq", "1", "-t", "3", "--quiet"])
     doc = _command_doc(path)
     blocked = [b for b in doc["blockers"] if b["class"] == "blocker"]
     assert "POSIX message queue" in [b["cause"] for b in blocked[:3]], [b["cause"] for b in blocked[:5]]
@@ -534,8 +532,6 @@ def test_stress_ng_mq_waits_on_a_posix_message_queue_within_its_calls(tmp_path):
     mq = next(b for b in blocked if b["cause"] == "POSIX message queue")
     assert {w["name"] for w in mq["waiters"]} == {"stress-ng-mq"}, mq["waiters"]
     # each wait is one blocking mq_timedsend() or mq_timedreceive(): no more waits than the calls perf counted
-    calls = sum(int(line.split(",")[0]) for line in counts.read_text().splitlines()
-                if line and not line.startswith("#") and "," in line)
     assert 0 < mq["count"] <= calls, (mq["count"], calls)
 
 
@@ -557,10 +553,8 @@ def test_stress_ng_iomix_waits_on_its_shared_files_position_lock(tmp_path):
 
 def test_stress_ng_eventfd_reader_is_held_up_by_its_writer(tmp_path):
     _need("stress-ng", "perf")
-    counts = tmp_path / "perf.txt"
-    _, _, path = record_command(tmp_path, [
-        "perf", "stat", "-e", "syscalls:sys_enter_read", "-x,", "-o", str(counts), "--",
-        "stress-ng", "--eventfd", "1", "-t", "3", "--quiet"], defaults=True)
+    path, reads = _record_counted(tmp_path, "syscalls:sys_enter_read", ["stress-ng", "--eventfd", "1", "-t", "3",
+                                                                         "--quiet"])
     doc = _command_doc(path)
     blocked = [b for b in doc["blockers"] if b["class"] == "blocker"]
     assert blocked[0]["cause"] == "Reading from an eventfd", [b["cause"] for b in blocked[:5]]
@@ -568,8 +562,6 @@ def test_stress_ng_eventfd_reader_is_held_up_by_its_writer(tmp_path):
     efd = blocked[0]
     assert {w["name"] for w in efd["waiters"]} == {"stress-ng-event"}, efd["waiters"]  # comm: 15 characters
     # each wait is one blocking read(): no more waits than the reads perf counted
-    reads = sum(int(line.split(",")[0]) for line in counts.read_text().splitlines()
-                if line and not line.startswith("#") and "," in line)
     assert 0 < efd["count"] <= reads, (efd["count"], reads)
     # and its root is the writer on a CPU: the chain follows the wakeup to the producer
     roots = [r["root"] for r in efd["roots"]]
