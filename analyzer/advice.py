@@ -32,6 +32,10 @@ class Recommendation:
     runtime: bool = False  # `stallscope apply` can carry it out now; else boot time or code
     action: dict = field(default_factory=dict)  # for `apply`: {"type": "affinity"|"nice", "tid", "start_time_ns", "comm", ...}
     facts: tuple[Fact, ...] = ()  # the evidence's numbers as data
+    # the waiting the fix is aimed at, per second of the recording (ns/s): the lock's, the I/O waits', the
+    # starved thread's wait for a CPU; None where what it would win is not a wait the recording measured (a
+    # migration's cache refills, a device's request sizes). Recommendations are ranked by it (recommend.py).
+    wait_ns_per_s: float | None = None
 
 
 def verify(target: str, what: str) -> str:

@@ -181,7 +181,8 @@ def _held_up_by_doc(h) -> dict:
 def _recommendation_doc(number: int, r) -> dict:
     return {"number": number, "kind": r.kind, "target": r.target, "finding": r.finding, "evidence": list(r.evidence),
             "command": r.command, "risk": r.risk, "verify": r.verify, "status": r.status, "runtime": r.runtime,
-            "facts": [{"label": f.label, "value": f.value, "unit": f.unit} for f in r.facts]}
+            "facts": [{"label": f.label, "value": f.value, "unit": f.unit} for f in r.facts],
+            "wait_ns_per_s": None if r.wait_ns_per_s is None else round(r.wait_ns_per_s)}
 
 
 def _in_scope(r, model: Model, scope: set[TaskId]) -> bool:

@@ -185,7 +185,7 @@ def rule_sync_io_worker(model: Model, rows: list[IoDeviceRow], th: IoThresholds,
             "(posix_fadvise WILLNEED, readahead); more I/O in flight also loads the device more",
             verify(who, "its I/O wait per second should fall"),
             facts=(Fact("I/O wait", e["ns"] / secs, "ns/s"), Fact("waits", e["n"]),
-                   Fact("request latency", e["req"] / e["n"], "ns"))))
+                   Fact("request latency", e["req"] / e["n"], "ns")), wait_ns_per_s=e["ns"] / secs))
         if len(out) >= 5:
             break
     return out
@@ -222,7 +222,7 @@ def rule_journal(model: Model, rows: list[IoDeviceRow], th: IoThresholds, whole:
             "(commit=, journal_async_commit) change what survives a crash",
             verify(names, f"{call} waits per second and their length should fall"),
             facts=(Fact("fsync waits", b.count / secs, "/s"), Fact("fsync wait", b.total_ns / b.count, "ns"),
-                   Fact("ended by jbd2", 100 * jbd2 / total, "%"))))
+                   Fact("ended by jbd2", 100 * jbd2 / total, "%")), wait_ns_per_s=b.total_ns / secs))
     return out
 
 
@@ -253,7 +253,7 @@ def rule_writeback_throttle(model: Model, rows: list[IoDeviceRow], th: IoThresho
             "writeback throttling keeps reads and synchronous writes fast while a burst of dirty pages is written: "
             "without it they can wait behind the burst",
             verify(names, "time in rq_qos_wait should fall; watch the device's read await"),
-            facts=(Fact("throttled", b.total_ns / secs, "ns/s"), Fact("waits", b.count))))
+            facts=(Fact("throttled", b.total_ns / secs, "ns/s"), Fact("waits", b.count)), wait_ns_per_s=b.total_ns / secs))
     return out
 
 

@@ -244,13 +244,15 @@ def rule_priority(model: Model, th: Thresholds, whole: Whole) -> list[Recommenda
                 "thread of its priority or above holds it, or real-time throttling (kernel.sched_rt_runtime_us) "
                 "stopped it; a nice value does not apply", evidence,
                 f"chrt -p {t.task.pid}  # and the real-time threads beside it: ps -eLo tid,cls,rtprio,comm | grep -v TS",
-                "raising a real-time priority further starves everything below it", verify, NOT_HELPFUL, facts=facts))
+                "raising a real-time priority further starves everything below it", verify, NOT_HELPFUL, facts=facts,
+                wait_ns_per_s=t.runq_wait_ns / secs))
             continue
         if t.info.policy in (3, 5):
             out.append(Recommendation(
                 "priority", target, f"{target} runs as {policy}, which yields to every ordinary thread: its waits "
                 "are by design", evidence, f"chrt --other -p 0 {t.task.pid}  # if it should not",
-                "it then competes with the hogs as an equal", verify, NOT_HELPFUL, facts=facts))
+                "it then competes with the hogs as an equal", verify, NOT_HELPFUL, facts=facts,
+                wait_ns_per_s=t.runq_wait_ns / secs))
             continue
         alternatives = ["lowering the hogs instead (`renice -n 10 -p HOG`) is the gentler fix"]
         if kernel >= (6, 12):
@@ -272,7 +274,8 @@ def rule_priority(model: Model, th: Thresholds, whole: Whole) -> list[Recommenda
             "not to SCHED_FIFO/RR unless it must never wait: a runaway real-time thread starves the CPU (RT "
             "throttling leaves the rest 5%). " + "; ".join(alternatives),
             verify, RECOMMENDED, True, {"type": "nice", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
-                                        "comm": t.info.comm, "nice": th.priority_nice}, facts))
+                                        "comm": t.info.comm, "nice": th.priority_nice}, facts,
+            wait_ns_per_s=t.runq_wait_ns / secs))
         if len(out) >= th.max_per_rule:
             break
     return out
@@ -311,7 +314,8 @@ def rule_cpu_bound(model: Model, th: Thresholds, whole: Whole) -> list[Recommend
         "or a cgroup weight (cpu.weight) that says which workload gets them first",
         _verify("the machine", "run-queue wait per second and tasks waiting per CPU should fall"),
         facts=(Fact("running or runnable", sig.runnable_avg), Fact("waiting for a CPU", sig.waiting_avg),
-               Fact("waiting per CPU", sig.runq_pressure), Fact("CPUs", cpus)))]
+               Fact("waiting per CPU", sig.runq_pressure), Fact("CPUs", cpus)),
+        wait_ns_per_s=sum(w for w, _r, _t in by_prog.values()) / secs)]
 
 
 _LOCK_ADVICE = (
@@ -404,7 +408,8 @@ def rule_lock(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
             facts=(Fact("contentions", s.contentions), Fact("wait", s.wait_total_ns / secs, "ns/s"),
                    Fact("max wait", s.wait_max_ns, "ns"), Fact("spinning", s.spin_ns / secs, "ns/s"))
             + ((Fact("blocked", s.blocked_ns / secs, "ns/s"), Fact("runnable", s.runnable_ns / secs, "ns/s"))
-               if s.split else ())))
+               if s.split else ()),
+            wait_ns_per_s=s.lock_wait_ns * (1 - traced) / secs))
         if len(out) >= th.max_per_rule:
             break
     return out
@@ -484,7 +489,7 @@ def rule_io(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
             "none from measuring; the fixes change how the program does I/O: " + advice,
             _verify(names, "the I/O wait per second should fall"),
             facts=(Fact("wait", b.total_ns / secs, "ns/s"), Fact("waits", b.count), Fact("max wait", b.max_ns, "ns"),
-                   Fact("share of the waiting", b.share_pct, "%"))))
+                   Fact("share of the waiting", b.share_pct, "%")), wait_ns_per_s=b.total_ns / secs))
     return out
 
 
@@ -536,7 +541,7 @@ def rule_rcu(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]
         RECOMMENDED, True, {"type": "write", "knob": "rcu_expedited", "path": SCHED_KNOB_PATHS["rcu_expedited"],
                             "value": "1"},
         facts=(Fact("wait", total / secs, "ns/s"), Fact("waits", sum(b.count for b in waits)),
-               Fact("p99 wait", p99, "ns")))]
+               Fact("p99 wait", p99, "ns")), wait_ns_per_s=total / secs)]
 
 
 def rule_sched_knob(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
@@ -606,7 +611,7 @@ def rule_quota(model: Model, th: Thresholds, whole: Whole) -> list[Recommendatio
             _verify(printable(cg), "nr_throttled in its cpu.stat should stop rising, and its tasks' run-queue wait "
                                    "should fall"),
             RECOMMENDED, False, facts=(Fact("throttled periods", n), Fact("throttled", ns / secs, "ns/s"))
-            + ((Fact("quota", quota / period, "CPU"),) if known else ())))
+            + ((Fact("quota", quota / period, "CPU"),) if known else ()), wait_ns_per_s=ns / secs))
         if len(out) >= th.max_per_rule:
             break
     return out
@@ -661,7 +666,8 @@ def rule_slub(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
             "higher-order page allocations that can fail under fragmentation (SLUB then falls back to s->min); "
             "the 2008 study saw a 10x gain on hackbench, larger values gave no more",
             _verify("the hot caches", "after the reboot, record the workload with --probes +slab: CPU-slab switches, "
-                    "list_lock waits and the slow-path share should fall")))
+                    "list_lock waits and the slow-path share should fall"),
+            wait_ns_per_s=sum(lock_rate for _r, _p, _a, lock_rate in hot)))
     for r, pct, rate, lock_rate in hot:
         cpu_partial = (r.config or {}).get("cpu_partial")
         if type(cpu_partial) is not int or cpu_partial <= 0 or r.sheaf_capacity or lock_rate < th.slab_lock_wait_per_s_ns:
@@ -680,7 +686,7 @@ def rule_slub(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation
             "partial slabs with sheaves, where this file reads 0",
             _verify(r.cache, "its list_lock waits per second should fall"),
             RECOMMENDED, True, {"type": "write", "cache": r.cache, "attribute": "cpu_partial", "path": path,
-                                "value": str(cpu_partial * 2), "affects": list(names)}))
+                                "value": str(cpu_partial * 2), "affects": list(names)}, wait_ns_per_s=lock_rate))
     return out
 
 
@@ -716,7 +722,13 @@ def recommend(model: Model, th: Thresholds | None = None, tasks: set | None = No
         # a latency thread behind the hogs does not wait as they do: its priority is a fix of its own
         out = [replace(r, finding=r.finding + "; a thread that wakes often and runs briefly behind them is another "
                        "matter: see the priority fixes") if r.kind == "cpu" else r for r in out]
-    return sorted(out, key=lambda r: (r.status != RECOMMENDED, KINDS.index(r.kind)))
+    return sorted(out, key=rank_key)
+
+
+def rank_key(r: Recommendation) -> tuple:
+    """The fixes to apply first, each list by the waiting it is aimed at (the most first); those whose gain is
+    not a measured wait after them, in the rules' order (KINDS). `recommend` and `apply N` number them so."""
+    return (r.status != RECOMMENDED, r.wait_ns_per_s is None, -(r.wait_ns_per_s or 0.0), KINDS.index(r.kind))
 
 
 def _kernel_version(release: str) -> tuple[int, int]:

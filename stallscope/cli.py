@@ -396,7 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("recommend", help="fixes for what the recording shows, with evidence, command, risk, verify",
                        description="Each finding with its evidence from the recording, the exact command, its risk, "
                                    "and how to verify it. Numbered: `stallscope apply FILE N` carries out a run-time "
-                                   "one. Findings that cannot help on this machine are listed last, saying why.")
+                                   "one. The most waiting first (each says what it is aimed at); findings that cannot "
+                                   "help on this machine are listed last, saying why.")
     p.add_argument("file", metavar="FILE")
     _add_command_only(p)
     _add_causes_option(p)

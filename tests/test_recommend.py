@@ -13,7 +13,10 @@ import pytest
 
 from conftest import example, needs_bpf, record_command, run_stallscope
 from stallscope.analyzer.model import Model
+from stallscope.analyzer.export import to_json_doc
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds, recommend
+from stallscope.analyzer.units import fmt_ns
+from stallscope.tui.recommend import recommendations_text
 from stallscope.analyzer.sample import (
     LockDelta, OffcpuDelta, ProbeStatus, SlabCache, SlabDelta, TaskDelta, TaskId, TaskInfo, Throttled,
 )
@@ -186,6 +189,42 @@ def test_io_rule_fires_on_io_waits_and_is_silent_without():
     recs = [r for r in recommend(_io_model(300_000_000)) if r.kind == "io"]
     assert recs and recs[0].command.startswith("iostat -x") and "Waiting for I/O" in recs[0].finding
     assert not [r for r in recommend(_io_model(5_000_000)) if r.kind == "io"]
+
+
+def _lock_and_io_model(lock_ns: int, io_ns: int):
+    """mmap_lock waited on lock_ns and the device io_ns, in one interval of one second."""
+    lock = kstack(0x40, "rwsem_down_write_slowpath", "down_write_killable", "vm_mmap_pgoff")
+    io = kstack(0x50, "__schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault", "handle_mm_fault")
+    return _model([interval(0, task_info=INFOS, stacks=(lock, io), tasks=(TaskDelta(APP, offcpu_ns=io_ns),),
+                            offcpu=(OffcpuDelta(APP, 1000, 2, 0x50, 0, 30, io_ns, io_ns // 10),),
+                            locks=(LockDelta(APP, 1000, 0xffff888000001000, 0x40, 4, 1, 100, lock_ns, 5_000_000,
+                                             10_000, 0, lock_ns),))])
+
+
+def test_fixes_are_ranked_by_the_waiting_each_is_aimed_at_and_numbered_so_everywhere():
+    """sysbench fileio's fsync waits (1.59 s a second) had come after a lock of 31 ms a second, by kind."""
+    for lock_ns, io_ns, first in ((100_000_000, 900_000_000, "io"), (900_000_000, 300_000_000, "lock")):
+        recs = recommend(_lock_and_io_model(lock_ns, io_ns))
+        assert [r.kind for r in recs] == [first, "lock" if first == "io" else "io"]
+        waits = [r.wait_ns_per_s for r in recs]
+        assert waits == sorted(waits, reverse=True)
+        assert {r.kind: round(r.wait_ns_per_s / 1e6) for r in recs} == {"lock": lock_ns // 1e6, "io": io_ns // 1e6}
+        doc = to_json_doc(_lock_and_io_model(lock_ns, io_ns))
+        assert [(d["number"], d["kind"], d["wait_ns_per_s"]) for d in doc["recommendations"]] == [
+            (n, r.kind, round(r.wait_ns_per_s)) for n, r in enumerate(recs, 1)]
+        text = recommendations_text(recs)
+        assert text.index(f"[1] {first}:") < text.index("[2] ")
+        assert f"aimed at: {fmt_ns(recs[0].wait_ns_per_s)} of waiting per second" in text
+
+
+def test_a_fix_whose_gain_is_not_a_measured_wait_comes_after_those_that_are():
+    ping = TaskDelta(APP, run_ns=400_000_000, migrations=200, voluntary_switches=300)
+    lock = kstack(0x40, "rwsem_down_write_slowpath", "down_write_killable", "vm_mmap_pgoff")
+    model = _model([interval(0, task_info=INFOS, stacks=(lock,), tasks=(ping,), locks=(
+        LockDelta(APP, 1000, 0xffff888000001000, 0x40, 4, 1, 100, 60_000_000, 5_000_000, 10_000, 0, 60_000_000),))],
+        machine=_topology(16, 8))
+    recs = [r for r in recommend(model) if r.status == RECOMMENDED]
+    assert [(r.kind, r.wait_ns_per_s is None) for r in recs] == [("lock", False), ("pin", True)]
 
 
 def _rcu_model(waiter: str, expedited: str | None = "0", normal: str = "0", total_ns: int = 300_000_000):

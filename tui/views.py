@@ -339,7 +339,7 @@ class OncpuView(View):
 class FixesView(View):
     name, title = "fixes", "Fixes"
     columns = (Column("#", 3, ascending=True), Column("Status", 12, False), Column("Kind", 8, False),
-               Column("Target", 22, False), Column("When", 9, False), Column("Finding", None, False))
+               Column("Target", 22, False), Column("When", 9, False), Column("Wait/s", 8), Column("Finding", None, False))
     flex = None  # the finding, sized to its content, is the text to read
     default_sort = 1  # PowerTOP's order: what needs tuning, then what cannot be tuned from here
     detail = True
@@ -351,10 +351,13 @@ class FixesView(View):
         out = []
         for i, r in enumerate(snap.fixes, 1):
             status = "recommended" if r.status == RECOMMENDED else r.status
+            # the waiting the fix is aimed at ("-": its gain is not a measured wait), as `recommend` ranks them
+            wait = r.wait_ns_per_s
             out.append(Row(f"{r.kind}:{r.target}", (i, (r.status != RECOMMENDED, not r.runtime, i), r.kind, r.target,
-                                                    r.runtime, r.finding),
+                                                    r.runtime, -1.0 if wait is None else wait, r.finding),
                            (num(str(i)), lit(status, "green" if r.status == RECOMMENDED else "dim"), lit(r.kind),
-                            lit(r.target), lit("run time" if r.runtime else "by hand" if r.kind in BY_HAND else "boot/code"), lit(r.finding)), r))
+                            lit(r.target), lit("run time" if r.runtime else "by hand" if r.kind in BY_HAND else "boot/code"),
+                            rate(wait or 0.0), lit(r.finding)), r))
         return out
 
     def empty(self, snap: Snapshot) -> str:
