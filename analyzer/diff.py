@@ -16,6 +16,7 @@ from stallscope.analyzer.io import io_table
 from stallscope.analyzer.locks import LockStat, lock_stats
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.sample import TaskId
+from stallscope.analyzer.scope import in_scope
 from stallscope.analyzer.slab import slab_rows
 
 
@@ -139,8 +140,10 @@ def compare_devices(base: Model, new: Model, guard: NoiseGuard) -> list[Change]:
 def diff(base: Model, new: Model, guard: NoiseGuard | None = None, include_idle: bool = False,
          scopes: tuple[set[TaskId] | None, set[TaskId] | None] = (None, None)) -> list[Change]:
     """Every cause, lock and thread name, worst regression first: significant ones by how much their
-    wait per second grew, then the rest. `scopes`: the tasks of each model to compare (None: all)."""
+    wait per second grew, then the rest. `scopes`: the tasks of each model to compare (None: all); stallscope's
+    own are left out of either, as every view leaves them out (analyzer/scope.py)."""
     g = guard or NoiseGuard()
+    scopes = (in_scope(base, scopes[0]), in_scope(new, scopes[1]))
     changes = []
     for kind, fn in (("cause", lambda m, sc: cause_waits(m, sc, include_idle)), ("lock", lock_waits),
                      ("cache", cache_waits), ("task", lambda m, sc: task_waits(m, sc, include_idle))):
@@ -163,5 +166,5 @@ def differential_folded(base: Model, new: Model,
             out[key] = round(int(value) / s)
         return out
 
-    b, n = per_s(base, scopes[0]), per_s(new, scopes[1])
+    b, n = per_s(base, in_scope(base, scopes[0])), per_s(new, in_scope(new, scopes[1]))
     return "".join(f"{k} {b.get(k, 0)} {n.get(k, 0)}\n" for k in sorted(set(b) | set(n)))

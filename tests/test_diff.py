@@ -60,6 +60,27 @@ def test_a_slab_cache_whose_list_lock_waits_grew_is_in_the_diff():
     assert cache.name == "kmalloc-512" and cache.significant and round(cache.delta_ns_per_s) == 399_000_000
 
 
+def test_stallscope_itself_is_left_out_of_the_diff_as_out_of_every_view():
+    """`stallscope diff` of two recordings had ranked "task stallscope" (the recorder: 6.2 -> 3.1 ms/s)."""
+    own = TaskId(20, 2)
+
+    infos = {APP: TaskInfo(APP, 10, 1, "app"), own: TaskInfo(own, 20, 1, "stallscope")}
+
+    def recorded(app_ns: int, own_ns: int) -> Model:
+        """One second: the app sleeping app_ns, stallscope reading a pipe own_ns."""
+        iv = interval(0, task_info=tuple(infos.values()), stacks=(SLEEP, PIPE),
+                      tasks=(TaskDelta(APP, offcpu_ns=app_ns), TaskDelta(own, offcpu_ns=own_ns)),
+                      offcpu=(OffcpuDelta(APP, 10, 1, SLEEP.id, 0, 100, app_ns),
+                              OffcpuDelta(own, 20, 1, PIPE.id, 0, 50, own_ns)))
+        return Model.from_intervals(meta(stallscope_pid=20), [iv], infos, {SLEEP.id: SLEEP, PIPE.id: PIPE})
+
+    base, new = recorded(100_000_000, 10_000_000), recorded(500_000_000, 600_000_000)
+    changes = diff(base, new, include_idle=True)
+    assert changes[0].name == "Application requested delay" and "app" in {c.name for c in changes}
+    assert not [c for c in changes if c.name in ("stallscope", "Reading from a pipe")]
+    assert "stallscope" not in differential_folded(base, new) and "app;" in differential_folded(base, new)
+
+
 def test_differential_folded_has_both_runs_per_second_on_one_line():
     base = _model(2, (SLEEP, 100, 1 * SEC))
     new = _model(1, (SLEEP, 50, 1 * SEC), (PIPE, 10, 200_000_000))
