@@ -57,6 +57,13 @@ def test_a_report_loads_offline_and_its_controls_work(browser, report_recording)
     assert browser.requests() == [url]  # the page itself, nothing else
     assert painted_pixels(browser) > 5000
     assert browser.evaluate("document.querySelectorAll('#charts .uplot').length") == 5
+    # each value axis is as wide as its widest label ("500 ms/s" had been cut to "00 ms/s" in a fixed width)
+    cut = browser.evaluate("""__stallscope.charts.flatMap(u => u.axes.slice(1).flatMap(a => {
+        u.ctx.font = a.font[0];
+        return (a._values || []).filter(v => u.ctx.measureText(v).width / devicePixelRatio + a.ticks.size + a.gap
+                                              > a._size);
+    }))""")
+    assert cut == []
 
     # search: the matched share of "Waiting for CPU" is the run-queue wait's share of the waiting
     shares = report_recording["doc"]["meta"]["shares"]

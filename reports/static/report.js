@@ -396,6 +396,19 @@
     };
   }
 
+  // a value axis as wide as its widest label ("500 ms/s" was cut to "00 ms/s" in a fixed 64 px); uPlot asks
+  // again while the labels settle, and the width found first is kept from the third asking on
+  function axisSize(u, values, axisIdx, cycleNum) {
+    var axis = u.axes[axisIdx];
+    if (cycleNum > 1 && axis._size) return axis._size;
+    var widest = 0;
+    if (values) {
+      u.ctx.font = axis.font[0];
+      for (var i = 0; i < values.length; i++) widest = Math.max(widest, u.ctx.measureText(values[i]).width);
+    }
+    return Math.max(40, Math.ceil(widest / (window.devicePixelRatio || 1)) + axis.ticks.size + axis.gap + 4);
+  }
+
   var pending = [];  // charts are made once every box is in the grid, so each gets its own cell's width
 
   function chart(container, title, note, lines, axes, xs) {
@@ -417,7 +430,7 @@
       scales: {x: {time: false}},
       legend: {live: true},
       axes: [{values: axisFmt("s"), size: 34}].concat(axes.map(function (ax) {
-        return {scale: ax.scale, side: ax.side || 3, values: axisFmt(ax.unit), size: 64, grid: {show: ax.side !== 1}};
+        return {scale: ax.scale, side: ax.side || 3, values: axisFmt(ax.unit), size: axisSize, grid: {show: ax.side !== 1}};
       })),
       series: [{label: "time", value: function (u, v) { return v === null ? "-" : v.toFixed(1) + " s"; }}].concat(lines.map(function (l, k) {
         return {label: l.label, scale: l.scale, stroke: l.colour || PALETTE[k % PALETTE.length], width: 1.5, dash: l.dash, spanGaps: true,
