@@ -12,6 +12,7 @@ from stallscope.analyzer import syscalls
 
 # bpf/sched.h
 SYSCALL_MASK = 0x3FF
+COMPAT_BIAS = 1  # context "" with call bits set: a compat (32-bit) call, its number plus this
 CTX_SHIFT, CTX_MASK = 10, 7 << 10
 FD_SHIFT, FD_MASK = 13, 15 << 13
 FUTEX_TID, FUTEX_LOCKWORD, TIMEOUT, FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 << 20
@@ -38,11 +39,12 @@ class Why:
     function: str = ""
     woken_by: str = ""  # how most of these waits ended (WOKEN_BY), "" when not known
     iowait: bool = False  # in I/O wait (the kernel's io_schedule()): a wait for a device, whatever the frames say
+    compat: bool = False  # a 32-bit (compat) system call: named from its table, with no file kind or futex flags
 
     def describe(self) -> str:
         """`read() on a pipe`, `futex() wait, with a timeout`, `a page fault`, `kernel thread kswapd`."""
         if self.context == "syscall":
-            text = f"{self.syscall}()"
+            text = f"{self.syscall}()" + (" (32-bit)" if self.compat else "")
             if self.fd:
                 text += f" on {'an' if self.fd[0] in 'aeio' else 'a'} {self.fd}"
             if "tid" in self.flags:
@@ -83,6 +85,9 @@ def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0)
     context = CONTEXTS[ctx] if ctx < len(CONTEXTS) else ""
     if context == "io-worker" and why & SYSCALL_MASK == 1:
         context = USER_WORKER
+    if not ctx and why & SYSCALL_MASK:
+        return Why("syscall", syscalls.compat_name_of((why & SYSCALL_MASK) - COMPAT_BIAS, arch), function=function,
+                   woken_by=_woken_by(woken), iowait=iowait, compat=True)
     fd = (why & FD_MASK) >> FD_SHIFT
     flags = frozenset(name for name, bit in FUTEX_FLAGS.items() if why & bit)
     return Why(context, syscalls.name_of(why & SYSCALL_MASK, arch) if context == "syscall" else "",

@@ -29,7 +29,9 @@
 #define WHY_SYSCALL_MASK 0x3ff          /* bits 0-9: the system call number (WHY_CTX_SYSCALL) */
 #define WHY_CTX_SHIFT    10             /* bits 10-12: where the task blocked */
 #define WHY_CTX_MASK     (7U << WHY_CTX_SHIFT)
-#define WHY_CTX_NONE     0              /* not known (a compat system call, a user task in no call) */
+#define WHY_CTX_NONE     0              /* not known (a user task in no call); with bits 0-9 set, a compat
+					 * (32-bit, ia32) system call: its number plus WHY_COMPAT_BIAS */
+#define WHY_COMPAT_BIAS  1
 #define WHY_CTX_SYSCALL  1              /* in a system call: bits 0-9 */
 #define WHY_CTX_FAULT    2              /* in an exception taken from user mode (orig_ax -1 on x86): a page fault */
 #define WHY_CTX_KTHREAD  3              /* a kernel thread: offcpu_key.func is its thread function */

@@ -62,17 +62,18 @@ static __always_inline bool fd_first(__u32 nr)
  * page fault, *fault set), or in no call stallscope can name. On x86 the syscall entry keeps the
  * call's number in orig_ax through the call and its way back out; an exception's or interrupt's
  * entry leaves -1 there. */
-static __always_inline long syscall_of(struct task_struct *p, struct pt_regs *regs, bool *fault)
+static __always_inline long syscall_of(struct task_struct *p, struct pt_regs *regs, bool *fault, bool *compat)
 {
 	*fault = false;
+	*compat = false;
 #if defined(__TARGET_ARCH_x86)
 	long nr = regs->orig_ax;
 
 	/* in a system call, or on its way back out to user mode once it has returned (task work, a signal's
 	 * delivery, ptrace's syscall-exit stop): the call is what the task is in */
 	if (nr >= 0) {
-		if (p->thread_info.status & TS_COMPAT)
-			return -1; /* another table's numbers */
+		/* a 32-bit program's call, or int 0x80 from a 64-bit one: the ia32 table's number */
+		*compat = p->thread_info.status & TS_COMPAT;
 		return nr;
 	}
 	/* the entry of an exception or interrupt from user mode sets orig_ax to -1 (after reading a page fault's
@@ -209,12 +210,17 @@ static __always_inline void wait_evidence(struct task_stats *s, struct task_stru
 		}
 	} else {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-		bool fault;
+		bool fault, compat;
 		long nr;
 
 		if (regs) {
-			nr = syscall_of(prev, regs, &fault);
-			if (nr >= 0 && nr <= WHY_SYSCALL_MASK) {
+			nr = syscall_of(prev, regs, &fault, &compat);
+			if (compat) {
+				/* its arguments are in other registers (ebx, ecx, ...) and its numbers are
+				 * another table's: named, without the file kind or the futex flags */
+				if (nr + WHY_COMPAT_BIAS <= WHY_SYSCALL_MASK)
+					why = (WHY_CTX_NONE << WHY_CTX_SHIFT) | (__u32)(nr + WHY_COMPAT_BIAS);
+			} else if (nr >= 0 && nr <= WHY_SYSCALL_MASK) {
 				why = (WHY_CTX_SYSCALL << WHY_CTX_SHIFT) | (__u32)nr;
 				if (fd_first(nr))
 					why |= fd_kind(s, prev, PT_REGS_PARM1_CORE_SYSCALL(regs)) << WHY_FD_SHIFT;

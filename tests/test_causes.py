@@ -632,6 +632,69 @@ def test_a_processs_other_kernel_workers_are_not_read_as_page_faults_either():
     assert table.classify(stop).name == "Waiting for a process's kernel worker to exit in kvm_arch_pre_destroy_vm"
 
 
+def test_a_32_bit_call_is_named_from_the_compat_table_and_its_rules_are_the_64_bit_calls_of_that_name():
+    """A compat call's number is the ia32 table's (29 is pause there, shmget on x86-64): context "" with the
+    number plus one in the call bits."""
+    from stallscope.analyzer.why import COMPAT_BIAS, decode
+
+    pause = decode(29 + COMPAT_BIAS)
+    assert (pause.context, pause.syscall, pause.compat, pause.fd) == ("syscall", "pause", True, "")
+    assert pause.describe() == "pause() (32-bit)"
+    assert decode(0).context == "" and decode(29 | 1 << 10).syscall == "shmget"
+    assert default_table().classify(None, None, 1, pause).name == "Waiting for a signal (pause, sigsuspend, sigtimedwait)"
+
+
+COMPAT_PAUSE = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void on_usr1(int sig) { (void)sig; }
+int main(int argc, char **argv)
+{
+	int n = atoi(argv[1]);
+	signal(SIGUSR1, on_usr1);
+	printf("ready\n");
+	fflush(stdout);
+	for (int i = 0; i < n; i++) { /* pause() through int 0x80: the ia32 table's call 29 */
+		long r;
+		__asm__ volatile("int $0x80" : "=a"(r) : "a"(29L) : "r8", "r9", "r10", "r11", "memory", "cc");
+	}
+	return 0;
+}
+"""
+
+
+@needs_bpf
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="int 0x80 is x86's compat entry")
+def test_a_compat_calls_waits_have_their_evidence_drawn_or_not(tmp_path):
+    """stress-ng --enosys's 32-bit calls had waits with no evidence: a wait not drawn for a stack walk was
+    "(not drawn for a stack walk)". Here a program sleeps in pause() through int 0x80, woken by a signal 30 times;
+    every one of its waits reads pause() (32-bit) from its registers, and names its cause without a stack."""
+    from stallscope.analyzer.attribution import wait_evidence
+    from stallscope.analyzer.load import load_model
+
+    src, binary = tmp_path / "compat_pause.c", tmp_path / "compat_pause"
+    src.write_text(COMPAT_PAUSE)
+    subprocess.run(["gcc", "-O1", "-o", str(binary), str(src)], check=True)
+    driver = tmp_path / "drive.sh"
+    driver.write_text(f"{binary} 30 >/dev/null & p=$!\nsleep 0.3\n"
+                      "for i in $(seq 30); do kill -USR1 $p; sleep 0.05; done\nwait $p\n")
+    stall = tmp_path / "compat.stall"
+    run_stallscope("record", "-o", str(stall), "--no-degrade", "--", "sh", str(driver))
+    model = load_model(str(stall))
+    table = default_table()
+    seen, named = 0, set()
+    for w in model.waits:
+        t = model.tasks.get(w.task)
+        if t is None or t.info.comm != "compat_pause" or w.state != 1:
+            continue
+        e = wait_evidence(model, w)
+        assert (e.context, e.syscall, e.compat) == ("syscall", "pause", True), e
+        seen += w.count
+        named.add(table.classify(None, None, w.state, e).name)
+    assert seen >= 30 and named == {"Waiting for a signal (pause, sigsuspend, sigtimedwait)"}, (seen, named)
+
+
 def test_a_frozen_block_queue_is_named_by_who_froze_it():
     """A loop device's block size set, an I/O scheduler switched: the queue frozen until every request in flight
     is done (stress-ng --loop, 6.18 stacks; the loop driver is a module, in no vmlinux symbol list)."""
