@@ -191,14 +191,18 @@ def test_io_rule_fires_on_io_waits_and_is_silent_without():
     assert not [r for r in recommend(_io_model(5_000_000)) if r.kind == "io"]
 
 
-def _lock_and_io_model(lock_ns: int, io_ns: int):
+def _lock_and_io_intervals(lock_ns: int, io_ns: int):
     """mmap_lock waited on lock_ns and the device io_ns, in one interval of one second."""
     lock = kstack(0x40, "rwsem_down_write_slowpath", "down_write_killable", "vm_mmap_pgoff")
     io = kstack(0x50, "__schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault", "handle_mm_fault")
-    return _model([interval(0, task_info=INFOS, stacks=(lock, io), tasks=(TaskDelta(APP, offcpu_ns=io_ns),),
-                            offcpu=(OffcpuDelta(APP, 1000, 2, 0x50, 0, 30, io_ns, io_ns // 10),),
-                            locks=(LockDelta(APP, 1000, 0xffff888000001000, 0x40, 4, 1, 100, lock_ns, 5_000_000,
-                                             10_000, 0, lock_ns),))])
+    return [interval(0, task_info=INFOS, stacks=(lock, io), tasks=(TaskDelta(APP, offcpu_ns=io_ns),),
+                     offcpu=(OffcpuDelta(APP, 1000, 2, 0x50, 0, 30, io_ns, io_ns // 10),),
+                     locks=(LockDelta(APP, 1000, 0xffff888000001000, 0x40, 4, 1, 100, lock_ns, 5_000_000,
+                                      10_000, 0, lock_ns),))]
+
+
+def _lock_and_io_model(lock_ns: int, io_ns: int):
+    return _model(_lock_and_io_intervals(lock_ns, io_ns))
 
 
 def test_fixes_are_ranked_by_the_waiting_each_is_aimed_at_and_numbered_so_everywhere():
@@ -215,6 +219,15 @@ def test_fixes_are_ranked_by_the_waiting_each_is_aimed_at_and_numbered_so_everyw
         text = recommendations_text(recs)
         assert text.index(f"[1] {first}:") < text.index("[2] ")
         assert f"aimed at: {fmt_ns(recs[0].wait_ns_per_s)} of waiting per second" in text
+    # the report's cards, in the same order, each with what it is aimed at
+    from stallscope.reports.build import build
+    from stallscope.reports.render import render
+
+    ivs = _lock_and_io_intervals(100_000_000, 900_000_000)
+    html = render(build(_model(ivs), ivs))
+    cards = [html.index(f'id="fix-{n}"') for n in (1, 2)]
+    assert cards[0] < html.index("<dd>900.00ms of waiting per second</dd>") < cards[1]
+    assert cards[1] < html.index("<dd>100.00ms of waiting per second</dd>")
 
 
 def test_a_fix_whose_gain_is_not_a_measured_wait_comes_after_those_that_are():
