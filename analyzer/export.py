@@ -142,6 +142,9 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         "io": _io_doc(model, snap),
         "oncpu": _oncpu_doc(model, scope),
         "migrations": {"matrix": matrix, "total": sum(map(sum, matrix))},
+        "cpus": [{"cpu": c.cpu, "busy_pct": None if c.busy_pct is None else round(c.busy_pct, 3),
+                  "runq_wait_ns": c.runq_ns, "runq_waits": c.runq_waits, "migrations_out": c.migrations_out,
+                  "migrations_in": c.migrations_in} for c in snap.cpus],
         "signals": signals_doc(signals(model)),
         "cgroups": [{"cgroup": p.comm, "total_ns": p.total_ns, "max_ns": p.max_ns,
                      "causes": [{"cause": c, "total_ns": ns, "max_ns": mx} for c, ns, mx in p.causes]}

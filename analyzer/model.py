@@ -264,6 +264,9 @@ class Model:
     # each CPU's busy and total ns in the window (/proc/stat's, per interval): where the intervals say it
     # (meta.options' cpu_time_per_interval)
     cpu_time: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # each CPU's run-queue waits that ended in the window, (waiting ns, waits): where the intervals say it
+    # (meta.options' cpu_runq_per_interval)
+    cpu_runq: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
@@ -354,6 +357,7 @@ class ModelFold:
         self.io = _IoFold()
         self.throttled: dict[str, list[int]] = {}  # cgroup -> [periods, ns, quota us, period us]
         self.cpu_time: dict[int, list[int]] = {}  # cpu -> [busy ns, total ns]
+        self.cpu_runq: dict[int, list[int]] = {}  # cpu -> [run-queue waiting ns, waits]
         self.switches = self.cpu = self.count = self.kswitches = 0
         self.start_ns = self.end_ns = 0
         self.last: Interval | None = None
@@ -457,6 +461,8 @@ class ModelFold:
                 self._throttle(t.cgroup, t.periods, t.throttled_ns, t.quota_us, t.period_us)
             for c, busy, total in iv.cpu_time:
                 self._cpu(c, busy, total)
+            for c, ns, n in iv.cpu_runq:
+                self._runq(c, ns, n)
             for c in iv.oncpu_cpus:
                 acc = cpus.setdefault(c.cpu, [0, 0, 0, 0, 0])
                 for j, v in enumerate((c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns)):
@@ -500,6 +506,14 @@ class ModelFold:
             e[0] += periods
             e[1] += ns
             e[2], e[3] = quota_us, period_us  # the limit as last read
+
+    def _runq(self, cpu: int, ns: int, n: int) -> None:
+        e = self.cpu_runq.get(cpu)
+        if e is None:
+            self.cpu_runq[cpu] = [ns, n]
+        else:
+            e[0] += ns
+            e[1] += n
 
     def _cpu(self, cpu: int, busy: int, total: int) -> None:
         e = self.cpu_time.get(cpu)
@@ -574,6 +588,8 @@ class ModelFold:
             self._throttle(cg, *e)
         for c, e in other.cpu_time.items():
             self._cpu(c, *e)
+        for c, e in other.cpu_runq.items():
+            self._runq(c, *e)
         self.costs.extend(other.costs)
         self.tuning.extend(other.tuning)
         for key, o in other.oncpu.items():
@@ -653,6 +669,7 @@ class ModelFold:
             throttled=tuple(sorted((Throttled(cg, *e) for cg, e in self.throttled.items()),
                                    key=lambda t: (-t.throttled_ns, t.cgroup))),
             cpu_time={c: (e[0], e[1]) for c, e in sorted(self.cpu_time.items())},
+            cpu_runq={c: (e[0], e[1]) for c, e in sorted(self.cpu_runq.items())},
         )
 
 

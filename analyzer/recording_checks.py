@@ -86,6 +86,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     "cgroups": {"idx": INT, "tgid": INT, "start_ns": INT, "path": TEXT},
     "throttled": {"idx": INT, "cgroup": TEXT, "periods": INT, "throttled_ns": INT, "quota_us": INT, "period_us": INT},
     "cpu_time": {"idx": INT, "cpu": INT, "busy_ns": INT, "total_ns": INT},
+    "cpu_runq": {"idx": INT, "cpu": INT, "runq_ns": INT, "runq_count": INT},
     "futex": {"idx": INT, "pid": INT, "start_ns": INT, "tgid": INT, "uaddr": INT, "op": INT, "ustack": INT,
               "caller_addr": INT, "caller": TEXT, "lock_name": TEXT, "count": INT, "total_ns": INT, "max_ns": INT,
               "min_ns": INT, "flags": INT_OR_NULL, "blocked_ns": INT_OR_NULL, "runnable_ns": INT_OR_NULL,
@@ -110,6 +111,7 @@ RANGES: dict[str, dict[str, str]] = {
     "migrations": {"src": "BETWEEN 0 AND {cpus} - 1", "dst": "BETWEEN 0 AND {cpus} - 1"},
     "oncpu_cpus": {"cpu": "BETWEEN 0 AND {cpus} - 1"},
     "cpu_time": {"cpu": "BETWEEN 0 AND {cpus} - 1", "total_ns": "> 0", "busy_ns": "BETWEEN 0 AND total_ns"},
+    "cpu_runq": {"cpu": "BETWEEN 0 AND {cpus} - 1", "runq_ns": ">= 0", "runq_count": "> 0"},
     "throttled": {"periods": "> 0", "throttled_ns": ">= 0", "quota_us": ">= 0", "period_us": ">= 0",
                   "cgroup": "<> ''"},
 }
@@ -310,6 +312,7 @@ _OPTIONS = fields({
     "sample_hz": optional(integer(0)),
     "throttled_per_interval": optional(BOOLEAN),
     "cpu_time_per_interval": optional(BOOLEAN),
+    "cpu_runq_per_interval": optional(BOOLEAN),
     "slab": optional(fields({
         "list_lock_offset": integer(0, 1 << 20),
         "boot": optional(fields({"min_objects": integer(0), "max_order": integer(0, 64), "min_order": integer(0, 64),

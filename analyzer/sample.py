@@ -564,6 +564,8 @@ class Interval:
     throttled: tuple[Throttled, ...] = ()
     # each CPU's time in the interval, busy (neither idle, in I/O wait nor stolen) and in all, ns: /proc/stat's
     cpu_time: tuple[tuple[int, int, int], ...] = ()  # (cpu, busy ns, total ns)
+    # the run-queue waits that ended on each CPU in the interval (bpf/sched.h struct cpu_runq): CPUs with any
+    cpu_runq: tuple[tuple[int, int, int], ...] = ()  # (cpu, waiting ns, waits)
 
     @property
     def duration_ns(self) -> int:

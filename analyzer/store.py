@@ -111,6 +111,7 @@ CREATE TABLE IF NOT EXISTS cgroups (idx INTEGER, tgid INTEGER, start_ns INTEGER,
 CREATE TABLE IF NOT EXISTS throttled (
     idx INTEGER, cgroup TEXT, periods INTEGER, throttled_ns INTEGER, quota_us INTEGER, period_us INTEGER);
 CREATE TABLE IF NOT EXISTS cpu_time (idx INTEGER, cpu INTEGER, busy_ns INTEGER, total_ns INTEGER);
+CREATE TABLE IF NOT EXISTS cpu_runq (idx INTEGER, cpu INTEGER, runq_ns INTEGER, runq_count INTEGER);
 CREATE TABLE IF NOT EXISTS futex (
     idx INTEGER, pid INTEGER, start_ns INTEGER, tgid INTEGER, uaddr INTEGER, op INTEGER, ustack INTEGER,
     caller_addr INTEGER, caller TEXT, lock_name TEXT, count INTEGER, total_ns INTEGER, max_ns INTEGER,
@@ -142,7 +143,7 @@ CREATE INDEX IF NOT EXISTS wakers_idx ON wakers (idx);
 # the square of its length (11 ms a step at 3,600 intervals, growing with the file; 2.8 ms with).
 _SCHEMA += "".join(f"CREATE INDEX IF NOT EXISTS {t}_idx ON {t} (idx);\n" for t in (
     "locks", "futex", "oncpu", "oncpu_cpus", "slab", "slab_caches", "migrations", "programs", "tuning", "cgroups",
-    "throttled", "cpu_time", "io", "io_queue", "io_submitters", "io_wakes", "ongoing", "opened"))
+    "throttled", "cpu_time", "cpu_runq", "io", "io_queue", "io_submitters", "io_wakes", "ongoing", "opened"))
 
 # the lock columns added after recordings were first made, read as their defaults in older ones
 _LOCK_DEFAULTS = {"symbol": ("symbol", "''"), "blocked_ns": ("blocked_ns", "NULL"), "runnable_ns": ("runnable_ns", "NULL"),
@@ -362,6 +363,7 @@ class RecordingWriter:
             db.executemany("INSERT INTO cgroups VALUES (?,?,?,?)", [(i, *c) for c in iv.cgroups])
             db.executemany("INSERT INTO throttled VALUES (?,?,?,?,?,?)", [(i, *t) for t in iv.throttled])
             db.executemany("INSERT INTO cpu_time VALUES (?,?,?,?)", [(i, *c) for c in iv.cpu_time])
+            db.executemany("INSERT INTO cpu_runq VALUES (?,?,?,?)", [(i, *c) for c in iv.cpu_runq])
             db.executemany("INSERT INTO futex VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (i, fx.task.pid, fx.task.start_time_ns, fx.tgid, _s64(fx.uaddr), fx.op, _s64(fx.ustack),
                  _s64(fx.caller_addr), fx.caller, fx.lock_name, fx.count, fx.total_ns, fx.max_ns, fx.min_ns,
@@ -599,6 +601,8 @@ class Recording:
         throttled = self._stream("throttled", ("idx", "cgroup", "periods", "throttled_ns", "quota_us", "period_us"),
                                  window, _throttled)
         cpu_time = self._stream("cpu_time", ("idx", "cpu", "busy_ns", "total_ns"), window, lambda r: (r[1], r[2], r[3]))
+        cpu_runq = self._stream("cpu_runq", ("idx", "cpu", "runq_ns", "runq_count"), window,
+                                lambda r: (r[1], r[2], r[3]))
         oncpu = self._stream("oncpu", (
             "idx", "pid", "start_ns", "tgid", "comm", "kstack", "ustack", "samples", "period_ns"), window,
             lambda r: _OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8]))
@@ -639,7 +643,8 @@ class Recording:
                            oncpu.take(idx), oncpu_cpus.take(idx), cgroups.take(idx),
                            futex.take(idx), tuning.take(idx), io=io.take(idx), io_queue=io_queue.take(idx),
                            io_submitters=io_submitters.take(idx), io_wakes=io_wakes.take(idx),
-                           throttled=throttled.take(idx), cpu_time=cpu_time.take(idx), ongoing_ns=ongoing_ns,
+                           throttled=throttled.take(idx), cpu_time=cpu_time.take(idx), cpu_runq=cpu_runq.take(idx),
+                           ongoing_ns=ongoing_ns,
                            **_interval_waits(ongoing.take(idx), opened.take(idx), kept))
 
     def lock_rows(self, intervals: Container[int]) -> Iterator[tuple[int, tuple]]:

@@ -71,6 +71,10 @@ class CpuRow:
     busy_pct: float | None  # /proc/stat's per interval, else from the on-CPU samples; None without either
     migrations_out: int
     migrations_in: int
+    # the run-queue waits that ended on it (bpf/sched.h struct cpu_runq); None in a recording made before they
+    # were kept
+    runq_ns: int | None = None
+    runq_waits: int | None = None
 
 
 class Snapshot:
@@ -211,12 +215,14 @@ class Snapshot:
         # as a CPU quota's 100 ms can alias: 100% busy read at 20% when throttled)
         busy_pct, span = window_busy_pct(m)
         measured = busy_pct if span == "window" else {}
+        kept = bool((m.meta.options or {}).get("cpu_runq_per_interval"))
         for c in range(len(m.matrix)):
             s = m.oncpu_cpus.get(c)
             busy = measured.get(str(c))
             if busy is None and s is not None and s.samples:
                 busy = 100.0 * (s.samples - s.idle_samples) / s.samples
-            rows.append(CpuRow(c, busy, sum(m.matrix[c]), sum(r[c] for r in m.matrix)))
+            runq = m.cpu_runq.get(c, (0, 0)) if kept else (None, None)
+            rows.append(CpuRow(c, busy, sum(m.matrix[c]), sum(r[c] for r in m.matrix), *runq))
         return rows
 
     @cached_property

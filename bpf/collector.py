@@ -135,6 +135,8 @@ class SchedCollector:
         self._matrix_cells: list[int] = list(self._prev_matrix)
         self._migrations_counted = False  # bpf/sched.bpf.c migrations_off
         self._prev_cs = 0
+        self._prev_runq: list[tuple[int, int]] = []  # each CPU's run-queue waits at the last drain (ns, count)
+        self._runq_cells: list[tuple[int, int]] = []  # ... and at this one's dump
         self._health = HealthDeltas(abi.SchedHealth)
         self._programs = ProgramDeltas()
         self._stacks = StackReader(symbolizer, options.max_stacks)
@@ -236,6 +238,7 @@ class SchedCollector:
         self._last_ns = boottime_ns()
         self._last_cpu_ns = _own_cpu_ns()
         self._prev_cs = self._switches()
+        self._prev_runq = self._runq_cells = self._read_runq()
         self._prev_ctxt = _proc_ctxt()
         return self.status
 
@@ -397,6 +400,7 @@ class SchedCollector:
             programs=tuple(c for progs in self.progs for c in self._programs.drain(progs)),
             collector_cpu_ns=cpu_ns - self._last_cpu_ns,
             kernel_switches=ctxt - self._prev_ctxt, cgroups=tuple(self._new_cgroups), functions=functions,
+            cpu_runq=self._runq_deltas(),
         )
         self._new_cgroups = []
         self._prev_cs, self._last_ns, self._last_cpu_ns, self._prev_ctxt = cs, end_ns, cpu_ns, ctxt
@@ -447,8 +451,10 @@ class SchedCollector:
         self._dump_clock = mono_ns
         e = self._numbers.advance(self.obj, 1)
         raw = self._dump.read() if self._dump is not None else b""
-        # the matrix right after the dump, before any parsing, so that few migrations fall between them
+        # the matrix right after the dump, before any parsing, so that few migrations fall between them; and
+        # each CPU's run-queue waits, which the tasks' entries hold too
         self._matrix_cells = self._read_matrix(obj)
+        self._runq_cells = self._read_runq()
         if not self._migrations_counted:  # the set-up drain: from here on both count them
             _set_migrations_off(obj, False)
             self._migrations_counted = True
@@ -607,6 +613,19 @@ class SchedCollector:
                 out.append((idx // n, idx % n, d))
         self._prev_matrix = cells
         return tuple(out)
+
+    def _read_runq(self) -> list[tuple[int, int]]:
+        """Each possible CPU's run-queue waits so far (bpf/sched.h struct cpu_runq: ns, count)."""
+        assert self.obj is not None
+        raw = self.obj.map("runq_by_cpu").lookup(b"\0\0\0\0", value_size=16 * self.nr_cpus) or b""
+        return [(int.from_bytes(raw[i:i + 8], "little"), int.from_bytes(raw[i + 8:i + 16], "little"))
+                for i in range(0, len(raw) - 15, 16)]
+
+    def _runq_deltas(self) -> tuple[tuple[int, int, int], ...]:
+        """Each CPU's run-queue waits since the last drain, read right after the task dump: (cpu, ns, waits)."""
+        now, before = self._runq_cells, self._prev_runq
+        self._prev_runq = now
+        return tuple((cpu, ns - b[0], n - b[1]) for cpu, ((ns, n), b) in enumerate(zip(now, before)) if n > b[1])
 
     def _switches(self) -> int:
         assert self.obj is not None

@@ -193,6 +193,15 @@ struct {
 	__type(value, __u64);
 } dump_clock SEC(".maps");
 
+/* per CPU, the run-queue waits that ended there (a waiter's CPU is the one it runs on at the end, as
+ * schedstat counts it); user space reads each CPU's */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_runq);
+} runq_by_cpu SEC(".maps");
+
 /* per-CPU context switch count */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -798,10 +807,15 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
  * schedstat's latency counts them) its histogram */
 static __always_inline void add_runq_wait(struct task_stats *s, __u64 d, bool from_wakeup)
 {
-	__u32 slot;
+	__u32 slot, zero = 0;
+	struct cpu_runq *c = bpf_map_lookup_elem(&runq_by_cpu, &zero); /* this CPU's: plain adds */
 
 	__sync_fetch_and_add(&s->runq_ns, d);
 	__sync_fetch_and_add(&s->runq_count, 1);
+	if (c) {
+		c->ns += d;
+		c->count += 1;
+	}
 	update_ival_extremes(&s->runq_ival, *(volatile __u32 *)&max_epoch.task, d);
 	if (from_wakeup) {
 		slot = log2_slot(d);

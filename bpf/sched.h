@@ -168,6 +168,13 @@ struct recent_wait {
 	__u32 why;
 };
 
+/* The run-queue waits that ended on one CPU (runq_by_cpu): schedstat's per-CPU run_delay, as
+ * sched_info_arrive() counts it there, without CONFIG_SCHEDSTATS */
+struct cpu_runq {
+	__u64 ns;
+	__u64 count;
+};
+
 /* Identity of a task: PID reuse never merges two tasks. */
 struct task_key {
 	__u32 pid;

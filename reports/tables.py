@@ -15,7 +15,7 @@ LIMITS = {"processes": 100, "threads": 200, "locks": 100, "slab": 100, "function
 def whole_tables(doc: dict) -> dict:
     return {"blockers": _blockers(doc), "processes": _processes(doc), "cgroups": _cgroups(doc),
             "threads": _threads(doc), "locks": _locks(doc), "slab": _slab(doc), "runq": _runq_hist(doc),
-            "matrix": _matrix(doc), "functions": _functions(doc), "io": _io(doc)}
+            "matrix": _matrix(doc), "functions": _functions(doc), "io": _io(doc), "cpus": _cpus(doc)}
 
 
 def ran(probes: dict, group: str) -> bool:
@@ -211,6 +211,17 @@ def _runq_hist(doc: dict) -> dict:
     longest = max((t["runq_max_ns"] for t in doc["tasks"] if not t.get("stallscope")), default=0)
     return {"rows": _hist_rows(hist), "total": sum(hist.values()), "percentiles": percentiles(hist, longest),
             "max_ns": longest}
+
+
+def _cpus(doc: dict) -> list[dict]:
+    """Each CPU's run queue over the recording: the tasks waiting in it on average and their waits (none in a
+    recording made before they were kept)."""
+    secs = doc["meta"]["duration_s"] or 1.0
+    if not any(c.get("runq_waits") is not None for c in doc.get("cpus", ())):
+        return []
+    return [{"cpu": c["cpu"], "busy_pct": c["busy_pct"], "waiting": round(c["runq_wait_ns"] / 1e9 / secs, 2),
+             "waits": c["runq_waits"], "avg_ns": c["runq_wait_ns"] / c["runq_waits"] if c["runq_waits"] else None}
+            for c in doc["cpus"]]
 
 
 def _matrix(doc: dict) -> dict:

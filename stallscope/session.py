@@ -397,9 +397,9 @@ class Session:
                 "user_stack_walks_per_s": o.user_walks_per_s, "probes": sorted(o.probes), "sample_hz": o.sample_hz,
                 "stallscope_pid": os.getpid(), "overhead_budget_pct": o.overhead_budget_pct,
                 "degrade": o.degrade, "nice": own_nice(), "map_sizes": self.sizes.as_options(),
-                # the intervals say which cgroups a CPU quota throttled in each (Interval.throttled), and how
-                # busy each CPU was (Interval.cpu_time)
-                "throttled_per_interval": True, "cpu_time_per_interval": True}
+                # the intervals say which cgroups a CPU quota throttled in each (Interval.throttled), how
+                # busy each CPU was (Interval.cpu_time) and the run-queue waits each CPU ended (Interval.cpu_runq)
+                "throttled_per_interval": True, "cpu_time_per_interval": True, "cpu_runq_per_interval": True}
         if self._restore_group is not None:  # the session's scheduling group raised too (stallscope/priority.py)
             opts["group_nice"] = o.nice
         policy, rt_priority = own_policy()

@@ -361,6 +361,31 @@ def test_migration_matrix_holds_every_migration(tmp_path):
         f"(interval, matrix, threads): {by_interval}")
 
 
+def test_each_cpus_run_queue_holds_the_waits_that_ended_there(tmp_path):
+    """Three CPU hogs pinned to one CPU: two of them wait in its run queue at any time, the other CPU's queue is
+    near empty. The per-CPU counts come from the same event as the tasks' run-queue totals (add_runq_wait), so
+    over the recording they agree: the CPUs' hold at most a little more (a thread the task dump never reads,
+    PID 1's, see the matrix test above)."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one CPU: no other run queue to compare with")
+    busy = f"taskset -c 1 {example('cpu_burner')} -t 3 -m 700 >/dev/null"
+    doc, _, _ = record_command(tmp_path, ["sh", "-c", busy])
+    secs = doc["meta"]["duration_s"]
+    cpus = {c["cpu"]: c for c in doc["cpus"]}
+    assert set(cpus) == set(range(doc["meta"]["cpus"])) and doc["meta"]["options"]["cpu_runq_per_interval"]
+    waiting = {c: (e["runq_wait_ns"] or 0) / 1e9 / secs for c, e in cpus.items()}
+    burners = [t for t in doc["tasks"] if t["comm"] == "burner"]
+    burner_wait = sum(t["runq_wait_ns"] for t in burners) / 1e9 / secs
+    # the burners ran about 2.1 s of CPU time in all, one at a time, two waiting meanwhile: while they ran, cpu1
+    # held two waiting, and the recording is a little longer than they ran
+    assert burner_wait > 1.0 and waiting[1] >= 0.95 * burner_wait, (waiting, burner_wait)
+    assert waiting[0] < 0.2 * waiting[1], waiting
+    tasks_ns = sum(t["runq_wait_ns"] for t in doc["tasks"])
+    cpus_ns = sum(e["runq_wait_ns"] for e in cpus.values())
+    assert tasks_ns <= cpus_ns <= tasks_ns * 1.01 + 5_000_000, (tasks_ns, cpus_ns)
+    assert sum(e["runq_waits"] for e in cpus.values()) >= sum(t["runq_count"] for t in doc["tasks"])
+
+
 def test_the_collector_forgets_a_process_one_drain_after_its_leader_exited():
     """What the collector keeps per process stays bounded on a machine that runs many short ones."""
     from stallscope.analyzer.sample import TaskId

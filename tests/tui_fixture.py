@@ -20,7 +20,7 @@ INTERVALS = 12
 
 
 def tui_meta():
-    m = meta(cpus=2, overhead_budget_pct=1.0, stallscope_pid=999_999)
+    m = meta(cpus=2, overhead_budget_pct=1.0, stallscope_pid=999_999, cpu_runq_per_interval=True)
     probes = {"offcpu": ProbeStatus(True, "tp_btf"), "locks": ProbeStatus(True, "tp_btf"),
               "slab": ProbeStatus(False, "", "not requested (--probes +slab)"),
               "oncpu": ProbeStatus(False, "", "not requested (--probes +oncpu)")}
@@ -67,6 +67,8 @@ def tui_intervals():
                              sleep_ns=299_000_000, owner_pid=201, owner_comm="hog", symbol="cgroup_mutex",
                              blocked_ns=280_000_000, runnable_ns=19_000_000),),
             migrations=((0, 1, 3), (1, 0, 3)),
+            # the tasks' run-queue waits (805 ms), by the CPU they ended on: the hogs' mostly on cpu1
+            cpu_runq=((0, 55_000_000, 36 + 10 * k), (1, 750_000_000, 380)),
             programs=(ProgramCost("sched_switch", 2000, 2_000_000 + 100_000 * i, 0),),
             collector_cpu_ns=4_000_000,
             health={"waker_map_full": 2} if i == 7 else {},

@@ -260,8 +260,8 @@ class SlabView(View):
 
 class CpusView(View):
     name, title = "cpus", "CPUs"
-    columns = (Column("CPU", 5, ascending=True), Column("Busy", 7), Column("Migrations out/s", 16), Column("in/s", 8),
-               Column("Migration matrix (from row to column)", None, False))
+    columns = (Column("CPU", 5, ascending=True), Column("Busy", 7), Column("Waiting", 7), Column("Avg wait", 9),
+               Column("Migr out/s", 10), Column("in/s", 6), Column("Migrations from row to column", None, False))
     flex = None  # numbers and the matrix: no name to widen
     default_sort = 0
 
@@ -290,9 +290,12 @@ class CpusView(View):
             for j, v in enumerate(m[c.cpu] if c.cpu < len(m) else ()):
                 line.append(f"{v:>5}" if c.cpu != j else "    .", style=heat(v, top) if c.cpu != j else "dim")
                 line.append(" ")
-            out.append(Row(str(c.cpu), (c.cpu, c.busy_pct or 0, c.migrations_out, c.migrations_in, 0),
-                           (num(f"cpu{c.cpu}"), pct(c.busy_pct), count(c.migrations_out / secs, 1),
-                            count(c.migrations_in / secs, 1), line), c))
+            # its run queue's pressure: tasks waiting in it on average (the waits that ended there), and their wait
+            waiting = None if c.runq_ns is None else c.runq_ns / 1e9 / secs
+            avg = c.runq_ns / c.runq_waits if c.runq_waits else 0
+            out.append(Row(str(c.cpu), (c.cpu, c.busy_pct or 0, waiting or 0, avg, c.migrations_out, c.migrations_in, 0),
+                           (num(f"cpu{c.cpu}"), pct(c.busy_pct), num("-" if waiting is None else f"{waiting:.2f}"),
+                            dur(avg), count(c.migrations_out / secs, 1), count(c.migrations_in / secs, 1), line), c))
         return out
 
 
