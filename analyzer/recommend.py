@@ -31,7 +31,7 @@ from stallscope.analyzer.signals import (
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
 
-KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "rcu", "sched_knob", "quota")
+KINDS = ("pin", "priority", "cpu", "slub", "lock", "io", "rcu", "sched_knob", "quota", "affinity")
 # run-time changes stallscope leaves to the user (`apply` does not carry them out): a cgroup's CPU limit may be
 # deliberate, a container's or a service's
 BY_HAND = frozenset({"quota"})
@@ -73,6 +73,8 @@ class Thresholds:
     slab_slow_path_pct: float = 5.0  # ... or this share of the on-CPU samples in SLUB's slow path
     quota_throttled_share: float = QUOTA_THROTTLED_SHARE  # a cgroup's run queues throttled this share of the recording
     quota_min_throttles: int = QUOTA_MIN_THROTTLES  # ... over at least this many periods
+    queued_waiting: float = 0.5  # a CPU's run queue holding this many tasks waiting on average ...
+    idle_cpu_busy_pct: float = 50.0  # ... while another CPU was busy no more than this
 
 
 def _name(t: TaskTotals) -> str:
@@ -161,6 +163,51 @@ def _pin_cannot_help(movers: list[TaskTotals], ncpus: int, least, secs: float, b
         "the thread waits for its one CPU when that CPU is busy; the other CPUs get the rest of the load",
         _verify(_name(top), "migrations should fall and run-queue wait must not rise"), NOT_HELPFUL,
         facts=_pin_facts(top, secs))
+
+
+def rule_affinity(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
+    """One CPU's run queue holds tasks waiting while another CPU idles, and the threads that waited most there
+    never moved: the load balancer would have moved them, unless their affinity (taskset, a cpuset, isolcpus)
+    holds them there (three hogs pinned to one of two CPUs: 1.83 waiting there, the other 95% idle, and no
+    recommendation before). Each such thread's affinity widened to every CPU, which `apply` can carry out."""
+    if not (model.meta.options or {}).get("cpu_runq_per_interval") or not model.cpu_runq:
+        return []
+    busy, span = window_busy_pct(model)
+    if not busy:
+        return []
+    secs = model.duration_s or 1.0
+    ncpus = max(len(model.matrix), model.meta.cpus, 1)
+    queued = {c: ns / 1e9 / secs for c, (ns, _n) in model.cpu_runq.items()}
+    cpu, waiting = max(queued.items(), key=lambda kv: kv[1])
+    idle = [(c, p) for c, p in ((int(c), p) for c, p in busy.items()) if c != cpu and p <= th.idle_cpu_busy_pct]
+    if waiting < th.queued_waiting or not idle:
+        return []
+    stuck = [t for t in sorted(model.tasks.values(), key=lambda t: -t.runq_wait_ns)
+             if not _is_kernel_thread(t) and t.migrations == 0 and t.runq_wait_ns / secs >= th.runq_wait_per_s_ns]
+    if not stuck:
+        return []  # the waiters moved: the balancer is at work, whatever held the queue
+    least, least_busy = min(idle, key=lambda cp: cp[1])
+    queues = (f"cpu{cpu}'s run queue held {waiting:.2f} tasks waiting on average (the waits that ended there), while "
+              f"cpu{least} was {least_busy:.0f}% busy (over the {span})")
+    everywhere = list(range(ncpus))
+    out = []
+    for t in stuck[:th.max_per_rule]:
+        rate = t.runq_wait_ns / secs
+        out.append(Recommendation(
+            "affinity", _name(t), f"{_name(t)} waits {fmt_ns(rate)} a second for a CPU and never moved, while a CPU "
+            f"sat idle: its CPU affinity (taskset, a cpuset, isolcpus) holds it where the others queue", (
+                queues, f"{_name(t)}: waiting for a CPU {fmt_ns(rate)} per second, running {fmt_ns(t.run_ns / secs)} "
+                        f"per second, 0 CPU migrations, {t.involuntary_switches} involuntary switches"),
+            shell_command("taskset", "-pc", ",".join(map(str, everywhere)), t.task.pid)
+            + f"  # check first: taskset -p {t.task.pid}",
+            "where the affinity is deliberate (a real-time or isolated CPU set-up, a container's cpuset) the thread "
+            "then shares the other CPUs' work; a cpuset caps what taskset may widen it to",
+            _verify(_name(t), "its run-queue wait should fall, and the idle CPU's busy share rise"),
+            RECOMMENDED, True, {"type": "affinity", "tid": t.task.pid, "start_time_ns": t.task.start_time_ns,
+                                "comm": t.info.comm, "cpus": everywhere},
+            facts=(Fact("waiting for a CPU", rate, "ns/s"), Fact("run-queue waiting", waiting),
+                   Fact("idle CPU busy", least_busy, "%")), wait_ns_per_s=rate))
+    return out
 
 
 POLICY_NAMES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE",
@@ -697,7 +744,7 @@ def rule_io_devices(model: Model, th: Thresholds, whole: Whole) -> list[Recommen
 
 
 RULES = (rule_pin, rule_priority, rule_cpu_bound, rule_slub, rule_lock, rule_io, rule_rcu, rule_sched_knob,
-         rule_io_devices, rule_quota)
+         rule_io_devices, rule_quota, rule_affinity)
 
 
 class Whole(NamedTuple):

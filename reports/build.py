@@ -209,6 +209,9 @@ def _already_good(doc: dict) -> list[dict]:
          bool(machine.get("sched_knobs")), "the recording has no scheduler knobs"),
         ("quota", f"no cgroup's CPU quota throttled it {100 * th.quota_throttled_share:g}% of the time or more",
          "cpu_side" in machine, "the recording has no cgroup statistics"),
+        ("affinity", f"no CPU's run queue held {th.queued_waiting:g} tasks waiting on average while another CPU was "
+                     f"{th.idle_cpu_busy_pct:g}% busy or less, with threads waiting there that never moved",
+         bool(doc["meta"]["options"].get("cpu_runq_per_interval")), "the recording has no per-CPU run-queue waits"),
     ]
     return [{"kind": kind, "text": text if checked else why, "checked": checked}
             for kind, text, checked, why in checks if kind not in kinds]

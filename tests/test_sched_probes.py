@@ -364,8 +364,9 @@ def test_migration_matrix_holds_every_migration(tmp_path):
 def test_each_cpus_run_queue_holds_the_waits_that_ended_there(tmp_path):
     """Three CPU hogs pinned to one CPU: two of them wait in its run queue at any time, the other CPU's queue is
     near empty. The per-CPU counts come from the same event as the tasks' run-queue totals (add_runq_wait), so
-    over the recording they agree: the CPUs' hold at most a little more (a thread the task dump never reads,
-    PID 1's, see the matrix test above)."""
+    over the recording they agree, but for the few waits that end between a dump and the CPUs' read just after
+    it, at the recording's two ends (6 of 2,086 in one run), and a thread the task dump never reads (PID 1's,
+    see the matrix test above)."""
     if (os.cpu_count() or 1) < 2:
         pytest.skip("one CPU: no other run queue to compare with")
     busy = f"taskset -c 1 {example('cpu_burner')} -t 3 -m 700 >/dev/null"
@@ -382,8 +383,13 @@ def test_each_cpus_run_queue_holds_the_waits_that_ended_there(tmp_path):
     assert waiting[0] < 0.2 * waiting[1], waiting
     tasks_ns = sum(t["runq_wait_ns"] for t in doc["tasks"])
     cpus_ns = sum(e["runq_wait_ns"] for e in cpus.values())
-    assert tasks_ns <= cpus_ns <= tasks_ns * 1.01 + 5_000_000, (tasks_ns, cpus_ns)
-    assert sum(e["runq_waits"] for e in cpus.values()) >= sum(t["runq_count"] for t in doc["tasks"])
+    assert abs(cpus_ns - tasks_ns) <= tasks_ns * 0.01 + 5_000_000, (tasks_ns, cpus_ns)
+    cpus_n, tasks_n = sum(e["runq_waits"] for e in cpus.values()), sum(t["runq_count"] for t in doc["tasks"])
+    assert abs(cpus_n - tasks_n) <= tasks_n * 0.01 + 10, (tasks_n, cpus_n)
+    # what to do about it: each burner held to cpu1 while cpu0 idles has its affinity widened
+    held = [r for r in doc["recommendations"] if r["kind"] == "affinity"]
+    assert {r["target"].split("[")[0] for r in held} == {"burner"} and len(held) == 3, held
+    assert all(r["command"].startswith("taskset -pc ") and r["runtime"] for r in held)
 
 
 def test_the_collector_forgets_a_process_one_drain_after_its_leader_exited():
