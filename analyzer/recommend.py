@@ -336,6 +336,9 @@ def rule_cpu_bound(model: Model, th: Thresholds, whole: Whole) -> list[Recommend
     cpus = max(model.meta.cpus, 1)
     if sig.waiting_avg < th.cpu_bound_waiting_per_cpu * cpus:
         return []
+    busy, _span = window_busy_pct(model)
+    if busy and min(busy.values()) <= th.idle_cpu_busy_pct:
+        return []  # tasks wait while a CPU idles: not for want of CPUs (their affinity: rule_affinity)
     secs = model.duration_s or 1.0
     by_prog: dict[str, list] = {}
     for t in model.tasks.values():

@@ -241,13 +241,13 @@ def test_a_fix_whose_gain_is_not_a_measured_wait_comes_after_those_that_are():
 
 
 def _queued_model(migrations: int = 0, cpu0_busy: float = 0.05, kept: bool = True):
-    """Three hogs of one process waiting in cpu1's run queue (1.8 tasks waiting on average) for one second."""
+    """Three hogs of one process waiting in cpu1's run queue (2.1 tasks waiting on average) for one second."""
     hogs = [TaskId(2000 + i, SEC) for i in range(3)]
     iv = interval(0, task_info=tuple(TaskInfo(h, 2000, 1, "burner") for h in hogs),
-                  tasks=tuple(TaskDelta(h, runq_wait_ns=600_000_000, runq_count=500, run_ns=330_000_000,
+                  tasks=tuple(TaskDelta(h, runq_wait_ns=700_000_000, runq_count=500, run_ns=330_000_000,
                                         involuntary_switches=480, migrations=migrations) for h in hogs),
                   cpu_time=((0, int(cpu0_busy * SEC), SEC), (1, 950_000_000, SEC)),
-                  cpu_runq=((0, 10_000_000, 100), (1, 1_800_000_000, 1500)))
+                  cpu_runq=((0, 10_000_000, 100), (1, 2_100_000_000, 1500)))
     options = {"cpu_time_per_interval": True, "cpu_runq_per_interval": kept}
     return _model([iv], _topology(2, 2), options=options)
 
@@ -258,8 +258,12 @@ def test_threads_held_to_a_busy_cpu_while_another_idles_get_their_affinity_widen
     r = recs[0]
     assert r.status == RECOMMENDED and r.runtime and r.command.startswith("taskset -pc 0,1 2000")
     assert r.action == {"type": "affinity", "tid": 2000, "start_time_ns": SEC, "comm": "burner", "cpus": [0, 1]}
-    assert "cpu1's run queue held 1.80 tasks waiting" in r.evidence[0] and "cpu0 was 5% busy" in r.evidence[0]
-    assert round(r.wait_ns_per_s) == 600_000_000
+    assert "cpu1's run queue held 2.10 tasks waiting" in r.evidence[0] and "cpu0 was 5% busy" in r.evidence[0]
+    assert round(r.wait_ns_per_s) == 700_000_000
+    # 2.1 tasks waiting on two CPUs, but not for want of CPUs: the machine is not called CPU-bound, as it is with
+    # both CPUs busy
+    assert "cpu" not in {k for k, _ in _kinds(_queued_model())}
+    assert ("cpu", RECOMMENDED) in _kinds(_queued_model(cpu0_busy=0.9))
     # threads the balancer moved, no idle CPU, or a recording without per-CPU run queues: nothing to say
     for model in (_queued_model(migrations=4), _queued_model(cpu0_busy=0.9), _queued_model(kept=False)):
         assert not [r for r in recommend(model) if r.kind == "affinity"]
