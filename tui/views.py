@@ -275,6 +275,11 @@ class CpusView(View):
         t.append(f"\nrunnable {s['runnable']:>7.2f} ")
         t.append_text(sparkline(runnable, 40))
         t.append(f"   run-queue pressure {s['waiting'] / max(snap.meta.cpus, 1):.2f} waiting per CPU")
+        queues = [c for c in snap.cpus if c.runq_ns is not None]
+        if len(queues) > 1:  # where they wait: one CPU's queue can hold them all
+            most = max(queues, key=lambda c: c.runq_ns)
+            if most.runq_ns:
+                t.append(f", the most in cpu{most.cpu}'s: {most.runq_ns / 1e9 / snap.seconds:.2f}")
         for q, spans in _quotas(snap, 0.0, 1)[:1]:  # any throttling of the window, the most first
             t.append("\n")
             t.append_text(_quota_text(q, spans))
