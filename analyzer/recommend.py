@@ -170,23 +170,16 @@ def rule_affinity(model: Model, th: Thresholds, whole: Whole) -> list[Recommenda
     never moved: the load balancer would have moved them, unless their affinity (taskset, a cpuset, isolcpus)
     holds them there (three hogs pinned to one of two CPUs: 1.83 waiting there, the other 95% idle, and no
     recommendation before). Each such thread's affinity widened to every CPU, which `apply` can carry out."""
-    if not (model.meta.options or {}).get("cpu_runq_per_interval") or not model.cpu_runq:
+    lopsided = _queue_beside_idle_cpu(model, th)
+    if lopsided is None:
         return []
-    busy, span = window_busy_pct(model)
-    if not busy:
-        return []
+    cpu, waiting, least, least_busy, span = lopsided
     secs = model.duration_s or 1.0
     ncpus = max(len(model.matrix), model.meta.cpus, 1)
-    queued = {c: ns / 1e9 / secs for c, (ns, _n) in model.cpu_runq.items()}
-    cpu, waiting = max(queued.items(), key=lambda kv: kv[1])
-    idle = [(c, p) for c, p in ((int(c), p) for c, p in busy.items()) if c != cpu and p <= th.idle_cpu_busy_pct]
-    if waiting < th.queued_waiting or not idle:
-        return []
     stuck = [t for t in sorted(model.tasks.values(), key=lambda t: -t.runq_wait_ns)
              if not _is_kernel_thread(t) and t.migrations == 0 and t.runq_wait_ns / secs >= th.runq_wait_per_s_ns]
     if not stuck:
         return []  # the waiters moved: the balancer is at work, whatever held the queue
-    least, least_busy = min(idle, key=lambda cp: cp[1])
     queues = (f"cpu{cpu}'s run queue held {waiting:.2f} tasks waiting on average (the waits that ended there), while "
               f"cpu{least} was {least_busy:.0f}% busy (over the {span})")
     everywhere = list(range(ncpus))
@@ -208,6 +201,33 @@ def rule_affinity(model: Model, th: Thresholds, whole: Whole) -> list[Recommenda
             facts=(Fact("waiting for a CPU", rate, "ns/s"), Fact("run-queue waiting", waiting),
                    Fact("idle CPU busy", least_busy, "%")), wait_ns_per_s=rate))
     return out
+
+
+def _queue_beside_idle_cpu(model: Model, th: Thresholds) -> tuple[int, float, int, float, str] | None:
+    """A CPU whose run queue held tasks waiting (th.queued_waiting on average or more) beside another CPU that was
+    mostly idle (th.idle_cpu_busy_pct busy or less) with its own queue near empty (a quarter of the first's at
+    most): (the queue's CPU, its tasks waiting, the idle CPU, its busy %, what the busy figures span); None where
+    there is none or the recording has no per-CPU run queues. A whole recording's busy share counts its quiet
+    start and end too: the queues say whether the CPU was idle while the others waited."""
+    if not (model.meta.options or {}).get("cpu_runq_per_interval") or not model.cpu_runq:
+        return None
+    busy, span = window_busy_pct(model)
+    secs = model.duration_s or 1.0
+    queued = {c: ns / 1e9 / secs for c, (ns, _n) in model.cpu_runq.items()}
+    cpu, waiting = max(queued.items(), key=lambda kv: kv[1])
+    idle = [(c, p) for c, p in _busy_by_cpu(busy)
+            if c != cpu and p <= th.idle_cpu_busy_pct and queued.get(c, 0.0) <= waiting / 4]
+    if waiting < th.queued_waiting or not idle:
+        return None
+    least, least_busy = min(idle, key=lambda cp: cp[1])
+    return cpu, waiting, least, least_busy, span
+
+
+def _busy_by_cpu(busy: dict) -> list[tuple[int, float]]:
+    """(cpu, busy %) of window_busy_pct's, the well-formed entries only (a recording's machine figures are read as
+    stored)."""
+    return [(int(c), float(p)) for c, p in busy.items()
+            if isinstance(c, str) and c.isdigit() and isinstance(p, (int, float)) and not isinstance(p, bool)]
 
 
 POLICY_NAMES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE",
@@ -336,9 +356,8 @@ def rule_cpu_bound(model: Model, th: Thresholds, whole: Whole) -> list[Recommend
     cpus = max(model.meta.cpus, 1)
     if sig.waiting_avg < th.cpu_bound_waiting_per_cpu * cpus:
         return []
-    busy, _span = window_busy_pct(model)
-    if busy and min(busy.values()) <= th.idle_cpu_busy_pct:
-        return []  # tasks wait while a CPU idles: not for want of CPUs (their affinity: rule_affinity)
+    if _queue_beside_idle_cpu(model, th) is not None:
+        return []  # tasks wait in one CPU's queue while another idles: not for want of CPUs (rule_affinity)
     secs = model.duration_s or 1.0
     by_prog: dict[str, list] = {}
     for t in model.tasks.values():

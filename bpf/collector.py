@@ -238,7 +238,9 @@ class SchedCollector:
         self._last_ns = boottime_ns()
         self._last_cpu_ns = _own_cpu_ns()
         self._prev_cs = self._switches()
-        self._prev_runq = self._runq_cells = self._read_runq()
+        # the per-CPU run-queue counts start at zero with the object, as the tasks' own do: a baseline read here
+        # would miss what ended between the programs' attach and this read (0.5 s on a loaded machine)
+        self._prev_runq = self._runq_cells = [(0, 0)] * self.nr_cpus
         self._prev_ctxt = _proc_ctxt()
         return self.status
 
@@ -454,7 +456,7 @@ class SchedCollector:
         # the matrix right after the dump, before any parsing, so that few migrations fall between them; and
         # each CPU's run-queue waits, which the tasks' entries hold too
         self._matrix_cells = self._read_matrix(obj)
-        self._runq_cells = self._read_runq()
+        self._runq_cells = self._read_runq(obj)
         if not self._migrations_counted:  # the set-up drain: from here on both count them
             _set_migrations_off(obj, False)
             self._migrations_counted = True
@@ -614,10 +616,9 @@ class SchedCollector:
         self._prev_matrix = cells
         return tuple(out)
 
-    def _read_runq(self) -> list[tuple[int, int]]:
+    def _read_runq(self, obj: BpfObject) -> list[tuple[int, int]]:
         """Each possible CPU's run-queue waits so far (bpf/sched.h struct cpu_runq: ns, count)."""
-        assert self.obj is not None
-        raw = self.obj.map("runq_by_cpu").lookup(b"\0\0\0\0", value_size=16 * self.nr_cpus) or b""
+        raw = obj.map("runq_by_cpu").lookup(b"\0\0\0\0", value_size=16 * self.nr_cpus) or b""
         return [(int.from_bytes(raw[i:i + 8], "little"), int.from_bytes(raw[i + 8:i + 16], "little"))
                 for i in range(0, len(raw) - 15, 16)]
 

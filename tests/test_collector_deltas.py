@@ -23,6 +23,9 @@ class FakeMap:
     def items_batch(self):
         return list(self.items)
 
+    def lookup(self, key: bytes, value_size: int | None = None):
+        return dict(self.items).get(key)
+
     def delete(self, key: bytes) -> None:
         self.deleted.append(key)
         self.items = [(k, v) for k, v in self.items if k != key]
@@ -47,7 +50,7 @@ class FakeDump:
 class FakeObj:
     def __init__(self, dump: FakeDump, **maps):
         # no migrations unless a test fakes them (the matrix is read right after the task dump)
-        self.dump, self.maps = dump, {"migration_matrix": FakeMap([]), **maps}
+        self.dump, self.maps = dump, {"migration_matrix": FakeMap([]), "runq_by_cpu": FakeMap([]), **maps}
 
     def map(self, name):
         return self.maps[name]
