@@ -349,7 +349,7 @@ class FixesView(View):
     columns = (Column("#", 3, ascending=True), Column("Status", 12, False), Column("Kind", 8, False),
                Column("Target", 22, False), Column("When", 9, False), Column("Wait/s", 8), Column("Finding", None, False))
     flex = None  # the finding, sized to its content, is the text to read
-    default_sort = 1  # PowerTOP's order: what needs tuning, then what cannot be tuned from here
+    default_sort = 0  # recommend's numbers: what needs tuning first (PowerTOP's order), the most waiting first
     detail = True
 
     def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
