@@ -185,10 +185,12 @@ class RecordingWriter:
 
     The file is new (stallscope/outputs.py creates it, 0600, never over anything) and holds its
     schema and metadata before any interval: they are written in one rollback-journal transaction,
-    then the file goes to WAL mode for the recording, so every file that exists opens, even copied
-    without its -wal. Each interval is one transaction; about once a second the log is folded into
-    the file (a checkpoint), and room for the next fold is kept allocated past the file's end, so that
-    a full disk stops the recording with every interval written in the file itself. close() folds
+    then the file goes to WAL mode for the recording, so every file that exists opens. Each interval is
+    one transaction; about once a second the log is folded into the file (a checkpoint), and room for
+    the next fold is kept allocated past the file's end, so that a full disk stops the recording with
+    every interval written in the file itself. A recording killed mid-way opens whole with its -wal;
+    copied without it, it holds what the last fold wrote, unless the kill came during a fold, which
+    SQLite writes into the file in place (then it reads as damaged, with the way to recover it). close() folds
     the rest and leaves WAL mode: a cleanly closed recording is one file, readable read-only, copied
     alone, or by another user.
     """
