@@ -460,9 +460,9 @@ class ModelFold:
             for t in iv.throttled:
                 self._throttle(t.cgroup, t.periods, t.throttled_ns, t.quota_us, t.period_us)
             for c, busy, total in iv.cpu_time:
-                self._cpu(c, busy, total)
+                _add_pair(self.cpu_time, c, busy, total)
             for c, ns, n in iv.cpu_runq:
-                self._runq(c, ns, n)
+                _add_pair(self.cpu_runq, c, ns, n)
             for c in iv.oncpu_cpus:
                 acc = cpus.setdefault(c.cpu, [0, 0, 0, 0, 0])
                 for j, v in enumerate((c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns)):
@@ -506,22 +506,6 @@ class ModelFold:
             e[0] += periods
             e[1] += ns
             e[2], e[3] = quota_us, period_us  # the limit as last read
-
-    def _runq(self, cpu: int, ns: int, n: int) -> None:
-        e = self.cpu_runq.get(cpu)
-        if e is None:
-            self.cpu_runq[cpu] = [ns, n]
-        else:
-            e[0] += ns
-            e[1] += n
-
-    def _cpu(self, cpu: int, busy: int, total: int) -> None:
-        e = self.cpu_time.get(cpu)
-        if e is None:
-            self.cpu_time[cpu] = [busy, total]
-        else:
-            e[0] += busy
-            e[1] += total
 
     def merge(self, other: "ModelFold") -> "ModelFold":
         """The fold of the intervals of `other` (which come after those of this one) added to this one, as
@@ -587,9 +571,9 @@ class ModelFold:
         for cg, e in other.throttled.items():
             self._throttle(cg, *e)
         for c, e in other.cpu_time.items():
-            self._cpu(c, *e)
+            _add_pair(self.cpu_time, c, *e)
         for c, e in other.cpu_runq.items():
-            self._runq(c, *e)
+            _add_pair(self.cpu_runq, c, *e)
         self.costs.extend(other.costs)
         self.tuning.extend(other.tuning)
         for key, o in other.oncpu.items():
@@ -671,6 +655,16 @@ class ModelFold:
             cpu_time={c: (e[0], e[1]) for c, e in sorted(self.cpu_time.items())},
             cpu_runq={c: (e[0], e[1]) for c, e in sorted(self.cpu_runq.items())},
         )
+
+
+def _add_pair(table: dict[int, list[int]], cpu: int, a: int, b: int) -> None:
+    """A CPU's two counters (busy and total ns; run-queue ns and waits) added to a window's."""
+    e = table.get(cpu)
+    if e is None:
+        table[cpu] = [a, b]
+    else:
+        e[0] += a
+        e[1] += b
 
 
 class _WakeFold:
