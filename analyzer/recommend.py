@@ -25,8 +25,8 @@ from stallscope.analyzer.oncpu import category_share, probe_ran
 from stallscope.analyzer.slab import METHOD_ESTIMATE, slab_rows
 from stallscope.analyzer.scope import in_scope, restrict
 from stallscope.analyzer.signals import (
-    QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_limit, quota_throttled, signals, window_busy_pct,
-    window_cpu_side,
+    QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_limit, quota_throttled, signals, tasks_waiting,
+    window_busy_pct, window_cpu_side,
 )
 from stallscope.analyzer.units import fmt_ns
 from stallscope.analyzer.untrusted import printable
@@ -213,7 +213,7 @@ def _queue_beside_idle_cpu(model: Model, th: Thresholds) -> tuple[int, float, in
         return None
     busy, span = window_busy_pct(model)
     secs = model.duration_s or 1.0
-    queued = {c: ns / 1e9 / secs for c, (ns, _n) in model.cpu_runq.items()}
+    queued = {c: tasks_waiting(ns, secs) for c, (ns, _n) in model.cpu_runq.items()}
     cpu, waiting = max(queued.items(), key=lambda kv: kv[1])
     idle = [(c, p) for c, p in _busy_by_cpu(busy)
             if c != cpu and p <= th.idle_cpu_busy_pct and queued.get(c, 0.0) <= waiting / 4]

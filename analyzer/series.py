@@ -67,6 +67,9 @@ class Series:
     throttled_ns: list[int] = field(default_factory=list)
     throttled_periods: list[int] = field(default_factory=list)
     matrix: list[tuple[tuple[int, int, int], ...]] = field(default_factory=list)  # (src, dst, migrations)
+    # per CPU: interval -> [busy ns, total ns (/proc/stat), run-queue wait ns, run-queue waits (those that ended
+    # on it)]; an interval that kept neither is absent
+    cpus: dict[int, dict[int, list[int]]] = field(default_factory=dict)
     oncpu_samples: list[int] = field(default_factory=list)  # samples of the profiled (non-stallscope) tasks
     causes: dict[str, CauseSeries] = field(default_factory=dict)
     # per thread: interval -> [offcpu_ns, runq_wait_ns, voluntary, involuntary, migrations]
@@ -117,6 +120,7 @@ class LedgerEntry:
     long_open: dict  # wait key number -> its part while in progress a second and more (model.long_open_parts)
     cpu_time: tuple = ()  # (cpu, busy ns, total ns)
     throttled: tuple = ()  # sample.Throttled
+    cpu_runq: tuple = ()  # (cpu, run-queue wait ns, waits): the waits that ended on it
 
 
 class _LockKeys(Sequence):
@@ -159,7 +163,7 @@ class Ledger:
             array("q", [v for lk in iv.locks for v in (
                 lock((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)), lk.count, lk.total_ns)]),
             iv.futex, iv.slab, iv.oncpu,
-            {wait(tuple(k)): ns for k, ns in long_open_parts(iv)}, iv.cpu_time, iv.throttled)
+            {wait(tuple(k)): ns for k, ns in long_open_parts(iv)}, iv.cpu_time, iv.throttled, iv.cpu_runq)
 
     def tee(self, intervals: Iterable[Interval]) -> Iterator[Interval]:
         """`intervals`, each kept here as it passes."""
@@ -319,6 +323,7 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
         out.run_ns.append(run)
         out.runq_ns.append(runq)
         out.cpus_busy.append(sum(b / t for _c, b, t in e.cpu_time if t) if e.cpu_time else None)
+        _cpus(out.cpus, i, e)
         out.throttled_ns.append(sum(t.throttled_ns for t in e.throttled))
         out.throttled_periods.append(sum(t.periods for t in e.throttled))
         out.runq_hist.append(hist)
@@ -408,6 +413,19 @@ def _locks(out: Series, i: int, e: LedgerEntry, scope, lock_of: list, lock_row: 
             if is_lock.get(row, True):
                 total += fx.total_ns
     return total
+
+
+def _cpus(cpus: dict[int, dict[int, list[int]]], i: int, e: LedgerEntry) -> None:
+    """Each CPU's busy time and run-queue waits in interval `i` (every CPU's waits: a run queue is the machine's,
+    as the model's cpu_runq is)."""
+    for c, busy, total in e.cpu_time:
+        row = cpus.setdefault(c, {}).setdefault(i, [0, 0, 0, 0])
+        row[0] += busy
+        row[1] += total
+    for c, ns, waits in e.cpu_runq:
+        row = cpus.setdefault(c, {}).setdefault(i, [0, 0, 0, 0])
+        row[2] += ns
+        row[3] += waits
 
 
 def _slab(out: Series, i: int, e: LedgerEntry) -> None:

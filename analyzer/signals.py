@@ -17,6 +17,13 @@ HIGH_CS_PER_RUNNABLE = 5000.0
 SWITCH_KIND_SHOWN = 5  # percent: a kind of switch named beside a high rate (the larger kind always is)
 
 
+def tasks_waiting(wait_ns: float, seconds: float) -> float:
+    """Tasks waiting in run queues on average over `seconds`, from their waits' total time (Little's law: the
+    time waited per second of time). One CPU's queue, or the machine's; the views, the rules and the report's
+    tables all read it from here."""
+    return wait_ns / 1e9 / seconds if seconds > 0 else 0.0
+
+
 @dataclass(frozen=True)
 class Signals:
     cs_per_s: float
@@ -45,7 +52,7 @@ def signals(model: Model, waits: bool = True) -> Signals:
     secs = model.duration_s or 1.0
     tasks = recorded_tasks(model)
     mine = [t for tid, t in model.tasks.items() if tasks is None or tid in tasks]
-    waiting = sum(t.runq_wait_ns for t in mine) / 1e9 / secs
+    waiting = tasks_waiting(sum(t.runq_wait_ns for t in mine), secs)
     busy = window_busy_pct(model)[0]
     running = sum(busy.values()) / 100.0 if busy else 0.0
     runnable = running + waiting

@@ -39,7 +39,7 @@ from stallscope.analyzer.overhead import Cost, model_costs
 from stallscope.analyzer.recommend import Recommendation, recommend
 from stallscope.analyzer.sample import Interval, RecordingMeta, SlabCache, TaskId, TaskInfo, TuningChange
 from stallscope.analyzer.scope import own_tasks, recorded_tasks
-from stallscope.analyzer.signals import window_busy_pct
+from stallscope.analyzer.signals import tasks_waiting, window_busy_pct
 from stallscope.analyzer.slab import SlabRow, slab_rows
 from stallscope.analyzer.units import log2_bounds
 
@@ -75,6 +75,15 @@ class CpuRow:
     # were kept
     runq_ns: int | None = None
     runq_waits: int | None = None
+
+    def waiting(self, seconds: float) -> float | None:
+        """The tasks waiting in its run queue on average over the window's `seconds` (None: not kept)."""
+        return None if self.runq_ns is None else tasks_waiting(self.runq_ns, seconds)
+
+    @property
+    def avg_wait_ns(self) -> float | None:
+        """Its run-queue waits' mean length (None: none, or not kept)."""
+        return self.runq_ns / self.runq_waits if self.runq_waits else None
 
 
 class Snapshot:
@@ -175,7 +184,7 @@ class Snapshot:
         and waiting for a CPU (run-queue wait per second, Little's law), on average."""
         secs, tasks = self.seconds, self.model.tasks.values()
         running = sum(t.run_ns for t in tasks) / 1e9 / secs
-        waiting = sum(t.runq_wait_ns for t in tasks) / 1e9 / secs
+        waiting = tasks_waiting(sum(t.runq_wait_ns for t in tasks), secs)
         return {"cs_per_s": self.model.switches_per_s, "running": running, "waiting": waiting,
                 "runnable": running + waiting}
 

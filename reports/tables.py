@@ -6,6 +6,7 @@ from __future__ import annotations
 from stallscope.analyzer.blockers import percentiles
 from stallscope.analyzer.causes import CPU, IDLE
 from stallscope.analyzer.chains import MAX_DEPTH, depth_note
+from stallscope.analyzer.signals import tasks_waiting
 from stallscope.analyzer.units import log2_bounds
 
 # rows per table: the page stays small and fast; each table says how many it leaves out
@@ -219,7 +220,7 @@ def _cpus(doc: dict) -> list[dict]:
     secs = doc["meta"]["duration_s"] or 1.0
     if not any(c.get("runq_waits") is not None for c in doc.get("cpus", ())):
         return []
-    return [{"cpu": c["cpu"], "busy_pct": c["busy_pct"], "waiting": round(c["runq_wait_ns"] / 1e9 / secs, 2),
+    return [{"cpu": c["cpu"], "busy_pct": c["busy_pct"], "waiting": round(tasks_waiting(c["runq_wait_ns"], secs), 2),
              "waits": c["runq_waits"], "avg_ns": c["runq_wait_ns"] / c["runq_waits"] if c["runq_waits"] else None}
             for c in doc["cpus"]]
 

@@ -146,9 +146,11 @@ def _window_parts(s: Series, tables: dict) -> dict:
               "m": [[x for (src, dst), c in sorted(matrix_spans[j].items()) for x in (src, dst, c)]
                     for j in range(nspans) if matrix_spans.get(j)]}
     samples = [sum(s.oncpu_samples[j * k:(j + 1) * k]) for j in range(nspans)]
+    # per CPU row: [busy ns, total ns, run-queue wait ns, run-queue waits]
+    cpus = [sparse(s.cpus.get(r["cpu"], {})) for r in tables["cpus"]]
     return {"span": k, "spans": nspans, "causes": causes, "cause_names": cause_names,
             "cause_classes": [s.causes[c].cls for c in cause_names], "threads": threads, "processes": processes,
-            "locks": locks, "slab": slab, "functions": functions, "runq": runq, "matrix": matrix,
+            "locks": locks, "slab": slab, "functions": functions, "runq": runq, "matrix": matrix, "cpus": cpus,
             "oncpu_samples": samples}
 
 

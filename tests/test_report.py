@@ -289,6 +289,33 @@ def test_the_charts_carry_each_intervals_cpu_busy_and_quota_throttling(tmp_path)
     assert charts["cpus_busy"] == [None, None] and charts["throttled_per_s"] == [0, 0]
 
 
+def test_each_cpus_run_queue_is_kept_per_interval_for_a_window(tmp_path):
+    """The By CPU table's figures, per interval in the page's window parts: each CPU's busy time and total
+    (/proc/stat), its run-queue wait and waits; over the whole recording they sum to the table's row (the export's)."""
+    from dataclasses import replace
+
+    from synthetic import meta
+
+    _m, (i0, i1) = two_interval_recording()
+    m = meta(cpu_time_per_interval=True, cpu_runq_per_interval=True)
+    kept = [replace(i0, cpu_time=((0, 250_000_000, 1_000_000_000), (1, 750_000_000, 1_000_000_000)),
+                    cpu_runq=((0, 10_000_000, 100), (1, 1_500_000_000, 900))),
+            replace(i1, cpu_time=((0, 1_000_000_000, 1_000_000_000), (1, 0, 1_000_000_000)),
+                    cpu_runq=((1, 500_000_000, 100),))]
+    path = tmp_path / "cpus.stall"
+    write_recording(path, m, kept)
+    run_stallscope("report", str(path), "-o", str(tmp_path / "cpus.html"))
+    page = Page((tmp_path / "cpus.html").read_text())
+    parts = page.data["series"]["window"]["cpus"]
+    assert parts == [{"i": [0, 1], "v": [[250_000_000, 1_000_000_000, 10_000_000, 100], [1_000_000_000, 1_000_000_000, 0, 0]]},
+                     {"i": [0, 1], "v": [[750_000_000, 1_000_000_000, 1_500_000_000, 900], [0, 1_000_000_000, 500_000_000, 100]]}]
+    rows = page.body_rows("t-cpus")
+    secs = sum(iv.duration_ns for iv in kept) / 1e9
+    assert [num(r[3]) for r in rows] == [100, 1000]
+    assert [num(r[2]) for r in rows] == [round(10_000_000 / 1e9 / secs, 2), round(2_000_000_000 / 1e9 / secs, 2)]
+    assert num(rows[1][4]) == 2_000_000
+
+
 def test_the_summary_says_which_waits_were_still_going_when_the_recording_ended(tmp_path):
     """A task in I/O wait for the whole recording and still in it: its cause's sentence says so with its
     length so far; where no wait of the cause ended, without "over 0 waits, longest 0ns". A task reading a

@@ -156,6 +156,18 @@ def test_a_range_dragged_on_a_chart_filters_the_tables_to_that_window(browser, r
             checked += 1
         assert empty == (ns == 0 and not any(parts["n"][k] for k in idx))
     assert checked
+    # each CPU's run queue in the window: tasks waiting on average over its seconds, its waits, their mean
+    secs = sum(data["series"]["duration_s"][first:last + 1])
+    cpu_rows = browser.evaluate("Array.from(document.querySelectorAll('#t-cpus tbody tr')).map(r => ["
+                                "Number(r.getAttribute('data-i')), r.cells[2].getAttribute('data-v'),"
+                                " r.cells[3].getAttribute('data-v'), r.cells[4].getAttribute('data-v')])")
+    assert len(cpu_rows) == report_recording["doc"]["meta"]["cpus"]
+    for i, waiting, waits, avg in cpu_rows:
+        parts = data["series"]["window"]["cpus"][i]
+        idx = [k for k, iv in enumerate(parts["i"]) if a <= iv <= b]
+        ns, n = sum(parts["v"][k][2] for k in idx), sum(parts["v"][k][3] for k in idx)
+        assert float(waiting) == pytest.approx(ns / 1e9 / secs) and float(waits) == n
+        assert (avg == "") if not n else float(avg) == pytest.approx(ns / n)
     whole = browser.evaluate("document.querySelector('#t-blockers tbody tr').cells[2].textContent")
     browser.evaluate("document.getElementById('window-reset').click()")
     assert browser.evaluate("__stallscope.window") is None
@@ -163,6 +175,8 @@ def test_a_range_dragged_on_a_chart_filters_the_tables_to_that_window(browser, r
     totals = browser.evaluate("Array.from(document.querySelectorAll('#t-blockers tbody tr')).map("
                               "r => Number(r.cells[2].getAttribute('data-v')))")
     assert sorted(totals) == sorted(b["total_ns"] for b in first)  # the whole recording again
+    waits = browser.evaluate("Array.from(document.querySelectorAll('#t-cpus tbody tr')).map(r => Number(r.cells[3].getAttribute('data-v')))")
+    assert waits == [c["runq_waits"] for c in report_recording["doc"]["cpus"]]
     assert whole and browser.console_errors() == []
 
 

@@ -279,7 +279,7 @@ class CpusView(View):
         if len(queues) > 1:  # where they wait: one CPU's queue can hold them all
             most = max(queues, key=lambda c: c.runq_ns)
             if most.runq_ns:
-                t.append(f", the most in cpu{most.cpu}'s: {most.runq_ns / 1e9 / snap.seconds:.2f}")
+                t.append(f", the most in cpu{most.cpu}'s: {most.waiting(snap.seconds):.2f}")
         for q, spans in _quotas(snap, 0.0, 1)[:1]:  # any throttling of the window, the most first
             t.append("\n")
             t.append_text(_quota_text(q, spans))
@@ -296,8 +296,7 @@ class CpusView(View):
                 line.append(f"{v:>5}" if c.cpu != j else "    .", style=heat(v, top) if c.cpu != j else "dim")
                 line.append(" ")
             # its run queue's pressure: tasks waiting in it on average (the waits that ended there), and their wait
-            waiting = None if c.runq_ns is None else c.runq_ns / 1e9 / secs
-            avg = c.runq_ns / c.runq_waits if c.runq_waits else 0
+            waiting, avg = c.waiting(secs), c.avg_wait_ns or 0
             out.append(Row(str(c.cpu), (c.cpu, c.busy_pct or 0, waiting or 0, avg, c.migrations_out, c.migrations_in, 0),
                            (num(f"cpu{c.cpu}"), pct(c.busy_pct), num("-" if waiting is None else f"{waiting:.2f}"),
                             dur(avg), count(c.migrations_out / secs, 1), count(c.migrations_in / secs, 1), line), c))

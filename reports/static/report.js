@@ -29,7 +29,8 @@
         n /= 1024;
       }
     },
-    rate: function (r) { return r >= 100 ? fmt.count(r) + "/s" : Number(r.toPrecision(3)) + "/s"; }
+    rate: function (r) { return r >= 100 ? fmt.count(r) + "/s" : Number(r.toPrecision(3)) + "/s"; },
+    tasks: function (n) { return n === null || n === undefined ? "-" : n.toFixed(2); }  // tasks on average
   };
   fmt.ns_per_s = function (v) { return fmt.ns(v) + "/s"; };
   api.fmt = fmt;
@@ -309,6 +310,17 @@
       if (bar) { if (!original.has(bar)) original.set(bar, [bar.textContent, bar.getAttribute("data-bar")]); bar.setAttribute("data-bar", v.pct.toFixed(2)); }
     });
     drawBars();
+    // each CPU's run queue: [busy ns, total ns, run-queue wait ns, waits]; busy from /proc/stat only, else the
+    // whole recording's stays, dimmed
+    rowsOf("t-cpus").forEach(function (tr) {
+      var s = sumRow(W.cpus && W.cpus[Number(tr.getAttribute("data-i"))], a, b, 4);
+      var v = {waiting: secs ? s[2] / 1e9 / secs : 0, n: s[3], avg: s[3] ? s[2] / s[3] : null};
+      if (s[1]) v.busy = 100 * s[0] / s[1];
+      Array.prototype.forEach.call(tr.querySelectorAll("td[data-w]"), function (td) {
+        var w = td.getAttribute("data-w");
+        if (w in v) setCell(td, v[w], td.getAttribute("data-f")); else td.classList.add("stale");
+      });
+    });
     // migration matrix
     var mr = range(W.matrix, a, b), cells = {}, peak = 0, rowSum = {};
     for (k = mr[0]; k < mr[1]; k++) {
