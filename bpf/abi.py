@@ -165,7 +165,7 @@ class Stack(ctypes.Structure):
 
 class WalkBudget(ctypes.Structure):
     """bpf/stacks.bpf.h: one CPU's stack-walk token bucket and the walks it refused."""
-    _fields_ = [("last_ns", u64), ("milli_tokens", u64), ("limited", u64)]
+    _fields_ = [("last_ns", u64), ("units", u64), ("limited", u64)]
 
 
 class StackTune(ctypes.Structure):

@@ -19,6 +19,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
+from itertools import takewhile
 
 from stallscope.analyzer.sample import (
     Interval, OffcpuDelta, OngoingWait, ProbeStatus, ProgramCost, Stack, TaskId, TaskInfo, Tuning, WaitLink,
@@ -694,7 +695,9 @@ class StackReader:
             if raw is None:  # not stored: the stack map was full
                 out.append(Stack(sid, kind, (), truncated=True))
                 continue
-            ips = [ip for ip in abi.decode(abi.Stack, raw).ips if ip]
+            # the frames end at the first zero: a short walk (a lock's call site, bpf/stacks.bpf.h SITE_DEPTH)
+            # leaves an earlier walk's frames after it in the buffer it was copied from
+            ips = list(takewhile(bool, abi.decode(abi.Stack, raw).ips))
             truncated = len(ips) >= abi.MAX_STACK_DEPTH
             frames = self.symbolizer.stack(kind, tgid if kind == "user" else 0,
                                            leader_start.get(tgid, 0) if kind == "user" else 0, ips)

@@ -117,6 +117,27 @@ static __always_inline void name_lock(struct lock_wait *w, struct task_struct *c
 	}
 }
 
+/* A contention not drawn: its call site from a short walk (SITE_DEPTH frames, BUDGET_SITES[_LONG]), else
+ * STACK_NOT_DRAWN. The walk writes the first SITE_DEPTH slots of the shared scratch buffer; the slot after
+ * them is zeroed, as a stack's frames end at its first zero (what lies beyond is an earlier walk's). */
+static __always_inline __u64 site_stack(void *ctx, struct task_struct *t, __u64 now, __u64 d)
+{
+	struct stack *buf;
+	long len;
+
+	if (!budget_allows(now, d >= SITE_LONG_NS ? BUDGET_SITES_LONG : BUDGET_SITES))
+		return STACK_NOT_DRAWN;
+	buf = scratch();
+	if (!buf)
+		return STACK_NOT_DRAWN;
+	len = ctx ? bpf_get_stack(ctx, buf, SITE_DEPTH * sizeof(__u64), 0)
+		  : bpf_get_task_stack(t, buf, SITE_DEPTH * sizeof(__u64), 0);
+	buf->ips[SITE_DEPTH] = 0;
+	if (len <= 0)
+		return STACK_NOT_DRAWN;
+	return intern_stack(buf, len);
+}
+
 /* The waiter's stack, walked when the contention ends (the waiter is still inside the lock's
  * slow path, on the same call chain as at its begin) for the contentions drawn by length:
  * p = min(1, d/T), each standing for max(d, T). `ctx` NULL: a task not running (stop). */
@@ -135,7 +156,7 @@ static __always_inline __u64 waiter_stack(void *ctx, struct task_struct *t, __u6
 		return STACK_SHORT;
 	if (!drawn(d, weight, &tscale)) {
 		*weight = 0;
-		return STACK_NOT_DRAWN;
+		return site_stack(ctx, t, now, d);
 	}
 	if (!walk_allowed(now)) {
 		*weight = 0;

@@ -31,19 +31,31 @@ struct {
 struct stack_tune stack_tune SEC(".data") = { .min_stack_ns = 0, .walks_per_s = 1000 };
 
 /* per-CPU stack-walk budgets: token buckets refilled at stack_tune.walks_per_s
- * (BUDGET_WALKS) and user_walks_per_s (BUDGET_USER) */
+ * (BUDGET_WALKS) and user_walks_per_s (BUDGET_USER); a token is TOKEN_UNITS units, and a
+ * nanosecond adds `rate` units: no part of a refill is lost, however often it is asked */
+#define TOKEN_UNITS 1000000000ULL
 struct walk_budget {
 	__u64 last_ns;
-	__u64 milli_tokens;
+	__u64 units;
 	__u64 limited; /* walks refused: read by user space as health.stacks_rate_limited */
 };
 
 #define BUDGET_WALKS 0 /* walks chosen with a wait's length known (or a lock's, a waker's) */
 #define BUDGET_USER  1 /* user stacks walked when a wait begins, before its length is known */
+#define BUDGET_SITES 2 /* short walks naming the call site of a lock contention not drawn (SITE_WALKS_PER_S) */
+#define BUDGET_SITES_LONG 3 /* ... of one SITE_LONG_NS or longer, apart: the many short ones never crowd them out */
+
+/* A lock contention not drawn for a walk may still get a short one, SITE_DEPTH frames: enough for the
+ * lock's internal frames and its caller (lock_stat's contention point), at most SITE_WALKS_PER_S per CPU
+ * for those shorter than SITE_LONG_NS and as many for the longer ones, whatever the budget's level. Such
+ * a stack names where the lock was wanted; it stands for no other contention (its weight stays 0). */
+#define SITE_DEPTH 12
+#define SITE_WALKS_PER_S 25
+#define SITE_LONG_NS 1000000ULL
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, struct walk_budget);
 } walk_budget SEC(".maps");
@@ -54,7 +66,8 @@ struct {
  * per-CPU bucket needs no atomics. Totals never depend on it. */
 static __always_inline bool budget_allows(__u64 now, __u32 which)
 {
-	__u32 rate = which == BUDGET_USER ? *(volatile __u32 *)&stack_tune.user_walks_per_s
+	__u32 rate = which >= BUDGET_SITES ? SITE_WALKS_PER_S
+		   : which == BUDGET_USER ? *(volatile __u32 *)&stack_tune.user_walks_per_s
 					  : *(volatile __u32 *)&stack_tune.walks_per_s;
 	struct walk_budget *b;
 	__u64 cap;
@@ -64,22 +77,28 @@ static __always_inline bool budget_allows(__u64 now, __u32 which)
 	b = bpf_map_lookup_elem(&walk_budget, &which);
 	if (!b)
 		return false;
-	cap = (__u64)rate * 100; /* a burst of a tenth of a second, in 1/1000 tokens */
+	/* a burst of a tenth of a second, and at least one walk */
+	cap = (__u64)rate * (TOKEN_UNITS / 10);
+	if (cap < TOKEN_UNITS)
+		cap = TOKEN_UNITS;
 	if (!b->last_ns) {
-		b->milli_tokens = cap;
+		b->units = cap;
 	} else if (now > b->last_ns) {
-		b->milli_tokens += (now - b->last_ns) * rate / 1000000;
-		if (b->milli_tokens > cap)
-			b->milli_tokens = cap;
+		/* a second refills any bucket: the product stays below 2^64 for any u32 rate */
+		__u64 dt = now - b->last_ns < TOKEN_UNITS ? now - b->last_ns : TOKEN_UNITS;
+
+		b->units += dt * rate;
+		if (b->units > cap)
+			b->units = cap;
 	}
 	b->last_ns = now;
-	if (b->milli_tokens < 1000) {
+	if (b->units < TOKEN_UNITS) {
 		/* counted per CPU: a shared counter's cache line would bounce
 		 * between CPUs on every refused walk */
 		b->limited++;
 		return false;
 	}
-	b->milli_tokens -= 1000;
+	b->units -= TOKEN_UNITS;
 	return true;
 }
 

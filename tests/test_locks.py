@@ -41,6 +41,27 @@ def test_threads_churning_mappings_contend_on_their_mmap_lock(churn_run):
 
 
 @needs_bpf
+def test_contentions_not_drawn_for_a_walk_still_name_their_contention_points(tmp_path):
+    """At the budget's last stack scale (T = 10 s) a contention of microseconds is drawn with p ~ 1e-6: none
+    is. Each may still get a short walk of its call site (bpf/stacks.bpf.h SITE_DEPTH, at most
+    SITE_WALKS_PER_S per CPU): the mmap_lock rows name their callers as when every stack is walked, and such a
+    stack stands for no other contention (weight 0)."""
+    doc, truth, path = record_command(tmp_path, [example("mmap_churn"), "-n", "4000"], "--stack-scale", "10")
+    tgid = truth[0]["tgid"]
+    mmap = [lk for lk in doc["locks"] if lk["name"] == f"mmap_lock (mmap_churn[{tgid}])"]
+    assert mmap and sum(lk["contentions"] for lk in mmap) > 100, "the workload should contend"
+    callers = {c["caller"].split("+")[0] for lk in mmap for c in lk["callers"]}
+    assert "lock_mm_and_find_vma" in callers or "do_user_addr_fault" in callers, callers  # page faults: read side
+    assert callers & {"vm_mmap_pgoff", "__vm_munmap", "vm_munmap", "do_mprotect_pkey"}, callers  # write side
+    for lk in mmap:  # every contention is in one of its rows' points, named or not
+        assert sum(c["contentions"] for c in lk["callers"]) == lk["contentions"]
+    model = load_model(str(path))
+    walked = [w for w in model.lock_waits if w.stack is not None and w.tgid == tgid]
+    assert walked and all(w.weighted_ns == 0 and len(w.stack.frames) <= 12 for w in walked)
+    assert sum(w.count for w in walked) < sum(lk["contentions"] for lk in mmap)  # the rate cap: not every one
+
+
+@needs_bpf
 def test_each_threads_mmap_lock_wait_covers_the_time_it_slept_in_mmap_and_faults(tmp_path):
     """A sibling holds mmap_lock for write again and again (mprotect of a populated region). Each
     churning thread measures the time it slept inside mmap, munmap and its page faults (wall less its
