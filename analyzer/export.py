@@ -206,7 +206,8 @@ def _lock_doc(s) -> dict:
                         "estimated_ns": c.estimated_ns, "spin_ns": c.spin_ns, "blocked_ns": _split(c.blocked_ns),
                         "runnable_ns": _split(c.runnable_ns)} for c in s.callers],
            "tasks": [{"pid": t.pid} for t in s.tasks],
-           "instances": [{"addr": f"{addr:#x}", "where": where, "wait_total_ns": ns} for addr, where, ns in s.instances]}
+           "instances": [{"addr": f"{addr:#x}", "where": where, "wait_total_ns": ns} for addr, where, ns in s.instances],
+           "is_lock": s.is_lock}
     if s.field:
         doc["field"] = s.field
     if s.is_futex:

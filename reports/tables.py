@@ -134,8 +134,10 @@ def _cgroups(doc: dict) -> dict:
 
 
 def _locks(doc: dict) -> dict:
+    """lock_stat's rows, the locks first: then the futex waits that are not for a lock (`is_lock` false: a
+    poll, an event, a join), as `stallscope locks` lists them."""
     rows = []
-    for s in doc["locks"]:
+    for s in sorted(doc["locks"], key=lambda s: not s["is_lock"]):
         kind = ("poll" if s.get("timed_poll") else s.get("futex_kind", "")) if s["type"] == "futex" else ""
         rows.append({"name": s["name"], "type": s["type"] + (f":{kind}" if kind else ""), "lock_type": s["type"],
                      "contentions": s["contentions"], "wait_total_ns": s["wait_total_ns"],
@@ -143,7 +145,7 @@ def _locks(doc: dict) -> dict:
                      "spin_ns": s["spin_ns"], "blocked_ns": s["blocked_ns"], "runnable_ns": s["runnable_ns"],
                      "sleep_ns": s["sleep_ns"], "callers": s["callers"][:5], "owner": s.get("owner", ""),
                      "instances": s["instances"], "ntasks": len(s["tasks"]),
-                     "process": s.get("process")})
+                     "process": s.get("process"), "is_lock": s["is_lock"]})
     return {"rows": rows[:LIMITS["locks"]], "total": len(rows)}
 
 

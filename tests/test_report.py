@@ -79,7 +79,8 @@ def test_the_numbers_in_the_page_are_the_json_exports(report_recording):
             t["runq_wait_ns"], t["offcpu_ns"], t["voluntary_switches"], t["involuntary_switches"], t["migrations"])
     locks = page.body_rows("t-locks")
     assert len(locks) == min(len(doc["locks"]), 100)
-    for row, lock in zip(locks, doc["locks"]):
+    in_order = sorted(doc["locks"], key=lambda lk: not lk["is_lock"])  # the locks first, as `stallscope locks` lists them
+    for row, lock in zip(locks, in_order):
         assert row[0]["text"] == lock["name"]
         assert (num(row[2]), num(row[3]), num(row[5]), num(row[6])) == (
             lock["contentions"], lock["wait_total_ns"], lock["wait_max_ns"], lock["wait_min_ns"])
@@ -120,7 +121,7 @@ def test_the_windows_parts_add_up_to_the_whole_recording(report_recording):
         from stallscope.analyzer.blockers import percentiles
 
         assert percentiles(hist, b["max_ns"]) == {k: v for k, v in b["latency"].items() if k.startswith("p")}
-    for lock, parts in zip(doc["locks"], w["locks"]):
+    for lock, parts in zip(sorted(doc["locks"], key=lambda lk: not lk["is_lock"]), w["locks"]):
         assert sum(v[0] for v in parts["v"]) == lock["contentions"]
         assert sum(v[1] for v in parts["v"]) == lock["wait_total_ns"]
     for cache, parts in zip(doc["slab"], w["slab"]):

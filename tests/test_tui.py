@@ -613,3 +613,28 @@ def test_a_long_name_loses_its_middle_not_its_end():
     assert elide_middle(lit("Waiting for CPU"), 34).plain == "Waiting for CPU"
     wide = lit("名" * 40)
     assert elide_middle(wide, 34) is wide
+
+
+def test_futex_waits_that_are_not_for_a_lock_come_after_the_locks_whatever_the_sort(tmp_path):
+    """A timed futex poll waits longest of all, yet it is not a contended lock: the Locks view lists it after the
+    locks under every sort, as `stallscope locks` lists such waits apart."""
+    from stallscope.analyzer.sample import FutexDelta
+    from synthetic import A, write_recording
+
+    ivs = tui_intervals()
+    poll = FutexDelta(A, A.pid, 0x7F00_0000_1000, 0, 0, 0, "", "", 100, 9 * 10**9, 95_000_000, 85_000_000, flags=1,
+                      woken_irq=100)
+    ivs[3] = replace(ivs[3], futex=(poll,))
+    path = tmp_path / "poll.stall"
+    write_recording(path, tui_meta(), ivs)
+
+    async def go():
+        app = TopApp(RecordingSource(str(path)))
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("3")
+            for _ in range(len(app.active_view().columns)):
+                rows = cells(app, "locks")
+                assert rows[-1][1] == "futex:poll" and rows[0][1] != "futex:poll", rows
+                await pilot.press("s")
+    run(go())

@@ -368,6 +368,7 @@ class TopApp(App):
             rows.sort(key=lambda r: _sort_key(r.sort[col]), reverse=descending != reverse)
         except TypeError:
             rows.sort(key=lambda r: str(r.sort[col]), reverse=descending != reverse)
+        rows.sort(key=lambda r: r.group)  # stable: each group keeps the column's order
         rows = rows[:MAX_ROWS]
         self.rows[v.name] = rows
         self.query_one(f"#summary-{v.name}", Static).update(v.summary(snap, self.timeline))

@@ -40,6 +40,7 @@ class Row:
     sort: tuple  # one per column
     cells: tuple[Text, ...]
     item: Any = None  # what Enter opens
+    group: int = 0  # rows of a higher group come after those of a lower one, whatever the sort
 
 
 FLEX_MAX = 60  # cells a view's flex column may grow by on a wide terminal
@@ -203,8 +204,8 @@ class LocksView(View):
     detail = True
 
     def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
-        return Text("kernel locks (contention tracepoints) and futexes; wait = contention_begin..end (perf's), "
-                    "split into blocked, runnable (waiting for a CPU, not the lock) and spinning")
+        return Text("kernel and futex locks, then futex polls, events and joins; wait = contention_begin..end "
+                    "(perf's): blocked, runnable (woken, waiting for a CPU) and spinning")
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
         secs = snap.seconds
@@ -218,7 +219,7 @@ class LocksView(View):
                            (lit(s.name), lit(s.type_text), count(s.contentions), rate(s.wait_total_ns / secs),
                             dur(s.wait_max_ns), lit(who), rate(s.blocked_ns / secs) if s.blocked_ns >= 0 else num("?"),
                             rate(s.runnable_ns / secs) if s.runnable_ns >= 0 else num("?"), rate(s.spin_ns / secs)),
-                           s))
+                           s, group=0 if s.is_lock else 1))
         return out
 
     def empty(self, snap: Snapshot) -> str:

@@ -56,7 +56,9 @@
   function sortTable(table, col, dir) {
     var th = table.tHead.rows[0].cells[col], type = th.getAttribute("data-type") || "text";
     var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
+    rows.sort(function (a, b) {  // a row's group (data-group) keeps its place whatever the column
+      var ga = Number(a.getAttribute("data-group") || 0), gb = Number(b.getAttribute("data-group") || 0);
+      if (ga !== gb) return ga - gb;
       var x = cellValue(a.cells[col], type), y = cellValue(b.cells[col], type);
       return (x < y ? -1 : x > y ? 1 : 0) * dir;
     });
