@@ -71,6 +71,12 @@ def row_key(w: LockWaits, typ: str) -> tuple:
     return (("field", w.field) if w.field else ("addr", w.addr), typ)
 
 
+def instance_where(name: str, where: str) -> str:
+    """What an instance's place adds to its row's name: a directory's path; "" when the name says it already (the
+    locks in many objects of one cache all read "in a sock_inode_cache object")."""
+    return where if where and where not in name else ""
+
+
 def contention_point(stack: Stack | None) -> str:
     """The caller that wanted the lock: the first frame after the lock-internal ones."""
     if stack is None or not stack.frames:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from stallscope.analyzer.blockers import percentiles
 from stallscope.analyzer.causes import CPU, IDLE
 from stallscope.analyzer.chains import MAX_DEPTH, depth_note
+from stallscope.analyzer.locks import instance_where
 from stallscope.analyzer.signals import tasks_waiting
 from stallscope.analyzer.units import log2_bounds
 
@@ -144,7 +145,8 @@ def _locks(doc: dict) -> dict:
                      "wait_max_ns": s["wait_max_ns"], "wait_min_ns": s["wait_min_ns"], "wait_avg_ns": s["wait_avg_ns"],
                      "spin_ns": s["spin_ns"], "blocked_ns": s["blocked_ns"], "runnable_ns": s["runnable_ns"],
                      "sleep_ns": s["sleep_ns"], "callers": s["callers"][:5], "owner": s.get("owner", ""),
-                     "instances": s["instances"], "ntasks": len(s["tasks"]),
+                     "instances": [{**i, "where": instance_where(s["name"], i["where"])} for i in s["instances"]],
+                     "ntasks": len(s["tasks"]),
                      "process": s.get("process"), "is_lock": s["is_lock"]})
     return {"rows": rows[:LIMITS["locks"]], "total": len(rows)}
 

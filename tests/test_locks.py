@@ -306,3 +306,13 @@ def test_a_global_per_cpu_rwsem_is_named_by_its_takers_where_its_address_names_n
     assert lock_name(waits(LCB_F_PERCPU | LCB_F_READ, "percpu_down_read", "cpus_read_lock"), str) == "cpu_hotplug_lock"
     assert lock_name(waits(LCB_F_SPIN, "_raw_spin_lock", "flock_lock_inode"), str) == "flock_lock_inode"
     assert lock_name(waits(LCB_F_PERCPU | LCB_F_READ, "percpu_down_read", "some_driver_ioctl"), str) == "some_driver_ioctl"
+
+
+def test_an_instance_is_told_by_its_place_only_where_the_rows_name_does_not_say_it():
+    """A directory's i_rwsem by its path; the locks in many objects of one cache all read "in a sock_inode_cache
+    object", as the row does: `locks` and the report tell them apart by address instead."""
+    from stallscope.analyzer.locks import instance_where
+
+    assert instance_where("&ext4_inode_info->vfs_inode.i_rwsem", "/var/log") == "/var/log"
+    assert instance_where("a lock in a sock_inode_cache object", "in a sock_inode_cache object") == ""
+    assert instance_where("&unix_sock->lock", "") == ""

@@ -4,7 +4,7 @@ these only write."""
 
 from __future__ import annotations
 
-from stallscope.analyzer.locks import LockStat
+from stallscope.analyzer.locks import LockStat, instance_where
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import category_share, lock_share_line, sampling_summary, task_oncpu, top_functions
 from stallscope.analyzer.sample import ProbeStatus, TaskId
@@ -23,7 +23,7 @@ def _lock_row(out, s: LockStat, callers: int) -> None:
     for c in s.callers[:callers]:
         out.write(f"    {printable(c.point)[:60]:<60} {c.count:>8} {fmt_ns(c.total_ns):>10}\n")
     if len(s.instances) > 1 or (s.instances and s.field and s.instances[0][1] not in s.name):
-        out.write("    heaviest: " + ", ".join(f"{printable(where) or hex(addr)} {fmt_ns(ns)}"
+        out.write("    heaviest: " + ", ".join(f"{printable(instance_where(s.name, where)) or hex(addr)} {fmt_ns(ns)}"
                                           for addr, where, ns in s.instances) + "\n")
     if s.owner:
         out.write(f"    owner when contended: {printable(s.owner)}\n")
