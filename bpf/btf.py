@@ -178,14 +178,19 @@ class KernelBtf:
         return type_id, t
 
     def _is_lock(self, type_id: int) -> bool:
+        return self._lock_name(type_id) is not None
+
+    def _lock_name(self, type_id: int) -> str | None:
+        """The lock type's name (`spinlock_t`, `rw_semaphore`) when `type_id` is a lock, through qualifiers and
+        typedefs; None otherwise."""
         t = self.types[type_id] if 0 < type_id < len(self.types) else None
         while t is not None:
             if t[1] in LOCK_STRUCTS:
-                return True
+                return t[1]
             if t[0] not in _QUALIFIERS:
-                return False
+                return None
             t = self.types[t[3]] if 0 < t[3] < len(self.types) else None
-        return False
+        return None
 
     def _size(self, type_id: int) -> int:
         type_id, t = self._resolve(type_id)
@@ -200,12 +205,17 @@ class KernelBtf:
     def lock_at(self, struct_name: str, offset: int) -> str | None:
         """The path of the lock-typed field that starts at `offset` in `struct_name`
         (`vfs_inode.i_rwsem`), or None when none does (an offset inside a lock, or no lock there)."""
+        found = self.typed_lock_at(struct_name, offset)
+        return found[0] if found is not None else None
+
+    def typed_lock_at(self, struct_name: str, offset: int) -> tuple[str, str] | None:
+        """lock_at's path with the lock's type name (`spinlock_t`, `rw_semaphore`), or None."""
         sid = self.struct_id(struct_name)
         if sid is None:
             return None
         return self._lock_in(sid, offset, 0)
 
-    def _lock_in(self, type_id: int, offset: int, depth: int) -> str | None:
+    def _lock_in(self, type_id: int, offset: int, depth: int) -> tuple[str, str] | None:
         type_id, t = self._resolve(type_id)
         if t is None or depth > 12:
             return None
@@ -214,19 +224,21 @@ class KernelBtf:
             if not size or offset >= size * t[2]:
                 return None
             index, rest = divmod(offset, size)
-            if rest == 0 and self._is_lock(t[3]):
-                return f"[{index}]"
+            if rest == 0 and (kind := self._lock_name(t[3])) is not None:
+                return f"[{index}]", kind
             inner = self._lock_in(t[3], rest, depth + 1)
-            return f"[{index}].{inner}" if inner is not None else None
+            return (f"[{index}].{inner[0]}", inner[1]) if inner is not None else None
         if t[0] not in (STRUCT, UNION):
             return None
         for m in t[3]:
             size = self._size(m.type_id)
             if not (m.offset <= offset < m.offset + max(size, 1)):
                 continue
-            if offset == m.offset and self._is_lock(m.type_id):
-                return m.name or None
+            if offset == m.offset and (kind := self._lock_name(m.type_id)) is not None:
+                return (m.name, kind) if m.name else None
             inner = self._lock_in(m.type_id, offset - m.offset, depth + 1)
             if inner is not None:
-                return (f"{m.name}.{inner}" if not inner.startswith("[") else f"{m.name}{inner}") if m.name else inner
+                path = inner[0]
+                return ((f"{m.name}.{path}" if not path.startswith("[") else f"{m.name}{path}") if m.name else path,
+                        inner[1])
         return None

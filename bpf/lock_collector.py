@@ -16,7 +16,7 @@ from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning, r
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
 from stallscope.bpf.intervals import IntervalNumbers
-from stallscope.bpf.lock_names import LockNamer
+from stallscope.bpf.lock_names import LockNamer, lock_kind
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
@@ -124,7 +124,7 @@ class LockCollector:
                     where = f"cpu{cpu}"
                 elif kind == abi.LOCK_KIND_SLAB and self.namer is not None:
                     field, where = self._describe(cache, addr, slot_size, red_left_pad, order, min_order, dev, ino,
-                                                  mode, tgid)
+                                                  mode, tgid, flags)
                 longest, shortest = abi.bounded(*abi.extremes(v, _EXTREMES, e), count - pc, total - pt)
                 out.append(_new_lock(
                     TaskId(pid, start_ns), tgid, addr, kstack, flags, kind, count - pc, total - pt, longest, shortest,
@@ -137,14 +137,15 @@ class LockCollector:
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
 
     def _describe(self, cache: bytes, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
-                  dev: int, ino: int, mode: int, tgid: int) -> tuple[str, str]:
-        """LockNamer.describe of a slab-held lock, kept by its cache and place but for a directory's i_rwsem."""
-        key = (cache, addr, slot_size, red_left_pad, order, min_order)
+                  dev: int, ino: int, mode: int, tgid: int, flags: int) -> tuple[str, str]:
+        """LockNamer.describe of a slab-held lock, kept by its cache, place and kind but for a directory's i_rwsem."""
+        kind = lock_kind(flags)
+        key = (cache, addr, slot_size, red_left_pad, order, min_order, kind)
         hit = self._described.get(key)
         if hit is not None:
             return hit
         named = self.namer.describe(self._text(cache), addr, slot_size, red_left_pad, order, min_order, dev, ino, mode,
-                                    (tgid,))
+                                    (tgid,), kind)
         if not named[0].endswith(".i_rwsem"):
             if len(self._described) >= 1 << 16:
                 self._described.clear()

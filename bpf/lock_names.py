@@ -6,7 +6,9 @@ lock_object). A slab is a naturally aligned block of PAGE_SIZE << order bytes (f
 min_order), its objects `slot_size` apart after `red_left_pad`: so the lock's offset in its object
 follows from its address. The structs a cache holds come from its name, its aliases (a merged cache,
 `:0000512`, serves several) and a small table; a name is accepted only where the offset lands exactly on
-a lock-typed field of exactly one candidate (`ext4_inode_info.vfs_inode.i_rwsem`). Otherwise the lock
+a lock-typed field of exactly one candidate (`ext4_inode_info.vfs_inode.i_rwsem`). A slab's order is not
+known, so the two orders give two offsets, one of them wrong; where both land on lock fields, the one of the
+contention's kind of lock (a spinning lock, a mutex, an rwsem: lock_kind) is taken. Otherwise the lock
 stays "inside an object of the merged cache X" and is named by its contending function.
 
 Resolved at record time, on the machine the locks lived on, and stored in the recording.
@@ -34,7 +36,27 @@ CACHE_STRUCTS = {
     "vm_area_struct": "vm_area_struct", "request_queue": "request_queue", "eventpoll_epi": "epitem",
     "eventpoll_pwq": "eppoll_entry", "pid": "pid", "cred_jar": "cred", "mnt_cache": "mount",
 }
+# the lock types (BTF names, bpf/btf.py LOCK_STRUCTS) a contention of each kind can be on (lock_kind)
+KIND_TYPES = {
+    "spin": frozenset({"spinlock", "raw_spinlock", "qspinlock", "qrwlock", "seqlock_t", "rwlock_t", "spinlock_t",
+                       "raw_spinlock_t", "arch_spinlock_t", "arch_rwlock_t"}),
+    "mutex": frozenset({"mutex", "rt_mutex", "rt_mutex_base", "ww_mutex"}),
+    "rwsem": frozenset({"rw_semaphore", "percpu_rw_semaphore"}),
+}
+# contention_begin's flags (include/trace/events/lock.h LCB_F_*)
+_LCB_F_SPIN, _LCB_F_READ, _LCB_F_WRITE, _LCB_F_RT, _LCB_F_PERCPU, _LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 DIRECTORY_SEARCH_ENTRIES = 5000  # per directory looked for: the waiters' cwds and open descriptors, 2 levels down
+
+
+def lock_kind(flags: int) -> str:
+    """The kind of lock a contention's flags say it was on (KIND_TYPES), "" when they do not say."""
+    if flags & (_LCB_F_MUTEX | _LCB_F_RT):
+        return "mutex"
+    if flags & _LCB_F_SPIN:
+        return "spin"
+    if flags & (_LCB_F_READ | _LCB_F_WRITE | _LCB_F_PERCPU):
+        return "rwsem"
+    return ""
 
 
 def _aliases() -> dict[str, tuple[str, ...]]:
@@ -95,10 +117,10 @@ class LockNamer:
         return out
 
     def describe(self, cache: str, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
-                 dev: int = 0, ino: int = 0, mode: int = 0, pids=()) -> tuple[str, str]:
+                 dev: int = 0, ino: int = 0, mode: int = 0, pids=(), kind: str = "") -> tuple[str, str]:
         """(field, where): the struct field holding the lock, or ""; and where: a directory's path for
-        a directory's i_rwsem, or, with no field, the cache's names when it is merged."""
-        field = self.field(cache, addr, slot_size, red_left_pad, order, min_order)
+        a directory's i_rwsem, or, with no field, the cache's names when it is merged. `kind`: lock_kind's."""
+        field = self.field(cache, addr, slot_size, red_left_pad, order, min_order, kind)
         if field.endswith(".i_rwsem"):
             return field, self.directory(dev, ino, mode, pids)
         if not field:
@@ -108,22 +130,26 @@ class LockNamer:
             return "", f"in a {cache} object"
         return field, ""
 
-    def field(self, cache: str, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int) -> str:
-        """`struct.field.path` of the lock at `addr`, or "" when no single candidate has a lock there."""
+    def field(self, cache: str, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
+              kind: str = "") -> str:
+        """`struct.field.path` of the lock at `addr`, or "" when no single candidate has a lock there (of the
+        contention's `kind` of lock, lock_kind's, where several have)."""
         offs = self.offsets(addr, slot_size, red_left_pad, order, min_order)
-        key = (cache, frozenset(offs))
+        key = (cache, frozenset(offs), kind)
         hit = self._fields.get(key)
         if hit is not None:
             return hit
         btf = self._kernel_btf()
-        found = set()
+        found: dict[str, str] = {}  # field -> its lock type
         if btf is not None:
             for struct in self.candidates(cache):
                 for off in offs:
-                    path = btf.lock_at(struct, off)
-                    if path:
-                        found.add(f"{struct}.{path}")
-        name = found.pop() if len(found) == 1 else ""
+                    typed = btf.typed_lock_at(struct, off)
+                    if typed:
+                        found[f"{struct}.{typed[0]}"] = typed[1]
+        if len(found) > 1 and kind in KIND_TYPES:
+            found = {f: t for f, t in found.items() if t in KIND_TYPES[kind]}
+        name = next(iter(found)) if len(found) == 1 else ""
         if len(self._fields) > 1 << 14:
             self._fields.clear()
         self._fields[key] = name

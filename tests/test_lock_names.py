@@ -12,7 +12,7 @@ from conftest import needs_bpf, record_command
 from stallscope.analyzer.load import load_model
 from stallscope.analyzer.locks import lock_stats
 from stallscope.bpf.btf import STRUCT, UNION, BtfError, KernelBtf
-from stallscope.bpf.lock_names import LockNamer
+from stallscope.bpf.lock_names import KIND_TYPES, LockNamer
 
 needs_btf = pytest.mark.skipif(not os.path.exists("/sys/kernel/btf/vmlinux"), reason="this kernel has no BTF")
 
@@ -78,6 +78,31 @@ def test_the_field_follows_from_the_address_and_the_caches_geometry():
     assert off in namer.offsets(addr, 1024, 64, 2, 0)  # and where a fallback order-0 slab would put it
     assert namer.field("inode_cache", addr, 1024, 64, 2, 2) == "inode.i_rwsem"
     assert namer.field("inode_cache", addr + 8, 1024, 64, 2, 2) == ""  # not at a lock's start
+
+
+@needs_btf
+def test_where_both_slab_orders_land_on_a_lock_the_contentions_kind_of_lock_decides():
+    """A slab's order is not known: the preferred order and the fallback give two offsets, one wrong. Where both
+    land on locks, of a mutex and of a spinlock, the contention's flags say which it was on; of one kind, none."""
+    from stallscope.bpf.lock_names import lock_kind
+
+    btf = KernelBtf.load()
+    locks = {}  # kind -> (offset, field) of mm_struct's first lock of that kind under 2 KiB
+    for off in range(2048):
+        typed = btf.typed_lock_at("mm_struct", off)
+        kind = typed and next((k for k, names in KIND_TYPES.items() if typed[1] in names), None)
+        if kind and kind not in locks:
+            locks[kind] = (off, f"mm_struct.{typed[0]}")
+    (mutex_off, mutex), (spin_off, spin) = locks["mutex"], locks["spin"]
+    # an order-1 slab with this slot size puts its second object's mutex where an order-0 one would see the spinlock
+    slot = 4096 - mutex_off + spin_off
+    addr = 0xFFFF888100000000 + slot + mutex_off
+    namer = LockNamer()
+    assert namer.offsets(addr, slot, 0, 1, 0) == {mutex_off, spin_off}
+    assert namer.field("mm_struct", addr, slot, 0, 1, 0) == ""  # two locks: no name
+    assert namer.field("mm_struct", addr, slot, 0, 1, 0, lock_kind(32)) == mutex  # LCB_F_MUTEX
+    assert namer.field("mm_struct", addr, slot, 0, 1, 0, lock_kind(1)) == spin  # LCB_F_SPIN
+    assert namer.field("mm_struct", addr, slot, 0, 1, 0, lock_kind(4)) == ""  # an rwsem: neither
 
 
 @needs_btf
