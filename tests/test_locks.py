@@ -57,7 +57,8 @@ def test_contentions_not_drawn_for_a_walk_still_name_their_contention_points(tmp
         assert sum(c["contentions"] for c in lk["callers"]) == lk["contentions"]
     model = load_model(str(path))
     walked = [w for w in model.lock_waits if w.stack is not None and w.tgid == tgid]
-    assert walked and all(w.weighted_ns == 0 and len(w.stack.frames) <= 12 for w in walked)
+    sites = [w for w in walked if not w.weighted_ns]  # a drawn one (a wait of milliseconds: p ~ 1e-3) stands for d/p
+    assert sites and all(len(w.stack.frames) <= 12 for w in sites)
     assert sum(w.count for w in walked) < sum(lk["contentions"] for lk in mmap)  # the rate cap: not every one
 
 
@@ -236,9 +237,9 @@ def test_slab_lock_names_are_kept_but_a_directorys():
     collector.namer = namer = Namer()
     place = (64, 0, 0, 0, 0, 0, 0)
     for _ in range(3):
-        assert collector._describe(b"UNIX\0", 0x1000, *place, 7) == ("sock.sk_lock", "")
-        assert collector._describe(b"inode_cache\0", 0x2000, *place, 7) == ("inode.i_rwsem", "/tmp")
-    assert collector._describe(b"UNIX\0", 0x1040, *place, 7) == ("sock.sk_lock", "")
+        assert collector._describe(b"UNIX\0", 0x1000, *place, 7, 1) == ("sock.sk_lock", "")
+        assert collector._describe(b"inode_cache\0", 0x2000, *place, 7, 1) == ("inode.i_rwsem", "/tmp")
+    assert collector._describe(b"UNIX\0", 0x1040, *place, 7, 1) == ("sock.sk_lock", "")
     assert namer.calls == [("UNIX", 0x1000), ("inode_cache", 0x2000), ("inode_cache", 0x2000),
                            ("inode_cache", 0x2000), ("UNIX", 0x1040)]
 
