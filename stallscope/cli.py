@@ -181,7 +181,8 @@ def _add_trace_options(p: argparse.ArgumentParser, live: bool) -> None:
     stacks = p.add_argument_group("stacks (totals stay exact whatever these say)")
     stacks.add_argument("--stack-scale", type=_wait_length, default=DEFAULT_SAMPLE_NS / 1e9, metavar="TIME",
                         help=f"T: a wait of d gets a stack with probability min(1, d/T) "
-                             f"(default {DEFAULT_SAMPLE_NS / 1e6:g}ms; 0: every wait)")
+                             f"(default {DEFAULT_SAMPLE_NS / 1e6:g}ms; 0: every wait); a lock contention not drawn "
+                             "may still get a short walk of its call site (at most 50/s per CPU)")
     stacks.add_argument("--stack-rate", type=_walk_rate, default=DEFAULT_WALKS_PER_S, metavar="N",
                         help=f"at most N stack walks per second per CPU and probe (default {DEFAULT_WALKS_PER_S}; "
                              "0: no cap)")
