@@ -50,7 +50,20 @@ LOSSES: dict[str, tuple[str, str]] = {
     "slab.cache_map_full": ("slab caches not described (the cache map was full)", ""),
     "slab.cursor_map_full": ("allocations left out of the CPU-slab switch estimate (the cursor map was full)", ""),
 }
+# the counters after whose losses every total stays exact, by the counter's own name whichever group counted it:
+# what went is a stack, a waker, a name or an estimate's input, or a wait's time came from the task's own counters
+# (`top` shows them apart from those that lost events or totals)
+TOTALS_KEPT = frozenset({
+    "waker_map_full", "stack_map_full", "stack_errors", "user_stack_errors", "switch_out_open", "switch_in_unseen",
+    "runq_unseen", "new_key_events_lost", "futex_read_errors", "cursor_map_full",
+})
 RECURSION_MISSES = "recursion_misses"
+
+
+def totals_kept(key: str) -> bool:
+    """Whether every total stays exact after this counter's losses (TOTALS_KEPT), `key` a meta.health key or its
+    last part."""
+    return key.rsplit(".", 1)[-1] in TOTALS_KEPT
 # the size each flag sets, as the recording's meta.options.map_sizes names it
 _FLAG_SIZE = {"--max-tasks": "tasks", "--stack-map-entries": "stack_entries"}
 

@@ -638,3 +638,31 @@ def test_futex_waits_that_are_not_for_a_lock_come_after_the_locks_whatever_the_s
                 assert rows[-1][1] == "futex:poll" and rows[0][1] != "futex:poll", rows
                 await pilot.press("s")
     run(go())
+
+
+def test_lost_counters_are_red_only_where_events_or_totals_were_lost(recording):
+    """The status line's LOST counters: yellow where every total stays exact (a waker, a stack went), red where
+    events were missed; the label takes the worst."""
+    from stallscope.analyzer.data_loss import TOTALS_KEPT, totals_kept
+
+    assert totals_kept("waker_map_full") and totals_kept("locks.stack_errors") and totals_kept("switch_in_unseen")
+    assert not totals_kept("task_map_full") and not totals_kept("contention_begin.recursion_misses")
+    assert not totals_kept("locks.lock_map_full") and "recursion_misses" not in TOTALS_KEPT
+
+    def styles(app: TopApp) -> dict[str, str]:
+        text = app.status_text()
+        return {text.plain[s.start:s.end].strip(", "): str(s.style) for s in text.spans
+                if text.plain[s.start:s.end].strip(", ")}
+
+    async def go(lost: dict[str, int]):
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.pause()
+            snap = app.snapshot
+            snap.__dict__["lost"] = lost  # the snapshot's cached property, as a window with these losses has it
+            return styles(app)
+
+    only_kept = run(go({"waker_map_full": 2, "switch_in_unseen": 5}))
+    assert only_kept["LOST:"] == "bold yellow" and only_kept["waker_map_full=2"] == "yellow"
+    both = run(go({"waker_map_full": 2, "locks.lock_map_full": 7}))
+    assert both["LOST:"] == "bold red" and both["lock_map_full=7"] == "bold red" and both["waker_map_full=2"] == "yellow"

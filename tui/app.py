@@ -20,6 +20,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane, Button
 from textual.containers import Horizontal
 
+from stallscope.analyzer.data_loss import totals_kept
 from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT
 from stallscope.analyzer.recommend import RECOMMENDED
 from stallscope.analyzer.timeline import Snapshot
@@ -461,7 +462,12 @@ class TopApp(App):
                 by: dict[str, int] = {}
                 for k, v in lost.items():
                     by[k.rsplit(".", 1)[-1]] = by.get(k.rsplit(".", 1)[-1], 0) + v
-                t.append("LOST: " + ", ".join(f"{k}={v:,}" for k, v in sorted(by.items())) + "   ", style="bold red")
+                # red where events or totals were lost; yellow where only stacks, wakers or names went
+                kept = {k: totals_kept(k) for k in by}
+                t.append("LOST: ", style="bold yellow" if all(kept.values()) else "bold red")
+                for i, (k, v) in enumerate(sorted(by.items())):
+                    t.append((", " if i else "") + f"{k}={v:,}", style="yellow" if kept[k] else "bold red")
+                t.append("   ")
             cost, budget = snap.cost, meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
             if cost is not None:
                 over = cost.total_pct > budget
