@@ -19,7 +19,7 @@ sees.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import os
 import re
@@ -507,7 +507,16 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
                             spin, sleep, callers.result(split), tuple(sorted(waiters)), owner, hottest,
                             named_by.field, blocked_ns=blocked if split else -1,
                             runnable_ns=runnable if split else -1, keys=(key,)))
-    return _merge_same_name(out)
+    return _merge_same_name(_named_by_address(out))
+
+
+def _named_by_address(rows: list[LockStat]) -> list[LockStat]:
+    """A lock known only by its address in one row (no variable, no walked stack: a writer of file_rwsem in a
+    second when none of its contentions was walked) takes the name another row of the same address has (its
+    readers', "file_rwsem (file locks)"): one address, one lock, however its sides were contended."""
+    names = {s.addr: s.name for s in rows if s.addr and s.name != f"{s.addr:#x}"}
+    return [replace(s, name=names[s.addr]) if s.addr and s.name == f"{s.addr:#x}" and s.addr in names else s
+            for s in rows]
 
 
 # the sleeping locks' lock_stat types, as a cause names their kind ("rwsem contention: ...")

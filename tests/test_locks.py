@@ -323,3 +323,22 @@ def test_an_instance_is_told_by_its_place_only_where_the_rows_name_does_not_say_
     assert instance_where("&ext4_inode_info->vfs_inode.i_rwsem", "/var/log") == "/var/log"
     assert instance_where("a lock in a sock_inode_cache object", "in a sock_inode_cache object") == ""
     assert instance_where("&unix_sock->lock", "") == ""
+
+
+def test_a_lock_known_only_by_its_address_takes_the_name_its_other_side_has(tmp_path):
+    """file_rwsem's readers were walked (flock_lock_inode names it), its writer not (/proc/locks, none walked in
+    this recording): both rows read "file_rwsem (file locks)", apart by type as lock_stat's classes are."""
+    from stallscope.analyzer.locks import LCB_F_PERCPU, LCB_F_READ, LCB_F_WRITE, lock_stats
+    from stallscope.analyzer.sample import LockDelta
+    from synthetic import A, B, interval, kstack, meta, write_recording
+
+    addr = 0xFFFFFFFF83158B80
+    flock = kstack(0x7000, "percpu_down_read", "flock_lock_inode", "locks_lock_inode_wait", "__do_sys_flock")
+    iv = interval(0, stacks=(flock,), locks=(
+        LockDelta(A, A.pid, addr, flock.id, LCB_F_PERCPU | LCB_F_READ, 0, 40, 4_000_000, weighted_ns=4_000_000),
+        LockDelta(B, B.pid, addr, 5, LCB_F_PERCPU | LCB_F_WRITE, 0, 3, 900_000),  # 5: not drawn for a walk
+    ))
+    path = tmp_path / "rwsem.stall"
+    write_recording(path, meta(), [iv])
+    rows = {s.type: s.name for s in lock_stats(load_model(str(path)), kind="kernel")}
+    assert rows == {"percpu-rwsem:R": "file_rwsem (file locks)", "percpu-rwsem:W": "file_rwsem (file locks)"}
