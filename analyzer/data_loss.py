@@ -58,14 +58,14 @@ TOTALS_KEPT = frozenset({
     "runq_unseen", "new_key_events_lost", "futex_read_errors", "cursor_map_full",
 })
 RECURSION_MISSES = "recursion_misses"
+# the size each flag sets, as the recording's meta.options.map_sizes names it
+_FLAG_SIZE = {"--max-tasks": "tasks", "--stack-map-entries": "stack_entries"}
 
 
 def totals_kept(key: str) -> bool:
     """Whether every total stays exact after this counter's losses (TOTALS_KEPT), `key` a meta.health key or its
     last part."""
     return key.rsplit(".", 1)[-1] in TOTALS_KEPT
-# the size each flag sets, as the recording's meta.options.map_sizes names it
-_FLAG_SIZE = {"--max-tasks": "tasks", "--stack-map-entries": "stack_entries"}
 
 
 @dataclass(frozen=True)

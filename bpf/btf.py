@@ -23,12 +23,16 @@ INT, PTR, ARRAY, STRUCT, UNION, ENUM, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, F
     FLOAT, DECL_TAG, TYPE_TAG, ENUM64 = range(1, 20)
 _QUALIFIERS = (TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG)
 
-# the struct types that are locks, as contention_begin's address points at them
-LOCK_STRUCTS = frozenset({
-    "spinlock", "raw_spinlock", "qspinlock", "qrwlock", "mutex", "rw_semaphore", "percpu_rw_semaphore",
-    "semaphore", "rt_mutex", "rt_mutex_base", "ww_mutex", "seqlock_t", "rwlock_t", "spinlock_t",
-    "raw_spinlock_t", "arch_spinlock_t", "arch_rwlock_t",
-})
+# the struct types that are locks, as contention_begin's address points at them, each with the kind of lock a
+# contention on it is (bpf/lock_names.py lock_kind: from contention_begin's flags)
+LOCK_KINDS = {
+    **dict.fromkeys(("spinlock", "raw_spinlock", "qspinlock", "qrwlock", "seqlock_t", "rwlock_t", "spinlock_t",
+                     "raw_spinlock_t", "arch_spinlock_t", "arch_rwlock_t"), "spin"),
+    **dict.fromkeys(("mutex", "rt_mutex", "rt_mutex_base", "ww_mutex"), "mutex"),
+    **dict.fromkeys(("rw_semaphore", "percpu_rw_semaphore"), "rwsem"),
+    "semaphore": "semaphore",
+}
+LOCK_STRUCTS = frozenset(LOCK_KINDS)
 
 
 class BtfError(Exception):

@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import stat
 
-from stallscope.bpf.btf import BtfError, KernelBtf, running_kernel
+from stallscope.bpf import abi
+from stallscope.bpf.btf import LOCK_KINDS, BtfError, KernelBtf, running_kernel
 
 SLAB_SYSFS = "/sys/kernel/slab"
 # caches whose objects' struct is not named after them (the others are: task_struct, mm_struct, ...)
@@ -36,25 +37,16 @@ CACHE_STRUCTS = {
     "vm_area_struct": "vm_area_struct", "request_queue": "request_queue", "eventpoll_epi": "epitem",
     "eventpoll_pwq": "eppoll_entry", "pid": "pid", "cred_jar": "cred", "mnt_cache": "mount",
 }
-# the lock types (BTF names, bpf/btf.py LOCK_STRUCTS) a contention of each kind can be on (lock_kind)
-KIND_TYPES = {
-    "spin": frozenset({"spinlock", "raw_spinlock", "qspinlock", "qrwlock", "seqlock_t", "rwlock_t", "spinlock_t",
-                       "raw_spinlock_t", "arch_spinlock_t", "arch_rwlock_t"}),
-    "mutex": frozenset({"mutex", "rt_mutex", "rt_mutex_base", "ww_mutex"}),
-    "rwsem": frozenset({"rw_semaphore", "percpu_rw_semaphore"}),
-}
-# contention_begin's flags (include/trace/events/lock.h LCB_F_*)
-_LCB_F_SPIN, _LCB_F_READ, _LCB_F_WRITE, _LCB_F_RT, _LCB_F_PERCPU, _LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 DIRECTORY_SEARCH_ENTRIES = 5000  # per directory looked for: the waiters' cwds and open descriptors, 2 levels down
 
 
 def lock_kind(flags: int) -> str:
-    """The kind of lock a contention's flags say it was on (KIND_TYPES), "" when they do not say."""
-    if flags & (_LCB_F_MUTEX | _LCB_F_RT):
+    """The kind of lock (bpf/btf.py LOCK_KINDS) a contention's flags say it was on, "" when they do not say."""
+    if flags & (abi.LCB_F_MUTEX | abi.LCB_F_RT):
         return "mutex"
-    if flags & _LCB_F_SPIN:
+    if flags & abi.LCB_F_SPIN:
         return "spin"
-    if flags & (_LCB_F_READ | _LCB_F_WRITE | _LCB_F_PERCPU):
+    if flags & (abi.LCB_F_READ | abi.LCB_F_WRITE | abi.LCB_F_PERCPU):
         return "rwsem"
     return ""
 
@@ -147,8 +139,8 @@ class LockNamer:
                     typed = btf.typed_lock_at(struct, off)
                     if typed:
                         found[f"{struct}.{typed[0]}"] = typed[1]
-        if len(found) > 1 and kind in KIND_TYPES:
-            found = {f: t for f, t in found.items() if t in KIND_TYPES[kind]}
+        if len(found) > 1 and kind:
+            found = {f: t for f, t in found.items() if LOCK_KINDS[t] == kind}
         name = next(iter(found)) if len(found) == 1 else ""
         if len(self._fields) > 1 << 14:
             self._fields.clear()

@@ -11,8 +11,8 @@ import pytest
 from conftest import needs_bpf, record_command
 from stallscope.analyzer.load import load_model
 from stallscope.analyzer.locks import lock_stats
-from stallscope.bpf.btf import STRUCT, UNION, BtfError, KernelBtf
-from stallscope.bpf.lock_names import KIND_TYPES, LockNamer
+from stallscope.bpf.btf import LOCK_KINDS, STRUCT, UNION, BtfError, KernelBtf
+from stallscope.bpf.lock_names import LockNamer
 
 needs_btf = pytest.mark.skipif(not os.path.exists("/sys/kernel/btf/vmlinux"), reason="this kernel has no BTF")
 
@@ -90,7 +90,7 @@ def test_where_both_slab_orders_land_on_a_lock_the_contentions_kind_of_lock_deci
     locks = {}  # kind -> (offset, field) of mm_struct's first lock of that kind under 2 KiB
     for off in range(2048):
         typed = btf.typed_lock_at("mm_struct", off)
-        kind = typed and next((k for k, names in KIND_TYPES.items() if typed[1] in names), None)
+        kind = typed and LOCK_KINDS[typed[1]]
         if kind and kind not in locks:
             locks[kind] = (off, f"mm_struct.{typed[0]}")
     (mutex_off, mutex), (spin_off, spin) = locks["mutex"], locks["spin"]
