@@ -46,12 +46,14 @@ def test_contentions_not_drawn_for_a_walk_still_name_their_contention_points(tmp
     is. Each may still get a short walk of its call site (bpf/stacks.bpf.h SITE_DEPTH, at most
     SITE_WALKS_PER_S per CPU): the mmap_lock rows name their callers as when every stack is walked, and such a
     stack stands for no other contention (weight 0)."""
-    doc, truth, path = record_command(tmp_path, [example("mmap_churn"), "-n", "4000"], "--stack-scale", "10")
+    # a thread holding mmap_lock for write again and again (mprotect) makes the churn contend every run: a
+    # thousand contentions or so on the write side (without it, from 59 to 14,000 from run to run)
+    doc, truth, path = record_command(tmp_path, [example("mmap_churn"), "-t", "1", "-w", "16", "-n", "4000"],
+                                      "--stack-scale", "10")
     tgid = truth[0]["tgid"]
     mmap = [lk for lk in doc["locks"] if lk["name"] == f"mmap_lock (mmap_churn[{tgid}])"]
     assert mmap and sum(lk["contentions"] for lk in mmap) > 100, "the workload should contend"
-    # each side contends as the threads' timing has it (the page faults' read side from 48 to 14,000 times in ten
-    # runs): a row of 300 contentions or more gets a dozen walks or so of the ~100 the run's buckets allow
+    # a row of 300 contentions or more gets a dozen walks or so of the ~100 the run's buckets allow
     busy = [lk for lk in mmap if lk["contentions"] >= 300]
     assert busy, mmap
     for lk in busy:
@@ -59,8 +61,8 @@ def test_contentions_not_drawn_for_a_walk_still_name_their_contention_points(tmp
         side = ({"lock_mm_and_find_vma", "do_user_addr_fault"} if lk["type"] == "rwsem:R"  # page faults
                 else {"vm_mmap_pgoff", "__vm_munmap", "vm_munmap", "do_mprotect_pkey"})  # mmap, munmap, mprotect
         assert named & side, (lk["type"], lk["callers"])
-    for lk in mmap:  # every contention is in one of its rows' points, named or not
-        assert sum(c["contentions"] for c in lk["callers"]) == lk["contentions"]
+    for lk in mmap:  # every contention is in one of its rows' points, named or not (each share of the undrawn rounded)
+        assert abs(sum(c["contentions"] for c in lk["callers"]) - lk["contentions"]) <= len(lk["callers"])
     model = load_model(str(path))
     walked = [w for w in model.lock_waits if w.stack is not None and w.tgid == tgid]
     sites = [w for w in walked if not w.weighted_ns]  # a drawn one (a wait of milliseconds: p ~ 1e-3) stands for d/p
