@@ -331,6 +331,23 @@ def _leaders(model: Model) -> dict[int, str]:
     return out
 
 
+def apportion(total: int, weights: list[int]) -> list[int]:
+    """`total` split in whole units in proportion to `weights`, the shares summing to it exactly (largest
+    remainders; ties to the earlier weight). All weights zero: shared as if equal."""
+    if not weights:
+        return []
+    wsum = sum(weights)
+    if wsum <= 0:
+        weights, wsum = [1] * len(weights), len(weights)
+    shares = [total * w // wsum for w in weights]
+    left = total - sum(shares)
+    if left:
+        by_rest = sorted(range(len(weights)), key=lambda i: -(total * weights[i] % wsum))
+        for i in by_rest[:left]:
+            shares[i] += 1
+    return shares
+
+
 class _Callers:
     """A lock's contention points: measured where a contention was drawn for a stack walk, and the
     undrawn contentions shared among them by what each drawn one stands for (as attribution.py does for
@@ -361,14 +378,14 @@ class _Callers:
         weights = {p: e[5] for p, e in self.drawn.items()}
         if not any(weights.values()):
             weights = {p: e[1] or 1 for p, e in self.drawn.items()}
-        total_w = sum(weights.values()) or 1
+        points = list(self.drawn)
+        # each figure of the undrawn shared in whole units that sum to it: a row's points add up to its row
+        extra = [apportion(v, [weights[p] for p in points]) for v in self.undrawn]
         out = []
-        for p, e in self.drawn.items():
-            share = weights[p] / total_w
-            extra = [v * share for v in self.undrawn]
-            out.append(Caller(p, round(e[0] + extra[0]), round(e[1] + extra[1]), round(extra[1]),
-                              round(e[2] + extra[2]), round(e[3] + extra[3]) if split else -1,
-                              round(e[4] + extra[4]) if split else -1))
+        for i, p in enumerate(points):
+            e = self.drawn[p]
+            out.append(Caller(p, e[0] + extra[0][i], e[1] + extra[1][i], extra[1][i], e[2] + extra[2][i],
+                              e[3] + extra[3][i] if split else -1, e[4] + extra[4][i] if split else -1))
         if not self.drawn and self.undrawn[0]:
             self.alone[NO_STACK_LABELS[STACK_NOT_DRAWN]] = self.undrawn
         for label, e in self.alone.items():

@@ -61,8 +61,9 @@ def test_contentions_not_drawn_for_a_walk_still_name_their_contention_points(tmp
         side = ({"lock_mm_and_find_vma", "do_user_addr_fault"} if lk["type"] == "rwsem:R"  # page faults
                 else {"vm_mmap_pgoff", "__vm_munmap", "vm_munmap", "do_mprotect_pkey"})  # mmap, munmap, mprotect
         assert named & side, (lk["type"], lk["callers"])
-    for lk in mmap:  # every contention is in one of its rows' points, named or not (each share of the undrawn rounded)
-        assert abs(sum(c["contentions"] for c in lk["callers"]) - lk["contentions"]) <= len(lk["callers"])
+    for lk in mmap:  # every contention is in one of its rows' points, named or not, the undrawn shared in whole units
+        assert sum(c["contentions"] for c in lk["callers"]) == lk["contentions"]
+        assert sum(c["wait_total_ns"] for c in lk["callers"]) == lk["wait_total_ns"]
     model = load_model(str(path))
     walked = [w for w in model.lock_waits if w.stack is not None and w.tgid == tgid]
     sites = [w for w in walked if not w.weighted_ns]  # a drawn one (a wait of milliseconds: p ~ 1e-3) stands for d/p
@@ -344,3 +345,33 @@ def test_a_lock_known_only_by_its_address_takes_the_name_its_other_side_has(tmp_
     write_recording(path, meta(), [iv])
     rows = {s.type: s.name for s in lock_stats(load_model(str(path)), kind="kernel")}
     assert rows == {"percpu-rwsem:R": "file_rwsem (file locks)", "percpu-rwsem:W": "file_rwsem (file locks)"}
+
+
+
+def test_a_figure_is_apportioned_in_whole_units_that_sum_to_it():
+    from stallscope.analyzer.locks import apportion
+
+    assert apportion(100, [1, 1, 1]) == [34, 33, 33]  # each share rounded alone: 33 + 33 + 33
+    assert apportion(7, [2, 1, 1]) == [3, 2, 2]  # 3.5, 1.75, 1.75: the largest remainders
+    assert apportion(5, [1, 2, 7]) == [1, 1, 3] and sum(apportion(999_999, [3, 5, 11, 13])) == 999_999
+    assert apportion(10, [0, 0]) == [5, 5] and apportion(7, []) == [] and apportion(0, [3, 1]) == [0, 0]
+
+
+def test_a_locks_points_sum_to_its_row_with_the_undrawn_shared_among_them(tmp_path):
+    """Three points that each stand for as much, and 100 contentions (1,000 ns) not drawn for a walk: rounded one
+    by one, the shares of 33.3 made 99; the points now add up to the row, contentions and nanoseconds."""
+    from stallscope.analyzer.locks import LCB_F_SPIN, lock_stats
+    from stallscope.analyzer.sample import LockDelta
+    from synthetic import A, interval, kstack, meta, write_recording
+
+    addr = 0xFFFF888003000000
+    stacks = tuple(kstack(0x7000 + 0x100 * i, "_raw_spin_lock", f"caller_{i}", "do_syscall_64") for i in range(3))
+    drawn = tuple(LockDelta(A, A.pid, addr, s.id, LCB_F_SPIN, 0, 1, 10, spin_ns=10, weighted_ns=20) for s in stacks)
+    undrawn = LockDelta(A, A.pid, addr, 5, LCB_F_SPIN, 0, 100, 1_000, spin_ns=1_000)  # 5: not drawn for a walk
+    path = tmp_path / "points.stall"
+    write_recording(path, meta(), [interval(0, stacks=stacks, locks=(*drawn, undrawn))])
+    (row,) = [s for s in lock_stats(load_model(str(path)), kind="kernel") if s.addr == addr]
+    assert (row.contentions, row.wait_total_ns) == (103, 1_030)
+    assert sorted(c.count for c in row.callers) == [34, 34, 35]
+    assert sum(c.total_ns for c in row.callers) == 1_030 and sum(c.estimated_ns for c in row.callers) == 1_000
+    assert sum(c.spin_ns for c in row.callers) == row.spin_ns == 1_030
