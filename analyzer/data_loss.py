@@ -49,13 +49,21 @@ LOSSES: dict[str, tuple[str, str]] = {
     "slab.counts_map_full": ("slab allocations and frees not counted (the counts map was full)", "--max-tasks"),
     "slab.cache_map_full": ("slab caches not described (the cache map was full)", ""),
     "slab.cursor_map_full": ("allocations left out of the CPU-slab switch estimate (the cursor map was full)", ""),
+    # the invariants checked on every interval's raw values (analyzer/model.py), counted, never corrected
+    "invariant.offcpu_rate_above_1s_per_s": ("task intervals charged more blocked time than the interval lasted (a "
+                                             "wait that ended while the task dump ran is charged to the interval "
+                                             "the dump closed: the excess is the next interval's)", ""),
+    "invariant.wait_longer_than_recording": ("single waits (off-CPU, lock or futex) longer than the recording: their "
+                                             "length is wrong", ""),
+    "invariant.lock_split_above_total": ("lock contentions whose blocked and runnable parts add up to more than the "
+                                         "contention: their split is wrong", ""),
 }
 # the counters after whose losses every total stays exact, by the counter's own name whichever group counted it:
 # what went is a stack, a waker, a name or an estimate's input, or a wait's time came from the task's own counters
 # (`top` shows them apart from those that lost events or totals)
 TOTALS_KEPT = frozenset({
     "waker_map_full", "stack_map_full", "stack_errors", "user_stack_errors", "switch_out_open", "switch_in_unseen",
-    "runq_unseen", "new_key_events_lost", "futex_read_errors", "cursor_map_full",
+    "runq_unseen", "new_key_events_lost", "futex_read_errors", "cursor_map_full", "offcpu_rate_above_1s_per_s",
 })
 RECURSION_MISSES = "recursion_misses"
 # the size each flag sets, as the recording's meta.options.map_sizes names it

@@ -180,7 +180,8 @@ def _summary(doc: dict, tables: dict) -> dict:
             "switch_kinds": switch_kinds(None if sig.get("voluntary_pct") is None else sig["voluntary_pct"] / 100,
                                          (sig["top_wait"]["cause"], sig["top_wait"]["waits_pct"] / 100)
                                          if sig.get("top_wait") else None),
-            "lost": [x for x in loss(doc) if x["loss"]]}
+            "lost": [x for x in loss(doc) if x["loss"] == "lost"],
+            "kept": [x for x in loss(doc) if x["loss"] == "kept"]}
 
 
 # PowerTOP's three lists. What each rule checked when it found nothing, from its thresholds.

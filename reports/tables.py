@@ -6,6 +6,7 @@ from __future__ import annotations
 from stallscope.analyzer.blockers import percentiles
 from stallscope.analyzer.causes import CPU, IDLE
 from stallscope.analyzer.chains import MAX_DEPTH, depth_note
+from stallscope.analyzer.data_loss import totals_kept
 from stallscope.analyzer.locks import instance_where
 from stallscope.analyzer.signals import tasks_waiting
 from stallscope.analyzer.units import log2_bounds
@@ -25,14 +26,22 @@ def ran(probes: dict, group: str) -> bool:
     return bool(p and p["enabled"])
 
 
-# health counters that mean data was lost or is wrong (docs/export.md, meta.health); the others count
-# how the probes worked (waits drawn, wakeups matched late)
-_LOSS_MARKS = ("map_full", "errors", "overflow", "switch_out_open", "close_without_start", "invariant.", "unresolved")
-
-
 def loss(doc: dict) -> list[dict]:
-    return [{"counter": k, "value": v, "loss": any(m in k for m in _LOSS_MARKS)}
-            for k, v in sorted(doc["meta"]["health"].items()) if v]
+    """The health counters that are not zero, each marked as data_loss says it (the export's meta `data_loss`, the
+    lines the text commands print): `loss` "lost" where events or totals went, "kept" where every total stays
+    exact (a stack, a waker, a wait's time taken from its task's own counters: data_loss.TOTALS_KEPT), "" where
+    the counter describes how the probes worked; with what each lost count is, in words."""
+    losses = {x["key"]: x for x in doc["meta"].get("data_loss", [])}
+    health = {k: v for k, v in doc["meta"]["health"].items() if v}
+    for key, x in losses.items():  # a program's recursion misses are counted apart from meta.health
+        health.setdefault(key, x["count"])
+    rows = []
+    for key, value in sorted(health.items()):
+        x = losses.get(key)
+        kind = "" if x is None else "kept" if totals_kept(key) else "lost"
+        rows.append({"counter": key, "value": value, "loss": kind, "what": x["what"] if x else "",
+                     "remedy": x["remedy"] if x else ""})
+    return rows
 
 
 def waiter_names(b: dict) -> list[tuple[str, int]]:

@@ -4,8 +4,10 @@ synthetic (tests/test_map_overflow.py makes the maps overflow for real)."""
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -41,6 +43,20 @@ def test_every_map_full_counter_of_every_probe_object_is_a_loss():
         for name, _ in struct._fields_:
             if name.endswith("_full") or name.endswith("_errors"):
                 assert prefix + name in LOSSES, prefix + name
+
+
+def test_every_invariant_the_model_checks_is_said_as_a_loss(tmp_path):
+    """The invariants counted on every interval's raw values are said as the maps' losses are: a per-interval rate
+    above 1 s/s (the excess is the next interval's: totals exact) apart from a wait longer than the recording."""
+    from stallscope.analyzer import model as model_mod
+    from stallscope.analyzer.data_loss import totals_kept
+
+    names = {model_mod.WAIT_TOO_LONG, model_mod.LOCK_SPLIT_ABOVE_TOTAL}
+    names |= set(re.findall(r'"(invariant\.\w+)"', inspect.getsource(model_mod)))
+    assert len(names) == 3 and names <= set(LOSSES)
+    assert [totals_kept(n) for n in sorted(names)] == [False, True, False]
+    losses = data_losses({n: 1 for n in names})
+    assert {x.key for x in losses} == names
 
 
 @pytest.fixture

@@ -290,6 +290,27 @@ def test_the_charts_carry_each_intervals_cpu_busy_and_quota_throttling(tmp_path)
     assert charts["cpus_busy"] == [None, None] and charts["throttled_per_s"] == [0, 0]
 
 
+def test_data_loss_is_marked_as_data_loss_says_what_went(tmp_path):
+    """A full off-CPU map lost waits' causes (red: lost); stack walks that returned nothing lost only stacks (amber:
+    totals exact); waits drawn describe the method (unmarked). The summary says the first two apart."""
+    from dataclasses import replace
+
+    from stallscope import reports
+    from stallscope.analyzer.load import load_model
+
+    m, (i0, i1) = two_interval_recording()
+    path = tmp_path / "lossy.stall"
+    write_recording(path, m, [replace(i0, health={"offcpu_map_full": 3, "stack_errors": 7, "waits_drawn": 90}), i1])
+    text = reports.render(reports.build(load_model(str(path))))
+    rows = {name: cls for cls, name in re.findall(r'<tr class="(\w*)"><td><code>(\w+)</code>', text)}
+    assert rows == {"offcpu_map_full": "bad", "stack_errors": "warn", "waits_drawn": ""}
+    assert "without their stack or cause" in text and "raise --max-tasks" in text
+    summary = text[text.index('<h3>The recording</h3>'):text.index('<section id="fixes">')]
+    assert re.search(r'<strong class="bad">Data was lost:</strong> offcpu_map_full 3 ', summary)
+    assert re.search(r'<strong class="warn">Totals exact, details missing:</strong> stack_errors 7', summary)
+    assert "waits_drawn" not in summary
+
+
 def test_each_cpus_run_queue_is_kept_per_interval_for_a_window(tmp_path):
     """The By CPU table's figures, per interval in the page's window parts: each CPU's busy time and total
     (/proc/stat), its run-queue wait and waits; over the whole recording they sum to the table's row (the export's)."""
