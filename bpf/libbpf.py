@@ -533,34 +533,70 @@ class Map:
         token_in = None
         token_out = _chars(max(ks, 8))
         opts = _BatchOpts(ctypes.sizeof(_BatchOpts), 0, 0)
-        # the buffers are made once a call (a drain reads every cumulative map each interval: thousands
-        # of entries with thousands of sleeping threads)
+        # the buffers are lent by a pool (a drain reads every cumulative map each interval: a zeroed buffer of
+        # 4,096 task entries made each call cost 1% of a CPU in `top`, clearing pages and faulting them in)
         keys = vals = None
-        while True:
-            if keys is None:
-                keys = _chars(ks * chunk)
-                vals = _chars(vs * chunk)
-            count = ctypes.c_uint32(chunk)
-            rc = self._lib.lib.bpf_map_lookup_batch(self.fd, token_in, token_out, keys, vals, ctypes.byref(count), ctypes.byref(opts))
-            err = -rc if rc < 0 else 0
-            if err and err not in (errno.ENOENT,):
-                if err == errno.ENOSPC:  # one bucket holds more than `chunk`: retry larger
-                    chunk *= 4
-                    keys = None
-                    continue
-                if err in (errno.EINVAL, errno.ENOTSUPP if hasattr(errno, "ENOTSUPP") else 524, 524):
-                    items = [(k, v) for k in self.keys() if (v := self.lookup(k, vs)) is not None]
-                    if items:
-                        yield b"".join(k for k, _ in items), b"".join(v for _, v in items), len(items)
+        try:
+            while True:
+                if keys is None:
+                    keys = _POOL.take(ks * chunk)
+                    vals = _POOL.take(vs * chunk)
+                count = ctypes.c_uint32(chunk)
+                rc = self._lib.lib.bpf_map_lookup_batch(self.fd, token_in, token_out, keys, vals, ctypes.byref(count),
+                                                        ctypes.byref(opts))
+                err = -rc if rc < 0 else 0
+                if err and err not in (errno.ENOENT,):
+                    if err == errno.ENOSPC:  # one bucket holds more than `chunk`: retry larger
+                        chunk *= 4
+                        _POOL.give(keys, vals)
+                        keys = None
+                        continue
+                    if err in (errno.EINVAL, errno.ENOTSUPP if hasattr(errno, "ENOTSUPP") else 524, 524):
+                        items = [(k, v) for k in self.keys() if (v := self.lookup(k, vs)) is not None]
+                        if items:
+                            yield b"".join(k for k, _ in items), b"".join(v for _, v in items), len(items)
+                        return
+                    raise BpfError(f"batch lookup in map {self.name}", err)
+                if count.value:
+                    yield keys, vals, count.value
+                if err == errno.ENOENT:
                     return
-                raise BpfError(f"batch lookup in map {self.name}", err)
-            if count.value:
-                yield keys, vals, count.value
-            if err == errno.ENOENT:
-                return
-            if token_in is None:
-                token_in = _chars(max(ks, 8))
-            ctypes.memmove(token_in, token_out, len(token_out))
+                if token_in is None:
+                    token_in = _chars(max(ks, 8))
+                ctypes.memmove(token_in, token_out, len(token_out))
+        finally:
+            if keys is not None:
+                _POOL.give(keys, vals)
+
+
+class _BufferPool:
+    """Buffers lent and given back, a few of each size: the batch reads' (none is zeroed again: the kernel
+    writes the entries it returns, and only those are read)."""
+
+    PER_SIZE, SIZES = 4, 64
+
+    def __init__(self) -> None:
+        self._free: dict[int, list[ctypes.Array]] = {}
+
+    def take(self, size: int) -> ctypes.Array:
+        free = self._free.get(size)
+        try:
+            return free.pop() if free else _chars(size)  # list.pop is atomic: threads may share the pool
+        except IndexError:  # another thread took the last one
+            return _chars(size)
+
+    def give(self, *bufs: ctypes.Array) -> None:
+        for buf in bufs:
+            free = self._free.get(len(buf))
+            if free is None:
+                if len(self._free) >= self.SIZES:
+                    continue
+                free = self._free.setdefault(len(buf), [])
+            if len(free) < self.PER_SIZE:
+                free.append(buf)
+
+
+_POOL = _BufferPool()
 
 
 def _buffer(data) -> ctypes.Array | ctypes.Structure:
