@@ -10,13 +10,15 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+from dataclasses import replace
 
 from stallscope.analyzer.frames import RQ_LOCK
+from stallscope.analyzer.locks import contention_point
 from stallscope.analyzer.sample import LockDelta, ProbeStatus, TaskId, Tuning, record_maker
 from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, tune
 from stallscope.bpf.intervals import IntervalNumbers
-from stallscope.bpf.lock_names import LockNamer, lock_kind
+from stallscope.bpf.lock_names import LockNamer, SiteFields, lock_kind
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
@@ -54,6 +56,10 @@ class LockCollector:
         # a slab-held lock's (field, where) by its cache and place: thousands of records an interval name the
         # same few hundred locks (a directory's i_rwsem is named anew each time: its path may change)
         self._described: dict[tuple, tuple[str, str]] = {}
+        # a slab-held lock left between two fields is named by the one its call site takes elsewhere (SiteFields):
+        # each kernel stack's contention point, kept from the drain that read it (stacks are sent once)
+        self._sites = SiteFields()
+        self._points: dict[int, str] = {}
 
     def start(self) -> ProbeStatus:
         """Load and attach; never raises for a kernel that cannot: the status says why."""
@@ -110,6 +116,7 @@ class LockCollector:
         assert self.obj is not None
         e = self._numbers.advance(self.obj)
         out, ids = [], {}
+        named, between = [], []  # slab-held locks: (cache, kind, stack, field); (index in out, cache, kind, stack, fields)
         key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, self._text
         for kraw, vraw, praw in self._diff.read(self.obj.map("locks"), dead):
             addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
@@ -125,6 +132,11 @@ class LockCollector:
                 elif kind == abi.LOCK_KIND_SLAB and self.namer is not None:
                     field, where = self._describe(cache, addr, slot_size, red_left_pad, order, min_order, dev, ino,
                                                   mode, tgid, flags)
+                    if field:
+                        named.append((cache, lock_kind(flags), kstack, field))
+                    elif len(fields := self.namer.fields(text(cache), addr, slot_size, red_left_pad, order, min_order,
+                                                         lock_kind(flags))) > 1:
+                        between.append((len(out), cache, lock_kind(flags), kstack, fields))
                 longest, shortest = abi.bounded(*abi.extremes(v, _EXTREMES, e), count - pc, total - pt)
                 out.append(_new_lock(
                     TaskId(pid, start_ns), tgid, addr, kstack, flags, kind, count - pc, total - pt, longest, shortest,
@@ -134,7 +146,26 @@ class LockCollector:
                     weighted - pw, var - pv, field, where))
                 ids.setdefault(kstack, ("kernel", 0))
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
+        if named or between:
+            self._by_site(out, stacks, named, between)
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
+
+    def _by_site(self, out: list[LockDelta], stacks, named: list[tuple], between: list[tuple]) -> None:
+        """The slab-held locks left between two fields named by their call site, where it took its lock at one of
+        the two elsewhere (SiteFields; what the geometry named in this drain is learnt first)."""
+        points = self._points
+        if len(points) > 1 << 16:
+            points.clear()  # a stack forgotten here names no site until it is walked and sent again
+        for st in stacks:
+            if st.frames:
+                points[st.id] = contention_point(st)
+        sites, text = self._sites, self._text
+        for cache, kind, kstack, field in named:
+            sites.learn(text(cache), kind, points.get(kstack, ""), field)
+        for i, cache, kind, kstack, fields in between:
+            field = sites.field(text(cache), kind, points.get(kstack, ""), fields)
+            if field:
+                out[i] = replace(out[i], field=field, object="")
 
     def _describe(self, cache: bytes, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
                   dev: int, ino: int, mode: int, tgid: int, flags: int) -> tuple[str, str]:

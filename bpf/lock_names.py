@@ -8,8 +8,9 @@ follows from its address. The structs a cache holds come from its name, its alia
 `:0000512`, serves several) and a small table; a name is accepted only where the offset lands exactly on
 a lock-typed field of exactly one candidate (`ext4_inode_info.vfs_inode.i_rwsem`). A slab's order is not
 known, so the two orders give two offsets, one of them wrong; where both land on lock fields, the one of the
-contention's kind of lock (a spinning lock, a mutex, an rwsem: lock_kind) is taken. Otherwise the lock
-stays "inside an object of the merged cache X" and is named by its contending function.
+contention's kind of lock (a spinning lock, a mutex, an rwsem: lock_kind) is taken; where both are of that kind,
+the one its call site took in the contentions the geometry did name (SiteFields). Otherwise the lock stays
+"inside an object of the merged cache X" and is named by its contending function.
 
 Resolved at record time, on the machine the locks lived on, and stored in the recording.
 """
@@ -79,7 +80,7 @@ class LockNamer:
         self._btf_failed = False
         self._aliases: dict[str, tuple[str, ...]] | None = None
         self.page_size = page_size or os.sysconf("SC_PAGE_SIZE")
-        self._fields: dict[tuple, str] = {}
+        self._fields: dict[tuple, tuple[str, ...]] = {}
         self._dirs: dict[tuple[int, int], str] = {}
 
     def _kernel_btf(self) -> KernelBtf | None:
@@ -116,16 +117,28 @@ class LockNamer:
         if field.endswith(".i_rwsem"):
             return field, self.directory(dev, ino, mode, pids)
         if not field:
-            names = self.candidates(cache)
-            if len(names) > 1:
-                return "", f"in an object of the merged cache {cache} ({', '.join(names)})"
-            return "", f"in a {cache} object"
+            return "", self.unnamed(cache)
         return field, ""
+
+    def unnamed(self, cache: str) -> str:
+        """Where a lock of this cache's objects is, when no field names it."""
+        names = self.candidates(cache)
+        if len(names) > 1:
+            return f"in an object of the merged cache {cache} ({', '.join(names)})"
+        return f"in a {cache} object"
+
 
     def field(self, cache: str, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
               kind: str = "") -> str:
         """`struct.field.path` of the lock at `addr`, or "" when no single candidate has a lock there (of the
         contention's `kind` of lock, lock_kind's, where several have)."""
+        found = self.fields(cache, addr, slot_size, red_left_pad, order, min_order, kind)
+        return found[0] if len(found) == 1 else ""
+
+    def fields(self, cache: str, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
+               kind: str = "") -> tuple[str, ...]:
+        """Every `struct.field.path` that may hold the lock at `addr`: a lock field at one of its offsets in one of
+        the cache's structs (of the contention's `kind` of lock where several are); one, or none, for most."""
         offs = self.offsets(addr, slot_size, red_left_pad, order, min_order)
         key = (cache, frozenset(offs), kind)
         hit = self._fields.get(key)
@@ -141,11 +154,11 @@ class LockNamer:
                         found[f"{struct}.{typed[0]}"] = typed[1]
         if len(found) > 1 and kind:
             found = {f: t for f, t in found.items() if LOCK_KINDS[t] == kind}
-        name = next(iter(found)) if len(found) == 1 else ""
+        names = tuple(sorted(found))
         if len(self._fields) > 1 << 14:
             self._fields.clear()
-        self._fields[key] = name
-        return name
+        self._fields[key] = names
+        return names
 
     def directory(self, dev: int, ino: int, mode: int, pids) -> str:
         """The path of the directory (kernel dev_t, inode number) where a waiter can see it: its cwd or
@@ -164,6 +177,35 @@ class LockNamer:
         self._dirs[key] = found
         return found
 
+
+class SiteFields:
+    """The field a call site takes its lock in, learnt from the contentions the geometry named, for those it left
+    between two fields (a slab's order is not known: one of its two offsets is wrong, and both may land on a lock
+    of the same kind). A call site (`sym+0xoff` of a kernel stack's contention point) that took the lock at one
+    field of a cache's objects, and never at another, takes it there again: a contention left between that field
+    and another is named by it. A site seen at two fields names nothing."""
+
+    MAX_SITES = 1 << 14
+
+    def __init__(self) -> None:
+        self._by_site: dict[tuple[str, str, str], str] = {}  # (cache, kind, site) -> field, or "" for two
+
+    def learn(self, cache: str, kind: str, site: str, field: str) -> None:
+        if not site or not field:
+            return
+        key = (cache, kind, site)
+        was = self._by_site.get(key)
+        if was is None:
+            if len(self._by_site) >= self.MAX_SITES:
+                self._by_site.clear()
+            self._by_site[key] = field
+        elif was != field:
+            self._by_site[key] = ""
+
+    def field(self, cache: str, kind: str, site: str, candidates: tuple[str, ...]) -> str:
+        """The one of `candidates` this site takes its lock in, or ""."""
+        learnt = self._by_site.get((cache, kind, site), "") if site else ""
+        return learnt if learnt in candidates else ""
 
 def _find_directory(pid: int, dev: int, ino: int) -> str:
     roots = []

@@ -11,8 +11,8 @@ import pytest
 from conftest import ALL_STACKS, example, needs_bpf, record_command, run_stallscope
 from stallscope.analyzer.load import load_model
 from stallscope.analyzer.locks import contention_point, lock_type
-from stallscope.analyzer.sample import Stack
-from synthetic import kframe
+from stallscope.analyzer.sample import Stack, TaskId
+from synthetic import kframe, kstack
 
 
 @pytest.fixture(scope="module")
@@ -251,6 +251,34 @@ def test_slab_lock_names_are_kept_but_a_directorys():
     assert collector._describe(b"UNIX\0", 0x1040, *place, 7, 1) == ("sock.sk_lock", "")
     assert namer.calls == [("UNIX", 0x1000), ("inode_cache", 0x2000), ("inode_cache", 0x2000),
                            ("inode_cache", 0x2000), ("UNIX", 0x1040)]
+
+
+def test_a_slab_lock_left_between_two_fields_is_named_by_its_call_sites_field():
+    """The lock collector learns, from the contentions the geometry named, the field each call site takes; one
+    left between two spinlock fields, at a site that took one of them, is named by it (and joins its row); one at
+    another site, or with no stack, stays unnamed."""
+    from stallscope.analyzer.sample import LockDelta
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf.lock_collector import LockCollector
+
+    wq, ilock = "socket_alloc.socket.wq.wait.lock", "socket_alloc.vfs_inode.i_lock"
+    waitq = kstack(0x9100, "_raw_spin_lock_irqsave", "prepare_to_wait", "unix_stream_read_generic")
+    other = kstack(0x9200, "_raw_spin_lock", "evict", "iput")
+    where = "in a sock_inode_cache object"
+
+    def delta(addr, sid, field="", obj=where):
+        return LockDelta(TaskId(7, 1), 7, addr, sid, 1, 2, 1, 500, field=field, object=obj)
+
+    out = [delta(0xA000, waitq.id, wq, ""), delta(0xB000, waitq.id), delta(0xC000, other.id), delta(0xD000, 5)]
+    named = [(b"sock_inode_cache\0", "spin", waitq.id, wq)]
+    between = [(i, b"sock_inode_cache\0", "spin", out[i].kstack, (wq, ilock)) for i in (1, 2, 3)]
+    collector = LockCollector(Symbolizer())
+    collector._by_site(out, (waitq, other), named, between)
+    assert [(d.field, d.object) for d in out] == [(wq, ""), (wq, ""), ("", where), ("", where)]
+    # a later drain: the stack was sent before, its site is remembered
+    later = [delta(0xE000, waitq.id)]
+    collector._by_site(later, (), [], [(0, b"sock_inode_cache\0", "spin", waitq.id, (wq, ilock))])
+    assert later[0].field == wq
 
 
 def _online_cpus() -> list[int]:
