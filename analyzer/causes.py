@@ -71,7 +71,7 @@ class Rule:
     # evidence (analyzer/why.py): every one given must hold
     syscalls: tuple[str, ...] = ()  # the system call the task blocked in
     fd: tuple[str, ...] = ()  # the kind of file its descriptor names (FD_KINDS)
-    # RULE_CONTEXTS: syscall, fault, kthread, kworker-idle, kworker, exit, io-worker, user-worker
+    # RULE_CONTEXTS: syscall, fault, kthread, kworker-idle, kworker, exit, io-worker, user-worker, uprobe
     context: tuple[str, ...] = ()
     futex: tuple[str, ...] = ()  # FUTEX_FLAGS the futex wait has: tid, lockword, timeout
     functions: tuple[str, ...] = ()  # a kernel thread's function or work item (globs)

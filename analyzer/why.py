@@ -21,7 +21,9 @@ IOWAIT = 1 << 21  # the task slept in I/O wait (task->in_iowait, set by io_sched
 CONTEXTS = ("", "syscall", "fault", "kthread", "kworker-idle", "kworker", "exit", "io-worker")
 # io-worker's call bits: 1 for a user worker that is not io_uring's (PF_USER_WORKER: vhost, kvm-nx-lpage-recovery)
 USER_WORKER = "user-worker"
-RULE_CONTEXTS = CONTEXTS + (USER_WORKER,)
+# fault's call bits: 1 for an exception that is a uprobe's breakpoint trap, not a page fault (bpf/why.bpf.h at_uprobe)
+UPROBE_TRAP = "uprobe"
+RULE_CONTEXTS = CONTEXTS + (USER_WORKER, UPROBE_TRAP)
 FD_KINDS = ("", "pipe", "socket", "file", "directory", "character device", "block device", "eventfd", "timerfd",
             "signalfd", "epoll", "inotify", "io_uring", "anonymous inode")
 FUTEX_FLAGS = {"tid": FUTEX_TID, "lockword": FUTEX_LOCKWORD, "timeout": TIMEOUT, "zero": FUTEX_ZERO}
@@ -58,6 +60,8 @@ class Why:
             return text
         if self.context == "fault":
             return "a page fault"
+        if self.context == UPROBE_TRAP:
+            return "a uprobe's breakpoint trap"
         if self.context == "kthread":
             return f"kernel thread {self.function}" if self.function else "a kernel thread"
         if self.context == "kworker":
@@ -85,6 +89,8 @@ def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0)
     context = CONTEXTS[ctx] if ctx < len(CONTEXTS) else ""
     if context == "io-worker" and why & SYSCALL_MASK == 1:
         context = USER_WORKER
+    elif context == "fault" and why & SYSCALL_MASK == 1:
+        context = UPROBE_TRAP
     if not ctx and why & SYSCALL_MASK:
         return Why("syscall", syscalls.compat_name_of((why & SYSCALL_MASK) - COMPAT_BIAS, arch), function=function,
                    woken_by=_woken_by(woken), iowait=iowait, compat=True)

@@ -35,6 +35,7 @@ WHY_CTX_SHIFT, WHY_CTX_MASK = 10, 7 << 10
 (WHY_CTX_NONE, WHY_CTX_SYSCALL, WHY_CTX_FAULT, WHY_CTX_KTHREAD, WHY_CTX_KWORKER_IDLE, WHY_CTX_KWORKER, WHY_CTX_EXIT,
  WHY_CTX_IO_WORKER) = range(8)
 WHY_USER_WORKER = 1  # with WHY_CTX_IO_WORKER, in the call's bits: a user worker that is not io_uring's
+WHY_FAULT_UPROBE = 1  # with WHY_CTX_FAULT, in the call's bits: in a uprobe's breakpoint trap, not a page fault
 WHY_FD_SHIFT, WHY_FD_MASK = 13, 15 << 13
 WHY_FUTEX_TID, WHY_FUTEX_LOCKWORD, WHY_TIMEOUT, WHY_FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 << 20
 WHY_IOWAIT = 1 << 21

@@ -116,7 +116,8 @@ class LockCollector:
         assert self.obj is not None
         e = self._numbers.advance(self.obj)
         out, ids = [], {}
-        named, between = [], []  # slab-held locks: (cache, kind, stack, field); (index in out, cache, kind, stack, fields)
+        # slab-held locks named, (cache, kind, stack, field), and left between fields, (index in out, ..., fields)
+        named, between = [], []
         key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, self._text
         for kraw, vraw, praw in self._diff.read(self.obj.map("locks"), dead):
             addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)

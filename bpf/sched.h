@@ -34,6 +34,7 @@
 #define WHY_COMPAT_BIAS  1
 #define WHY_CTX_SYSCALL  1              /* in a system call: bits 0-9 */
 #define WHY_CTX_FAULT    2              /* in an exception taken from user mode (orig_ax -1 on x86): a page fault */
+#define WHY_FAULT_UPROBE 1              /* with WHY_CTX_FAULT, in bits 0-9: in a uprobe's breakpoint trap instead */
 #define WHY_CTX_KTHREAD  3              /* a kernel thread: offcpu_key.func is its thread function */
 #define WHY_CTX_KWORKER_IDLE 4          /* a workqueue worker between work items */
 #define WHY_CTX_KWORKER  5              /* a workqueue worker inside a work item: func is the work function */

@@ -88,6 +88,30 @@ static __always_inline long syscall_of(struct task_struct *p, struct pt_regs *re
 #endif
 }
 
+/* WHY_FAULT_UPROBE when `p`, in an exception from user mode, is in a uprobe's breakpoint trap: handle_swbp()
+ * sets the saved instruction pointer back to the breakpoint before it runs the probe's handlers (and looks the probe
+ * up, under the mmap_lock when it must), so the instruction there is the breakpoint itself. A page fault's is the
+ * instruction that faulted, never a breakpoint (a debugger's int3 leaves the pointer after it). Read only for the
+ * current task (a switch-out), whose memory a tracing program can read: 0 otherwise, or where the page is absent. */
+static __always_inline __u32 at_uprobe(struct task_struct *p, struct pt_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	__u8 insn = 0;
+
+	if (p != bpf_get_current_task_btf() || bpf_probe_read_user(&insn, sizeof(insn), (void *)regs->ip))
+		return 0;
+	return insn == 0xcc ? WHY_FAULT_UPROBE : 0; /* int3 */
+#elif defined(__TARGET_ARCH_arm64)
+	__u32 insn = 0;
+
+	if (p != bpf_get_current_task_btf() || bpf_probe_read_user(&insn, sizeof(insn), (void *)regs->pc))
+		return 0;
+	return insn == 0xd42000a0 ? WHY_FAULT_UPROBE : 0; /* BRK64_OPCODE_UPROBES */
+#else
+	return 0;
+#endif
+}
+
 /* The kind of file `fd` of `p` is (WHY_FD_*). The last descriptor's file and kind are kept
  * per task: a thread reading one socket in a loop pays three loads, not six. */
 static __always_inline __u32 fd_kind(struct task_stats *s, struct task_struct *p, __u64 fd)
@@ -227,7 +251,7 @@ static __always_inline void wait_evidence(struct task_stats *s, struct task_stru
 				else if (nr == SYS_futex)
 					why |= futex_flags(prev, regs);
 			} else if (fault) {
-				why = WHY_CTX_FAULT << WHY_CTX_SHIFT;
+				why = (WHY_CTX_FAULT << WHY_CTX_SHIFT) | at_uprobe(prev, regs);
 			}
 		}
 	}

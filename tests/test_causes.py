@@ -36,7 +36,10 @@ def kernel_names(request) -> set[str]:
 
 # rules for kernel features newer than one of the kernels checked: cause -> why it is absent there
 NEWER_THAN_6_1 = {"VMA write lock: waiting for page faults to leave the VMA": "per-VMA locks came in 6.4",
-                  "Waiting for a process's kernel worker to exit in {caller}": "vhost_task came in 6.4"}
+                  "Waiting for a process's kernel worker to exit in {caller}": "vhost_task came in 6.4",
+                  # its register_rwsem wait reads there as the mmap_lock one: one frame, uprobe_notify_resume
+                  "rwsem contention: a uprobe's register_rwsem (the probe added or removed)":
+                      "6.1 inlines handler_chain into uprobe_notify_resume"}
 # rules for code neither kernel checked builds: cause -> the config option that is off in both
 NOT_BUILT = {"I/O latency throttling (cgroup io.latency)": "CONFIG_BLK_CGROUP_IOLATENCY"}
 
@@ -630,6 +633,28 @@ def test_a_processs_other_kernel_workers_are_not_read_as_page_faults_either():
     stop = _stack(["vhost_task_stop", "kvm_arch_pre_destroy_vm", "kvm_destroy_vm", "kvm_vm_release", "__fput"],
                   _names_cached(RUNNING))
     assert table.classify(stop).name == "Waiting for a process's kernel worker to exit in kvm_arch_pre_destroy_vm"
+
+
+def test_a_wait_in_a_uprobes_breakpoint_trap_is_not_read_as_a_page_fault():
+    """An exception from user mode whose instruction pointer is at a breakpoint (bpf/why.bpf.h at_uprobe) is a uprobe
+    hit: with no stack walked, named by that; walked on 6.18, a hit waiting for a probe being removed sleeps on the
+    probe's register_rwsem in handler_chain (sysbench threads under the futex group's uprobes being removed, read as
+    "Page fault" before), apart from its lookup's mmap_lock."""
+    from stallscope.analyzer.why import CTX_SHIFT, decode
+
+    trap, fault = decode(2 << CTX_SHIFT | 1), decode(2 << CTX_SHIFT)
+    assert (trap.context, trap.describe()) == ("uprobe", "a uprobe's breakpoint trap")
+    assert (fault.context, fault.describe()) == ("fault", "a page fault")
+    table = default_table()
+    assert table.classify(None, None, 2, trap).name == "In a uprobe's breakpoint trap (the tracing's cost)"
+    assert table.classify(None, None, 2, fault).name == "Page fault"
+    names = _names_cached(RUNNING)
+    handlers = _stack(["handler_chain", "uprobe_notify_resume", "irqentry_exit_to_user_mode", "asm_exc_int3"], names)
+    lookup = _stack(["find_active_uprobe_rcu", "uprobe_notify_resume", "irqentry_exit_to_user_mode", "asm_exc_int3"],
+                    names)
+    assert table.classify(handlers, None, 2, trap).name == (
+        "rwsem contention: a uprobe's register_rwsem (the probe added or removed)")
+    assert table.classify(lookup, None, 2, trap).name == "rwsem contention: mmap_lock at a uprobe hit (the tracing's cost)"
 
 
 def test_a_32_bit_call_is_named_from_the_compat_table_and_its_rules_are_the_64_bit_calls_of_that_name():
