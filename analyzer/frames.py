@@ -37,6 +37,9 @@ def bare(symbol: str | None) -> str:
 # for because a uprobe is set (stallscope's futex group sets them on the C library's lock calls). The cause
 # table's "mmap_lock at a uprobe hit" rule names the same functions.
 UPROBE_FRAMES = ("find_active_uprobe", "handle_swbp", "uprobe_notify_resume", "uprobe_handle_trampoline")
+# ... and where it runs the probe's handlers, under the probe's register_rwsem (a lock of the tracing, not of the
+# program: no advice to change it)
+UPROBE_HANDLING = UPROBE_FRAMES + ("handler_chain",)
 
 
 # The kernel's global per-CPU rwsems, each named by the functions that take it (its reader or writer's caller:

@@ -17,7 +17,7 @@ from stallscope.analyzer.advice import (  # noqa: F401 (shell_command, write_com
 )
 
 from stallscope.analyzer.blockers import percentiles, rank_blockers
-from stallscope.analyzer.frames import RQ_LOCK, UPROBE_FRAMES, bare
+from stallscope.analyzer.frames import RQ_LOCK, UPROBE_HANDLING, bare
 from stallscope.analyzer.io_advice import io_recommendations
 from stallscope.analyzer.locks import SCHED_YIELD, drawn_share, lock_stats
 from stallscope.analyzer.model import Model, TaskTotals
@@ -488,7 +488,7 @@ UPROBE_NOTE_SHARE = 0.1  # of a lock's waiting at uprobe hits: said in its findi
 
 
 def _at_uprobe(point: str) -> bool:
-    return bare(point.split("+")[0]).startswith(UPROBE_FRAMES)
+    return bare(point.split("+")[0]).startswith(UPROBE_HANDLING)
 
 
 def _traced_share(s) -> float:

@@ -152,6 +152,17 @@ def test_a_lock_waited_for_at_uprobe_hits_says_that_part_is_the_tracings_and_adv
     assert "uprobe" not in next(r for r in recommend(_lock_model(200_000_000)) if r.kind == "lock").finding
 
 
+def test_a_uprobes_register_rwsem_waited_for_at_its_hits_gets_no_advice():
+    """A probe being removed holds its register_rwsem while every hit waits in handler_chain (sysbench threads 8 as
+    the budget removes the lock-call uprobes): the tracing's lock, nothing the program could change."""
+    hits = kstack(0x72, "rwsem_down_read_slowpath", "down_read", "handler_chain", "uprobe_notify_resume",
+                  "irqentry_exit_to_user_mode", "asm_exc_int3")
+    probe = 0xffff888000002020
+    model = _model([interval(0, task_info=INFOS, stacks=(hits,), tasks=(TaskDelta(APP, offcpu_ns=1),), locks=(
+        LockDelta(APP, 1000, probe, 0x72, 2, 2, 100, 400_000_000, 8_000_000, 10_000, 0, 400_000_000),))])
+    assert not [r for r in recommend(model) if r.kind == "lock"]
+
+
 def _rq_lock_model(yield_ns: int, wake_ns: int):
     """A run queue's lock taken by schedule() called from sched_yield() (its contention point is __schedule,
     as a sleep's is) and by wakeups."""
