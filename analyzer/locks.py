@@ -98,6 +98,25 @@ RQ_LOCK_CALLERS = frozenset({
 })
 
 
+# Kernel functions that take one lock of their kind, known by the struct field that holds it: a lock found only by
+# its address or in an object of a generic cache (kmalloc-*, whose objects have no one struct), contended there,
+# is named by it. (function, lock_stat type) -> the lock. A function that takes two locks of one kind is not here
+# (futex_lock_pi and futex_unlock_pi: the bucket's lock and the PI mutex's wait_lock, both spinning).
+LOCKS_BY_TAKER = {
+    # a futex's hash bucket: every wait queues on it and every wake walks it (6.17+: a process's private hash,
+    # kvzalloc'ed: a kmalloc-cg-* object; else the global table)
+    **{(f, "spinlock"): "&futex_hash_bucket->lock"
+       for f in ("futex_wake", "futex_wake_op", "futex_wait_setup", "futex_q_lock", "futex_wait_multiple_setup")},
+    # a uprobe hit runs the probe's handlers; one being removed holds it for write (6.18; 6.1 inlines handler_chain)
+    ("handler_chain", "rwsem:R"): "&uprobe->register_rwsem",
+}
+
+
+def lock_by_taker(point: str, typ: str) -> str:
+    """The lock a contention point's function takes (LOCKS_BY_TAKER), or ""."""
+    return LOCKS_BY_TAKER.get((bare(point.split("+")[0]), typ), "") if point else ""
+
+
 def lock_class(field: str) -> str:
     """lock_stat's way of naming a lock by the field holding it: `&ext4_inode_info->vfs_inode.i_rwsem`."""
     struct, _, path = field.partition(".")
@@ -120,6 +139,8 @@ def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
             return lock_class(w.field)
         point = contention_point(w.stack).split("+")[0]
         where = w.object or f"in a {w.cache} object"
+        if known := lock_by_taker(point, lock_type(w.flags)):
+            return f"{known} ({where})"
         return f"{point} ({where})" if point else f"a lock {where}"  # no stack walked: no caller to name
     frames = [f.symbol or "" for f in w.stack.frames] if w.stack else []
     point = contention_point(w.stack)
@@ -128,7 +149,7 @@ def lock_name(w: LockWaits, comm_of, node_caches: dict | None = None) -> str:
         # the run-queue lock (per-CPU data, no symbol): taken through raw_spin_rq_lock*(), inlined
         # into the scheduler's own paths (the lock probe names those it found at start: bpf/lock_collector.py)
         return RQ_LOCK
-    return point.split("+")[0] if point else f"{w.addr:#x}"
+    return lock_by_taker(point, lock_type(w.flags)) or (point.split("+")[0] if point else f"{w.addr:#x}")
 
 
 # the kernel's sched_yield() path: a thread that spins on it takes its run queue's lock at every call

@@ -54,6 +54,13 @@ def test_every_rule_names_a_function_that_exists_in_each_kernel(path, newer):
         assert any(rx.match(n) for n in kernel_names), f"no function of {rule.name!r} in this kernel"
 
 
+def test_every_lock_known_by_its_taker_is_taken_by_a_function_of_the_running_kernel():
+    from stallscope.analyzer.locks import LOCKS_BY_TAKER
+
+    names = _names(RUNNING)
+    assert [f for f, _type in LOCKS_BY_TAKER if f not in names] == []
+
+
 def _stack(names: list[str], kernel_names: set[str] | None = None, sid: int = 0) -> Stack:
     if kernel_names is not None:
         missing = [n for n in names if bare(n) not in kernel_names]

@@ -346,6 +346,28 @@ def test_a_global_per_cpu_rwsem_is_named_by_its_takers_where_its_address_names_n
     assert lock_name(waits(LCB_F_PERCPU | LCB_F_READ, "percpu_down_read", "some_driver_ioctl"), str) == "some_driver_ioctl"
 
 
+def test_a_lock_in_a_generic_object_is_named_by_the_one_lock_its_taker_takes():
+    """kmalloc-* objects have no one struct, and the global futex table no symbol: sysbench's threads contended on
+    their private futex hash's bucket locks (futex_wake, futex_wait_setup) and, as the budget removed the lock-call
+    uprobes, on a uprobe's register_rwsem (handler_chain); a function's other kind of lock keeps its caller's name."""
+    from stallscope.analyzer.locks import LCB_F_READ, LCB_F_SPIN, LOCK_KIND_ADDR, LOCK_KIND_SLAB, lock_name
+    from stallscope.analyzer.model import LockWaits
+
+    def waits(flags, kind, cache, *frames):
+        stack = Stack(1, "kernel", tuple(kframe(name) for name in frames))
+        return LockWaits(TaskId(1, 1), 1, 0xFFFF888100000020, flags, kind, cache, stack, 1, 1, 10, 10, 10, 0, 10)
+
+    hb = "&futex_hash_bucket->lock"
+    assert lock_name(waits(LCB_F_SPIN, LOCK_KIND_SLAB, "kmalloc-cg-2k", "_raw_spin_lock", "futex_wake"), str) == (
+        f"{hb} (in a kmalloc-cg-2k object)")
+    assert lock_name(waits(LCB_F_SPIN, LOCK_KIND_ADDR, "", "_raw_spin_lock", "futex_wait_setup"), str) == hb
+    assert lock_name(waits(LCB_F_READ, LOCK_KIND_SLAB, "kmalloc-256", "down_read", "handler_chain"), str) == (
+        "&uprobe->register_rwsem (in a kmalloc-256 object)")
+    assert lock_name(waits(LCB_F_SPIN, LOCK_KIND_ADDR, "", "_raw_spin_lock", "futex_unlock_pi"), str) == (
+        "futex_unlock_pi")  # two spinning locks: its bucket's and the PI mutex's wait_lock
+    assert lock_name(waits(LCB_F_READ, LOCK_KIND_ADDR, "", "down_read", "futex_wake"), str) == "futex_wake"
+
+
 def test_an_instance_is_told_by_its_place_only_where_the_rows_name_does_not_say_it():
     """A directory's i_rwsem by its path; the locks in many objects of one cache all read "in a sock_inode_cache
     object", as the row does: `locks` and the report tell them apart by address instead."""
