@@ -398,6 +398,11 @@ _LOCK_ADVICE = (
                    "(pinning producer and consumer together) relieve it", ""),
     ("&task_struct->pi_lock", "a task's pi_lock, taken by every wakeup of it: many CPUs wake the same tasks at once; "
                               "fewer cross-CPU wakeups (producer and consumer on one CPU) relieve it", ""),
+    ("&futex_hash_bucket->lock", "a futex hash bucket's lock, taken by every futex wait and wake of the words that "
+                                 "hash to it: threads that hammer one futex word (a contended user-space lock) contend "
+                                 "here too, and the fix is that lock's; where many distinct words of one process share "
+                                 "its buckets, a larger private futex hash spreads them (prctl(PR_FUTEX_HASH, "
+                                 "PR_FUTEX_HASH_SET_SLOTS, N) in the program, Linux 6.16 and later)", ""),
 )
 
 

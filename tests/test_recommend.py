@@ -163,6 +163,18 @@ def test_a_uprobes_register_rwsem_waited_for_at_its_hits_gets_no_advice():
     assert not [r for r in recommend(model) if r.kind == "lock"]
 
 
+def test_a_futex_hash_buckets_lock_is_advised_as_the_futex_words_consequence_or_the_private_hash():
+    """The bucket lock of a process's private futex hash (a kmalloc-cg object on 6.16+), contended at futex_wake:
+    not "shorten the critical section there" (kernel code), but the futex words' own contention, or more buckets."""
+    wake = kstack(0x73, "native_queued_spin_lock_slowpath", "_raw_spin_lock", "futex_wake", "do_futex")
+    model = _model([interval(0, task_info=INFOS, stacks=(wake,), tasks=(TaskDelta(APP, offcpu_ns=1),), locks=(
+        LockDelta(APP, 1000, 0xffff888000003040, 0x73, 1, 2, 5000, 300_000_000, 50_000, 300, 300_000_000, 0,
+                  cache="kmalloc-cg-2k"),))])
+    (rec,) = [r for r in recommend(model) if r.kind == "lock"]
+    assert rec.target == "&futex_hash_bucket->lock (in a kmalloc-cg-2k object)", rec.target
+    assert "PR_FUTEX_HASH_SET_SLOTS" in rec.finding and "shorten the critical section" not in rec.finding
+
+
 def _rq_lock_model(yield_ns: int, wake_ns: int):
     """A run queue's lock taken by schedule() called from sched_yield() (its contention point is __schedule,
     as a sleep's is) and by wakeups."""
