@@ -59,8 +59,9 @@ LOSSES: dict[str, tuple[str, str]] = {
                                          "contention: their split is wrong", ""),
 }
 # the counters after whose losses every total stays exact, by the counter's own name whichever group counted it:
-# what went is a stack, a waker, a name or an estimate's input, or a wait's time came from the task's own counters
-# (`top` shows them apart from those that lost events or totals)
+# what went is a stack, a waker, a name or an estimate's input, or a wait's time came from the task's own counters,
+# or (a rate above 1 s/s) part of an interval's time was charged to the interval before (`top` shows them apart
+# from those that lost events or totals)
 TOTALS_KEPT = frozenset({
     "waker_map_full", "stack_map_full", "stack_errors", "user_stack_errors", "switch_out_open", "switch_in_unseen",
     "runq_unseen", "new_key_events_lost", "futex_read_errors", "cursor_map_full", "offcpu_rate_above_1s_per_s",

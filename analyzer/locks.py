@@ -103,7 +103,7 @@ RQ_LOCK_CALLERS = frozenset({
 # is named by it. (function, lock_stat type) -> the lock. A function that takes two locks of one kind is not here
 # (futex_lock_pi and futex_unlock_pi: the bucket's lock and the PI mutex's wait_lock, both spinning).
 LOCKS_BY_TAKER = {
-    # a futex's hash bucket: every wait queues on it and every wake walks it (6.17+: a process's private hash,
+    # a futex's hash bucket: every wait queues on it and every wake walks it (6.16+: a process's private hash,
     # kvzalloc'ed: a kmalloc-cg-* object; else the global table)
     **{(f, "spinlock"): "&futex_hash_bucket->lock"
        for f in ("futex_wake", "futex_wake_op", "futex_wait_setup", "futex_q_lock", "futex_wait_multiple_setup")},
