@@ -103,6 +103,10 @@ def test_where_both_slab_orders_land_on_a_lock_the_contentions_kind_of_lock_deci
     assert namer.field("mm_struct", addr, slot, 0, 1, 0, lock_kind(32)) == mutex  # LCB_F_MUTEX
     assert namer.field("mm_struct", addr, slot, 0, 1, 0, lock_kind(1)) == spin  # LCB_F_SPIN
     assert namer.field("mm_struct", addr, slot, 0, 1, 0, lock_kind(4)) == ""  # an rwsem: neither
+    # every candidate, as a call site's field is looked for among them (SiteFields)
+    assert namer.fields("mm_struct", addr, slot, 0, 1, 0) == tuple(sorted((mutex, spin)))
+    assert namer.fields("mm_struct", addr, slot, 0, 1, 0, lock_kind(1)) == (spin,)
+    assert namer.fields("mm_struct", addr + 1, slot, 0, 1, 0) == ()
 
 
 def test_a_call_site_names_the_field_it_took_elsewhere_among_a_contentions_two_candidates():
@@ -125,28 +129,6 @@ def test_a_call_site_names_the_field_it_took_elsewhere_among_a_contentions_two_c
     sites.learn("sock_inode_cache", "spin", "prepare_to_wait+0x21", ilock)  # a site seen at two fields names none
     sites.learn("sock_inode_cache", "spin", "prepare_to_wait+0x21", wq)
     assert sites.field("sock_inode_cache", "spin", "prepare_to_wait+0x21", (wq, ilock)) == ""
-
-
-@needs_btf
-def test_the_candidate_fields_of_a_place_are_those_of_the_contentions_kind():
-    """LockNamer.fields: both slab orders' fields of mm_struct where one is a mutex and the other a spinlock; the
-    contention's kind keeps one; `field` names only a single candidate."""
-    from stallscope.bpf.lock_names import lock_kind
-
-    btf = KernelBtf.load()
-    locks = {}
-    for off in range(2048):
-        typed = btf.typed_lock_at("mm_struct", off)
-        kind = typed and LOCK_KINDS[typed[1]]
-        if kind and kind not in locks:
-            locks[kind] = (off, f"mm_struct.{typed[0]}")
-    (mutex_off, mutex), (spin_off, spin) = locks["mutex"], locks["spin"]
-    slot = 4096 - mutex_off + spin_off
-    addr = 0xFFFF888100000000 + slot + mutex_off
-    namer = LockNamer()
-    assert namer.fields("mm_struct", addr, slot, 0, 1, 0) == tuple(sorted((mutex, spin)))
-    assert namer.fields("mm_struct", addr, slot, 0, 1, 0, lock_kind(1)) == (spin,)
-    assert namer.fields("mm_struct", addr + 1, slot, 0, 1, 0) == ()
 
 
 @needs_btf
