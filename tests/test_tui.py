@@ -613,6 +613,11 @@ def test_a_long_name_loses_its_middle_not_its_end():
     assert elide_middle(lit("Waiting for CPU"), 34).plain == "Waiting for CPU"
     wide = lit("名" * 40)
     assert elide_middle(wide, 34) is wide
+    # a lock with its place: the lock kept whole, the place shortened, where the lock fits beside the place's end
+    assert elide_middle(lit("&futex_hash_bucket->lock (in a kmalloc-cg-2k object)"), 35).plain == (
+        "&futex_hash_bucket->lock (… object)")
+    assert elide_middle(lit("&futex_hash_bucket->lock (in a kmalloc-cg-2k object)"), 30).plain == (
+        "&futex_hash…lloc-cg-2k object)")
 
 
 def test_futex_waits_that_are_not_for_a_lock_come_after_the_locks_whatever_the_sort(tmp_path):

@@ -33,11 +33,14 @@ def lit(text: str, style: str | Style = "") -> Text:
     return Text(visible(text), style=style, no_wrap=True, overflow="ellipsis")
 
 
+PLACE_TAIL = 6  # cells of a lock's place kept at least, at its end, when the lock's name is kept whole
+
+
 def elide_middle(text: Text, width: int) -> Text:
     """A cell longer than `width` cells with its middle left out (`…`), not its end: a cause's, a lock's or a
     task's name says the most at its ends (the caller, the lock, the process id). Text whose characters are not
     one cell each is left to the table's own ellipsis. A short styled note at the end (a blocker's `~27% est`)
-    is kept whole, the name before it shortened."""
+    is kept whole, the name before it shortened; a lock's place in parentheses is shortened before its name."""
     plain = text.plain
     if width < 12 or text.cell_len <= width or text.cell_len != len(plain):
         return text
@@ -47,6 +50,11 @@ def elide_middle(text: Text, width: int) -> Text:
     name_end = note.start if note is not None else end
     room = width - (end - name_end) - 1  # the name's cells, less the ellipsis
     head = room * 2 // 5
+    # a lock named with its place, "&futex_hash_bucket->lock (in a kmalloc-cg-2k object)": the lock kept whole
+    # where it fits beside the place's end, the place shortened
+    place = plain.find(" (in ", 0, name_end)
+    if 0 < place and place + 2 + PLACE_TAIL <= room:
+        head = place + 2
     first, _middle, last = text.divide([head, name_end - (room - head)])
     out = Text(style=text.style, justify=text.justify, no_wrap=True, overflow="ellipsis")
     out.append_text(first)
