@@ -311,6 +311,27 @@ def test_data_loss_is_marked_as_data_loss_says_what_went(tmp_path):
     assert "waits_drawn" not in summary
 
 
+def test_the_summary_says_when_the_tracing_cost_more_than_its_budget(tmp_path):
+    """A post-mortem of a run the tracing slowed (sysbench threads 8: 19.8% of the machine against 1%) says so where
+    its reader looks first, not only in the cost card at the end."""
+    from dataclasses import replace
+
+    from stallscope import reports
+    from stallscope.analyzer.load import load_model
+    from stallscope.analyzer.sample import ProgramCost
+
+    m, (i0, i1) = two_interval_recording()
+    path = tmp_path / "costly.stall"
+    write_recording(path, m, [replace(i0, programs=(ProgramCost("sched_switch", 100_000, 400_000_000, 0),)), i1])
+    text = reports.render(reports.build(load_model(str(path))))
+    summary = text[text.index('<h3>The recording</h3>'):text.index('<section id="fixes">')]
+    assert re.search(r'<strong class="warn" id="over-budget">stallscope cost [0-9.]+% of the machine, over its budget '
+                     r'of 1\.0%</strong>', summary), summary
+    write_recording(path, m, [i0, i1])
+    text = reports.render(reports.build(load_model(str(path))))
+    assert 'id="over-budget"' not in text and "stallscope cost 0.00% of the machine (budget 1.0%)" in text
+
+
 def test_each_cpus_run_queue_is_kept_per_interval_for_a_window(tmp_path):
     """The By CPU table's figures, per interval in the page's window parts: each CPU's busy time and total
     (/proc/stat), its run-queue wait and waits; over the whole recording they sum to the table's row (the export's)."""
