@@ -181,9 +181,6 @@ class KernelBtf:
             t = self.types[type_id] if 0 < type_id < len(self.types) else None
         return type_id, t
 
-    def _is_lock(self, type_id: int) -> bool:
-        return self._lock_name(type_id) is not None
-
     def _lock_name(self, type_id: int) -> str | None:
         """The lock type's name (`spinlock_t`, `rw_semaphore`) when `type_id` is a lock, through qualifiers and
         typedefs; None otherwise."""

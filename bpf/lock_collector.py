@@ -131,13 +131,13 @@ class LockCollector:
                 if cpu is not None:
                     where = f"cpu{cpu}"
                 elif kind == abi.LOCK_KIND_SLAB and self.namer is not None:
-                    field, where = self._describe(cache, addr, slot_size, red_left_pad, order, min_order, dev, ino,
-                                                  mode, tgid, flags)
+                    lk = lock_kind(flags)
+                    field, where, fields = self._describe(cache, addr, slot_size, red_left_pad, order, min_order, dev,
+                                                          ino, mode, tgid, lk)
                     if field:
-                        named.append((cache, lock_kind(flags), kstack, field))
-                    elif len(fields := self.namer.fields(text(cache), addr, slot_size, red_left_pad, order, min_order,
-                                                         lock_kind(flags))) > 1:
-                        between.append((len(out), cache, lock_kind(flags), kstack, fields))
+                        named.append((cache, lk, kstack, field))
+                    elif len(fields) > 1:
+                        between.append((len(out), cache, lk, kstack, fields))
                 longest, shortest = abi.bounded(*abi.extremes(v, _EXTREMES, e), count - pc, total - pt)
                 out.append(_new_lock(
                     TaskId(pid, start_ns), tgid, addr, kstack, flags, kind, count - pc, total - pt, longest, shortest,
@@ -169,16 +169,20 @@ class LockCollector:
                 out[i] = replace(out[i], field=field, object="")
 
     def _describe(self, cache: bytes, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
-                  dev: int, ino: int, mode: int, tgid: int, flags: int) -> tuple[str, str]:
-        """LockNamer.describe of a slab-held lock, kept by its cache, place and kind but for a directory's i_rwsem."""
-        kind = lock_kind(flags)
+                  dev: int, ino: int, mode: int, tgid: int, kind: str) -> tuple[str, str, tuple[str, ...]]:
+        """LockNamer.describe of a slab-held lock (`kind`: lock_kind's), with the fields it may be in when none names
+        it (LockNamer.fields: two or more, for SiteFields), kept by its cache, place and kind but for a directory's
+        i_rwsem."""
         key = (cache, addr, slot_size, red_left_pad, order, min_order, kind)
         hit = self._described.get(key)
         if hit is not None:
             return hit
-        named = self.namer.describe(self._text(cache), addr, slot_size, red_left_pad, order, min_order, dev, ino, mode,
-                                    (tgid,), kind)
-        if not named[0].endswith(".i_rwsem"):
+        text = self._text(cache)
+        field, where = self.namer.describe(text, addr, slot_size, red_left_pad, order, min_order, dev, ino, mode,
+                                           (tgid,), kind)
+        named = (field, where, () if field else self.namer.fields(text, addr, slot_size, red_left_pad, order,
+                                                                   min_order, kind))
+        if not field.endswith(".i_rwsem"):
             if len(self._described) >= 1 << 16:
                 self._described.clear()
             self._described[key] = named

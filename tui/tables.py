@@ -22,7 +22,7 @@ def _lock_row(out, s: LockStat, callers: int) -> None:
               f"{fmt_ns(s.spin_ns):>9} {blocked:>9} {runnable:>9}\n")
     for c in s.callers[:callers]:
         out.write(f"    {printable(c.point)[:60]:<60} {c.count:>8} {fmt_ns(c.total_ns):>10}\n")
-    if len(s.instances) > 1 or (s.instances and s.field and s.instances[0][1] not in s.name):
+    if len(s.instances) > 1 or (s.instances and s.field and instance_where(s.name, s.instances[0][1])):
         out.write("    heaviest: " + ", ".join(f"{printable(instance_where(s.name, where)) or hex(addr)} {fmt_ns(ns)}"
                                           for addr, where, ns in s.instances) + "\n")
     if s.owner:
