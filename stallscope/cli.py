@@ -949,8 +949,17 @@ def cmd_top(args) -> int:
     if source.error:
         raise StallscopeError(source.error)
     if args.output and source.result is not None:
-        print(f"stallscope: {source.result.intervals} intervals written to {args.output}", file=sys.stderr)
+        _tell(f"stallscope: {source.result.intervals} intervals written to {args.output}")
     return 0
+
+
+def _tell(line: str) -> None:
+    """A closing line on stderr, where the terminal may be gone: after SIGHUP (a closed tmux pane) a write to
+    it fails with EIO, and nobody is left to read the line; the recording it speaks of is closed all the same."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _at_nice(nice: int | None):
