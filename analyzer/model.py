@@ -312,12 +312,20 @@ class Model:
             i = bisect_right(starts, start_ns) - 1
             return (tgid, starts[i] if i >= 0 else 0)
 
+        # the tree's edges come from the leaders, and from the threads of a process whose leader is unseen (its
+        # process's leader start 0); a machine's thousands of other threads are only looked at again below,
+        # where their PID is one of the tree's
         children: dict[tuple[int, int], set[tuple[int, int]]] = {}
-        proc_of: dict[TaskId, tuple[int, int]] = {}
         for info in infos:
-            proc = proc_of[info.task] = process(info.tgid, info.task.start_time_ns)
-            if info.task.pid == info.tgid or proc[1] == 0:  # a leader, or a thread of a process whose is unseen
-                children.setdefault(process(info.ptgid, proc[1] or info.task.start_time_ns), set()).add(proc)
+            task, tgid = info.task, info.tgid
+            if task.pid != tgid:
+                starts = lives.get(tgid)
+                if starts and 0 < starts[0] <= task.start_time_ns:  # in a life of its process seen: no edge
+                    continue
+            proc = process(tgid, task.start_time_ns)
+            if task.pid != tgid and proc[1]:  # the same, where a leader's start reads 0
+                continue
+            children.setdefault(process(info.ptgid, proc[1] or task.start_time_ns), set()).add(proc)
         root = (root_tgid, lives[root_tgid][0] if root_tgid in lives else 0)
         procs = {root}
         todo = [root]
@@ -326,7 +334,9 @@ class Model:
                 if child not in procs:
                     procs.add(child)
                     todo.append(child)
-        return {task for task, proc in proc_of.items() if proc in procs}
+        tgids = {tgid for tgid, _start in procs}
+        return {info.task for info in infos
+                if info.tgid in tgids and process(info.tgid, info.task.start_time_ns) in procs}
 
 
 class ModelFold:
