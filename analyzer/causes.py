@@ -22,7 +22,7 @@ from importlib import resources
 
 from stallscope.analyzer.frames import LOCK_INTERNAL, PERCPU_RWSEM_WAITS, SLEEP_MACHINERY, bare, percpu_rwsem_of
 from stallscope.analyzer.sample import Stack
-from stallscope.analyzer.why import RULE_CONTEXTS, FD_KINDS, FUTEX_FLAGS, NO_WHY, WOKEN_BY, Why
+from stallscope.analyzer.why import FD_ALSO, FD_KINDS, FUTEX_FLAGS, NO_WHY, RULE_CONTEXTS, WOKEN_BY, Why
 from stallscope.errors import StallscopeError
 
 BLOCKER, IDLE = "blocker", "idle"
@@ -266,7 +266,7 @@ def _one_of(entry: dict, key: str, allowed: tuple[str, ...]) -> str:
 def _evidence_holds(rule: Rule, why: Why) -> bool:
     if rule.syscalls and why.syscall not in rule.syscalls:
         return False
-    if rule.fd and why.fd not in rule.fd:
+    if rule.fd and why.fd not in rule.fd and FD_ALSO.get(why.fd) not in rule.fd:
         return False
     if rule.context and why.context not in rule.context:
         return False

@@ -25,7 +25,10 @@ USER_WORKER = "user-worker"
 UPROBE_TRAP = "uprobe"
 RULE_CONTEXTS = CONTEXTS + (USER_WORKER, UPROBE_TRAP)
 FD_KINDS = ("", "pipe", "socket", "file", "directory", "character device", "block device", "eventfd", "timerfd",
-            "signalfd", "epoll", "inotify", "io_uring", "anonymous inode")
+            "signalfd", "epoll", "inotify", "io_uring", "anonymous inode", "unix socket")
+# a kind that is also a more general one: a cause table's rule for the general kind matches it too (a rule for
+# "socket" names a unix socket's waits where no rule for "unix socket" does)
+FD_ALSO = {"unix socket": "socket"}
 FUTEX_FLAGS = {"tid": FUTEX_TID, "lockword": FUTEX_LOCKWORD, "timeout": TIMEOUT, "zero": FUTEX_ZERO}
 WOKEN_BY = ("task", "interrupt", "exiting task")  # StackWait.woken's order (bpf/sched.h WOKE_*)
 

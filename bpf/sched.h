@@ -60,6 +60,7 @@
 #define WHY_FD_INOTIFY   11
 #define WHY_FD_IO_URING  12
 #define WHY_FD_ANON      13             /* another anonymous inode */
+#define WHY_FD_UNIX      14             /* a socket of the unix family (AF_UNIX); WHY_FD_SOCKET: any other */
 #define WHY_FUTEX_TID    (1U << 17)     /* a futex wait on a word holding the TID of a live thread of the
 					 * waiter's own process (glibc's pthread_join waits on pd->tid) */
 #define WHY_FUTEX_LOCKWORD (1U << 18)   /* FUTEX_WAIT for the value 2: glibc's contended-lock word (__lll_lock_wait) */

@@ -9,6 +9,7 @@
 
 #define S_IFMT   0170000
 #define S_IFSOCK 0140000
+#define AF_UNIX  1
 #define S_IFREG  0100000
 #define S_IFBLK  0060000
 #define S_IFDIR  0040000
@@ -121,6 +122,7 @@ static __always_inline __u32 fd_kind(struct task_stats *s, struct task_struct *p
 	struct fdtable *fdt;
 	struct file *f = NULL;
 	struct inode *inode;
+	struct socket *sock;
 	char name[8] = {};
 	__u32 kind;
 	__u16 mode;
@@ -141,7 +143,12 @@ static __always_inline __u32 fd_kind(struct task_stats *s, struct task_struct *p
 	mode = BPF_CORE_READ(inode, i_mode) & S_IFMT;
 	switch (mode) {
 	case S_IFIFO: kind = WHY_FD_PIPE; break;
-	case S_IFSOCK: kind = WHY_FD_SOCKET; break;
+	case S_IFSOCK:
+		/* a socket file's private data is its struct socket (sock_from_file); an O_PATH descriptor's
+		 * is none, and it cannot block */
+		sock = (struct socket *)BPF_CORE_READ(f, private_data);
+		kind = sock && BPF_CORE_READ(sock, sk, __sk_common.skc_family) == AF_UNIX ? WHY_FD_UNIX : WHY_FD_SOCKET;
+		break;
 	case S_IFDIR: kind = WHY_FD_DIR; break;
 	case S_IFCHR: kind = WHY_FD_CHR; break;
 	case S_IFBLK: kind = WHY_FD_BLK; break;

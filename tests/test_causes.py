@@ -664,6 +664,27 @@ def test_a_wait_in_a_uprobes_breakpoint_trap_is_not_read_as_a_page_fault():
     assert table.classify(lookup, None, 2, trap).name == "rwsem contention: mmap_lock at a uprobe hit (the tracing's cost)"
 
 
+def test_a_unix_sockets_wait_without_a_stack_is_named_as_a_walked_one_is():
+    """The evidence tells a unix socket from the others (bpf/why.bpf.h fd_kind reads the socket's family): a
+    reader or writer of one whose wait drew no stack is named as one whose stack was walked (hackbench's senders
+    read as "Sending on a socket (buffer full)" beside "Sending on a unix socket (peer's queue full)", one thing
+    in two rows); any other socket keeps the general names, and a rule for "socket" matches a unix one too."""
+    from stallscope.analyzer.why import CTX_SHIFT, FD_SHIFT, decode
+
+    call = 1 << CTX_SHIFT
+    read_unix, send_unix = decode(call | 0 | 14 << FD_SHIFT), decode(call | 46 | 14 << FD_SHIFT)
+    read_inet, accept_unix = decode(call | 0 | 2 << FD_SHIFT), decode(call | 43 | 14 << FD_SHIFT)
+    assert (read_unix.fd, read_unix.describe()) == ("unix socket", "read() on a unix socket")
+    table = default_table()
+    assert table.classify(None, None, 1, read_unix).name == "Reading from a unix socket"
+    assert table.classify(None, None, 1, read_unix).input
+    assert table.classify(None, None, 1, send_unix).name == "Sending on a unix socket (peer's queue full)"
+    assert table.classify(None, None, 1, read_inet).name == "Reading from a socket"
+    assert table.classify(None, None, 1, accept_unix).name == "Waiting for a connection (accept)"
+    mine = CauseTable(CauseTable.parse('[[cause]]\nname = "Talking to the bus"\npriority = 99\nfd = ["socket"]\n', "mine"))
+    assert mine.classify(None, None, 1, read_unix).name == "Talking to the bus"
+
+
 def test_a_32_bit_call_is_named_from_the_compat_table_and_its_rules_are_the_64_bit_calls_of_that_name():
     """A compat call's number is the ia32 table's (29 is pause there, shmget on x86-64): context "" with the
     number plus one in the call bits."""

@@ -325,6 +325,8 @@ def test_hackbench_is_cpu_bound_then_sockets_and_no_thread_is_reniced(tmp_path):
     top = _top(doc)
     assert top[0] == "Waiting for CPU", top
     assert {"Sending on a unix socket (peer's queue full)", "Reading from a unix socket"} & set(top[1:]), top
+    # its sockets are all unix ones: a wait that drew no stack is named by its socket's family as a walked one is
+    assert not {"Sending on a socket (buffer full)", "Reading from a socket"} & set(_top(doc, 99)), _top(doc, 99)
     advice = _recommend(path)
     assert "cpu: the machine is CPU-bound" in advice
     assert not re.search(r"\[\d+\] priority:", advice), advice
