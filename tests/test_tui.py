@@ -69,23 +69,68 @@ def test_the_views_rank_what_the_recording_holds_and_digits_switch_them(recordin
 
 def test_a_wide_terminal_widens_the_name_columns_and_a_narrow_one_keeps_them(recording):
     """The Blockers' cause and the Locks' lock name take a wide terminal's spare cells (their ends name the lock,
-    the caller, the work: "rwsem contention: file_rwsem (fil..." at 120 columns); resized narrow, they are back."""
+    the caller, the work: "rwsem contention: file_rwsem (fil..." at 120 columns) as far as their longest names
+    need, and the blockers' Tasks (who waited) what is left; a column keeps its width while the rows change;
+    resized narrow, they are back."""
     async def go():
         app = TopApp(RecordingSource(recording))
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
-            cause = app.query_one("#table-blockers", DataTable).ordered_columns[0]
-            assert cause.width == 34
+            columns = app.query_one("#table-blockers", DataTable).ordered_columns
+            cause, tasks = columns[0], columns[7]
+            assert cause.width == 34 and tasks.width == 16
             await pilot.resize_terminal(170, 40)
             await pilot.pause()
-            assert cause.width == 34 + 50  # the 50 cells past the columns' own
+            rows = app.rows["blockers"]
+            longest = max(r.cells[0].cell_len for r in rows)
+            assert longest > 34 and cause.width == longest  # whole, and no wider: the rest is the names'
+            table = app.query_one("#table-blockers", DataTable)
+            assert 16 < tasks.width <= max(r.cells[7].cell_len for r in rows)
+            assert sum(c.get_render_width(table) for c in columns) <= table.size.width - 2  # within the table
+            wide = cause.width
+            await pilot.press("slash", *"pipe", "enter")  # only a shorter name left: the columns stay
+            await pilot.pause()
+            assert len(app.rows["blockers"]) == 1 and cause.width == wide
+            await pilot.press("escape")
             await pilot.press("3")
             await pilot.pause()
-            assert app.query_one("#table-locks", DataTable).ordered_columns[0].width > 32
+            lock = app.query_one("#table-locks", DataTable).ordered_columns[0]
+            assert lock.width == max(32, *(r.cells[0].cell_len for r in app.rows["locks"]))
             await pilot.press("1")
             await pilot.resize_terminal(100, 30)
             await pilot.pause()
             assert cause.width == 34
+    run(go())
+
+
+def test_a_tall_terminal_shows_the_selected_rows_evidence_under_the_table(recording):
+    """At 40 rows or more the evidence Enter opens shows under the table, for the row the cursor is on, and
+    follows it; `d` hides it and shows it again; a shorter terminal has no room for it."""
+    def pane(app) -> str:
+        return str(app.query_one(f"#preview-body-{app.active_view().name}", Static).render())
+
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            tabs = app.query_one("#tabs")
+            assert tabs.has_class("previewing") and app.query_one("#preview-blockers").display
+            assert pane(app).startswith("Blocker: Waiting for CPU") and "Held up by" in pane(app)
+            await pilot.press("down")
+            await pilot.pause()
+            assert pane(app).startswith("Blocker: mutex contention: cgroup_kn_lock_live")
+            await pilot.press("3")
+            await pilot.pause()
+            assert pane(app).startswith("Lock: cgroup_mutex") and "Contention points" in pane(app)
+            await pilot.press("d")
+            await pilot.pause()
+            assert not tabs.has_class("previewing") and not app.query_one("#preview-locks").display
+            await pilot.press("d")
+            await pilot.pause()
+            assert app.query_one("#preview-locks").display
+            await pilot.resize_terminal(120, 30)
+            await pilot.pause()
+            assert not tabs.has_class("previewing") and not app.query_one("#preview-locks").display
     run(go())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
@@ -32,6 +33,8 @@ from stallscope.tui.views import FLEX_MAX, Row, View, default_views
 
 MAX_ROWS = 500
 _SCROLLBAR = 2  # a table's vertical scrollbar, in cells: kept free whether one shows yet or not
+PREVIEW_MIN_HEIGHT = 40  # rows of a terminal that shows the detail pane under a view's table
+PREVIEW_EVERY_S = 2.0  # a live view's detail pane redrawn with newer intervals at most this often
 
 
 class DetailScreen(Screen):
@@ -56,6 +59,7 @@ class HelpScreen(ModalScreen):
     TEXT = """\
  Views       1 Blockers  2 Tasks  3 Locks  4 Slab  5 CPUs  6 On-CPU  7 Fixes  (tab / shift+tab)
  Move        arrows, j/k, PgUp/PgDn          Enter  drill in     Esc  back
+ Detail      d  the selected row's evidence below the table (a terminal 40 rows high or more)
  Find        /  filter rows (Esc clears)      s  next sort column (or click a header; again: reverse)
  Window      p  pause (collection goes on)    w  live window: 1, 10 or 60 intervals
  Replay      left/right step an interval; shift+left/right widen the range; Home/End; w whole recording
@@ -132,6 +136,9 @@ class TopApp(App):
     #confirm-buttons { height: 3; align-horizontal: right; }
     #detail-title { height: 1; padding: 0 1; }
     #detail-body { padding: 0 1; }
+    .preview { display: none; height: 1fr; border-top: solid $panel-lighten-2; padding: 0 1; }
+    #tabs.previewing .preview { display: block; }
+    #tabs.previewing .has-preview DataTable { height: auto; max-height: 60%; }
     """
 
     BINDINGS = [
@@ -143,6 +150,7 @@ class TopApp(App):
         Binding("p", "pause", "Pause"),
         Binding("w", "window", "Window"),
         Binding("g", "group", "Group", show=False),
+        Binding("d", "preview", "Detail pane", show=False),
         Binding("a", "apply", "Apply", show=False),
         Binding("u", "undo", "Undo", show=False),
         Binding("j", "cursor(1)", "Down", show=False),
@@ -164,6 +172,11 @@ class TopApp(App):
         self.applier = applier
         self.refresh_s = refresh_s
         self._status_shown: tuple | None = None
+        self._needs: dict[tuple[str, int], tuple[int, int]] = {}  # (view, column) -> (table width, cells it needs)
+        self.preview = True  # the selected row's evidence below the table, where the terminal is tall enough (`d`)
+        self._preview_shown: tuple | None = None  # (view, row, snapshot) of the evidence shown there
+        self._preview_at = 0.0  # when it was made (monotonic)
+        self._height = 0  # the terminal's rows, as last resized
         self.views = views or default_views()
         self.label = title or ("live" if source.live else f"replay {getattr(source, 'path', '')}")
         self.paused = False
@@ -207,11 +220,14 @@ class TopApp(App):
         yield Static("", id="notice")
         with TabbedContent(id="tabs"):
             for i, v in enumerate(self.views, 1):
-                with TabPane(f"{i} {v.title}", id=v.name):
+                with TabPane(f"{i} {v.title}", id=v.name, classes="has-preview" if v.detail else ""):
                     yield Static("", classes="summary", id=f"summary-{v.name}")
                     yield Static("", classes="empty", id=f"empty-{v.name}")
                     table = ViewTable(id=f"table-{v.name}", cursor_type="row", zebra_stripes=True)
                     yield table
+                    if v.detail:
+                        with VerticalScroll(classes="preview", id=f"preview-{v.name}"):
+                            yield Static("", id=f"preview-body-{v.name}")
         yield Input(placeholder="filter rows (Esc clears)", id="filter")
         yield Footer()
 
@@ -377,7 +393,7 @@ class TopApp(App):
         empty.update(Text(v.empty(snap) + (f" (filter: {text})" if text else "")) if not rows else "")
         empty.display = not rows
         table = self.query_one(f"#table-{v.name}", DataTable)
-        self._fit_flex(v, table)
+        self._fit_flex(v, table, rows)
         selected = None
         if table.row_count and 0 <= table.cursor_row < len(self.keys.get(v.name, [])):
             selected = self.keys[v.name][table.cursor_row]
@@ -398,22 +414,33 @@ class TopApp(App):
         if selected is not None:
             if selected in keys:
                 table.move_cursor(row=keys.index(selected), animate=False)
+        if v is self.active_view():
+            self.update_preview()
 
-    def _fit_flex(self, v: View, table: DataTable) -> None:
-        """The view's flex column widened by the spare width of a wide terminal (at most FLEX_MAX cells), back to
-        its own on a narrow one: a long cause or lock name is read whole where there is room."""
+    def _fit_flex(self, v: View, table: DataTable, rows: list[Row]) -> None:
+        """The view's flex column widened by the spare width of a wide terminal, as far as its longest cell needs
+        (at most FLEX_MAX cells more), and its spill column (the names of who waited) by what is left, as far as
+        its own needs; back to their own widths on a narrow terminal. A column keeps the width it took while the
+        table's width stays, so that rows coming and going in a live view do not move the columns."""
         columns = table.ordered_columns
         if v.flex is None or len(columns) != len(v.columns) or v.columns[v.flex].width is None:
             return
+        spill = v.spill if v.spill is not None and v.columns[v.spill].width is not None else None
+        grown = [v.flex] if spill is None else [v.flex, spill]
         # the others as drawn: a column sized to its content (width None) as wide as its widest cell so far
-        others = sum(c.get_render_width(table) for i, c in enumerate(columns) if i != v.flex)
-        own = v.columns[v.flex].width
-        spare = (table.size.width or self.size.width) - _SCROLLBAR - others - own - 2 * table.cell_padding
-        width = own + max(0, min(spare, FLEX_MAX))
-        column = columns[v.flex]
-        if column.width != width:
-            column.width = width
-            table.refresh(layout=True)
+        others = sum(c.get_render_width(table) for i, c in enumerate(columns) if i not in grown)
+        total = table.size.width or self.size.width
+        spare = total - _SCROLLBAR - others - sum(v.columns[i].width + 2 * table.cell_padding for i in grown)
+        for i in grown:
+            own = v.columns[i].width
+            at, need = self._needs.get((v.name, i), (None, own))
+            need = max([need if at == total else own, *(r.cells[i].cell_len for r in rows)])
+            self._needs[(v.name, i)] = (total, need)
+            more = max(0, min(spare, need - own, FLEX_MAX if i == v.flex else spare))
+            spare -= more
+            if columns[i].width != own + more:
+                columns[i].width = own + more
+                table.refresh(layout=True)
 
     def update_status(self) -> None:
         """The status line and the notice, redrawn only when they read differently (each update lays the
@@ -445,8 +472,7 @@ class TopApp(App):
         snap = self.snapshot
         if snap is not None:
             tl = self.timeline
-            span = f"interval {snap.first}" if snap.first == snap.last else f"intervals {snap.first}..{snap.last}"
-            t.append(f"  window: {span} of {tl.first_index}..{tl.last_index} ({snap.seconds:.1f} s, "
+            t.append(f"  window: {self.window_text(snap)} of {tl.first_index}..{tl.last_index} ({snap.seconds:.1f} s, "
                      f"at +{(snap.model.start_ns - meta.start_ns) / 1e9:.0f} s)")
             if self.source.live and self.cursor is None and self.window_len > 1 and snap.first == snap.last:
                 t.append(f"  (folding the last {self.window_len} intervals)", style="dim")
@@ -620,19 +646,82 @@ class TopApp(App):
 
     def open_detail(self) -> None:
         v, row, snap = self.active_view(), self.selected(), self.snapshot
+        shown = self._detail_of(v, row, snap)
+        if shown is not None:
+            self.push_screen(DetailScreen(*shown))
+
+    def _detail_of(self, v: View, row: Row | None, snap: Snapshot | None) -> tuple[str, Text] | None:
+        """The title and evidence of a row (what Enter opens, and the detail pane shows); None: it has none."""
         if row is None or row.item is None or snap is None or not v.detail:
-            return
+            return None
         if v.name == "blockers":
-            self.push_screen(DetailScreen(f"Blocker: {row.item.cause}", detail.blocker_detail(snap, row.item)))
-        elif v.name == "locks":
-            self.push_screen(DetailScreen(f"Lock: {row.item.name}", detail.lock_detail(snap, row.item)))
-        elif v.name == "tasks":
-            self.push_screen(DetailScreen(f"Task: {row.item.comm}[{row.item.task.pid}]",
-                                          detail.task_detail(snap, row.item)))
-        elif v.name == "fixes":
+            return f"Blocker: {row.item.cause}", detail.blocker_detail(snap, row.item)
+        if v.name == "locks":
+            return f"Lock: {row.item.name}", detail.lock_detail(snap, row.item)
+        if v.name == "tasks":
+            return f"Task: {row.item.comm}[{row.item.task.pid}]", detail.task_detail(snap, row.item)
+        if v.name == "fixes":
             n = self.rows[v.name].index(row) + 1
-            self.push_screen(DetailScreen(f"Fix: {row.item.kind} {row.item.target}",
-                                          detail.fix_detail(snap, row.item, n)))
+            return f"Fix: {row.item.kind} {row.item.target}", detail.fix_detail(snap, row.item, n)
+        return None
+
+    # ----- the detail pane: the selected row's evidence under the table, on a terminal tall enough for both
+
+    def _previewing(self) -> bool:
+        return self.preview and (self._height or self.size.height) >= PREVIEW_MIN_HEIGHT
+
+    def on_resize(self, event) -> None:
+        self._height = event.size.height  # before the app's own handler takes the new size
+        self._show_preview()
+
+    def action_preview(self) -> None:
+        self.preview = not self.preview
+        if self.preview and not self._previewing():
+            self.say(f"the detail pane needs a terminal {PREVIEW_MIN_HEIGHT} rows high (Enter opens the detail)",
+                     severity="warning")
+        self._show_preview()
+
+    def _show_preview(self) -> None:
+        try:
+            self.query_one("#tabs").set_class(self._previewing(), "previewing")
+        except NoMatches:
+            return
+        self._preview_shown = None
+        self.update_preview(force=True)
+
+    def on_data_table_row_highlighted(self, _event) -> None:
+        self.update_preview()  # another row: at once; the same one, its table redrawn: as newer data are
+
+    def update_preview(self, force: bool = False) -> None:
+        """The detail pane of the view shown, for its selected row. A live view's newer interval redraws it at
+        most every PREVIEW_EVERY_S (its evidence takes some milliseconds to gather); another row or view, at once;
+        `force`, whatever it shows. It says which window it is of."""
+        v = self.active_view()
+        if not v.detail or not self._previewing():
+            return
+        row, snap = self.selected(), self.snapshot
+        key = (v.name, row.key if row is not None else None, id(snap))
+        if key == self._preview_shown:
+            return
+        shown = self._preview_shown
+        now = time.monotonic()
+        if (not force and shown is not None and shown[:2] == key[:2] and self.source.live
+                and now - self._preview_at < PREVIEW_EVERY_S):
+            return
+        try:
+            body = self.query_one(f"#preview-body-{v.name}", Static)
+        except NoMatches:
+            return
+        made = self._detail_of(v, row, snap)
+        self._preview_shown, self._preview_at = key, now
+        if made is None:
+            body.update(Text("nothing selected", style="dim"))
+            return
+        title, text = made
+        head = Text(visible(title), style="bold")
+        if snap is not None:
+            head.append(f"   {self.window_text(snap)}", style="dim")
+        body.update(head + Text("\n") + text)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -682,6 +771,10 @@ class TopApp(App):
             self.say(f"nothing undone: {exc}", severity="warning")
             return
         self.say(f"restored {entry['action']['type']} to {entry['before']}")
+
+    @staticmethod
+    def window_text(snap: Snapshot) -> str:
+        return f"interval {snap.first}" if snap.first == snap.last else f"intervals {snap.first}..{snap.last}"
 
     def say(self, message: str, **kw) -> None:
         """A notification: its text may quote a thread name or a path, so it is never read as markup."""

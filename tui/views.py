@@ -57,6 +57,8 @@ class View:
     # the column that takes a wide terminal's spare width (a cause's, a lock's, a function's name: their
     # ends say the most), up to FLEX_MAX more than its own, once every other column has the width it draws
     flex: int | None = 0
+    # the column that takes what the flex column leaves of the spare width, as far as its cells need (who waited)
+    spill: int | None = None
 
     def available(self, snap: Snapshot) -> bool:
         return True
@@ -82,6 +84,7 @@ class BlockersView(View):
     columns = (Column("Blocker (cause)", 34, False), Column("Wait/s", 9), Column("Share", 6), Column("Max", 9),
                Column("p99", 8), Column("Count", 8), Column("Last minute", 12, False), Column("Tasks", 16, False))
     detail = True
+    spill = 7
 
     def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
         d = snap.shares
