@@ -791,6 +791,8 @@ class TopApp(App):
                 ("Next sort column", "sort the table by its next column (s)", self.action_sort),
                 ("Change window", "1, 10 or 60 intervals live; whole recording in replay (w)", self.action_window),
                 ("Group tasks", "by thread, process or cgroup (g)", self.action_group),
+                ("Detail pane", "the selected row's evidence under the table, on a tall terminal (d)",
+                 self.action_preview),
                 ("Apply the selected fix", "run-time fixes only, after asking (a)", self.action_apply),
                 ("Undo the last fix", "restore what the last apply changed (u)", self.action_undo),
                 ("Keys", "every key of this screen (?)", self.action_help)):
