@@ -177,6 +177,7 @@ class TopApp(App):
         self._preview_shown: tuple | None = None  # (view, row, snapshot) of the evidence shown there
         self._preview_at = 0.0  # when it was made (monotonic)
         self._height = 0  # the terminal's rows, as last resized
+        self._preview_asked = self._preview_force = False  # a redraw of the pane asked for, not yet made
         self.views = views or default_views()
         self.label = title or ("live" if source.live else f"replay {getattr(source, 'path', '')}")
         self.paused = False
@@ -524,6 +525,8 @@ class TopApp(App):
         self.paused = not self.paused
         if self.source.live:
             self.cursor = self.current_window() if self.paused else None
+            self._preview_shown = None  # paused, the pane follows the wait chains too
+            self.update_preview(force=True)
         self.update_status()
 
     def action_window(self) -> None:
@@ -650,12 +653,15 @@ class TopApp(App):
         if shown is not None:
             self.push_screen(DetailScreen(*shown))
 
-    def _detail_of(self, v: View, row: Row | None, snap: Snapshot | None) -> tuple[str, Text] | None:
-        """The title and evidence of a row (what Enter opens, and the detail pane shows); None: it has none."""
+    def _detail_of(self, v: View, row: Row | None, snap: Snapshot | None,
+                   pane: bool = False) -> tuple[str, Text] | None:
+        """The title and evidence of a row (what Enter opens, and the detail pane shows); None: it has none. The
+        pane of a live view, redrawn as intervals come, leaves a blocker's wait chains to Enter."""
         if row is None or row.item is None or snap is None or not v.detail:
             return None
         if v.name == "blockers":
-            return f"Blocker: {row.item.cause}", detail.blocker_detail(snap, row.item)
+            chains = not (pane and self.source.live and self.cursor is None)
+            return f"Blocker: {row.item.cause}", detail.blocker_detail(snap, row.item, chains)
         if v.name == "locks":
             return f"Lock: {row.item.name}", detail.lock_detail(snap, row.item)
         if v.name == "tasks":
@@ -693,9 +699,18 @@ class TopApp(App):
         self.update_preview()  # another row: at once; the same one, its table redrawn: as newer data are
 
     def update_preview(self, force: bool = False) -> None:
-        """The detail pane of the view shown, for its selected row. A live view's newer interval redraws it at
-        most every PREVIEW_EVERY_S (its evidence takes some milliseconds to gather); another row or view, at once;
-        `force`, whatever it shows. It says which window it is of."""
+        """The detail pane of the view shown, for its selected row, redrawn after the frame being made (the
+        table's, a key's: the pane never holds them up), once for any number of asks meanwhile (a key held down).
+        A live view's newer interval redraws it at most every PREVIEW_EVERY_S (its evidence takes some
+        milliseconds to gather); another row or view, at once; `force`, whatever it shows. It says which window it
+        is of."""
+        self._preview_force = self._preview_force or force
+        if not self._preview_asked:
+            self._preview_asked = True
+            self.call_after_refresh(self._draw_preview)
+
+    def _draw_preview(self) -> None:
+        force, self._preview_force, self._preview_asked = self._preview_force, False, False
         v = self.active_view()
         if not v.detail or not self._previewing():
             return
@@ -712,7 +727,7 @@ class TopApp(App):
             body = self.query_one(f"#preview-body-{v.name}", Static)
         except NoMatches:
             return
-        made = self._detail_of(v, row, snap)
+        made = self._detail_of(v, row, snap, pane=True)
         self._preview_shown, self._preview_at = key, now
         if made is None:
             body.update(Text("nothing selected", style="dim"))

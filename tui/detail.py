@@ -66,7 +66,9 @@ def histogram(t: Text, hist: list[int]) -> None:
         t.append("█" * max(1 if c else 0, round(BAR * c / top)) + "\n", style="cyan")
 
 
-def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
+def blocker_detail(snap: Snapshot, b: Blocker, chains: bool = True) -> Text:
+    """`chains`: with its root causes (the wait chains of the window, tens of milliseconds to follow on a busy
+    machine's interval: a live view's detail pane leaves them to Enter)."""
     m, secs = snap.model, snap.seconds
     t = Text()
     t.append(visible(b.cause) + "\n", style="bold")
@@ -163,7 +165,10 @@ def blocker_detail(snap: Snapshot, b: Blocker) -> Text:
                      f"{fmt_ns(d.device_avg_ns)})\n")
             t.append(f"      submitted by {visible(', '.join(d.submitters[:3]))}\n", style="dim")
 
-    roots = snap.roots.by_cause.get(b.cause, ())
+    roots = snap.roots.by_cause.get(b.cause, ()) if chains else ()
+    if not chains:
+        _h(t, "Root causes (wait chains)")
+        t.append("  Enter shows them\n", style="dim")
     if roots:
         note = depth_note(snap.roots.depth)
         _h(t, "Root causes (wait chains: waiter -> waker -> its blocker)" + (f"; {note}" if note else ""))
