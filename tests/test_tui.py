@@ -642,7 +642,7 @@ def test_a_replay_that_cannot_be_read_in_the_background_says_why(recording, monk
 
 def test_a_long_name_loses_its_middle_not_its_end():
     """Names that differ at their ends (the caller, the lock, the process id) stay apart in a narrow column, and a
-    blocker's dim estimate note is kept whole; text that fits, or whose characters are wider, is left as it is."""
+    blocker's dim estimate note gives way to the name; text that fits, or whose characters are wider, is left as it is."""
     from stallscope.tui.cells import elide_middle, lit
 
     a, b = ("Waiting for an RCU grace period in __x64_sys_membarrier",
@@ -650,11 +650,20 @@ def test_a_long_name_loses_its_middle_not_its_end():
     shown = [elide_middle(lit(n), 34) for n in (a, b)]
     assert [s.cell_len for s in shown] == [34, 34] and shown[0].plain != shown[1].plain
     assert shown[0].plain == "Waiting for a…__x64_sys_membarrier", shown[0].plain
-    noted = lit(b)
-    noted.append(" ~27% est", style="dim")
-    cell = elide_middle(noted, 34)
-    assert cell.plain == "Waiting f…embarrier_state ~27% est" and cell.cell_len == 34, cell.plain
-    assert [(cell.plain[s.start:s.end], str(s.style)) for s in cell.spans] == [(" ~27% est", "dim")]
+    def noted(name: str) -> Text:
+        cell = lit(name)
+        cell.append(" ~27% est", style="dim")
+        return cell
+
+    # a blocker's note gives way to its name: its word first, then the note, before the name loses a character;
+    # a name too long alone keeps the note's short form
+    cell = elide_middle(noted(b), 34)
+    assert cell.plain == "Waiting for…_membarrier_state ~27%" and cell.cell_len == 34, cell.plain
+    assert [(cell.plain[s.start:s.end], str(s.style)) for s in cell.spans] == [(" ~27%", "dim")]
+    assert elide_middle(noted("Waiting for a file lock (fcntl)"), 37).plain == "Waiting for a file lock (fcntl) ~27%"
+    alone = elide_middle(noted("Waiting for a file lock (fcntl)"), 34)
+    assert alone.plain == "Waiting for a file lock (fcntl)" and not alone.spans and alone.no_wrap
+    assert elide_middle(noted("Waiting for CPU"), 34).plain == "Waiting for CPU ~27% est"
     assert elide_middle(lit("Waiting for CPU"), 34).plain == "Waiting for CPU"
     wide = lit("名" * 40)
     assert elide_middle(wide, 34) is wide

@@ -36,17 +36,35 @@ def lit(text: str, style: str | Style = "") -> Text:
 PLACE_TAIL = 6  # cells of a lock's place kept at least, at its end, when the lock's name is kept whole
 
 
+NOTE_WORD = " est"  # the word a blocker's note (`~27% est`) ends with, left out first where room is short
+
+
+def _head(text: Text, n: int) -> Text:
+    """Its first n characters, as a cell still (never wrapped)."""
+    out = text[:n]
+    out.no_wrap = text.no_wrap
+    return out
+
+
 def elide_middle(text: Text, width: int) -> Text:
     """A cell longer than `width` cells with its middle left out (`…`), not its end: a cause's, a lock's or a
     task's name says the most at its ends (the caller, the lock, the process id). Text whose characters are not
     one cell each is left to the table's own ellipsis. A short styled note at the end (a blocker's `~27% est`)
-    is kept whole, the name before it shortened; a lock's place in parentheses is shortened before its name."""
+    gives way to the name: it loses its word (`~27%`), then goes, before the name loses a character; a name that
+    does not fit alone keeps the note's short form, the name before it shortened. A lock's place in parentheses
+    is shortened before its name."""
     plain = text.plain
     if width < 12 or text.cell_len <= width or text.cell_len != len(plain):
         return text
     end = len(plain)
     note = next((s for s in reversed(text.spans) if s.end == end and 0 < s.start and end - s.start <= width // 3),
                 None)
+    if note is not None and plain.endswith(NOTE_WORD):
+        short = _head(text, end - len(NOTE_WORD))
+        if note.start <= width < short.cell_len:  # the name fits alone, not beside the note's short form
+            return _head(text, note.start)
+        if short.cell_len <= width or note.start > width:
+            return short if short.cell_len <= width else elide_middle(short, width)
     name_end = note.start if note is not None else end
     room = width - (end - name_end) - 1  # the name's cells, less the ellipsis
     head = room * 2 // 5
