@@ -105,7 +105,8 @@ def wait_now_cause(model: Model, now, table: CauseTable | None = None) -> str:
     return wait_cause(model, now.wait, table)
 
 
-WAITING_FOR_CPU = Cause("Waiting for CPU", CPU, "", True)
+# measured at the run queue (each wakeup to its switch-in), never from a stack: its method says so
+WAITING_FOR_CPU = Cause("Waiting for CPU", CPU, "", True, method="runqueue")
 
 
 @per_model
@@ -353,7 +354,7 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
         c = next(iter(frames.values()))[1] if len(frames) == 1 else max(frames.values(),
                                                                          key=lambda e: (e[0], e[1].frame))[1]
         top = max(stacks.values(), key=lambda v: v[0])[1] if stacks else None
-        method = "stack" if "stack" in methods else "evidence"
+        method = "stack" if "stack" in methods else "evidence" if "evidence" in methods else min(methods, default="")
         share = 0.0 if c.cls == IDLE else 100.0 * ns / denom
         order = sorted(tasks, key=lambda t: (-tasks[t], t))
         out.append(Blocker(name, round(ns), round(count), longest, share, tuple(order), top, round(est), c.cls,

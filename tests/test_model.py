@@ -276,6 +276,8 @@ def test_a_blocker_says_who_held_it_up_and_waiting_for_cpu_names_the_hogs():
     cpu = held_up_by(model, by["Waiting for CPU"])
     assert cpu.hogs == (("reader[101]", 2),)  # B was preempted twice: it held a CPU
     assert by["Waiting for CPU"].latency == {"p50_ns": 8192, "p90_ns": 8192, "p99_ns": 8192}  # A's slot 12
+    # measured at the run queue, never from a stack (its method said "stack" before)
+    assert by["Waiting for CPU"].method == "runqueue" and by["Reading from a pipe"].method == "stack"
 
 
 def test_a_blockers_wakers_are_those_of_its_own_waits_not_of_its_tasks_other_waits():

@@ -116,6 +116,9 @@ def test_a_tall_terminal_shows_the_selected_rows_evidence_under_the_table(record
             tabs = app.query_one("#tabs")
             assert tabs.has_class("previewing") and app.query_one("#preview-blockers").display
             assert pane(app).startswith("Blocker: Waiting for CPU") and "Held up by" in pane(app)
+            # measured at the run queue, with no stack of its own: not "named by stack"
+            assert "at the run queue: each wakeup" in pane(app) and "named by" not in pane(app)
+            assert "a wait for a CPU has no stack of its own" in pane(app)
             await pilot.press("down")
             await pilot.pause()
             assert pane(app).startswith("Blocker: mutex contention: cgroup_kn_lock_live")

@@ -24,6 +24,7 @@ from stallscope.analyzer.units import fmt_ns, log2_bounds
 from stallscope.tui.cells import visible
 
 MAX_FRAMES = 24
+HIST_SLOTS = 40  # log2 slots of a wait's histogram (bpf/sched.h)
 BAR = 30
 
 
@@ -75,7 +76,7 @@ def blocker_detail(snap: Snapshot, b: Blocker, chains: bool = True) -> Text:
     _kv(t, "class", b.cls)
     _kv(t, "wait", f"{fmt_ns(b.total_ns)} in {secs:.1f} s ({fmt_ns(b.total_ns / secs)}/s), {b.share_pct:.1f}% "
                    f"of the waiting time")
-    _kv(t, "waits", f"{b.count:,} ended" + (f"; max {fmt_ns(b.max_ns)}" if b.count else "")
+    _kv(t, "waits", f"{b.count:,} ended" + (f"; max {fmt_ns(b.max_ns)}" if b.count and b.max_ns > 0 else "")
         + "".join(f", {k[:-3]} {fmt_ns(v)}" for k, v in b.latency.items() if k.endswith("_ns")))
     if b.in_progress:
         _kv(t, "in progress", f"{b.in_progress:,} at the window's end, the longest {fmt_ns(b.longest_now_ns)} so far")
@@ -85,44 +86,17 @@ def blocker_detail(snap: Snapshot, b: Blocker, chains: bool = True) -> Text:
         if b.pooled_ns:
             _kv(t, "by its process", f"{fmt_ns(b.pooled_ns)} of that, of threads with none drawn: shared by their "
                                      "process's drawn waits")
-    _kv(t, "named by", f"{b.method}" + (f": {b.frame}" if b.frame else ""))
+    if b.method == "runqueue":
+        _kv(t, "measured", "at the run queue: each wakeup (or preemption) to the task's switch-in")
+    else:
+        _kv(t, "named by", f"{b.method}" + (f": {b.frame}" if b.frame else ""))
 
-    # A drawn wait stands for the waits like it that were not drawn (d/p, docs/causes.md): a 40 us read drawn
-    # with p = 1/25 for 25 of them, a 5 ms page fault drawn always for itself. Ranked by measured time alone, a
-    # few long waits came before the short ones that were nearly all of the time (fio's reads: 8 s of 8.2).
-    _h(t, "Stacks its waits were seen in (share of the waits the drawn ones stand for; measured beside it)")
-    tasks = set(b.tasks)
-    by_stack: dict[tuple[int, int], list] = {}  # stack ids -> [stands for, measured ns, drawn waits, kstack, ustack]
-    hist = [0] * 40
-    for w in m.waits:
-        if w.task not in tasks:
-            continue
-        parts = wait_parts(m, w)  # its cause, or for a reader that got nothing for a second, two
-        if all(cause != b.cause for cause, _ns in parts):
-            continue
-        ns = sum(n for cause, n in parts if cause == b.cause)
-        for slot, c in enumerate(w.hist if parts[0][0] == b.cause else ()):  # the idle part: no wait of it ended
-            if slot < len(hist):
-                hist[slot] += c
-        if w.kstack_id == STACK_NOT_DRAWN and not w.weighted_ns:
-            continue  # the waits not drawn are what the drawn ones stand for: listed, they would count twice
-        e = by_stack.setdefault((w.kstack_id, w.ustack_id), [0.0, 0, 0, w.kstack, w.ustack, w.kstack_id])
-        # a drawn wait, its d/p; one that could never be drawn (too short, stallscope's own), itself
-        e[0] += (w.weighted_ns or w.total_ns) * ns / (sum(n for _c, n in parts) or 1)
-        e[1] += ns
-        if parts[0][0] == b.cause:
-            e[2] += w.count
-    stands = sum(e[0] for e in by_stack.values()) or 1
-    for weight, ns, n, ks, us, kid in sorted(by_stack.values(), key=lambda e: (-e[0], -e[1]))[:3]:
-        t.append(f"  {100 * weight / stands:5.1f}%  measured {fmt_ns(ns)} in {n:,} wait{'s' if n != 1 else ''}\n",
-                 style="bold")
-        t.append("   kernel:\n", style="dim")
-        _frames(t, ks, none=NO_STACK_LABELS.get(kid, LOST_STACK))
-        if us is not None:
-            t.append("   user:\n", style="dim")
-            _frames(t, us)
-    if not by_stack:
-        t.append("  (no wait of it walked in this window)\n", style="dim")
+    if b.cls == CPU:  # no wait of it sleeps in a stack: who ran instead is its evidence (Held up by, below)
+        _h(t, "Stacks")
+        t.append("  a wait for a CPU has no stack of its own: the tasks that ran instead are below\n", style="dim")
+        hist: list[int] = []
+    else:
+        hist = _stacks_of(t, m, b)
 
     h = snap.held_up_by(b)
     # a quota's throttling: the tasks wait as for a busy CPU, and the threads switched out most (the hogs below)
@@ -193,16 +167,60 @@ def blocker_detail(snap: Snapshot, b: Blocker, chains: bool = True) -> Text:
         t.append(f"  ... {len(b.tasks) - 20} more\n", style="dim")
 
     if b.cls == CPU:  # a run-queue wait's length: its tasks' wakeup-to-run latency
-        hist = [0] * len(hist)
+        hist = [0] * HIST_SLOTS
         for tid in b.tasks:
             if tid in m.tasks:
-                for slot, c in enumerate(m.tasks[tid].runq_hist[:len(hist)]):
+                for slot, c in enumerate(m.tasks[tid].runq_hist[:HIST_SLOTS]):
                     hist[slot] += c
         _h(t, "Wakeup-to-run latency (log2 buckets)")
     else:
         _h(t, "Latency of single waits (log2 buckets)")
     histogram(t, hist)
     return t
+
+
+
+
+def _stacks_of(t: Text, m, b: Blocker) -> list[int]:
+    """The first three stacks a blocker's waits were seen in, with the share of the waits they stand for; the
+    histogram of its single waits."""
+    # A drawn wait stands for the waits like it that were not drawn (d/p, docs/causes.md): a 40 us read drawn
+    # with p = 1/25 for 25 of them, a 5 ms page fault drawn always for itself. Ranked by measured time alone, a
+    # few long waits came before the short ones that were nearly all of the time (fio's reads: 8 s of 8.2).
+    _h(t, "Stacks its waits were seen in (share of the waits the drawn ones stand for; measured beside it)")
+    tasks = set(b.tasks)
+    by_stack: dict[tuple[int, int], list] = {}  # stack ids -> [stands for, measured ns, drawn waits, kstack, ustack]
+    hist = [0] * HIST_SLOTS
+    for w in m.waits:
+        if w.task not in tasks:
+            continue
+        parts = wait_parts(m, w)  # its cause, or for a reader that got nothing for a second, two
+        if all(cause != b.cause for cause, _ns in parts):
+            continue
+        ns = sum(n for cause, n in parts if cause == b.cause)
+        for slot, c in enumerate(w.hist if parts[0][0] == b.cause else ()):  # the idle part: no wait of it ended
+            if slot < len(hist):
+                hist[slot] += c
+        if w.kstack_id == STACK_NOT_DRAWN and not w.weighted_ns:
+            continue  # the waits not drawn are what the drawn ones stand for: listed, they would count twice
+        e = by_stack.setdefault((w.kstack_id, w.ustack_id), [0.0, 0, 0, w.kstack, w.ustack, w.kstack_id])
+        # a drawn wait, its d/p; one that could never be drawn (too short, stallscope's own), itself
+        e[0] += (w.weighted_ns or w.total_ns) * ns / (sum(n for _c, n in parts) or 1)
+        e[1] += ns
+        if parts[0][0] == b.cause:
+            e[2] += w.count
+    stands = sum(e[0] for e in by_stack.values()) or 1
+    for weight, ns, n, ks, us, kid in sorted(by_stack.values(), key=lambda e: (-e[0], -e[1]))[:3]:
+        t.append(f"  {100 * weight / stands:5.1f}%  measured {fmt_ns(ns)} in {n:,} wait{'s' if n != 1 else ''}\n",
+                 style="bold")
+        t.append("   kernel:\n", style="dim")
+        _frames(t, ks, none=NO_STACK_LABELS.get(kid, LOST_STACK))
+        if us is not None:
+            t.append("   user:\n", style="dim")
+            _frames(t, us)
+    if not by_stack:
+        t.append("  (no wait of it walked in this window)\n", style="dim")
+    return hist
 
 
 def lock_detail(snap: Snapshot, s: LockStat) -> Text:
