@@ -391,3 +391,17 @@ def test_a_recording_made_before_on_cpu_sampling_reads_as_empty(tmp_path):
     proc = run_stallscope("profile", str(path), check=False)
     assert proc.returncode == 2 and "no on-CPU samples" in proc.stderr
     assert run_stallscope("export", str(path), "--format", "folded").returncode == 0  # off-CPU: unchanged
+
+
+@needs_bpf
+def test_the_on_cpu_view_says_what_its_samples_are(burner_run):
+    """The On-CPU view's line above its table: the samples, their rate, the busy share, as `profile` says them."""
+    from stallscope.analyzer.oncpu import sampling_summary
+    from stallscope.analyzer.timeline import Snapshot
+    from stallscope.tui.views import OncpuView
+
+    _, _, model = burner_run
+    s = sampling_summary(model)
+    text = OncpuView().summary(Snapshot(model), None).plain
+    assert s.samples > 0 and text.startswith(
+        f"{s.samples:,} samples at {s.sample_hz} Hz per CPU, {s.samples - s.idle_samples:,} of them busy"), text

@@ -16,6 +16,7 @@ from rich.text import Text
 from stallscope.analyzer.blockers import waiters_by_name
 from stallscope.analyzer.recommend import BY_HAND, RECOMMENDED
 from stallscope.analyzer.model import RUNQ_SLOTS
+from stallscope.analyzer.oncpu import sampling_summary
 from stallscope.analyzer.signals import (
     QUOTA_MIN_THROTTLES, QUOTA_THROTTLED_SHARE, quota_limit, quota_throttled, window_cpu_side,
 )
@@ -338,6 +339,19 @@ class OncpuView(View):
 
     def empty(self, snap: Snapshot) -> str:
         return "the oncpu group is off: start with --probes +oncpu" if not self.available(snap) else "no samples"
+
+    def summary(self, snap: Snapshot, timeline: Timeline) -> Text:
+        """What the samples are (as `profile` says it), then what the shares are of."""
+        if not self.available(snap):
+            return Text("")
+        s = sampling_summary(snap.model)
+        busy = s.samples - s.idle_samples
+        t = Text(f"{s.samples:,} samples at {s.sample_hz} Hz per CPU, {busy:,} of them busy "
+                 f"({100 * busy / s.samples if s.samples else 0:.1f}% of the CPUs)")
+        if s.missed_samples:
+            t.append(f"; {s.missed_samples:,} missed", style="yellow")
+        t.append("   Self: in the function itself; Incl: with what it called; % of the tasks' samples", style="dim")
+        return t
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
         return [Row(f"{f.kind}:{f.function}", (f.function, f.kind, f.self_samples, f.self_pct, f.inclusive_samples,
