@@ -137,6 +137,37 @@ def test_a_tall_terminal_shows_the_selected_rows_evidence_under_the_table(record
     run(go())
 
 
+def test_a_wide_windows_evidence_is_gathered_in_a_thread_once_the_cursor_rests(recording, monkeypatch):
+    """The detail pane of a window of many waits (minutes of a recording: a blocker's evidence took 0.1-1.7 s
+    to gather) says it is gathering, gathers it in a thread once the cursor has rested, and shows it if the
+    cursor is still on that row; the screen answers keys meanwhile."""
+    import stallscope.tui.app as app_module
+
+    monkeypatch.setattr(app_module, "PREVIEW_INLINE", 0)  # the fixture's window counts as a wide one
+
+    def pane(app) -> str:
+        return str(app.query_one("#preview-body-blockers", Static).render())
+
+    async def settled(pilot, start: str) -> str:
+        for _ in range(500):
+            await pilot.pause(0.01)
+            if pane(pilot.app).startswith(start):
+                return pane(pilot.app)
+        raise AssertionError(pane(pilot.app))
+
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _shown(pilot)
+            await pilot.pause()
+            assert pane(app).startswith(("gathering the evidence of intervals 0..11", "Blocker: Waiting for CPU"))
+            assert "Held up by" in await settled(pilot, "Blocker: Waiting for CPU")
+            await pilot.press("down", "down")  # past the second row before it rests: the third's is gathered
+            assert pane(app).startswith("gathering the evidence")
+            await settled(pilot, "Blocker: Reading from a pipe")
+    run(go())
+
+
 def test_hostile_names_show_as_their_characters_never_as_markup_or_escapes(recording):
     shown = HOSTILE.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e")
 

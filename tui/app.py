@@ -35,6 +35,11 @@ MAX_ROWS = 500
 _SCROLLBAR = 2  # a table's vertical scrollbar, in cells: kept free whether one shows yet or not
 PREVIEW_MIN_HEIGHT = 40  # rows of a terminal that shows the detail pane under a view's table
 PREVIEW_EVERY_S = 2.0  # a live view's detail pane redrawn with newer intervals at most this often
+# a window of more waits and tasks than this has its detail pane's evidence gathered in a thread, once the cursor
+# has rested PREVIEW_REST_S (an interval of 5,000 sleeping threads: about 11,000, some milliseconds; ten minutes of
+# hackbench: 82,000, 0.1-1.7 s)
+PREVIEW_INLINE = 20_000
+PREVIEW_REST_S = 0.2
 
 
 class DetailScreen(Screen):
@@ -178,6 +183,7 @@ class TopApp(App):
         self._preview_at = 0.0  # when it was made (monotonic)
         self._height = 0  # the terminal's rows, as last resized
         self._preview_asked = self._preview_force = False  # a redraw of the pane asked for, not yet made
+        self._preview_timer = None  # a wide window's evidence, gathered once the cursor rests
         self.views = views or default_views()
         self.label = title or ("live" if source.live else f"replay {getattr(source, 'path', '')}")
         self.paused = False
@@ -723,12 +729,51 @@ class TopApp(App):
         if (not force and shown is not None and shown[:2] == key[:2] and self.source.live
                 and now - self._preview_at < PREVIEW_EVERY_S):
             return
+        self._preview_shown, self._preview_at = key, now
+        if self._preview_timer is not None:
+            self._preview_timer.stop()
+            self._preview_timer = None
+        if snap is None or len(snap.model.waits) + len(snap.model.tasks) <= PREVIEW_INLINE:
+            self._put_preview(key, snap, self._detail_of(v, row, snap, pane=True))
+            return
+        # a wide window (minutes of a recording: a blocker's evidence takes a tenth of a second to seconds to
+        # gather): gathered in a thread once the cursor rests, the screen answering keys meanwhile
+        self._put_preview(key, snap, None, waiting=True)
+        self._preview_timer = self.set_timer(PREVIEW_REST_S, lambda: self._gather_preview(key, v, row, snap))
+
+    def _gather_preview(self, key: tuple, v: View, row: Row | None, snap: Snapshot) -> None:
+        self._preview_timer = None
+        if key != self._preview_shown:
+            return
+
+        def gather() -> None:
+            error = made = None
+            try:
+                made = self._detail_of(v, row, snap, pane=True)
+            except Exception as exc:  # noqa: BLE001 - the screen's own fault: raised in its thread (crash.py)
+                error = exc
+            try:
+                self.call_from_thread(self._gathered, key, snap, made, error)
+            except RuntimeError:  # the app is gone
+                pass
+
+        self.run_worker(gather, thread=True, group="preview", exit_on_error=False)
+
+    def _gathered(self, key: tuple, snap: Snapshot, made, error: Exception | None) -> None:
+        if error is not None:
+            raise error
+        if key == self._preview_shown:  # the cursor did not move on meanwhile
+            self._put_preview(key, snap, made)
+
+    def _put_preview(self, key: tuple, snap: Snapshot | None, made: tuple[str, Text] | None,
+                     waiting: bool = False) -> None:
         try:
-            body = self.query_one(f"#preview-body-{v.name}", Static)
+            body = self.query_one(f"#preview-body-{key[0]}", Static)
         except NoMatches:
             return
-        made = self._detail_of(v, row, snap, pane=True)
-        self._preview_shown, self._preview_at = key, now
+        if waiting:
+            body.update(Text(f"gathering the evidence of {self.window_text(snap)}...", style="dim"))
+            return
         if made is None:
             body.update(Text("nothing selected", style="dim"))
             return
