@@ -165,6 +165,14 @@ def test_a_wide_windows_evidence_is_gathered_in_a_thread_once_the_cursor_rests(r
             await pilot.press("down", "down")  # past the second row before it rests: the third's is gathered
             assert pane(app).startswith("gathering the evidence")
             await settled(pilot, "Blocker: Reading from a pipe")
+            await pilot.press("enter")  # the detail screen at once, its evidence gathered in a thread too
+            assert isinstance(app.screen, DetailScreen)
+            for _ in range(500):
+                await pilot.pause(0.01)
+                text = str(app.screen.query(Static).last().render())
+                if "gathering" not in text:
+                    break
+            assert text.startswith("Reading from a pipe") and "anon_pipe_read" in text, text
     run(go())
 
 

@@ -57,6 +57,11 @@ class DetailScreen(Screen):
             yield Static(self._body)
         yield Footer()
 
+    def fill(self, body: Text) -> None:
+        """Its evidence, gathered after it was shown (a wide window's)."""
+        self._body = body
+        self.query_one("#detail-body").query_one(Static).update(body)
+
 
 class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close")]
@@ -655,9 +660,48 @@ class TopApp(App):
 
     def open_detail(self) -> None:
         v, row, snap = self.active_view(), self.selected(), self.snapshot
-        shown = self._detail_of(v, row, snap)
-        if shown is not None:
-            self.push_screen(DetailScreen(*shown))
+        if not self._wide(snap):
+            shown = self._detail_of(v, row, snap)
+            if shown is not None:
+                self.push_screen(DetailScreen(*shown))
+            return
+        if row is None or row.item is None or not v.detail:
+            return
+        # a wide window's evidence takes up to seconds to gather: the screen is shown at once, filled in a thread
+        screen = DetailScreen(self._title_of(v, row), Text(f"gathering the evidence of {self.window_text(snap)}...",
+                                                           style="dim"))
+        self.push_screen(screen)
+
+        def gather() -> None:
+            error = made = None
+            try:
+                made = self._detail_of(v, row, snap)
+            except Exception as exc:  # noqa: BLE001 - the screen's own fault: raised in its thread (crash.py)
+                error = exc
+            try:
+                self.call_from_thread(self._detail_gathered, screen, made, error)
+            except RuntimeError:  # the app is gone
+                pass
+
+        self.run_worker(gather, thread=True, group="detail", exit_on_error=False)
+
+    def _detail_gathered(self, screen: DetailScreen, made, error: Exception | None) -> None:
+        if error is not None:
+            raise error
+        if made is not None and screen.is_attached:
+            screen.fill(made[1])
+
+    @staticmethod
+    def _wide(snap: Snapshot | None) -> bool:
+        """A window whose evidence is gathered in a thread: more waits and tasks than PREVIEW_INLINE."""
+        return snap is not None and len(snap.model.waits) + len(snap.model.tasks) > PREVIEW_INLINE
+
+    @staticmethod
+    def _title_of(v: View, row: Row) -> str:
+        item = row.item
+        return {"blockers": lambda: f"Blocker: {item.cause}", "locks": lambda: f"Lock: {item.name}",
+                "tasks": lambda: f"Task: {item.comm}[{item.task.pid}]",
+                "fixes": lambda: f"Fix: {item.kind} {item.target}"}[v.name]()
 
     def _detail_of(self, v: View, row: Row | None, snap: Snapshot | None,
                    pane: bool = False) -> tuple[str, Text] | None:
@@ -665,16 +709,16 @@ class TopApp(App):
         pane of a live view, redrawn as intervals come, leaves a blocker's wait chains to Enter."""
         if row is None or row.item is None or snap is None or not v.detail:
             return None
+        title = self._title_of(v, row)
         if v.name == "blockers":
             chains = not (pane and self.source.live and self.cursor is None)
-            return f"Blocker: {row.item.cause}", detail.blocker_detail(snap, row.item, chains)
+            return title, detail.blocker_detail(snap, row.item, chains)
         if v.name == "locks":
-            return f"Lock: {row.item.name}", detail.lock_detail(snap, row.item)
+            return title, detail.lock_detail(snap, row.item)
         if v.name == "tasks":
-            return f"Task: {row.item.comm}[{row.item.task.pid}]", detail.task_detail(snap, row.item)
+            return title, detail.task_detail(snap, row.item)
         if v.name == "fixes":
-            n = self.rows[v.name].index(row) + 1
-            return f"Fix: {row.item.kind} {row.item.target}", detail.fix_detail(snap, row.item, n)
+            return title, detail.fix_detail(snap, row.item, self.rows[v.name].index(row) + 1)
         return None
 
     # ----- the detail pane: the selected row's evidence under the table, on a terminal tall enough for both
@@ -733,7 +777,7 @@ class TopApp(App):
         if self._preview_timer is not None:
             self._preview_timer.stop()
             self._preview_timer = None
-        if snap is None or len(snap.model.waits) + len(snap.model.tasks) <= PREVIEW_INLINE:
+        if not self._wide(snap):
             self._put_preview(key, snap, self._detail_of(v, row, snap, pane=True))
             return
         # a wide window (minutes of a recording: a blocker's evidence takes a tenth of a second to seconds to
