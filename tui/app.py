@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any, Callable
 
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
@@ -671,25 +672,30 @@ class TopApp(App):
         screen = DetailScreen(self._title_of(v, row), Text(f"gathering the evidence of {self.window_text(snap)}...",
                                                            style="dim"))
         self.push_screen(screen)
+        self._gather("detail", lambda: self._detail_of(v, row, snap),
+                     lambda made: screen.fill(made[1]) if made is not None and screen.is_attached else None)
 
+    def _gather(self, group: str, make: Callable[[], Any], done: Callable[[Any], None]) -> None:
+        """`make()` in a thread, `done` called with what it made in the screen's; an error it raised is raised in
+        the screen's thread, as the screen's own (crash.py)."""
         def gather() -> None:
             error = made = None
             try:
-                made = self._detail_of(v, row, snap)
-            except Exception as exc:  # noqa: BLE001 - the screen's own fault: raised in its thread (crash.py)
+                made = make()
+            except Exception as exc:  # noqa: BLE001 - raised again below, in the screen's thread
                 error = exc
             try:
-                self.call_from_thread(self._detail_gathered, screen, made, error)
+                self.call_from_thread(self._gathered, done, made, error)
             except RuntimeError:  # the app is gone
                 pass
 
-        self.run_worker(gather, thread=True, group="detail", exit_on_error=False)
+        self.run_worker(gather, thread=True, group=group, exit_on_error=False)
 
-    def _detail_gathered(self, screen: DetailScreen, made, error: Exception | None) -> None:
+    @staticmethod
+    def _gathered(done: Callable[[Any], None], made, error: Exception | None) -> None:
         if error is not None:
             raise error
-        if made is not None and screen.is_attached:
-            screen.fill(made[1])
+        done(made)
 
     @staticmethod
     def _wide(snap: Snapshot | None) -> bool:
@@ -787,27 +793,9 @@ class TopApp(App):
 
     def _gather_preview(self, key: tuple, v: View, row: Row | None, snap: Snapshot) -> None:
         self._preview_timer = None
-        if key != self._preview_shown:
-            return
-
-        def gather() -> None:
-            error = made = None
-            try:
-                made = self._detail_of(v, row, snap, pane=True)
-            except Exception as exc:  # noqa: BLE001 - the screen's own fault: raised in its thread (crash.py)
-                error = exc
-            try:
-                self.call_from_thread(self._gathered, key, snap, made, error)
-            except RuntimeError:  # the app is gone
-                pass
-
-        self.run_worker(gather, thread=True, group="preview", exit_on_error=False)
-
-    def _gathered(self, key: tuple, snap: Snapshot, made, error: Exception | None) -> None:
-        if error is not None:
-            raise error
-        if key == self._preview_shown:  # the cursor did not move on meanwhile
-            self._put_preview(key, snap, made)
+        if key == self._preview_shown:  # the cursor rested on it
+            self._gather("preview", lambda: self._detail_of(v, row, snap, pane=True),
+                         lambda made: self._put_preview(key, snap, made) if key == self._preview_shown else None)
 
     def _put_preview(self, key: tuple, snap: Snapshot | None, made: tuple[str, Text] | None,
                      waiting: bool = False) -> None:
