@@ -13,6 +13,9 @@ import pytest
 from conftest import STALLSCOPE, autogroup_in_use, example, group_nice, needs_bpf
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make installs it)")
+# the pane's own size, whatever the tmux server's environment holds (a server started where COLUMNS=80 and LINES=24
+# were set passes them on, and the screen is drawn at 80x24 in a 120x40 pane)
+SIZED = "env -u COLUMNS -u LINES"
 
 
 def _pane(session: str) -> str:
@@ -46,7 +49,7 @@ def test_top_in_a_terminal_ranks_the_pipe_first_and_q_restores_the_terminal(tmp_
     done = tmp_path / "status"
     try:
         subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-                        f"{STALLSCOPE} top -p {workload.pid} -i 0.5; echo $? > {done}; sleep 60"], check=True)
+                        f"{SIZED} {STALLSCOPE} top -p {workload.pid} -i 0.5; echo $? > {done}; sleep 60"], check=True)
         deadline, first, screen = time.monotonic() + 60, "", ""
         while time.monotonic() < deadline:
             time.sleep(0.5)
@@ -57,6 +60,11 @@ def test_top_in_a_terminal_ranks_the_pipe_first_and_q_restores_the_terminal(tmp_
                 break
         assert first.startswith("Reading from a pipe"), screen
         assert "stallscope top" in screen and "cost " in screen and "probes:" in screen, screen
+        # 40 rows: the detail pane under the table shows the evidence of the blocker the cursor is on
+        while time.monotonic() < deadline and "Blocker: Reading from a pipe" not in screen:
+            time.sleep(0.5)
+            screen = _pane(session)
+        assert "Blocker: Reading from a pipe" in screen and "Stacks its waits were seen in" in screen, screen
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
         _wait_for_file(done)
         assert done.exists() and done.read_text().strip() == "0"
@@ -161,7 +169,7 @@ def _top_in_tmux(session: str, args: str, then: str, env: str = "") -> str:
     """`ENV stallscope top ARGS; THEN` started in a new tmux session, shown and attached: its pid (not the
     shell's)."""
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
-                    f"{env} {STALLSCOPE} top {args}; {then}"], check=True)
+                    f"{SIZED} {env} {STALLSCOPE} top {args}; {then}"], check=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and "every 0.5 s" not in _pane(session):
         time.sleep(0.3)
