@@ -220,8 +220,8 @@ class Alike:
 
     def of(self, tasks: set[TaskId]) -> "Alike | None":
         """These parts of `tasks` only (None: none)."""
-        if tasks.issuperset(self.tasks):  # the default scope leaves out only stallscope's own: a pass in C
-            return self
+        if isinstance(tasks, (set, frozenset)) and tasks.issuperset(self.tasks):  # the default scope leaves out
+            return self  # only stallscope's own: a pass in C
         kept = [i for i, t in enumerate(self.tasks) if t in tasks]
         if len(kept) == len(self.tasks):
             return self

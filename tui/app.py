@@ -672,7 +672,8 @@ class TopApp(App):
         screen = DetailScreen(self._title_of(v, row), Text(f"gathering the evidence of {self.window_text(snap)}...",
                                                            style="dim"))
         self.push_screen(screen)
-        self._gather("detail", lambda: self._detail_of(v, row, snap),
+        number = self._number_of(v, row)  # read here: the rows shown may change while the thread gathers
+        self._gather("detail", lambda: self._detail_of(v, row, snap, number=number),
                      lambda made: screen.fill(made[1]) if made is not None and screen.is_attached else None)
 
     def _gather(self, group: str, make: Callable[[], Any], done: Callable[[Any], None]) -> None:
@@ -709,10 +710,16 @@ class TopApp(App):
                 "tasks": lambda: f"Task: {item.comm}[{item.task.pid}]",
                 "fixes": lambda: f"Fix: {item.kind} {item.target}"}[v.name]()
 
-    def _detail_of(self, v: View, row: Row | None, snap: Snapshot | None,
-                   pane: bool = False) -> tuple[str, Text] | None:
+    def _number_of(self, v: View, row: Row | None) -> int | None:
+        """A fix's number, as `recommend` numbers it (its place among the rows shown)."""
+        rows = self.rows.get(v.name, [])
+        return rows.index(row) + 1 if v.name == "fixes" and row in rows else None
+
+    def _detail_of(self, v: View, row: Row | None, snap: Snapshot | None, pane: bool = False,
+                   number: int | None = None) -> tuple[str, Text] | None:
         """The title and evidence of a row (what Enter opens, and the detail pane shows); None: it has none. The
-        pane of a live view, redrawn as intervals come, leaves a blocker's wait chains to Enter."""
+        pane of a live view, redrawn as intervals come, leaves a blocker's wait chains to Enter. `number`: a fix's,
+        read in the screen's thread (None: read now)."""
         if row is None or row.item is None or snap is None or not v.detail:
             return None
         title = self._title_of(v, row)
@@ -724,7 +731,7 @@ class TopApp(App):
         if v.name == "tasks":
             return title, detail.task_detail(snap, row.item)
         if v.name == "fixes":
-            return title, detail.fix_detail(snap, row.item, self.rows[v.name].index(row) + 1)
+            return title, detail.fix_detail(snap, row.item, number or self._number_of(v, row) or 0)
         return None
 
     # ----- the detail pane: the selected row's evidence under the table, on a terminal tall enough for both
@@ -794,7 +801,8 @@ class TopApp(App):
     def _gather_preview(self, key: tuple, v: View, row: Row | None, snap: Snapshot) -> None:
         self._preview_timer = None
         if key == self._preview_shown:  # the cursor rested on it
-            self._gather("preview", lambda: self._detail_of(v, row, snap, pane=True),
+            number = self._number_of(v, row)
+            self._gather("preview", lambda: self._detail_of(v, row, snap, pane=True, number=number),
                          lambda made: self._put_preview(key, snap, made) if key == self._preview_shown else None)
 
     def _put_preview(self, key: tuple, snap: Snapshot | None, made: tuple[str, Text] | None,
