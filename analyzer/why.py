@@ -18,11 +18,13 @@ FD_SHIFT, FD_MASK = 13, 15 << 13
 FUTEX_TID, FUTEX_LOCKWORD, TIMEOUT, FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 << 20
 IOWAIT = 1 << 21  # the task slept in I/O wait (task->in_iowait, set by io_schedule())
 
-CONTEXTS = ("", "syscall", "fault", "kthread", "kworker-idle", "kworker", "exit", "io-worker")
-# io-worker's call bits: 1 for a user worker that is not io_uring's (PF_USER_WORKER: vhost, kvm-nx-lpage-recovery)
-USER_WORKER = "user-worker"
-# fault's call bits: 1 for an exception that is a uprobe's breakpoint trap, not a page fault (bpf/why.bpf.h at_uprobe)
-UPROBE_TRAP = "uprobe"
+CONTEXTS = ("", "syscall", "fault", "kthread", "kworker-idle", "kworker", "exit", "io-worker")  # WHY_CTX_*'s order
+# io-worker's call bits: WHY_USER_WORKER for a user worker that is not io_uring's (PF_USER_WORKER: vhost,
+# kvm-nx-lpage-recovery)
+USER_WORKER, USER_WORKER_CALL = "user-worker", 1
+# fault's call bits: WHY_FAULT_UPROBE for an exception that is a uprobe's breakpoint trap, not a page fault
+# (bpf/why.bpf.h at_uprobe)
+UPROBE_TRAP, UPROBE_TRAP_CALL = "uprobe", 1
 RULE_CONTEXTS = CONTEXTS + (USER_WORKER, UPROBE_TRAP)
 FD_KINDS = ("", "pipe", "socket", "file", "directory", "character device", "block device", "eventfd", "timerfd",
             "signalfd", "epoll", "inotify", "io_uring", "anonymous inode", "unix socket")
@@ -90,9 +92,9 @@ def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0)
     iowait = bool(why & IOWAIT)
     ctx = (why & CTX_MASK) >> CTX_SHIFT
     context = CONTEXTS[ctx] if ctx < len(CONTEXTS) else ""
-    if context == "io-worker" and why & SYSCALL_MASK == 1:
+    if context == "io-worker" and why & SYSCALL_MASK == USER_WORKER_CALL:
         context = USER_WORKER
-    elif context == "fault" and why & SYSCALL_MASK == 1:
+    elif context == "fault" and why & SYSCALL_MASK == UPROBE_TRAP_CALL:
         context = UPROBE_TRAP
     if not ctx and why & SYSCALL_MASK:
         return Why("syscall", syscalls.compat_name_of((why & SYSCALL_MASK) - COMPAT_BIAS, arch), function=function,

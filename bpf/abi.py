@@ -29,17 +29,7 @@ TS_RENAMED = 128
 
 u32, u64, s32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
 
-# offcpu_key.why (bpf/sched.h): what a task was doing when it blocked
-WHY_SYSCALL_MASK = 0x3FF
-WHY_CTX_SHIFT, WHY_CTX_MASK = 10, 7 << 10
-(WHY_CTX_NONE, WHY_CTX_SYSCALL, WHY_CTX_FAULT, WHY_CTX_KTHREAD, WHY_CTX_KWORKER_IDLE, WHY_CTX_KWORKER, WHY_CTX_EXIT,
- WHY_CTX_IO_WORKER) = range(8)
-WHY_USER_WORKER = 1  # with WHY_CTX_IO_WORKER, in the call's bits: a user worker that is not io_uring's
-WHY_FAULT_UPROBE = 1  # with WHY_CTX_FAULT, in the call's bits: in a uprobe's breakpoint trap, not a page fault
-WHY_FD_SHIFT, WHY_FD_MASK = 13, 15 << 13
-WHY_FUTEX_TID, WHY_FUTEX_LOCKWORD, WHY_TIMEOUT, WHY_FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 << 20
-WHY_IOWAIT = 1 << 21
-WOKE_TASK, WOKE_IRQ, WOKE_EXITING = 0, 1, 2
+# offcpu_key.why is decoded in analyzer/why.py, which mirrors its bits (a test holds them to bpf/sched.h)
 DUMP_TASK, DUMP_OPEN = 1, 2
 
 

@@ -127,7 +127,6 @@ class LockNamer:
             return f"in an object of the merged cache {cache} ({', '.join(names)})"
         return f"in a {cache} object"
 
-
     def field(self, cache: str, addr: int, slot_size: int, red_left_pad: int, order: int, min_order: int,
               kind: str = "") -> str:
         """`struct.field.path` of the lock at `addr`, or "" when no single candidate has a lock there (of the
@@ -206,6 +205,7 @@ class SiteFields:
         """The one of `candidates` this site takes its lock in, or ""."""
         learnt = self._by_site.get((cache, kind, site), "") if site else ""
         return learnt if learnt in candidates else ""
+
 
 def _find_directory(pid: int, dev: int, ino: int) -> str:
     roots = []

@@ -949,17 +949,11 @@ def cmd_top(args) -> int:
     if source.error:
         raise StallscopeError(source.error)
     if args.output and source.result is not None:
-        _tell(f"stallscope: {source.result.intervals} intervals written to {args.output}")
+        from stallscope.session import say
+
+        # where the terminal is gone (SIGHUP from a closed tmux pane: EIO), say() loses the line, not the recording
+        say(f"{source.result.intervals} intervals written to {args.output}")
     return 0
-
-
-def _tell(line: str) -> None:
-    """A closing line on stderr, where the terminal may be gone: after SIGHUP (a closed tmux pane) a write to
-    it fails with EIO, and nobody is left to read the line; the recording it speaks of is closed all the same."""
-    try:
-        print(line, file=sys.stderr, flush=True)
-    except OSError:
-        pass
 
 
 def _at_nice(nice: int | None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import re
 import shutil
 import subprocess
 
@@ -72,3 +73,43 @@ def test_unpacker_reads_what_the_ctypes_mirror_reads(mirror):
 
     check(abi.decode(mirror, raw), mirror._fields_)
     assert values == []
+
+
+def _header_defines(path) -> dict[str, int]:
+    """The integer #defines of a BPF header (plain numbers and shifts of them, as bpf/sched.h writes its bits)."""
+    out: dict[str, int] = {}
+    for name, expr in re.findall(r"^#define\s+(\w+)\s+([^/\n]+?)\s*(?:/\*.*)?$", path.read_text(), re.M):
+        expr = re.sub(r"\b(0x[0-9a-fA-F]+|\d+)U\b", r"\1", expr)
+        expr = re.sub(r"\b([A-Z_][A-Z0-9_]*)\b", lambda m: str(out[m.group(1)]) if m.group(1) in out else m.group(0),
+                      expr)
+        if re.fullmatch(r"[\d\sx a-fA-F()<|]+", expr):
+            out[name] = eval(expr, {"__builtins__": {}})  # digits, shifts and parentheses only (checked above)
+    return out
+
+
+def test_the_evidence_bits_decoded_are_the_ones_the_probe_writes():
+    """analyzer/why.py decodes offcpu_key.why by its own copy of bpf/sched.h's bits: each held to the header the
+    programs are compiled with (a file kind or a context added on one side only would name waits wrongly)."""
+    from stallscope.analyzer import why
+
+    h = _header_defines(ROOT / "bpf" / "sched.h")
+    assert (why.SYSCALL_MASK, why.COMPAT_BIAS, why.CTX_SHIFT, why.CTX_MASK, why.FD_SHIFT, why.FD_MASK) == (
+        h["WHY_SYSCALL_MASK"], h["WHY_COMPAT_BIAS"], h["WHY_CTX_SHIFT"], h["WHY_CTX_MASK"], h["WHY_FD_SHIFT"],
+        h["WHY_FD_MASK"])
+    assert (why.FUTEX_TID, why.FUTEX_LOCKWORD, why.TIMEOUT, why.FUTEX_ZERO, why.IOWAIT) == (
+        h["WHY_FUTEX_TID"], h["WHY_FUTEX_LOCKWORD"], h["WHY_TIMEOUT"], h["WHY_FUTEX_ZERO"], h["WHY_IOWAIT"])
+    contexts = {"NONE": "", "SYSCALL": "syscall", "FAULT": "fault", "KTHREAD": "kthread",
+                "KWORKER_IDLE": "kworker-idle", "KWORKER": "kworker", "EXIT": "exit", "IO_WORKER": "io-worker"}
+    assert {why.CONTEXTS[h[f"WHY_CTX_{k}"]]: v for k, v in contexts.items()} == {v: v for v in contexts.values()}
+    assert len(why.CONTEXTS) == len(contexts)
+    kinds = {"NONE": "", "PIPE": "pipe", "SOCKET": "socket", "FILE": "file", "DIR": "directory",
+             "CHR": "character device", "BLK": "block device", "EVENTFD": "eventfd", "TIMERFD": "timerfd",
+             "SIGNALFD": "signalfd", "EPOLL": "epoll", "INOTIFY": "inotify", "IO_URING": "io_uring",
+             "ANON": "anonymous inode", "UNIX": "unix socket"}
+    assert sorted(k[len("WHY_FD_"):] for k in h if k.startswith("WHY_FD_") and k not in (
+        "WHY_FD_SHIFT", "WHY_FD_MASK")) == sorted(kinds)
+    assert [why.FD_KINDS[h[f"WHY_FD_{k}"]] for k in kinds] == list(kinds.values())
+    assert (why.USER_WORKER_CALL, why.UPROBE_TRAP_CALL) == (h["WHY_USER_WORKER"], h["WHY_FAULT_UPROBE"])
+    assert [h[f"WOKE_{k}"] for k in ("TASK", "IRQ", "EXITING")] == [0, 1, 2] and len(why.WOKEN_BY) == 3
+    fault = h["WHY_CTX_FAULT"] << h["WHY_CTX_SHIFT"]
+    assert why.decode(fault | h["WHY_FAULT_UPROBE"]).context == "uprobe" and why.decode(fault).context == "fault"
