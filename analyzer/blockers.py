@@ -369,9 +369,15 @@ def causes_by_task(model: Model, tasks: set[TaskId] | None = None,
     """Each task's waiting time by cause, heaviest first: blocked causes (idle ones included, in their
     place by time) and "Waiting for CPU". stallscope's own tasks are left out unless asked for."""
     by: dict[TaskId, dict[str, list]] = {}
-    for p in attribute(model, tasks, table) + cpu_parts(model, tasks):
+    grouped = attribute_grouped(model, tasks, table)  # the same parts, sleeping threads' alike grouped
+    for p in grouped.parts + cpu_parts(model, tasks):
         e = by.setdefault(p.task, {}).setdefault(p.cause.name, [p.cause, 0.0])
         e[1] += p.ns
+    for a in grouped.alike:
+        cause, name = a.cause, a.cause.name
+        for task, ns in zip(a.tasks, a.ns):
+            e = by.setdefault(task, {}).setdefault(name, [cause, 0.0])
+            e[1] += ns
     return {task: sorted(((c, round(ns)) for c, ns in causes.values()), key=lambda kv: (-kv[1], kv[0].name))
             for task, causes in by.items()}
 

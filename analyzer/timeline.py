@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from math import isqrt
 from operator import attrgetter, itemgetter
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from stallscope.analyzer.blockers import (
     Blocker, causes_by_task, denominator, grouped_parts, held_up_by, parts, rank_blockers, rank_live,
@@ -44,9 +44,9 @@ from stallscope.analyzer.slab import SlabRow, slab_rows
 from stallscope.analyzer.units import log2_bounds
 
 
-@dataclass(frozen=True)
-class TaskRow:
-    """One thread over a window, as the Tasks view and `top` show it: rates per second of the window."""
+class TaskRow(NamedTuple):
+    """One thread over a window, as the Tasks view and `top` show it: rates per second of the window (a tuple:
+    a machine's thousands of threads are made anew for each window a Tasks view shows)."""
 
     task: TaskId
     tgid: int
@@ -163,18 +163,22 @@ class Snapshot:
     def tasks(self) -> list[TaskRow]:
         """Every thread but stallscope's own, most waiting first."""
         secs, m, own = self.seconds, self.model, self.own
-        rows = []
+        causes_of, cgroup_of, rows = self.task_causes.get, m.cgroups.get, []
         for tid, t in m.tasks.items():
             if tid in own:
                 continue
-            all_causes = self.task_causes.get(tid, [])
-            waiting = [(c.name, ns) for c, ns in all_causes if c.cls != IDLE]
-            causes = tuple((waiting or [(c.name, ns) for c, ns in all_causes])[:3])
+            all_causes = causes_of(tid)
+            if all_causes:
+                waiting = [(c.name, ns) for c, ns in all_causes if c.cls != IDLE]
+                causes = tuple((waiting or [(c.name, ns) for c, ns in all_causes])[:3])
+                waiting_ns = sum(ns for _c, ns in waiting)
+            else:
+                causes, waiting_ns = (), 0
+            info, hist = t.info, t.runq_hist
             rows.append(TaskRow(
-                tid, t.info.tgid, t.info.comm, m.cgroups.get(t.info.tgid, ""), sum(ns for _c, ns in waiting) / secs,
-                t.offcpu_ns / secs,
-                t.runq_wait_ns / secs, hist_p99(t.runq_hist, t.runq_max_ns), t.voluntary_switches / secs,
-                t.involuntary_switches / secs, t.migrations / secs, causes, t.info.dead))
+                tid, info.tgid, info.comm, cgroup_of(info.tgid, ""), waiting_ns / secs, t.offcpu_ns / secs,
+                t.runq_wait_ns / secs, hist_p99(hist, t.runq_max_ns) if any(hist) else 0,
+                t.voluntary_switches / secs, t.involuntary_switches / secs, t.migrations / secs, causes, info.dead))
         rows.sort(key=lambda r: (-r.waiting_per_s, -r.offcpu_per_s))
         return rows
 

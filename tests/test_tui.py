@@ -767,3 +767,39 @@ def test_lost_counters_are_red_only_where_events_or_totals_were_lost(recording):
     assert only_kept["LOST:"] == "bold yellow" and only_kept["waker_map_full=2"] == "yellow"
     both = run(go({"waker_map_full": 2, "locks.lock_map_full": 7}))
     assert both["LOST:"] == "bold red" and both["lock_map_full=7"] == "bold red" and both["waker_map_full=2"] == "yellow"
+
+
+def test_a_view_of_thousands_of_rows_draws_only_the_cells_its_table_shows(recording):
+    """A machine of 5,000 threads is 5,000 Tasks rows an interval: each row's cells are made only once it is
+    among the rows the table keeps (sorted first, then cut at MAX_ROWS), not for every thread; a filter reads
+    every row's cells, as it must to match them."""
+    from stallscope.tui import app as app_module
+    from stallscope.tui.views import Column, Row, View
+
+    made: list[int] = []
+
+    class Many(View):
+        name, title = "many", "Many"
+        columns = (Column("Name", 12, False), Column("Value", 8))
+
+        def rows(self, snap, timeline):
+            def cells(i: int):
+                made.append(i)
+                return (Text(f"thread {i}"), Text(str(i)))
+            return [Row(str(i), (f"thread {i}", i), make=lambda i=i: cells(i)) for i in range(2_000)]
+
+    async def go():
+        app = TopApp(RecordingSource(recording), views=[Many()])
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            shown = cells(app, "many")
+            assert len(shown) == app_module.MAX_ROWS and shown[0] == ["thread 1999", "1999"]
+            assert set(made) == set(range(2_000 - app_module.MAX_ROWS, 2_000))  # each refresh: those kept
+            made.clear()
+            app.filters["many"] = "thread 7"
+            app.refresh_view()
+            assert len(made) == 2_000 and cells(app, "many")[0] == ["thread 799", "799"]
+    run(go())
+
+    with pytest.raises(ValueError):
+        Row("x", (1,))

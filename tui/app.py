@@ -245,6 +245,7 @@ class TopApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._console_size(self.size)
         for v in self.views:
             table = self.query_one(f"#table-{v.name}", DataTable)
             for c in v.columns:
@@ -741,7 +742,14 @@ class TopApp(App):
 
     def on_resize(self, event) -> None:
         self._height = event.size.height  # before the app's own handler takes the new size
+        self._console_size(event.size)
         self._show_preview()
+
+    def _console_size(self, size) -> None:
+        """The screen's console told the terminal's size, which it otherwise asks the terminal for (an ioctl) each
+        time a cell is measured or a widget drawn: thousands of times a second in a table of a machine's threads."""
+        if size.width and size.height:
+            self.console.size = (size.width, size.height)
 
     def action_preview(self) -> None:
         self.preview = not self.preview

@@ -17,6 +17,8 @@ HEAT = ("#1c2a3a", "#1f4e79", "#2e75b6", "#5b9bd5", "#f4b183", "#ed7d31", "#c000
 
 def visible(text: str) -> str:
     """Every character that is not printable shown as its escape; the rest as it is."""
+    if text.isprintable():  # nearly every name: one look in C, not one a character
+        return text
     out = []
     for ch in text:
         if ch.isprintable():

@@ -8,6 +8,7 @@ across refreshes and for drilling in), sort keys and cells (rich Text: never par
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from operator import add
 from typing import Any, Callable
 
@@ -35,13 +36,29 @@ class Column:
     ascending: bool = False  # a numeric column read in order (a number, a CPU)
 
 
-@dataclass(frozen=True)
 class Row:
-    key: str
-    sort: tuple  # one per column
-    cells: tuple[Text, ...]
-    item: Any = None  # what Enter opens
-    group: int = 0  # rows of a higher group come after those of a lower one, whatever the sort
+    """A row of a view: its key, its sort keys (one per column), its cells, what Enter opens (`item`) and its group
+    (rows of a higher group come after those of a lower one, whatever the sort). A view of thousands of rows (a
+    machine's threads) gives `make` instead of `cells`: the cells are made when first read, so that only the rows
+    the table shows, once sorted and cut, are ever drawn."""
+
+    __slots__ = ("key", "sort", "item", "group", "_cells", "_make")
+
+    def __init__(self, key: str, sort: tuple, cells: tuple[Text, ...] | None = None, item: Any = None,
+                 group: int = 0, make: Callable[[], tuple[Text, ...]] | None = None) -> None:
+        if (cells is None) == (make is None):
+            raise ValueError("a Row has its cells or a way to make them, one of the two")
+        self.key, self.sort, self.item, self.group = key, sort, item, group
+        self._cells, self._make = cells, make
+
+    @property
+    def cells(self) -> tuple[Text, ...]:
+        if self._cells is None:
+            self._cells, self._make = self._make(), None
+        return self._cells
+
+    def __repr__(self) -> str:
+        return f"Row({self.key!r}, {self.sort!r})"
 
 
 FLEX_MAX = 60  # cells a view's flex column may grow by on a wide terminal
@@ -150,11 +167,7 @@ class TasksView(View):
         if self.group == "thread":
             return [Row(str(r.task.pid), (r.comm, r.task.pid, r.waiting_per_s, r.offcpu_per_s, r.runq_per_s,
                                           r.runq_p99_ns, r.vcs_per_s, r.ivcs_per_s, r.migrations_per_s, ""),
-                        (lit(r.comm, "dim" if r.exited else ""), num(str(r.task.pid)), rate(r.waiting_per_s),
-                         rate(r.offcpu_per_s),
-                         rate(r.runq_per_s), dur(r.runq_p99_ns), count(r.vcs_per_s), count(r.ivcs_per_s),
-                         count(r.migrations_per_s, 1), lit(_causes_per_s(r.causes, secs))),
-                        r)
+                        item=r, make=partial(_thread_cells, r, secs))
                     for r in snap.tasks]
         groups: dict[Any, list] = {}
         for r in snap.tasks:
@@ -174,11 +187,20 @@ class TasksView(View):
             cs = [sum(getattr(r, f) for r in rs) for f in ("vcs_per_s", "ivcs_per_s", "migrations_per_s")]
             ident = str(key) if self.group == "process" else f"{len(rs)} thr"
             out.append(Row(f"{self.group}:{key}", (label, key if self.group == "process" else len(rs), *vals, p99, *cs, ""),
-                           (lit(f"{label} ({len(rs)})" if self.group == "process" else label), num(ident),
-                            rate(vals[0]), rate(vals[1]), rate(vals[2]), dur(p99), count(cs[0]), count(cs[1]),
-                            count(cs[2], 1),
-                            lit(_causes_per_s(top, secs))), None))
+                           make=partial(_group_cells, f"{label} ({len(rs)})" if self.group == "process" else label,
+                                        ident, vals, p99, cs, top, secs)))
         return out
+
+
+def _thread_cells(r, secs: float) -> tuple[Text, ...]:
+    return (lit(r.comm, "dim" if r.exited else ""), num(str(r.task.pid)), rate(r.waiting_per_s), rate(r.offcpu_per_s),
+            rate(r.runq_per_s), dur(r.runq_p99_ns), count(r.vcs_per_s), count(r.ivcs_per_s),
+            count(r.migrations_per_s, 1), lit(_causes_per_s(r.causes, secs)))
+
+
+def _group_cells(label: str, ident: str, vals: list, p99: int, cs: list, top: list, secs: float) -> tuple[Text, ...]:
+    return (lit(label), num(ident), rate(vals[0]), rate(vals[1]), rate(vals[2]), dur(p99), count(cs[0]), count(cs[1]),
+            count(cs[2], 1), lit(_causes_per_s(top, secs)))
 
 
 def _group_p99(snap: Snapshot, rows: list) -> int:
@@ -220,16 +242,19 @@ class LocksView(View):
             out.append(Row(f"{s.name}@{s.addr:x}:{s.pid}:{s.type}",
                            (s.name, s.type_text, s.contentions, s.wait_total_ns, s.wait_max_ns, who,
                             max(s.blocked_ns, 0), max(s.runnable_ns, 0), s.spin_ns),
-                           (lit(s.name), lit(s.type_text), count(s.contentions), rate(s.wait_total_ns / secs),
-                            dur(s.wait_max_ns), lit(who), rate(s.blocked_ns / secs) if s.blocked_ns >= 0 else num("?"),
-                            rate(s.runnable_ns / secs) if s.runnable_ns >= 0 else num("?"), rate(s.spin_ns / secs)),
-                           s, group=0 if s.is_lock else 1))
+                           item=s, group=0 if s.is_lock else 1, make=partial(_lock_cells, s, who, secs)))
         return out
 
     def empty(self, snap: Snapshot) -> str:
         probes = snap.meta.probes
         off = [n for n in ("locks", "futex") if n in probes and not probes[n].enabled]
         return "no lock contention in this window" + (f" (off: {', '.join(off)})" if off else "")
+
+
+def _lock_cells(s, who: str, secs: float) -> tuple[Text, ...]:
+    return (lit(s.name), lit(s.type_text), count(s.contentions), rate(s.wait_total_ns / secs), dur(s.wait_max_ns),
+            lit(who), rate(s.blocked_ns / secs) if s.blocked_ns >= 0 else num("?"),
+            rate(s.runnable_ns / secs) if s.runnable_ns >= 0 else num("?"), rate(s.spin_ns / secs))
 
 
 class SlabView(View):
@@ -355,10 +380,13 @@ class OncpuView(View):
 
     def rows(self, snap: Snapshot, timeline: Timeline) -> list[Row]:
         return [Row(f"{f.kind}:{f.function}", (f.function, f.kind, f.self_samples, f.self_pct, f.inclusive_samples,
-                                               f.inclusive_pct),
-                    (lit(f.function), lit(f.kind), count(f.self_samples), pct(f.self_pct), count(f.inclusive_samples),
-                     pct(f.inclusive_pct)), f)
+                                               f.inclusive_pct), item=f, make=partial(_function_cells, f))
                 for f in snap.oncpu]
+
+
+def _function_cells(f) -> tuple[Text, ...]:
+    return (lit(f.function), lit(f.kind), count(f.self_samples), pct(f.self_pct), count(f.inclusive_samples),
+            pct(f.inclusive_pct))
 
 
 class FixesView(View):
