@@ -53,7 +53,7 @@ def test_the_views_rank_what_the_recording_holds_and_digits_switch_them(recordin
             assert [r[0] for r in rows] == ["Waiting for CPU", "mutex contention: cgroup_kn_lock_live",
                                             "Reading from a pipe"], rows
             assert rows[2][1] == "250.00ms"  # (1+2+3+4) x 3 x 100 ms over 12 s
-            assert "intervals 0..11 of 0..11" in status(app) and "LOST: waker_map_full=2" in status(app)
+            assert "intervals 0..11 of 0..11" in status(app) and "totals exact: waker_map_full=2" in status(app)
             await pilot.press("2")
             assert app.active_view().name == "tasks"
             assert cells(app, "tasks")[0][0] in ("hog", HOSTILE.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e"))
@@ -741,9 +741,9 @@ def test_futex_waits_that_are_not_for_a_lock_come_after_the_locks_whatever_the_s
     run(go())
 
 
-def test_lost_counters_are_red_only_where_events_or_totals_were_lost(recording):
-    """The status line's LOST counters: yellow where every total stays exact (a waker, a stack went), red where
-    events were missed; the label takes the worst."""
+def test_lost_counters_are_red_and_those_after_which_totals_stay_exact_apart(recording):
+    """The status line's lost-data counters: red, after LOST, where events or totals were lost; apart, in yellow,
+    after "totals exact", those after which every total stays exact (a waker, a stack went)."""
     from stallscope.analyzer.data_loss import TOTALS_KEPT, totals_kept
 
     assert totals_kept("waker_map_full") and totals_kept("locks.stack_errors") and totals_kept("switch_in_unseen")
@@ -764,9 +764,11 @@ def test_lost_counters_are_red_only_where_events_or_totals_were_lost(recording):
             return styles(app)
 
     only_kept = run(go({"waker_map_full": 2, "switch_in_unseen": 5}))
-    assert only_kept["LOST:"] == "bold yellow" and only_kept["waker_map_full=2"] == "yellow"
+    assert "LOST:" not in only_kept and only_kept["totals exact:"] == "bold yellow"
+    assert only_kept["switch_in_unseen=5, waker_map_full=2"] == "yellow"
     both = run(go({"waker_map_full": 2, "locks.lock_map_full": 7}))
-    assert both["LOST:"] == "bold red" and both["lock_map_full=7"] == "bold red" and both["waker_map_full=2"] == "yellow"
+    assert both["LOST:"] == "bold red" and both["lock_map_full=7"] == "bold red"
+    assert both["totals exact:"] == "bold yellow" and both["waker_map_full=2"] == "yellow"
 
 
 def test_a_view_of_thousands_of_rows_draws_only_the_cells_its_table_shows(recording):

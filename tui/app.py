@@ -502,12 +502,15 @@ class TopApp(App):
                 by: dict[str, int] = {}
                 for k, v in lost.items():
                     by[k.rsplit(".", 1)[-1]] = by.get(k.rsplit(".", 1)[-1], 0) + v
-                # red where events or totals were lost; yellow where only stacks, wakers or names went
-                kept = {k: totals_kept(k) for k in by}
-                t.append("LOST: ", style="bold yellow" if all(kept.values()) else "bold red")
-                for i, (k, v) in enumerate(sorted(by.items())):
-                    t.append((", " if i else "") + f"{k}={v:,}", style="yellow" if kept[k] else "bold red")
-                t.append("   ")
+                # in red where events or totals were lost; apart, in yellow, those after which every total stays
+                # exact (a stack, a waker or a name went; a wait's time came from its task's counters or went to
+                # the interval before): the report's "totals exact, details missing"
+                for label, kept, style in (("LOST: ", False, "bold red"), ("totals exact: ", True, "yellow")):
+                    counters = [(k, v) for k, v in sorted(by.items()) if totals_kept(k) == kept]
+                    if counters:
+                        t.append(label, style=f"bold {style}" if kept else style)
+                        t.append(", ".join(f"{k}={v:,}" for k, v in counters), style=style)
+                        t.append("   ")
             cost, budget = snap.cost, meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
             if cost is not None:
                 over = cost.total_pct > budget
