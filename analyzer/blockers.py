@@ -20,7 +20,7 @@ from itertools import chain
 
 from stallscope.analyzer.attribution import (
     LOST_STACK, NO_STACK_LABELS, Alike, Grouped, Part, attribute, attribute_grouped, attribute_strata, classify_wait,
-    error_ns, idle_input_name, input_cause, long_input_cause, no_stack_cause, nonzero_slots,
+    error_ns, idle_input_name, input_cause, long_input_cause, no_stack_cause, nonzero_slots, parts_at_hand,
 )
 from stallscope.analyzer.causes import BLOCKER, CPU, IDLE, Cause, CauseTable
 from stallscope.analyzer.memo import memoised, per_model
@@ -369,7 +369,7 @@ def causes_by_task(model: Model, tasks: set[TaskId] | None = None,
     """Each task's waiting time by cause, heaviest first: blocked causes (idle ones included, in their
     place by time) and "Waiting for CPU". stallscope's own tasks are left out unless asked for."""
     by: dict[TaskId, dict[str, list]] = {}
-    grouped = attribute_grouped(model, tasks, table)  # the same parts, sleeping threads' alike grouped
+    grouped = parts_at_hand(model, tasks, table)  # sleeping threads' alike grouped where not made one by one
     for p in grouped.parts + cpu_parts(model, tasks):
         e = by.setdefault(p.task, {}).setdefault(p.cause.name, [p.cause, 0.0])
         e[1] += p.ns

@@ -379,7 +379,8 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
     causes is the full ranking without them."""
     import dataclasses
 
-    from stallscope.analyzer import blockers
+    from stallscope.analyzer import attribution, blockers
+    from stallscope.analyzer.memo import memoised
     from stallscope.analyzer.store import Recording
     from stallscope.analyzer.timeline import Timeline
 
@@ -407,6 +408,10 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
     for first, last in [(iv.index, iv.index) for iv in ivs] + [(ivs[0].index, ivs[-1].index)]:
         snap = tl.window(first, last)
         model, scope = snap.model, snap.scope
+        # each task's causes (the Tasks view's), from the grouped parts while no part was made one by one
+        assert memoised(attribution._attribute, model, None) is None
+        by_task = {t: [(c.name, ns) for c, ns in cs] for t, cs in blockers.causes_by_task(model, scope).items()}
+        assert memoised(attribution._grouped, model, None) is not None
         for tasks in (None, scope):
             every = blockers.parts(model, tasks)
             grouped = blockers.grouped_parts(model, tasks)
@@ -417,14 +422,13 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
                 got = blockers._rank(grouped.parts, include_idle, "total", False, grouped.alike)
                 assert [dataclasses.astuple(b) for b in got] == [dataclasses.astuple(b) for b in want], (first, last)
             assert blockers.denominator(*grouped) == blockers.denominator(every)
-        # each task's causes (the Tasks view's, the export's) from the grouped parts: those of every part, summed
+        # ... those of every part, summed
         summed: dict = {}
         for p in blockers.parts(model, scope):
             e = summed.setdefault(p.task, {})
             e[p.cause.name] = e.get(p.cause.name, 0.0) + p.ns
-        got = {t: [(c.name, ns) for c, ns in cs] for t, cs in blockers.causes_by_task(model, scope).items()}
-        assert got == {t: sorted(((c, round(ns)) for c, ns in d.items()), key=lambda kv: (-kv[1], kv[0]))
-                       for t, d in summed.items()}, (first, last)
+        assert by_task == {t: sorted(((c, round(ns)) for c, ns in d.items()), key=lambda kv: (-kv[1], kv[0]))
+                           for t, d in summed.items()}, (first, last)
         full = blockers._with_waits_now(blockers._rank(blockers.parts(model, scope), True, "total", False),
                                         blockers.waits_now_by_cause(model, scope))
         assert snap.ranked == [b for b in full if b.cls != IDLE]
