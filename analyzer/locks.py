@@ -38,10 +38,10 @@ from stallscope.analyzer.sample import Frame
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 FUTEX_F_TIMEOUT = 1  # bpf/futex.h: the wait call had a timeout
-FUTEX_F_LOCKWORD, FUTEX_F_ZERO, FUTEX_F_TID = 2, 4, 8  # bpf/futex.h: what the expected value tells
+FUTEX_F_LOCKWORD, FUTEX_F_ZERO, FUTEX_F_TID, FUTEX_F_PARK = 2, 4, 8, 16  # bpf/futex.h: what the expected value tells
 # a futex's waits, by what most of them were: a mutex's lock word (or a proven lock call), an event
-# (a condition variable's or a semaphore's wait for 0), a join (a live thread's TID)
-FUTEX_KINDS = {"mutex": FUTEX_F_LOCKWORD, "event": FUTEX_F_ZERO, "join": FUTEX_F_TID}
+# (a condition variable's or a semaphore's wait for 0), a join (a live thread's TID), a park (a thread parker's -1)
+FUTEX_KINDS = {"mutex": FUTEX_F_LOCKWORD, "event": FUTEX_F_ZERO, "join": FUTEX_F_TID, "park": FUTEX_F_PARK}
 FUTEX_KIND_SHARE = 0.5
 LOCK_KIND_ADDR, LOCK_KIND_MMAP, LOCK_KIND_SLAB = 0, 1, 2
 

@@ -17,6 +17,7 @@ CTX_SHIFT, CTX_MASK = 10, 7 << 10
 FD_SHIFT, FD_MASK = 13, 15 << 13
 FUTEX_TID, FUTEX_LOCKWORD, TIMEOUT, FUTEX_ZERO = 1 << 17, 1 << 18, 1 << 19, 1 << 20
 IOWAIT = 1 << 21  # the task slept in I/O wait (task->in_iowait, set by io_schedule())
+FUTEX_PARK = 1 << 22  # a futex wait for -1: a parked thread (Rust std's thread parker)
 
 CONTEXTS = ("", "syscall", "fault", "kthread", "kworker-idle", "kworker", "exit", "io-worker")  # WHY_CTX_*'s order
 # io-worker's call bits: WHY_USER_WORKER for a user worker that is not io_uring's (PF_USER_WORKER: vhost,
@@ -31,7 +32,8 @@ FD_KINDS = ("", "pipe", "socket", "file", "directory", "character device", "bloc
 # a kind that is also a more general one: a cause table's rule for the general kind matches it too (a rule for
 # "socket" names a unix socket's waits where no rule for "unix socket" does)
 FD_ALSO = {"unix socket": "socket"}
-FUTEX_FLAGS = {"tid": FUTEX_TID, "lockword": FUTEX_LOCKWORD, "timeout": TIMEOUT, "zero": FUTEX_ZERO}
+FUTEX_FLAGS = {"tid": FUTEX_TID, "lockword": FUTEX_LOCKWORD, "timeout": TIMEOUT, "zero": FUTEX_ZERO,
+               "park": FUTEX_PARK}
 WOKEN_BY = ("task", "interrupt", "exiting task")  # StackWait.woken's order (bpf/sched.h WOKE_*)
 
 
@@ -60,6 +62,8 @@ class Why:
                 text += " on a contended lock word"
             elif "zero" in self.flags:
                 text += " for a condition or semaphore"
+            elif "park" in self.flags:
+                text += " of a parked thread"
             if "timeout" in self.flags:
                 text += ", with a timeout"
             return text

@@ -170,6 +170,8 @@ static __always_inline __u32 call_flags(long id, __u64 arg3, __u64 arg4, __u32 o
 		return flags | FUTEX_F_LOCKWORD;
 	if (val == 0)
 		return flags | FUTEX_F_ZERO;
+	if (val == 0xffffffffULL)
+		return flags | FUTEX_F_PARK;
 	cur = bpf_get_current_task_btf();
 	if (val > 2 && val < 0x40000000 && val != (__u64)cur->pid && bpf_task_from_pid) {
 		t = bpf_task_from_pid(val);

@@ -53,6 +53,7 @@ struct futex_wait_key {
 #define FUTEX_F_LOCKWORD 2 /* 2 with FUTEX_WAIT: a contended mutex's lock word (__lll_lock_wait) */
 #define FUTEX_F_ZERO 4     /* 0: a condition variable's __g_signals, a semaphore: an event, not a lock */
 #define FUTEX_F_TID 8      /* the TID of a live thread of the waiter's process: pthread_join */
+#define FUTEX_F_PARK 16    /* 0xffffffff (-1): a parked thread (Rust std's thread parker): a park, not a lock */
 
 /* A thread's futex wait in progress and its latest libc lock call (task storage). User space
  * reads it when the recording stops, through a pidfd, to charge waits still in progress. */

@@ -68,6 +68,8 @@
 #define WHY_FUTEX_ZERO   (1U << 20)     /* a futex wait for the value 0: glibc's condition variables and semaphores */
 #define WHY_IOWAIT       (1U << 21)     /* the task slept in I/O wait (io_schedule() set task->in_iowait), whatever
 					 * its context: the kernel's own word that it waits for a device */
+#define WHY_FUTEX_PARK   (1U << 22)     /* a futex wait for the value 0xffffffff (-1): a parked thread (Rust std's
+					 * thread parker, PARKED: thread::park, its channels' and lazy inits' waits) */
 
 /* How a wait ended (counted in offcpu_val by kind of waker). */
 #define WOKE_TASK    0

@@ -181,7 +181,8 @@ static __always_inline __u32 fd_kind(struct task_stats *s, struct task_struct *p
 
 /* A futex wait's telling arguments (glibc 2.36, nptl): a timeout (a poll, a park); FUTEX_WAIT for
  * the value 2 (a contended mutex's lock word, __lll_lock_wait); the value 0 (a condition variable's
- * __g_signals, a semaphore: __futex_abstimed_wait_common with FUTEX_WAIT_BITSET); or the TID of a
+ * __g_signals, a semaphore: __futex_abstimed_wait_common with FUTEX_WAIT_BITSET); the value -1 (a
+ * parked thread: Rust std's thread parker waits while its word is PARKED, u32::MAX); or the TID of a
  * live thread of the waiter's own process (pthread_join waits on the joined thread's pd->tid
  * until the kernel clears it at the thread's exit). */
 static __always_inline __u32 futex_flags(struct task_struct *p, struct pt_regs *regs)
@@ -198,6 +199,8 @@ static __always_inline __u32 futex_flags(struct task_struct *p, struct pt_regs *
 		return flags | WHY_FUTEX_LOCKWORD;
 	if (val == 0)
 		return flags | WHY_FUTEX_ZERO;
+	if (val == 0xffffffffULL)
+		return flags | WHY_FUTEX_PARK;
 	if (val > 2 && val < 0x40000000 && val != (__u64)p->pid && bpf_task_from_pid) {
 		t = bpf_task_from_pid(val);
 		if (t) {

@@ -90,14 +90,21 @@ def _header_defines(path) -> dict[str, int]:
 def test_the_evidence_bits_decoded_are_the_ones_the_probe_writes():
     """analyzer/why.py decodes offcpu_key.why by its own copy of bpf/sched.h's bits: each held to the header the
     programs are compiled with (a file kind or a context added on one side only would name waits wrongly)."""
+    from functools import reduce
+    from operator import or_
+
     from stallscope.analyzer import why
 
     h = _header_defines(ROOT / "bpf" / "sched.h")
     assert (why.SYSCALL_MASK, why.COMPAT_BIAS, why.CTX_SHIFT, why.CTX_MASK, why.FD_SHIFT, why.FD_MASK) == (
         h["WHY_SYSCALL_MASK"], h["WHY_COMPAT_BIAS"], h["WHY_CTX_SHIFT"], h["WHY_CTX_MASK"], h["WHY_FD_SHIFT"],
         h["WHY_FD_MASK"])
-    assert (why.FUTEX_TID, why.FUTEX_LOCKWORD, why.TIMEOUT, why.FUTEX_ZERO, why.IOWAIT) == (
-        h["WHY_FUTEX_TID"], h["WHY_FUTEX_LOCKWORD"], h["WHY_TIMEOUT"], h["WHY_FUTEX_ZERO"], h["WHY_IOWAIT"])
+    assert (why.FUTEX_TID, why.FUTEX_LOCKWORD, why.TIMEOUT, why.FUTEX_ZERO, why.IOWAIT, why.FUTEX_PARK) == (
+        h["WHY_FUTEX_TID"], h["WHY_FUTEX_LOCKWORD"], h["WHY_TIMEOUT"], h["WHY_FUTEX_ZERO"], h["WHY_IOWAIT"],
+        h["WHY_FUTEX_PARK"])
+    # no two of the bits overlap (a flag added where another field lies would read as both)
+    fields = [h["WHY_SYSCALL_MASK"], h["WHY_CTX_MASK"], h["WHY_FD_MASK"], *why.FUTEX_FLAGS.values(), why.IOWAIT]
+    assert sum(fields) == reduce(or_, fields)
     contexts = {"NONE": "", "SYSCALL": "syscall", "FAULT": "fault", "KTHREAD": "kthread",
                 "KWORKER_IDLE": "kworker-idle", "KWORKER": "kworker", "EXIT": "exit", "IO_WORKER": "io-worker"}
     assert {why.CONTEXTS[h[f"WHY_CTX_{k}"]]: v for k, v in contexts.items()} == {v: v for v in contexts.values()}
@@ -113,3 +120,13 @@ def test_the_evidence_bits_decoded_are_the_ones_the_probe_writes():
     assert [h[f"WOKE_{k}"] for k in ("TASK", "IRQ", "EXITING")] == [0, 1, 2] and len(why.WOKEN_BY) == 3
     fault = h["WHY_CTX_FAULT"] << h["WHY_CTX_SHIFT"]
     assert why.decode(fault | h["WHY_FAULT_UPROBE"]).context == "uprobe" and why.decode(fault).context == "fault"
+
+
+def test_the_futex_kinds_read_are_the_bits_the_futex_group_writes():
+    """analyzer/locks.py reads a futex wait's FUTEX_F_* flags by its own copy of bpf/futex.h's values."""
+    from stallscope.analyzer import locks
+
+    h = _header_defines(ROOT / "bpf" / "futex.h")
+    assert locks.FUTEX_F_TIMEOUT == h["FUTEX_F_TIMEOUT"]
+    assert locks.FUTEX_KINDS == {"mutex": h["FUTEX_F_LOCKWORD"], "event": h["FUTEX_F_ZERO"], "join": h["FUTEX_F_TID"],
+                                 "park": h["FUTEX_F_PARK"]}

@@ -767,3 +767,92 @@ def test_a_frozen_block_queue_is_named_by_who_froze_it():
     for caller in ("loop_set_block_size", "elevator_change"):
         stack = _stack(["blk_mq_freeze_queue_wait", caller, "blkdev_ioctl", "__x64_sys_ioctl", "do_syscall_64"])
         assert table.classify(stack).name == f"Waiting for a block queue to drain (frozen in {caller})"
+
+
+PARKER = r"""
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+/* Rust std's thread parker on Linux: the word is PARKED (-1) while the thread waits, FUTEX_WAIT_BITSET | private,
+ * no timeout, every bit; unpark sets it to NOTIFIED (1) and wakes it. */
+static _Atomic uint32_t word;
+static int n;
+static void *parker(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "parked", 0, 0, 0);
+	for (int i = 0; i < n; i++) {
+		word = UINT32_MAX;
+		while (word == UINT32_MAX)
+			syscall(SYS_futex, &word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, UINT32_MAX, NULL, NULL, ~0u);
+	}
+	return NULL;
+}
+int main(int argc, char **argv)
+{
+	pthread_t t;
+	struct timespec gap = {0, 40 * 1000 * 1000};
+	n = atoi(argv[1]);
+	pthread_create(&t, NULL, parker, NULL);
+	for (int i = 0; i < n; i++) {
+		nanosleep(&gap, NULL);
+		while (word != UINT32_MAX)
+			sched_yield();
+		word = 1;
+		syscall(SYS_futex, &word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+	}
+	pthread_join(t, NULL);
+	return 0;
+}
+"""
+
+
+def test_a_futex_wait_for_minus_one_is_a_parked_thread_not_a_lock():
+    """Rust std parks a thread on a futex word holding -1 (PARKED); such a wait had no futex flag, so it read as
+    "Userspace lock contention", a blocker: a parked worker ranked first on a quiet machine. The evidence's park
+    flag names it an idle cause, above the futex frames' rule; a lock word's wait is still contention."""
+    from stallscope.analyzer.why import CTX_SHIFT, FUTEX_LOCKWORD, FUTEX_PARK, decode
+
+    futex = 1 << CTX_SHIFT | 202
+    table = default_table()
+    park, lock, bare = decode(futex | FUTEX_PARK), decode(futex | FUTEX_LOCKWORD), decode(futex)
+    assert park.describe() == "futex() of a parked thread"
+    assert (table.classify(None, None, 1, park).name, table.classify(None, None, 1, park).cls) == (
+        "Parked until another thread wakes it", IDLE)
+    assert table.classify(None, None, 1, lock).name == table.classify(None, None, 1, bare).name == (
+        "Userspace lock contention")
+    walked = _stack(["__schedule", "schedule", "futex_do_wait", "__futex_wait", "futex_wait", "do_futex"], sid=91)
+    assert table.classify(walked, None, 1, park).name == "Parked until another thread wakes it"
+    assert table.classify(walked, None, 1, lock).name == "Userspace lock contention"
+
+
+@needs_bpf
+def test_a_parked_threads_waits_are_idle_in_the_ranking_and_not_a_lock_in_the_locks_table(tmp_path):
+    """A thread parked as Rust std parks one, woken 25 times by its main thread: every wait (walked or not) reads
+    the park flag, its time is the idle cause's, and the futex group lists its word as a park, not a lock."""
+    from stallscope.analyzer.blockers import causes_by_task
+    from stallscope.analyzer.load import load_model
+    from stallscope.analyzer.locks import lock_stats
+
+    src, binary = tmp_path / "parker.c", tmp_path / "parker"
+    src.write_text(PARKER)
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(binary), str(src)], check=True)
+    stall = tmp_path / "park.stall"
+    run_stallscope("record", "-o", str(stall), "--no-degrade", "--", str(binary), "25")
+    model = load_model(str(stall))
+    parked = [t for t, tt in model.tasks.items() if tt.info.comm == "parked"]
+    assert len(parked) == 1, parked
+    causes = {c.name: ns for c, ns in causes_by_task(model, set(parked))[parked[0]]}
+    assert "Userspace lock contention" not in causes, causes
+    assert causes["Parked until another thread wakes it"] >= 25 * 30_000_000, causes
+    words = [s for s in lock_stats(model) if s.is_futex and s.pid == model.tasks[parked[0]].info.tgid]
+    assert words and all(s.futex_kind == "park" and not s.is_lock for s in words), [
+        (s.name, s.futex_kind, s.contentions) for s in words]
+    assert sum(s.contentions for s in words) >= 25

@@ -40,7 +40,7 @@ def write_locks(out, model: Model, rows: list[LockStat], polls: list[LockStat], 
                    "futex": "no futex waits recorded\n"}[lock_type])
     if polls:
         out.write("futex waits that are not for a lock (poll: ended by their own timeout; event: a condition "
-                  "variable or a semaphore; join: a thread's exit):\n")
+                  "variable or a semaphore; join: a thread's exit; park: a parked thread):\n")
     for s in polls:
         _lock_row(out, s, callers)
     line = lock_share_line(model)
