@@ -1,6 +1,7 @@
 """What `stallscope top` costs and how fast it answers, live, under load.
 
-    .venv/bin/python -m benchmarks.tui [--seconds 60] [--idle 5000] [--window N] [--output benchmarks/RESULTS-tui.md]
+    .venv/bin/python -m benchmarks.tui [--seconds 60] [--idle 5000] [--window N] [--view N]
+                                       [--output benchmarks/RESULTS-tui.md]
 
 Runs the Textual app headless (Textual's own test driver: the same app, compositor and widgets, no
 terminal) over the real live source while `perf bench sched messaging` loops and IDLE idle threads
@@ -49,7 +50,8 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-async def measure(seconds: float, interval: float, realtime: int | None = None, window: int = 1) -> dict:
+async def measure(seconds: float, interval: float, realtime: int | None = None, window: int = 1,
+                  view: int = 1) -> dict:
     from stallscope.session import SessionOptions
     from stallscope.sources import LiveSource
     from stallscope.tui.app import TopApp
@@ -97,6 +99,9 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
             await pilot.pause(0.05)
         if window > 1:  # as `w` sets it
             app.window_len = source.window_len = window
+        if view != 1:  # as its digit shows it
+            await pilot.press(str(view))
+        view_name = app.active_view().name
         warm = time.monotonic() + 10
         while time.monotonic() < warm:
             await pilot.pause(0.25)
@@ -118,7 +123,8 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
     return {"first_screen_s": round(marks.get("screen", -1), 3), "first_data_s": round(marks.get("data", -1), 3),
             "cpu_pct_of_one_cpu": round(100 * cpu, 2), "key_p50_ms": round(1e3 * _pct(keys, 0.5), 1),
             "key_p99_ms": round(1e3 * _pct(keys, 0.99), 1), "key_max_ms": round(1e3 * max(keys, default=0), 1),
-            "keys": len(keys), "intervals": intervals, "window": window, "budget_level_reached": level,
+            "keys": len(keys), "intervals": intervals, "window": window, "view": view_name,
+            "budget_level_reached": level,
             "group_nice": group,
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
@@ -147,6 +153,8 @@ def main() -> int:
     ap.add_argument("--realtime", type=int, metavar="PRIO", help="as `top --realtime PRIO`")
     ap.add_argument("--window", type=int, default=1, metavar="N",
                     help="the view's window: the last N intervals, as `w` sets it (10 or 60; default 1)")
+    ap.add_argument("--view", type=int, default=1, metavar="N",
+                    help="the view shown while measuring, as its digit selects it (2: Tasks; default 1, Blockers)")
     ap.add_argument("--output", help="write the results as Markdown here (and JSON beside it)")
     args = ap.parse_args()
     speed = reference_s()  # this machine's speed today, before the load starts (benchmarks/reference.py)
@@ -168,7 +176,7 @@ def main() -> int:
         if args.realtime:
             enter_realtime(args.realtime)  # as `top --realtime` does, before anything else
         with at_nice(DEFAULT_NICE):  # as `stallscope top` runs
-            result = asyncio.run(measure(args.seconds, args.interval, args.realtime, args.window))
+            result = asyncio.run(measure(args.seconds, args.interval, args.realtime, args.window, args.view))
     finally:
         for p in procs:
             try:
@@ -187,7 +195,8 @@ def main() -> int:
             f"`python -m benchmarks.tui --seconds {args.seconds:g} --idle {args.idle}"
             f"{' --no-load' if args.no_load else ''}{' --rt-mutex' if args.rt_mutex else ''}"
             f"{' --realtime %d' % args.realtime if args.realtime else ''}"
-            f"{' --window %d' % args.window if args.window > 1 else ''}`; kernel {result['kernel']}, "
+            f"{' --window %d' % args.window if args.window > 1 else ''}"
+            f"{' --view %d' % args.view if args.view != 1 else ''}`; the {result['view']} view; kernel {result['kernel']}, "
             f"{result['cpus']} CPUs; load: {load if args.no_load or args.rt_mutex else load + ' in a loop'}, "
             f"{args.idle} idle threads; "
             f"{args.interval:g} s intervals; the Textual app headless (its test driver), in a session of its own.\n\n"

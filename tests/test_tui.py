@@ -774,17 +774,20 @@ def test_lost_counters_are_red_and_those_after_which_totals_stay_exact_apart(rec
 def test_a_view_of_thousands_of_rows_draws_only_the_cells_its_table_shows(recording):
     """A machine of 5,000 threads is 5,000 Tasks rows an interval: each row's cells are made only once it is
     among the rows the table keeps (sorted first, then cut at MAX_ROWS), not for every thread; a filter reads
-    every row's cells, as it must to match them."""
+    every row's cells, as it must to match them. A sort or a filter orders the rows made of the window again
+    instead of making them again; the summary says how many rows there are past those shown."""
     from stallscope.tui import app as app_module
     from stallscope.tui.views import Column, Row, View
 
     made: list[int] = []
+    asked: list[int] = []
 
     class Many(View):
         name, title = "many", "Many"
         columns = (Column("Name", 12, False), Column("Value", 8))
 
         def rows(self, snap, timeline):
+            asked.append(snap.last)
             def cells(i: int):
                 made.append(i)
                 return (Text(f"thread {i}"), Text(str(i)))
@@ -797,10 +800,16 @@ def test_a_view_of_thousands_of_rows_draws_only_the_cells_its_table_shows(record
             shown = cells(app, "many")
             assert len(shown) == app_module.MAX_ROWS and shown[0] == ["thread 1999", "1999"]
             assert set(made) == set(range(2_000 - app_module.MAX_ROWS, 2_000))  # each refresh: those kept
+            summary = str(app.query_one("#summary-many", Static).render())
+            assert f"the first {app_module.MAX_ROWS} of 2,000 rows" in summary, summary
+            calls = len(asked)
+            await pilot.press("s")  # by name, in order: "thread 0" first
+            await pilot.pause()
+            assert len(asked) == calls and cells(app, "many")[0] == ["thread 0", "0"]
             made.clear()
             app.filters["many"] = "thread 7"
             app.refresh_view()
-            assert len(made) == 2_000 and cells(app, "many")[0] == ["thread 799", "799"]
+            assert len(made) == 2_000 and cells(app, "many")[0] == ["thread 7", "7"]
     run(go())
 
     with pytest.raises(ValueError):

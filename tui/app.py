@@ -198,6 +198,9 @@ class TopApp(App):
         self.filters: dict[str, str] = {}
         self.sorts: dict[str, tuple[int, bool]] = {v.name: (v.default_sort, False) for v in self.views}
         self.rows: dict[str, list[Row]] = {}  # each view's rows as shown
+        # each view's rows as it made them last (unsorted, unfiltered), with the snapshot and view state they are of:
+        # a sort or a filter of the same window orders them again, not makes them again (5,000 threads' rows)
+        self._made: dict[str, tuple] = {}
         self.keys: dict[str, list[str]] = {}  # ... and their table keys (made unique)
         self.notice = ""
         self.ended = ""
@@ -383,12 +386,14 @@ class TopApp(App):
         active = self.query_one(TabbedContent).active
         return next((v for v in self.views if v.name == active), self.views[0])
 
-    def refresh_view(self, view: View | None = None) -> None:
+    def refresh_view(self, view: View | None = None, reorder: bool = False) -> None:
+        """The view's table drawn again from the snapshot shown; `reorder` (a sort, a filter): from the rows it made
+        of that snapshot last, where it did."""
         snap = self.snapshot
         if snap is None:
             return
         v = view or self.active_view()
-        rows = v.rows(snap, self.timeline) if v.available(snap) else []
+        rows = list(self._view_rows(v, snap, reorder))
         text = self.filters.get(v.name, "").lower()
         if text:
             rows = [r for r in rows if any(text in c.plain.lower() for c in r.cells)]
@@ -400,9 +405,13 @@ class TopApp(App):
         except TypeError:
             rows.sort(key=lambda r: str(r.sort[col]), reverse=descending != reverse)
         rows.sort(key=lambda r: r.group)  # stable: each group keeps the column's order
-        rows = rows[:MAX_ROWS]
+        summary = v.summary(snap, self.timeline)
+        if len(rows) > MAX_ROWS:  # said, never silent: a sort or a filter reaches the others
+            summary.append(f"\nthe first {MAX_ROWS:,} of {len(rows):,} rows in this order (s sorts, / filters all "
+                           f"{len(rows):,})", style="dim")
+            rows = rows[:MAX_ROWS]
         self.rows[v.name] = rows
-        self.query_one(f"#summary-{v.name}", Static).update(v.summary(snap, self.timeline))
+        self.query_one(f"#summary-{v.name}", Static).update(summary)
         empty = self.query_one(f"#empty-{v.name}", Static)
         empty.update(Text(v.empty(snap) + (f" (filter: {text})" if text else "")) if not rows else "")
         empty.display = not rows
@@ -430,6 +439,15 @@ class TopApp(App):
                 table.move_cursor(row=keys.index(selected), animate=False)
         if v is self.active_view():
             self.update_preview()
+
+    def _view_rows(self, v: View, snap: Snapshot, reuse: bool) -> list[Row]:
+        key = (id(snap), getattr(v, "group", None))
+        made = self._made.get(v.name)
+        if reuse and made is not None and made[0] == key and made[1] is snap:
+            return made[2]
+        rows = v.rows(snap, self.timeline) if v.available(snap) else []
+        self._made[v.name] = (key, snap, rows)
+        return rows
 
     def _fit_flex(self, v: View, table: DataTable, rows: list[Row]) -> None:
         """The view's flex column widened by the spare width of a wide terminal, as far as its longest cell needs
@@ -614,13 +632,13 @@ class TopApp(App):
         col, reverse = self.sorts[v.name]
         self.sorts[v.name] = ((col + 1) % len(v.columns), False)
         self.say(f"sorted by {v.columns[self.sorts[v.name][0]].label}", timeout=1.5)
-        self.refresh_view(v)
+        self.refresh_view(v, reorder=True)
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         v = self.active_view()
         col, reverse = self.sorts[v.name]
         self.sorts[v.name] = (event.column_index, not reverse if col == event.column_index else False)
-        self.refresh_view(v)
+        self.refresh_view(v, reorder=True)
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -631,7 +649,7 @@ class TopApp(App):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
             self.filters[self.active_view().name] = event.value
-            self.refresh_view()
+            self.refresh_view(reorder=True)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
@@ -643,7 +661,7 @@ class TopApp(App):
         box.value = ""
         box.remove_class("shown")
         self.filters.pop(self.active_view().name, None)
-        self.refresh_view()
+        self.refresh_view(reorder=True)
         self.query_one(f"#table-{self.active_view().name}", DataTable).focus()
 
     def action_group(self) -> None:
