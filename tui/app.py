@@ -198,9 +198,10 @@ class TopApp(App):
         self.filters: dict[str, str] = {}
         self.sorts: dict[str, tuple[int, bool]] = {v.name: (v.default_sort, False) for v in self.views}
         self.rows: dict[str, list[Row]] = {}  # each view's rows as shown
-        # each view's rows as it made them last (unsorted, unfiltered), with the snapshot and view state they are of:
-        # a sort or a filter of the same window orders them again, not makes them again (5,000 threads' rows)
-        self._made: dict[str, tuple] = {}
+        # the rows the view drawn last made (unsorted, unfiltered), with the snapshot and view state they are of: a
+        # sort or a filter of the same window orders them again, not makes them again (5,000 threads' rows); one
+        # view's only, so that no older snapshot is kept for a view not shown
+        self._made: tuple | None = None
         self.keys: dict[str, list[str]] = {}  # ... and their table keys (made unique)
         self.notice = ""
         self.ended = ""
@@ -441,12 +442,12 @@ class TopApp(App):
             self.update_preview()
 
     def _view_rows(self, v: View, snap: Snapshot, reuse: bool) -> list[Row]:
-        key = (id(snap), getattr(v, "group", None))
-        made = self._made.get(v.name)
-        if reuse and made is not None and made[0] == key and made[1] is snap:
+        state = (v.name, getattr(v, "group", None))
+        made = self._made
+        if reuse and made is not None and made[0] == state and made[1] is snap:
             return made[2]
         rows = v.rows(snap, self.timeline) if v.available(snap) else []
-        self._made[v.name] = (key, snap, rows)
+        self._made = (state, snap, rows)
         return rows
 
     def _fit_flex(self, v: View, table: DataTable, rows: list[Row]) -> None:
