@@ -560,6 +560,11 @@ class WindowFold:
     def done(self) -> bool:
         return self._next >= len(self.intervals)
 
+    @property
+    def folded(self) -> int:
+        """Its intervals folded so far."""
+        return self._next
+
     def add(self, count: int = 1) -> bool:
         """Up to `count` more of its intervals folded; whether all are."""
         ivs = self.intervals[self._next:self._next + count]

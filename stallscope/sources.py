@@ -21,7 +21,7 @@ from stallscope.analyzer.load import fold_locks, with_locks
 from stallscope.analyzer.model import Model, wait_limit_ns
 from stallscope.analyzer.sample import Interval, RecordingMeta
 from stallscope.analyzer.store import Recording
-from stallscope.analyzer.timeline import SlidingFold, Timeline
+from stallscope.analyzer.timeline import SlidingFold, Snapshot, Timeline
 from stallscope.errors import StallscopeError
 from stallscope.gc_work import interval_work
 
@@ -37,6 +37,7 @@ LIVE_WINDOWS = (1, 10, 60)  # the intervals a live view's window spans (`w` cycl
 # is left waits for the next one (the window shown is then that many intervals older, and says so), so that
 # folding a minute of a loaded machine's records (1.5 s) never holds up a drain
 WINDOW_FOLD_SHARE = 0.2
+WHOLE_FOLD_STEP = 8  # intervals a replay's whole-recording fold takes between two looks at its progress and a stop
 # the share of a CPU a wider window's model and first views may take, on average: a window whose snapshot took
 # longer than this share of an interval is made again that many intervals later (the view keeps the last one
 # meanwhile, and says which intervals it spans). 10 intervals of 5,000 sleeping threads took 0.2-0.4 s.
@@ -78,11 +79,12 @@ class RecordingSource:
         self.error: str | None = None
         self.failure: Exception | None = None  # an error that is not a StallscopeError: a bug
         self.intervals_read = 0
+        self.intervals_folded = 0  # of the whole recording's snapshot, folded after the reading
         self._events: list[Event] = []
         self._lock = threading.Lock()  # the events, and the file's closing
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._folding = False
+        self._folding = 0  # the intervals the whole recording's fold spans, once it begins
         rec = Recording(path)
         self._rec: Recording | None = rec
         try:
@@ -129,7 +131,9 @@ class RecordingSource:
         if self.timeline is not None or self._thread is None or self.error is not None:
             return None
         if self._folding:
-            return f"folding the whole recording ({self.total:,} intervals)..."
+            if self.intervals_folded < self._folding:
+                return f"folding the whole recording: {self.intervals_folded:,} of {self._folding:,} intervals..."
+            return f"ranking the whole recording's {self._folding:,} intervals..."
         return f"reading the recording: {self.intervals_read:,} of {self.total:,} intervals..."
 
     def start(self) -> None:
@@ -141,8 +145,7 @@ class RecordingSource:
     def _run(self) -> None:
         try:
             tl = self._read(self._rec)
-            self._folding = True
-            prefolded(tl.whole())
+            prefolded(self._fold_whole(tl))
             self.timeline = tl
             self._put(Event("meta", self.meta))
         except _Stopped:
@@ -157,6 +160,18 @@ class RecordingSource:
         finally:
             if self._stopping.is_set():
                 self._close()
+
+    def _fold_whole(self, tl: Timeline) -> Snapshot:
+        """The whole recording's snapshot, its intervals folded a few at a time: the status line says how far
+        (a 10-minute recording's took 10 s here), and a view that quits meanwhile is not kept waiting for it."""
+        fold = tl.fold_window(tl.first_index, tl.last_index)
+        self._folding = fold.span
+        while not fold.add(WHOLE_FOLD_STEP):
+            self.intervals_folded = fold.folded
+            if self._stopping.is_set():
+                raise _Stopped
+        self.intervals_folded = fold.span
+        return fold.snapshot()
 
     def _put(self, ev: Event) -> None:
         with self._lock:

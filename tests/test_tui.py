@@ -651,6 +651,42 @@ def test_a_replay_read_in_the_background_shows_its_progress_then_the_same_screen
             assert [r[0] for r in rows] == ["Waiting for CPU", "mutex contention: cgroup_kn_lock_live",
                                             "Reading from a pipe"], rows
             assert "intervals 0..11 of 0..11" in status(app)
+        # the whole recording's fold says how far it is, and stops at its next step when the view quits
+        folded: list[str] = []
+        fold_whole = RecordingSource._fold_whole
+        resume = threading.Event()
+        resume.set()
+
+        def watched(self, tl):
+            fold = tl.fold_window(tl.first_index, tl.last_index)
+            add = fold.add
+
+            def step(n):
+                folded.append(self.progress)
+                assert resume.wait(30)
+                return add(n)
+            fold.add = step
+            tl.fold_window = lambda first, last: fold
+            return fold_whole(self, tl)
+
+        monkeypatch.setattr(RecordingSource, "_fold_whole", watched)
+        monkeypatch.setattr("stallscope.sources.WHOLE_FOLD_STEP", 5)
+        source = RecordingSource(recording, background=True)
+        source.start()
+        assert source.join(30) and source.error is None
+        assert folded == ["folding the whole recording: 0 of 12 intervals...",
+                          "folding the whole recording: 5 of 12 intervals...",
+                          "folding the whole recording: 10 of 12 intervals..."], folded
+        source.stop()
+        folded.clear()
+        resume.clear()
+        source = RecordingSource(recording, background=True)
+        source.start()
+        while not folded:  # the view goes while the fold runs: it stops at its next step
+            await asyncio.sleep(0.01)
+        source.stop()
+        resume.set()
+        assert source.join(30) and source.timeline is None and source._rec is None and len(folded) == 1
         # quit while it reads: the thread stops at its next interval and closes the file
         gate.clear()
         source = RecordingSource(recording, background=True)
