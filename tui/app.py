@@ -524,10 +524,11 @@ class TopApp(App):
                 # in red where events or totals were lost; apart, in yellow, those after which every total stays
                 # exact (a stack, a waker or a name went; a wait's time came from its task's counters or went to
                 # the interval before): the report's "totals exact, details missing"
-                for label, kept, style in (("LOST: ", False, "bold red"), ("totals exact: ", True, "yellow")):
+                for label, kept, label_style, style in (("LOST: ", False, "bold red", "bold red"),
+                                                        ("totals exact: ", True, "bold yellow", "yellow")):
                     counters = [(k, v) for k, v in sorted(by.items()) if totals_kept(k) == kept]
                     if counters:
-                        t.append(label, style=f"bold {style}" if kept else style)
+                        t.append(label, style=label_style)
                         t.append(", ".join(f"{k}={v:,}" for k, v in counters), style=style)
                         t.append("   ")
             cost, budget = snap.cost, meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)

@@ -16,6 +16,7 @@ from stallscope.analyzer.blockers import (
 from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.chains import depth_note
 from stallscope.analyzer.locks import LockStat
+from stallscope.analyzer.model import RUNQ_SLOTS  # a wait's log2 histogram has as many slots (bpf/sched.h)
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
 from stallscope.analyzer.signals import quota_limit, quota_throttled, window_cpu_side
@@ -24,7 +25,6 @@ from stallscope.analyzer.units import fmt_ns, log2_bounds
 from stallscope.tui.cells import visible
 
 MAX_FRAMES = 24
-HIST_SLOTS = 40  # log2 slots of a wait's histogram (bpf/sched.h)
 BAR = 30
 
 
@@ -167,18 +167,16 @@ def blocker_detail(snap: Snapshot, b: Blocker, chains: bool = True) -> Text:
         t.append(f"  ... {len(b.tasks) - 20} more\n", style="dim")
 
     if b.cls == CPU:  # a run-queue wait's length: its tasks' wakeup-to-run latency
-        hist = [0] * HIST_SLOTS
+        hist = [0] * RUNQ_SLOTS
         for tid in b.tasks:
             if tid in m.tasks:
-                for slot, c in enumerate(m.tasks[tid].runq_hist[:HIST_SLOTS]):
+                for slot, c in enumerate(m.tasks[tid].runq_hist[:RUNQ_SLOTS]):
                     hist[slot] += c
         _h(t, "Wakeup-to-run latency (log2 buckets)")
     else:
         _h(t, "Latency of single waits (log2 buckets)")
     histogram(t, hist)
     return t
-
-
 
 
 def _stacks_of(t: Text, m, b: Blocker) -> list[int]:
@@ -190,7 +188,7 @@ def _stacks_of(t: Text, m, b: Blocker) -> list[int]:
     _h(t, "Stacks its waits were seen in (share of the waits the drawn ones stand for; measured beside it)")
     tasks = set(b.tasks)
     by_stack: dict[tuple[int, int], list] = {}  # stack ids -> [stands for, measured ns, drawn waits, kstack, ustack]
-    hist = [0] * HIST_SLOTS
+    hist = [0] * RUNQ_SLOTS
     for w in m.waits:
         if w.task not in tasks:
             continue
