@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from rich.text import Text
+from textual.app import App
 from textual.widgets import DataTable, Static
 
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
@@ -850,3 +851,32 @@ def test_a_view_of_thousands_of_rows_draws_only_the_cells_its_table_shows(record
 
     with pytest.raises(ValueError):
         Row("x", (1,))
+
+
+def test_a_table_measures_only_its_columns_sized_to_their_content():
+    """A view's table measures the new rows' cells only where a column is sized to its content (width None): the
+    fixed columns keep their widths however long their cells, the content-sized one grows to its widest cell, and
+    a row of another kind (a label) is measured Textual's way, with the same result."""
+    from stallscope.tui.app import ViewTable
+
+    class Host(App):
+        def compose(self):
+            yield ViewTable(id="t")
+
+    async def go():
+        app = Host()
+        async with app.run_test(size=(120, 20)) as pilot:
+            table = app.query_one(ViewTable)
+            fixed = table.add_column(Text("Fixed"), width=6)
+            auto = table.add_column(Text("Auto"))
+            table.add_row(Text("x" * 40), Text("a" * 9), key="1")
+            table.add_row(Text("y"), Text("b" * 23), key="2")
+            await pilot.pause()
+            assert table.columns[fixed].get_render_width(table) == 6 + 2 * table.cell_padding
+            assert table.columns[auto].content_width == 23
+            assert table.virtual_size.height == 2 + table.header_height
+            table.add_row(Text("z"), Text("c" * 31), key="3", label=Text("row"))  # Textual's own measure
+            await pilot.pause()
+            assert table.columns[auto].content_width == 31 and table.columns[fixed].width == 6
+            assert table.virtual_size.height == 3 + table.header_height
+    run(go())

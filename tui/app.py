@@ -122,6 +122,31 @@ class ViewTable(DataTable):
     """A view's table: resized (the terminal, or its tab shown), its view is drawn again, so that a name column
     takes the width there is (TopApp._fit_flex)."""
 
+    def _update_dimensions(self, new_rows) -> None:
+        """Textual's, measuring the new rows' cells only in the columns sized to their content: a view's other
+        columns have fixed widths, and measuring every cell of the 500 rows a refresh adds was a third of the
+        Tasks view's refresh. Rows with a label, an automatic height or a cell that is not one line of Text (none
+        of the views' own) are measured Textual's way."""
+        new_rows = list(new_rows)
+        rows, data = self.rows, self._data
+        auto = [c for c in self.ordered_columns if c.auto_width]
+        widths = [c.content_width for c in auto]
+        for key in new_rows:
+            row, cells = rows.get(key), data.get(key)
+            if row is None or cells is None:
+                continue  # removed before the table was laid out
+            if row.label is not None or row.auto_height:
+                return super()._update_dimensions(new_rows)
+            for i, c in enumerate(auto):
+                cell = cells.get(c.key)
+                if not isinstance(cell, Text) or "\n" in cell.plain:
+                    return super()._update_dimensions(new_rows)
+                if cell.cell_len > widths[i]:
+                    widths[i] = cell.cell_len
+        for c, w in zip(auto, widths):
+            c.content_width = w
+        super()._update_dimensions(())  # the virtual size from the widths and the row count
+
     def on_resize(self, event) -> None:
         refresh = getattr(self.app, "refresh_view", None)
         if refresh is not None and self.id == f"table-{self.app.active_view().name}":
