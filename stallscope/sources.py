@@ -205,10 +205,13 @@ class RecordingSource:
         return self._thread is not None and self._thread.is_alive()
 
 
-def prefolded(snap):
-    """The snapshot with what the default view and the status line read of it made (PREFOLDED)."""
+def prefolded(snap, reads: tuple[str, ...] = ()):
+    """The snapshot with what the default view and the status line read of it made (PREFOLDED), and `reads`:
+    what the view shown reads of it besides (a view's `reads`, tui/views.py)."""
     if snap is not None:
         for name in PREFOLDED:
+            getattr(snap, name)
+        for name in reads:
             getattr(snap, name)
     return snap
 
@@ -246,6 +249,9 @@ class LiveSource:
         # the intervals the view's window spans (set by the view): a wider window's snapshot is folded here
         # too, with each interval, so that the view's thread never folds minutes of records as one comes
         self.window_len = 1
+        # what the view shown reads of a snapshot besides PREFOLDED (set by the view: its `reads`), made here too
+        # with each interval, so that a view of thousands of threads does not make its rows' data as it draws
+        self.reads: tuple[str, ...] = ()
 
     def start(self) -> None:
         if not self._thread.is_alive() and self._thread.ident is None:
@@ -313,7 +319,7 @@ class LiveSource:
         if fold is None:
             return None
         fold.add(iv)
-        return prefolded(fold.window(iv.index, iv.index))
+        return prefolded(fold.window(iv.index, iv.index), self.reads)
 
     def _prefold_window(self, iv: Interval):
         """The snapshot of the view's window, when it spans more than one interval and its fold has caught up
@@ -339,7 +345,7 @@ class LiveSource:
         if w.last < self._window_next:  # the last one's model and views took their share: the view keeps it a while
             return None
         began = time.thread_time()
-        snap = prefolded(w.snapshot())
+        snap = prefolded(w.snapshot(), self.reads)
         spent = time.thread_time() - began
         self._window_next = w.last + max(1, math.ceil(spent / (WINDOW_VIEW_SHARE * interval_s)))
         return snap

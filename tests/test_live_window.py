@@ -53,6 +53,28 @@ def test_a_window_of_one_interval_folds_no_other(monkeypatch):
     assert all(k[0] == k[1] for k in src.timeline._cache)
 
 
+def test_what_the_view_shown_reads_is_made_in_the_sources_thread(monkeypatch):
+    """A view's `reads` (the Tasks view: its threads' rows), set by the view as it is shown, are made with each
+    interval in the session's thread, for one interval's window and a wider one alike; the view's thread then
+    makes none of them."""
+    from stallscope.tui.views import TasksView
+
+    for width in (1, 10):
+        src = LiveSource(SessionOptions(interval_s=1.0))
+        src.window_len = width
+        src.reads = TasksView.reads
+        _view_of(src, 12)
+        tl = src.timeline
+        snap = tl.window(tl.last_index - width + 1, tl.last_index)
+        assert "tasks" in vars(snap), width  # made already: a cached property is in the instance's dict
+        monkeypatch.setattr(timeline_mod, "causes_by_task", lambda *a: pytest.fail("made in the view's thread"))
+        assert {r.task for r in snap.tasks} == {A, B}
+        monkeypatch.undo()
+    src = LiveSource(SessionOptions(interval_s=1.0))
+    _view_of(src, 2)
+    assert "tasks" not in vars(src.timeline.window(1, 1))  # no view reads them: not made
+
+
 def test_early_the_window_is_what_is_held_and_the_widest_window_is_held_by_the_source():
     src = LiveSource(SessionOptions(interval_s=1.0))
     src.window_len = max(LIVE_WINDOWS)

@@ -405,6 +405,10 @@ def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on(
             await pilot.press("p")
             await pilot.pause(0.2)
             assert app.current_window() == (4, 4)
+            await pilot.press("2")  # the Tasks view: its rows' data made in the source's thread from now on
+            assert src.reads == ("tasks",)
+            await pilot.press("1")
+            assert src.reads == ()
             await pilot.press("w")
             await pilot.pause(0.2)
             # the source folds the window in its thread: meanwhile the newest interval, and the status says so

@@ -579,6 +579,8 @@ class TopApp(App):
             self.query_one(TabbedContent).active = self.views[n - 1].name
 
     def on_tabbed_content_tab_activated(self, _event) -> None:
+        if self.source.live:  # what the view shown reads, made in the session's thread from the next interval on
+            self.source.reads = self.active_view().reads
         self.refresh_view()
         self.query_one(f"#table-{self.active_view().name}", DataTable).focus()
 

@@ -77,6 +77,9 @@ class View:
     flex: int | None = 0
     # the column that takes what the flex column leaves of the spare width, as far as its cells need (who waited)
     spill: int | None = None
+    # what its rows read of a snapshot besides what the default view reads (stallscope/sources.py PREFOLDED): a
+    # live source makes them in the session's thread with each interval while the view is shown
+    reads: tuple[str, ...] = ()
 
     def available(self, snap: Snapshot) -> bool:
         return True
@@ -146,6 +149,7 @@ def _cause_history(snap: Snapshot, timeline: Timeline) -> list[dict[str, float]]
 
 class TasksView(View):
     name, title = "tasks", "Tasks"
+    reads = ("tasks",)
     columns = (Column("Task", 16, False), Column("PID", 8, ascending=True), Column("Waiting/s", 10),
                Column("Off-CPU/s", 10), Column("Run-queue/s", 11), Column("p99 wakeup", 10), Column("vcs/s", 8),
                Column("ivcs/s", 7), Column("migr/s", 6), Column("Top causes (not idle)", None, False))
@@ -221,6 +225,7 @@ def _causes_per_s(causes, secs: float) -> str:
 
 class LocksView(View):
     name, title = "locks", "Locks"
+    reads = ("locks",)
     # where it is contended and who held it before how the wait splits: at 120 columns the point shows, and the
     # split (also in the detail) is scrolled to
     columns = (Column("Lock", 32, False), Column("Type", 11, False), Column("Contentions", 11), Column("Wait/s", 9),
@@ -259,6 +264,7 @@ def _lock_cells(s, who: str, secs: float) -> tuple[Text, ...]:
 
 class SlabView(View):
     name, title = "slab", "Slab"
+    reads = ("slab",)
     columns = (Column("Cache", 24, False), Column("Allocs/s", 10), Column("Frees/s", 10), Column("Bytes/s", 9),
                Column("Slow path", 10), Column("list_lock wait", 14), Column("Order", 5), Column("Objs/slab", 9),
                Column("Method", None, False))
@@ -290,6 +296,7 @@ class SlabView(View):
 
 class CpusView(View):
     name, title = "cpus", "CPUs"
+    reads = ("cpus", "signals")
     columns = (Column("CPU", 5, ascending=True), Column("Busy", 7), Column("Waiting", 7), Column("Avg wait", 9),
                Column("Migr out/s", 10), Column("in/s", 6), Column("Migrations from row to column", None, False))
     flex = None  # numbers and the matrix: no name to widen
@@ -354,6 +361,7 @@ def _quota_text(q: dict, secs: float, why: str = "") -> Text:
 
 class OncpuView(View):
     name, title = "oncpu", "On-CPU"
+    reads = ("oncpu",)
     columns = (Column("Function", 48, False), Column("Kind", 7, False), Column("Self", 8), Column("Self %", 7),
                Column("Incl", 8), Column("Incl %", 7))
     default_sort = 2
@@ -422,6 +430,7 @@ class DevicesView(View):
     with where each request's time went (queued, at the device) and the saturation verdict drawn from it."""
 
     name, title = "devices", "Devices"
+    reads = ("io",)
     columns = (Column("Device", 10, False), Column("Op", 7, False), Column("Req/s", 8), Column("Bytes/s", 8),
                Column("Avg size", 8), Column("Await", 8), Column("p99", 8), Column("Queued", 8),
                Column("At device", 9), Column("%util", 6), Column("In flight", 9), Column("Verdict", None, False))
