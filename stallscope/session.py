@@ -32,7 +32,7 @@ from stallscope.bpf.sizing import DEFAULT_SIZES, machine_sizes
 from stallscope.bpf import tune
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.errors import StallscopeError
-from stallscope.gc_work import interval_work, settle_gc
+from stallscope.gc_work import interval_work, settle_gc, setup_work
 from stallscope.priority import (
     at_nice, at_policy, caller_policy, own_nice, own_policy, raise_group, set_own_nice, set_own_policy,
 )
@@ -208,7 +208,8 @@ class Session:
             status = self._start_all(symbolizer, tables.wait)
             self.attached.set()
             tables.wait()
-            self._skip_setup()
+            with setup_work():
+                self._skip_setup()
             start_ns = collector.interval_start_ns
             meta = replace(self._meta(status, start_ns), machine=machine.describe())
             self._cpu_first = self._cpu_now
@@ -238,20 +239,21 @@ class Session:
                     stop = f"process {o.pid} exited"
                 if o.max_intervals and intervals + 1 >= o.max_intervals:
                     stop = stop or "done"
+                if intervals == 1:
+                    # the first interval handed over a wait ago (a live view drew it meanwhile), what start-up
+                    # and it built (kernel symbols, ELF tables, the BPF objects) is collected and put out of
+                    # the collector's view: a full collection (0.09 s under load) that had held the
+                    # interpreter's lock as the view drew its first data
+                    settle_gc()
                 if stop:
                     self._finish_groups()
                     collector.last_drain_next()
-                with interval_work(freeze=intervals > 0):  # the first's: settle_gc, below
+                with interval_work(freeze=intervals > 0):  # the first's: settle_gc, above, before the second
                     iv = self._drain()
                     self._say_if_starved(iv)
                     if not stop:
                         iv = self._keep_to_budget(iv, meta)
                     on_interval(iv)
-                if intervals == 0:
-                    # the first interval handed over, what start-up and it built (kernel symbols, ELF
-                    # tables, the BPF objects) is collected and put out of the collector's view: a full
-                    # collection (0.04 s under load) that had stood between the set-up drain and the first data
-                    settle_gc()
                 intervals += 1
                 if stop:
                     self._stop_reason = self._stop_reason or stop
