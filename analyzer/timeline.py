@@ -25,6 +25,7 @@ from typing import Callable, NamedTuple
 
 from stallscope.analyzer.blockers import (
     Blocker, causes_by_task, denominator, grouped_parts, held_up_by, parts, rank_blockers, rank_live,
+    waiters_by_name,
 )
 from stallscope.analyzer.causes import IDLE
 from stallscope.analyzer.chains import RootTable, root_table
@@ -147,6 +148,18 @@ class Snapshot:
         if self.live:
             return self.shares.idle_ns
         return sum(b.total_ns for b in self.blockers if b.cls == IDLE)
+
+    @cached_property
+    def waiters(self) -> dict[str, tuple[tuple[str, int, int, str], ...]]:
+        """Who waited for each blocker ranked, by process name (blockers.waiters_by_name), by cause: a loaded
+        machine's blockers are each waited for by hundreds of tasks, thousands in a wider window."""
+        return {b.cause: waiters_by_name(self.model, b) for b in self.ranked}
+
+    def waiters_of(self, b: Blocker) -> tuple[tuple[str, int, int, str], ...]:
+        """Who waited for `b`, by name: from `waiters` where `b` is one of those ranked."""
+        if any(r is b for r in self.ranked):
+            return self.waiters[b.cause]
+        return waiters_by_name(self.model, b)
 
     @cached_property
     def roots(self) -> RootTable:

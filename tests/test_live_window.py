@@ -72,7 +72,12 @@ def test_what_the_view_shown_reads_is_made_in_the_sources_thread(monkeypatch):
         monkeypatch.undo()
     src = LiveSource(SessionOptions(interval_s=1.0))
     _view_of(src, 2)
-    assert "tasks" not in vars(src.timeline.window(1, 1))  # no view reads them: not made
+    snap = src.timeline.window(1, 1)
+    assert "tasks" not in vars(snap)  # no view reads them: not made
+    # who waited for each blocker, by name, is read by the default view: made with the ranking
+    assert "waiters" in vars(snap) and set(snap.waiters) == {b.cause for b in snap.ranked}
+    monkeypatch.setattr(timeline_mod, "waiters_by_name", lambda *a: pytest.fail("made in the view's thread"))
+    assert all(snap.waiters_of(b) is snap.waiters[b.cause] for b in snap.ranked)
 
 
 def test_early_the_window_is_what_is_held_and_the_widest_window_is_held_by_the_source():

@@ -884,3 +884,39 @@ def test_a_table_measures_only_its_columns_sized_to_their_content():
             assert table.columns[auto].content_width == 31 and table.columns[fixed].width == 6
             assert table.virtual_size.height == 3 + table.header_height
     run(go())
+
+
+def test_each_window_shown_makes_its_rows_once_and_a_new_width_fits_them_again(recording, monkeypatch):
+    """With the detail pane shown, a table is as tall as its rows, and its height changes with the number of
+    blockers as intervals come: that is no reason to make its rows again, once a window is enough. A new width
+    fits the columns again, from the rows made already."""
+    from textual import events
+    from textual.geometry import Size
+
+    from stallscope.tui.views import BlockersView
+
+    made: list[int] = []
+    rows = BlockersView.rows
+    monkeypatch.setattr(BlockersView, "rows", lambda self, snap, tl: made.append(snap.last) or rows(self, snap, tl))
+
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("home")
+            await pilot.pause()
+            made.clear()
+            table = app.query_one("#table-blockers", DataTable)
+            width = table.size.width
+            table.post_message(events.Resize(Size(width, 7), Size(width, 7)))  # taller by a row: the same width
+            await pilot.pause()
+            assert not made
+            await pilot.press("right")
+            await pilot.pause()
+            assert made == [app.snapshot.last]
+            flex = table.ordered_columns[BlockersView.flex].width
+            await pilot.resize_terminal(160, 40)
+            await pilot.pause()
+            assert made == [app.snapshot.last]  # fitted again, from the rows made
+            assert table.size.width > width and table.ordered_columns[BlockersView.flex].width > flex
+    run(go())

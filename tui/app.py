@@ -147,10 +147,19 @@ class ViewTable(DataTable):
             c.content_width = w
         super()._update_dimensions(())  # the virtual size from the widths and the row count
 
+    _fitted_width: int | None = None  # the width its view's columns were last fitted to
+
     def on_resize(self, event) -> None:
+        """Only a new width fits the columns again (the rows made for the window shown, reordered): the height
+        of a table sized to its rows changes with their number as intervals come, and each change had made every
+        row again (a live Blockers view: its rows twice an interval)."""
+        width = event.size.width
+        if width == self._fitted_width:
+            return
+        self._fitted_width = width
         refresh = getattr(self.app, "refresh_view", None)
         if refresh is not None and self.id == f"table-{self.app.active_view().name}":
-            refresh()
+            refresh(reorder=True)
 
 
 class TopApp(App):

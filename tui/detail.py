@@ -11,7 +11,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from stallscope.analyzer.blockers import (
-    LOST_STACK, NO_STACK_LABELS, STACK_NOT_DRAWN, Blocker, wait_now_cause, wait_parts, waiters_by_name,
+    LOST_STACK, NO_STACK_LABELS, STACK_NOT_DRAWN, Blocker, wait_now_cause, wait_parts,
 )
 from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.chains import depth_note
@@ -150,7 +150,7 @@ def blocker_detail(snap: Snapshot, b: Blocker, chains: bool = True) -> Text:
             t.append(f"  {r.share_pct:5.1f}%  {visible(r.name)}\n", style="bold")
             t.append("         " + "  ->  ".join(visible(c) for c in r.chain) + "\n", style="dim")
 
-    names = waiters_by_name(m, b)
+    names = snap.waiters_of(b)
     if len(names) < len(b.tasks):  # some name has several tasks: who waited, summed per name, first
         _h(t, "Who waited, by name")
         total = b.total_ns or 1

@@ -14,7 +14,6 @@ from typing import Any, Callable
 
 from rich.text import Text
 
-from stallscope.analyzer.blockers import waiters_by_name
 from stallscope.analyzer.recommend import BY_HAND, RECOMMENDED
 from stallscope.analyzer.model import RUNQ_SLOTS
 from stallscope.analyzer.oncpu import sampling_summary
@@ -96,7 +95,7 @@ class View:
 
 def _names(snap: Snapshot, b) -> str:
     """Who waited, by process name, the name whose tasks waited most in all first (analyzer waiters_by_name)."""
-    names = [name for _label, _ns, _n, name in waiters_by_name(snap.model, b)]
+    names = [name for _label, _ns, _n, name in snap.waiters_of(b)]
     return ", ".join(names[:6]) + (f" +{len(names) - 6}" if len(names) > 6 else "")
 
 
