@@ -31,7 +31,7 @@ LIVE_KEEP = 600
 # 5,000 sleeping threads an interval holds 20,000-30,000, and ten minutes of them would take gigabytes
 LIVE_MAX_RECORDS = 1_000_000
 # what the default view (Blockers, with each cause's history) and the status line read of each interval
-PREFOLDED = ("ranked", "waiters", "idle_ns", "shares", "cost", "lost")
+PREFOLDED = ("ranked", "idle_ns", "shares", "cost", "lost")
 LIVE_WINDOWS = (1, 10, 60)  # the intervals a live view's window spans (`w` cycles them); each folded here
 # the share of an interval a wider window's fold may take in the session's thread, with each interval: what
 # is left waits for the next one (the window shown is then that many intervals older, and says so), so that

@@ -57,7 +57,7 @@ def test_what_the_view_shown_reads_is_made_in_the_sources_thread(monkeypatch):
     """A view's `reads` (the Tasks view: its threads' rows), set by the view as it is shown, are made with each
     interval in the session's thread, for one interval's window and a wider one alike; the view's thread then
     makes none of them."""
-    from stallscope.tui.views import TasksView
+    from stallscope.tui.views import BlockersView, TasksView
 
     for width in (1, 10):
         src = LiveSource(SessionOptions(interval_s=1.0))
@@ -71,10 +71,11 @@ def test_what_the_view_shown_reads_is_made_in_the_sources_thread(monkeypatch):
         assert {r.task for r in snap.tasks} == {A, B}
         monkeypatch.undo()
     src = LiveSource(SessionOptions(interval_s=1.0))
+    src.reads = BlockersView.reads
     _view_of(src, 2)
     snap = src.timeline.window(1, 1)
-    assert "tasks" not in vars(snap)  # no view reads them: not made
-    # who waited for each blocker, by name, is read by the default view: made with the ranking
+    assert "tasks" not in vars(snap)  # the view shown does not read them: not made
+    # who waited for each blocker, by name, is read by the Blockers view: made with the ranking
     assert "waiters" in vars(snap) and set(snap.waiters) == {b.cause for b in snap.ranked}
     monkeypatch.setattr(timeline_mod, "waiters_by_name", lambda *a: pytest.fail("made in the view's thread"))
     assert all(snap.waiters_of(b) is snap.waiters[b.cause] for b in snap.ranked)

@@ -408,7 +408,7 @@ def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on(
             await pilot.press("2")  # the Tasks view: its rows' data made in the source's thread from now on
             assert src.reads == ("tasks",)
             await pilot.press("1")
-            assert src.reads == ()
+            assert src.reads == ("waiters",)
             await pilot.press("w")
             await pilot.pause(0.2)
             # the source folds the window in its thread: meanwhile the newest interval, and the status says so

@@ -299,6 +299,7 @@ class TopApp(App):
                     pass
 
             self.source.on_event = wake
+            self.source.reads = self.active_view().reads  # the first view's, made with each interval from the first
         self.source.start()
         self._screen_loop = loop
         if self._leave_asked:  # SIGTERM or SIGHUP before the screen was up

@@ -76,8 +76,8 @@ class View:
     flex: int | None = 0
     # the column that takes what the flex column leaves of the spare width, as far as its cells need (who waited)
     spill: int | None = None
-    # what its rows read of a snapshot besides what the default view reads (stallscope/sources.py PREFOLDED): a
-    # live source makes them in the session's thread with each interval while the view is shown
+    # what its rows read of a snapshot besides the ranking and the status line's figures (stallscope/sources.py
+    # PREFOLDED): a live source makes them in the session's thread with each interval while the view is shown
     reads: tuple[str, ...] = ()
 
     def available(self, snap: Snapshot) -> bool:
@@ -101,6 +101,7 @@ def _names(snap: Snapshot, b) -> str:
 
 class BlockersView(View):
     name, title = "blockers", "Blockers"
+    reads = ("waiters",)
     columns = (Column("Blocker (cause)", 34, False), Column("Wait/s", 9), Column("Share", 6), Column("Max", 9),
                Column("p99", 8), Column("Count", 8), Column("Last minute", 12, False), Column("Tasks", 16, False))
     detail = True
