@@ -920,3 +920,42 @@ def test_each_window_shown_makes_its_rows_once_and_a_new_width_fits_them_again(r
             assert made == [app.snapshot.last]  # fitted again, from the rows made
             assert table.size.width > width and table.ordered_columns[BlockersView.flex].width > flex
     run(go())
+
+
+def test_a_tables_cells_are_drawn_as_textual_draws_them(recording, monkeypatch):
+    """ViewTable draws the views' own cells a short way (tui/app.py `_render_cell`): cell by cell, in every view,
+    as the cursor's row and not, the segments are Textual's own, styles and all. A hostile name (HOSTILE in the
+    fixture) and a cell wider than its column are among them."""
+    from tui_fixture import HOSTILE  # noqa: F401 - in the recording's task names
+    from stallscope.tui.app import ViewTable
+
+    textuals: list[int] = []  # the cells drawn Textual's way, by ViewTable too
+    textual_way = DataTable._render_cell
+    monkeypatch.setattr(DataTable, "_render_cell", lambda *a, **k: textuals.append(1) or textual_way(*a, **k))
+
+    async def go():
+        nonlocal short
+        app = TopApp(RecordingSource(recording))
+        compared = 0
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause()
+            for n, v in enumerate(app.views, 1):
+                await pilot.press(str(n))
+                await pilot.pause()
+                table = app.query_one(f"#table-{v.name}", ViewTable)
+                for row in range(min(table.row_count, 12)):
+                    base = table._get_row_style(row, table.rich_style)
+                    for col, column in enumerate(table.ordered_columns):
+                        for width in (column.get_render_width(table), 5):  # as drawn; and narrower than most cells
+                            for cursor, hover in ((False, False), (True, False), (False, True)):
+                                table._cell_render_cache.clear()
+                                before = len(textuals)
+                                ours = table._render_cell(row, col, base, width, cursor, hover)
+                                short += len(textuals) == before
+                                table._cell_render_cache.clear()
+                                theirs = textual_way(table, row, col, base, width, cursor, hover)
+                                assert ours == theirs, (v.name, row, col, width, cursor, hover)
+                                compared += 1
+        assert compared > 500 and short > 0.9 * compared, (compared, short)  # nearly all the short way
+    short = 0
+    run(go())
