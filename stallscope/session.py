@@ -66,6 +66,9 @@ class SessionOptions:
     first_interval_end_s: float | None = None
 
 
+# after the first interval is handed over, the wait before the collection that settles start-up (at most half
+# the time to the next drain): a live view draws its first data meanwhile, not behind the collection
+SETTLE_GRACE_S = 0.3
 MIN_FIRST_INTERVAL_S = 0.25  # a shortened first interval is no shorter than this
 STRETCHED = 2.0  # an interval this many times the length asked (and 0.5 s longer) has stretched: said once
 
@@ -230,7 +233,17 @@ class Session:
                                                collector.dump_monotonic + MIN_FIRST_INTERVAL_S))
             next_tick = max(next_tick, time.monotonic())
             while True:
-                stop = self._halted or self._wait_until(next_tick, deadline)
+                stop = ""
+                if intervals == 1:
+                    # the first interval handed over, once a live view had the time to draw it (the interpreter's
+                    # lock is held throughout a collection) and half the time to the next drain at most: what
+                    # start-up and the first interval built (kernel symbols, ELF tables, the BPF objects) is
+                    # collected and put out of the collector's view (a full collection, 0.09 s under load)
+                    now = time.monotonic()
+                    stop = self._halted or self._wait_until(now + min(SETTLE_GRACE_S, max(0.0, next_tick - now) / 2),
+                                                            deadline)
+                    settle_gc()
+                stop = stop or self._halted or self._wait_until(next_tick, deadline)
                 if self.child is not None and exit_status is None:
                     exit_status, rusage = self._reap(block=False)
                     if exit_status is not None:
@@ -239,16 +252,10 @@ class Session:
                     stop = f"process {o.pid} exited"
                 if o.max_intervals and intervals + 1 >= o.max_intervals:
                     stop = stop or "done"
-                if intervals == 1:
-                    # the first interval handed over a wait ago (a live view drew it meanwhile), what start-up
-                    # and it built (kernel symbols, ELF tables, the BPF objects) is collected and put out of
-                    # the collector's view: a full collection (0.09 s under load) that had held the
-                    # interpreter's lock as the view drew its first data
-                    settle_gc()
                 if stop:
                     self._finish_groups()
                     collector.last_drain_next()
-                with interval_work(freeze=intervals > 0):  # the first's: settle_gc, above, before the second
+                with interval_work(freeze=intervals > 0):  # the first's: settle_gc, above, after it
                     iv = self._drain()
                     self._say_if_starved(iv)
                     if not stop:

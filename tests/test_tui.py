@@ -924,9 +924,8 @@ def test_each_window_shown_makes_its_rows_once_and_a_new_width_fits_them_again(r
 
 def test_a_tables_cells_are_drawn_as_textual_draws_them(recording, monkeypatch):
     """ViewTable draws the views' own cells a short way (tui/app.py `_render_cell`): cell by cell, in every view,
-    as the cursor's row and not, the segments are Textual's own, styles and all. A hostile name (HOSTILE in the
-    fixture) and a cell wider than its column are among them."""
-    from tui_fixture import HOSTILE  # noqa: F401 - in the recording's task names
+    as the cursor's row and not, the segments are Textual's own, styles and all. A hostile name (the fixture's
+    HOSTILE) and cells wider than their column are among them."""
     from stallscope.tui.app import ViewTable
 
     textuals: list[int] = []  # the cells drawn Textual's way, by ViewTable too
