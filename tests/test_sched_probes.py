@@ -564,9 +564,12 @@ def test_a_recording_whose_intervals_stretch_under_load_says_so_once_and_what_ke
     assert proc.returncode == 0, proc.stderr
     said = [line for line in proc.stderr.splitlines() if "intervals stretch under load" in line]
     with sqlite3.connect(path) as db:
-        lengths = [round((e - s) / 1e9, 1) for s, e in db.execute("SELECT start_ns, end_ns FROM intervals ORDER BY idx")]
+        lengths = [(e - s) / 1e9 for s, e in db.execute("SELECT start_ns, end_ns FROM intervals ORDER BY idx")]
     if max(lengths) < 2.0:  # a machine with CPUs to spare kept them: then nothing is said
         assert not said, (lengths, said)
+        return
+    if max(lengths) < 2.2:  # about the threshold (twice the length asked, stallscope waiting a quarter of the time
+        assert len(said) <= 1, (lengths, said)  # for a CPU): either way, at most once
         return
     assert len(said) == 1, (lengths, proc.stderr)
     took = float(said[0].split("the last took ")[1].split(" s")[0])
