@@ -289,7 +289,7 @@ def test_an_intervals_work_leaves_no_cycle_for_the_freeze_to_keep(monkeypatch):
     _run_to_end(src)
     assert [c[0] for c in calls].count("freeze") >= 6, calls  # the start-up's, then one an interval
     # start-up's own cycles (ctypes types, files) are frozen unwalked after the set-up drain (gc_work.setup_work),
-    # and settle_gc unfreezes them before the second interval to collect them: only those are let be, and only
+    # and settle_gc unfreezes them in the wait after the first interval to collect them: only those are let be, and only
     # the set-up's freeze has them; every freeze after settle_gc keeps none
     settled = calls.index(("unfreeze",))
     assert [c[0] for c in calls[:settled]] == ["freeze"], calls[:settled]
