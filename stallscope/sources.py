@@ -37,7 +37,9 @@ LIVE_WINDOWS = (1, 10, 60)  # the intervals a live view's window spans (`w` cycl
 # is left waits for the next one (the window shown is then that many intervals older, and says so), so that
 # folding a minute of a loaded machine's records (1.5 s) never holds up a drain
 WINDOW_FOLD_SHARE = 0.2
-WHOLE_FOLD_STEP = 8  # intervals a replay's whole-recording fold takes between two looks at its progress and a stop
+# intervals a fold in a thread (a replay's whole recording, a view's window) takes between two looks at whether it
+# is still wanted and how far it is
+FOLD_STEP = 8
 # the share of a CPU a wider window's model and first views may take, on average: a window whose snapshot took
 # longer than this share of an interval is made again that many intervals later (the view keeps the last one
 # meanwhile, and says which intervals it spans). 10 intervals of 5,000 sleeping threads took 0.2-0.4 s.
@@ -166,7 +168,7 @@ class RecordingSource:
         (a 10-minute recording's took 10 s here), and a view that quits meanwhile is not kept waiting for it."""
         fold = tl.fold_window(tl.first_index, tl.last_index)
         self._folding = fold.span
-        while not fold.add(WHOLE_FOLD_STEP):
+        while not fold.add(FOLD_STEP):
             self.intervals_folded = fold.folded
             if self._stopping.is_set():
                 raise _Stopped

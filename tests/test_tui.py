@@ -675,7 +675,7 @@ def test_a_replay_read_in_the_background_shows_its_progress_then_the_same_screen
             return fold_whole(self, tl)
 
         monkeypatch.setattr(RecordingSource, "_fold_whole", watched)
-        monkeypatch.setattr("stallscope.sources.WHOLE_FOLD_STEP", 5)
+        monkeypatch.setattr("stallscope.sources.FOLD_STEP", 5)
         source = RecordingSource(recording, background=True)
         source.start()
         assert source.join(30) and source.error is None
@@ -929,6 +929,7 @@ def test_a_tables_cells_are_drawn_as_textual_draws_them(recording, monkeypatch):
     from stallscope.tui.app import ViewTable
 
     textuals: list[int] = []  # the cells drawn Textual's way, by ViewTable too
+    short = 0  # the cells ViewTable drew its own short way
     textual_way = DataTable._render_cell
     monkeypatch.setattr(DataTable, "_render_cell", lambda *a, **k: textuals.append(1) or textual_way(*a, **k))
 
@@ -956,5 +957,4 @@ def test_a_tables_cells_are_drawn_as_textual_draws_them(recording, monkeypatch):
                                 assert ours == theirs, (v.name, row, col, width, cursor, hover)
                                 compared += 1
         assert compared > 500 and short > 0.9 * compared, (compared, short)  # nearly all the short way
-    short = 0
     run(go())

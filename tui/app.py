@@ -29,7 +29,7 @@ from stallscope.analyzer.overhead import DEFAULT_BUDGET_PCT
 from stallscope.analyzer.recommend import RECOMMENDED
 from stallscope.analyzer.timeline import Snapshot
 from stallscope.errors import StallscopeError
-from stallscope.sources import LIVE_WINDOWS, prefolded
+from stallscope.sources import FOLD_STEP, LIVE_WINDOWS, prefolded
 from stallscope.tui import detail
 from stallscope.tui.cells import elide_middle, visible
 from stallscope.tui.views import FLEX_MAX, Row, View, default_views
@@ -445,7 +445,7 @@ class TopApp(App):
             error = None
             try:
                 # a few intervals at a time: a window asked for since, or the view closing, leaves this one
-                while not fold.add(8) and self._fold_asked is None and not self._leaving:
+                while not fold.add(FOLD_STEP) and self._fold_asked is None and not self._leaving:
                     pass
                 if not fold.done:
                     continue
