@@ -10,7 +10,9 @@
  * time inside fdatasync(), with extra "held_ns" (its time holding the mutex) and "slept_ns" (its time
  * inside fdatasync() less what it waited there for a CPU, schedstat's run_delay: on a busy machine the
  * wakeup after each sync waits in the run queue, which is not the sync's) and "runq_held_ns" (its time
- * waiting for a CPU while it held the mutex, run_delay again). */
+ * waiting for a CPU while it held the mutex, run_delay again). Each waiter's record adds "in_sync_ns" (the part
+ * of its waits the holder spent inside fdatasync()) and "in_sync_slept_ns" (that part scaled by each call's
+ * slept share: the holder asleep in the sync while the waiter waited, as near as the two threads can tell). */
 #include "truth.h"
 
 #define MAX_WAITERS (TRUTH_MAX_RECORDS - 2)
@@ -22,6 +24,8 @@ static const char *path = "./fsync_chain.data";
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile int done;
 static int fd = -1;
+/* the holder's latest fdatasync() call: written before it unlocks, read by a waiter once it has the mutex */
+static long long sync_from, sync_to, sync_slept;
 
 static struct {
 	pthread_t thread;
@@ -87,7 +91,10 @@ static void *holder(void *arg)
 		}
 		t2 = truth_now_ns(); /* first: the reads below are not the call's */
 		synced_ns += t2 - t1;
-		slept_ns += t2 - t1 - (truth_thread_cpu_ns() - c1) - (run_delay_ns() - d1);
+		sync_slept = t2 - t1 - (truth_thread_cpu_ns() - c1) - (run_delay_ns() - d1);
+		slept_ns += sync_slept;
+		sync_from = t1;
+		sync_to = t2;
 		held_ns += truth_now_ns() - t0;
 		runq_held_ns += run_delay_ns() - d0;
 		pthread_mutex_unlock(&lock);
@@ -104,7 +111,7 @@ static void *holder(void *arg)
 static void *waiter(void *arg)
 {
 	struct truth_snapshot start, end;
-	long long blocked_ns = 0, t0;
+	long long blocked_ns = 0, in_sync_ns = 0, in_sync_slept_ns = 0, t0, t, a, b;
 	long calls = 0;
 
 	truth_register(arg);
@@ -113,13 +120,23 @@ static void *waiter(void *arg)
 	while (!done) {
 		t0 = truth_now_ns();
 		pthread_mutex_lock(&lock);
-		blocked_ns += truth_now_ns() - t0;
+		t = truth_now_ns();
+		blocked_ns += t - t0;
+		/* this wait's overlap with the holder's latest sync (none when it waited only behind a waiter) */
+		a = t0 > sync_from ? t0 : sync_from;
+		b = t < sync_to ? t : sync_to;
+		if (b > a) {
+			in_sync_ns += b - a;
+			in_sync_slept_ns += (b - a) * sync_slept / (sync_to - sync_from);
+		}
 		calls++;
 		pthread_mutex_unlock(&lock);
 		sleep_ms(1);
 	}
 	truth_read(&end); /* last thing before the record; see truth.h */
-	truth_record("waiter", calls, blocked_ns, &start, &end);
+	truth_record_extra("waiter", calls, blocked_ns, &start, &end,
+			   (const struct truth_counter[]){ { "in_sync_ns", in_sync_ns },
+							   { "in_sync_slept_ns", in_sync_slept_ns } }, 2);
 	return NULL;
 }
 

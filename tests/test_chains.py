@@ -98,43 +98,49 @@ def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp
     lock = next(b for b in doc["blockers"] if b["cause"] == "Userspace lock contention")
     waiters = {t["tid"] for t in truth if t["role"] == "waiter"}
     assert {t["pid"] for t in lock["tasks"]} >= waiters
-    # How much of its holding the holder spent asleep in fdatasync(), as it measured it (its time in the
-    # call less its CPU time and its run-queue wait there: the sync's own work on a CPU, 40% of the call on
-    # a quiet machine here, and, on a busy one, each wakeup's wait for a CPU come down to the holder on a
-    # CPU and to "Waiting for CPU", not to the fsync): on a disk that syncs slowly the fsync is the root
-    # that comes first; on one that syncs fast the holder's own writes on a CPU may lead, and the fsync
-    # still has its part.
+    # How much of the waiters' waits the holder spent asleep in fdatasync(), as the threads measured it (each
+    # wait's overlap with the holder's call, scaled by the call's time asleep: less its CPU time and its
+    # run-queue wait there). Not the holder's own share of its holding: the waiters' waits sit at the end of
+    # each holding (they come back from a 1 ms pause while the holder holds), where the holder's last sleep,
+    # its wakeup and its reads after the call are: on a disk that syncs in a millisecond the two can differ.
+    waiting = [t for t in truth if t["role"] == "waiter"]
+    blocked = sum(t["blocked_ns"] for t in waiting)
+    asleep = sum(t["extra"]["in_sync_slept_ns"] for t in waiting) / blocked
     holder = next(t for t in truth if t["role"] == "holder")
-    synced = holder["extra"]["slept_ns"] / holder["extra"]["held_ns"]
-    # ... and how much of it waiting for a CPU (schedstat's run_delay while holding)
+    # ... and how much of its holding the holder waited for a CPU (schedstat's run_delay while holding)
     busy = holder["extra"]["runq_held_ns"] / holder["extra"]["held_ns"]
     # the holder's own sleep in the sync, as stallscope measured it, against the holder's (1-5% apart in
     # five runs, quiet and under two CPU hogs)
     ours = next(t for t in doc["tasks"] if t["pid"] == holder["tid"])
     slept = sum(c["total_ns"] for c in ours["causes"] if c["cause"] == "fsync() on a file")
     assert abs(slept - holder["extra"]["slept_ns"]) <= 0.15 * holder["extra"]["slept_ns"], (slept, holder["extra"])
-    fsync = next((r for r in lock["roots"] if r["root"] == "fsync() on a file"), None)
-    assert fsync is not None, lock["roots"]
-    assert fsync["chain"][-1].startswith("fsync() on a file (holder["), fsync
     roots = [r["root"] for r in lock["roots"]]
+    seen = (f"waiters' waits {blocked / 1e6:.0f} ms, {asleep:.2f} of them the holder asleep in the sync; "
+            f"holder waited for a CPU {busy:.3f} of its holding; lock's roots: "
+            + "; ".join(f"{r['root']} {r['total_ns'] / lock['total_ns']:.2f} ({' > '.join(r['chain'])})"
+                        for r in lock["roots"]))
+    fsync = next((r for r in lock["roots"] if r["root"] == "fsync() on a file"), None)
+    assert fsync is not None, seen
+    assert fsync["chain"][-1].startswith("fsync() on a file (holder["), seen
     if busy >= 0.25:
         # A busy machine (the holder waited for a CPU for a quarter of its holding or more): waiting for CPUs
         # leads. The waiters' waits cluster at the end of each holding, where the holder, woken from its sync,
         # waits for a CPU; and the sync itself waited for the worker completing it, waiting for a CPU too (the
         # chain follows it there): under two CPU hogs "Waiting for CPU" took 86-91% of the lock wait in five
         # runs while the holder slept in the sync for 14-63% of its holding.
-        assert roots[0] == "Waiting for CPU", (busy, synced, lock["roots"])
+        assert roots[0] == "Waiting for CPU", seen
     else:
-        assert fsync["total_ns"] >= 0.5 * synced * lock["total_ns"], (synced, busy, lock["roots"])
-        if synced >= 0.5:  # asleep in the sync for most of its holding: the fsync is among the largest parts
-            # (first on a quiet machine, 46-49% here; a CPU hog's worker waits can put "Waiting for CPU" just
-            # ahead: 38% against 35%)
-            assert "fsync() on a file" in roots[:2] and fsync["total_ns"] >= 0.3 * lock["total_ns"], (
-                synced, busy, lock["roots"])
+        # the fsync's part of the lock wait against the waiters' own measure: 0.48-0.88 against 0.52-0.89 on
+        # a disk here, its writes throttled from 1,000 to 10,000 a second and not
+        assert fsync["total_ns"] >= 0.5 * asleep * lock["total_ns"], seen
+        if asleep >= 0.5:  # the holder asleep in the sync for most of the waits: the fsync is among the
+            # largest parts (first on a quiet machine; a CPU hog's worker waits can put "Waiting for CPU"
+            # just ahead: 38% against 35%)
+            assert "fsync() on a file" in roots[:2] and fsync["total_ns"] >= 0.3 * lock["total_ns"], seen
         else:
-            assert "holder[" in lock["roots"][0]["chain"][-1], (synced, busy, lock["roots"])
+            assert "holder[" in lock["roots"][0]["chain"][-1], seen
     # the waiters' time in the lock, as they measured it, against what the probe charged them
-    measured = sum(t["blocked_ns"] for t in truth if t["role"] == "waiter")
+    measured = blocked
     ours = sum(c["total_ns"] for t in doc["tasks"] if t["pid"] in waiters for c in t["causes"]
                if c["cause"] == "Userspace lock contention")
     assert 0.7 * measured <= ours <= 1.3 * measured, (ours, measured)
