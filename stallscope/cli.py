@@ -496,6 +496,19 @@ def run() -> None:
 
 def main(argv: list[str] | None = None, leave_early: bool = False) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from stallscope.priority import at_group_nice, at_nice, live_nice_asked
+
+    nice = live_nice_asked(argv)
+    if nice is None:
+        return _main(argv, leave_early)
+    # a live view at its own priority at once, its threads too (they inherit it), and its terminal session's
+    # scheduling group raised (where the kernel groups tasks by session, the group's nice is what counts
+    # among other sessions' work), both put back when it ends
+    with at_nice(nice), at_group_nice(nice):
+        return _main(argv, leave_early)
+
+
+def _main(argv: list[str], leave_early: bool) -> int:
     from stallscope.priority import enter_realtime, realtime_asked
 
     early = realtime_asked(argv)
@@ -901,10 +914,24 @@ def cmd_doctor(args) -> int:
 def cmd_top(args) -> int:
     if args.replay:
         return _top_replay(args)
+    from dataclasses import replace
+
+    from stallscope.machine import own_start_monotonic
+
     plain = args.plain or not sys.stdout.isatty()
     options = _session_options(args, command=[], duration_s=None, max_intervals=args.iterations)
-    if plain:
-        return _top_plain(args, options)
+    # a live view's first interval ends an interval after the command started (the interpreter's start and
+    # the imports before the session took 0.3 s), not after the session did
+    options = replace(options, started_at=own_start_monotonic())
+    # at stallscope's own priority (main() took it at once, from the command line), the screen's thread as the
+    # session's (they inherit it): it shares the interpreter's lock with the session's, and one left at the
+    # caller's priority on a busy machine would hold the session up while it waits for a CPU (with --realtime
+    # all runs at SCHED_FIFO already: main())
+    with _at_nice(options.nice):
+        return _top_plain(args, options) if plain else _top_live(args, options)
+
+
+def _top_live(args, options) -> int:
     from stallscope.sources import LiveSource
     from stallscope.tui.leaving import Leaving
 
@@ -933,11 +960,7 @@ def cmd_top(args) -> int:
         app = TopApp(source, applier=applier)
         if leaving.signum is not None:  # it came while the screen was made
             app.ask_leave()
-        # the screen's thread too: it shares the interpreter's lock with the session's, and one left at
-        # the caller's priority on a busy machine would hold the session up while it waits for a CPU (with
-        # --realtime it runs at SCHED_FIFO already: main())
-        with _at_nice(options.nice):
-            app.run()
+        app.run()
     finally:
         source.stop()
         source.join(timeout=15)

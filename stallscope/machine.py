@@ -19,6 +19,18 @@ SCHED_SYSCTLS = "/proc/sys/kernel"
 SCHED_DEBUGFS = "/sys/kernel/debug/sched"
 
 
+def own_start_monotonic() -> float | None:
+    """When this process started, on time.monotonic()'s clock (to a clock tick); None if it cannot be read.
+    /proc/self/stat's start time counts from boot on CLOCK_BOOTTIME, which goes on in a suspend."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        start_s = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.monotonic() - (time.clock_gettime(time.CLOCK_BOOTTIME) - start_s)
+
+
 def read_value(path: str) -> str | None:
     """A /proc or /sys file's text, stripped; None when it cannot be read."""
     try:

@@ -120,6 +120,37 @@ def realtime_asked(argv: list[str]) -> int | None:
     return None
 
 
+@contextmanager
+def at_group_nice(nice: int) -> Iterator[None]:
+    """Run the block with this process's autogroup raised to `nice` where raise_group can (else as it
+    was: the session says why when it tries again), then put it back."""
+    restore, _why = raise_group(nice)
+    try:
+        yield
+    finally:
+        if restore is not None:
+            restore()
+
+
+def live_nice_asked(argv: list[str]) -> int | None:
+    """The priority a live `stallscope top` runs at (its --nice N, else DEFAULT_NICE); None for any other
+    command, `top --replay` and a --nice that is no nice value (the parser says so). Read before the parser
+    is even built: on a busy machine a process at the caller's priority is held up as soon as it has used
+    its first tenth of a second of CPU, and the imports before the probes load take seconds there."""
+    if not argv or argv[0] != "top" or any(a == "--replay" or a.startswith("--replay=") for a in argv):
+        return None
+    for i, arg in enumerate(argv):
+        value = argv[i + 1] if arg == "--nice" and i + 1 < len(argv) else (
+            arg.partition("=")[2] if arg.startswith("--nice=") else None)
+        if value is not None:
+            try:
+                nice = int(value)
+            except ValueError:
+                return None
+            return nice if -20 <= nice <= 19 else None
+    return DEFAULT_NICE
+
+
 def caller_policy() -> tuple[int, int]:
     """The policy the process started with: a command stallscope starts is forked at it."""
     return _CALLER_POLICY if _CALLER_POLICY is not None else own_policy()

@@ -64,6 +64,9 @@ class SessionOptions:
     # MIN_FIRST_INTERVAL_S after the set-up), so that its first data come within an interval of starting
     # rather than an interval after the probes' loading; None: a whole interval after the set-up
     first_interval_end_s: float | None = None
+    # when the session began, for the above (time.monotonic()): the command's start, where the interpreter's
+    # start and the imports before the session came first (0.3 s); None: when run() is called
+    started_at: float | None = None
 
 
 # after the first interval is handed over, the wait before the collection that settles start-up (at most half
@@ -183,7 +186,7 @@ class Session:
         """`handle_signals`: install the signal handlers (only the main thread can); a session run in a
         worker thread is ended with end()."""
         o = self.options
-        began = time.monotonic()
+        began = o.started_at if o.started_at is not None else time.monotonic()
         check_privileges()
         if o.pid and not process_exists(o.pid):
             raise StallscopeError(f"no process with PID {o.pid}", "check the PID with `ps -e`")

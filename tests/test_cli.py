@@ -277,3 +277,37 @@ def test_a_reading_command_leaves_without_freeing_and_loses_no_output(tmp_path):
     # a caller of main() is not left holding every model it reads
     assert cli.main(["export", str(path), "-o", str(tmp_path / "again.json")]) == 0
     assert not exiting.leaving_early()
+
+
+def test_top_takes_its_priority_before_the_session_and_the_screen_start(monkeypatch):
+    """`stallscope top` runs at its --nice from before the session's code and the screen's are imported and
+    started (its threads inherit it), and the caller's priority is put back after: on a busy machine those
+    imports took seconds at the caller's."""
+    import stallscope.sources as sources
+    from stallscope import cli
+    from stallscope.errors import StallscopeError
+    from stallscope.priority import own_nice
+
+    before, seen = own_nice(), {}
+
+    class Source:
+        def __init__(self, options, writer_factory=None):
+            seen["nice"], seen["started_at"] = own_nice(), options.started_at
+            raise StallscopeError("stop here")
+
+    monkeypatch.setattr(sources, "LiveSource", Source)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert cli.main(["top", "--nice", "-7"]) == cli.EXIT_ERROR
+    assert seen["nice"] == -7 and own_nice() == before
+    # its first interval counts from the process's start: before now, and not long before
+    assert time.monotonic() - 600 < seen["started_at"] < time.monotonic()
+
+
+@pytest.mark.parametrize("argv, nice", [
+    (["top"], -20), (["top", "-i", "0.5"], -20), (["top", "--nice", "-5"], -5), (["top", "--nice=3"], 3),
+    (["top", "--replay", "x.stall"], None), (["top", "--replay=x.stall"], None), (["record", "--", "top"], None),
+    ([], None), (["top", "--nice", "x"], None), (["top", "--nice", "-30"], None)])
+def test_a_live_views_priority_is_read_before_the_parser_is_built(argv, nice):
+    from stallscope.priority import live_nice_asked
+
+    assert live_nice_asked(argv) == nice

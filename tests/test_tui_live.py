@@ -329,6 +329,26 @@ def test_a_live_views_first_interval_ends_an_interval_after_it_started():
 
 
 @needs_bpf
+def test_a_live_views_first_interval_counts_from_the_commands_start():
+    """`stallscope top` counts its first interval from the command's start (`started_at`), where the
+    interpreter's start and the imports came before the session: its first data come an interval after the
+    command started, not after the session did (never less than 0.25 s after the set-up)."""
+    from stallscope.session import MIN_FIRST_INTERVAL_S, SessionOptions
+    from stallscope.sources import LiveSource
+
+    started = time.monotonic() - 0.6  # as if the command had started 0.6 s before
+    src = LiveSource(SessionOptions(interval_s=2.0, max_intervals=2, started_at=started))
+    _run_to_end(src)
+    first, second = list(src.timeline.intervals)
+    boot_minus_mono = time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
+    began = first.start_ns / 1e9 - boot_minus_mono  # the set-up's dump: where the first interval began
+    ended = (first.start_ns + first.duration_ns) / 1e9 - boot_minus_mono
+    assert abs(ended - max(started + 2.0, began + MIN_FIRST_INTERVAL_S)) < 0.15, (ended - started, began - started)
+    assert ended < started + 0.6 + 2.0 - 0.3, (ended - started, began - started)  # sooner than from the session's start
+    assert second.duration_ns >= 1.9e9
+
+
+@needs_bpf
 def test_a_notice_made_after_the_start_says_when():
     """A notice stays on the screen until the next one: one made after the session started says when (as the
     window's header says it of an interval), so that "cost 13% of the CPUs is over the budget" is not read as
