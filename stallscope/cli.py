@@ -921,7 +921,7 @@ def cmd_top(args) -> int:
     plain = args.plain or not sys.stdout.isatty()
     options = _session_options(args, command=[], duration_s=None, max_intervals=args.iterations)
     # a live view's first interval ends an interval after the command started (the interpreter's start and
-    # the imports before the session took 0.3 s), not after the session did
+    # the imports before the session took 0.2-0.3 s), not after the session did
     options = replace(options, started_at=own_start_monotonic())
     # at stallscope's own priority (main() took it at once, from the command line), the screen's thread as the
     # session's (they inherit it): it shares the interpreter's lock with the session's, and one left at the

@@ -65,7 +65,7 @@ class SessionOptions:
     # rather than an interval after the probes' loading; None: a whole interval after the set-up
     first_interval_end_s: float | None = None
     # when the session began, for the above (time.monotonic()): the command's start, where the interpreter's
-    # start and the imports before the session came first (0.3 s); None: when run() is called
+    # start and the imports before the session came first (0.2-0.3 s); None: when run() is called
     started_at: float | None = None
 
 
