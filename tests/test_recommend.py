@@ -533,8 +533,11 @@ def test_a_latency_thread_behind_equal_nice_cpu_hogs_gets_a_priority_fix_naming_
     doc, truth, _ = record_command(tmp_path, ["sh", "-c", script], defaults=True)
     tid = next(t["tid"] for t in truth if t["role"] == "sleeper")
     prio = [r for r in doc["recommendations"] if r["kind"] == "priority"]
-    assert prio and prio[0]["target"].endswith(f"[{tid}]"), prio
-    assert prio[0]["command"] == f"renice -n -5 -p {tid}" and "burner" in " ".join(prio[0]["evidence"])
+    # the recording is the machine's: another thread the burners held up may be advised too (a process of the
+    # machine's own, in the burners' terminal session, waited 1.15 s at p99 once), so the sleeper's is looked for
+    ours = [r for r in prio if r["target"].endswith(f"[{tid}]")]
+    assert ours, prio
+    assert ours[0]["command"] == f"renice -n -5 -p {tid}" and "burner" in " ".join(ours[0]["evidence"]), ours
     burners = {t["pid"] for t in doc["tasks"] if t["comm"] == "burner"}
     assert not [r for r in prio if any(r["target"].endswith(f"[{b}]") for b in burners)]
 
