@@ -879,6 +879,25 @@ def process_start_time_ns(pid: int) -> int | None:
     return int(fields[19]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
+def process_image(pid: int) -> tuple[int, ...] | None:
+    """Where a process's code, stack, arguments and environment are (/proc/PID/stat's startcode, endcode,
+    startstack, arg_start and env_start: fields 26-28, 48 and 50). A fork keeps all five; an exec moves
+    them (a new image, a new stack, and address randomization). None when the file cannot be read, or for a
+    process without an address space (a kernel thread: all zero; so they read for a reader without ptrace
+    access to it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()  # from field 3 on
+    try:
+        image = tuple(int(fields[n - 3]) for n in (26, 27, 28, 48, 50))
+    except (IndexError, ValueError):
+        return None
+    return image if any(image) else None
+
+
 @dataclass(frozen=True, slots=True)
 class PerfMap:
     """A JIT's /tmp/perf-PID.map: `START SIZE name` per line, hex, as perf reads it."""

@@ -25,7 +25,7 @@ from stallscope.analyzer.sample import (
     Interval, OffcpuDelta, OngoingWait, ProbeStatus, ProgramCost, Stack, TaskId, TaskInfo, Tuning, WaitLink,
     WakerDelta,
 )
-from stallscope.analyzer.symbols import Symbolizer
+from stallscope.analyzer.symbols import Symbolizer, process_image
 from stallscope.bpf import abi, features, task_dump, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.intervals import IntervalNumbers
@@ -498,6 +498,7 @@ class SchedCollector:
         # Only entries an event changed arrive (dump_tasks skips the others): most of a busy
         # machine's tasks in any one interval are neither read nor decoded.
         key_of, values_of = _TASK_KEY.unpack_from, task_dump.values_of
+        found: dict[int, tuple[TaskId, int, int]] = {}  # the first dump's processes: tgid -> (task, ptgid, flags)
         for kraw, vraw in entries:
             pid, _pad, start_ns = key_of(kraw)
             values = values_of(vraw)
@@ -523,7 +524,10 @@ class SchedCollector:
             elif opens.asleep_at_start and values[task_dump.OFFCPU_COUNT]:  # that wait ended
                 opens.asleep_at_start.discard(tid)
             if tgid not in self._remembered:
-                self._remember_process(tid, tgid, values[task_dump.PTGID], flags)
+                if not self._index:  # the first dump's: after the loop, parents first
+                    found.setdefault(tgid, (tid, values[task_dump.PTGID], flags))
+                else:
+                    self._remember_process(tid, tgid, values[task_dump.PTGID], flags)
             d = task_dump.task_delta(tid, vraw, values, prev, e)
             if d is not None:
                 deltas.append(d)
@@ -535,6 +539,8 @@ class SchedCollector:
                 self._info.pop(tid, None)
             else:
                 prevs[tid] = task_dump.Prev(vraw, list(values))
+        if found:
+            self._remember_found(found)
         final.delete_many(gone)
         # Waits in progress handed over (charged to their keys, and to their tasks unless their entries
         # came), and the waits the dump carried on, each charged the time since the last dump.
@@ -544,14 +550,40 @@ class SchedCollector:
         self._ongoing_ns = self._span_ns
         return tuple(deltas), tuple(infos), dead
 
-    def _remember_process(self, tid: TaskId, tgid: int, ptgid: int, flags: int) -> None:
-        """A process first seen: how its user stacks are to be named, and its cgroup."""
+    def _remember_found(self, found: dict[int, tuple[TaskId, int, int]]) -> None:
+        """The processes the first dump found, each parent before its children (in the dump's order
+        otherwise): one found running when the probes attached, a child of a process read already, whose
+        image is its parent's (process_image: no exec since its fork), takes its parent's maps rather than
+        reading its own, as a child forked while we watched does."""
+        images: dict[int, tuple[int, ...] | None] = {}
+
+        def image(pid: int) -> tuple[int, ...] | None:
+            if pid not in images:
+                images[pid] = process_image(pid)
+            return images[pid]
+
+        left = dict(found)
+        while left:
+            ready = [tgid for tgid, (_tid, ptgid, _flags) in left.items() if ptgid not in left or ptgid == tgid]
+            for tgid in ready or list(left):  # none ready: parents that are each other's (a pid reused)
+                tid, ptgid, flags = left.pop(tgid)
+                self._remember_process(tid, tgid, ptgid, flags, image)
+
+    def _remember_process(self, tid: TaskId, tgid: int, ptgid: int, flags: int, image=None) -> None:
+        """A process first seen: how its user stacks are to be named, and its cgroup. `image`: for the processes
+        the first dump found, process_image (kept for the parents)."""
         self._remembered.add(tgid)
         start_ns = tid.start_time_ns
         if (self._renames_seen and tid.pid == tgid and flags & abi.TS_NEW
                 and not flags & abi.TS_RENAMED and ptgid in self._remembered):
             # forked while we watched, no exec since: its parent's maps are its own
             self.symbolizer.remember_fork(tgid, start_ns, ptgid, self._leader_start.get(ptgid, 0))
+        elif (image is not None and not flags & abi.TS_NEW and ptgid != tgid and ptgid in self._remembered
+              and (mine := image(tgid)) is not None and mine == image(ptgid)):
+            # found running, forked from a process read already, and no exec since (its image is where its
+            # parent's is): its parent's maps are its own too
+            self.symbolizer.remember_fork(tgid, self._leader_start.get(tgid, 0), ptgid,
+                                          self._leader_start.get(ptgid, 0))
         else:
             self.symbolizer.remember(tgid, self._leader_start.get(tgid, 0))
         path = process_cgroup(tgid)

@@ -196,8 +196,39 @@ def test_a_child_forked_while_watched_takes_its_parents_maps_unless_it_was_renam
     c._dump = obj.dump
     c._drain_tasks(obj)
     forked = ("remember_fork", 600, 600, 500, 500)
-    assert symbols.calls == [("remember", 500, 500), forked if renames_seen else ("remember", 600, 600),
-                             ("remember", 601, 601), ("remember", 602, 602)]
+    # the first dump's processes are remembered after it, each parent before its children
+    assert symbols.calls == [("remember", 500, 500), ("remember", 602, 602),
+                             forked if renames_seen else ("remember", 600, 600), ("remember", 601, 601)]
+
+
+def test_a_process_found_running_takes_its_parents_maps_when_its_image_is_its_parents(monkeypatch):
+    """The first dump finds the machine's processes (a hackbench loop's 400 forks among them). One forked from a
+    process read already, with its image where its parent's is (no exec since), takes its parent's maps; one
+    whose image moved (an exec), one whose image cannot be read (gone, or a kernel thread) and one whose
+    parent is not read read their own. Parents come first whatever the dump's order; later dumps read as before."""
+    monkeypatch.setattr(collector, "process_cgroup", lambda tgid: None)
+    images = {500: (1, 2, 3, 4, 5), 600: (1, 2, 3, 4, 5), 601: (9, 2, 3, 4, 5), 602: None, 603: (1, 2, 3, 4, 5),
+              700: (1, 2, 3, 4, 5)}
+    asked = []
+    monkeypatch.setattr(collector, "process_image", lambda pid: asked.append(pid) or images.get(pid))
+    symbols = CallsRecorded()
+    c = collector.SchedCollector(collector.SchedOptions(), symbols)
+    c._renames_seen = True
+    # the children before their parent, as a hash map's order may have them
+    obj = FakeObj(FakeDump([_process(600, 500, 0), _process(601, 500, 0), _process(602, 500, 0),
+                            _process(603, 600, 0), _process(500, 1, 0), _process(700, 999, 0)]),
+                  task_final=FakeMap([]))
+    c._dump = obj.dump
+    c._drain_tasks(obj)
+    assert symbols.calls == [("remember", 500, 500), ("remember", 700, 700), ("remember_fork", 600, 600, 500, 500),
+                             ("remember", 601, 601), ("remember", 602, 602), ("remember_fork", 603, 603, 600, 600)]
+    assert asked.count(500) == 1  # a parent's image read once for all its children
+    # a process first seen in a later dump (asleep until then): its own maps, no image asked
+    c._index, asked[:] = 1, []
+    later = FakeObj(FakeDump([_process(800, 500, 0)]), task_final=FakeMap([]))
+    c._dump = later.dump
+    c._drain_tasks(later)
+    assert symbols.calls[-1] == ("remember", 800, 800) and not asked
 
 
 def test_a_wait_in_progress_is_charged_at_each_dump_to_its_key_and_its_task(sched):

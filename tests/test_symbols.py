@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -22,6 +23,7 @@ from stallscope.analyzer.symbols import (
     ProcessMaps,
     Symbolizer,
     UserSymbols,
+    process_image,
     process_start_time_ns,
 )
 from stallscope.errors import StallscopeError
@@ -658,3 +660,29 @@ def test_preloading_reads_kallsyms_once_and_data_symbols_only_when_asked(tmp_pat
     assert s.kernel(0xFFFFFFFF81000105).text == "schedule+0x5"
     assert s.kernel_data(0xFFFFFFFF82000000) == "some_lock"
     assert len(reads) == 2
+
+
+def test_a_processs_image_is_kept_by_a_fork_and_moved_by_an_exec():
+    """process_image: a forked child's is its parent's, an exec's (even of the same program) is not; a kernel
+    thread has none, nor a process that is gone."""
+    me = process_image(os.getpid())
+    assert me is not None and all(me)
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    exec_d = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert process_image(pid) == me
+        deadline = time.monotonic() + 10
+        while process_image(exec_d.pid) in (me, None) and time.monotonic() < deadline:  # until its exec is done
+            time.sleep(0.01)
+        assert process_image(exec_d.pid) not in (me, None)
+        assert process_image(2) is None  # kthreadd
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        exec_d.kill()
+        exec_d.wait()
+    assert process_image(pid) is None
+
