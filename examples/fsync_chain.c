@@ -127,7 +127,8 @@ static void *waiter(void *arg)
 		b = t < sync_to ? t : sync_to;
 		if (b > a) {
 			in_sync_ns += b - a;
-			in_sync_slept_ns += (b - a) * sync_slept / (sync_to - sync_from);
+			/* in floating point: the product of two long syncs' lengths would overflow */
+			in_sync_slept_ns += (long long)((double)(b - a) * sync_slept / (sync_to - sync_from));
 		}
 		calls++;
 		pthread_mutex_unlock(&lock);
