@@ -573,17 +573,14 @@ class SchedCollector:
         """A process first seen: how its user stacks are to be named, and its cgroup. `image`: for the processes
         the first dump found, process_image (kept for the parents)."""
         self._remembered.add(tgid)
-        start_ns = tid.start_time_ns
-        if (self._renames_seen and tid.pid == tgid and flags & abi.TS_NEW
-                and not flags & abi.TS_RENAMED and ptgid in self._remembered):
-            # forked while we watched, no exec since: its parent's maps are its own
-            self.symbolizer.remember_fork(tgid, start_ns, ptgid, self._leader_start.get(ptgid, 0))
-        elif (image is not None and not flags & abi.TS_NEW and ptgid != tgid and ptgid in self._remembered
-              and (mine := image(tgid)) is not None and mine == image(ptgid)):
-            # found running, forked from a process read already, and no exec since (its image is where its
-            # parent's is): its parent's maps are its own too
-            self.symbolizer.remember_fork(tgid, self._leader_start.get(tgid, 0), ptgid,
-                                          self._leader_start.get(ptgid, 0))
+        # forked from a process read already, no exec since: its parent's maps are its own. Forked while we
+        # watched, and not renamed since; or found running, its image where its parent's is
+        forked = ptgid != tgid and ptgid in self._remembered and (
+            (self._renames_seen and tid.pid == tgid and flags & abi.TS_NEW and not flags & abi.TS_RENAMED)
+            or (image is not None and not flags & abi.TS_NEW and (mine := image(tgid)) is not None
+                and mine == image(ptgid)))
+        if forked:
+            self.symbolizer.remember_fork(tgid, self._leader_start.get(tgid, 0), ptgid, self._leader_start.get(ptgid, 0))
         else:
             self.symbolizer.remember(tgid, self._leader_start.get(tgid, 0))
         path = process_cgroup(tgid)

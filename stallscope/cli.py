@@ -923,10 +923,10 @@ def cmd_top(args) -> int:
     # a live view's first interval ends an interval after the command started (the interpreter's start and
     # the imports before the session took 0.2-0.3 s), not after the session did
     options = replace(options, started_at=own_start_monotonic())
-    # at stallscope's own priority (main() took it at once, from the command line), the screen's thread as the
-    # session's (they inherit it): it shares the interpreter's lock with the session's, and one left at the
-    # caller's priority on a busy machine would hold the session up while it waits for a CPU (with --realtime
-    # all runs at SCHED_FIFO already: main())
+    # at stallscope's own priority (main() took it at once from the command line; this is the parser's value), the
+    # screen's thread as the session's (they inherit it): it shares the interpreter's lock with the session's, and
+    # one left at the caller's priority on a busy machine would hold the session up while it waits for a CPU (with
+    # --realtime all runs at SCHED_FIFO already: main())
     with _at_nice(options.nice):
         return _top_plain(args, options) if plain else _top_live(args, options)
 

@@ -22,13 +22,12 @@ SCHED_DEBUGFS = "/sys/kernel/debug/sched"
 def own_start_monotonic() -> float | None:
     """When this process started, on time.monotonic()'s clock (to a clock tick); None if it cannot be read.
     /proc/self/stat's start time counts from boot on CLOCK_BOOTTIME, which goes on in a suspend."""
-    try:
-        with open("/proc/self/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        start_s = int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+    from stallscope.analyzer.symbols import process_start_time_ns
+
+    start_ns = process_start_time_ns("self")
+    if start_ns is None:
         return None
-    return time.monotonic() - (time.clock_gettime(time.CLOCK_BOOTTIME) - start_s)
+    return time.monotonic() - (time.clock_gettime(time.CLOCK_BOOTTIME) - start_ns / 1e9)
 
 
 def read_value(path: str) -> str | None:

@@ -137,18 +137,25 @@ def live_nice_asked(argv: list[str]) -> int | None:
     command, `top --replay` and a --nice that is no nice value (the parser says so). Read before the parser
     is even built: on a busy machine a process at the caller's priority is held up as soon as it has used
     its first tenth of a second of CPU, and the imports before the probes load take seconds there."""
-    if not argv or argv[0] != "top" or any(a == "--replay" or a.startswith("--replay=") for a in argv):
+    def names(arg: str, option: str, least: int) -> bool:  # as the parser reads it, an abbreviation too
+        name = arg.partition("=")[0]
+        return len(name) >= least and option.startswith(name)
+
+    if not argv or argv[0] != "top":
         return None
+    nice = DEFAULT_NICE
     for i, arg in enumerate(argv):
-        value = argv[i + 1] if arg == "--nice" and i + 1 < len(argv) else (
-            arg.partition("=")[2] if arg.startswith("--nice=") else None)
-        if value is not None:
+        if names(arg, "--replay", 5):  # --rep: --rows and --realtime share --r and --re
+            return None
+        if names(arg, "--nice", 4):  # --ni: --no-degrade and --no-user-stacks share --n
+            _name, eq, value = arg.partition("=")
             try:
-                nice = int(value)
+                nice = int(value if eq else argv[i + 1] if i + 1 < len(argv) else "")
             except ValueError:
                 return None
-            return nice if -20 <= nice <= 19 else None
-    return DEFAULT_NICE
+            if not -20 <= nice <= 19:
+                return None
+    return nice
 
 
 def caller_policy() -> tuple[int, int]:

@@ -306,7 +306,10 @@ def test_top_takes_its_priority_before_the_session_and_the_screen_start(monkeypa
 @pytest.mark.parametrize("argv, nice", [
     (["top"], -20), (["top", "-i", "0.5"], -20), (["top", "--nice", "-5"], -5), (["top", "--nice=3"], 3),
     (["top", "--replay", "x.stall"], None), (["top", "--replay=x.stall"], None), (["record", "--", "top"], None),
-    ([], None), (["top", "--nice", "x"], None), (["top", "--nice", "-30"], None)])
+    ([], None), (["top", "--nice", "x"], None), (["top", "--nice", "-30"], None),
+    # abbreviated, as the parser takes them
+    (["top", "--nic", "5"], 5), (["top", "--ni=-3"], -3), (["top", "--rep", "x.stall"], None),
+    (["top", "--rows", "5"], -20), (["top", "--no-degrade"], -20)])
 def test_a_live_views_priority_is_read_before_the_parser_is_built(argv, nice):
     from stallscope.priority import live_nice_asked
 
