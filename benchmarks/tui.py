@@ -132,20 +132,49 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
-def _own_session() -> None:
+SESSION_ENV = "STALLSCOPE_BENCH_SESSION"
+
+
+def own_session(module: str = "benchmarks.tui") -> None:
     """Run in a terminal session of its own, as `top` in a terminal is: stallscope raises its session's
     scheduling group (autogroup) only when no other program is in it (stallscope/priority.py), and a
     benchmark started beside other programs (a CI runner's, a shell's jobs) would measure a group left at
     the others' weight, which no user in a terminal of their own sees. Re-executed under setsid(1)."""
-    if os.getsid(0) == os.getpid() or os.environ.get("STALLSCOPE_BENCH_SESSION") or not shutil.which("setsid"):
+    if os.getsid(0) == os.getpid() or os.environ.get(SESSION_ENV) or not shutil.which("setsid"):
         return
-    os.environ["STALLSCOPE_BENCH_SESSION"] = "1"
+    os.environ[SESSION_ENV] = "1"
     sys.stdout.flush()
-    os.execvp("setsid", ["setsid", "--wait", sys.executable, "-m", "benchmarks.tui", *sys.argv[1:]])
+    os.execvp("setsid", ["setsid", "--wait", sys.executable, "-m", module, *sys.argv[1:]])
+
+
+def load_processes(idle: int, rt_mutex: bool, no_load: bool) -> list[subprocess.Popen]:
+    """The load, each program in a session (a scheduling group) of its own: IDLE idle threads, and hackbench in
+    a loop (or stress-ng's real-time mutex threads); two seconds to start."""
+    procs = []
+    if idle:
+        procs.append(subprocess.Popen([str(ROOT / "examples/bin/idle_threads"), "-n", str(idle)],
+                                      stdout=subprocess.DEVNULL, start_new_session=True))
+    if rt_mutex:
+        procs.append(subprocess.Popen(["stress-ng", "--mutex", "2"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+    elif not no_load:
+        procs.append(subprocess.Popen(["bash", "-c", "while :; do perf bench sched messaging -g 10 -l 2000 "
+                                                     ">/dev/null 2>&1; done"], start_new_session=True))
+    time.sleep(2)
+    return procs
+
+
+def stop_load(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        try:
+            os.killpg(p.pid, 15) if p.args[0] in ("bash", "stress-ng") else p.terminate()
+        except ProcessLookupError:
+            pass
+        p.wait()
 
 
 def main() -> int:
-    _own_session()
+    own_session()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=60.0, help="steady-state measuring time (default 60)")
     ap.add_argument("--interval", type=float, default=1.0)
@@ -161,19 +190,8 @@ def main() -> int:
     ap.add_argument("--output", help="write the results as Markdown here (and JSON beside it)")
     args = ap.parse_args()
     speed = reference_s()  # this machine's speed today, before the load starts (benchmarks/reference.py)
-    procs = []
+    procs = load_processes(args.idle, args.rt_mutex, args.no_load)
     try:
-        if args.idle:
-            # other programs, as the load: each in a session (a scheduling group) of its own
-            procs.append(subprocess.Popen([str(ROOT / "examples/bin/idle_threads"), "-n", str(args.idle)],
-                                          stdout=subprocess.DEVNULL, start_new_session=True))
-        if args.rt_mutex:
-            procs.append(subprocess.Popen(["stress-ng", "--mutex", "2"], stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL, start_new_session=True))
-        elif not args.no_load:
-            procs.append(subprocess.Popen(["bash", "-c", "while :; do perf bench sched messaging -g 10 -l 2000 "
-                                                         ">/dev/null 2>&1; done"], start_new_session=True))
-        time.sleep(2)
         from stallscope.priority import DEFAULT_NICE, at_nice, enter_realtime
 
         if args.realtime:
@@ -181,12 +199,7 @@ def main() -> int:
         with at_nice(DEFAULT_NICE):  # as `stallscope top` runs
             result = asyncio.run(measure(args.seconds, args.interval, args.realtime, args.window, args.view))
     finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, 15) if p.args[0] in ("bash", "stress-ng") else p.terminate()
-            except ProcessLookupError:
-                pass
-            p.wait()
+        stop_load(procs)
     load = ("stress-ng --mutex 2" if args.rt_mutex else "none" if args.no_load else "perf bench sched messaging -g 10")
     result.update({"idle_threads": args.idle, "load": load, "realtime": args.realtime, "reference_s": round(speed, 3),
                    "interval_s": args.interval, "kernel": platform.release(), "cpus": os.cpu_count()})
