@@ -53,8 +53,8 @@ LOSSES: dict[str, tuple[str, str]] = {
     "invariant.offcpu_rate_above_1s_per_s": ("task intervals charged more blocked time than the interval lasted (a "
                                              "wait that ended while the task dump ran is charged to the interval "
                                              "the dump closed: the excess is the next interval's)", ""),
-    "invariant.wait_longer_than_recording": ("single waits (off-CPU, lock or futex) longer than the recording: their "
-                                             "length is wrong", ""),
+    "invariant.wait_longer_than_recording": ("single waits (off-CPU, lock or futex) longer than the probes ran (from "
+                                             "their loading to the recording's end): their length is wrong", ""),
     "invariant.lock_split_above_total": ("lock contentions whose blocked and runnable parts add up to more than the "
                                          "contention: their split is wrong", ""),
 }

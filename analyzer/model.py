@@ -1024,9 +1024,12 @@ class _IoFold:
 
 
 def wait_limit_ns(meta: RecordingMeta, iv: Interval | None) -> int:
-    """The longest a wait of an interval can be: the recording's length (up to the interval's end while
-    it is being made), with the slack. `iv` None: any interval of a closed recording."""
-    return (meta.end_ns or iv.end_ns) - meta.start_ns + INVARIANT_SLACK_NS
+    """The longest a wait of an interval can be: from when the probes began to load (a wait they saw begin
+    before the recording's start, the set-up drain, is measured from then; `probes_loading_ns`, older
+    recordings have the start only) to the recording's end (the interval's while it is being made), with the
+    slack. `iv` None: any interval of a closed recording."""
+    loading = meta.options.get("probes_loading_ns") or meta.start_ns
+    return (meta.end_ns or iv.end_ns) - min(loading, meta.start_ns) + INVARIANT_SLACK_NS
 
 
 def count_invariants(health: dict[str, int], counts) -> None:

@@ -150,6 +150,7 @@ class Session:
         self.governor = Governor(self.tuning, o.overhead_budget_pct) if o.degrade else None
         self.sizes = DEFAULT_SIZES  # the BPF maps' sizes: chosen for the machine when run() starts
         self._restore_group = None  # puts the session's scheduling group back (stallscope/priority.py)
+        self._loading_ns = 0  # CLOCK_BOOTTIME as the probes began to load: no wait is seen to begin before it
         # set once every probe is attached and the first interval is about to begin (the live source also sets it
         # when run() returns or raises, so that nobody waits on a session that ended first): a view's thread
         # can start its own Python work then, rather than delay the session's set-up with it (the two threads
@@ -208,6 +209,10 @@ class Session:
         try:
             # the kernel's symbols and types, read while the probes load (the kernel's work): the set-up
             # drain and the first interval's find them read (still before a command starts)
+            # the probes load and attach one group after another, the set-up drain some time after the first (0.3 s and
+            # more under load): a wait seen from its beginning then, under way at the recording's start, is longer
+            # than the recording by up to that time (model.wait_limit_ns)
+            self._loading_ns = boottime_ns()
             tables = KernelTables(symbolizer, locks="locks" in o.probes)
             tables.start()
             collector.prepare()  # the maps the other groups share: they start while its programs are verified
@@ -411,7 +416,8 @@ class Session:
                 "degrade": o.degrade, "nice": own_nice(), "map_sizes": self.sizes.as_options(),
                 # the intervals say which cgroups a CPU quota throttled in each (Interval.throttled), how
                 # busy each CPU was (Interval.cpu_time) and the run-queue waits each CPU ended (Interval.cpu_runq)
-                "throttled_per_interval": True, "cpu_time_per_interval": True, "cpu_runq_per_interval": True}
+                "throttled_per_interval": True, "cpu_time_per_interval": True, "cpu_runq_per_interval": True,
+                "probes_loading_ns": self._loading_ns}
         if self._restore_group is not None:  # the session's scheduling group raised too (stallscope/priority.py)
             opts["group_nice"] = o.nice
         policy, rt_priority = own_policy()

@@ -8,6 +8,7 @@ import inspect
 import io
 import json
 import re
+import time
 from dataclasses import replace
 
 import pytest
@@ -57,6 +58,42 @@ def test_every_invariant_the_model_checks_is_said_as_a_loss(tmp_path):
     assert [totals_kept(n) for n in sorted(names)] == [False, True, False]
     losses = data_losses({n: 1 for n in names})
     assert {x.key for x in losses} == names
+
+
+def test_a_wait_seen_from_the_probes_loading_is_not_longer_than_the_recording():
+    """The recording starts at the set-up drain, some time after the probes began to load (0.3 s and more under
+    load): a wait they saw begin before it and that ended in the first intervals was counted as longer than the
+    recording (`top` showed it as LOST on a busy machine's first screens). The limit counts from their loading
+    (meta.options.probes_loading_ns); an older recording's, from its start; a longer wait is still counted."""
+    from stallscope.analyzer.model import WAIT_TOO_LONG, Model
+    from stallscope.analyzer.sample import OffcpuDelta
+    from synthetic import A, INFOS, SEC, SLEEP, interval, meta
+
+    def too_long(max_ns: int, **options) -> int:
+        m = replace(meta(**options), start_ns=10 * SEC, end_ns=12 * SEC)
+        iv = replace(interval(0, task_info=INFOS, stacks=(SLEEP,), offcpu=(
+            OffcpuDelta(A, 100, 1, SLEEP.id, 0, 1, max_ns, max_ns, charged_ns=SEC),)), start_ns=10 * SEC,
+            end_ns=11 * SEC)
+        return Model.from_intervals(m, [iv], {t.task: t for t in INFOS}, {SLEEP.id: SLEEP}).health.get(WAIT_TOO_LONG, 0)
+
+    loaded = 10 * SEC - 400_000_000  # the probes began to load 0.4 s before the start
+    assert too_long(2 * SEC + 300_000_000, probes_loading_ns=loaded) == 0
+    assert too_long(2 * SEC + 500_000_000, probes_loading_ns=loaded) == 1
+    assert too_long(2 * SEC + 300_000_000) == 1  # an older recording: from its start
+    assert too_long(2 * SEC + 300_000_000, probes_loading_ns=11 * SEC) == 1  # never later than the start
+
+
+def test_a_session_says_when_its_probes_began_to_load(tmp_path):
+    """meta.options.probes_loading_ns: before the recording's start, within the session's set-up."""
+    from stallscope.analyzer.store import Recording
+
+    path = tmp_path / "short.stall"
+    before = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    run_stallscope("record", "-o", str(path), "-d", "1", "--probes", "none")
+    rec = Recording(str(path))
+    m = rec.meta
+    rec.close()
+    assert before < m.options["probes_loading_ns"] < m.start_ns < m.end_ns
 
 
 @pytest.fixture
