@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -35,6 +36,7 @@ from typing import Callable
 
 from elftools.elf.elffile import ELFFile
 
+from stallscope import __version__, disk_cache
 from stallscope.analyzer.sample import FutexDelta, ProbeStatus, TaskId, Tuning
 from stallscope.analyzer.symbols import SHARED_ELF_CACHE, Frame, ProcessMaps, Symbolizer, UserSymbols, untrusted_file
 from stallscope.analyzer.untrusted import run_bounded
@@ -298,16 +300,56 @@ def lock_call_sites(targ_tgid: int = 0) -> LockCallSites:
                                             "user stacks only", None)
     try:
         st = os.stat(libc)
-        key = (libc, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        # ctime too: a file rewritten and given its old mtime back (utimensat) has a new ctime
+        key = (libc, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     except OSError:
         key = (libc,)
     with _SITES_LOCK:  # a second caller waits for the first's result
         found = _SITES.get(key)
+        if found is None and len(key) > 1:  # worked out by an earlier run (stallscope/disk_cache.py)
+            found = _sites_from_disk(key)
         if found is None:
             found, lasting = _lock_call_sites(libc)
             if lasting:  # a tool that failed (timed out on a loaded machine) is asked again next time
                 _SITES[key] = found
+                if len(key) > 1:
+                    disk_cache.write(SITES_CACHE, _disk_key(key), _sites_json(found))
+        else:
+            _SITES[key] = found
     return found
+
+
+SITES_CACHE = "libc-lock-sites"
+SITES_FORMAT = 1  # of the entries kept on disk: raised when what they hold changes
+
+
+def _disk_key(key: tuple) -> str:
+    """A C library's identity, with this code's (a changed analysis works the sites out again)."""
+    try:
+        me = os.stat(__file__)
+        code = (me.st_size, me.st_mtime_ns)
+    except OSError:
+        code = (0, 0)
+    return json.dumps([SITES_FORMAT, __version__, *code, *key])
+
+
+def _sites_json(found: LockCallSites) -> dict:
+    return {"libc": found.libc, "sites": [[off, cfa] for off, cfa in sorted(found.sites.items())], "note": found.note,
+            "why_not": found.why_not, "getppid": found.getppid}
+
+
+def _sites_from_disk(key: tuple) -> LockCallSites | None:
+    """The sites an earlier run kept for this file, or None (none kept, or not as this code keeps them)."""
+    e = disk_cache.read(SITES_CACHE).get(_disk_key(key))
+    try:
+        sites = {int(off): int(cfa) for off, cfa in e["sites"]}
+        getppid = e["getppid"]
+        if e["libc"] != key[0] or not isinstance(e["note"], str) or not isinstance(e["why_not"], str) or not (
+                getppid is None or isinstance(getppid, int)):
+            return None
+        return LockCallSites(e["libc"], sites, e["note"], e["why_not"], getppid)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _lock_call_sites(libc: str) -> tuple[LockCallSites, bool]:
