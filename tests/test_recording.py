@@ -161,3 +161,18 @@ def test_recording_opens_read_only_files(tmp_path, good_recording):
     os.chmod(ro, 0o444)
     doc = json.loads(run_stallscope("export", str(ro)).stdout)
     assert doc["format"] == "stallscope"
+
+
+@needs_bpf
+def test_a_session_says_when_its_probes_began_to_load(tmp_path):
+    """meta.options.probes_loading_ns: before the recording's start, within the session's set-up (a wait seen from
+    then may be longer than the recording: analyzer/model.py wait_limit_ns)."""
+    from stallscope.analyzer.store import Recording
+
+    path = tmp_path / "short.stall"
+    before = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    run_stallscope("record", "-o", str(path), "-d", "1", "--probes", "none")
+    rec = Recording(str(path))
+    m = rec.meta
+    rec.close()
+    assert before < m.options["probes_loading_ns"] < m.start_ns < m.end_ns
