@@ -286,6 +286,7 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
     pair_fns: dict[tuple, tuple[tuple[str, str], set]] = {}  # threads sharing a (kernel, user) stack share these
 
     out = Series()
+    task_rows = out.tasks
     first_start = None
     for i, e in enumerate(entries):
         if first_start is None:
@@ -298,15 +299,28 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
         run = runq = 0
         hist: dict[int, int] = {}
         for d in e.tasks:
-            if scope is not None and d.task not in scope:
+            task = d.task
+            if scope is not None and task not in scope:
                 continue
             run += d.run_ns
             runq += d.runq_wait_ns
-            for slot, c in d.runq_hist:
-                if 0 <= slot < RUNQ_SLOTS:
-                    hist[slot] = hist.get(slot, 0) + c
-            _add_list(out.tasks.setdefault(d.task, {}), i, (d.offcpu_ns, d.runq_wait_ns, d.voluntary_switches,
-                                                           d.involuntary_switches, d.migrations))
+            if d.runq_hist:
+                for slot, c in d.runq_hist:
+                    if 0 <= slot < RUNQ_SLOTS:
+                        hist[slot] = hist.get(slot, 0) + c
+            # _add_list written out: a record of each task an interval, millions in a long recording
+            row = task_rows.get(task)
+            if row is None:
+                row = task_rows[task] = {}
+            t = row.get(i)
+            if t is None:
+                row[i] = [d.offcpu_ns, d.runq_wait_ns, d.voluntary_switches, d.involuntary_switches, d.migrations]
+            else:
+                t[0] += d.offcpu_ns
+                t[1] += d.runq_wait_ns
+                t[2] += d.voluntary_switches
+                t[3] += d.involuntary_switches
+                t[4] += d.migrations
             if d.task in waited and (d.runq_wait_ns or d.runq_count):
                 # each `d[i] = d.get(i, 0) + v` written out, not a call of _add: millions of them a report
                 cpu = out.causes.setdefault(WAITING_FOR_CPU.name, CauseSeries(WAITING_FOR_CPU.cls))
