@@ -321,7 +321,7 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
                 t[2] += d.voluntary_switches
                 t[3] += d.involuntary_switches
                 t[4] += d.migrations
-            if d.task in waited and (d.runq_wait_ns or d.runq_count):
+            if task in waited and (d.runq_wait_ns or d.runq_count):
                 # each `d[i] = d.get(i, 0) + v` written out, not a call of _add: millions of them a report
                 cpu = out.causes.setdefault(WAITING_FOR_CPU.name, CauseSeries(WAITING_FOR_CPU.cls))
                 cpu.ns[i] = cpu.ns.get(i, 0) + d.runq_wait_ns

@@ -40,6 +40,7 @@ from elftools.elf.elffile import ELFFile
 from stallscope.analyzer.untrusted import BudgetedReader, open_regular
 from stallscope.analyzer.sample import UNKNOWN, Frame  # noqa: F401 (the data model's; re-exported)
 from stallscope.errors import StallscopeError
+from stallscope.procstat import start_time_ns as process_start_time_ns  # noqa: F401 (re-exported)
 
 KERNEL = "kernel"
 
@@ -861,42 +862,6 @@ class ProcessMaps:
         if mapping is None:
             return None
         return mapping, addr - mapping.start + mapping.offset
-
-
-def _stat_fields(pid: int | str, numbers: tuple[int, ...]) -> tuple[int, ...] | None:
-    """/proc/PID/stat's fields of these numbers (1-based, as proc(5) numbers them; from 3 on), or None when
-    the file cannot be read or lacks them."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # comm (field 2) may hold spaces and parentheses: count fields after its closing one.
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    try:
-        return tuple(int(fields[n - 3]) for n in numbers)
-    except (IndexError, ValueError):
-        return None
-
-
-def process_start_time_ns(pid: int | str) -> int | None:
-    """When a process started, in ns since boot (/proc/PID/stat field 22, task->start_boottime).
-
-    Pairs with a pid to tell a process from a later one that reused its pid. The kernel reports
-    it in clock ticks, so it is exact to a tick (10 ms with USER_HZ=100).
-    """
-    start = _stat_fields(pid, (22,))
-    return None if start is None else start[0] * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-
-
-def process_image(pid: int) -> tuple[int, ...] | None:
-    """Where a process's code, stack, arguments and environment are (/proc/PID/stat's startcode, endcode,
-    startstack, arg_start and env_start: fields 26-28, 48 and 50). A fork keeps all five; an exec moves
-    them (a new image, a new stack, and address randomization). None when the file cannot be read, or for a
-    process without an address space (a kernel thread: all zero; so they read for a reader without ptrace
-    access to it)."""
-    image = _stat_fields(pid, (26, 27, 28, 48, 50))
-    return image if image is not None and any(image) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from stallscope.analyzer.sample import (
     Interval, OffcpuDelta, OngoingWait, ProbeStatus, ProgramCost, Stack, TaskId, TaskInfo, Tuning, WaitLink,
     WakerDelta,
 )
-from stallscope.analyzer.symbols import Symbolizer, process_image
+from stallscope.analyzer.symbols import Symbolizer
 from stallscope.bpf import abi, features, task_dump, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.intervals import IntervalNumbers
@@ -33,6 +33,7 @@ from stallscope.bpf.libbpf import BpfError, BpfObject, IterLink, Map, RunTimeSta
 from stallscope.bpf.mapdiff import MapDiff, identity
 from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
+from stallscope.procstat import image as process_image
 
 CLOCK_BOOTTIME = 7
 _NO_HIST = [0] * abi.RUNQ_SLOTS

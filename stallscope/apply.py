@@ -18,6 +18,7 @@ import os
 import stat
 import time
 
+from stallscope import procstat
 from stallscope.analyzer.recommend import SCHED_KNOB_PATHS, SLAB_ROOT, SLAB_TUNABLES, is_cache_name
 from stallscope.analyzer.untrusted import printable
 from stallscope.errors import StallscopeError
@@ -41,16 +42,6 @@ def _int(action: dict, key: str, lowest: int = 0) -> int:
     return v
 
 
-def _stat_fields(tid: int) -> list[bytes]:
-    try:
-        with open(f"/proc/{tid}/stat", "rb") as f:
-            text = f.read()
-    except OSError:
-        raise StallscopeError(f"thread {tid} no longer exists", _RECORD_AGAIN) from None
-    # the name may hold spaces, parentheses and bytes that are not UTF-8: fields start after the last ')'
-    return text[text.rfind(b")") + 2:].split()
-
-
 def thread_name(tid: int) -> str:
     """A thread's name as the collector records it: its bytes, a byte that is not UTF-8 replaced."""
     try:
@@ -69,11 +60,10 @@ def check_same_task(action: dict) -> None:
     if not isinstance(recorded_comm, str):
         raise StallscopeError(f"the recommendation does not name thread {tid}",
                               "the recording is damaged or was edited; record again")
-    fields = _stat_fields(tid)
-    try:
-        flags, start_ticks = int(fields[6]), int(fields[19])  # stat fields 9 and 22
-    except (IndexError, ValueError):
-        raise StallscopeError(f"thread {tid} no longer exists", _RECORD_AGAIN) from None
+    got = procstat.numbers(tid, (9, 22))  # its flags and start time
+    if got is None:
+        raise StallscopeError(f"thread {tid} no longer exists", _RECORD_AGAIN)
+    flags, start_ticks = got
     hz = os.sysconf("SC_CLK_TCK")
     if abs(start_ticks - recorded_ns * hz // 1_000_000_000) > 1:
         raise StallscopeError(f"thread {tid} is not the task in the recording (it started at another time: "

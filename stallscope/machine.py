@@ -13,6 +13,7 @@ import re
 import time
 from typing import Callable, Iterable, Iterator
 
+from stallscope import procstat
 from stallscope.analyzer.sample import Throttled
 
 SCHED_SYSCTLS = "/proc/sys/kernel"
@@ -22,9 +23,7 @@ SCHED_DEBUGFS = "/sys/kernel/debug/sched"
 def own_start_monotonic() -> float | None:
     """When this process started, on time.monotonic()'s clock (to a clock tick); None if it cannot be read.
     /proc/self/stat's start time counts from boot on CLOCK_BOOTTIME, which goes on in a suspend."""
-    from stallscope.analyzer.symbols import process_start_time_ns
-
-    start_ns = process_start_time_ns("self")
+    start_ns = procstat.start_time_ns("self")
     if start_ns is None:
         return None
     return time.monotonic() - (time.clock_gettime(time.CLOCK_BOOTTIME) - start_ns / 1e9)

@@ -33,6 +33,8 @@ import os
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from stallscope import procstat
+
 DEFAULT_NICE = -20
 RT_PRIORITIES = range(1, 100)  # SCHED_FIFO's (sched_get_priority_min/max on Linux)
 
@@ -200,11 +202,10 @@ def _ancestors(pid: int) -> set[int]:
     out = set()
     while pid > 1 and pid not in out:
         out.add(pid)
-        stat = _read(f"/proc/{pid}/stat")
-        try:
-            pid = int(stat[stat.rindex(")") + 2:].split()[1])
-        except (ValueError, IndexError):
+        parent = procstat.numbers(pid, (4,))
+        if parent is None:
             break
+        pid = parent[0]
     return out
 
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from stallscope import __version__, machine
+from stallscope import __version__, machine, procstat
 from stallscope.analyzer.overhead import Governor, interval_cost, uprobe_trap_ns
 from stallscope.analyzer.sample import Interval, ProbeStatus, RecordingMeta, Tuning
 from stallscope.analyzer.store import FORMAT_VERSION
@@ -108,13 +108,8 @@ def check_privileges() -> None:
 
 def process_exists(pid: int) -> bool:
     """Alive, not a zombie: a process that exited but is not yet reaped has nothing left to trace."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    state = stat[stat.rfind(b")") + 2:][:1]
-    return state not in (b"Z", b"X")
+    got = procstat.fields(pid)
+    return bool(got) and got[0] not in (b"Z", b"X")
 
 
 def thread_run_delay_ns() -> int | None:
@@ -207,12 +202,12 @@ class Session:
         self._policy_before = own_policy()  # what the session puts back (the CLI may have set it already)
         self._raise_priority()
         try:
-            # the kernel's symbols and types, read while the probes load (the kernel's work): the set-up
-            # drain and the first interval's find them read (still before a command starts)
             # the probes load and attach one group after another, the set-up drain some time after the first (0.3 s and
             # more under load): a wait seen from its beginning then, under way at the recording's start, is longer
             # than the recording by up to that time (model.wait_limit_ns)
             self._loading_ns = boottime_ns()
+            # the kernel's symbols and types, read while the probes load (the kernel's work): the set-up
+            # drain and the first interval's find them read (still before a command starts)
             tables = KernelTables(symbolizer, locks="locks" in o.probes)
             tables.start()
             collector.prepare()  # the maps the other groups share: they start while its programs are verified

@@ -23,10 +23,10 @@ from stallscope.analyzer.symbols import (
     ProcessMaps,
     Symbolizer,
     UserSymbols,
-    process_image,
     process_start_time_ns,
 )
 from stallscope.errors import StallscopeError
+from stallscope.procstat import image as process_image
 
 KALLSYMS = "/proc/kallsyms"
 
@@ -685,4 +685,13 @@ def test_a_processs_image_is_kept_by_a_fork_and_moved_by_an_exec():
         exec_d.kill()
         exec_d.wait()
     assert process_image(pid) is None
+
+
+def test_an_image_the_kernel_hides_is_none(monkeypatch):
+    """A process this reader may not trace shows its startcode and endcode as 1 and the rest as 0 (fs/proc/array.c;
+    here, the VM's own pid 1 as root): alike for any two such processes, so no image, not a match."""
+    from stallscope import procstat
+
+    monkeypatch.setattr(procstat, "numbers", lambda pid, wanted: (1, 1, 0, 0, 0))
+    assert procstat.image(1234) is None
 
