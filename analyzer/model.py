@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import chain
 from functools import partial
@@ -16,8 +17,9 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
-    LOCK_VALUES, NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, RecordingMeta,
-    SlabCache, SlabDelta, Stack, TaskId, TaskInfo, Throttled, TuningChange, WaitLink, WakerDelta, record_maker, u64,
+    LOCK_VALUES, NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, OffcpuDelta,
+    RecordingMeta, SlabCache, SlabDelta, Stack, TaskDelta, TaskId, TaskInfo, Throttled, TuningChange, WaitLink,
+    WakerDelta, record_maker, u64,
 )
 
 RUNQ_SLOTS = 40
@@ -393,54 +395,8 @@ class ModelFold:
             switches += iv.switches
             kswitches += iv.kernel_switches
             cpu += iv.collector_cpu_ns
-            # each accumulator made when its key is first met (not built for every record and dropped); a
-            # task's in TaskTotals' order: offcpu ns, count, max, runq wait ns, count, max, voluntary and
-            # involuntary switches, migrations, histogram, runq latency ns, run ns
-            for d in iv.tasks:
-                t = tasks.get(d.task)
-                if t is None:  # first met (in a one-interval window, every task): its own values
-                    tasks[d.task] = [
-                        d.offcpu_ns, d.offcpu_count, d.offcpu_max_ns if d.offcpu_max_ns > 0 else 0, d.runq_wait_ns,
-                        d.runq_count, d.runq_max_ns if d.runq_max_ns > 0 else 0, d.voluntary_switches,
-                        d.involuntary_switches, d.migrations, _add_slots(None, d.runq_hist) if d.runq_hist else None,
-                        d.runq_latency_ns, d.run_ns]
-                    continue
-                t[0] += d.offcpu_ns
-                t[1] += d.offcpu_count
-                if d.offcpu_max_ns > t[2]:
-                    t[2] = d.offcpu_max_ns
-                t[3] += d.runq_wait_ns
-                t[4] += d.runq_count
-                if d.runq_max_ns > t[5]:
-                    t[5] = d.runq_max_ns
-                t[6] += d.voluntary_switches
-                t[7] += d.involuntary_switches
-                t[8] += d.migrations
-                t[10] += d.runq_latency_ns
-                t[11] += d.run_ns
-                if d.runq_hist:
-                    t[9] = _add_slots(t[9], d.runq_hist)
-            for o in iv.offcpu:
-                key = (o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)
-                w = waits.get(key)
-                if w is None:  # first met: its own values
-                    waits[key] = [o.count, o.total_ns, o.max_ns if o.max_ns > 0 else 0,
-                                  _add_slots(None, o.hist) if o.hist else None,
-                                  o.total_ns if o.charged_ns is None else o.charged_ns, o.weighted_ns, o.var_us2,
-                                  list(o.woken), len(waits), 0]
-                    continue
-                w[0] += o.count
-                w[1] += o.total_ns
-                if o.max_ns > w[2]:
-                    w[2] = o.max_ns
-                w[4] += o.total_ns if o.charged_ns is None else o.charged_ns  # o.charged
-                w[5] += o.weighted_ns
-                w[6] += o.var_us2
-                if o.woken != _NOT_WOKEN:
-                    for j, woken in enumerate(o.woken):
-                        w[7][j] += woken
-                if o.hist:
-                    w[3] = _add_slots(w[3], o.hist)
+            _fold_tasks(tasks, iv.tasks)
+            _fold_waits(waits, iv.offcpu)
             if iv.ongoing:
                 _fold_ongoing(iv, tasks, waits)
             if iv.beginnings_kept:
@@ -624,11 +580,7 @@ class ModelFold:
         meta, lazy = self.meta, self.lazy
         (tasks, waits, wakes, locks, deferred, matrix, health, programs, slab, caches, funcs, cgroups, costs, tuning,
          oncpu, cpus, futexes, io, switches, cpu, count, kswitches, start_ns, end_ns, last) = self._state()
-        totals = {}
-        for tid, t in tasks.items():
-            info = task_info.get(tid) or TaskInfo(tid, 0, 0, "?")
-            t[9] = _NO_HIST if t[9] is None else tuple(t[9])
-            totals[tid] = _new_totals(info, *t)
+        totals = _made_totals(tasks, task_info)
         # a wait is attributed at the switch-in after its wakeup, possibly an interval later
         # than the task's own totals moved: such a task is still named
         for key in chain(waits, futexes):
@@ -638,11 +590,7 @@ class ModelFold:
         for (tid, tgid, *_rest), e in oncpu.items():
             if tid not in totals:
                 totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, e[0]))
-        made = tuple(_new_stack_wait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], k, u,
-                                     tuple(v[3]) if v[3] else (), why,
-                                     funcs.get(func, f"{func:#x}") if func else "", v[4], v[5], v[6],
-                                     tuple(v[7]), v[9])
-                     for (tid, tgid, state, k, u, why, func), v in waits.items())
+        made = _made_waits(waits, stacks, funcs)
         return Model(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
             waits=made, waits_now=_waits_now(last, waits, made),
@@ -1055,3 +1003,125 @@ def _check_invariants(meta: RecordingMeta, iv: Interval, health: dict[str, int])
                     and lk.blocked_ns + (lk.runnable_ns or 0) > lk.total_ns)
     count_invariants(health, (("invariant.offcpu_rate_above_1s_per_s", bad_rate), (WAIT_TOO_LONG, too_long),
                               (LOCK_SPLIT_ABOVE_TOTAL, bad_split)))
+
+
+# ---- the fold's loops over records, in C where analyzer/modelfold.c is built ----------------------------------
+# Each interval of a window folds its task and off-CPU records (5,000 sleeping threads: 3,000 and 6,000 an
+# interval `top` shows; a report's 600,000), and its model makes a record per task and per wait. The Python
+# functions below are what the C does (tests/test_modelfold.py checks that the two agree).
+
+def py_fold_tasks(tasks: dict, records: Iterable[TaskDelta]) -> None:
+    """TaskDelta records into a window's task accumulators: each made when its key is first met (not built
+    for every record and dropped), in TaskTotals' order after its info: offcpu ns, count, max, runq wait ns,
+    count, max, voluntary and involuntary switches, migrations, histogram, runq latency ns, run ns."""
+    for d in records:
+        t = tasks.get(d.task)
+        if t is None:  # first met (in a one-interval window, every task): its own values
+            tasks[d.task] = [
+                d.offcpu_ns, d.offcpu_count, d.offcpu_max_ns if d.offcpu_max_ns > 0 else 0, d.runq_wait_ns,
+                d.runq_count, d.runq_max_ns if d.runq_max_ns > 0 else 0, d.voluntary_switches,
+                d.involuntary_switches, d.migrations, _add_slots(None, d.runq_hist) if d.runq_hist else None,
+                d.runq_latency_ns, d.run_ns]
+            continue
+        t[0] += d.offcpu_ns
+        t[1] += d.offcpu_count
+        if d.offcpu_max_ns > t[2]:
+            t[2] = d.offcpu_max_ns
+        t[3] += d.runq_wait_ns
+        t[4] += d.runq_count
+        if d.runq_max_ns > t[5]:
+            t[5] = d.runq_max_ns
+        t[6] += d.voluntary_switches
+        t[7] += d.involuntary_switches
+        t[8] += d.migrations
+        t[10] += d.runq_latency_ns
+        t[11] += d.run_ns
+        if d.runq_hist:
+            t[9] = _add_slots(t[9], d.runq_hist)
+
+
+def py_fold_waits(waits: dict, records: Iterable[OffcpuDelta]) -> None:
+    """OffcpuDelta records into a window's wait accumulators, by key (task, tgid, state, kstack, ustack, why,
+    func): count, total ns, max, histogram, charged ns, weighted ns, variance, woken, order met, long-open ns."""
+    for o in records:
+        key = (o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)
+        w = waits.get(key)
+        if w is None:  # first met: its own values
+            waits[key] = [o.count, o.total_ns, o.max_ns if o.max_ns > 0 else 0,
+                          _add_slots(None, o.hist) if o.hist else None,
+                          o.total_ns if o.charged_ns is None else o.charged_ns, o.weighted_ns, o.var_us2,
+                          list(o.woken), len(waits), 0]
+            continue
+        w[0] += o.count
+        w[1] += o.total_ns
+        if o.max_ns > w[2]:
+            w[2] = o.max_ns
+        w[4] += o.total_ns if o.charged_ns is None else o.charged_ns  # o.charged
+        w[5] += o.weighted_ns
+        w[6] += o.var_us2
+        if o.woken != _NOT_WOKEN:
+            for j, woken in enumerate(o.woken):
+                w[7][j] += woken
+        if o.hist:
+            w[3] = _add_slots(w[3], o.hist)
+
+
+def _unknown_task(tid: TaskId) -> TaskInfo:
+    return TaskInfo(tid, 0, 0, "?")
+
+
+def _unnamed_function(func: int) -> str:
+    return f"{func:#x}"
+
+
+def py_made_totals(tasks: dict, task_info: dict[TaskId, TaskInfo]) -> dict[TaskId, TaskTotals]:
+    """The model's TaskTotals from a window's task accumulators (whose histograms become tuples)."""
+    totals = {}
+    for tid, t in tasks.items():
+        info = task_info.get(tid) or _unknown_task(tid)
+        t[9] = _NO_HIST if t[9] is None else tuple(t[9])
+        totals[tid] = _new_totals(info, *t)
+    return totals
+
+
+def py_made_waits(waits: dict, stacks: dict[int, Stack], funcs: dict[int, str]) -> tuple[StackWait, ...]:
+    """The model's StackWaits from a window's wait accumulators, in their order."""
+    return tuple(_new_stack_wait(tid, tgid, state, stacks.get(k), stacks.get(u), *v[:3], k, u,
+                                 tuple(v[3]) if v[3] else (), why,
+                                 (funcs[func] if func in funcs else _unnamed_function(func)) if func else "", v[4], v[5], v[6],
+                                 tuple(v[7]), v[9])
+                 for (tid, tgid, state, k, u, why, func), v in waits.items())
+
+
+try:
+    from stallscope.analyzer import _modelfold
+except ImportError:  # not built: the loops run in Python
+    _modelfold = None
+
+_PLAIN = (dict, OrderedDict)  # the mappings the C reads as dicts (no `get` of their own)
+
+
+def _fold_tasks(tasks: dict, records) -> None:
+    if _modelfold is not None and type(tasks) is dict:
+        _modelfold.fold_tasks(tasks, records, RUNQ_SLOTS)
+    else:
+        py_fold_tasks(tasks, records)
+
+
+def _fold_waits(waits: dict, records) -> None:
+    if _modelfold is not None and type(waits) is dict:
+        _modelfold.fold_waits(waits, records, RUNQ_SLOTS)
+    else:
+        py_fold_waits(waits, records)
+
+
+def _made_totals(tasks: dict, task_info: dict[TaskId, TaskInfo]) -> dict[TaskId, TaskTotals]:
+    if _modelfold is not None and type(tasks) is dict and type(task_info) in _PLAIN:
+        return _modelfold.made_totals(tasks, task_info, _unknown_task, _NO_HIST, _new_totals)
+    return py_made_totals(tasks, task_info)
+
+
+def _made_waits(waits: dict, stacks: dict[int, Stack], funcs: dict[int, str]) -> tuple[StackWait, ...]:
+    if _modelfold is not None and type(waits) is dict and type(stacks) in _PLAIN and type(funcs) in _PLAIN:
+        return _modelfold.made_waits(waits, stacks, funcs, _unnamed_function, _new_stack_wait)
+    return py_made_waits(waits, stacks, funcs)

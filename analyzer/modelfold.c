@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: GPL-2.0
+/* A window's task and off-CPU records summed into its accumulators, and its model's waits and task totals
+ * made from them, in C (analyzer/model.py ModelFold: `fold_tasks`, `fold_waits`, `made_waits`,
+ * `made_totals` there are the same in Python, and run where this is not built).
+ *
+ * Every window `top` shows folds each interval: 5,000 sleeping threads make 3,000 task records, 6,000
+ * off-CPU records and 6,000 waits of the model an interval, each read field by field and added into a
+ * list; a report folds 600,000 of them. The loops here do what the Python does, in its order, on the same
+ * objects: the records' fields read by name, the sums made by Python's own addition and comparison (any
+ * integer, however large), the accumulators left as the Python leaves them. Only the interpreter's loop is
+ * saved. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* the records' field names, interned at import */
+enum {
+	A_TASK, A_OFFCPU_NS, A_OFFCPU_COUNT, A_OFFCPU_MAX_NS, A_RUNQ_WAIT_NS, A_RUNQ_COUNT, A_RUNQ_MAX_NS,
+	A_VOLUNTARY, A_INVOLUNTARY, A_MIGRATIONS, A_RUNQ_HIST, A_RUNQ_LATENCY_NS, A_RUN_NS,
+	A_TGID, A_STATE, A_KSTACK, A_USTACK, A_COUNT, A_TOTAL_NS, A_MAX_NS, A_HIST, A_WHY, A_FUNC, A_CHARGED_NS,
+	A_WEIGHTED_NS, A_VAR_US2, A_WOKEN, N_ATTRS
+};
+static const char *const attr_names[N_ATTRS] = {
+	"task", "offcpu_ns", "offcpu_count", "offcpu_max_ns", "runq_wait_ns", "runq_count", "runq_max_ns",
+	"voluntary_switches", "involuntary_switches", "migrations", "runq_hist", "runq_latency_ns", "run_ns",
+	"tgid", "state", "kstack", "ustack", "count", "total_ns", "max_ns", "hist", "why", "func", "charged_ns",
+	"weighted_ns", "var_us2", "woken",
+};
+static PyObject *attrs[N_ATTRS];
+static PyObject *zero, *not_woken, *no_hist;
+
+/* the record's fields `which` (A_* in order), new references; -1 with every one released on failure */
+static int read_fields(PyObject *rec, const int *which, int n, PyObject **out)
+{
+	for (int i = 0; i < n; i++) {
+		if (!(out[i] = PyObject_GetAttr(rec, attrs[which[i]]))) {
+			while (i--)
+				Py_DECREF(out[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void release(PyObject **v, int n)
+{
+	for (int i = 0; i < n; i++)
+		Py_XDECREF(v[i]);
+}
+
+/* what `expr` makes, unless an error is pending (a call before it failed): items made one after another */
+#define IF_OK(expr) (PyErr_Occurred() ? NULL : (expr))
+
+/* a list of these n new references (stolen); NULL, all released, if any is NULL */
+static PyObject *list_of(PyObject **items, int n)
+{
+	PyObject *out = PyErr_Occurred() ? NULL : PyList_New(n);
+	if (!out) {
+		release(items, n);
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		PyList_SET_ITEM(out, i, items[i]);
+	return out;
+}
+
+/* an accumulator: a list of at least n items */
+static int check_acc(PyObject *acc, Py_ssize_t n)
+{
+	if (!PyList_Check(acc) || PyList_GET_SIZE(acc) < n) {
+		PyErr_Format(PyExc_TypeError, "an accumulator is a list of %zd items", n);
+		return -1;
+	}
+	return 0;
+}
+
+/* acc[i] += v */
+static int add_at(PyObject *acc, Py_ssize_t i, PyObject *v)
+{
+	PyObject *old = PyList_GET_ITEM(acc, i), *sum = PyNumber_Add(old, v);
+	if (!sum)
+		return -1;
+	PyList_SET_ITEM(acc, i, sum);
+	Py_DECREF(old);
+	return 0;
+}
+
+/* if v > acc[i]: acc[i] = v */
+static int max_at(PyObject *acc, Py_ssize_t i, PyObject *v)
+{
+	int gt = PyObject_RichCompareBool(v, PyList_GET_ITEM(acc, i), Py_GT);
+	if (gt > 0) {
+		PyObject *old = PyList_GET_ITEM(acc, i);
+		PyList_SET_ITEM(acc, i, Py_NewRef(v));
+		Py_DECREF(old);
+	}
+	return gt < 0 ? -1 : 0;
+}
+
+/* v if v > 0 else 0, a new reference */
+static PyObject *positive(PyObject *v)
+{
+	int gt = PyObject_RichCompareBool(v, zero, Py_GT);
+	return gt < 0 ? NULL : Py_NewRef(gt ? v : zero);
+}
+
+/* model.py _add_slots: a histogram's (slot, count) pairs added into `acc` (a list of `slots` counts; None:
+ * made), slots beyond it dropped; a new reference to the list */
+static PyObject *add_slots(PyObject *acc, PyObject *hist, Py_ssize_t slots)
+{
+	if (acc == Py_None) {
+		if (!(acc = PyList_New(slots)))
+			return NULL;
+		for (Py_ssize_t i = 0; i < slots; i++)
+			PyList_SET_ITEM(acc, i, Py_NewRef(zero));
+	} else if (check_acc(acc, slots) < 0) {
+		return NULL;
+	} else {
+		Py_INCREF(acc);
+	}
+	PyObject *pairs = PySequence_Fast(hist, "a histogram is a sequence of (slot, count) pairs");
+	if (!pairs)
+		goto fail;
+	for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(pairs); i++) {
+		PyObject *pair = PySequence_Fast_GET_ITEM(pairs, i);
+		if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+			PyErr_SetString(PyExc_ValueError, "a histogram's slot is a (slot, count) pair");
+			goto fail_pairs;
+		}
+		PyObject *slot = PyTuple_GET_ITEM(pair, 0);
+		if (!PyLong_Check(slot)) {
+			PyErr_SetString(PyExc_TypeError, "a histogram's slot is an integer");
+			goto fail_pairs;
+		}
+		int overflow;
+		long long at = PyLong_AsLongLongAndOverflow(slot, &overflow);
+		if (at == -1 && PyErr_Occurred())
+			goto fail_pairs;
+		if (overflow || at < 0 || at >= slots)
+			continue;
+		if (add_at(acc, (Py_ssize_t)at, PyTuple_GET_ITEM(pair, 1)) < 0)
+			goto fail_pairs;
+	}
+	Py_DECREF(pairs);
+	return acc;
+fail_pairs:
+	Py_DECREF(pairs);
+fail:
+	Py_DECREF(acc);
+	return NULL;
+}
+
+static int parse_slots(PyObject *arg, Py_ssize_t *slots)
+{
+	*slots = PyLong_AsSsize_t(arg);
+	if (*slots == -1 && PyErr_Occurred())
+		return -1;
+	if (*slots < 0 || *slots > 4096) {
+		PyErr_SetString(PyExc_ValueError, "slots: 0 to 4096");
+		return -1;
+	}
+	return 0;
+}
+
+/* fold_tasks(tasks, records, slots): model.py py_fold_tasks */
+static PyObject *fold_tasks(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	static const int which[] = {A_TASK, A_OFFCPU_NS, A_OFFCPU_COUNT, A_OFFCPU_MAX_NS, A_RUNQ_WAIT_NS, A_RUNQ_COUNT,
+				    A_RUNQ_MAX_NS, A_VOLUNTARY, A_INVOLUNTARY, A_MIGRATIONS, A_RUNQ_HIST,
+				    A_RUNQ_LATENCY_NS, A_RUN_NS};
+	enum { N = sizeof(which) / sizeof(which[0]) };
+	Py_ssize_t slots;
+	if (nargs != 3 || !PyDict_Check(args[0])) {
+		PyErr_SetString(PyExc_TypeError, "fold_tasks(tasks: dict, records, slots)");
+		return NULL;
+	}
+	if (parse_slots(args[2], &slots) < 0)
+		return NULL;
+	PyObject *tasks = args[0], *recs = PySequence_Fast(args[1], "records: a sequence");
+	if (!recs)
+		return NULL;
+	for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(recs); r++) {
+		PyObject *v[N], *hist = NULL;
+		if (read_fields(PySequence_Fast_GET_ITEM(recs, r), which, N, v) < 0)
+			goto fail;
+		int ok = 0;
+		PyObject *t = PyDict_GetItemWithError(tasks, v[0]);
+		int has_hist = PyObject_IsTrue(v[10]);
+		if (has_hist < 0 || (!t && PyErr_Occurred()))
+			goto next;
+		if (!t) { /* first met: its own values, in TaskTotals' order after its info */
+			PyObject *items[12] = {Py_NewRef(v[1]), Py_NewRef(v[2]), IF_OK(positive(v[3])), Py_NewRef(v[4]),
+					       Py_NewRef(v[5]), IF_OK(positive(v[6])), Py_NewRef(v[7]), Py_NewRef(v[8]),
+					       Py_NewRef(v[9]),
+					       has_hist ? IF_OK(add_slots(Py_None, v[10], slots)) : Py_NewRef(Py_None),
+					       Py_NewRef(v[11]), Py_NewRef(v[12])};
+			PyObject *acc = list_of(items, 12);
+			ok = acc && PyDict_SetItem(tasks, v[0], acc) == 0;
+			Py_XDECREF(acc);
+			goto next;
+		}
+		if (check_acc(t, 12) < 0)
+			goto next;
+		Py_INCREF(t); /* held while its items are replaced */
+		ok = add_at(t, 0, v[1]) == 0 && add_at(t, 1, v[2]) == 0 && max_at(t, 2, v[3]) == 0 &&
+		     add_at(t, 3, v[4]) == 0 && add_at(t, 4, v[5]) == 0 && max_at(t, 5, v[6]) == 0 &&
+		     add_at(t, 6, v[7]) == 0 && add_at(t, 7, v[8]) == 0 && add_at(t, 8, v[9]) == 0 &&
+		     add_at(t, 10, v[11]) == 0 && add_at(t, 11, v[12]) == 0;
+		if (ok && has_hist) {
+			ok = (hist = add_slots(PyList_GET_ITEM(t, 9), v[10], slots)) != NULL;
+			if (ok && hist != PyList_GET_ITEM(t, 9))
+				ok = PyList_SetItem(t, 9, Py_NewRef(hist)) == 0;
+		}
+		Py_DECREF(t);
+	next:
+		Py_XDECREF(hist);
+		release(v, N);
+		if (!ok)
+			goto fail;
+	}
+	Py_DECREF(recs);
+	Py_RETURN_NONE;
+fail:
+	Py_DECREF(recs);
+	return NULL;
+}
+
+/* fold_waits(waits, records, slots): model.py py_fold_waits */
+static PyObject *fold_waits(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	static const int which[] = {A_TASK, A_TGID, A_STATE, A_KSTACK, A_USTACK, A_WHY, A_FUNC, A_COUNT, A_TOTAL_NS,
+				    A_MAX_NS, A_HIST, A_CHARGED_NS, A_WEIGHTED_NS, A_VAR_US2, A_WOKEN};
+	enum { N = sizeof(which) / sizeof(which[0]), KEY = 7 };
+	Py_ssize_t slots;
+	if (nargs != 3 || !PyDict_Check(args[0])) {
+		PyErr_SetString(PyExc_TypeError, "fold_waits(waits: dict, records, slots)");
+		return NULL;
+	}
+	if (parse_slots(args[2], &slots) < 0)
+		return NULL;
+	PyObject *waits = args[0], *recs = PySequence_Fast(args[1], "records: a sequence");
+	if (!recs)
+		return NULL;
+	for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(recs); r++) {
+		PyObject *v[N], *key = NULL, *hist = NULL;
+		enum { COUNT = 7, TOTAL, MAX, HIST, CHARGED, WEIGHTED, VAR, WOKEN };
+		if (read_fields(PySequence_Fast_GET_ITEM(recs, r), which, N, v) < 0)
+			goto fail;
+		int ok = 0, has_hist = PyObject_IsTrue(v[HIST]);
+		PyObject *charged = v[CHARGED] == Py_None ? v[TOTAL] : v[CHARGED];
+		if (has_hist < 0 || !(key = PyTuple_New(KEY)))
+			goto next;
+		for (int i = 0; i < KEY; i++)
+			PyTuple_SET_ITEM(key, i, Py_NewRef(v[i]));
+		PyObject *w = PyDict_GetItemWithError(waits, key);
+		if (!w && PyErr_Occurred())
+			goto next;
+		if (!w) { /* first met: its own values (ModelFold.add's layout) */
+			PyObject *items[10] = {
+				Py_NewRef(v[COUNT]), Py_NewRef(v[TOTAL]), IF_OK(positive(v[MAX])),
+				has_hist ? IF_OK(add_slots(Py_None, v[HIST], slots)) : Py_NewRef(Py_None),
+				Py_NewRef(charged), Py_NewRef(v[WEIGHTED]), Py_NewRef(v[VAR]), IF_OK(PySequence_List(v[WOKEN])),
+				IF_OK(PyLong_FromSsize_t(PyDict_GET_SIZE(waits))), Py_NewRef(zero)};
+			PyObject *acc = list_of(items, 10);
+			ok = acc && PyDict_SetItem(waits, key, acc) == 0;
+			Py_XDECREF(acc);
+			goto next;
+		}
+		if (check_acc(w, 10) < 0)
+			goto next;
+		Py_INCREF(w);
+		ok = add_at(w, 0, v[COUNT]) == 0 && add_at(w, 1, v[TOTAL]) == 0 && max_at(w, 2, v[MAX]) == 0 &&
+		     add_at(w, 4, charged) == 0 && add_at(w, 5, v[WEIGHTED]) == 0 && add_at(w, 6, v[VAR]) == 0;
+		if (ok) {
+			int moved = PyObject_RichCompareBool(v[WOKEN], not_woken, Py_NE);
+			ok = moved >= 0;
+			if (ok && moved) { /* for j, woken in enumerate(o.woken): w[7][j] += woken */
+				PyObject *to = PyList_GET_ITEM(w, 7), *from = PySequence_Fast(v[WOKEN], "woken: a sequence");
+				ok = from && PyList_Check(to);
+				if (from && !ok)
+					PyErr_SetString(PyExc_TypeError, "a wait's woken counts are a list");
+				for (Py_ssize_t j = 0; ok && j < PySequence_Fast_GET_SIZE(from); j++) {
+					if (j >= PyList_GET_SIZE(to)) {
+						PyErr_SetString(PyExc_IndexError, "list index out of range");
+						ok = 0;
+					} else {
+						ok = add_at(to, j, PySequence_Fast_GET_ITEM(from, j)) == 0;
+					}
+				}
+				Py_XDECREF(from);
+			}
+		}
+		if (ok && has_hist) {
+			ok = (hist = add_slots(PyList_GET_ITEM(w, 3), v[HIST], slots)) != NULL;
+			if (ok && hist != PyList_GET_ITEM(w, 3))
+				ok = PyList_SetItem(w, 3, Py_NewRef(hist)) == 0;
+		}
+		Py_DECREF(w);
+	next:
+		Py_XDECREF(hist);
+		Py_XDECREF(key);
+		release(v, N);
+		if (!ok)
+			goto fail;
+	}
+	Py_DECREF(recs);
+	Py_RETURN_NONE;
+fail:
+	Py_DECREF(recs);
+	return NULL;
+}
+
+/* tuple(seq) if seq else (), a new reference */
+static PyObject *tuple_or_empty(PyObject *seq)
+{
+	int truth = PyObject_IsTrue(seq);
+	return truth < 0 ? NULL : truth ? PySequence_Tuple(seq) : Py_NewRef(no_hist);
+}
+
+/* made_waits(waits, stacks, funcs, unnamed, make): model.py py_made_waits */
+static PyObject *made_waits(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2])) {
+		PyErr_SetString(PyExc_TypeError, "made_waits(waits: dict, stacks: dict, funcs: dict, unnamed, make)");
+		return NULL;
+	}
+	PyObject *waits = args[0], *stacks = args[1], *funcs = args[2], *unnamed = args[3], *make = args[4];
+	PyObject *out = PyTuple_New(PyDict_GET_SIZE(waits)), *key, *v;
+	if (!out)
+		return NULL;
+	Py_ssize_t pos = 0, n = 0;
+	while (PyDict_Next(waits, &pos, &key, &v)) {
+		if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 7 || check_acc(v, 10) < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_TypeError, "a wait's key is (task, tgid, state, kstack, ustack, why, func)");
+			goto fail;
+		}
+		PyObject *k = PyTuple_GET_ITEM(key, 3), *u = PyTuple_GET_ITEM(key, 4), *func = PyTuple_GET_ITEM(key, 6);
+		PyObject *a[18] = {NULL};
+		int ok = 1, named = PyObject_IsTrue(func);
+		PyObject *ks = IF_OK(PyDict_GetItemWithError(stacks, k)), *us = IF_OK(PyDict_GetItemWithError(stacks, u));
+		if (named < 0 || PyErr_Occurred())
+			goto fail;
+		a[0] = Py_NewRef(PyTuple_GET_ITEM(key, 0));
+		a[1] = Py_NewRef(PyTuple_GET_ITEM(key, 1));
+		a[2] = Py_NewRef(PyTuple_GET_ITEM(key, 2));
+		a[3] = Py_NewRef(ks ? ks : Py_None);
+		a[4] = Py_NewRef(us ? us : Py_None);
+		for (int i = 0; i < 3; i++)
+			a[5 + i] = Py_NewRef(PyList_GET_ITEM(v, i));
+		a[8] = Py_NewRef(k);
+		a[9] = Py_NewRef(u);
+		a[10] = IF_OK(tuple_or_empty(PyList_GET_ITEM(v, 3)));
+		a[11] = Py_NewRef(PyTuple_GET_ITEM(key, 5));
+		if (!named) {
+			a[12] = IF_OK(PyUnicode_FromStringAndSize("", 0));
+		} else {
+			PyObject *name = IF_OK(PyDict_GetItemWithError(funcs, func));
+			a[12] = name ? Py_NewRef(name) : IF_OK(PyObject_CallOneArg(unnamed, func));
+		}
+		for (int i = 0; i < 3; i++)
+			a[13 + i] = Py_NewRef(PyList_GET_ITEM(v, 4 + i));
+		a[16] = IF_OK(PySequence_Tuple(PyList_GET_ITEM(v, 7)));
+		a[17] = Py_NewRef(PyList_GET_ITEM(v, 9));
+		for (int i = 0; i < 18; i++)
+			ok = ok && a[i];
+		PyObject *w = ok ? PyObject_Vectorcall(make, a, 18, NULL) : NULL;
+		release(a, 18);
+		if (!w)
+			goto fail;
+		PyTuple_SET_ITEM(out, n++, w);
+	}
+	if (n != PyTuple_GET_SIZE(out)) {
+		PyErr_SetString(PyExc_RuntimeError, "the waits changed while they were read");
+		goto fail;
+	}
+	return out;
+fail:
+	Py_DECREF(out);
+	return NULL;
+}
+
+/* made_totals(tasks, task_info, unknown, no_hist, make): model.py py_made_totals */
+static PyObject *made_totals(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
+		PyErr_SetString(PyExc_TypeError, "made_totals(tasks: dict, task_info: dict, unknown, no_hist, make)");
+		return NULL;
+	}
+	PyObject *tasks = args[0], *infos = args[1], *unknown = args[2], *empty = args[3], *make = args[4];
+	PyObject *out = PyDict_New(), *tid, *t;
+	if (!out)
+		return NULL;
+	Py_ssize_t pos = 0;
+	while (PyDict_Next(tasks, &pos, &tid, &t)) {
+		if (check_acc(t, 12) < 0)
+			goto fail;
+		PyObject *info = PyDict_GetItemWithError(infos, tid);
+		int truth = info ? PyObject_IsTrue(info) : 0;
+		if (truth < 0 || (!info && PyErr_Occurred()))
+			goto fail;
+		info = truth ? Py_NewRef(info) : PyObject_CallOneArg(unknown, tid);
+		if (!info)
+			goto fail;
+		PyObject *hist = PyList_GET_ITEM(t, 9);
+		hist = hist == Py_None ? Py_NewRef(empty) : PySequence_Tuple(hist);
+		if (!hist || PyList_SetItem(t, 9, hist) < 0) { /* t[9] = tuple(t[9]), as the Python leaves it */
+			Py_DECREF(info);
+			goto fail;
+		}
+		PyObject *a[13] = {info};
+		for (int i = 0; i < 12; i++)
+			a[1 + i] = PyList_GET_ITEM(t, i);
+		PyObject *made = PyObject_Vectorcall(make, a, 13, NULL);
+		Py_DECREF(info);
+		if (!made)
+			goto fail;
+		int set = PyDict_SetItem(out, tid, made);
+		Py_DECREF(made);
+		if (set < 0)
+			goto fail;
+	}
+	return out;
+fail:
+	Py_DECREF(out);
+	return NULL;
+}
+
+static PyMethodDef module_methods[] = {
+	{"fold_tasks", (PyCFunction)(void (*)(void))fold_tasks, METH_FASTCALL,
+	 "fold_tasks(tasks, records, slots): TaskDelta records summed into a window's task accumulators."},
+	{"fold_waits", (PyCFunction)(void (*)(void))fold_waits, METH_FASTCALL,
+	 "fold_waits(waits, records, slots): OffcpuDelta records summed into a window's wait accumulators."},
+	{"made_waits", (PyCFunction)(void (*)(void))made_waits, METH_FASTCALL,
+	 "made_waits(waits, stacks, funcs, unnamed, make): the model's StackWaits, in the accumulators' order."},
+	{"made_totals", (PyCFunction)(void (*)(void))made_totals, METH_FASTCALL,
+	 "made_totals(tasks, task_info, unknown, no_hist, make): the model's TaskTotals by task."},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+	PyModuleDef_HEAD_INIT, "_modelfold", "A window's records folded into its model's accumulators in C.", -1,
+	module_methods,
+};
+
+PyMODINIT_FUNC PyInit__modelfold(void)
+{
+	for (int i = 0; i < N_ATTRS; i++)
+		if (!(attrs[i] = PyUnicode_InternFromString(attr_names[i])))
+			return NULL;
+	zero = PyLong_FromLong(0);
+	no_hist = PyTuple_New(0);
+	not_woken = Py_BuildValue("(iii)", 0, 0, 0);
+	if (!zero || !no_hist || !not_woken)
+		return NULL;
+	return PyModule_Create(&module);
+}

@@ -1,0 +1,106 @@
+"""A window's records folded in C (analyzer/modelfold.c) are folded as the Python folds them: the same
+accumulators, the same model, the same errors, whatever the records hold; a real recording's model is the same
+either way."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stallscope.analyzer import model as M
+from stallscope.analyzer.load import load_model
+from stallscope.analyzer.sample import OffcpuDelta, Stack, TaskDelta, TaskId, TaskInfo
+
+C = M._modelfold
+pytestmark = pytest.mark.skipif(C is None, reason="analyzer/_modelfold is built by `make install`")
+
+_TASKS = [TaskId(p, 1000 + p) for p in range(1, 5)]
+_ints = st.integers(min_value=-5, max_value=2**70)  # beyond 64 bits: Python's own integers
+_hist = st.lists(st.tuples(st.integers(min_value=-2, max_value=45), _ints), max_size=4).map(tuple)
+_task_delta = st.builds(TaskDelta, st.sampled_from(_TASKS), _ints, _ints, _ints, _ints, _ints, _ints, _ints, _ints,
+                        _ints, _hist, _ints, _ints)
+_offcpu = st.builds(OffcpuDelta, st.sampled_from(_TASKS), st.integers(1, 3), st.integers(0, 2), st.integers(0, 3),
+                    st.integers(0, 3), _ints, _ints, _ints, _hist, st.integers(0, 2), st.sampled_from([0, 0xffff1, 7]),
+                    st.one_of(st.none(), _ints), _ints, _ints, st.tuples(_ints, _ints, _ints))
+
+
+def _both(py, c, acc: dict, batches):
+    """The accumulators after each fold, Python's and C's, from copies of `acc`."""
+    a, b = copy.deepcopy(acc), copy.deepcopy(acc)
+    for records in batches:
+        py(a, records)
+        c(b, records)
+    return a, b
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_task_delta, max_size=6), max_size=4))
+def test_task_records_fold_alike(batches):
+    py, c = _both(M.py_fold_tasks, lambda t, r: C.fold_tasks(t, r, M.RUNQ_SLOTS), {}, batches)
+    assert c == py
+    assert [type(v) for acc in c.values() for v in acc] == [type(v) for acc in py.values() for v in acc]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_offcpu, max_size=6), max_size=4))
+def test_offcpu_records_fold_alike(batches):
+    py, c = _both(M.py_fold_waits, lambda w, r: C.fold_waits(w, r, M.RUNQ_SLOTS), {}, batches)
+    assert c == py
+    assert list(c) == list(py)  # the order first met, which the model's waits keep
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_task_delta, max_size=8), st.lists(_offcpu, max_size=8))
+def test_the_models_records_are_made_alike(tasks, waits):
+    t, w = {}, {}
+    M.py_fold_tasks(t, tasks)
+    M.py_fold_waits(w, waits)
+    infos = {_TASKS[0]: TaskInfo(_TASKS[0], 1, 0, "app")}  # the others unknown
+    stacks = {1: Stack(1, "kernel", ()), 2: Stack(2, "user", ())}
+    funcs = {0xffff1: "worker_thread"}  # 7: not named
+    t2 = copy.deepcopy(t)
+    assert C.made_totals(t2, infos, M._unknown_task, M._NO_HIST, M._new_totals) == M.py_made_totals(t, infos)
+    assert t2 == t  # the accumulators' histograms left as tuples alike
+    made_c = C.made_waits(w, stacks, funcs, M._unnamed_function, M._new_stack_wait)
+    assert made_c == M.py_made_waits(w, stacks, funcs)
+    assert {x.func for x in made_c} <= {"", "worker_thread", "0x7"}
+
+
+@pytest.mark.parametrize("bad, error", [
+    ((("x", 1),), TypeError),  # a slot that is no integer
+    (((1, 2, 3),), ValueError),  # no pair
+    (((1, "n"),), TypeError),  # a count that is no number
+])
+def test_a_damaged_histogram_fails_alike(bad, error):
+    first = TaskDelta(_TASKS[0], runq_hist=((1, 1),))
+    record = TaskDelta(_TASKS[0], runq_hist=bad)
+    for fold in (M.py_fold_tasks, lambda t, r: C.fold_tasks(t, r, M.RUNQ_SLOTS)):
+        with pytest.raises(error):
+            fold({}, [first, record])
+    with pytest.raises(TypeError):
+        C.fold_tasks([], [], 40)
+    with pytest.raises(ValueError):
+        C.fold_waits({}, [], -1)
+
+
+def test_the_fold_takes_the_c_loops_where_built(monkeypatch):
+    calls = []
+    monkeypatch.setattr(M, "_modelfold", type("Spy", (), {
+        name: staticmethod(lambda *a, _f=getattr(C, name), _n=name: calls.append(_n) or _f(*a))
+        for name in ("fold_tasks", "fold_waits", "made_waits", "made_totals")}))
+    M.ModelFold(M.RecordingMeta(1, "0", "h", "k", 2, 0.0, 0, 1.0, {})).model({}, {})
+    assert calls == ["made_totals", "made_waits"]
+
+
+def test_a_real_recordings_model_is_the_same_folded_in_python(report_recording, monkeypatch):
+    path = str(report_recording["stall"])
+    in_c = load_model(path)
+    monkeypatch.setattr(M, "_modelfold", None)
+    in_py = load_model(path)
+    assert len(in_c.tasks) > 50 and len(in_c.waits) > 100
+    assert in_c.tasks == in_py.tasks
+    assert in_c.waits == in_py.waits
+    assert in_c.waits_now == in_py.waits_now
