@@ -755,6 +755,10 @@ def test_a_long_name_loses_its_middle_not_its_end():
         "&futex_hash_bucket->lock (… object)")
     assert elide_middle(lit("&futex_hash_bucket->lock (in a kmalloc-cg-2k object)"), 30).plain == (
         "&futex_hash…lloc-cg-2k object)")
+    # two futexes of one process differ in their addresses' last digits: those stay, with the process
+    shown = [elide_middle(lit(f"futex 0x563a5ea1{tail} (sysbench[28441])"), 32).plain for tail in ("dd10", "ee10")]
+    assert shown == ["futex 0x…1dd10 (sysbench[28441])", "futex 0x…1ee10 (sysbench[28441])"], shown
+    assert elide_middle(lit("futex 0x563a5ea1dd10 (sysbench[28441])"), 24).plain == "futex 0x5…sbench[28441])"
 
 
 def test_futex_waits_that_are_not_for_a_lock_come_after_the_locks_whatever_the_sort(tmp_path):

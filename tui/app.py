@@ -603,20 +603,14 @@ class TopApp(App):
         if snap is not None:
             t.append("\n")
             lost = snap.lost  # data loss first: never silent, never cut off
-            if lost:  # by what was lost, summed over the programs and groups that lost it
-                by: dict[str, int] = {}
-                for k, v in lost.items():
-                    by[k.rsplit(".", 1)[-1]] = by.get(k.rsplit(".", 1)[-1], 0) + v
-                # in red where events or totals were lost; apart, in yellow, those after which every total stays
-                # exact (a stack, a waker or a name went; a wait's time came from its task's counters or went to
-                # the interval before): the report's "totals exact, details missing"
-                for label, kept, label_style, style in (("LOST: ", False, "bold red", "bold red"),
-                                                        ("totals exact: ", True, "bold yellow", "yellow")):
-                    counters = [(k, v) for k, v in sorted(by.items()) if totals_kept(k) == kept]
-                    if counters:
-                        t.append(label, style=label_style)
-                        t.append(", ".join(f"{k}={v:,}" for k, v in counters), style=style)
-                        t.append("   ")
+            by: dict[str, int] = {}  # by what was lost, summed over the programs and groups that lost it
+            for k, v in lost.items():
+                by[k.rsplit(".", 1)[-1]] = by.get(k.rsplit(".", 1)[-1], 0) + v
+            # in red where events or totals were lost; apart, in yellow, those after which every total stays exact (a
+            # stack, a waker or a name went; a wait's time came from its task's counters or went to the interval
+            # before): the report's "totals exact, details missing". The red first, then stallscope's cost, then the
+            # yellow, which a narrow terminal cuts before the cost
+            self._append_lost(t, by, False, "LOST: ", "bold red", "bold red")
             cost, budget = snap.cost, meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
             if cost is not None:
                 over = cost.total_pct > budget
@@ -629,9 +623,22 @@ class TopApp(App):
             t.append(f", level {level}" + (" (stacks and sampling reduced)" if level else ""))
             if not lost:
                 t.append("   lost: nothing", style="green")
+            else:
+                t.append("   ")
+                self._append_lost(t, by, True, "totals exact: ", "bold yellow", "yellow")
         probes = ", ".join(f"{n} {p.mechanism}" for n, p in sorted(meta.probes.items()) if p.enabled)
         t.append(f"\nprobes: {probes}", style="dim")
         return t
+
+    @staticmethod
+    def _append_lost(t: Text, by: dict[str, int], kept: bool, label: str, label_style: str, style: str) -> None:
+        """The lost-data counters after which every total stays exact (`kept`), or the others, after `label`."""
+        counters = [(k, v) for k, v in sorted(by.items()) if totals_kept(k) == kept]
+        if counters:
+            t.append(label, style=label_style)
+            t.append(", ".join(f"{k}={v:,}" for k, v in counters), style=style)
+            if not kept:
+                t.append("   ")
 
     # ----- actions
 

@@ -38,6 +38,7 @@ def lit(text: str, style: str | Style = "") -> Text:
 PLACE_TAIL = 6  # cells of a lock's place kept at least, at its end, when the lock's name is kept whole
 
 
+ADDRESS_TAIL = 4  # an address's last digits kept, where the middle of a name with an address and a place goes
 NOTE_WORD = " est"  # the word a blocker's note (`~27% est`) ends with, left out first where room is short
 
 
@@ -75,12 +76,31 @@ def elide_middle(text: Text, width: int) -> Text:
     place = plain.find(" (in ", 0, name_end)
     if 0 < place and place + 2 + PLACE_TAIL <= room:
         head = place + 2
+    elif (at := _address_before_place(plain, name_end)) is not None and room - at[0] >= name_end - at[1] + ADDRESS_TAIL:
+        # a futex named by its address and its process, "futex 0x563a5ea1dd10 (sysbench[28441])": two of one
+        # process differ in the address's last digits, which stay, with the process and the word before it
+        head = at[0]
     first, _middle, last = text.divide([head, name_end - (room - head)])
     out = Text(style=text.style, justify=text.justify, no_wrap=True, overflow="ellipsis")
     out.append_text(first)
     out.append("…")
     out.append_text(last)
     return out
+
+
+def _address_before_place(plain: str, end: int) -> tuple[int, int] | None:
+    """Where the hex address of a name such as "futex 0x563a5ea1dd10 (sysbench[28441])" begins (after its "0x"),
+    and where its place in parentheses begins; None for any other name."""
+    if not plain.endswith(")", 0, end):
+        return None
+    paren = plain.rfind(" (", 0, end)
+    word = plain.rfind(" ", 0, paren) + 1
+    if paren <= 0 or not plain.startswith("0x", word, paren):
+        return None
+    digits = plain[word + 2:paren]
+    if len(digits) <= ADDRESS_TAIL or not all(c in "0123456789abcdef" for c in digits):
+        return None
+    return word + 2, paren
 
 
 def num(text: str, style: str = "") -> Text:
