@@ -489,17 +489,33 @@ class SchedCollector:
 
     def _drain_tasks(self, obj: BpfObject):
         entries, opened, final, e = self._task_entries(obj)
-        deltas, infos, dead, gone = [], [], set(), []
-        seen: set[TaskId] = set()
         prevs, opens = self._prev_tasks, self._open
         if not self._span_ns:  # every wait in progress is handed over in this dump: the table is made anew
             opens.reset(prevs)
         if not self._index:
             opens.first_ns = self._dump_ns
+        deltas, infos, dead, gone, seen = self._scan_entries(entries, e)
+        final.delete_many(gone)
+        # Waits in progress handed over (charged to their keys, and to their tasks unless their entries
+        # came), and the waits the dump carried on, each charged the time since the last dump.
+        open_deltas, self._now = opens.take(opened, self._span_ns, seen, prevs, deltas, self._dump_ns)
+        self._ongoing = self._now.ongoing
+        self._open_deltas.extend(open_deltas)
+        self._ongoing_ns = self._span_ns
+        return tuple(deltas), tuple(infos), dead
+
+    def _scan_entries(self, entries: list[tuple[bytes, bytes]], e: int):
+        """The dump's entries: each task's delta and its own slots' waits (into _slot_deltas), its name where it
+        changed, its process where first seen, its bytes kept for the next dump. The deltas, the task infos, the
+        dead tasks, their keys, and the tasks seen. The processes first seen are remembered after the entries are
+        read, with their leaders' starts (a thread's entry may come before its leader's)."""
+        deltas, infos, dead, gone = [], [], set(), []
+        seen: set[TaskId] = set()
+        prevs, opens = self._prev_tasks, self._open
         # Only entries an event changed arrive (dump_tasks skips the others): most of a busy
         # machine's tasks in any one interval are neither read nor decoded.
         key_of, values_of = _TASK_KEY.unpack_from, task_dump.values_of
-        found: dict[int, tuple[TaskId, int, int]] = {}  # the first dump's processes: tgid -> (task, ptgid, flags)
+        found: dict[int, tuple[TaskId, int, int]] = {}  # the processes first seen: tgid -> (task, ptgid, flags)
         for kraw, vraw in entries:
             pid, _pad, start_ns = key_of(kraw)
             values = values_of(vraw)
@@ -524,11 +540,8 @@ class SchedCollector:
                 opens.asleep_at_start.add(tid)
             elif opens.asleep_at_start and values[task_dump.OFFCPU_COUNT]:  # that wait ended
                 opens.asleep_at_start.discard(tid)
-            if tgid not in self._remembered:
-                if not self._index:  # the first dump's: after the loop, parents first
-                    found.setdefault(tgid, (tid, values[task_dump.PTGID], flags))
-                else:
-                    self._remember_process(tid, tgid, values[task_dump.PTGID], flags)
+            if tgid not in self._remembered:  # after the loop, its leader's start read: the first dump's parents first
+                found.setdefault(tgid, (tid, values[task_dump.PTGID], flags))
             d = task_dump.task_delta(tid, vraw, values, prev, e)
             if d is not None:
                 deltas.append(d)
@@ -540,16 +553,12 @@ class SchedCollector:
                 self._info.pop(tid, None)
             else:
                 prevs[tid] = task_dump.Prev(vraw, list(values))
-        if found:
+        if not self._index:
             self._remember_found(found)
-        final.delete_many(gone)
-        # Waits in progress handed over (charged to their keys, and to their tasks unless their entries
-        # came), and the waits the dump carried on, each charged the time since the last dump.
-        open_deltas, self._now = opens.take(opened, self._span_ns, seen, prevs, deltas, self._dump_ns)
-        self._ongoing = self._now.ongoing
-        self._open_deltas.extend(open_deltas)
-        self._ongoing_ns = self._span_ns
-        return tuple(deltas), tuple(infos), dead
+        else:  # in the dump's order
+            for tgid, (tid, ptgid, flags) in found.items():
+                self._remember_process(tid, tgid, ptgid, flags)
+        return deltas, infos, dead, gone, seen
 
     def _remember_found(self, found: dict[int, tuple[TaskId, int, int]]) -> None:
         """The processes the first dump found, each parent before its children (in the dump's order

@@ -174,11 +174,48 @@ class CallsRecorded:
         self.calls.append(("remember_fork", *args))
         return True
 
+    def process(self, tgid: int, start_ns: int):
+        calls = self.calls
+
+        class Maps:
+            def refresh(self, force=False):
+                calls.append(("refresh", tgid, start_ns, force))
+
+        return Maps()
+
 
 def _process(pid: int, ptgid: int, flags: int) -> tuple[bytes, bytes]:
     v = abi.TaskStats(tgid=pid, ptgid=ptgid, flags=abi.TS_BASE_EXACT | flags)
     v.comm = b"worker"
     return _raw(abi.TaskKey(pid=pid, start_ns=pid)), _raw(v)
+
+
+def _thread(pid: int, tgid: int, start_ns: int, comm: bytes = b"worker", flags: int = 0) -> tuple[bytes, bytes]:
+    v = abi.TaskStats(tgid=tgid, ptgid=1, flags=abi.TS_BASE_EXACT | flags, nvcsw=3)
+    v.comm = comm
+    return _raw(abi.TaskKey(pid=pid, start_ns=start_ns)), _raw(v)
+
+
+def test_processes_first_seen_after_the_first_dump_are_remembered_once_with_their_leaders_start(monkeypatch):
+    """A later dump's new process is remembered once, after the dump is read, with its leader's start even where
+    a thread's entry comes before the leader's; a leader whose name changed (an exec) has its maps read again."""
+    monkeypatch.setattr(collector, "process_cgroup", lambda tgid: None)
+    symbols = CallsRecorded()
+    c = collector.SchedCollector(collector.SchedOptions(), symbols)
+
+    def drain(*entries):
+        obj = FakeObj(FakeDump(list(entries)), task_final=FakeMap([]))
+        c._dump = obj.dump
+        return c._drain_tasks(obj)
+
+    drain(_thread(500, 500, 50))
+    assert symbols.calls == [("remember", 500, 50)]
+    symbols.calls.clear()
+    _tasks, infos, _dead = drain(_thread(702, 700, 72), _thread(700, 700, 70), _thread(701, 700, 71),
+                                 _thread(500, 500, 50, comm=b"renamed"))
+    assert symbols.calls == [("refresh", 500, 50, True), ("remember", 700, 70)]
+    assert [(i.task.pid, i.comm) for i in infos] == [(702, "worker"), (700, "worker"), (701, "worker"), (500, "renamed")]
+    assert c._leader_start == {500: 50, 700: 70}
 
 
 @pytest.mark.parametrize("renames_seen", [True, False])
