@@ -816,6 +816,24 @@ def test_lost_counters_are_red_and_those_after_which_totals_stay_exact_apart(rec
     assert both["totals exact:"] == "bold yellow" and both["waker_map_full=2"] == "yellow"
 
 
+def test_the_status_lines_cost_gives_its_details_up_before_the_lost_counters_on_a_narrow_terminal(recording):
+    """The second status row at 80 columns: the cost's parts go, so that the counters after it still show; a wide
+    terminal shows them all, and a resize picks again."""
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(200, 40)) as pilot:
+            await pilot.pause()
+            wide = app.status_text().plain.split("\n")[1]
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause()
+            return wide, app.status_text().plain.split("\n")[1], str(app.query_one("#status", Static).render())
+
+    wide, narrow, shown = run(go())
+    assert "(BPF " in wide and "totals exact: waker_map_full=2" in wide, wide
+    assert "(BPF " not in narrow and len(narrow) <= 78 and narrow.endswith("totals exact: waker_map_full=2"), narrow
+    assert "totals exact: waker_map_full=2" in shown
+
+
 def test_a_view_of_thousands_of_rows_draws_only_the_cells_its_table_shows(recording):
     """A machine of 5,000 threads is 5,000 Tasks rows an interval: each row's cells are made only once it is
     among the rows the table keeps (sorted first, then cut at MAX_ROWS), not for every thread; a filter reads

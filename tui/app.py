@@ -602,32 +602,44 @@ class TopApp(App):
             t.append("  PAUSED", style="bold reverse yellow")
         if snap is not None:
             t.append("\n")
-            lost = snap.lost  # data loss first: never silent, never cut off
-            by: dict[str, int] = {}  # by what was lost, summed over the programs and groups that lost it
-            for k, v in lost.items():
-                by[k.rsplit(".", 1)[-1]] = by.get(k.rsplit(".", 1)[-1], 0) + v
-            # in red where events or totals were lost; apart, in yellow, those after which every total stays exact (a
-            # stack, a waker or a name went; a wait's time came from its task's counters or went to the interval
-            # before): the report's "totals exact, details missing". The red first, then stallscope's cost, then the
-            # yellow, which a narrow terminal cuts before the cost
-            self._append_lost(t, by, False, "LOST: ", "bold red", "bold red")
-            cost, budget = snap.cost, meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
-            if cost is not None:
-                over = cost.total_pct > budget
-                t.append(f"cost {cost.total_pct:.2f}% of the CPUs", style="bold yellow" if over else "")
-                t.append(f" (BPF {cost.probes_pct:.2f}%, process {100 * cost.collector_ns / 1e9 / (cost.seconds or 1):.1f}%"
-                         f" of a CPU), budget {budget:g}%")
-            level = max((c.to.level for c in snap.model.tuning), default=None)
-            if level is None:
-                level = _level_before(self.timeline, snap)
-            t.append(f", level {level}" + (" (stacks and sampling reduced)" if level else ""))
-            if not lost:
-                t.append("   lost: nothing", style="green")
-            else:
-                t.append("   ")
-                self._append_lost(t, by, True, "totals exact: ", "bold yellow", "yellow")
+            # the row's details (the cost's parts, what a level reduces) give way where the terminal is narrow, before
+            # the lost counters after the cost are cut
+            room = self.size.width - 2  # the status's padding
+            row = self._loss_and_cost(snap, meta, compact=False)
+            t.append_text(row if room <= 0 or row.cell_len <= room else self._loss_and_cost(snap, meta, compact=True))
         probes = ", ".join(f"{n} {p.mechanism}" for n, p in sorted(meta.probes.items()) if p.enabled)
         t.append(f"\nprobes: {probes}", style="dim")
+        return t
+
+    def _loss_and_cost(self, snap: Snapshot, meta, compact: bool) -> Text:
+        """The status line's second row: what was lost, stallscope's cost against its budget, and the budget's level."""
+        t = Text()
+        lost = snap.lost  # data loss first: never silent, never cut off
+        by: dict[str, int] = {}  # by what was lost, summed over the programs and groups that lost it
+        for k, v in lost.items():
+            by[k.rsplit(".", 1)[-1]] = by.get(k.rsplit(".", 1)[-1], 0) + v
+        # in red where events or totals were lost; apart, in yellow, those after which every total stays exact (a stack,
+        # a waker or a name went; a wait's time came from its task's counters or went to the interval before): the
+        # report's "totals exact, details missing". The red first, then stallscope's cost, then the yellow, which a
+        # narrow terminal cuts before the cost
+        self._append_lost(t, by, False, "LOST: ", "bold red", "bold red")
+        cost, budget = snap.cost, meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
+        if cost is not None:
+            over = cost.total_pct > budget
+            t.append(f"cost {cost.total_pct:.2f}% of the CPUs", style="bold yellow" if over else "")
+            if not compact:
+                t.append(f" (BPF {cost.probes_pct:.2f}%, process "
+                         f"{100 * cost.collector_ns / 1e9 / (cost.seconds or 1):.1f}% of a CPU)")
+            t.append(f", budget {budget:g}%")
+        level = max((c.to.level for c in snap.model.tuning), default=None)
+        if level is None:
+            level = _level_before(self.timeline, snap)
+        t.append(f", level {level}" + (" (stacks and sampling reduced)" if level and not compact else ""))
+        if not lost:
+            t.append("   lost: nothing", style="green")
+        else:
+            t.append("   ")
+            self._append_lost(t, by, True, "totals exact: ", "bold yellow", "yellow")
         return t
 
     @staticmethod
@@ -862,6 +874,7 @@ class TopApp(App):
         self._height = event.size.height  # before the app's own handler takes the new size
         self._console_size(event.size)
         self._show_preview()
+        self.update_status()  # its details fit to the new width
 
     def _console_size(self, size) -> None:
         """The screen's console told the terminal's size, which it otherwise asks the terminal for (an ioctl) each
