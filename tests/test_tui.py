@@ -759,6 +759,9 @@ def test_a_long_name_loses_its_middle_not_its_end():
     shown = [elide_middle(lit(f"futex 0x563a5ea1{tail} (sysbench[28441])"), 32).plain for tail in ("dd10", "ee10")]
     assert shown == ["futex 0x…1dd10 (sysbench[28441])", "futex 0x…1ee10 (sysbench[28441])"], shown
     assert elide_middle(lit("futex 0x563a5ea1dd10 (sysbench[28441])"), 24).plain == "futex 0x5…sbench[28441])"
+    # a longer process name is shortened too: the address's tail and the process id both stay
+    assert elide_middle(lit("futex 0x7f49a1b2c3d4 (stress-ng-futex[22135])"), 32).plain == (
+        "futex 0x…b2c3d4 (stress…[22135])")
 
 
 def test_futex_waits_that_are_not_for_a_lock_come_after_the_locks_whatever_the_sort(tmp_path):

@@ -76,15 +76,28 @@ def elide_middle(text: Text, width: int) -> Text:
     place = plain.find(" (in ", 0, name_end)
     if 0 < place and place + 2 + PLACE_TAIL <= room:
         head = place + 2
-    elif (at := _address_before_place(plain, name_end)) is not None and room - at[0] >= name_end - at[1] + ADDRESS_TAIL:
+    elif (at := _address_before_place(plain, name_end)) is not None:
         # a futex named by its address and its process, "futex 0x563a5ea1dd10 (sysbench[28441])": two of one
-        # process differ in the address's last digits, which stay, with the process and the word before it
-        head = at[0]
-    first, _middle, last = text.divide([head, name_end - (room - head)])
+        # process differ in the address's last digits, two processes in their ids: those stay, with the word
+        # before them, the process's name shortened too where the two do not fit beside it
+        if room - at[0] >= name_end - at[1] + ADDRESS_TAIL:
+            head = at[0]
+        elif (pid := plain.rfind("[", at[1], name_end)) > 0:
+            # futex 0x…b2c3d4 (stress…[22135]): the address's tail and the name's head share what is left
+            left = room - at[0] - 3 - (name_end - pid)  # less the place's " (", its ellipsis and its id
+            tail = min(at[1] - at[0], max(ADDRESS_TAIL, left // 2))
+            if left - tail >= 3:
+                return _cut(text, [(0, at[0]), (at[1] - tail, at[1] + 2 + left - tail), (pid, end)])
+    return _cut(text, [(0, head), (name_end - (room - head), end)])
+
+
+def _cut(text: Text, kept: list[tuple[int, int]]) -> Text:
+    """These spans of `text` (in order), an ellipsis between each two: a cell (never wrapped)."""
     out = Text(style=text.style, justify=text.justify, no_wrap=True, overflow="ellipsis")
-    out.append_text(first)
-    out.append("…")
-    out.append_text(last)
+    for i, (a, b) in enumerate(kept):
+        if i:
+            out.append("…")
+        out.append_text(text[a:b])
     return out
 
 
