@@ -837,6 +837,24 @@ def test_the_status_lines_cost_gives_its_details_up_before_the_lost_counters_on_
     assert "totals exact: waker_map_full=2" in shown
 
 
+def test_a_long_notice_takes_a_second_line_rather_than_losing_its_end(recording):
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            app.notice = ("+3 s: overhead budget: cost 15.92% of the CPUs is over the 1% budget at the lowest setting: "
+                          "what remains is the per-event work that keeps the totals exact")
+            app.update_status()
+            await pilot.pause()
+            long = app.query_one("#notice", Static).size.height
+            app.notice = "+3 s: overhead budget: level 1"
+            app.update_status()
+            await pilot.pause()
+            return long, app.query_one("#notice", Static).size.height
+
+    assert run(go()) == (2, 1)
+
+
 def test_a_view_of_thousands_of_rows_draws_only_the_cells_its_table_shows(recording):
     """A machine of 5,000 threads is 5,000 Tasks rows an interval: each row's cells are made only once it is
     among the rows the table keeps (sorted first, then cut at MAX_ROWS), not for every thread; a filter reads

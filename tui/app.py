@@ -219,7 +219,7 @@ class TopApp(App):
     TITLE = "stallscope top"
     CSS = """
     #status { height: 3; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
-    #notice { height: 1; color: $warning; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    #notice { height: auto; max-height: 2; color: $warning; padding: 0 1; text-overflow: ellipsis; }
     .summary { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
     .empty { padding: 1 2; color: $text-muted; }
     #tabs, #tabs ContentSwitcher, #tabs TabPane { height: 1fr; }
