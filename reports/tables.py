@@ -61,7 +61,7 @@ def _blockers(doc: dict) -> dict:
     for b in doc["blockers"]:
         rows.append({"cause": b["cause"], "class": b["class"], "total_ns": b["total_ns"],
                      "per_s_ns": b["total_ns"] / secs, "share_pct": b["share_pct"], "count": b["count"],
-                     "max_ns": b["max_ns"], "p50_ns": b["latency"].get("p50_ns"), "p90_ns": b["latency"].get("p90_ns"),
+                     "max_ns": b["max_ns"] or None, "p50_ns": b["latency"].get("p50_ns"), "p90_ns": b["latency"].get("p90_ns"),
                      "p99_ns": b["latency"].get("p99_ns"), "estimated_ns": b["estimated_ns"],
                      "error_ns": b["estimated_error_ns"], "method": b["method"], "frame": b["frame"],
                      "tasks": [name for name, _n in waiter_names(b)], "ntasks": len(b["tasks"]),
