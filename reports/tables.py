@@ -133,7 +133,12 @@ def _processes(doc: dict) -> dict:
         causes = sorted(p.pop("causes").items(), key=lambda kv: (-kv[1][1], kv[0]))[:3]
         rows.append({**p, "causes": [{"cause": c, "class": cls, "total_ns": ns} for c, (cls, ns) in causes]})
     rows.sort(key=lambda r: (-r["waiting_ns"], -r["idle_ns"], r["tgid"]))
-    return {"rows": rows[:LIMITS["processes"]], "total": len(rows)}
+    # those that only waited idly (a machine's dozens of sleeping kernel threads) are named after the table, not
+    # made rows of zeros that the reader scrolls past: no window of the recording has them wait either
+    waited = [r for r in rows if r["waiting_ns"]]
+    quiet = sorted(({"tgid": r["tgid"], "comm": r["comm"]} for r in rows if not r["waiting_ns"]),
+                   key=lambda r: r["tgid"])
+    return {"rows": waited[:LIMITS["processes"]], "total": len(waited), "quiet": quiet}
 
 
 def _cgroups(doc: dict) -> dict:

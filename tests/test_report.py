@@ -78,6 +78,20 @@ def test_the_numbers_in_the_page_are_the_json_exports(report_recording):
         t = tasks[int(num(row[0]))]
         assert (num(row[5]), num(row[6]), num(row[7]), num(row[8]), num(row[9])) == (
             t["runq_wait_ns"], t["offcpu_ns"], t["voluntary_switches"], t["involuntary_switches"], t["migrations"])
+    # each process with waiting a row, its waiting the sum of its threads'; those that only waited idly named after
+    from stallscope.reports.tables import _task_waits
+
+    waiting: dict[int, int] = {}
+    for t in doc["tasks"]:
+        if not t.get("stallscope"):
+            blocked, cpu, _idle = _task_waits(t)
+            waiting[t["tgid"]] = waiting.get(t["tgid"], 0) + blocked + cpu
+    procs = page.body_rows("t-processes")
+    assert len(procs) == min(100, sum(1 for ns in waiting.values() if ns))
+    assert all(num(row[3]) == waiting[int(num(row[0]))] > 0 for row in procs)
+    quiet = sorted(tgid for tgid, ns in waiting.items() if not ns)
+    assert quiet and f"{len(quiet)} processes only waited idly" in report_recording["text"]
+    assert all(f"[{tgid}]" in report_recording["text"] for tgid in quiet)
     locks = page.body_rows("t-locks")
     assert len(locks) == min(len(doc["locks"]), 100)
     in_order = sorted(doc["locks"], key=lambda lk: not lk["is_lock"])  # the locks first, as `stallscope locks` lists them
