@@ -102,7 +102,16 @@ def _threads(doc: dict) -> dict:
                      "migrations": t["migrations"], "policy": t["policy"], "nice": t["nice"], "exited": t["exited"],
                      "causes": [{"cause": c["cause"], "class": c["class"], "total_ns": c["total_ns"]} for c in top]})
     rows.sort(key=lambda r: (-r["waiting_ns"], -r["offcpu_ns"], r["pid"], r["start_time_ns"]))
-    return {"rows": rows[:LIMITS["threads"]], "total": len(rows)}
+    waited, quiet = _quiet_apart(rows)
+    return {"rows": waited[:LIMITS["threads"]], "total": len(waited),
+            "quiet": sorted(({"pid": r["pid"], "comm": r["comm"]} for r in quiet), key=lambda r: r["pid"])}
+
+
+def _quiet_apart(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The rows that waited (blocked outside idle causes, or for a CPU), and those that only waited idly (a machine's
+    dozens of sleeping kernel threads): these are named after their table rather than made rows of zeros a reader
+    scrolls past, and no window of the recording has them wait either."""
+    return [r for r in rows if r["waiting_ns"]], [r for r in rows if not r["waiting_ns"]]
 
 
 def _processes(doc: dict) -> dict:
@@ -133,12 +142,9 @@ def _processes(doc: dict) -> dict:
         causes = sorted(p.pop("causes").items(), key=lambda kv: (-kv[1][1], kv[0]))[:3]
         rows.append({**p, "causes": [{"cause": c, "class": cls, "total_ns": ns} for c, (cls, ns) in causes]})
     rows.sort(key=lambda r: (-r["waiting_ns"], -r["idle_ns"], r["tgid"]))
-    # those that only waited idly (a machine's dozens of sleeping kernel threads) are named after the table, not
-    # made rows of zeros that the reader scrolls past: no window of the recording has them wait either
-    waited = [r for r in rows if r["waiting_ns"]]
-    quiet = sorted(({"tgid": r["tgid"], "comm": r["comm"]} for r in rows if not r["waiting_ns"]),
-                   key=lambda r: r["tgid"])
-    return {"rows": waited[:LIMITS["processes"]], "total": len(waited), "quiet": quiet}
+    waited, quiet = _quiet_apart(rows)
+    return {"rows": waited[:LIMITS["processes"]], "total": len(waited),
+            "quiet": sorted(({"tgid": r["tgid"], "comm": r["comm"]} for r in quiet), key=lambda r: r["tgid"])}
 
 
 def _cgroups(doc: dict) -> dict:

@@ -92,6 +92,9 @@ def test_the_numbers_in_the_page_are_the_json_exports(report_recording):
     quiet = sorted(tgid for tgid, ns in waiting.items() if not ns)
     assert quiet and f"{len(quiet)} processes only waited idly" in report_recording["text"]
     assert all(f"[{tgid}]" in report_recording["text"] for tgid in quiet)
+    idle_threads = [t for t in doc["tasks"] if not t.get("stallscope") and not sum(_task_waits(t)[:2])]
+    assert f"{len(idle_threads)} threads only waited idly" in report_recording["text"]
+    assert all(num(row[3]) for row in threads)
     locks = page.body_rows("t-locks")
     assert len(locks) == min(len(doc["locks"]), 100)
     in_order = sorted(doc["locks"], key=lambda lk: not lk["is_lock"])  # the locks first, as `stallscope locks` lists them
