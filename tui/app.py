@@ -604,25 +604,31 @@ class TopApp(App):
             t.append("\n")
             # the row's details (the cost's parts, what a level reduces) give way where the terminal is narrow, before
             # the lost counters after the cost are cut
+            lost: dict[str, int] = {}  # by what was lost, summed over the programs and groups that lost it
+            for k, v in snap.lost.items():
+                lost[k.rsplit(".", 1)[-1]] = lost.get(k.rsplit(".", 1)[-1], 0) + v
+            level = max((c.to.level for c in snap.model.tuning), default=None)
+            if level is None:
+                level = _level_before(self.timeline, snap)
             room = self.size.width - 2  # the status's padding
-            row = self._loss_and_cost(snap, meta, compact=False)
-            t.append_text(row if room <= 0 or row.cell_len <= room else self._loss_and_cost(snap, meta, compact=True))
+            row = self._loss_and_cost(snap, meta, lost, level, compact=False)
+            if 0 < room < row.cell_len:
+                row = self._loss_and_cost(snap, meta, lost, level, compact=True)
+            t.append_text(row)
         probes = ", ".join(f"{n} {p.mechanism}" for n, p in sorted(meta.probes.items()) if p.enabled)
         t.append(f"\nprobes: {probes}", style="dim")
         return t
 
-    def _loss_and_cost(self, snap: Snapshot, meta, compact: bool) -> Text:
-        """The status line's second row: what was lost, stallscope's cost against its budget, and the budget's level."""
+    @staticmethod
+    def _loss_and_cost(snap: Snapshot, meta, lost: dict[str, int], level: int, compact: bool) -> Text:
+        """The status line's second row: what was lost (`lost`, by counter), stallscope's cost against its budget, and
+        the budget's level; `compact`, without the cost's parts and what the level reduces."""
         t = Text()
-        lost = snap.lost  # data loss first: never silent, never cut off
-        by: dict[str, int] = {}  # by what was lost, summed over the programs and groups that lost it
-        for k, v in lost.items():
-            by[k.rsplit(".", 1)[-1]] = by.get(k.rsplit(".", 1)[-1], 0) + v
-        # in red where events or totals were lost; apart, in yellow, those after which every total stays exact (a stack,
-        # a waker or a name went; a wait's time came from its task's counters or went to the interval before): the
-        # report's "totals exact, details missing". The red first, then stallscope's cost, then the yellow, which a
-        # narrow terminal cuts before the cost
-        self._append_lost(t, by, False, "LOST: ", "bold red", "bold red")
+        # data loss first, never silent: in red where events or totals were lost; apart, in yellow, those after which
+        # every total stays exact (a stack, a waker or a name went; a wait's time came from its task's counters or went
+        # to the interval before): the report's "totals exact, details missing". The red first, then stallscope's
+        # cost, then the yellow, which a narrow terminal cuts before the cost
+        TopApp._append_lost(t, lost, False, "LOST: ", "bold red", "bold red")
         cost, budget = snap.cost, meta.options.get("overhead_budget_pct", DEFAULT_BUDGET_PCT)
         if cost is not None:
             over = cost.total_pct > budget
@@ -631,15 +637,12 @@ class TopApp(App):
                 t.append(f" (BPF {cost.probes_pct:.2f}%, process "
                          f"{100 * cost.collector_ns / 1e9 / (cost.seconds or 1):.1f}% of a CPU)")
             t.append(f", budget {budget:g}%")
-        level = max((c.to.level for c in snap.model.tuning), default=None)
-        if level is None:
-            level = _level_before(self.timeline, snap)
         t.append(f", level {level}" + (" (stacks and sampling reduced)" if level and not compact else ""))
         if not lost:
             t.append("   lost: nothing", style="green")
         else:
             t.append("   ")
-            self._append_lost(t, by, True, "totals exact: ", "bold yellow", "yellow")
+            TopApp._append_lost(t, lost, True, "totals exact: ", "bold yellow", "yellow")
         return t
 
     @staticmethod
