@@ -36,9 +36,9 @@ def lit(text: str, style: str | Style = "") -> Text:
 
 
 PLACE_TAIL = 6  # cells of a lock's place kept at least, at its end, when the lock's name is kept whole
-
-
 ADDRESS_TAIL = 4  # an address's last digits kept, where the middle of a name with an address and a place goes
+
+
 NOTE_WORD = " est"  # the word a blocker's note (`~27% est`) ends with, left out first where room is short
 
 
