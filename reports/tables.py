@@ -102,16 +102,21 @@ def _threads(doc: dict) -> dict:
                      "migrations": t["migrations"], "policy": t["policy"], "nice": t["nice"], "exited": t["exited"],
                      "causes": [{"cause": c["cause"], "class": c["class"], "total_ns": c["total_ns"]} for c in top]})
     rows.sort(key=lambda r: (-r["waiting_ns"], -r["offcpu_ns"], r["pid"], r["start_time_ns"]))
-    waited, quiet = _quiet_apart(rows)
-    return {"rows": waited[:LIMITS["threads"]], "total": len(waited),
-            "quiet": sorted(({"pid": r["pid"], "comm": r["comm"]} for r in quiet), key=lambda r: r["pid"])}
+    waited, quiet = _quiet_apart(rows, "pid")
+    return {"rows": waited[:LIMITS["threads"]], "total": len(waited), "quiet": quiet,
+            "quiet_count": sum(1 for r in rows if not r["waiting_ns"])}
 
 
-def _quiet_apart(rows: list[dict]) -> tuple[list[dict], list[dict]]:
-    """The rows that waited (blocked outside idle causes, or for a CPU), and those that only waited idly (a machine's
-    dozens of sleeping kernel threads): these are named after their table rather than made rows of zeros a reader
-    scrolls past, and no window of the recording has them wait either."""
-    return [r for r in rows if r["waiting_ns"]], [r for r in rows if not r["waiting_ns"]]
+def _quiet_apart(rows: list[dict], id_key: str) -> tuple[list[dict], list[str]]:
+    """The rows that waited (blocked outside idle causes, or for a CPU), and the names of those that only waited idly
+    (a machine's dozens of sleeping kernel threads, or a pool's thousands of idle threads): these are named after
+    their table rather than made rows of zeros a reader scrolls past, and no window of the recording has them wait
+    either. A name alone is `comm[id]`; one that several share, `comm ×N`; in the order of their first ids."""
+    quiet: dict[str, list[int]] = {}
+    for r in sorted((r for r in rows if not r["waiting_ns"]), key=lambda r: r[id_key]):
+        quiet.setdefault(r["comm"], []).append(r[id_key])
+    return ([r for r in rows if r["waiting_ns"]],
+            [f"{comm}[{ids[0]}]" if len(ids) == 1 else f"{comm} ×{len(ids):,}" for comm, ids in quiet.items()])
 
 
 def _processes(doc: dict) -> dict:
@@ -142,9 +147,9 @@ def _processes(doc: dict) -> dict:
         causes = sorted(p.pop("causes").items(), key=lambda kv: (-kv[1][1], kv[0]))[:3]
         rows.append({**p, "causes": [{"cause": c, "class": cls, "total_ns": ns} for c, (cls, ns) in causes]})
     rows.sort(key=lambda r: (-r["waiting_ns"], -r["idle_ns"], r["tgid"]))
-    waited, quiet = _quiet_apart(rows)
-    return {"rows": waited[:LIMITS["processes"]], "total": len(waited),
-            "quiet": sorted(({"tgid": r["tgid"], "comm": r["comm"]} for r in quiet), key=lambda r: r["tgid"])}
+    waited, quiet = _quiet_apart(rows, "tgid")
+    return {"rows": waited[:LIMITS["processes"]], "total": len(waited), "quiet": quiet,
+            "quiet_count": sum(1 for r in rows if not r["waiting_ns"])}
 
 
 def _cgroups(doc: dict) -> dict:

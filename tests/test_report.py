@@ -91,7 +91,9 @@ def test_the_numbers_in_the_page_are_the_json_exports(report_recording):
     assert all(num(row[3]) == waiting[int(num(row[0]))] > 0 for row in procs)
     quiet = sorted(tgid for tgid, ns in waiting.items() if not ns)
     assert quiet and f"{len(quiet)} processes only waited idly" in report_recording["text"]
-    assert all(f"[{tgid}]" in report_recording["text"] for tgid in quiet)
+    named = report_recording["text"].split('id="t-processes"')[1].split("</section>")[0].split("only waited idly")[1]
+    leaders = {t["pid"]: t["comm"] for t in doc["tasks"]}
+    assert all(str(escape(leaders.get(tgid, ""))) in named for tgid in quiet)
     idle_threads = [t for t in doc["tasks"] if not t.get("stallscope") and not sum(_task_waits(t)[:2])]
     assert f"{len(idle_threads)} threads only waited idly" in report_recording["text"]
     assert all(num(row[3]) for row in threads)
@@ -438,6 +440,32 @@ def test_report_and_diff_errors_are_one_line(tmp_path):
     assert proc.returncode == 2 and "cannot write" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_stallscope("diff", str(path), str(path), "--format", "html", check=False)
     assert proc.returncode == 2 and "-o" in proc.stderr
+
+
+def test_tasks_that_only_waited_idly_are_named_under_their_tables_by_name_and_as_text(tmp_path):
+    """Processes and threads with no waiting outside idle causes are not rows: they are named after the table, once
+    per name ('comm[pid]' alone, 'comm ×N' where many share it: a pool of thousands of idle threads is one entry),
+    escaped as every name is."""
+    from dataclasses import replace
+
+    from stallscope.analyzer.sample import TaskDelta, TaskId, TaskInfo
+
+    meta, intervals = hostile_intervals()
+    idle = [TaskId(5000 + i, 9_000_000_000) for i in range(3)]
+    infos = (TaskInfo(idle[0], 5000, 1, HOSTILE_SCRIPT),
+             *(TaskInfo(t, 5000, 1, "pool-worker") for t in idle[1:]),)
+    first = intervals[0]
+    intervals[0] = replace(first, task_info=first.task_info + infos,
+                           tasks=first.tasks + tuple(TaskDelta(t, voluntary_switches=1) for t in idle))
+    stall, out = tmp_path / "idle.stall", tmp_path / "idle.html"
+    write_recording(stall, meta, intervals)
+    run_stallscope("report", str(stall), "-o", str(out))
+    text = out.read_text()
+    procs, threads = (text.split(f'id="t-{t}"')[1].split("</section>")[0] for t in ("processes", "threads"))
+    assert "1 process only waited idly" in procs and "3 threads only waited idly" in threads
+    assert "pool-worker ×2" in threads and "pool-worker[5001]" not in threads
+    assert HOSTILE_SCRIPT not in text and str(escape(HOSTILE_SCRIPT)) + "[5000]" in threads
+    assert all(int(num(r[0])) < 5000 for r in Page(text).body_rows("t-threads"))
 
 
 def test_diff_html_ranks_as_diff_json_does(hostile, tmp_path):
