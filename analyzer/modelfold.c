@@ -149,16 +149,35 @@ fail:
 	return NULL;
 }
 
-static int parse_slots(PyObject *arg, Py_ssize_t *slots)
+/* (accumulators: dict, records, slots): the records as a fast sequence (a new reference), `slots` read; NULL with
+ * an error naming `usage` otherwise */
+static PyObject *fold_args(PyObject *const *args, Py_ssize_t nargs, const char *usage, Py_ssize_t *slots)
 {
-	*slots = PyLong_AsSsize_t(arg);
+	if (nargs != 3 || !PyDict_Check(args[0])) {
+		PyErr_SetString(PyExc_TypeError, usage);
+		return NULL;
+	}
+	*slots = PyLong_AsSsize_t(args[2]);
 	if (*slots == -1 && PyErr_Occurred())
-		return -1;
+		return NULL;
 	if (*slots < 0 || *slots > 4096) {
 		PyErr_SetString(PyExc_ValueError, "slots: 0 to 4096");
-		return -1;
+		return NULL;
 	}
-	return 0;
+	return PySequence_Fast(args[1], "records: a sequence");
+}
+
+/* acc[i] = add_slots(acc[i], hist): a histogram added into an accumulator's, made where it had none */
+static int merge_hist(PyObject *acc, Py_ssize_t i, PyObject *hist, Py_ssize_t slots)
+{
+	PyObject *sum = add_slots(PyList_GET_ITEM(acc, i), hist, slots);
+	if (!sum)
+		return -1;
+	if (sum == PyList_GET_ITEM(acc, i)) { /* added in place */
+		Py_DECREF(sum);
+		return 0;
+	}
+	return PyList_SetItem(acc, i, sum); /* steals it */
 }
 
 /* fold_tasks(tasks, records, slots): model.py py_fold_tasks */
@@ -169,17 +188,11 @@ static PyObject *fold_tasks(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 				    A_RUNQ_LATENCY_NS, A_RUN_NS};
 	enum { N = sizeof(which) / sizeof(which[0]) };
 	Py_ssize_t slots;
-	if (nargs != 3 || !PyDict_Check(args[0])) {
-		PyErr_SetString(PyExc_TypeError, "fold_tasks(tasks: dict, records, slots)");
-		return NULL;
-	}
-	if (parse_slots(args[2], &slots) < 0)
-		return NULL;
-	PyObject *tasks = args[0], *recs = PySequence_Fast(args[1], "records: a sequence");
+	PyObject *tasks = args[0], *recs = fold_args(args, nargs, "fold_tasks(tasks: dict, records, slots)", &slots);
 	if (!recs)
 		return NULL;
 	for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(recs); r++) {
-		PyObject *v[N], *hist = NULL;
+		PyObject *v[N];
 		if (read_fields(PySequence_Fast_GET_ITEM(recs, r), which, N, v) < 0)
 			goto fail;
 		int ok = 0;
@@ -205,14 +218,10 @@ static PyObject *fold_tasks(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 		     add_at(t, 3, v[4]) == 0 && add_at(t, 4, v[5]) == 0 && max_at(t, 5, v[6]) == 0 &&
 		     add_at(t, 6, v[7]) == 0 && add_at(t, 7, v[8]) == 0 && add_at(t, 8, v[9]) == 0 &&
 		     add_at(t, 10, v[11]) == 0 && add_at(t, 11, v[12]) == 0;
-		if (ok && has_hist) {
-			ok = (hist = add_slots(PyList_GET_ITEM(t, 9), v[10], slots)) != NULL;
-			if (ok && hist != PyList_GET_ITEM(t, 9))
-				ok = PyList_SetItem(t, 9, Py_NewRef(hist)) == 0;
-		}
+		if (ok && has_hist)
+			ok = merge_hist(t, 9, v[10], slots) == 0;
 		Py_DECREF(t);
 	next:
-		Py_XDECREF(hist);
 		release(v, N);
 		if (!ok)
 			goto fail;
@@ -231,17 +240,11 @@ static PyObject *fold_waits(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 				    A_MAX_NS, A_HIST, A_CHARGED_NS, A_WEIGHTED_NS, A_VAR_US2, A_WOKEN};
 	enum { N = sizeof(which) / sizeof(which[0]), KEY = 7 };
 	Py_ssize_t slots;
-	if (nargs != 3 || !PyDict_Check(args[0])) {
-		PyErr_SetString(PyExc_TypeError, "fold_waits(waits: dict, records, slots)");
-		return NULL;
-	}
-	if (parse_slots(args[2], &slots) < 0)
-		return NULL;
-	PyObject *waits = args[0], *recs = PySequence_Fast(args[1], "records: a sequence");
+	PyObject *waits = args[0], *recs = fold_args(args, nargs, "fold_waits(waits: dict, records, slots)", &slots);
 	if (!recs)
 		return NULL;
 	for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(recs); r++) {
-		PyObject *v[N], *key = NULL, *hist = NULL;
+		PyObject *v[N], *key = NULL;
 		enum { COUNT = 7, TOTAL, MAX, HIST, CHARGED, WEIGHTED, VAR, WOKEN };
 		if (read_fields(PySequence_Fast_GET_ITEM(recs, r), which, N, v) < 0)
 			goto fail;
@@ -289,14 +292,10 @@ static PyObject *fold_waits(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 				Py_XDECREF(from);
 			}
 		}
-		if (ok && has_hist) {
-			ok = (hist = add_slots(PyList_GET_ITEM(w, 3), v[HIST], slots)) != NULL;
-			if (ok && hist != PyList_GET_ITEM(w, 3))
-				ok = PyList_SetItem(w, 3, Py_NewRef(hist)) == 0;
-		}
+		if (ok && has_hist)
+			ok = merge_hist(w, 3, v[HIST], slots) == 0;
 		Py_DECREF(w);
 	next:
-		Py_XDECREF(hist);
 		Py_XDECREF(key);
 		release(v, N);
 		if (!ok)

@@ -45,7 +45,6 @@ _HEADER = abi.unpacker(abi.DumpHeader)
 _TASK_RECORD = ctypes.sizeof(abi.TaskKey) + ctypes.sizeof(abi.TaskStats)
 # the records a drain makes by the thousand, every field given (the dataclasses' own __init__ is 1.45 us, these 0.24)
 _new_offcpu, _new_waker = record_maker(OffcpuDelta), record_maker(WakerDelta)
-_COMMS: dict[bytes, str] = {}  # a waker's name: a few hundred recur in thousands of wakeup records
 
 
 _IVAL = 9 + abi.RUNQ_SLOTS  # where an unpacked offcpu_val's extremes begin (v[8] is the pad)
@@ -631,12 +630,8 @@ class SchedCollector:
             count, total_ns, weighted, blocked, runq, waker_comm = val_of(vraw)
             pc, pt, pw, pb, pr = val_of(praw)[:5] if praw is not None else (0, 0, 0, 0, 0)
             if count != pc:
-                name = _COMMS.get(waker_comm)
-                if name is None:
-                    if len(_COMMS) >= 1 << 14:
-                        _COMMS.clear()
-                    name = _COMMS[waker_comm] = abi.c_string(waker_comm)
-                out.append(_new_waker(TaskId(pid, start_ns), TaskId(waker_pid, waker_start_ns), waker_tgid, name,
+                out.append(_new_waker(TaskId(pid, start_ns), TaskId(waker_pid, waker_start_ns), waker_tgid,
+                                      task_dump.comm_text(waker_comm),
                                       waker_kstack, count - pc, total_ns - pt,
                                       bool(waker_flags & abi.WAKER_IN_INTERRUPT),
                                       bool(waker_flags & abi.WAKER_EXITING),

@@ -214,7 +214,11 @@ _COMMS: dict[bytes, str] = {}  # a few hundred distinct names recur in thousands
 
 
 def comm_of(values) -> str:
-    raw = values[COMM]
+    return comm_text(values[COMM])
+
+
+def comm_text(raw: bytes) -> str:
+    """A task name field's text (a task's, a waker's), read once per distinct name."""
     name = _COMMS.get(raw)
     if name is None:
         if len(_COMMS) >= 1 << 14:

@@ -102,21 +102,23 @@ def _threads(doc: dict) -> dict:
                      "migrations": t["migrations"], "policy": t["policy"], "nice": t["nice"], "exited": t["exited"],
                      "causes": [{"cause": c["cause"], "class": c["class"], "total_ns": c["total_ns"]} for c in top]})
     rows.sort(key=lambda r: (-r["waiting_ns"], -r["offcpu_ns"], r["pid"], r["start_time_ns"]))
-    waited, quiet = _quiet_apart(rows, "pid")
-    return {"rows": waited[:LIMITS["threads"]], "total": len(waited), "quiet": quiet,
-            "quiet_count": sum(1 for r in rows if not r["waiting_ns"])}
+    waited, quiet, idly = _quiet_apart(rows, "pid")
+    return {"rows": waited[:LIMITS["threads"]], "total": len(waited), "quiet": quiet, "quiet_count": idly}
 
 
-def _quiet_apart(rows: list[dict], id_key: str) -> tuple[list[dict], list[str]]:
+def _quiet_apart(rows: list[dict], id_key: str) -> tuple[list[dict], list[str], int]:
     """The rows that waited (blocked outside idle causes, or for a CPU), and the names of those that only waited idly
     (a machine's dozens of sleeping kernel threads, or a pool's thousands of idle threads): these are named after
     their table rather than made rows of zeros a reader scrolls past, and no window of the recording has them wait
-    either. A name alone is `comm[id]`; one that several share, `comm ×N`; in the order of their first ids."""
+    either. A name alone is `comm[id]`; one that several share, `comm ×N`; in the order of their first ids. With
+    how many only waited idly."""
+    idle = sorted((r for r in rows if not r["waiting_ns"]), key=lambda r: r[id_key])
     quiet: dict[str, list[int]] = {}
-    for r in sorted((r for r in rows if not r["waiting_ns"]), key=lambda r: r[id_key]):
+    for r in idle:
         quiet.setdefault(r["comm"], []).append(r[id_key])
     return ([r for r in rows if r["waiting_ns"]],
-            [f"{comm}[{ids[0]}]" if len(ids) == 1 else f"{comm} ×{len(ids):,}" for comm, ids in quiet.items()])
+            [f"{comm}[{ids[0]}]" if len(ids) == 1 else f"{comm} ×{len(ids):,}" for comm, ids in quiet.items()],
+            len(idle))
 
 
 def _processes(doc: dict) -> dict:
@@ -147,9 +149,8 @@ def _processes(doc: dict) -> dict:
         causes = sorted(p.pop("causes").items(), key=lambda kv: (-kv[1][1], kv[0]))[:3]
         rows.append({**p, "causes": [{"cause": c, "class": cls, "total_ns": ns} for c, (cls, ns) in causes]})
     rows.sort(key=lambda r: (-r["waiting_ns"], -r["idle_ns"], r["tgid"]))
-    waited, quiet = _quiet_apart(rows, "tgid")
-    return {"rows": waited[:LIMITS["processes"]], "total": len(waited), "quiet": quiet,
-            "quiet_count": sum(1 for r in rows if not r["waiting_ns"])}
+    waited, quiet, idly = _quiet_apart(rows, "tgid")
+    return {"rows": waited[:LIMITS["processes"]], "total": len(waited), "quiet": quiet, "quiet_count": idly}
 
 
 def _cgroups(doc: dict) -> dict:
