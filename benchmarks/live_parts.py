@@ -1,7 +1,7 @@
 """Where `stallscope top`'s CPU goes, live: the session alone (no screen), by part, under the load of
 benchmarks/tui.py.
 
-    setsid -w .venv/bin/python -m benchmarks.live_parts [--seconds 30] [--idle 5000] [--no-load]
+    setsid -w .venv/bin/python -m benchmarks.live_parts [--seconds 30] [--idle 5000] [--idle-period MS] [--no-load]
                                                         [--output FILE.md]
 
 The live source runs as `top` runs it (its session in a worker thread, each interval's snapshot and the
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from benchmarks.reference import reference_s
-from benchmarks.tui import load_processes, own_session, stop_load
+from benchmarks.tui import IDLE_PERIOD_MS, load_processes, own_session, stop_load
 
 SESSION_THREAD = "stallscope-session"
 # (label, module, class or "", attribute, is a cached_property); in the order the table lists them
@@ -139,16 +139,19 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0, help="measuring time after 8 s of warm-up (default 30)")
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--idle", type=int, default=5000, help="idle threads alive meanwhile (default 5000)")
+    ap.add_argument("--idle-period", type=int, default=IDLE_PERIOD_MS, metavar="MS",
+                    help="each idle thread wakes every MS ms (default 3000; 3600000 leaves them asleep through a run)")
     ap.add_argument("--no-load", action="store_true", help="no hackbench: the machine as it is")
     ap.add_argument("--output", help="write the results as Markdown here (and JSON beside it)")
     args = ap.parse_args()
     speed = reference_s()
-    procs = load_processes(args.idle, rt_mutex=False, no_load=args.no_load)
+    procs = load_processes(args.idle, rt_mutex=False, no_load=args.no_load, idle_period_ms=args.idle_period)
     try:
         result = measure(args.seconds, args.interval)
     finally:
         stop_load(procs)
-    result.update({"idle_threads": args.idle, "load": "none" if args.no_load else "perf bench sched messaging -g 10",
+    result.update({"idle_threads": args.idle, "idle_period_ms": args.idle_period,
+                   "load": "none" if args.no_load else "perf bench sched messaging -g 10",
                    "reference_s": round(speed, 3), "interval_s": args.interval, "kernel": platform.release(),
                    "cpus": os.cpu_count(), "session_of_its_own": os.getsid(0) == os.getpid()})
     print(json.dumps(result, indent=2))
@@ -159,8 +162,10 @@ def main() -> int:
         Path(args.output).write_text(
             "# `stallscope top`'s session alone, by part\n\n"
             f"`python -m benchmarks.live_parts --seconds {args.seconds:g} --idle {args.idle}"
+            f"{' --idle-period %d' % args.idle_period if args.idle_period != IDLE_PERIOD_MS else ''}"
             f"{' --no-load' if args.no_load else ''}`; kernel {result['kernel']}, {result['cpus']} CPUs; "
-            f"{result['load']}{'' if args.no_load else ' in a loop'}, {args.idle} idle threads; "
+            f"{result['load']}{'' if args.no_load else ' in a loop'}, {args.idle} idle threads each waking every "
+            f"{args.idle_period / 1000:g} s; "
             f"{args.interval:g} s intervals; no screen. The interpreter's reference: {speed:.3f} s.\n\n"
             f"The process: **{result['cpu_pct_of_one_cpu']:.1f}% of one CPU**, {result['ms_per_interval']:.1f} ms of "
             f"CPU per interval ({result['intervals']} intervals; {result['tasks_per_interval']:,} tasks changed and "

@@ -147,12 +147,18 @@ def own_session(module: str = "benchmarks.tui") -> None:
     os.execvp("setsid", ["setsid", "--wait", sys.executable, "-m", module, *sys.argv[1:]])
 
 
-def load_processes(idle: int, rt_mutex: bool, no_load: bool) -> list[subprocess.Popen]:
-    """The load, each program in a session (a scheduling group) of its own: IDLE idle threads, and hackbench in
-    a loop (or stress-ng's real-time mutex threads); two seconds to start."""
+IDLE_PERIOD_MS = 3000  # examples/idle_threads' default: each thread wakes every 3 s
+
+
+def load_processes(idle: int, rt_mutex: bool, no_load: bool,
+                   idle_period_ms: int = IDLE_PERIOD_MS) -> list[subprocess.Popen]:
+    """The load, each program in a session (a scheduling group) of its own: IDLE idle threads, each waking
+    every IDLE_PERIOD_MS, and hackbench in a loop (or stress-ng's real-time mutex threads); two seconds to
+    start."""
     procs = []
     if idle:
-        procs.append(subprocess.Popen([str(ROOT / "examples/bin/idle_threads"), "-n", str(idle)],
+        procs.append(subprocess.Popen([str(ROOT / "examples/bin/idle_threads"), "-n", str(idle),
+                                       "-p", str(idle_period_ms)],
                                       stdout=subprocess.DEVNULL, start_new_session=True))
     if rt_mutex:
         procs.append(subprocess.Popen(["stress-ng", "--mutex", "2"], stdout=subprocess.DEVNULL,
@@ -179,6 +185,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="steady-state measuring time (default 60)")
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--idle", type=int, default=5000, help="idle threads alive meanwhile (default 5000)")
+    ap.add_argument("--idle-period", type=int, default=IDLE_PERIOD_MS, metavar="MS",
+                    help="each idle thread wakes every MS ms (default 3000: 1,667 wakeups a second from 5,000; "
+                         "3600000 leaves them asleep through a run)")
     ap.add_argument("--no-load", action="store_true", help="no hackbench: the machine as it is")
     ap.add_argument("--rt-mutex", action="store_true",
                     help="instead of hackbench, stress-ng --mutex 2: SCHED_FIFO threads holding both CPUs")
@@ -190,7 +199,7 @@ def main() -> int:
     ap.add_argument("--output", help="write the results as Markdown here (and JSON beside it)")
     args = ap.parse_args()
     speed = reference_s()  # this machine's speed today, before the load starts (benchmarks/reference.py)
-    procs = load_processes(args.idle, args.rt_mutex, args.no_load)
+    procs = load_processes(args.idle, args.rt_mutex, args.no_load, args.idle_period)
     try:
         from stallscope.priority import DEFAULT_NICE, at_nice, enter_realtime
 
@@ -201,7 +210,7 @@ def main() -> int:
     finally:
         stop_load(procs)
     load = ("stress-ng --mutex 2" if args.rt_mutex else "none" if args.no_load else "perf bench sched messaging -g 10")
-    result.update({"idle_threads": args.idle, "load": load, "realtime": args.realtime, "reference_s": round(speed, 3),
+    result.update({"idle_threads": args.idle, "idle_period_ms": args.idle_period, "load": load, "realtime": args.realtime, "reference_s": round(speed, 3),
                    "interval_s": args.interval, "kernel": platform.release(), "cpus": os.cpu_count()})
     print(json.dumps(result, indent=2))
     if args.output:
@@ -209,6 +218,7 @@ def main() -> int:
         Path(args.output).write_text(
             "# `stallscope top`: start, cost and key-to-frame latency, live\n\n"
             f"`python -m benchmarks.tui --seconds {args.seconds:g} --idle {args.idle}"
+            f"{' --idle-period %d' % args.idle_period if args.idle_period != IDLE_PERIOD_MS else ''}"
             f"{' --no-load' if args.no_load else ''}{' --rt-mutex' if args.rt_mutex else ''}"
             f"{' --realtime %d' % args.realtime if args.realtime else ''}"
             f"{' --window %d' % args.window if args.window > 1 else ''}"
