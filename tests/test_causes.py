@@ -777,23 +777,33 @@ PARKER = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 /* Rust std's thread parker on Linux: the word is PARKED (-1) while the thread waits, FUTEX_WAIT_BITSET | private,
  * no timeout, every bit; unpark sets it to NOTIFIED (1) and wakes it. */
 static _Atomic uint32_t word;
-static int n, slept; /* slept: the waits that returned 0, woken (one that found the word changed returns EAGAIN) */
+/* slept: the waits woken (returned 0) that slept, a voluntary switch during the call; not one that found the word
+ * changed (EAGAIN), nor one woken after it queued itself but before it switched out, which returns 0 unslept */
+static int n, slept;
+static long switches(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : -1;
+}
 static void *parker(void *arg)
 {
 	(void)arg;
 	prctl(PR_SET_NAME, "parked", 0, 0, 0);
 	for (int i = 0; i < n; i++) {
 		word = UINT32_MAX;
-		while (word == UINT32_MAX)
+		while (word == UINT32_MAX) {
+			long before = switches();
 			if (syscall(SYS_futex, &word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, UINT32_MAX, NULL, NULL,
-				    ~0u) == 0)
+				    ~0u) == 0 && switches() > before)
 				slept++;
+		}
 	}
 	return NULL;
 }
@@ -841,8 +851,8 @@ def test_a_futex_wait_for_minus_one_is_a_parked_thread_not_a_lock():
 def test_a_parked_threads_waits_are_idle_in_the_ranking_and_not_a_lock_in_the_locks_table(tmp_path):
     """A thread parked as Rust std parks one, woken 25 times by its main thread: every wait (walked or not) reads
     the park flag, its time is the idle cause's, and the futex group lists its word as a park, not a lock. A wait
-    that finds the word changed (its thread came late to it) returns without sleeping and is no wait: the program
-    counts those that slept."""
+    that finds the word changed (its thread came late to it), or is woken before it switches out, returns without
+    sleeping and is no wait: the program counts those that slept (a voluntary switch during the call)."""
     from stallscope.analyzer.blockers import causes_by_task
     from stallscope.analyzer.load import load_model
     from stallscope.analyzer.locks import lock_stats
