@@ -399,7 +399,7 @@ class ModelFold:
             _fold_waits(waits, iv.offcpu)
             if iv.ongoing:
                 _fold_ongoing(iv, tasks, waits)
-            if iv.beginnings_kept:
+            if iv.opened and iv.beginnings_kept:  # (the carried waits' long parts are folded with them)
                 _fold_long_open(iv, waits)
             if lazy:
                 if iv.wakers or iv.locks:
@@ -835,28 +835,22 @@ def _handed_long(iv: Interval, late: int) -> Iterator[tuple[tuple, int]]:
 
 
 def _fold_long_open(iv: Interval, waits: dict) -> None:
-    """long_open_parts into the window's wait accumulators (their layout: Model.from_intervals)."""
+    """long_open_parts of the waits the interval's dump handed over into the window's wait accumulators (their
+    layout: Model.from_intervals); those of the waits carried on are _fold_ongoing's."""
     get = waits.get
-    for key, part in long_open_parts(iv):
+    for key, part in _handed_long(iv, iv.end_ns - LONG_OPEN_NS):
         if (w := get(key)) is not None:
             w[9] += part
 
 
 def _fold_ongoing(iv: Interval, tasks: dict, waits: dict) -> None:
     """An interval's waits in progress throughout it, into a window's task and wait accumulators (their
-    layouts: Model.from_intervals): each blocked `ongoing_ns` more, as a charge-only record would be."""
-    ns = iv.ongoing_ns
-    for key in iv.ongoing:
-        w = waits.get(key)
-        if w is None:
-            waits[key] = [0, 0, 0, None, ns, 0, 0, [0, 0, 0], len(waits), 0]
-        else:
-            w[4] += ns
-        t = tasks.get(key[0])
-        if t is None:
-            tasks[key[0]] = [ns, 0, 0, 0, 0, 0, 0, 0, 0, None, 0, 0]
-        else:
-            t[0] += ns
+    layouts: Model.from_intervals): each blocked `ongoing_ns` more, as a charge-only record would be; and,
+    where the interval says when they began, the part of each that had gone on LONG_OPEN_NS by its end
+    (long_open_parts: the interval's span)."""
+    kept = iv.beginnings_kept
+    _fold_carried(tasks, waits, iv.ongoing, iv.ongoing_ns, iv.ongoing_since if kept else None,
+                  iv.end_ns - LONG_OPEN_NS)
 
 
 def _sum_lists(mine: dict, theirs: dict) -> None:
@@ -1066,6 +1060,27 @@ def py_fold_waits(waits: dict, records: Iterable[OffcpuDelta]) -> None:
             w[3] = _add_slots(w[3], o.hist)
 
 
+def py_fold_ongoing(tasks: dict, waits: dict, keys: Iterable[tuple], ns: int, since: Iterable[int] | None,
+                    late: int) -> None:
+    """Waits carried on (OngoingWait keys) into a window's task and wait accumulators, each charged `ns`; with
+    `since`, when each began, in their order: those begun by `late` have `ns` more of their long-open part."""
+    for key in keys:
+        w = waits.get(key)
+        if w is None:
+            waits[key] = [0, 0, 0, None, ns, 0, 0, [0, 0, 0], len(waits), 0]
+        else:
+            w[4] += ns
+        t = tasks.get(key[0])
+        if t is None:
+            tasks[key[0]] = [ns, 0, 0, 0, 0, 0, 0, 0, 0, None, 0, 0]
+        else:
+            t[0] += ns
+    if since is not None:
+        for key, began in zip(keys, since):
+            if began <= late:
+                waits[key][9] += ns
+
+
 def _unknown_task(tid: TaskId) -> TaskInfo:
     return TaskInfo(tid, 0, 0, "?")
 
@@ -1113,6 +1128,13 @@ def _fold_waits(waits: dict, records) -> None:
         _modelfold.fold_waits(waits, records, RUNQ_SLOTS)
     else:
         py_fold_waits(waits, records)
+
+
+def _fold_carried(tasks: dict, waits: dict, keys, ns: int, since, late: int) -> None:
+    if _modelfold is not None and type(tasks) is dict and type(waits) is dict:
+        _modelfold.fold_ongoing(tasks, waits, keys, ns, since, late)
+    else:
+        py_fold_ongoing(tasks, waits, keys, ns, since, late)
 
 
 def _made_totals(tasks: dict, task_info: dict[TaskId, TaskInfo]) -> dict[TaskId, TaskTotals]:

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-/* A window's task and off-CPU records summed into its accumulators, and its model's waits and task totals
- * made from them, in C (analyzer/model.py ModelFold: `fold_tasks`, `fold_waits`, `made_waits`,
- * `made_totals` there are the same in Python, and run where this is not built).
+/* A window's task and off-CPU records and its waits carried on summed into its accumulators, and its model's
+ * waits and task totals made from them, in C (analyzer/model.py ModelFold: `py_fold_tasks`, `py_fold_waits`,
+ * `py_fold_ongoing`, `py_made_waits`, `py_made_totals` there are the same in Python, and run where this is not
+ * built).
  *
  * Every window `top` shows folds each interval: 5,000 sleeping threads make 3,000 task records, 6,000
  * off-CPU records and 6,000 waits of the model an interval, each read field by field and added into a
@@ -308,6 +309,87 @@ fail:
 	return NULL;
 }
 
+/* a new accumulator: these n items, the one at `at` (0 <= at < n) a new reference to `value`, the rest 0 but for a
+ * None at `none` and a list of three 0s at `woken` (-1: neither) and the count `place` (-1: none) */
+static PyObject *accumulator(int n, int at, PyObject *value, int none, int woken, int place, Py_ssize_t count)
+{
+	PyObject *items[12];
+	for (int i = 0; i < n; i++)
+		items[i] = i == at ? Py_NewRef(value) : i == none ? Py_NewRef(Py_None)
+			 : i == woken ? IF_OK(PySequence_List(not_woken)) : i == place ? IF_OK(PyLong_FromSsize_t(count))
+			 : Py_NewRef(zero);
+	return list_of(items, n);
+}
+
+/* fold_ongoing(tasks, waits, keys, ns, since, late): model.py py_fold_ongoing */
+static PyObject *fold_ongoing(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 6 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
+		PyErr_SetString(PyExc_TypeError, "fold_ongoing(tasks: dict, waits: dict, keys, ns, since, late)");
+		return NULL;
+	}
+	PyObject *tasks = args[0], *waits = args[1], *ns = args[3], *late = args[5], *since = NULL;
+	PyObject *keys = PySequence_Fast(args[2], "keys: a sequence");
+	if (!keys)
+		return NULL;
+	if (args[4] != Py_None && !(since = PySequence_Fast(args[4], "since: a sequence")))
+		goto fail;
+	Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
+	if (since && PySequence_Fast_GET_SIZE(since) < n)
+		n = PySequence_Fast_GET_SIZE(since); /* zip()'s length, for the long parts; every key is folded */
+	for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(keys); i++) {
+		PyObject *key = PySequence_Fast_GET_ITEM(keys, i), *task, *w, *t;
+		if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) < 1) {
+			PyErr_SetString(PyExc_TypeError, "a key is a tuple, its task first");
+			goto fail;
+		}
+		/* each key hashed once for its lookup and its insertion: a tuple's hash is not kept, and hashing
+		 * the key (its task a tuple too) is most of what a wait carried on costs here */
+		Py_hash_t kh = PyObject_Hash(key);
+		if (kh == -1)
+			goto fail;
+		if (!(w = _PyDict_GetItem_KnownHash(waits, key, kh))) {
+			if (PyErr_Occurred())
+				goto fail;
+			PyObject *acc = accumulator(10, 4, ns, 3, 7, 8, PyDict_GET_SIZE(waits));
+			int bad = !acc || _PyDict_SetItem_KnownHash(waits, key, acc, kh) < 0;
+			Py_XDECREF(acc);
+			if (bad)
+				goto fail;
+			w = acc; /* held by the dict */
+		} else if (check_acc(w, 10) < 0 || add_at(w, 4, ns) < 0) {
+			goto fail;
+		}
+		if (since && i < n) { /* the interval's part of a wait that had gone on LONG_OPEN_NS by its end */
+			int le = PyObject_RichCompareBool(PySequence_Fast_GET_ITEM(since, i), late, Py_LE);
+			if (le < 0 || (le && add_at(w, 9, ns) < 0))
+				goto fail;
+		}
+		task = PyTuple_GET_ITEM(key, 0);
+		Py_hash_t th = PyObject_Hash(task);
+		if (th == -1)
+			goto fail;
+		if (!(t = _PyDict_GetItem_KnownHash(tasks, task, th))) {
+			if (PyErr_Occurred())
+				goto fail;
+			PyObject *acc = accumulator(12, 0, ns, 9, -1, -1, 0);
+			int bad = !acc || _PyDict_SetItem_KnownHash(tasks, task, acc, th) < 0;
+			Py_XDECREF(acc);
+			if (bad)
+				goto fail;
+		} else if (check_acc(t, 12) < 0 || add_at(t, 0, ns) < 0) {
+			goto fail;
+		}
+	}
+	Py_DECREF(keys);
+	Py_XDECREF(since);
+	Py_RETURN_NONE;
+fail:
+	Py_DECREF(keys);
+	Py_XDECREF(since);
+	return NULL;
+}
+
 /* tuple(seq) if seq else (), a new reference */
 static PyObject *tuple_or_empty(PyObject *seq)
 {
@@ -429,6 +511,8 @@ static PyMethodDef module_methods[] = {
 	 "fold_tasks(tasks, records, slots): TaskDelta records summed into a window's task accumulators."},
 	{"fold_waits", (PyCFunction)(void (*)(void))fold_waits, METH_FASTCALL,
 	 "fold_waits(waits, records, slots): OffcpuDelta records summed into a window's wait accumulators."},
+	{"fold_ongoing", (PyCFunction)(void (*)(void))fold_ongoing, METH_FASTCALL,
+	 "fold_ongoing(tasks, waits, keys, ns, since, late): waits carried on into a window's accumulators."},
 	{"made_waits", (PyCFunction)(void (*)(void))made_waits, METH_FASTCALL,
 	 "made_waits(waits, stacks, funcs, unnamed, make): the model's StackWaits, in the accumulators' order."},
 	{"made_totals", (PyCFunction)(void (*)(void))made_totals, METH_FASTCALL,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from stallscope.analyzer import model as M
 from stallscope.analyzer.load import load_model
-from stallscope.analyzer.sample import OffcpuDelta, Stack, TaskDelta, TaskId, TaskInfo
+from stallscope.analyzer.sample import OffcpuDelta, OngoingWait, Stack, TaskDelta, TaskId, TaskInfo, blocked_only
 
 C = M._modelfold
 pytestmark = pytest.mark.skipif(C is None, reason="analyzer/_modelfold is built by `make install`")
@@ -69,6 +69,44 @@ def test_the_models_records_are_made_alike(tasks, waits):
     assert {x.func for x in made_c} <= {"", "worker_thread", "0x7"}
 
 
+_carried = st.builds(OngoingWait, st.sampled_from(_TASKS), st.integers(1, 3), st.integers(0, 2), st.integers(0, 3),
+                     st.integers(0, 3), st.integers(0, 2), st.sampled_from([0, 0xffff1, 7]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_task_delta, max_size=4), st.lists(_offcpu, max_size=4), st.lists(_carried, max_size=8), _ints,
+       st.one_of(st.none(), st.lists(_ints, max_size=9)), _ints)
+def test_waits_carried_on_fold_alike(tasks, waits, keys, ns, since, late):
+    """Into accumulators that hold some of the same tasks and waits already (a window's earlier records), keys
+    repeated, with and without their beginnings (`since` shorter than the keys: zip's length)."""
+    t, w = {}, {}
+    M.py_fold_tasks(t, tasks)
+    M.py_fold_waits(w, waits)
+    t2, w2 = copy.deepcopy(t), copy.deepcopy(w)
+    M.py_fold_ongoing(t, w, keys, ns, since, late)
+    C.fold_ongoing(t2, w2, tuple(keys), ns, None if since is None else tuple(since), late)
+    assert (t2, w2) == (t, w)
+    assert list(w2) == list(w)  # the order first met
+    assert [type(k) for k in w2] == [type(k) for k in w]  # a key first met is kept as it came (an OngoingWait)
+
+
+def test_waits_carried_on_are_charged_as_their_records_would_be():
+    """Each wait carried on is what its charge-only record and its task's blocked-only record would fold to,
+    with its long-open part where it began LONG_OPEN_NS or more before the interval's end."""
+    keys = (OngoingWait(_TASKS[0], 1, 1, 5, 0, 2, 0), OngoingWait(_TASKS[1], 2, 1, 5, 0, 2, 0),
+            OngoingWait(_TASKS[0], 1, 2, 6, 0, 0, 7))
+    end = 10 * M.LONG_OPEN_NS
+    since = (end - M.LONG_OPEN_NS, end - M.LONG_OPEN_NS + 1, 0)
+    for fold in (M.py_fold_ongoing, C.fold_ongoing):
+        t, w = {}, {}
+        fold(t, w, keys, 900, since, end - M.LONG_OPEN_NS)
+        t2, w2 = {}, {}
+        M.py_fold_waits(w2, [k.charged(900) for k in keys])
+        M.py_fold_tasks(t2, [blocked_only(k.task, 900) for k in keys])
+        w2[keys[0]][9] = w2[keys[2]][9] = 900  # begun a second or more before the end; keys[1] a nanosecond after
+        assert (t, w) == (t2, w2)
+
+
 @pytest.mark.parametrize("bad, error", [
     ((("x", 1),), TypeError),  # a slot that is no integer
     (((1, 2, 3),), ValueError),  # no pair
@@ -84,6 +122,12 @@ def test_a_damaged_histogram_fails_alike(bad, error):
         C.fold_tasks([], [], 40)
     with pytest.raises(ValueError):
         C.fold_waits({}, [], -1)
+    for fold in (M.py_fold_ongoing, C.fold_ongoing):
+        with pytest.raises(TypeError):  # a key that is no tuple
+            fold({}, {}, (5,), 1, None, 0)
+        with pytest.raises(TypeError):  # an accumulator that is no list
+            fold({}, {OngoingWait(_TASKS[0], 1, 1, 1, 1, 0, 0): (0,) * 10}, (OngoingWait(_TASKS[0], 1, 1, 1, 1, 0, 0),),
+                 1, None, 0)
 
 
 def test_the_fold_takes_the_c_loops_where_built(monkeypatch):
