@@ -74,10 +74,29 @@ static int check_acc(PyObject *acc, Py_ssize_t n)
 	return 0;
 }
 
-/* acc[i] += v */
+/* a and b as C integers, where both are Python ints (exactly) that fit: what nearly every count and sum is */
+static int both_small(PyObject *a, PyObject *b, long long *x, long long *y)
+{
+	int oa, ob;
+	if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b))
+		return 0;
+	*x = PyLong_AsLongLongAndOverflow(a, &oa);
+	*y = PyLong_AsLongLongAndOverflow(b, &ob);
+	return !oa && !ob;
+}
+
+/* acc[i] += v (Python's addition; summed in C where it cannot overflow, as Python would sum it) */
 static int add_at(PyObject *acc, Py_ssize_t i, PyObject *v)
 {
-	PyObject *old = PyList_GET_ITEM(acc, i), *sum = PyNumber_Add(old, v);
+	PyObject *old = PyList_GET_ITEM(acc, i), *sum;
+	long long x, y, z;
+	if (both_small(old, v, &x, &y) && !__builtin_add_overflow(x, y, &z)) {
+		if (y == 0)
+			return 0; /* the same value: nothing to replace */
+		sum = PyLong_FromLongLong(z);
+	} else {
+		sum = PyNumber_Add(old, v);
+	}
 	if (!sum)
 		return -1;
 	PyList_SET_ITEM(acc, i, sum);
@@ -88,7 +107,9 @@ static int add_at(PyObject *acc, Py_ssize_t i, PyObject *v)
 /* if v > acc[i]: acc[i] = v */
 static int max_at(PyObject *acc, Py_ssize_t i, PyObject *v)
 {
-	int gt = PyObject_RichCompareBool(v, PyList_GET_ITEM(acc, i), Py_GT);
+	long long x, y;
+	int gt = both_small(v, PyList_GET_ITEM(acc, i), &x, &y) ? x > y
+		 : PyObject_RichCompareBool(v, PyList_GET_ITEM(acc, i), Py_GT);
 	if (gt > 0) {
 		PyObject *old = PyList_GET_ITEM(acc, i);
 		PyList_SET_ITEM(acc, i, Py_NewRef(v));
