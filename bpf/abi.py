@@ -239,6 +239,20 @@ def c_string(raw: bytes) -> str:
     return (raw if end < 0 else raw[:end]).decode(errors="replace")
 
 
+_NAMES: dict[bytes, str] = {}  # a few hundred distinct names recur in thousands of entries an interval
+
+
+def name_text(raw: bytes) -> str:
+    """c_string of a name field (a task's, a waker's, a lock owner's, a slab cache's), read once per distinct
+    name: the drains' one cache of them, emptied when it reaches 16,384."""
+    name = _NAMES.get(raw)
+    if name is None:
+        if len(_NAMES) >= 1 << 14:
+            _NAMES.clear()
+        name = _NAMES[raw] = c_string(raw)
+    return name
+
+
 # ---- bpf/locks.h ---------------------------------------------------------
 LOCK_NAME_LEN = 32
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32

@@ -631,7 +631,7 @@ class SchedCollector:
             pc, pt, pw, pb, pr = val_of(praw)[:5] if praw is not None else (0, 0, 0, 0, 0)
             if count != pc:
                 out.append(_new_waker(TaskId(pid, start_ns), TaskId(waker_pid, waker_start_ns), waker_tgid,
-                                      task_dump.comm_text(waker_comm),
+                                      abi.name_text(waker_comm),
                                       waker_kstack, count - pc, total_ns - pt,
                                       bool(waker_flags & abi.WAKER_IN_INTERRUPT),
                                       bool(waker_flags & abi.WAKER_EXITING),

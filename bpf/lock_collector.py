@@ -52,7 +52,6 @@ class LockCollector:
         self.symbolizer = symbolizer
         self._symbols: dict[int, str] = {}
         self.namer: LockNamer | None = LockNamer()
-        self._texts: dict[bytes, str] = {}
         # a slab-held lock's (field, where) by its cache and place: thousands of records an interval name the
         # same few hundred locks (a directory's i_rwsem is named anew each time: its path may change)
         self._described: dict[tuple, tuple[str, str]] = {}
@@ -118,7 +117,7 @@ class LockCollector:
         out, ids = [], {}
         # slab-held locks named, (cache, kind, stack, field), and left between fields, (index in out, ..., fields)
         named, between = [], []
-        key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, self._text
+        key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, abi.name_text
         for kraw, vraw, praw in self._diff.read(self.obj.map("locks"), dead):
             addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
             v = val_of(vraw)
@@ -160,7 +159,7 @@ class LockCollector:
         for st in stacks:
             if st.frames:
                 points[st.id] = contention_point(st)
-        sites, text = self._sites, self._text
+        sites, text = self._sites, abi.name_text
         for cache, kind, kstack, field in named:
             sites.learn(text(cache), kind, points.get(kstack, ""), field)
         for i, cache, kind, kstack, fields in between:
@@ -177,7 +176,7 @@ class LockCollector:
         hit = self._described.get(key)
         if hit is not None:
             return hit
-        text = self._text(cache)
+        text = abi.name_text(cache)
         field, where = self.namer.describe(text, addr, slot_size, red_left_pad, order, min_order, dev, ino, mode,
                                            (tgid,), kind)
         named = (field, where, () if field else self.namer.fields(text, addr, slot_size, red_left_pad, order,
@@ -187,15 +186,6 @@ class LockCollector:
                 self._described.clear()
             self._described[key] = named
         return named
-
-    def _text(self, raw: bytes) -> str:
-        """A name field's text; a few distinct names (owners, caches) recur in thousands of entries."""
-        name = self._texts.get(raw)
-        if name is None:
-            if len(self._texts) >= 1 << 14:
-                self._texts.clear()
-            name = self._texts[raw] = abi.c_string(raw)
-        return name
 
     def _symbol(self, addr: int) -> str:
         """A static lock's variable, when kallsyms lists data symbols (CONFIG_KALLSYMS_ALL)."""

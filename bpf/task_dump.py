@@ -210,21 +210,8 @@ def values_of(raw: bytes) -> tuple:
     return _SCALARS.unpack_from(raw)
 
 
-_COMMS: dict[bytes, str] = {}  # a few hundred distinct names recur in thousands of entries an interval
-
-
 def comm_of(values) -> str:
-    return comm_text(values[COMM])
-
-
-def comm_text(raw: bytes) -> str:
-    """A task name field's text (a task's, a waker's), read once per distinct name."""
-    name = _COMMS.get(raw)
-    if name is None:
-        if len(_COMMS) >= 1 << 14:
-            _COMMS.clear()
-        name = _COMMS[raw] = abi.c_string(raw)
-    return name
+    return abi.name_text(values[COMM])
 
 
 _WAIT, _SINCE = itemgetter(0), itemgetter(1)
