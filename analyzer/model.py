@@ -1064,21 +1064,20 @@ def py_fold_ongoing(tasks: dict, waits: dict, keys: Iterable[tuple], ns: int, si
                     late: int) -> None:
     """Waits carried on (OngoingWait keys) into a window's task and wait accumulators, each charged `ns`; with
     `since`, when each began, in their order: those begun by `late` have `ns` more of their long-open part."""
-    for key in keys:
+    began = list(since) if since is not None else []
+    for i, key in enumerate(keys):
         w = waits.get(key)
         if w is None:
-            waits[key] = [0, 0, 0, None, ns, 0, 0, [0, 0, 0], len(waits), 0]
+            w = waits[key] = [0, 0, 0, None, ns, 0, 0, [0, 0, 0], len(waits), 0]
         else:
             w[4] += ns
+        if i < len(began) and began[i] <= late:  # zip(keys, since)'s pairs
+            w[9] += ns
         t = tasks.get(key[0])
         if t is None:
             tasks[key[0]] = [ns, 0, 0, 0, 0, 0, 0, 0, 0, None, 0, 0]
         else:
             t[0] += ns
-    if since is not None:
-        for key, began in zip(keys, since):
-            if began <= late:
-                waits[key][9] += ns
 
 
 def _unknown_task(tid: TaskId) -> TaskInfo:
