@@ -8,7 +8,8 @@ def log2_bounds(slot: int) -> tuple[int, int]:
 
 
 def fmt_ns(ns: float) -> str:
-    """Nanoseconds as a short human figure: 950ns, 12.3us, 4.56ms, 1.23s."""
+    """Nanoseconds as a short human figure: 950ns, 12.3us, 4.56ms, 1.23s; from 1,000 s on, whole seconds with
+    thousands separators (227,646s: the waiting of a long recording's hundreds of tasks)."""
     ns = float(ns)
     # each unit while its figure, as rounded, stays under 1000: 999,999,000 ns is 1.00s, not 1000.00ms
     if round(ns) < 1e3:
@@ -17,7 +18,9 @@ def fmt_ns(ns: float) -> str:
         return f"{ns / 1e3:.1f}us"
     if round(ns / 1e6, 2) < 1e3:
         return f"{ns / 1e6:.2f}ms"
-    return f"{ns / 1e9:.2f}s"
+    if round(ns / 1e9, 2) < 1e3:
+        return f"{ns / 1e9:.2f}s"
+    return f"{ns / 1e9:,.0f}s"
 
 
 def fmt_longest(ns: float, ongoing: bool) -> str:

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import ROOT, run_stallscope
+from stallscope.analyzer.units import fmt_ns
 
 sys.path.insert(0, str(ROOT / "tests"))
 from cdp import Browser, chromium_path  # noqa: E402
@@ -108,6 +109,11 @@ def test_a_report_loads_offline_and_its_controls_work(browser, report_recording)
     browser.evaluate("(() => { const f = document.querySelector('input.filter[data-table=\"t-blockers\"]');"
                      " f.value = ''; f.dispatchEvent(new Event('input')); })()")
     assert browser.console_errors() == []
+
+    # a window's cells are written by the page's formatter: durations read as the Python side writes them
+    durations = [0, 950, 999.6, 12_345, 999_960, 4_561_000, 999_994_000, 999_999_000, 1_234_000_000,
+                 999_994_999_999, 999_995_000_001, 3_600e9, 227_646_490_000_000]
+    assert browser.evaluate(f"{durations}.map(__stallscope.fmt.ns)") == [fmt_ns(ns) for ns in durations]
 
 
 def test_a_range_dragged_on_a_chart_filters_the_tables_to_that_window(browser, report_recording):

@@ -10,12 +10,13 @@
 
   // ---- number formats: the same rules as reports/format.py ---------------------------------------
   var fmt = {
-    ns: function (ns) {
+    ns: function (ns) {  // analyzer/units.py fmt_ns: each unit while its figure, as rounded, stays under 1000
       if (ns === null || ns === undefined) return "-";
-      if (ns < 1e3) return ns.toFixed(0) + "ns";
-      if (ns < 1e6) return (ns / 1e3).toFixed(1) + "us";
-      if (ns < 1e9) return (ns / 1e6).toFixed(2) + "ms";
-      return (ns / 1e9).toFixed(2) + "s";
+      if (Math.round(ns) < 1e3) return ns.toFixed(0) + "ns";
+      if (Number((ns / 1e3).toFixed(1)) < 1e3) return (ns / 1e3).toFixed(1) + "us";
+      if (Number((ns / 1e6).toFixed(2)) < 1e3) return (ns / 1e6).toFixed(2) + "ms";
+      if (Number((ns / 1e9).toFixed(2)) < 1e3) return (ns / 1e9).toFixed(2) + "s";
+      return fmt.count(ns / 1e9) + "s";
     },
     count: function (n) {
       if (n === null || n === undefined) return "-";
