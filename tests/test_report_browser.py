@@ -58,6 +58,9 @@ def test_a_report_loads_offline_and_its_controls_work(browser, report_recording)
     assert browser.requests() == [url]  # the page itself, nothing else
     assert painted_pixels(browser) > 5000
     assert browser.evaluate("document.querySelectorAll('#charts .uplot').length") == 5
+    # a laptop's width holds the page: the tables' cause lists wrap, a card's table scrolls within the card (the
+    # threads' causes kept on one line each had made this page 1,495 pixels wide)
+    assert browser.evaluate("[window.innerWidth, document.documentElement.scrollWidth]") == [1400, 1400]
     # each value axis is as wide as its widest label ("500 ms/s" had been cut to "00 ms/s" in a fixed width)
     cut = browser.evaluate("""__stallscope.charts.flatMap(u => u.axes.slice(1).flatMap(a => {
         u.ctx.font = a.font[0];
