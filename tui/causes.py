@@ -85,8 +85,8 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
     lines.append(f"SHARE: {denominator(all_parts).describe()}\n")
     labels = [printable(b.cause) + (" [idle]" if b.cls == IDLE else "") for b in ranked[:rows]]
     width = label_width(labels)
-    lines.append(f"{'CAUSE':<{width}} {'MAX':>9} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6} {'ESTIMATED':>16} "
-                 f"{'COUNT':>8}  TASKS\n")
+    lines.append(f"{'CAUSE':<{width}} {'MAX':>9} {'TOTAL':>10} {'PER SEC':>9} {'SHARE':>6} {'ESTIMATED':>17} "
+                 f"{'COUNT':>10}  TASKS\n")
     estimated = False
     devices = cause_devices(model, tasks)
     for b, label in zip(ranked[:rows], labels):
@@ -95,7 +95,7 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
         est = f"{fmt_ns(b.estimated_ns)} ±{fmt_ns(1.96 * b.error_ns)}" if b.estimated_ns else "-"
         estimated = estimated or bool(b.estimated_ns)
         lines.append(f"{label_cell(label, width)} {fmt_longest(b.longest_ns, b.longest_ongoing):>9} {fmt_ns(b.total_ns):>10} {fmt_ns(b.total_ns / secs):>9} "
-                     f"{share} {est:>16} {b.count:>8}  {names[:60]}\n")
+                     f"{share} {est:>17} {b.count:>10,}  {names[:60]}\n")
         lines += [f"  {device_line(d)}\n" for d in devices.get(b.cause, ())[:3]]
     if not ranked:
         lines.append("no off-CPU time recorded\n")
