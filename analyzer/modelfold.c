@@ -373,19 +373,28 @@ static PyObject *fold_ongoing(PyObject *Py_UNUSED(m), PyObject *const *args, Py_
 			if (PyErr_Occurred())
 				goto fail;
 			PyObject *acc = accumulator(10, 4, ns, 3, 7, 8, PyDict_GET_SIZE(waits));
-			int bad = !acc || _PyDict_SetItem_KnownHash(waits, key, acc, kh) < 0;
-			Py_XDECREF(acc);
-			if (bad)
+			if (!acc || _PyDict_SetItem_KnownHash(waits, key, acc, kh) < 0) {
+				Py_XDECREF(acc);
 				goto fail;
-			w = acc; /* held by the dict */
-		} else if (check_acc(w, 10) < 0 || add_at(w, 4, ns) < 0) {
+			}
+			w = acc; /* our reference, held while its items are replaced below */
+		} else if (check_acc(w, 10) < 0) {
 			goto fail;
+		} else {
+			Py_INCREF(w); /* held while its items are replaced (an addition may run Python code) */
+			if (add_at(w, 4, ns) < 0) {
+				Py_DECREF(w);
+				goto fail;
+			}
 		}
 		if (since && i < n) { /* the interval's part of a wait that had gone on LONG_OPEN_NS by its end */
 			int le = PyObject_RichCompareBool(PySequence_Fast_GET_ITEM(since, i), late, Py_LE);
-			if (le < 0 || (le && add_at(w, 9, ns) < 0))
+			if (le < 0 || (le && add_at(w, 9, ns) < 0)) {
+				Py_DECREF(w);
 				goto fail;
+			}
 		}
+		Py_DECREF(w);
 		task = PyTuple_GET_ITEM(key, 0);
 		Py_hash_t th = PyObject_Hash(task);
 		if (th == -1)
@@ -398,8 +407,12 @@ static PyObject *fold_ongoing(PyObject *Py_UNUSED(m), PyObject *const *args, Py_
 			Py_XDECREF(acc);
 			if (bad)
 				goto fail;
-		} else if (check_acc(t, 12) < 0 || add_at(t, 0, ns) < 0) {
-			goto fail;
+		} else {
+			Py_INCREF(t);
+			int bad = check_acc(t, 12) < 0 || add_at(t, 0, ns) < 0;
+			Py_DECREF(t);
+			if (bad)
+				goto fail;
 		}
 	}
 	Py_DECREF(keys);
