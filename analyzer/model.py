@@ -15,6 +15,7 @@ from functools import partial
 from operator import add, attrgetter
 from typing import Callable, Iterable, Iterator, NamedTuple
 
+from stallscope.analyzer.memo import per_model
 from stallscope.analyzer.overhead import uprobe_hits
 from stallscope.analyzer.sample import (
     LOCK_VALUES, NO_LINK, Interval, IoDelta, IoQueueDelta, IoSubmitDelta, IoWakeDelta, LockDelta, OffcpuDelta,
@@ -291,11 +292,13 @@ class Model:
         keeps those its held intervals use)."""
         return ModelFold(meta, slab_caches, functions, lazy).add(intervals).model(task_info, stacks)
 
-    def descendants(self, root_tgid: int) -> set[TaskId]:
-        """Tasks of a process tree: the root's threads and every process created under it. A process is one
-        life of its PID (PIDs are reused: pid_max is 32,768 by default, and a build or a fork loop wraps it
-        within minutes), so a process's parent is the life of its parent's PID that had begun when it
-        began (the lives of one PID never overlap); the root is the first life of its PID seen. Walked down
+    @per_model
+    def descendants(self, root_tgid: int) -> frozenset[TaskId]:
+        """Tasks of a process tree: the root's threads and every process created under it (kept per model and
+        root: a view's scope, its own tasks and the export's command each ask; frozen, as it is shared). A
+        process is one life of its PID (PIDs are reused: pid_max is 32,768 by default, and a build or a fork
+        loop wraps it within minutes), so a process's parent is the life of its parent's PID that had begun
+        when it began (the lives of one PID never overlap); the root is the first life of its PID seen. Walked down
         from the root, once per process: a chain of processes (a fork loop, or a recording crafted as one)
         costs its length, not its square."""
         infos = [t.info for t in self.tasks.values()]
@@ -337,8 +340,8 @@ class Model:
                     procs.add(child)
                     todo.append(child)
         tgids = {tgid for tgid, _start in procs}
-        return {info.task for info in infos
-                if info.tgid in tgids and process(info.tgid, info.task.start_time_ns) in procs}
+        return frozenset([info.task for info in infos
+                          if info.tgid in tgids and process(info.tgid, info.task.start_time_ns) in procs])
 
 
 class ModelFold:
