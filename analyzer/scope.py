@@ -20,10 +20,10 @@ def own_tasks(model: Model) -> frozenset[TaskId]:
         return frozenset()
     mine = model.descendants(own)
     cmd = command_tasks(model)
-    return frozenset(mine - cmd if cmd else mine)
+    return mine - cmd if cmd else mine  # frozen already (Model.descendants)
 
 
-def command_tasks(model: Model) -> set[TaskId] | None:
+def command_tasks(model: Model) -> frozenset[TaskId] | None:
     """The recorded command's process tree, or None when the recording ran no command."""
     cmd = model.meta.options.get("command")
     if not cmd or not cmd.get("pid"):
