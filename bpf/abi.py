@@ -225,6 +225,12 @@ def _layout(struct_type) -> str:
     return fmt
 
 
+def layout(struct_type) -> str:
+    """The struct format characters of a ctypes mirror, as unpacker() reads it, without a byte order: to read it
+    inside a larger record (bpf/mapdiff.py Changed.rows)."""
+    return _layout(struct_type)
+
+
 def unpacker(struct_type) -> struct.Struct:
     """A struct.Struct reading the same bytes as a ctypes mirror, one value per field in order (padding
     skipped, a nested struct's fields in its place): a `char[N]` field is its N bytes, NULs included; an

@@ -28,8 +28,15 @@ from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
 
 
-_LOCK_KEY, _LOCK_VAL = abi.unpacker(abi.LockKey), abi.unpacker(abi.LockVal)
-_EXTREMES = len(_LOCK_VAL.unpack(bytes(_LOCK_VAL.size))) - 6  # where an unpacked lock_val's extremes begin
+_KEY_LAYOUT, _VAL_LAYOUT = abi.layout(abi.LockKey), abi.layout(abi.LockVal)
+# in a changed entry's row (bpf/mapdiff.py Changed.rows: flags, key, value, previous value), where the value and the
+# previous value begin, and where an unpacked lock_val's extremes begin within it
+_VAL = 1 + len(abi.unpacker(abi.LockKey).unpack(bytes(ctypes.sizeof(abi.LockKey))))
+_VAL_FIELDS = len(abi.unpacker(abi.LockVal).unpack(bytes(ctypes.sizeof(abi.LockVal))))
+_PREV = _VAL + _VAL_FIELDS
+_EXTREMES = _VAL_FIELDS - 6
+# of the previous value, the sums (count .. var_us2: 8 u64) compared; the rest skipped, not unpacked
+_PREV_LAYOUT = f"8Q{ctypes.sizeof(abi.LockVal) - 64}x"
 _new_lock = record_maker(LockDelta)  # every field given: built without the frozen dataclass's __init__
 
 
@@ -117,34 +124,35 @@ class LockCollector:
         out, ids = [], {}
         # slab-held locks named, (cache, kind, stack, field), and left between fields, (index in out, ..., fields)
         named, between = [], []
-        key_of, val_of, text = _LOCK_KEY.unpack, _LOCK_VAL.unpack, abi.name_text
-        for kraw, vraw, praw in self._diff.read(self.obj.map("locks"), dead):
-            addr, kstack, start_ns, pid, tgid, flags, kind = key_of(kraw)
-            v = val_of(vraw)
-            (count, total, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm,
-             cache, slot_size, red_left_pad, order, min_order, mode, ino, dev, _) = v[:_EXTREMES]
-            pc, pt, ps, psl, pb, pr, pw, pv = val_of(praw)[:8] if praw is not None else (0, 0, 0, 0, 0, 0, 0, 0)
-            if count != pc:
-                field = where = ""
-                cpu = self.rq_locks.get(addr) if kind == abi.LOCK_KIND_ADDR else None
-                if cpu is not None:
-                    where = f"cpu{cpu}"
-                elif kind == abi.LOCK_KIND_SLAB and self.namer is not None:
-                    lk = lock_kind(flags)
-                    field, where, fields = self._describe(cache, addr, slot_size, red_left_pad, order, min_order, dev,
-                                                          ino, mode, tgid, lk)
-                    if field:
-                        named.append((cache, lk, kstack, field))
-                    elif len(fields) > 1:
-                        between.append((len(out), cache, lk, kstack, fields))
-                longest, shortest = abi.bounded(*abi.extremes(v, _EXTREMES, e), count - pc, total - pt)
-                out.append(_new_lock(
-                    TaskId(pid, start_ns), tgid, addr, kstack, flags, kind, count - pc, total - pt, longest, shortest,
-                    spin - ps, sleep - psl, owner_pid, text(owner_comm), text(cache),
-                    (RQ_LOCK if cpu is not None else self._symbol(addr)) if kind == abi.LOCK_KIND_ADDR else "",
-                    blocked - pb, runnable - pr,
-                    weighted - pw, var - pv, field, where))
-                ids.setdefault(kstack, ("kernel", 0))
+        text, rq_locks, extremes, bounded = abi.name_text, self.rq_locks, abi.extremes, abi.bounded
+        for r in self._diff.read(self.obj.map("locks"), dead).rows(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT):
+            count, pc = r[_VAL], r[_PREV]
+            if count == pc:
+                continue
+            _, addr, kstack, start_ns, pid, tgid, flags, kind = r[:_VAL]
+            (total, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm, cache, slot_size,
+             red_left_pad, order, min_order, mode, ino, dev, _) = r[_VAL + 1:_VAL + _EXTREMES]
+            pt, ps, psl, pb, pr, pw, pv = r[_PREV + 1:_PREV + 8]
+            field = where = ""
+            cpu = rq_locks.get(addr) if kind == abi.LOCK_KIND_ADDR else None
+            if cpu is not None:
+                where = f"cpu{cpu}"
+            elif kind == abi.LOCK_KIND_SLAB and self.namer is not None:
+                lk = lock_kind(flags)
+                field, where, fields = self._describe(cache, addr, slot_size, red_left_pad, order, min_order, dev,
+                                                      ino, mode, tgid, lk)
+                if field:
+                    named.append((cache, lk, kstack, field))
+                elif len(fields) > 1:
+                    between.append((len(out), cache, lk, kstack, fields))
+            longest, shortest = bounded(*extremes(r, _VAL + _EXTREMES, e), count - pc, total - pt)
+            out.append(_new_lock(
+                TaskId(pid, start_ns), tgid, addr, kstack, flags, kind, count - pc, total - pt, longest, shortest,
+                spin - ps, sleep - psl, owner_pid, text(owner_comm), text(cache),
+                (RQ_LOCK if cpu is not None else self._symbol(addr)) if kind == abi.LOCK_KIND_ADDR else "",
+                blocked - pb, runnable - pr,
+                weighted - pw, var - pv, field, where))
+            ids.setdefault(kstack, ("kernel", 0))
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
         if named or between:
             self._by_site(out, stacks, named, between)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 import struct
 
+import pytest
+
 from stallscope.analyzer.sample import TaskId
 from stallscope.bpf.mapdiff import MapDiff
 
@@ -41,6 +43,27 @@ def test_only_new_and_changed_entries_come_back_with_their_previous_values():
     assert list(d.read(m, set())) == [(key(2, 20), VAL.pack(3, 300), VAL.pack(2, 200))]
     assert list(d.read(m, set())) == []  # nothing moved
     assert len(d) == 2
+
+
+def test_the_changed_entries_as_flat_rows_are_the_entries_unpacked_a_new_ones_previous_value_zeros():
+    """Changed.rows (one unpack of the whole read, as the lock drain reads it) holds what the entries hold: flags,
+    key, value, previous value; a new entry's previous value is zeros. Records are padded to 8 bytes: a key of 12
+    bytes and values of 10 leave 2 bytes after each record, which the rows skip."""
+    key3, val5 = struct.Struct("<IQ"), struct.Struct("<HQ")
+    m, d = FakeMap(), MapDiff(key3.size, val5.size, ((0, 4),))
+    m.entries = {key3.pack(1, 10): val5.pack(7, 100), key3.pack(2, 20): val5.pack(8, 200)}
+    first = d.read(m, set())
+    assert sorted(first.rows("IQ", "HQ")) == [(1, 1, 10, 7, 100, 0, 0), (1, 2, 20, 8, 200, 0, 0)]
+    m.entries[key3.pack(2, 20)] = val5.pack(9, 300)
+    again = d.read(m, set())
+    rows = list(again.rows("IQ", "HQ"))
+    assert rows == [(0, 2, 20, 9, 300, 8, 200)]
+    assert [key3.unpack(k) + val5.unpack(v) + val5.unpack(p) for k, v, p in again] == [r[1:] for r in rows]
+    assert list(d.read(m, set()).rows("IQ", "HQ")) == []
+    m.entries[key3.pack(1, 10)] = val5.pack(6, 101)
+    assert list(d.read(m, set()).rows("IQ", "HQ", "H8x")) == [(0, 1, 10, 6, 101, 7)]  # the previous count only
+    with pytest.raises(ValueError):
+        d.read(m, set()).rows("IQ", "HQ", "H")  # a previous value's layout must cover its bytes
 
 
 def test_a_dead_tasks_entries_are_read_a_last_time_deleted_and_forgotten_as_wakee_or_waker():
