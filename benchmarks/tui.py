@@ -72,8 +72,7 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
         return out
 
     source.events = watched
-    source.start()  # as `stallscope top` does: the screen starts once the probes are attached
-    source.wait_attached(0.5)
+    source.start()  # as `stallscope top` does: the screen starts while the probes load
     from stallscope.tui.app import TopApp
     from textual import events
 

@@ -943,9 +943,11 @@ def _top_live(args, options) -> int:
         target = outputs.create_recording(args.output, force=args.force)  # before the probes, as record does
         writer = lambda meta: WriterThread(RecordingWriter(args.output, meta, target))  # noqa: E731
     source = LiveSource(options, writer_factory=writer)
-    # the probes load first (the screen's start would hold the interpreter's lock they need at times), then
-    # the screen's code is imported and its first frame drawn while the first interval runs; the view reads
-    # what the session queued meanwhile
+    # the probes load while the screen's code is imported and its first frame drawn: most of their loading is
+    # the kernel's (the verifier), which leaves the interpreter's lock free. The screen is up within 0.35-0.6 s
+    # rather than after the probes (0.8-0.9 s); the first data come 0.1-0.2 s later than with the screen held
+    # back, still within an interval and a half (benchmarks/RESULTS-tui.md). The view reads what the session
+    # queued meanwhile
     source.start()
     app = None
     # SIGTERM and SIGHUP (a closed terminal) quit as `q` does; the probes are detached even if the screen
@@ -953,7 +955,6 @@ def _top_live(args, options) -> int:
     leaving = Leaving(source, lambda: app.ask_leave() if app is not None else None)
     leaving.install()
     try:
-        source.wait_attached(0.5)
         from stallscope import apply as applier
         from stallscope.tui.app import TopApp
 

@@ -146,11 +146,6 @@ class Session:
         self.sizes = DEFAULT_SIZES  # the BPF maps' sizes: chosen for the machine when run() starts
         self._restore_group = None  # puts the session's scheduling group back (stallscope/priority.py)
         self._loading_ns = 0  # CLOCK_BOOTTIME as the probes began to load: no wait is seen to begin before it
-        # set once every probe is attached and the first interval is about to begin (the live source also sets it
-        # when run() returns or raises, so that nobody waits on a session that ended first): a view's thread
-        # can start its own Python work then, rather than delay the session's set-up with it (the two threads
-        # share the interpreter's lock)
-        self.attached = threading.Event()
 
     def stop(self, reason: str) -> None:
         """For a consumer that can take no more intervals (a full disk): the session ends at its next
@@ -212,7 +207,6 @@ class Session:
             tables.start()
             collector.prepare()  # the maps the other groups share: they start while its programs are verified
             status = self._start_all(symbolizer, tables.wait)
-            self.attached.set()
             tables.wait()
             with setup_work():
                 self._skip_setup()

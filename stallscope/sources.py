@@ -264,13 +264,6 @@ class LiveSource:
             gc.set_threshold(LIVE_GC_THRESHOLD, *gc.get_threshold()[1:])
             self._thread.start()
 
-    def wait_attached(self, timeout: float) -> None:
-        """Until the session's probes are attached (or it ended), at most `timeout` s: a view started then
-        imports and draws while the first interval runs, not while the session's set-up needs the
-        interpreter (the two threads share its lock: the futex group's libc analysis and its uprobe
-        timing took up to 0.2 s longer beside a screen starting)."""
-        self.session.attached.wait(timeout)
-
     @property
     def running(self) -> bool:
         return self._thread.is_alive()
@@ -377,8 +370,6 @@ class LiveSource:
             self.error = f"collection failed: {type(exc).__name__}: {exc}"
             self._close_writer(None)
             self._put(Event("error", self.error))
-        finally:
-            self.session.attached.set()  # a session that failed before its probes loaded keeps nobody waiting
 
     def events(self) -> list[Event]:
         """What arrived since the last call; intervals are added to the timeline here."""

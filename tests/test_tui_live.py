@@ -231,9 +231,9 @@ def _view(snap):
             [(r.task.pid, r.comm, round(r.waiting_per_s), r.vcs_per_s) for r in snap.tasks])
 
 
-def test_a_session_that_fails_before_loading_its_probes_keeps_no_view_waiting():
-    """`top` starts its screen once the session's probes are attached (LiveSource.wait_attached);
-    a session that fails first (no such PID, or no privileges) releases it at once, with its error."""
+def test_a_session_that_fails_before_loading_its_probes_ends_at_once_with_its_error():
+    """`top` draws its screen while the session's probes load; a session that fails first (no such PID, or no
+    privileges) ends at once, and the view hears why."""
     from stallscope.session import SessionOptions
     from stallscope.sources import LiveSource
 
@@ -245,10 +245,10 @@ def test_a_session_that_fails_before_loading_its_probes_keeps_no_view_waiting():
     src = LiveSource(SessionOptions(pid=pid))
     t0 = time.monotonic()
     src.start()
-    src.wait_attached(30)
-    assert time.monotonic() - t0 < 5
     assert src.join(10)
+    assert time.monotonic() - t0 < 5
     assert src.error and ("PID" in src.error or "root" in src.error), src.error
+    assert [ev.payload for ev in src.events() if ev.kind == "error"] == [src.error]
 
 
 @needs_bpf
