@@ -42,6 +42,8 @@ LOSSES: dict[str, tuple[str, str]] = {
     "futex.futex_read_errors": ("futex_waitv waits kept without their address (the vector was unreadable)", ""),
     "futex.new_key_events_lost": ("processes not named at their first futex wait (the event ring was full): "
                                   "named only if they live on", ""),
+    "futex.switch_in_unseen": ("futex waits whose switch-in the kernel did not trace: closed at the task's next "
+                               "switch-out, their length from its blocked and run-queue time", ""),
     "oncpu.oncpu_map_full": ("on-CPU samples not recorded (the sample map was full)", "--max-tasks"),
     "oncpu.stack_map_full": ("on-CPU sample stacks not stored (the stack map was full)", "--stack-map-entries"),
     "oncpu.stack_errors": ("on-CPU sample stack walks that returned nothing", ""),

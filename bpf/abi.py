@@ -396,7 +396,7 @@ class FutexWaitVal(ctypes.Structure):
 class FutexHealth(ctypes.Structure):
     _fields_ = [("futex_map_full", u64), ("stack_errors", u64), ("stack_map_full", u64),
                 ("stacks_rate_limited", u64), ("storage_errors", u64), ("futex_read_errors", u64),
-                ("new_key_events_lost", u64)]
+                ("new_key_events_lost", u64), ("switch_in_unseen", u64)]
 
 
 class FutexNewKey(ctypes.Structure):

@@ -241,8 +241,11 @@ static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp,
  * aggregates. `w` is the task's own state, with a wait in progress. */
 /* `switched`: the wait is a sleep, from the switch-out to the switch-in, off a CPU throughout:
  * what was not blocked was runnable (the scheduler's run-queue counter may be read here before
- * its own program on this switch adds the last part). */
-static __always_inline int end_wait_of(struct futex_inflight *w, struct task_struct *t, bool switched)
+ * its own program on this switch adds the last part). `unseen`: a sleep whose switch-in was not
+ * traced (the kernel emits no sched_switch for some switches out of an idle task:
+ * docs/reliability.md), closed at the task's next switch-out, after it ran: it lasted what the
+ * scheduler's counters say the task was blocked and then waited for a CPU since it began. */
+static __always_inline int end_wait_of(struct futex_inflight *w, struct task_struct *t, bool switched, bool unseen)
 {
 	struct futex_wait_key key = {};
 	struct futex_wait_val *v, init = {};
@@ -256,6 +259,14 @@ static __always_inline int end_wait_of(struct futex_inflight *w, struct task_str
 	begin.blocked_ns = w->blocked0;
 	begin.runq_ns = w->runq0;
 	sched_mark_of(t, now, &end);
+	if (unseen) {
+		__u64 off = (end.blocked_ns > begin.blocked_ns ? end.blocked_ns - begin.blocked_ns : 0) +
+			    (end.runq_ns > begin.runq_ns ? end.runq_ns - begin.runq_ns : 0);
+
+		if (off && off < total) /* without the scheduler's state (both 0): up to now */
+			total = off;
+		__sync_fetch_and_add(&health.switch_in_unseen, 1);
+	}
 	sched_split(&begin, &end, total, &blocked, &runnable);
 	if (switched)
 		runnable = total - blocked;
@@ -310,7 +321,7 @@ static __always_inline int end_wait(void)
 
 	if (!w || !w->active)
 		return 0; /* a wake, or a wait that began before we attached */
-	return end_wait_of(w, cur, false);
+	return end_wait_of(w, cur, false, false);
 }
 
 static __always_inline bool is_futex(long id)
@@ -336,6 +347,10 @@ int BPF_PROG(futex_switch, bool preempt, struct task_struct *prev, struct task_s
 
 	if (is_stopped())
 		return 0;
+	/* a wait of the task switching out still open: its switch-in was not traced, and it ran since */
+	w = bpf_task_storage_get(&task_futex, prev, 0, 0);
+	if (w && w->active)
+		end_wait_of(w, prev, true, true);
 	if (!preempt && prev_state != TASK_RUNNING && prev->mm && wanted(prev)) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 		long id = SYSCALL_NR(regs);
@@ -351,7 +366,7 @@ int BPF_PROG(futex_switch, bool preempt, struct task_struct *prev, struct task_s
 	}
 	w = bpf_task_storage_get(&task_futex, next, 0, 0);
 	if (w && w->active)
-		end_wait_of(w, next, true);
+		end_wait_of(w, next, true, false);
 	return 0;
 }
 

@@ -101,6 +101,7 @@ struct futex_health {
 	__u64 storage_errors;
 	__u64 futex_read_errors; /* futex_waitv's vector unreadable: the wait is kept without an address */
 	__u64 new_key_events_lost; /* the ring buffer was full: that process is named only if it lives on */
+	__u64 switch_in_unseen; /* a wait whose switch-in was not traced, closed at the task's next switch-out */
 };
 
 struct futex_config {
