@@ -59,9 +59,9 @@ def _aliases() -> dict[str, tuple[str, ...]]:
         entries = list(os.scandir(SLAB_SYSFS))
     except OSError:
         return {}
-    for e in entries:
+    for e in entries:  # an alias is a symlink to its cache's directory beside it (`:A-0000256`)
         try:
-            target = os.path.realpath(e.path)
+            target = os.path.basename(os.readlink(e.path)) if e.is_symlink() else e.name
         except OSError:
             continue
         by_target.setdefault(target, []).append(e.name)

@@ -144,6 +144,25 @@ def test_a_merged_cache_names_a_lock_only_when_one_candidate_has_a_lock_there():
     assert field == "" and where == "in an object of the merged cache ftrace_event_field (ftrace_event_field, file_lock_context)"
 
 
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel/slab"), reason="this kernel has no /sys/kernel/slab (SLUB sysfs)")
+def test_a_merged_caches_names_are_those_whose_sysfs_entries_resolve_to_one_directory():
+    """Each cache name's aliases, read from the symlinks' targets, are what resolving every entry of
+    /sys/kernel/slab gives: the names whose paths lead to one directory, those of the directories themselves
+    (`:A-0000256`) left out."""
+    from stallscope.bpf.lock_names import SLAB_SYSFS, _aliases
+
+    by_target: dict[str, list[str]] = {}
+    for e in os.scandir(SLAB_SYSFS):
+        by_target.setdefault(os.path.realpath(e.path), []).append(e.name)
+    expected = {n: names for names in (tuple(sorted(n for n in v if not n.startswith(":"))) for v in by_target.values())
+                for n in names}
+    got = _aliases()
+    assert got == expected
+    with open("/proc/cmdline") as f:
+        if "slab_nomerge" not in f.read():  # caches are merged: some names share a directory
+            assert any(len(names) > 1 for names in got.values())
+
+
 @needs_bpf
 def test_stress_ng_dir_contends_on_its_directories_i_rwsem_named_by_field_and_path(tmp_path):
     """stress-ng's dir stressor creates and removes directories in its own directory: the lock is that
