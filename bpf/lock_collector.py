@@ -35,8 +35,11 @@ _VAL = 1 + len(abi.unpacker(abi.LockKey).unpack(bytes(ctypes.sizeof(abi.LockKey)
 _VAL_FIELDS = len(abi.unpacker(abi.LockVal).unpack(bytes(ctypes.sizeof(abi.LockVal))))
 _PREV = _VAL + _VAL_FIELDS
 _EXTREMES = _VAL_FIELDS - 6
-# of the previous value, the sums (count .. var_us2: 8 u64) compared; the rest skipped, not unpacked
-_PREV_LAYOUT = f"8Q{ctypes.sizeof(abi.LockVal) - 64}x"
+# of the previous value, the sums compared (its first fields, u64 each); the rest skipped, not unpacked
+_SUMS = ("count", "total_ns", "spin_ns", "sleep_ns", "blocked_ns", "runnable_ns", "weighted_ns", "var_us2")
+if tuple(name for name, _ in abi.LockVal._fields_[:len(_SUMS)]) != _SUMS or abi.LockVal.owner_pid.offset != 8 * len(_SUMS):
+    raise ImportError("bpf/abi.py LockVal no longer begins with the sums the lock drain compares")
+_PREV_LAYOUT = f"{len(_SUMS)}Q{ctypes.sizeof(abi.LockVal) - 8 * len(_SUMS)}x"
 _new_lock = record_maker(LockDelta)  # every field given: built without the frozen dataclass's __init__
 
 

@@ -945,9 +945,9 @@ def _top_live(args, options) -> int:
     source = LiveSource(options, writer_factory=writer)
     # the probes load while the screen's code is imported and its first frame drawn: most of their loading is
     # the kernel's (the verifier), which leaves the interpreter's lock free. The screen is up within 0.35-0.6 s
-    # rather than after the probes (0.8-0.9 s); the first data come 0.1-0.2 s later than with the screen held
-    # back, still within an interval and a half (benchmarks/RESULTS-tui.md). The view reads what the session
-    # queued meanwhile
+    # rather than after the probes (0.8-0.9 s on a quiet machine); the first data come 0.1-0.2 s later than with
+    # the screen held back, within an interval and a half there (benchmarks/RESULTS-tui.md). The view reads what
+    # the session queued meanwhile
     source.start()
     app = None
     # SIGTERM and SIGHUP (a closed terminal) quit as `q` does; the probes are detached even if the screen
