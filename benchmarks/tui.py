@@ -54,10 +54,10 @@ def _pct(values: list[float], q: float) -> float:
 async def measure(seconds: float, interval: float, realtime: int | None = None, window: int = 1,
                   view: int = 1) -> dict:
     # as `stallscope top` runs, from its start on (the interpreter's start and the command line's parse came
-    # before: 0.13 s here): the session's code imported, its probes loaded, then the screen's code imported
+    # before: 0.13 s here): the session's and the screen's code imported, then the probes loaded as the screen draws
     t0 = time.monotonic()
     marks: dict[str, float] = {}
-    from stallscope.priority import DEFAULT_NICE
+    from stallscope.priority import DEFAULT_NICE, group_state
     from stallscope.session import SessionOptions
     from stallscope.sources import LiveSource
 
@@ -72,9 +72,10 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
         return out
 
     source.events = watched
-    source.start()  # as `stallscope top` does: the screen starts while the probes load
     from stallscope.tui.app import TopApp
     from textual import events
+
+    source.start()  # as `stallscope top` does: the screen's code imported, then the probes load as it draws
 
     class Timed(TopApp):
         def on_mount(self) -> None:  # Textual calls TopApp's own on_mount too (handlers run up the MRO)
@@ -118,7 +119,8 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
             app._driver.send_message(events.Key("s", "s"))
             await asyncio.sleep(0.25)
         level = max(levels, default=0)
-        group = source.meta.options.get("group_nice") if source.meta else None
+        state = group_state()  # raised at once, as `top` raises it (main), or by the session
+        group = state["nice"] if state["autogroup"] else None
         intervals = len(source.timeline)
         await pilot.press("q")
     source.join(15)
@@ -200,11 +202,12 @@ def main() -> int:
     speed = reference_s()  # this machine's speed today, before the load starts (benchmarks/reference.py)
     procs = load_processes(args.idle, args.rt_mutex, args.no_load, args.idle_period)
     try:
-        from stallscope.priority import DEFAULT_NICE, at_nice, enter_realtime
+        from stallscope.priority import DEFAULT_NICE, at_group_nice, at_nice, enter_realtime
 
         if args.realtime:
             enter_realtime(args.realtime)  # as `top --realtime` does, before anything else
-        with at_nice(DEFAULT_NICE):  # as `stallscope top` runs
+        # as `stallscope top` runs: its priority, and its terminal session's scheduling group raised, at once (cli.main)
+        with at_nice(DEFAULT_NICE), at_group_nice(DEFAULT_NICE):
             result = asyncio.run(measure(args.seconds, args.interval, args.realtime, args.window, args.view))
     finally:
         stop_load(procs)
@@ -234,8 +237,8 @@ def main() -> int:
             f"| intervals shown; budget level reached | {result['intervals']}; {result['budget_level_reached']} | |\n"
             f"| the process's peak resident memory | {result['peak_rss_mb']} MB | |\n"
             f"| the interpreter's reference, before the load (benchmarks/reference.py) | {speed:.3f} s | |\n"
-            f"| the session's scheduling group (autogroup) raised to | "
-            f"{'nice %d' % result['group_nice'] if result['group_nice'] is not None else 'not raised'} | |\n")
+            f"| the process's scheduling group (autogroup) at | "
+            f"{'nice %d' % result['group_nice'] if result['group_nice'] is not None else 'no autogroup'} | |\n")
     return 0
 
 

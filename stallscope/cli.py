@@ -942,12 +942,16 @@ def _top_live(args, options) -> int:
 
         target = outputs.create_recording(args.output, force=args.force)  # before the probes, as record does
         writer = lambda meta: WriterThread(RecordingWriter(args.output, meta, target))  # noqa: E731
+    # the screen's code first (0.15 s of imports), then the session, whose probes load while the screen draws its
+    # first frame: the two threads share the interpreter's lock, and the imports had taken up to a second beside the
+    # session's own set-up under load. Most of the probes' loading is the kernel's (the verifier), which leaves the
+    # lock free. The screen is up 0.3-0.35 s after the imports began, quiet or under hackbench with 5,000 threads,
+    # where it came 0.8-0.9 s after them held back until the probes' attach; the first data come as soon
+    # (benchmarks/RESULTS-tui.md). The view reads what the session queued meanwhile
+    from stallscope import apply as applier
+    from stallscope.tui.app import TopApp
+
     source = LiveSource(options, writer_factory=writer)
-    # the probes load while the screen's code is imported and its first frame drawn: most of their loading is
-    # the kernel's (the verifier), which leaves the interpreter's lock free. The screen is up within 0.35-0.6 s
-    # rather than after the probes (0.8-0.9 s on a quiet machine); the first data come 0.1-0.2 s later than with
-    # the screen held back, within an interval and a half there (benchmarks/RESULTS-tui.md). The view reads what
-    # the session queued meanwhile
     source.start()
     app = None
     # SIGTERM and SIGHUP (a closed terminal) quit as `q` does; the probes are detached even if the screen
@@ -955,9 +959,6 @@ def _top_live(args, options) -> int:
     leaving = Leaving(source, lambda: app.ask_leave() if app is not None else None)
     leaving.install()
     try:
-        from stallscope import apply as applier
-        from stallscope.tui.app import TopApp
-
         app = TopApp(source, applier=applier)
         if leaving.signum is not None:  # it came while the screen was made
             app.ask_leave()
