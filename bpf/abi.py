@@ -202,8 +202,9 @@ _STRUCT_CODES = {ctypes.c_uint32: "I", ctypes.c_uint64: "Q", ctypes.c_char: "s",
                  ctypes.c_int64: "q"}
 
 
-def _layout(struct_type) -> str:
-    """struct's format characters of a ctypes mirror, nested structs inlined, padding skipped."""
+def layout(struct_type) -> str:
+    """struct's format characters of a ctypes mirror, nested structs inlined, padding skipped, without a byte
+    order: unpacker()'s, and a larger record's part (bpf/mapdiff.py Changed.rows)."""
     fmt, at = "", 0
     for name, ftype in struct_type._fields_:
         field = getattr(struct_type, name)
@@ -216,7 +217,7 @@ def _layout(struct_type) -> str:
         elif ftype in _STRUCT_CODES:
             fmt += _STRUCT_CODES[ftype]
         elif isinstance(ftype, type) and issubclass(ftype, ctypes.Structure):
-            fmt += _layout(ftype)
+            fmt += layout(ftype)
         else:
             raise TypeError(f"{struct_type.__name__}.{name}: no flat layout for {ftype.__name__}")
         at = field.offset + field.size
@@ -225,18 +226,12 @@ def _layout(struct_type) -> str:
     return fmt
 
 
-def layout(struct_type) -> str:
-    """The struct format characters of a ctypes mirror, as unpacker() reads it, without a byte order: to read it
-    inside a larger record (bpf/mapdiff.py Changed.rows)."""
-    return _layout(struct_type)
-
-
 def unpacker(struct_type) -> struct.Struct:
     """A struct.Struct reading the same bytes as a ctypes mirror, one value per field in order (padding
     skipped, a nested struct's fields in its place): a `char[N]` field is its N bytes, NULs included; an
     array of integers is its elements in turn. Drains read thousands of entries a second, and a ctypes
     decode with its attribute reads costs several times one unpack."""
-    return struct.Struct("<" + _layout(struct_type))
+    return struct.Struct("<" + layout(struct_type))
 
 
 def c_string(raw: bytes) -> str:

@@ -185,11 +185,12 @@ static __always_inline __u32 call_flags(long id, __u64 arg3, __u64 arg4, __u32 o
 }
 
 /* A futex wait begins: `arg0` is the call's first argument (the futex word, or futex_waitv's
- * vector), `sp` the user stack pointer. */
-static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp, __u32 flags)
+ * vector), `sp` the user stack pointer; `w` the task's state where the caller looked it up already
+ * (NULL: looked up here, made if the task has none). */
+static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp, __u32 flags,
+				      struct futex_inflight *w)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
-	struct futex_inflight *w;
 	struct sched_mark mark;
 	struct stack *buf;
 	__u64 uaddr = arg0, now;
@@ -201,7 +202,8 @@ static __always_inline int begin_wait(void *ctx, __u32 op, __u64 arg0, __u64 sp,
 		uaddr = 0;
 		__sync_fetch_and_add(&health.futex_read_errors, 1);
 	}
-	w = bpf_task_storage_get(&task_futex, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!w)
+		w = bpf_task_storage_get(&task_futex, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!w) {
 		__sync_fetch_and_add(&health.storage_errors, 1);
 		return 0;
@@ -347,7 +349,8 @@ int BPF_PROG(futex_switch, bool preempt, struct task_struct *prev, struct task_s
 
 	if (is_stopped())
 		return 0;
-	/* a wait of the task switching out still open: its switch-in was not traced, and it ran since */
+	/* a wait of the task switching out still open: its switch-in was not traced, and it ran since
+	 * (its state, looked up once, is the new wait's too) */
 	w = bpf_task_storage_get(&task_futex, prev, 0, 0);
 	if (w && w->active)
 		end_wait_of(w, prev, true, true);
@@ -361,7 +364,7 @@ int BPF_PROG(futex_switch, bool preempt, struct task_struct *prev, struct task_s
 			if (op != OP_NONE)
 				begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs),
 					   call_flags(id, PT_REGS_PARM4_CORE_SYSCALL(regs), PT_REGS_PARM5_CORE_SYSCALL(regs),
-						      op, PT_REGS_PARM3_CORE_SYSCALL(regs)));
+						      op, PT_REGS_PARM3_CORE_SYSCALL(regs)), w);
 		}
 	}
 	w = bpf_task_storage_get(&task_futex, next, 0, 0);
@@ -390,7 +393,7 @@ int futex_enter(struct syscall_trace_enter *ctx)
 	a2 = ctx->args[2];
 	asm volatile("" : "+r"(a2));
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return begin_wait(ctx, op, ctx->args[0], PT_REGS_SP_CORE(regs), call_flags(ctx->nr, a3, a4, op, a2));
+	return begin_wait(ctx, op, ctx->args[0], PT_REGS_SP_CORE(regs), call_flags(ctx->nr, a3, a4, op, a2), NULL);
 }
 
 SEC("tracepoint/syscalls/sys_exit_futex")
@@ -414,7 +417,7 @@ int BPF_PROG(futex_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	return begin_wait(ctx, op, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_SP_CORE(regs),
 			  call_flags(id, PT_REGS_PARM4_CORE_SYSCALL(regs), PT_REGS_PARM5_CORE_SYSCALL(regs), op,
-				     PT_REGS_PARM3_CORE_SYSCALL(regs)));
+				     PT_REGS_PARM3_CORE_SYSCALL(regs)), NULL);
 }
 
 SEC("tp_btf/sys_exit")

@@ -135,7 +135,7 @@ class LockCollector:
             _, addr, kstack, start_ns, pid, tgid, flags, kind = r[:_VAL]
             (total, spin, sleep, blocked, runnable, weighted, var, owner_pid, _, owner_comm, cache, slot_size,
              red_left_pad, order, min_order, mode, ino, dev, _) = r[_VAL + 1:_VAL + _EXTREMES]
-            pt, ps, psl, pb, pr, pw, pv = r[_PREV + 1:_PREV + 8]
+            pt, ps, psl, pb, pr, pw, pv = r[_PREV + 1:_PREV + len(_SUMS)]
             field = where = ""
             cpu = rq_locks.get(addr) if kind == abi.LOCK_KIND_ADDR else None
             if cpu is not None:
