@@ -24,6 +24,7 @@ PY_INCLUDE := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths(
 PY_EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 ROWREAD := analyzer/_rowread$(PY_EXT_SUFFIX)
 MODELFOLD := analyzer/_modelfold$(PY_EXT_SUFFIX)
+SERIESFOLD := analyzer/_seriesfold$(PY_EXT_SUFFIX)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(EXAMPLE_SRCS))
 PYTEST_ARGS ?=
@@ -35,7 +36,7 @@ BYTECODE := $(VENV)/.bytecode
 
 .PHONY: install top test bench clean deb-packages
 
-install: deb-packages $(STAMP) $(BYTECODE) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so bpf/liblogfilter.so analyzer/librowfold.so.1 $(ROWREAD) $(MODELFOLD) $(EXAMPLE_BINS)
+install: deb-packages $(STAMP) $(BYTECODE) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so bpf/liblogfilter.so analyzer/librowfold.so.1 $(ROWREAD) $(MODELFOLD) $(SERIESFOLD) $(EXAMPLE_BINS)
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deb-packages:
@@ -82,6 +83,10 @@ $(ROWREAD): analyzer/rowread.c
 $(MODELFOLD): analyzer/modelfold.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< && mv $@.tmp $@
 
+# an interval's records summed into a report's series in C (analyzer/series.py; Python sums them without it)
+$(SERIESFOLD): analyzer/seriesfold.c
+	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< && mv $@.tmp $@
+
 examples/bin/%: examples/%.c examples/truth.h
 	@mkdir -p examples/bin
 	$(CC) -O2 -g -Wall -pthread -o $@ $< -lm
@@ -101,4 +106,4 @@ bench: install
 	$(VENV)/bin/python -m benchmarks.overhead
 
 clean:
-	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so.1 analyzer/_rowread*.so analyzer/_modelfold*.so analyzer/*.tmp examples/bin
+	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so.1 analyzer/_rowread*.so analyzer/_modelfold*.so analyzer/_seriesfold*.so analyzer/*.tmp examples/bin
