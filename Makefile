@@ -25,6 +25,7 @@ PY_EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_con
 ROWREAD := analyzer/_rowread$(PY_EXT_SUFFIX)
 MODELFOLD := analyzer/_modelfold$(PY_EXT_SUFFIX)
 SERIESFOLD := analyzer/_seriesfold$(PY_EXT_SUFFIX)
+WAKEFOLD := analyzer/_wakefold$(PY_EXT_SUFFIX)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(EXAMPLE_SRCS))
 PYTEST_ARGS ?=
@@ -36,7 +37,7 @@ BYTECODE := $(VENV)/.bytecode
 
 .PHONY: install top test bench clean deb-packages
 
-install: deb-packages $(STAMP) $(BYTECODE) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so bpf/liblogfilter.so analyzer/librowfold.so.1 $(ROWREAD) $(MODELFOLD) $(SERIESFOLD) $(EXAMPLE_BINS)
+install: deb-packages $(STAMP) $(BYTECODE) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so bpf/liblogfilter.so analyzer/librowfold.so.1 $(ROWREAD) $(MODELFOLD) $(SERIESFOLD) $(WAKEFOLD) $(EXAMPLE_BINS)
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deb-packages:
@@ -87,6 +88,10 @@ $(MODELFOLD): analyzer/modelfold.c
 $(SERIESFOLD): analyzer/seriesfold.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< && mv $@.tmp $@
 
+# a recording's wakeup rows folded in C in a thread (analyzer/wakefold.py; the model folds them without it)
+$(WAKEFOLD): analyzer/wakefold.c
+	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< -lsqlite3 && mv $@.tmp $@
+
 examples/bin/%: examples/%.c examples/truth.h
 	@mkdir -p examples/bin
 	$(CC) -O2 -g -Wall -pthread -o $@ $< -lm
@@ -106,4 +111,4 @@ bench: install
 	$(VENV)/bin/python -m benchmarks.overhead
 
 clean:
-	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so.1 analyzer/_rowread*.so analyzer/_modelfold*.so analyzer/_seriesfold*.so analyzer/*.tmp examples/bin
+	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so.1 analyzer/_rowread*.so analyzer/_modelfold*.so analyzer/_seriesfold*.so analyzer/_wakefold*.so analyzer/*.tmp examples/bin

@@ -8,9 +8,9 @@ from array import array
 from dataclasses import replace
 
 from stallscope.analyzer.model import (
-    LOCK_SPLIT_ABOVE_TOTAL, WAIT_TOO_LONG, LockFold, Model, count_invariants, wait_limit_ns,
+    LOCK_SPLIT_ABOVE_TOTAL, WAIT_TOO_LONG, LockFold, Model, WakeFold, count_invariants, wait_limit_ns,
 )
-from stallscope.analyzer import rowfold
+from stallscope.analyzer import rowfold, wakefold
 from stallscope.analyzer.rowfold import LockRows
 from stallscope.analyzer.series import Ledger
 from stallscope.analyzer.store import Recording
@@ -18,6 +18,7 @@ from stallscope.analyzer.untrusted import escaped
 from stallscope import exiting
 
 _WITHOUT_LOCKS = frozenset({"locks"})
+_WITHOUT_LOCKS_AND_WAKERS = frozenset({"locks", "wakers"})
 
 
 def load_model(path: str, first: int = 0, last: int | None = None, warn=None) -> Model:
@@ -42,9 +43,11 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     records as they pass, the lock ones numbered as the model's table is ordered."""
     meta, limits, order = rec.meta, {}, []
     ahead = LocksAhead.start(rec, first, last)
+    wakes = WakersAhead.start(rec, first, last)
+    without = _WITHOUT_LOCKS if wakes is None else _WITHOUT_LOCKS_AND_WAKERS
 
     def read():
-        for iv in rec.intervals(first, last, without=_WITHOUT_LOCKS):
+        for iv in rec.intervals(first, last, without=without):
             limits[iv.index] = wait_limit_ns(meta, iv)
             order.append(iv.index)
             yield iv
@@ -57,6 +60,8 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     taken = ahead.take(rec, limits, keep) if ahead is not None else None
     fold, parts = taken if taken is not None else fold_locks(rec, limits, keep)
     model = with_locks(model, fold, stacks)
+    if wakes is not None:
+        model = replace(model, wakeups=wakes.take(rec, order, last).result(stacks))
     if ledger is not None:
         ledger.keep_locks(order, parts, model.lock_waits)
     exiting.keep(model)  # a reading command leaves without freeing it (stallscope/exiting.py)
@@ -106,6 +111,49 @@ class LocksAhead:
         if rows.damaged:
             rec.damaged["locks"] += rows.damaged
         return rows, rows.parts if keep_parts else {}
+
+
+class WakersAhead:
+    """A closed recording's wakeup rows folded in C in a thread while the other tables are read here (the C lets
+    go of the interpreter's lock: analyzer/wakefold.py), its intervals up to the file's last; its fold is taken
+    only when the intervals read are exactly those (a damaged file's gaps, or a sum beyond 64 bits: the records
+    of those read folded here)."""
+
+    def __init__(self, rec: Recording, first: int, top: int):
+        self.first, self.top, self.folded, self.error = first, top, None, None
+        rec.waker_statement()  # made here: the thread reads nothing through the reader's connection
+        self.thread = threading.Thread(target=self._run, args=(rec,), name="wake-fold", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def start(cls, rec: Recording, first: int, last: int | None) -> "WakersAhead | None":
+        if not rec.meta.end_ns or "wakers" not in rec.tables or not wakefold.available():
+            return None
+        top = rec.last_interval_index()
+        if last is not None:
+            top = min(top, last)
+        return cls(rec, first, top) if top >= first else None
+
+    def _run(self, rec: Recording) -> None:
+        try:
+            self.folded = rec.fold_waker_rows(self.first, self.top)
+        except BaseException as exc:  # noqa: BLE001 - raised where it is taken
+            self.error = exc
+
+    def take(self, rec: Recording, order: list[int], last: int | None) -> WakeFold:
+        """The wakeups of the intervals read (`order`, of a window ending at `last`), folded."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        fold = WakeFold()
+        if self.folded is not None and set(order) == set(range(self.first, self.top + 1)):
+            fold.acc, damaged = self.folded
+            if damaged:
+                rec.damaged["wakers"] += damaged
+            return fold
+        for wakers in rec.waker_records(order, last):
+            fold.add(wakers)
+        return fold
 
 
 def with_locks(model: Model, fold: LockFold | LockRows, stacks: dict) -> Model:

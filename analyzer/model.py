@@ -353,7 +353,7 @@ class ModelFold:
                  functions: dict[int, str] | None = None, lazy: bool = False):
         self.tasks: dict[TaskId, list] = {}
         self.waits: dict[tuple, list[int]] = {}
-        self.wakes, self.locks = _WakeFold(), LockFold()  # folded as the intervals come, unless lazy
+        self.wakes, self.locks = WakeFold(), LockFold()  # folded as the intervals come, unless lazy
         self.deferred: list[Interval] = []  # lazy: the intervals whose wakeups and lock waits are folded when read
         self.meta, self.lazy = meta, lazy
         n = self.n = max(meta.cpus, 1)
@@ -597,7 +597,7 @@ class ModelFold:
         return Model(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
             waits=made, waits_now=_waits_now(last, waits, made),
-            wakeups=Folded(lambda: _WakeFold.of(deferred).result(stacks)) if lazy else wakes.result(stacks),
+            wakeups=Folded(lambda: WakeFold.of(deferred).result(stacks)) if lazy else wakes.result(stacks),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
             kernel_switches=kswitches,
@@ -628,14 +628,14 @@ def _add_pair(table: dict[int, list[int]], cpu: int, a: int, b: int) -> None:
         e[1] += b
 
 
-class _WakeFold:
+class WakeFold:
     """A window's wakeups, summed per (wakee, waker, its stack and context, the two waits' strata)."""
 
     def __init__(self) -> None:
         self.acc: dict[tuple, list] = {}
 
     @classmethod
-    def of(cls, intervals: list[Interval]) -> "_WakeFold":
+    def of(cls, intervals: list[Interval]) -> "WakeFold":
         fold = cls()
         for iv in intervals:
             fold.add(iv.wakers)

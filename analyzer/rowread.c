@@ -25,13 +25,15 @@
 #include <string.h>
 
 /* analyzer/rowread.py SHAPES: which table, and so which columns and which record */
-enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2, SHAPE_WAKER = 3 };
+enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2, SHAPE_WAKER = 3, SHAPE_ONGOING = 4, SHAPE_OPENED = 5 };
 #define TASK_COLUMNS 15 /* idx, pid, start_ns, 9 counters, runq_hist, runq_latency_ns, run_ns */
 #define OFFCPU_COLUMNS 17 /* idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, hist,
 			   * why, func, charged_ns, weighted_ns, var_us2, woken */
 #define WAKER_COLUMNS 21 /* idx, pid, start_ns, waker_pid, waker_start_ns, waker_tgid, waker_comm, waker_kstack,
 			  * count, total_ns, in_interrupt, exiting, link_func, link_state, link_why, weighted_ns,
 			  * link_blocked_ns, link_runq_ns, wakee_func, wakee_state, wakee_why */
+/* ongoing and opened: idx, pid, start_ns, tgid, state, kstack, ustack, why, func, since_ns */
+#define WAIT_COLUMNS 10
 #define MAX_COLUMNS 21
 
 /* what a column must hold: analyzer/rowfold.py KINDS */
@@ -71,6 +73,7 @@ typedef struct {
 	int done;
 	long long damaged;
 	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link; /* make: (class, fields) */
+	PyObject *wait_type; /* OngoingWait, for the ongoing and opened shapes */
 } Reader;
 
 static void reader_close_db(Reader *r)
@@ -97,6 +100,7 @@ static void Reader_dealloc(Reader *r)
 	Py_CLEAR(r->damaged_row);
 	Py_CLEAR(r->link);
 	Py_CLEAR(r->no_link);
+	Py_CLEAR(r->wait_type);
 	Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -109,6 +113,7 @@ static int Reader_traverse(Reader *r, visitproc visit, void *arg)
 	Py_VISIT(r->damaged_row);
 	Py_VISIT(r->link);
 	Py_VISIT(r->no_link);
+	Py_VISIT(r->wait_type);
 	return 0;
 }
 
@@ -121,6 +126,7 @@ static int Reader_clear(Reader *r)
 	Py_CLEAR(r->damaged_row);
 	Py_CLEAR(r->link);
 	Py_CLEAR(r->no_link);
+	Py_CLEAR(r->wait_type);
 	return 0;
 }
 
@@ -130,7 +136,8 @@ static PyObject *sqlite_error(Reader *r)
 	return NULL;
 }
 
-/* Reader(uri, sql, first, last, shape, kinds, make, task_id, hist_cell, woken_cell, damaged_row, link, no_link):
+/* Reader(uri, sql, first, last, shape, kinds, make, task_id, hist_cell, woken_cell, damaged_row, link, no_link
+ *        [, wait_type]):
  * make is the record's (class, field names) */
 static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 {
@@ -138,10 +145,10 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 	long long first, last;
 	int shape;
 	Py_buffer kinds;
-	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link;
+	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link, *wait_type = Py_None;
 
-	if (!PyArg_ParseTuple(args, "ssLLiy*OOOOOOO:Reader", &uri, &sql, &first, &last, &shape, &kinds, &make, &task_id,
-			      &hist_cell, &woken_cell, &damaged_row, &link, &no_link))
+	if (!PyArg_ParseTuple(args, "ssLLiy*OOOOOOO|O:Reader", &uri, &sql, &first, &last, &shape, &kinds, &make,
+			      &task_id, &hist_cell, &woken_cell, &damaged_row, &link, &no_link, &wait_type))
 		return -1;
 	if (check_make(make) < 0)
 		return -1;
@@ -150,9 +157,17 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_TypeError, "task_id and link: NamedTuple classes");
 		return -1;
 	}
+	int waits = shape == SHAPE_ONGOING || shape == SHAPE_OPENED;
+	if (waits && (!PyType_Check(wait_type) || !PyType_IsSubtype((PyTypeObject *)wait_type, &PyTuple_Type) ||
+		      !PyType_IsSubtype((PyTypeObject *)PyTuple_GET_ITEM(make, 0), &PyTuple_Type))) {
+		PyBuffer_Release(&kinds);
+		PyErr_SetString(PyExc_TypeError, "the waits' shapes: wait_type and make's class tuple classes");
+		return -1;
+	}
 	int columns = shape == SHAPE_TASK     ? TASK_COLUMNS
 		      : shape == SHAPE_OFFCPU ? OFFCPU_COLUMNS
 		      : shape == SHAPE_WAKER  ? WAKER_COLUMNS
+		      : waits		      ? WAIT_COLUMNS
 					      : 0;
 	if (!columns || kinds.len != columns) {
 		PyBuffer_Release(&kinds);
@@ -180,6 +195,8 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 	Py_XSETREF(r->link, link);
 	Py_INCREF(no_link);
 	Py_XSETREF(r->no_link, no_link);
+	Py_INCREF(wait_type);
+	Py_XSETREF(r->wait_type, wait_type);
 	reader_close_db(r);
 	r->done = 0;
 	r->pending = 0;
@@ -478,7 +495,8 @@ static PyObject *text_column(sqlite3_stmt *st, int c)
 	return PyUnicode_DecodeUTF8(s, n, "replace");
 }
 
-/* a tuple of `type` (a NamedTuple: a tuple of its own type) holding these n values, which it takes */
+/* a tuple of `type` (a NamedTuple: a tuple of its own type; or a plain tuple) holding these n values, which it
+ * takes */
 static PyObject *pack(PyObject *type, PyObject **v, int n)
 {
 	for (int i = 0; i < n; i++) {
@@ -488,7 +506,8 @@ static PyObject *pack(PyObject *type, PyObject **v, int n)
 			return NULL;
 		}
 	}
-	PyObject *out = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+	PyObject *out = type == (PyObject *)&PyTuple_Type ? PyTuple_New(n)
+							  : ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
 	if (!out) {
 		for (int j = 0; j < n; j++)
 			Py_DECREF(v[j]);
@@ -533,6 +552,17 @@ static PyObject *record(Reader *r, int *damaged)
 	}
 	if (!(a[n++] = task_id(r, 1)))
 		goto done;
+	if (r->shape == SHAPE_ONGOING || r->shape == SHAPE_OPENED) {
+		/* store.py _wait_and_since: (OngoingWait(task, tgid, state, kstack, ustack, why, func), since_ns (None:
+		 * NULL)), a pair for `ongoing`, a WaitSince (make's class) for `opened` */
+		if (!(a[n++] = int_column(st, 3)) || !(a[n++] = int_column(st, 4)) || !(a[n++] = u64_column(st, 5)) ||
+		    !(a[n++] = u64_column(st, 6)) || !(a[n++] = int_column(st, 7)) || !(a[n++] = u64_column(st, 8)))
+			goto done;
+		n = 0; /* taken by the OngoingWait */
+		PyObject *pair[2] = {pack(r->wait_type, a, 7), int_or_none(st, 9)};
+		out = pack(PyTuple_GET_ITEM(r->make, 0), pair, 2);
+		goto done;
+	}
 	if (r->shape == SHAPE_TASK) {
 		/* TaskDelta(task, offcpu_ns .. migrations, runq_hist, runq_latency_ns or 0, run_ns or 0) */
 		for (int c = 3; c < 12; c++)
@@ -1171,7 +1201,9 @@ PyMODINIT_FUNC PyInit__rowread(void)
 	    PyModule_AddObjectRef(m, "Deltas", (PyObject *)&DeltasType) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_TASK", SHAPE_TASK) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_OFFCPU", SHAPE_OFFCPU) < 0 ||
-	    PyModule_AddIntConstant(m, "SHAPE_WAKER", SHAPE_WAKER) < 0) {
+	    PyModule_AddIntConstant(m, "SHAPE_WAKER", SHAPE_WAKER) < 0 ||
+	    PyModule_AddIntConstant(m, "SHAPE_ONGOING", SHAPE_ONGOING) < 0 ||
+	    PyModule_AddIntConstant(m, "SHAPE_OPENED", SHAPE_OPENED) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}

@@ -1,4 +1,4 @@
-"""A recording's task, off-CPU and waker rows read into records in C (analyzer/rowread.c, a CPython
+"""A recording's task, off-CPU, waker and wait-in-progress rows read into records in C (analyzer/rowread.c, a CPython
 extension).
 
 These tables are most of a recording's rows besides the locks (10 minutes of hackbench: 639,313 of
@@ -17,7 +17,7 @@ from dataclasses import fields
 from typing import Callable
 
 from stallscope.analyzer.recording_checks import INT, INT_OR_NULL, TEXT, TEXT_OR_NULL, DamagedRow, hist_cell, woken_cell
-from stallscope.analyzer.sample import NO_LINK, TaskId, WaitLink
+from stallscope.analyzer.sample import NO_LINK, OngoingWait, TaskId, WaitLink
 
 try:
     from stallscope.analyzer import _rowread
@@ -30,6 +30,8 @@ SHAPES = {
     "task_deltas": 1,  # _rowread.SHAPE_TASK
     "offcpu": 2,  # _rowread.SHAPE_OFFCPU
     "wakers": 3,  # _rowread.SHAPE_WAKER
+    "ongoing": 4,  # _rowread.SHAPE_ONGOING: (OngoingWait, since_ns) pairs
+    "opened": 5,  # _rowread.SHAPE_OPENED: WaitSince records
 }
 
 
@@ -55,7 +57,7 @@ class Rows:
         checked = bytes(KINDS.get(k, 0) if k else 0 for k in kinds)
         try:
             self._reader = _rowread.Reader(uri, sql, window[0], window[1], SHAPES[table], checked, make, TaskId,
-                                           hist_cell, woken_cell, DamagedRow, WaitLink, NO_LINK)
+                                           hist_cell, woken_cell, DamagedRow, WaitLink, NO_LINK, OngoingWait)
         except _rowread.ReadError as exc:
             raise error(exc) from None
 

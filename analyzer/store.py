@@ -36,6 +36,7 @@ from stallscope.analyzer.recording_checks import (
 )
 from stallscope.analyzer import rowread
 from stallscope.analyzer.rowfold import LockRows, RowFoldError, fold_lock_rows
+from stallscope.analyzer import wakefold
 from stallscope.errors import StallscopeError
 from stallscope.outputs import RecordingFile, create_recording, size_limit, storage_hint, storage_limit
 
@@ -624,20 +625,20 @@ class Recording:
             ("user_walks_per_s", "0"), ("lock_calls", "1")), window,
             lambda r: TuningChange(r[0], Tuning(*r[1:5], r[6] or 0, r[7] or 0, r[8] != 0), r[5]))
         io, io_queue, io_submitters, io_wakes = self._io_streams(window)
-        # the waits in progress at each interval's end: carried on (ongoing) and handed over (opened), with
-        # their beginnings (since_ns: NULL, and no `opened` table, in recordings made before they were kept)
-        ongoing = self._stream("ongoing", _WAIT_SINCE_COLUMNS, window, _wait_and_since)
-        opened = self._stream("opened", _WAIT_SINCE_COLUMNS, window, _wait_since)
-        kept = "opened" in self.tables
         rows = self._stream("intervals", (
             "idx", "start_ns", "end_ns", "wall_start", "switches", "collector_cpu_ns", "health", "kernel_switches",
             ("ongoing_ns", "0")), window, lambda r: (*r[:6], health_cell(r[6]), r[7], r[8] or 0))
-        # the three largest tables, read in C when the extension is built (analyzer/rowread.py): after the
-        # intervals' cursor began this connection's read, so that the other connection's snapshot holds
-        # every interval this one does
+        # the three largest tables, and the waits in progress at each interval's end, read in C when the
+        # extension is built (analyzer/rowread.py): after the intervals' cursor began this connection's read, so
+        # that the other connection's snapshot holds every interval this one does
         tasks = self._stream_c("task_deltas", _TASK_DELTA_COLUMNS, window, _task_delta)
         offcpu = self._stream_c("offcpu", _OFFCPU_COLUMNS, window, _offcpu_delta)
         wakers = self._stream_c("wakers", _WAKER_COLUMNS, window, _waker_delta, without)
+        # the waits carried on (ongoing) and handed over (opened), with their beginnings (since_ns: NULL, and no
+        # `opened` table, in recordings made before they were kept)
+        ongoing = self._stream_c("ongoing", _WAIT_SINCE_COLUMNS, window, _wait_and_since)
+        opened = self._stream_c("opened", _WAIT_SINCE_COLUMNS, window, _wait_since)
+        kept = "opened" in self.tables
         for idx, start, end, wall, switches, cpu, health, kswitches, ongoing_ns in rows.all():
             yield Interval(idx, start, end, wall, switches, tasks.take(idx), (), offcpu.take(idx),
                            wakers.take(idx), migrations.take(idx), (), health, programs.take(idx), cpu,
@@ -689,6 +690,38 @@ class Recording:
         if rows is not None and rows.damaged and count_damaged:
             self.damaged["locks"] += rows.damaged
         return rows
+
+    def fold_waker_rows(self, first: int, last: int) -> tuple[dict[tuple, list], int] | None:
+        """The wakeup rows of intervals first..last folded per key in C, as the model folds the records
+        (analyzer/wakefold.py: the fold's accumulators and the rows left out as damaged, which the caller counts
+        where it keeps the fold). None when the C fold is not to be had (not built, or a sum beyond 64 bits):
+        fold `waker_records` then. Once `waker_statement` was called, it reads nothing through this reader's
+        connection: another thread may run it."""
+        if "wakers" not in self.tables or not wakefold.available():
+            return None
+        try:
+            return wakefold.fold(self.uri, self.waker_statement(), first, last)
+        except wakefold.WakeFoldError as exc:
+            raise self._damaged(exc) from None
+
+    def waker_statement(self) -> str:
+        """The statement a wakeup fold steps (idx, the wakers columns, ok; the first and last interval its
+        parameters)."""
+        kept = self.__dict__.get("_waker_statement")
+        if kept is None:
+            kept = self._waker_statement = (f"{self._select('wakers', _WAKER_COLUMNS)} "
+                                            "WHERE idx BETWEEN ? AND ? ORDER BY idx")
+        return kept
+
+    def waker_records(self, order: list[int], last: int | None = None) -> Iterator[tuple[WakerDelta, ...]]:
+        """The wakeup records of the intervals `order` names (those an `intervals(without={"wakers"})` read, in
+        its order; `last` its window's end), as that read would have made them: damaged rows counted alike."""
+        if not order:
+            return
+        stream = self._stream_c("wakers", _WAKER_COLUMNS, (min(order), last if last is not None else 1 << 62),
+                                _waker_delta)
+        for idx in order:
+            yield stream.take(idx)
 
     def lock_statement(self) -> tuple[str, list | None]:
         """The statement a lock fold steps (idx, LOCK_VALUES, ok; the first and last interval its parameters)
@@ -809,7 +842,9 @@ def _waker_delta(r) -> WakerDelta:
 
 # the records the reader in C makes of each table's rows (analyzer/rowread.c), the columns as above
 _C_MAKERS = {"task_deltas": rowread.fields_of(TaskDelta), "offcpu": rowread.fields_of(OffcpuDelta),
-             "wakers": rowread.fields_of(WakerDelta)}
+             "wakers": rowread.fields_of(WakerDelta),
+             # (OngoingWait, since) pairs, and WaitSince records (_wait_and_since, _wait_since)
+             "ongoing": (tuple, ("wait", "since_ns")), "opened": (WaitSince, ("wait", "since_ns"))}
 
 
 _WAIT_SINCE_COLUMNS = ("idx", "pid", "start_ns", "tgid", "state", "kstack", "ustack", "why", "func",
