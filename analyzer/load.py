@@ -53,9 +53,8 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
             yield iv
 
     stacks = rec.stacks()
-    intervals = read() if ledger is None else ledger.tee(read())
-    model = Model.from_intervals(meta, intervals, rec.tasks(), stacks, slab_caches=rec.slab_caches(),
-                                 functions=rec.functions())
+    model = Model.from_intervals(meta, read(), rec.tasks(), stacks, slab_caches=rec.slab_caches(),
+                                 functions=rec.functions(), keep=None if ledger is None else ledger.keep)
     keep = ledger is not None
     taken = ahead.take(rec, limits, keep) if ahead is not None else None
     fold, parts = taken if taken is not None else fold_locks(rec, limits, keep)
@@ -63,6 +62,7 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     if wakes is not None:
         model = replace(model, wakeups=wakes.take(rec, order, last).result(stacks))
     if ledger is not None:
+        ledger.kept_all()
         ledger.keep_locks(order, parts, model.lock_waits)
     exiting.keep(model)  # a reading command leaves without freeing it (stallscope/exiting.py)
     exiting.keep(ledger)

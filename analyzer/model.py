@@ -283,14 +283,14 @@ class Model:
     def from_intervals(cls, meta: RecordingMeta, intervals: Iterable[Interval],
                        task_info: dict[TaskId, TaskInfo], stacks: dict[int, Stack],
                        slab_caches: dict[int, SlabCache] | None = None,
-                       functions: dict[int, str] | None = None, lazy: bool = False) -> "Model":
+                       functions: dict[int, str] | None = None, lazy: bool = False, keep=None) -> "Model":
         """`slab_caches`: caches described anywhere in the recording (each is described once, when
         first seen, possibly before the window); those described inside the window are added. The
         same for `functions`. `lazy`: the wakeups and the lock waits, which the ranking of causes never
         reads, are folded when first read (`Folded`): a live view folds each interval as it comes, and
         shows them only in some views. Their stacks are looked up in `stacks` then (a live timeline's, which
-        keeps those its held intervals use)."""
-        return ModelFold(meta, slab_caches, functions, lazy).add(intervals).model(task_info, stacks)
+        keeps those its held intervals use). `keep`: told each interval once folded (ModelFold)."""
+        return ModelFold(meta, slab_caches, functions, lazy, keep).add(intervals).model(task_info, stacks)
 
     @per_model
     def descendants(self, root_tgid: int) -> frozenset[TaskId]:
@@ -350,7 +350,11 @@ class ModelFold:
     so that its fold never holds up a drain. `model` is called once, when every interval is in."""
 
     def __init__(self, meta: RecordingMeta, slab_caches: dict[int, SlabCache] | None = None,
-                 functions: dict[int, str] | None = None, lazy: bool = False):
+                 functions: dict[int, str] | None = None, lazy: bool = False, keep=None):
+        # `keep(iv, offcpu, long_open)`, told of each interval once folded: its off-CPU records as a report's series
+        # keeps them, (key number, charged ns, count, max ns, histogram), and its waits' long-open parts (key
+        # number -> ns, long_open_parts), each key numbered as the model's waits are ordered (series.py Ledger)
+        self.keep = keep
         self.tasks: dict[TaskId, list] = {}
         self.waits: dict[tuple, list[int]] = {}
         self.wakes, self.locks = WakeFold(), LockFold()  # folded as the intervals come, unless lazy
@@ -386,9 +390,10 @@ class ModelFold:
 
     def add(self, intervals: Iterable[Interval]) -> "ModelFold":
         """Intervals after those added so far, in order."""
-        meta, lazy, n = self.meta, self.lazy, self.n
+        meta, lazy, n, keep = self.meta, self.lazy, self.n, self.keep
         (tasks, waits, wakes, locks, deferred, matrix, health, programs, slab, caches, funcs, cgroups, costs, tuning,
          oncpu, cpus, futexes, io, switches, cpu, count, kswitches, start_ns, end_ns, last) = self._state()
+        kept: list | None = None
         for iv in intervals:
             if count == 0:
                 start_ns = iv.start_ns
@@ -399,11 +404,18 @@ class ModelFold:
             kswitches += iv.kernel_switches
             cpu += iv.collector_cpu_ns
             _fold_tasks(tasks, iv.tasks)
-            _fold_waits(waits, iv.offcpu)
+            if keep is not None:
+                kept = []
+            _fold_waits(waits, iv.offcpu, kept)
             if iv.ongoing:
                 _fold_ongoing(iv, tasks, waits)
             if iv.opened and iv.beginnings_kept:  # (the carried waits' long parts are folded with them)
                 _fold_long_open(iv, waits)
+            if keep is not None:
+                if iv.ongoing:  # each as the charge-only record it stands for (Interval.offcpu_records)
+                    ns = iv.ongoing_ns
+                    kept.extend((waits[k][8], ns, 0, 0, ()) for k in iv.ongoing)
+                keep(iv, tuple(kept), {waits[k][8]: ns for k, ns in long_open_parts(iv)})
             if lazy:
                 if iv.wakers or iv.locks:
                     deferred.append(iv)
@@ -1037,9 +1049,11 @@ def py_fold_tasks(tasks: dict, records: Iterable[TaskDelta]) -> None:
             t[9] = _add_slots(t[9], d.runq_hist)
 
 
-def py_fold_waits(waits: dict, records: Iterable[OffcpuDelta]) -> None:
+def py_fold_waits(waits: dict, records: Iterable[OffcpuDelta], kept: list | None = None) -> None:
     """OffcpuDelta records into a window's wait accumulators, by key (task, tgid, state, kstack, ustack, why,
-    func): count, total ns, max, histogram, charged ns, weighted ns, variance, woken, order met, long-open ns."""
+    func): count, total ns, max, histogram, charged ns, weighted ns, variance, woken, order met, long-open ns.
+    `kept`: each record appended as a report's series keeps it, (its key's order met, charged ns, count, max ns,
+    histogram)."""
     for o in records:
         key = (o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)
         w = waits.get(key)
@@ -1048,6 +1062,8 @@ def py_fold_waits(waits: dict, records: Iterable[OffcpuDelta]) -> None:
                           _add_slots(None, o.hist) if o.hist else None,
                           o.total_ns if o.charged_ns is None else o.charged_ns, o.weighted_ns, o.var_us2,
                           list(o.woken), len(waits), 0]
+            if kept is not None:
+                kept.append((len(waits) - 1, o.charged, o.count, o.max_ns, o.hist))
             continue
         w[0] += o.count
         w[1] += o.total_ns
@@ -1061,6 +1077,8 @@ def py_fold_waits(waits: dict, records: Iterable[OffcpuDelta]) -> None:
                 w[7][j] += woken
         if o.hist:
             w[3] = _add_slots(w[3], o.hist)
+        if kept is not None:
+            kept.append((w[8], o.charged, o.count, o.max_ns, o.hist))
 
 
 def py_fold_ongoing(tasks: dict, waits: dict, keys: Iterable[tuple], ns: int, since: Iterable[int] | None,
@@ -1125,11 +1143,11 @@ def _fold_tasks(tasks: dict, records) -> None:
         py_fold_tasks(tasks, records)
 
 
-def _fold_waits(waits: dict, records) -> None:
+def _fold_waits(waits: dict, records, kept: list | None = None) -> None:
     if _modelfold is not None and type(waits) is dict:
-        _modelfold.fold_waits(waits, records, RUNQ_SLOTS)
+        _modelfold.fold_waits(waits, records, RUNQ_SLOTS, kept)
     else:
-        py_fold_waits(waits, records)
+        py_fold_waits(waits, records, kept)
 
 
 def _fold_carried(tasks: dict, waits: dict, keys, ns: int, since, late: int) -> None:

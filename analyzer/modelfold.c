@@ -175,7 +175,7 @@ fail:
  * an error naming `usage` otherwise */
 static PyObject *fold_args(PyObject *const *args, Py_ssize_t nargs, const char *usage, Py_ssize_t *slots)
 {
-	if (nargs != 3 || !PyDict_Check(args[0])) {
+	if (nargs < 3 || !PyDict_Check(args[0])) {
 		PyErr_SetString(PyExc_TypeError, usage);
 		return NULL;
 	}
@@ -210,6 +210,10 @@ static PyObject *fold_tasks(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 				    A_RUNQ_LATENCY_NS, A_RUN_NS};
 	enum { N = sizeof(which) / sizeof(which[0]) };
 	Py_ssize_t slots;
+	if (nargs != 3) {
+		PyErr_SetString(PyExc_TypeError, "fold_tasks(tasks: dict, records, slots)");
+		return NULL;
+	}
 	PyObject *tasks = args[0], *recs = fold_args(args, nargs, "fold_tasks(tasks: dict, records, slots)", &slots);
 	if (!recs)
 		return NULL;
@@ -255,14 +259,30 @@ fail:
 	return NULL;
 }
 
-/* fold_waits(waits, records, slots): model.py py_fold_waits */
+/* kept.append((number, charged, count, max_ns, hist)): a record as a report's series keeps it, its key numbered
+ * as the model's waits are ordered */
+static int keep(PyObject *kept, PyObject *number, PyObject *charged, PyObject *count, PyObject *max_ns, PyObject *hist)
+{
+	PyObject *t = PyTuple_Pack(5, number, charged, count, max_ns, hist);
+	int r = t ? PyList_Append(kept, t) : -1;
+	Py_XDECREF(t);
+	return r;
+}
+
+/* fold_waits(waits, records, slots[, kept]): model.py py_fold_waits */
 static PyObject *fold_waits(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 {
 	static const int which[] = {A_TASK, A_TGID, A_STATE, A_KSTACK, A_USTACK, A_WHY, A_FUNC, A_COUNT, A_TOTAL_NS,
 				    A_MAX_NS, A_HIST, A_CHARGED_NS, A_WEIGHTED_NS, A_VAR_US2, A_WOKEN};
 	enum { N = sizeof(which) / sizeof(which[0]), KEY = 7 };
 	Py_ssize_t slots;
-	PyObject *waits = args[0], *recs = fold_args(args, nargs, "fold_waits(waits: dict, records, slots)", &slots);
+	static const char usage[] = "fold_waits(waits: dict, records, slots[, kept: list or None])";
+	PyObject *kept = nargs > 3 ? args[3] : Py_None;
+	if (nargs > 4 || (kept != Py_None && !PyList_Check(kept))) {
+		PyErr_SetString(PyExc_TypeError, usage);
+		return NULL;
+	}
+	PyObject *waits = args[0], *recs = fold_args(args, nargs, usage, &slots);
 	if (!recs)
 		return NULL;
 	for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(recs); r++) {
@@ -286,7 +306,8 @@ static PyObject *fold_waits(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 				Py_NewRef(charged), Py_NewRef(v[WEIGHTED]), Py_NewRef(v[VAR]), IF_OK(PySequence_List(v[WOKEN])),
 				IF_OK(PyLong_FromSsize_t(PyDict_GET_SIZE(waits))), Py_NewRef(zero)};
 			PyObject *acc = list_of(items, 10);
-			ok = acc && PyDict_SetItem(waits, key, acc) == 0;
+			ok = acc && PyDict_SetItem(waits, key, acc) == 0 &&
+			     (kept == Py_None || keep(kept, PyList_GET_ITEM(acc, 8), charged, v[COUNT], v[MAX], v[HIST]) == 0);
 			Py_XDECREF(acc);
 			goto next;
 		}
@@ -316,6 +337,8 @@ static PyObject *fold_waits(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 		}
 		if (ok && has_hist)
 			ok = merge_hist(w, 3, v[HIST], slots) == 0;
+		if (ok && kept != Py_None)
+			ok = keep(kept, PyList_GET_ITEM(w, 8), charged, v[COUNT], v[MAX], v[HIST]) == 0;
 		Py_DECREF(w);
 	next:
 		Py_XDECREF(key);
@@ -544,7 +567,7 @@ static PyMethodDef module_methods[] = {
 	{"fold_tasks", (PyCFunction)(void (*)(void))fold_tasks, METH_FASTCALL,
 	 "fold_tasks(tasks, records, slots): TaskDelta records summed into a window's task accumulators."},
 	{"fold_waits", (PyCFunction)(void (*)(void))fold_waits, METH_FASTCALL,
-	 "fold_waits(waits, records, slots): OffcpuDelta records summed into a window's wait accumulators."},
+	 "fold_waits(waits, records, slots[, kept]): OffcpuDelta records summed into a window's wait accumulators."},
 	{"fold_ongoing", (PyCFunction)(void (*)(void))fold_ongoing, METH_FASTCALL,
 	 "fold_ongoing(tasks, waits, keys, ns, since, late): waits carried on into a window's accumulators."},
 	{"made_waits", (PyCFunction)(void (*)(void))made_waits, METH_FASTCALL,

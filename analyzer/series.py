@@ -152,18 +152,34 @@ class Ledger:
         self.waits = _Keys()  # (task, tgid, state, kstack, ustack, why, func address)
         self.locks = _Keys()  # the model's lock key (analyzer/model.py): (task, tgid, addr, flags, kind, cache, kstack)
         self.entries: list[LedgerEntry] = []
-        self.folded = False  # every interval passed through `tee`: the model folded from them numbers alike
+        self.folded = False  # every interval kept as the model was folded from them: its lock keys number alike
+        # the wait keys numbered as the model's waits are ordered (`keep`), not here: key n is model.waits[n]
+        self.by_model = False
 
-    def entry(self, iv: Interval) -> LedgerEntry:
+    def entry(self, iv: Interval, offcpu: tuple | None = None, long_open: dict | None = None) -> LedgerEntry:
+        """An interval's entry; its off-CPU records and its waits' long-open parts numbered here, unless given."""
         wait, lock = self.waits.number, self.locks.number
+        if offcpu is None:
+            offcpu = tuple((wait((o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)), o.charged, o.count,
+                            o.max_ns, o.hist) for o in iv.offcpu_records())
+            long_open = {wait(tuple(k)): ns for k, ns in long_open_parts(iv)}
         return LedgerEntry(
-            iv.start_ns, iv.duration_ns, iv.switches, iv.migrations, iv.task_records(),
-            tuple((wait((o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)), o.charged, o.count, o.max_ns,
-                   o.hist) for o in iv.offcpu_records()),
+            iv.start_ns, iv.duration_ns, iv.switches, iv.migrations, iv.task_records(), offcpu,
             array("q", [v for lk in iv.locks for v in (
                 lock((lk.task, lk.tgid, lk.addr, lk.flags, lk.kind, lk.cache, lk.kstack)), lk.count, lk.total_ns)]),
-            iv.futex, iv.slab, iv.oncpu,
-            {wait(tuple(k)): ns for k, ns in long_open_parts(iv)}, iv.cpu_time, iv.throttled, iv.cpu_runq)
+            iv.futex, iv.slab, iv.oncpu, long_open, iv.cpu_time, iv.throttled, iv.cpu_runq)
+
+    def keep(self, iv: Interval, offcpu: tuple, long_open: dict) -> None:
+        """An interval as the model's fold keeps it (analyzer/model.py ModelFold `keep`): its off-CPU records and
+        its waits' long-open parts numbered by the fold, as the model's waits are ordered (no key kept here: the
+        fold has made each one already)."""
+        self.by_model = True
+        self.entries.append(self.entry(iv, offcpu, long_open))
+
+    def kept_all(self) -> None:
+        """Every interval of the model is kept (`keep`): the keys are only read from here on."""
+        self.locks.index.clear()
+        self.folded = True
 
     def tee(self, intervals: Iterable[Interval]) -> Iterator[Interval]:
         """`intervals`, each kept here as it passes."""
@@ -218,12 +234,15 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
         ledger = Ledger()
         entries = ledger.streamed(intervals)
 
-    # where each wait record's time goes, from the whole recording's attribution
+    # where each wait record's time goes, from the whole recording's attribution: by the model's wait (a ledger
+    # kept as the model was folded numbers its keys as the model's waits are ordered), else by its key
+    by_model = ledger.by_model
     splits = {}
     for stratum_splits in split_waits(model, scope, table).values():
         for s in stratum_splits:
             w = s.wait
-            splits[_wait_key(w.task, w.tgid, w.state, w.kstack_id, w.ustack_id, w.why, w.func)] = s
+            splits[id(w) if by_model else _wait_key(w.task, w.tgid, w.state, w.kstack_id, w.ustack_id, w.why,
+                                                    w.func)] = s
     tgid_of = {tid: t.info.tgid for tid, t in model.tasks.items()}
     # as blockers.cpu_parts: a task's run-queue waits count where it waited for a CPU at all
     waited = {tid for tid, t in model.tasks.items() if t.runq_wait_ns}
@@ -258,10 +277,18 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
     wait_of: list = []
     lock_of: list = []  # lock key number -> (its row or None, the row is a lock, its slab cache or None) or None
 
-    def wait_to(n: int) -> None:
-        for task, tgid, state, kstack, ustack, why, func in ledger.waits.keys[len(wait_of):n + 1]:
+    def wait_keys(start: int, end: int) -> Iterator[tuple]:
+        """(task, tgid, split or None) of wait keys start..end - 1."""
+        if by_model:
+            for w in model.waits[start:end]:
+                yield w.task, w.tgid, splits.get(id(w))
+            return
+        for task, tgid, state, kstack, ustack, why, func in ledger.waits.keys[start:end]:
             name = funcs.get(func, f"{func:#x}") if func else ""
-            split = splits.get(_wait_key(task, tgid, state, kstack, ustack, why, name))
+            yield task, tgid, splits.get(_wait_key(task, tgid, state, kstack, ustack, why, name))
+
+    def wait_to(n: int) -> None:
+        for task, tgid, split in wait_keys(len(wait_of), n + 1):
             # a wait for input: the part of it in progress a second and more goes to its idle cause, as the
             # attribution moves it (analyzer/attribution.py _idle_input)
             if split is None:
@@ -314,8 +341,9 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
         out.throttled_periods.append(sum(t.periods for t in e.throttled))
         out.runq_hist.append(hist)
         # keys first met in this interval (or, with a kept ledger, every key at once)
-        if len(wait_of) < len(ledger.waits.keys):
-            wait_to(len(ledger.waits.keys) - 1)
+        waits_met = len(model.waits) if by_model else len(ledger.waits.keys)
+        if len(wait_of) < waits_met:
+            wait_to(waits_met - 1)
         if len(lock_of) < len(ledger.locks.keys):
             lock_to(len(ledger.locks.keys) - 1)
         _series_offcpu(sink, i, e.offcpu, wait_of, dict(e.long_open) if e.long_open else e.long_open)

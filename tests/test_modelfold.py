@@ -47,9 +47,17 @@ def test_task_records_fold_alike(batches):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(_offcpu, max_size=6), max_size=4))
 def test_offcpu_records_fold_alike(batches):
-    py, c = _both(M.py_fold_waits, lambda w, r: C.fold_waits(w, r, M.RUNQ_SLOTS), {}, batches)
+    kept_py, kept_c = [], []
+    py, c = _both(lambda w, r: M.py_fold_waits(w, r, kept_py), lambda w, r: C.fold_waits(w, r, M.RUNQ_SLOTS, kept_c),
+                  {}, batches)
     assert c == py
     assert list(c) == list(py)  # the order first met, which the model's waits keep
+    # each record as a report's series keeps it, its key numbered as the model orders its waits
+    assert kept_c == kept_py and len(kept_c) == sum(map(len, batches))
+    assert [n for n, *_rest in kept_c] == [py[(o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)][8]
+                                           for records in batches for o in records]
+    with pytest.raises(TypeError):
+        C.fold_waits({}, [], M.RUNQ_SLOTS, ())  # kept: a list or None
 
 
 @settings(max_examples=200, deadline=None)
