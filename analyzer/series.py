@@ -543,6 +543,7 @@ def _slab(out: Series, i: int, e: LedgerEntry) -> None:
 
 def _oncpu(out: Series, i: int, e: LedgerEntry, own_tgid, samples_of: dict, sample_fns: dict, pair_fns: dict) -> int:
     total = 0
+    functions = out.functions
     for o in e.oncpu:
         if own_tgid and o.tgid == own_tgid:
             continue
@@ -559,8 +560,18 @@ def _oncpu(out: Series, i: int, e: LedgerEntry, own_tgid, samples_of: dict, samp
                 leaf = self_function(s)
                 fns = pair_fns[pair] = (leaf, set(sample_functions(s)) | {leaf})
             sample_fns[key] = fns
-        total += o.samples
+        n = o.samples
+        total += n
         leaf, inclusive = fns
-        for fn in inclusive:
-            _add_list(out.functions.setdefault(fn, {}), i, (o.samples if fn == leaf else 0, o.samples))
+        for fn in inclusive:  # _add_list written out: a function of each sampled stack, 270,000 in a report
+            d = functions.get(fn)
+            if d is None:
+                d = functions[fn] = {}
+            own = n if fn == leaf else 0
+            acc = d.get(i)
+            if acc is None:
+                d[i] = [own, n]
+            else:
+                acc[0] += own
+                acc[1] += n
     return total
