@@ -700,17 +700,17 @@ class Recording:
         if "wakers" not in self.tables or not wakefold.available():
             return None
         try:
-            return wakefold.fold(self.uri, self.waker_statement(), first, last)
+            sql, kinds = self.waker_statement()
+            return wakefold.fold(self.uri, sql, kinds, first, last)
         except wakefold.WakeFoldError as exc:
             raise self._damaged(exc) from None
 
-    def waker_statement(self) -> str:
+    def waker_statement(self) -> tuple[str, list | None]:
         """The statement a wakeup fold steps (idx, the wakers columns, ok; the first and last interval its
-        parameters)."""
+        parameters) and the kinds of its columns it checks (None: `ok` checks them)."""
         kept = self.__dict__.get("_waker_statement")
         if kept is None:
-            kept = self._waker_statement = (f"{self._select('wakers', _WAKER_COLUMNS)} "
-                                            "WHERE idx BETWEEN ? AND ? ORDER BY idx")
+            kept = self._waker_statement = self._c_statement("wakers", _WAKER_COLUMNS)
         return kept
 
     def waker_records(self, order: list[int], last: int | None = None) -> Iterator[tuple[WakerDelta, ...]]:

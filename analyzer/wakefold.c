@@ -6,7 +6,9 @@
  * into records (two task ids and two wait links each) and folded with the rest, they were a third of the
  * report's read. Here SQLite is stepped through the statement the reader gives (idx, the wakers columns in
  * store.py _WAKER_COLUMNS order, then `ok`, whether the row holds what the writer writes) with the
- * interpreter's lock let go, each row folded into its key's sums; Python then makes one object per key.
+ * interpreter's lock let go, each row checked (each column's type against its kind, as analyzer/rowread.c checks
+ * them; or, where values have bounds, the statement's `ok`) and folded into its key's sums; Python then makes one
+ * object per key.
  *
  * What Python reads from it: the keys in the order first met, each with its waker's name as first met and its
  * sums, and the rows left out as damaged. A sum that would not fit in 64 bits stops the fold (None): the
@@ -38,6 +40,14 @@ struct entry {
 	size_t comm_at, comm_len; /* the waker's name as first met, in `names` */
 };
 
+/* what a column may hold (analyzer/rowread.py KINDS: any, int, int or NULL, text, text or NULL) */
+#define T(type) (1u << (type))
+static const unsigned kind_types[] = {
+	T(SQLITE_INTEGER) | T(SQLITE_NULL), T(SQLITE_INTEGER), T(SQLITE_INTEGER) | T(SQLITE_NULL), T(SQLITE_TEXT),
+	T(SQLITE_TEXT) | T(SQLITE_NULL),
+};
+#define N_KINDS (sizeof(kind_types) / sizeof(kind_types[0]))
+
 struct fold {
 	struct entry *entries;
 	size_t n, cap;
@@ -48,6 +58,7 @@ struct fold {
 	long long damaged;
 	int overflow;
 	int no_memory;
+	const unsigned char *kinds; /* one per column before `ok` (NULL: `ok` checks the rows) */
 };
 
 static uint64_t hash_key(const int64_t *k)
@@ -127,6 +138,12 @@ static int fold_row(struct fold *f, sqlite3_stmt *st)
 	if (!sqlite3_column_int64(st, C_OK)) {
 		f->damaged++;
 		return 0;
+	}
+	for (int c = 0; f->kinds && c < C_OK; c++) {
+		if (!(kind_types[f->kinds[c] < N_KINDS ? f->kinds[c] : 0] & T(sqlite3_column_type(st, c)))) {
+			f->damaged++;
+			return 0;
+		}
 	}
 	int64_t key[KEY_WORDS];
 	key[K_PID] = sqlite3_column_int64(st, C_PID);
@@ -224,15 +241,22 @@ fail:
 
 static PyObject *ReadError; /* SQLite failed: its message */
 
-/* fold(uri, sql, first, last): ([entry tuples, in the order first met], damaged rows), or None where a sum
- * would not fit in 64 bits */
+/* fold(uri, sql, first, last, kinds): ([entry tuples, in the order first met], damaged rows), or None where a
+ * sum would not fit in 64 bits; kinds: bytes, each column's kind before `ok`, or None (`ok` checks the rows) */
 static PyObject *fold(PyObject *Py_UNUSED(m), PyObject *args)
 {
 	const char *uri, *sql;
 	long long first, last;
-	if (!PyArg_ParseTuple(args, "ssLL:fold", &uri, &sql, &first, &last))
+	PyObject *kinds;
+	if (!PyArg_ParseTuple(args, "ssLLO:fold", &uri, &sql, &first, &last, &kinds))
 		return NULL;
+	if (kinds != Py_None && (!PyBytes_Check(kinds) || PyBytes_GET_SIZE(kinds) != C_OK)) {
+		PyErr_Format(PyExc_ValueError, "kinds: None, or bytes of %d kinds", C_OK);
+		return NULL;
+	}
 	struct fold f = {0};
+	Py_INCREF(kinds); /* held while the lock is let go */
+	f.kinds = kinds == Py_None ? NULL : (const unsigned char *)PyBytes_AS_STRING(kinds);
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
 	char error[256] = "";
@@ -288,12 +312,13 @@ static PyObject *fold(PyObject *Py_UNUSED(m), PyObject *args)
 			out = Py_BuildValue("(NL)", list, f.damaged);
 	}
 	fold_free(&f);
+	Py_DECREF(kinds);
 	return out;
 }
 
 static PyMethodDef module_methods[] = {
 	{"fold", fold, METH_VARARGS,
-	 "fold(uri, sql, first, last): a recording's wakeup rows folded per key, the interpreter's lock let go."},
+	 "fold(uri, sql, first, last, kinds): a recording's wakeup rows folded per key, the interpreter's lock let go."},
 	{NULL, NULL, 0, NULL},
 };
 

@@ -11,6 +11,7 @@ built), the model folds the records as before.
 
 from __future__ import annotations
 
+from stallscope.analyzer.rowread import KINDS
 from stallscope.analyzer.sample import NO_LINK, TaskId, WaitLink
 
 try:
@@ -31,12 +32,16 @@ def _link(func: int, state: int, why: int) -> WaitLink:
     return WaitLink(func, state, why) if func or state or why else NO_LINK
 
 
-def fold(uri: str, sql: str, first: int, last: int) -> tuple[dict[tuple, list], int] | None:
-    """The wakeup rows of intervals first..last that `sql` selects (store.py Recording.waker_statement), folded:
+def fold(uri: str, sql: str, kinds: list[str | None] | None, first: int, last: int
+         ) -> tuple[dict[tuple, list], int] | None:
+    """The wakeup rows of intervals first..last that `sql` selects (store.py Recording.waker_statement), each
+    column's type checked against its kind in `kinds` (recording_checks; None: the statement's `ok` checks them),
+    folded:
     WakeFold's accumulators (key -> [waker's name, count, total ns, weighted ns, link blocked ns, link run-queue
     ns]) and the rows left out as damaged. None where a sum would not fit in 64 bits: fold the records then."""
     try:
-        got = _wakefold.fold(uri, sql, first, last)
+        checked = None if kinds is None else bytes(KINDS.get(k, 0) if k else 0 for k in kinds)
+        got = _wakefold.fold(uri, sql, first, last, checked)
     except _wakefold.ReadError as exc:
         raise WakeFoldError(str(exc)) from None
     if got is None:

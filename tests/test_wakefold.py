@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import edited_copy
-from stallscope.analyzer import load, wakefold
+from stallscope.analyzer import load, store, wakefold
 from stallscope.analyzer.store import Recording
 from stallscope.errors import StallscopeError
 
@@ -65,6 +65,15 @@ def test_damaged_rows_are_left_out_alike(report_recording, tmp_path, monkeypatch
         "UPDATE wakers SET idx = idx + 0.5 WHERE rowid % 13 = 6")  # between two intervals: no interval's
     model, damaged = _assert_same(bad, monkeypatch)
     assert damaged["wakers"] > 0
+    # the columns' types checked in C, or (where values have bounds) by the statement's `ok`: the same rows left out
+    rec = Recording(str(bad))
+    try:
+        top, (sql, kinds) = rec.last_interval_index(), rec.waker_statement()
+        with_ok = f"{rec._select('wakers', store._WAKER_COLUMNS)} WHERE idx BETWEEN ? AND ? ORDER BY idx"
+        assert kinds is not None
+        assert wakefold.fold(rec.uri, sql, kinds, 0, top) == wakefold.fold(rec.uri, with_ok, None, 0, top)
+    finally:
+        rec.close()
     assert any(w.waker_comm == "\ufffd\ufffdA" and w.in_interrupt is True for w in model.wakeups)
     assert any(w.link.func == (1 << 64) - 1 for w in model.wakeups)
 
