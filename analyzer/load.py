@@ -69,6 +69,17 @@ def fold_recording(rec: Recording, first: int = 0, last: int | None = None, ledg
     return model
 
 
+def _ahead_top(rec: Recording, table: str, built: bool, first: int, last: int | None) -> int | None:
+    """The last interval a fold of `table` ahead of the read folds (the window's, or the file's last), where there
+    is one to run: a closed recording, holding the table, the fold's C built, and the window not empty."""
+    if not rec.meta.end_ns or table not in rec.tables or not built:
+        return None
+    top = rec.last_interval_index()
+    if last is not None:
+        top = min(top, last)
+    return top if top >= first else None
+
+
 class LocksAhead:
     """A closed recording's lock rows folded in C in a thread while the other tables are read here: the C
     call lets go of the interpreter's lock, so the two run on two CPUs. It folds every index of the window
@@ -84,12 +95,8 @@ class LocksAhead:
 
     @classmethod
     def start(cls, rec: Recording, first: int, last: int | None) -> "LocksAhead | None":
-        if not rec.meta.end_ns or "locks" not in rec.tables or not rowfold.available():
-            return None
-        top = rec.last_interval_index()
-        if last is not None:
-            top = min(top, last)
-        if top < first:
+        top = _ahead_top(rec, "locks", rowfold.available(), first, last)
+        if top is None:
             return None
         span = wait_limit_ns(rec.meta, None)  # a closed recording's: its length, whatever the interval
         return cls(rec, dict.fromkeys(range(first, top + 1), span))
@@ -127,12 +134,8 @@ class WakersAhead:
 
     @classmethod
     def start(cls, rec: Recording, first: int, last: int | None) -> "WakersAhead | None":
-        if not rec.meta.end_ns or "wakers" not in rec.tables or not wakefold.available():
-            return None
-        top = rec.last_interval_index()
-        if last is not None:
-            top = min(top, last)
-        return cls(rec, first, top) if top >= first else None
+        top = _ahead_top(rec, "wakers", wakefold.available(), first, last)
+        return None if top is None else cls(rec, first, top)
 
     def _run(self, rec: Recording) -> None:
         try:
