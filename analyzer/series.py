@@ -144,9 +144,10 @@ class _LockKeys(Sequence):
 
 class Ledger:
     """A window's intervals as `interval_series` reads them. Kept while the model is folded from the same
-    stream (`tee`), the series needs no second read of the recording: each wait and lock record is a key
-    number and its values, the keys kept once. Iterated once it is filled, or `streamed` from intervals,
-    each entry made and dropped (nothing kept but the keys)."""
+    stream, the series needs no second read of the recording: each wait and lock record is a key number and
+    its values. Kept by the model's fold itself (`keep`: a report's), each wait key is numbered as the model's
+    waits are ordered, and no key is kept here; kept beside it (`tee`), the keys are kept here, once. Iterated
+    once it is filled, or `streamed` from intervals, each entry made and dropped (nothing kept but the keys)."""
 
     def __init__(self) -> None:
         self.waits = _Keys()  # (task, tgid, state, kstack, ustack, why, func address)

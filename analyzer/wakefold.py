@@ -4,9 +4,10 @@ beside the rest of the read: the C lets go of the interpreter's lock while it st
 The waker rows are a recording's second most numerous after the locks (the synthetic 10-minute hackbench
 recording of benchmarks/RESULTS-report.md: 401,727 rows for 10,034 keys). Read into records with the rest and
 folded by the model (analyzer/model.py WakeFold), they were a third of a report's read; here they are folded as
-WakeFold.add folds them, from the rows the Python reader would read (each row's `ok` checks it, as the reader's
-does), and Python makes the fold's accumulators, one per key, in the order first met. Without the extension (not
-built), the model folds the records as before.
+WakeFold.add folds them, from the rows the Python reader would read (each column's type checked against its kind
+as the row reader checks it, or, where values have bounds, by the statement's `ok`), and Python makes the fold's
+accumulators, one per key, in the order first met. Without the extension (not built), the model folds the
+records as before.
 """
 
 from __future__ import annotations
