@@ -36,20 +36,31 @@ TOP_BLOCKERS = 5  # in the summary
 
 
 def build(source, intervals: Iterable[Interval] | None = None, redacted: bool = False,
-          file_name: str = "") -> dict:
+          file_name: str = "", say=None) -> dict:
     """The page data of a recording (`source` a path) or of a model (with the intervals it was built
-    from, for the time series; without them the page has none)."""
+    from, for the time series; without them the page has none). `say(text)` is told each step (a status
+    line: stallscope/progress.py)."""
+    say = say or _quiet
     if isinstance(source, Model):
         model, ledger = source, intervals
     else:
-        model, ledger = fold(source)
         file_name = file_name or os.path.basename(source)
+        say(f"reading {file_name}")
+        model, ledger = fold(source)
+    say("the lock table and where each wait's time goes")
     # the export document beside the series and the stacks, on a second CPU where there is one (beside.py)
     read_by_both(model, None)
     with Beside(to_json_doc, model) as doc:
+        say("the time series")
         series = interval_series(model, ledger) if ledger is not None else None
+        say("the flame graphs")
         offcpu, oncpu = offcpu_stacks(model), oncpu_stacks(model)
+        say("the tables")
         return assemble(doc.result(), series, offcpu, oncpu, redacted=redacted, file_name=file_name)
+
+
+def _quiet(_text: str) -> None:
+    pass
 
 
 def read_by_both(model: Model, scope: set[TaskId] | None) -> None:

@@ -24,11 +24,18 @@ QUIET_ROWS = 50  # changes under the noise guard shown (they follow the ranked o
 
 
 def build_diff(base: str, new: str, guard: NoiseGuard | None = None, include_idle: bool = False,
-               scopes: tuple[set[TaskId] | None, set[TaskId] | None] = (None, None), redacted: bool = False) -> dict:
-    """The page data comparing recording `new` with recording `base` (paths)."""
+               scopes: tuple[set[TaskId] | None, set[TaskId] | None] = (None, None), redacted: bool = False,
+               say=None) -> dict:
+    """The page data comparing recording `new` with recording `base` (paths). `say(text)` is told each step (a
+    status line: stallscope/progress.py)."""
     guard = guard or NoiseGuard()
-    (bm, bs), (nm, ns) = load(base), load(new)
+    say = say or (lambda _text: None)
     names = (os.path.basename(base), os.path.basename(new))
+    say(f"reading {names[0]}")
+    bm, bs = load(base)
+    say(f"reading {names[1]}")
+    nm, ns = load(new)
+    say("comparing them")
     # the new recording's export document beside the rest, on a second CPU where there is one (beside.py)
     read_by_both(nm, scopes[1])
     with Beside(to_json_doc, nm, scopes[1]) as new_doc:

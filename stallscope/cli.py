@@ -13,6 +13,7 @@ from stallscope.analyzer.untrusted import escaped
 from stallscope.errors import StallscopeError
 from stallscope.bpf.tune import DEFAULT_SAMPLE_NS, DEFAULT_USER_WALKS_PER_S, DEFAULT_WALKS_PER_S
 from stallscope.priority import DEFAULT_NICE
+from stallscope.progress import Progress
 
 EXIT_ERROR = 2
 
@@ -800,8 +801,12 @@ def _diff_html(args) -> int:
     if args.command_only:
         scopes = (_command_scope(load_model(args.base), args.base), _command_scope(load_model(args.new), args.new))
     guard = NoiseGuard(args.min_delta * 1e9, args.min_relative / 100.0, args.min_events)
-    data = build_diff(args.base, args.new, guard, include_idle=args.all, scopes=scopes, redacted=args.redact)
-    _write_output(render(data), args.output, args.force)
+    with Progress() as progress:  # a status line where stderr is a terminal: a diff of long recordings takes a while
+        data = build_diff(args.base, args.new, guard, include_idle=args.all, scopes=scopes, redacted=args.redact,
+                          say=progress.say)
+        progress.say("writing the page")
+        text = render(data)
+    _write_output(text, args.output, args.force)
     return 0
 
 
@@ -809,7 +814,11 @@ def cmd_report(args) -> int:
     from stallscope.reports import build, render
 
     _check_output(args)
-    _write_output(render(build(args.file, redacted=args.redact)), args.output, args.force)
+    with Progress() as progress:  # a status line where stderr is a terminal: a long recording takes a while
+        data = build(args.file, redacted=args.redact, say=progress.say)
+        progress.say("writing the page")
+        text = render(data)
+    _write_output(text, args.output, args.force)
     return 0
 
 
