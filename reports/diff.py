@@ -35,13 +35,16 @@ def build_diff(base: str, new: str, guard: NoiseGuard | None = None, include_idl
     bm, bs = load(base)
     say(f"reading {names[1]}")
     nm, ns = load(new)
-    say("comparing them")
+    say("the lock tables and where each wait's time goes")
     # the new recording's export document beside the rest, on a second CPU where there is one (beside.py)
     read_by_both(nm, scopes[1])
     with Beside(to_json_doc, nm, scopes[1]) as new_doc:
+        say("comparing them")
         changes = diff(bm, nm, guard, include_idle=include_idle, scopes=scopes)
         doc = diff_doc(bm, nm, changes, guard, names)
+        say("the flame graph")
         stacks = (offcpu_stacks(bm, scopes[0]), offcpu_stacks(nm, scopes[1]))
+        say("the tables")
         docs = (to_json_doc(bm, scopes[0]), new_doc.result())
     data = assemble_diff(doc, docs, stacks, (bs, ns), include_idle)
     if redacted:
