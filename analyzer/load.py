@@ -80,7 +80,30 @@ def _ahead_top(rec: Recording, table: str, built: bool, first: int, last: int | 
     return top if top >= first else None
 
 
-class LocksAhead:
+class _Ahead:
+    """A fold run in a thread beside the read (its C lets go of the interpreter's lock): its answer, or what it
+    raised, kept until the reader joins it."""
+
+    def _begin(self, name: str, work) -> None:
+        self.answer, self.error = None, None
+        self.thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self, work) -> None:
+        try:
+            self.answer = work()
+        except BaseException as exc:  # noqa: BLE001 - raised where it is joined
+            self.error = exc
+
+    def _joined(self):
+        """The fold's answer, once it is done; what it raised, raised here."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+
+class LocksAhead(_Ahead):
     """A closed recording's lock rows folded in C in a thread while the other tables are read here: the C
     call lets go of the interpreter's lock, so the two run on two CPUs. It folds every index of the window
     up to the file's last, each wait's limit the recording's length (wait_limit_ns of a closed recording);
@@ -88,10 +111,9 @@ class LocksAhead:
     for those read)."""
 
     def __init__(self, rec: Recording, limits: dict[int, int]):
-        self.limits, self.rows, self.error = limits, None, None
+        self.limits = limits
         rec.lock_statement()  # made here: the thread reads nothing through the reader's connection
-        self.thread = threading.Thread(target=self._run, args=(rec,), name="lock-fold", daemon=True)
-        self.thread.start()
+        self._begin("lock-fold", lambda: rec.fold_lock_rows(limits, count_damaged=False))
 
     @classmethod
     def start(cls, rec: Recording, first: int, last: int | None) -> "LocksAhead | None":
@@ -101,18 +123,9 @@ class LocksAhead:
         span = wait_limit_ns(rec.meta, None)  # a closed recording's: its length, whatever the interval
         return cls(rec, dict.fromkeys(range(first, top + 1), span))
 
-    def _run(self, rec: Recording) -> None:
-        try:
-            self.rows = rec.fold_lock_rows(self.limits, count_damaged=False)
-        except BaseException as exc:  # noqa: BLE001 - raised where it is taken
-            self.error = exc
-
     def take(self, rec: Recording, limits: dict[int, int], keep_parts: bool):
         """(fold, parts) as fold_locks gives them, or None when the intervals read were not those folded."""
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        rows = self.rows
+        rows = self._joined()
         if rows is None or limits != self.limits:
             return None
         if rows.damaged:
@@ -120,37 +133,28 @@ class LocksAhead:
         return rows, rows.parts if keep_parts else {}
 
 
-class WakersAhead:
+class WakersAhead(_Ahead):
     """A closed recording's wakeup rows folded in C in a thread while the other tables are read here (the C lets
     go of the interpreter's lock: analyzer/wakefold.py), its intervals up to the file's last; its fold is taken
     only when the intervals read are exactly those (a damaged file's gaps, or a sum beyond 64 bits: the records
     of those read folded here)."""
 
     def __init__(self, rec: Recording, first: int, top: int):
-        self.first, self.top, self.folded, self.error = first, top, None, None
+        self.first, self.top = first, top
         rec.waker_statement()  # made here: the thread reads nothing through the reader's connection
-        self.thread = threading.Thread(target=self._run, args=(rec,), name="wake-fold", daemon=True)
-        self.thread.start()
+        self._begin("wake-fold", lambda: rec.fold_waker_rows(first, top))
 
     @classmethod
     def start(cls, rec: Recording, first: int, last: int | None) -> "WakersAhead | None":
         top = _ahead_top(rec, "wakers", wakefold.available(), first, last)
         return None if top is None else cls(rec, first, top)
 
-    def _run(self, rec: Recording) -> None:
-        try:
-            self.folded = rec.fold_waker_rows(self.first, self.top)
-        except BaseException as exc:  # noqa: BLE001 - raised where it is taken
-            self.error = exc
-
     def take(self, rec: Recording, order: list[int], last: int | None) -> WakeFold:
         """The wakeups of the intervals read (`order`, of a window ending at `last`), folded."""
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
+        folded = self._joined()
         fold = WakeFold()
-        if self.folded is not None and set(order) == set(range(self.first, self.top + 1)):
-            fold.acc, damaged = self.folded
+        if folded is not None and set(order) == set(range(self.first, self.top + 1)):
+            fold.acc, damaged = folded
             if damaged:
                 rec.damaged["wakers"] += damaged
             return fold
