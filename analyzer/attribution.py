@@ -25,8 +25,10 @@ were drawn by length (no weights) shares its unwalked waits by the walked ones' 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from itertools import compress, count
+from operator import attrgetter
 from typing import Iterable, Iterator, NamedTuple
 
 from stallscope.analyzer.memo import memoised, per_model
@@ -102,11 +104,12 @@ def long_input_cause(model: Model, w: StackWait, table: CauseTable | None = None
     return input_cause(model, w, table) if w.long_open_ns else None
 
 
-def _waits_for_input(model: Model, table: CauseTable | None) -> Iterator[tuple[StackWait, Cause]]:
+def _waits_for_input(model: Model, table: CauseTable | None,
+                     waits: Iterable[StackWait] | None = None) -> Iterator[tuple[StackWait, Cause]]:
     """The waits for input part of whose charge went on a second and more (StackWait.long_open_ns), in the
-    model's order, each with its input cause (asked once for the waits alike)."""
+    model's order, each with its input cause (asked once for the waits alike); of `waits` (None: the model's)."""
     named: dict[tuple, Cause | None] = {}
-    for w in model.waits:
+    for w in model.waits if waits is None else waits:
         if not w.long_open_ns:
             continue
         like = (w.state, w.kstack_id, w.ustack_id, w.why, w.func, w.woken)
@@ -263,11 +266,13 @@ def _grouped(model: Model, table: CauseTable | None) -> Grouped:
     stratum is named by its evidence alone and all of its time is measured. It stays a Part where its task's part
     of the cause is not its alone: the task has another part of it (from another stratum, or one that a wait
     for input moves time from: _idle_input), so that every part is what _attribute makes of it, merged and moved
-    alike."""
+    alike. A machine's sleeping threads, thousands of strata of one wait each, are grouped first (_asleep)."""
     table = table or default_table()
-    arch, strata = _arch(model), _by_stratum(model)
+    arch = _arch(model)
+    asleep, rest = _asleep(model, table, arch)
+    strata = _by_stratum(model, rest)
     named = _named_by_evidence(model, table, arch, strata)
-    movers, moves_own, touched = _input_moves(model, table, named)
+    movers, moves_own, touched = _input_moves(model, table, named, rest)
     keys: dict[tuple[TaskId, str], int] = {}  # (task, cause) -> strata named by evidence
     for stratum, cause in named.items():
         key = (stratum[0], cause.name)
@@ -301,7 +306,61 @@ def _grouped(model: Model, table: CauseTable | None) -> Grouped:
     own = {s: moves for s, moves in moves_own.items() if s not in parts_of}
     _idle_input(merged, [(w, c) for w, c in movers if (w.task, w.state, w.why, w.func) not in own]
                 if own else movers)
-    return Grouped(list(merged.values()), _alike_parts(strata, alike.values(), own))
+    return Grouped(list(merged.values()), _alike_parts(strata, alike.values(), own) + asleep)
+
+
+def _asleep(model: Model, table: CauseTable, arch: str | None) -> tuple[list[Alike], list[StackWait]]:
+    """The waits of a machine's sleeping threads, grouped, and the others (in the model's order). A wait alone in its
+    task, none drawn for a stack walk, is a stratum whose part _grouped makes from its evidence alone, the same for
+    every wait of its process alike (state, evidence, stacks): each such group is asked once whether its evidence
+    names it without a pool (_pool_of) and whether it waits for input (whose long part _idle_input moves); if so,
+    its waits are an Alike of their own (per cause, in the model's order), each task's part its wait's charge.
+    Thousands of threads asleep are then one pass here rather than a stratum each through _grouped's."""
+    waits = model.waits
+    alone = Counter(map(_TASK, waits))
+    groups: dict[tuple, list | None] = {}  # a wait's like key -> [cause, tasks, ns, waits], None: not grouped
+    rest: list[StackWait] = []
+    for w in waits:
+        k = w.kstack
+        if alone[w.task] != 1 or (k is not None and k.frames):
+            rest.append(w)
+            continue
+        like = (w.tgid, w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id)
+        g = groups.get(like, False)
+        if g is False:
+            g = groups[like] = _asleep_group(model, table, arch, w)
+        if g is None:
+            rest.append(w)
+            continue
+        g[1].append(w.task)
+        g[2].append(w.total_ns if w.charged_ns < 0 else w.charged_ns)
+        g[3].append([w])
+    by_cause: dict[int, Alike] = {}  # one Alike per cause, as _grouped makes them
+    for g in groups.values():
+        if g is None or not g[1]:
+            continue
+        a = by_cause.get(id(g[0]))
+        if a is None:
+            by_cause[id(g[0])] = Alike(g[0], g[1], g[2], g[3])
+        else:
+            a.tasks += g[1]
+            a.ns += g[2]
+            a.waits += g[3]
+    return list(by_cause.values()), rest
+
+
+_TASK = attrgetter("task")
+
+
+def _asleep_group(model: Model, table: CauseTable, arch: str | None, w: StackWait) -> list | None:
+    """The group of the waits like `w` (_asleep): [its evidence's cause, tasks, ns, waits]; None where they are
+    not grouped (a pool shares them, or they wait for input)."""
+    cause = _alone_cause(table, arch, w.state, w.why, w.func, w)
+    if not cause.matched and _pool_of(model, table, [w], cause):
+        return None
+    if input_cause(model, w, table) is not None:
+        return None
+    return [cause, [], [], []]
 
 
 def _named_by_evidence(model: Model, table: CauseTable, arch: str | None,
@@ -339,11 +398,12 @@ def _named_by_evidence(model: Model, table: CauseTable, arch: str | None,
     return out
 
 
-def _input_moves(model: Model, table: CauseTable, named: dict[Stratum, Cause]):
+def _input_moves(model: Model, table: CauseTable, named: dict[Stratum, Cause], waits: list[StackWait]):
     """The waits for input that had gone on a second (_idle_input moves their time from their task's part of
-    their input cause), in the model's order; those of the strata `named` that move time from their stratum's own
-    part, by stratum, each with its input cause; and the (task, cause) parts the others move time from."""
-    movers = list(_waits_for_input(model, table))
+    their input cause), of `waits` (those _asleep leaves), in the model's order; those of the strata `named` that
+    move time from their stratum's own part, by stratum, each with its input cause; and the (task, cause) parts
+    the others move time from."""
+    movers = list(_waits_for_input(model, table, waits))
     moves_own: dict[Stratum, list[tuple[StackWait, Cause]]] = {}
     touched: set[tuple[TaskId, str]] = set()
     for w, cause in movers:
@@ -458,10 +518,11 @@ def split_waits(model: Model, tasks: set[TaskId] | None,
     return every if tasks is None else {k: v for k, v in every.items() if k[0] in tasks}
 
 
-def _by_stratum(model: Model) -> dict[Stratum, list[StackWait]]:
-    """The window's wait records by stratum, in the model's order (not kept: its readers keep what they make)."""
+def _by_stratum(model: Model, waits: Iterable[StackWait] | None = None) -> dict[Stratum, list[StackWait]]:
+    """The window's wait records by stratum, in the model's order (not kept: its readers keep what they make); of
+    `waits` (None: the model's)."""
     strata: dict[tuple, list[StackWait]] = {}
-    for w in model.waits:
+    for w in model.waits if waits is None else waits:
         strata.setdefault((w.task, w.state, w.why, w.func), []).append(w)
     return strata
 

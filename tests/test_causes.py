@@ -376,7 +376,8 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
     waits none drawn for a stack walk, named by its evidence), not a Part each: on a real recording of sleeping
     threads waking now and then, a reader waiting seconds on a pipe (its time moves to "..., nothing came") and
     hackbench, every window ranks as its parts do, idle causes in or out, and a view's ranking without idle
-    causes is the full ranking without them."""
+    causes is the full ranking without them. Most sleeping threads are grouped in one pass (attribution.py
+    _asleep: a wait alone in its task, not drawn, not pooled, not for input)."""
     import dataclasses
 
     from stallscope.analyzer import attribution, blockers
@@ -404,10 +405,11 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
         rec.close()
     for iv in ivs:
         tl.add(iv)
-    grouped_tasks = moved = 0
+    grouped_tasks = moved = asleep = 0
     for first, last in [(iv.index, iv.index) for iv in ivs] + [(ivs[0].index, ivs[-1].index)]:
         snap = tl.window(first, last)
         model, scope = snap.model, snap.scope
+        asleep += sum(len(a.tasks) for a in attribution._asleep(model, default_table(), attribution._arch(model))[0])
         # each task's causes (the Tasks view's), from the grouped parts while no part was made one by one
         assert memoised(attribution._attribute, model, None) is None
         by_task = {t: [(c.name, ns) for c, ns in cs] for t, cs in blockers.causes_by_task(model, scope).items()}
@@ -433,7 +435,7 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
                                         blockers.waits_now_by_cause(model, scope))
         assert snap.ranked == [b for b in full if b.cls != IDLE]
         assert abs(snap.idle_ns - sum(b.total_ns for b in full if b.cls == IDLE)) <= len(full)
-    assert grouped_tasks > 1000 and moved, (grouped_tasks, moved)  # the grouped paths were taken
+    assert grouped_tasks > 1000 and moved and asleep > 1000, (grouped_tasks, moved, asleep)  # the grouped paths
 
 
 def test_a_task_twice_in_a_group_of_tasks_alike_has_both_its_parts():
