@@ -54,6 +54,10 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
     command = meta.options.get("command")
     cmd_tasks = model.descendants(command["pid"]) if command and command.get("pid") else None
 
+    snap = Snapshot(model, tasks=scope)
+    # every task's parts, made first: the ranking reads them, and each task's causes are summed from them
+    # (parts_at_hand) rather than from parts grouped anew (blockers.grouped_parts, a live view's reading)
+    snap.parts
     task_cause_lists = causes_by_task(model, scope)
     own = own_tasks(model)
     blocked_now = {w.wait.task: w.so_far_ns for w in model.waits_now or ()}
@@ -82,7 +86,6 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
         tasks.append(entry)
 
     blockers = []
-    snap = Snapshot(model, tasks=scope)
     shares, roots = snap.shares, snap.roots
     for b in snap.blockers:
         blockers.append({
