@@ -1171,8 +1171,244 @@ static PyTypeObject DeltasType = {
 	.tp_methods = Deltas_methods,
 };
 
+/* ---- the lock drain's changed entries made into LockDelta records (bpf/lock_collector.py py_lock_deltas) ---- */
+
+/* a lock_val's fields after its count, from its place in a changed entry's row (lock_collector.py _VAL): the sums,
+ * the owner, the slab object's geometry, and (at LV_EXT) the per-interval extremes */
+enum {
+	LV_TOTAL = 1, LV_SPIN, LV_SLEEP, LV_BLOCKED, LV_RUNNABLE, LV_WEIGHTED, LV_VAR, LV_OWNER_PID, LV_OWNER_PAD, LV_OWNER_COMM,
+	LV_CACHE, LV_SLOT_SIZE, LV_RED_LEFT_PAD, LV_ORDER, LV_MIN_ORDER, LV_MODE, LV_INO, LV_DEV, LV_PAD, LV_EXT,
+};
+/* of a changed entry's key, after the row's flags: addr, kstack, start_ns, pid, tgid, flags, kind */
+enum { LK_ADDR = 1, LK_KSTACK, LK_START, LK_PID, LK_TGID, LK_FLAGS, LK_KIND, LK_END };
+
+/* item i of a row, an int read as u64; -1 with an error when it is not one */
+static int row_u64(PyObject *row, Py_ssize_t i, uint64_t *out)
+{
+	PyObject *v = PyTuple_GET_ITEM(row, i);
+	if (!PyLong_Check(v)) {
+		PyErr_Format(PyExc_TypeError, "field %zd of a lock row is not an int", i);
+		return -1;
+	}
+	*out = PyLong_AsUnsignedLongLong(v);
+	return *out == (uint64_t)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* value `key` of `cache`, else fn(key) (which keeps it there, or not); a new reference, NULL with an error */
+static PyObject *cached_or_call(PyObject *cache, PyObject *key, PyObject *fn)
+{
+	PyObject *v = PyDict_GetItemWithError(cache, key);
+	if (v)
+		return Py_NewRef(v);
+	if (PyErr_Occurred())
+		return NULL;
+	return PyObject_CallOneArg(fn, key);
+}
+
+/* (a - b) as a Python int, a and b 64-bit signed or not as Python sees them: here both unsigned */
+static PyObject *signed_int(__int128 v)
+{
+	if (v >= 0 && v <= (__int128)UINT64_MAX)
+		return PyLong_FromUnsignedLongLong((unsigned long long)v);
+	if (v < 0 && v >= -(__int128)UINT64_MAX)
+		return udiff(0, (uint64_t)(-v));
+	PyErr_SetString(PyExc_OverflowError, "a lock delta beyond 64 bits");
+	return NULL;
+}
+
+/* lock_deltas(rows, at, e, rq_locks, names, name_text, symbols, symbol, described, describe, kinds, lock_kind,
+ * make, task_id, rq_lock, cpus, kernel_id): as bpf/lock_collector.py py_lock_deltas, the same records */
+static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 17 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 2 || !PyDict_Check(args[3]) ||
+	    !PyDict_Check(args[4]) || !PyDict_Check(args[6]) || (args[8] != Py_None && !PyDict_Check(args[8])) ||
+	    !PyDict_Check(args[10]) || check_make(args[12]) < 0 || !PyType_Check(args[13]) ||
+	    !PyType_IsSubtype((PyTypeObject *)args[13], &PyTuple_Type) || !PyDict_Check(args[15])) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError, "lock_deltas(rows, (val, prev), e, rq_locks, names, name_text, "
+							 "symbols, symbol, described or None, describe, kinds, lock_kind, "
+							 "make, task_id, rq_lock, cpus, kernel_id)");
+		return NULL;
+	}
+	Py_ssize_t val = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[1], 0)), prev = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[1], 1));
+	long long e = PyLong_AsLongLong(args[2]);
+	if ((val == -1 || prev == -1 || e == -1) && PyErr_Occurred())
+		return NULL;
+	if (val < LK_END || prev < val + LV_EXT + 6) {
+		PyErr_SetString(PyExc_ValueError, "lock_deltas: the value's and the previous value's places");
+		return NULL;
+	}
+	PyObject *rq_locks = args[3], *names = args[4], *name_text = args[5], *symbols = args[6], *symbol = args[7];
+	PyObject *described = args[8], *describe = args[9], *kinds = args[10], *lock_kind = args[11], *make = args[12];
+	PyObject *task_id = args[13], *rq_lock = args[14], *cpus = args[15], *kernel_id = args[16];
+	PyObject *out = PyList_New(0), *ids = PyDict_New(), *named = PyList_New(0), *between = PyList_New(0);
+	PyObject *empty = PyUnicode_New(0, 0), *it = PyObject_GetIter(args[0]), *row = NULL;
+	if (!out || !ids || !named || !between || !empty || !it)
+		goto fail;
+	while ((row = PyIter_Next(it))) {
+		if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) < prev + 8) {
+			PyErr_SetString(PyExc_ValueError, "lock_deltas: a row shorter than its fields");
+			goto fail;
+		}
+		uint64_t s[8], p[8], kind, ext[6];
+		for (int k = 0; k < 8; k++)
+			if (row_u64(row, val + k, &s[k]) < 0 || row_u64(row, prev + k, &p[k]) < 0)
+				goto fail;
+		if (s[0] == p[0]) { /* no contention of this entry since the last read */
+			Py_CLEAR(row);
+			continue;
+		}
+		if (row_u64(row, LK_KIND, &kind) < 0)
+			goto fail;
+		for (int k = 0; k < 6; k++)
+			if (row_u64(row, val + LV_EXT + k, &ext[k]) < 0)
+				goto fail;
+		PyObject *addr = PyTuple_GET_ITEM(row, LK_ADDR), *kstack = PyTuple_GET_ITEM(row, LK_KSTACK);
+		PyObject *flags = PyTuple_GET_ITEM(row, LK_FLAGS), *tgid = PyTuple_GET_ITEM(row, LK_TGID);
+		PyObject *cache = PyTuple_GET_ITEM(row, val + LV_CACHE), *comm = PyTuple_GET_ITEM(row, val + LV_OWNER_COMM);
+		PyObject *field = Py_NewRef(empty), *where = Py_NewRef(empty), *cpu = NULL;
+		if (kind == 0) { /* abi.LOCK_KIND_ADDR: a run queue's lock is named by its CPU */
+			cpu = PyDict_GetItemWithError(rq_locks, addr);
+			if (!cpu && PyErr_Occurred())
+				goto fail_entry;
+			if (cpu) {
+				Py_SETREF(where, PyDict_GetItemWithError(cpus, cpu));
+				if (where)
+					Py_INCREF(where);
+				else if (PyErr_Occurred() || !(where = PyUnicode_FromFormat("cpu%S", cpu)) ||
+					 PyDict_SetItem(cpus, cpu, where) < 0)
+					goto fail_entry;
+			}
+		} else if (kind == 2 && described != Py_None) { /* abi.LOCK_KIND_SLAB, named where a namer reads them */
+			PyObject *lk = PyDict_GetItemWithError(kinds, flags); /* lock_kind's, kept by flags */
+			if (lk)
+				Py_INCREF(lk);
+			else if (PyErr_Occurred() || !(lk = PyObject_CallOneArg(lock_kind, flags)) ||
+				 PyDict_SetItem(kinds, flags, lk) < 0) {
+				Py_XDECREF(lk);
+				goto fail_entry;
+			}
+			PyObject *key = PyTuple_Pack(7, cache, addr, PyTuple_GET_ITEM(row, val + LV_SLOT_SIZE),
+						     PyTuple_GET_ITEM(row, val + LV_RED_LEFT_PAD), PyTuple_GET_ITEM(row, val + LV_ORDER),
+						     PyTuple_GET_ITEM(row, val + LV_MIN_ORDER), lk);
+			PyObject *hit = key ? PyDict_GetItemWithError(described, key) : NULL;
+			Py_XDECREF(key);
+			if (hit)
+				Py_INCREF(hit);
+			else if (!PyErr_Occurred())
+				hit = PyObject_CallFunctionObjArgs(describe, cache, addr, PyTuple_GET_ITEM(row, val + LV_SLOT_SIZE),
+								  PyTuple_GET_ITEM(row, val + LV_RED_LEFT_PAD),
+								  PyTuple_GET_ITEM(row, val + LV_ORDER),
+								  PyTuple_GET_ITEM(row, val + LV_MIN_ORDER),
+								  PyTuple_GET_ITEM(row, val + LV_DEV), PyTuple_GET_ITEM(row, val + LV_INO),
+								  PyTuple_GET_ITEM(row, val + LV_MODE), tgid, lk, NULL);
+			if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 3) {
+				if (hit && !PyErr_Occurred())
+					PyErr_SetString(PyExc_TypeError, "describe: (field, where, fields)");
+				Py_XDECREF(hit);
+				Py_DECREF(lk);
+				goto fail_entry;
+			}
+			Py_SETREF(field, Py_NewRef(PyTuple_GET_ITEM(hit, 0)));
+			Py_SETREF(where, Py_NewRef(PyTuple_GET_ITEM(hit, 1)));
+			PyObject *fields = PyTuple_GET_ITEM(hit, 2), *note = NULL;
+			int truth = PyObject_IsTrue(field);
+			Py_ssize_t nf = truth == 0 ? PyObject_Length(fields) : 0;
+			if (truth > 0)
+				note = PyTuple_Pack(4, cache, lk, kstack, field);
+			else if (truth == 0 && nf > 1) {
+				PyObject *at = PyLong_FromSsize_t(PyList_GET_SIZE(out));
+				note = at ? PyTuple_Pack(5, at, cache, lk, kstack, fields) : NULL;
+				Py_XDECREF(at);
+			}
+			int bad = truth < 0 || nf < 0 || ((truth > 0 || nf > 1) &&
+							  (!note || PyList_Append(truth > 0 ? named : between, note) < 0));
+			Py_XDECREF(note);
+			Py_DECREF(hit);
+			Py_DECREF(lk);
+			if (bad)
+				goto fail_entry;
+		}
+		/* the interval's longest and shortest (abi.extremes), held to its count and total (abi.bounded) */
+		uint64_t longest = 0, shortest = 0;
+		int i = (int)(e & 1), j = 1 - i;
+		int at_e = e >= 0 && ext[i + 4] == (uint64_t)e, at_next = e >= -1 && ext[j + 4] == (uint64_t)(e + 1);
+		if (at_e && at_next) {
+			longest = ext[i] > ext[j] ? ext[i] : ext[j];
+			shortest = ext[i + 2] < ext[j + 2] ? ext[i + 2] : ext[j + 2];
+		} else if (at_e) {
+			longest = ext[i], shortest = ext[i + 2];
+		} else if (at_next) {
+			longest = ext[j], shortest = ext[j + 2];
+		}
+		__int128 count = (__int128)s[0] - p[0], total = (__int128)s[1] - p[1], lo = longest, sh = shortest;
+		if (total >= 0) {
+			if (count == 1) {
+				lo = sh = total;
+			} else {
+				lo = lo < total ? lo : total;
+				sh = sh < lo ? sh : lo;
+			}
+		}
+		PyObject *sym;
+		if (kind != 0)
+			sym = Py_NewRef(empty);
+		else if (cpu)
+			sym = Py_NewRef(rq_lock);
+		else
+			sym = cached_or_call(symbols, addr, symbol);
+		PyObject *tv[2] = {Py_NewRef(PyTuple_GET_ITEM(row, LK_PID)), Py_NewRef(PyTuple_GET_ITEM(row, LK_START))};
+		PyObject *a[22] = {
+			pack(task_id, tv, 2), Py_NewRef(tgid), Py_NewRef(addr), Py_NewRef(kstack), Py_NewRef(flags),
+			Py_NewRef(PyTuple_GET_ITEM(row, LK_KIND)), signed_int(count), signed_int(total), signed_int(lo),
+			signed_int(sh), udiff(s[2], p[2]), udiff(s[3], p[3]), Py_NewRef(PyTuple_GET_ITEM(row, val + LV_OWNER_PID)),
+			cached_or_call(names, comm, name_text), cached_or_call(names, cache, name_text), sym,
+			udiff(s[4], p[4]), udiff(s[5], p[5]), udiff(s[6], p[6]), udiff(s[7], p[7]), field, where,
+		};
+		field = where = NULL; /* taken by a[] */
+		PyObject *rec = NULL;
+		int ok = 1;
+		for (int k = 0; k < 22; k++)
+			ok = ok && a[k] != NULL;
+		if (ok)
+			rec = new_record(make, a, 22);
+		for (int k = 0; k < 22; k++)
+			Py_XDECREF(a[k]);
+		if (!rec || PyList_Append(out, rec) < 0) {
+			Py_XDECREF(rec);
+			goto fail;
+		}
+		Py_DECREF(rec);
+		PyObject *had = PyDict_SetDefault(ids, kstack, kernel_id);
+		if (!had)
+			goto fail;
+		Py_CLEAR(row);
+		continue;
+	fail_entry:
+		Py_XDECREF(field);
+		Py_XDECREF(where);
+		goto fail;
+	}
+	if (PyErr_Occurred())
+		goto fail;
+	Py_DECREF(it);
+	Py_DECREF(empty);
+	return Py_BuildValue("(NNNN)", out, ids, named, between);
+fail:
+	Py_XDECREF(row);
+	Py_XDECREF(it);
+	Py_XDECREF(empty);
+	Py_XDECREF(out);
+	Py_XDECREF(ids);
+	Py_XDECREF(named);
+	Py_XDECREF(between);
+	return NULL;
+}
+
 static PyMethodDef module_methods[] = {
 	{"lock_waits", lock_waits, METH_VARARGS, "A lock fold's records (analyzer/rowfold.py LockRows.result)."},
+	{"lock_deltas", (PyCFunction)(void (*)(void))lock_deltas, METH_FASTCALL,
+	 "The lock drain's records of its changed entries (bpf/lock_collector.py py_lock_deltas)."},
 	{NULL, NULL, 0, NULL},
 };
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from stallscope.analyzer.frames import RQ_LOCK
 from stallscope.analyzer.locks import contention_point
@@ -41,6 +41,35 @@ if tuple(name for name, _ in abi.LockVal._fields_[:len(_SUMS)]) != _SUMS or abi.
     raise ImportError("bpf/abi.py LockVal no longer begins with the sums the lock drain compares")
 _PREV_LAYOUT = f"{len(_SUMS)}Q{ctypes.sizeof(abi.LockVal) - 8 * len(_SUMS)}x"
 _new_lock = record_maker(LockDelta)  # every field given: built without the frozen dataclass's __init__
+# a lock_val's fields in a row, in the order py_lock_deltas unpacks them (and analyzer/rowread.c lock_deltas reads
+# them by place): its sums, the owner, the slab object's geometry, then the extremes
+_ROW_FIELDS = ("count", "total_ns", "spin_ns", "sleep_ns", "blocked_ns", "runnable_ns", "weighted_ns", "var_us2",
+               "owner_pid", "pad", "owner_comm", "cache", "slot_size", "red_left_pad", "order", "min_order", "mode",
+               "ino", "dev", "pad", "max_ns", "max_ns", "min_ns", "min_ns", "epoch", "epoch")
+
+
+def _row_fields(struct_type) -> tuple[str, ...]:
+    """A ctypes mirror's field names as a row unpacks them: a nested struct's in its place, an array's once per
+    element."""
+    out: list[str] = []
+    for name, ftype in struct_type._fields_:
+        if isinstance(ftype, type) and issubclass(ftype, ctypes.Structure):
+            out += _row_fields(ftype)
+        elif getattr(ftype, "_type_", None) is not ctypes.c_char and getattr(ftype, "_length_", None):
+            out += [name] * ftype._length_
+        else:
+            out.append(name)
+    return tuple(out)
+
+
+if _row_fields(abi.LockVal) != _ROW_FIELDS or _VAL_FIELDS != len(_ROW_FIELDS):
+    raise ImportError("bpf/abi.py LockVal no longer holds the fields the lock drain reads, in their order")
+try:  # the drain's records made in C (analyzer/rowread.c): a loaded machine changes thousands of entries an interval
+    from stallscope.analyzer._rowread import lock_deltas as _c_lock_deltas
+except ImportError:
+    _c_lock_deltas = None
+_LOCK_MAKE = (LockDelta, tuple(f.name for f in fields(LockDelta)))
+_KERNEL_STACK = ("kernel", 0)
 
 
 class LockCollector:
@@ -65,6 +94,8 @@ class LockCollector:
         # a slab-held lock's (field, where) by its cache and place: thousands of records an interval name the
         # same few hundred locks (a directory's i_rwsem is named anew each time: its path may change)
         self._described: dict[tuple, tuple[str, str]] = {}
+        self._kinds: dict[int, str] = {}  # lock_kind of a contention's flags, by the flags (a few values)
+        self._cpu_names: dict[int, str] = {}  # "cpuN", a run queue's lock's object, by the CPU
         # a slab-held lock left between two fields is named by the one its call site takes elsewhere (SiteFields):
         # each kernel stack's contention point, kept from the drain that read it (stacks are sent once)
         self._sites = SiteFields()
@@ -124,11 +155,31 @@ class LockCollector:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
         e = self._numbers.advance(self.obj)
+        rows = self._diff.read(self.obj.map("locks"), dead).rows(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT)
+        out, ids, named, between = self.lock_deltas(rows, e)
+        stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
+        if named or between:
+            self._by_site(out, stacks, named, between)
+        return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
+
+    def lock_deltas(self, rows, e: int, in_c: bool = True) -> tuple[list[LockDelta], dict, list, list]:
+        """The changed entries' records (`rows`: bpf/mapdiff.py Changed.rows of the lock map, interval `e`), their
+        kernel stacks' ids, and the slab-held locks named, (cache, kind, stack, field), and left between fields,
+        (index among the records, cache, kind, stack, fields): in C where it is built (analyzer/rowread.c
+        lock_deltas: hackbench changes 2,500 entries an interval), else py_lock_deltas; the same either way."""
+        if in_c and _c_lock_deltas is not None:
+            return _c_lock_deltas(rows, (_VAL, _PREV), e, self.rq_locks, abi._NAMES, abi.name_text, self._symbols,
+                                  self._symbol, self._described if self.namer is not None else None, self._describe,
+                                  self._kinds, lock_kind, _LOCK_MAKE, TaskId, RQ_LOCK, self._cpu_names,
+                                  _KERNEL_STACK)
+        return self.py_lock_deltas(rows, e)
+
+    def py_lock_deltas(self, rows, e: int) -> tuple[list[LockDelta], dict, list, list]:
+        """lock_deltas in Python."""
         out, ids = [], {}
-        # slab-held locks named, (cache, kind, stack, field), and left between fields, (index in out, ..., fields)
         named, between = [], []
         text, rq_locks, extremes, bounded = abi.name_text, self.rq_locks, abi.extremes, abi.bounded
-        for r in self._diff.read(self.obj.map("locks"), dead).rows(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT):
+        for r in rows:
             count, pc = r[_VAL], r[_PREV]
             if count == pc:
                 continue
@@ -155,11 +206,8 @@ class LockCollector:
                 (RQ_LOCK if cpu is not None else self._symbol(addr)) if kind == abi.LOCK_KIND_ADDR else "",
                 blocked - pb, runnable - pr,
                 weighted - pw, var - pv, field, where))
-            ids.setdefault(kstack, ("kernel", 0))
-        stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
-        if named or between:
-            self._by_site(out, stacks, named, between)
-        return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
+            ids.setdefault(kstack, _KERNEL_STACK)
+        return out, ids, named, between
 
     def _by_site(self, out: list[LockDelta], stacks, named: list[tuple], between: list[tuple]) -> None:
         """The slab-held locks left between two fields named by their call site, where it took its lock at one of

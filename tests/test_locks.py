@@ -428,3 +428,130 @@ def test_a_locks_points_sum_to_its_row_with_the_undrawn_shared_among_them(tmp_pa
     assert sorted(c.count for c in row.callers) == [34, 34, 35]
     assert sum(c.total_ns for c in row.callers) == 1_030 and sum(c.estimated_ns for c in row.callers) == 1_000
     assert sum(c.spin_ns for c in row.callers) == row.spin_ns == 1_030
+
+
+def _lock_row(addr, kstack_id, kind, count, prev_count, total, prev_total, *, flags=1, cache=b"", comm=b"owner\0",
+              extremes=(0, 0, 0, 0, 0, 0), slot=(0, 0, 0, 0), pid=7, sums=(30, 20, 10, 5, 400, 9), prev_sums=None):
+    """A changed lock entry as bpf/mapdiff.py Changed.rows unpacks it: the row's flags, the key (addr, kstack,
+    start_ns, pid, tgid, flags, kind), the value (the sums, the owner, the slab object, the extremes), the
+    previous value's sums."""
+    spin, sleep, blocked, runnable, weighted, var = sums
+    prev = prev_sums if prev_sums is not None else tuple(v // 2 for v in sums)
+    value = (count, total, spin, sleep, blocked, runnable, weighted, var, 99, 0, comm, cache, *slot, 0o40755, 12, 8,
+             0, *extremes)
+    return (0, addr, kstack_id, 1000, pid, 7, flags, kind, *value, prev_count, prev_total, *prev)
+
+
+def test_the_lock_drains_records_made_in_c_are_those_made_in_python():
+    """analyzer/rowread.c lock_deltas makes the lock drain's records as bpf/lock_collector.py py_lock_deltas does,
+    in every branch: an entry that did not move (skipped), a run queue's lock (its CPU), a static lock (its
+    symbol, asked once), a slab-held lock named by its field or left between two, a mmap_lock, an entry counted
+    once (its longest is its total), a counter that went back, each interval's extremes kept or not; and with no
+    lock namer."""
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf import lock_collector
+    from stallscope.bpf.lock_collector import LockCollector
+
+    if lock_collector._c_lock_deltas is None:
+        pytest.skip("analyzer/_rowread is not built (make)")
+
+    class Namer:
+        def describe(self, cache, addr, *rest):
+            return ("sock.sk_lock", "") if addr & 0x100 else ("", "in a sock_inode_cache object")
+
+        def fields(self, cache, addr, *rest):
+            return ("socket.wq.wait.lock", "vfs_inode.i_lock") if addr & 0x200 else ("x.lock",)
+
+    class Symbols(Symbolizer):
+        asked: list = []
+
+        def kernel_data(self, addr):
+            self.asked.append(addr)
+            return "jiffies_lock" if addr == 0x5000 else None
+
+    e = 41
+    rows = [
+        _lock_row(0x1000, 16, 0, 5, 5, 900, 900),  # no contention since the last read
+        _lock_row(0xA000, 17, 0, 9, 4, 9000, 4000, extremes=(800, 700, 20, 10, 42, 41)),  # a run queue's
+        _lock_row(0x5000, 18, 0, 3, 1, 600, 100, extremes=(300, 0, 50, 0, 40, 0)),  # a static lock; no extremes of e
+        _lock_row(0x5000, 18, 0, 4, 1, 700, 100, pid=8),  # the same lock, another task: its symbol asked once
+        _lock_row(0x6000, 19, 0, 3, 1, 50, 10, extremes=(0, 90, 0, 5, 0, 41)),  # longest held to the total
+        _lock_row(0x7100, 20, 2, 6, 2, 800, 300, cache=b"UNIX\0", slot=(1024, 0, 3, 0), extremes=(0, 200, 0, 7, 0, 42)),
+        _lock_row(0x7200, 21, 2, 3, 2, 80, 20, cache=b"sock_inode_cache\0", slot=(832, 0, 3, 0)),  # between two
+        _lock_row(0x7400, 22, 2, 3, 1, 80, 20, cache=b"sock_inode_cache\0", slot=(832, 0, 3, 0), flags=32),  # one
+        _lock_row(0x7100, 20, 2, 8, 6, 900, 800, cache=b"UNIX\0", slot=(1024, 0, 3, 0), pid=9),  # described before
+        _lock_row(0x8000, 23, 1, 2, 1, 40, 10, flags=4),  # a mmap_lock: counted once more
+        _lock_row(0x9000, 24, 0, 7, 3, 100, 500, prev_sums=(40, 30, 20, 10, 900, 19)),  # counters that went back
+        _lock_row(0x9100, 25, 0, 1 << 63, 1, (1 << 64) - 1, 0, extremes=(0, (1 << 64) - 1, 0, 1, 0, 41)),
+    ]
+    for namer in (Namer(), None):
+        made = []
+        for in_c in (True, False):
+            collector = LockCollector(Symbols())
+            collector.namer = namer
+            collector.rq_locks = {0xA000: 1}
+            Symbols.asked = []
+            made.append((collector.lock_deltas(iter(rows), e, in_c=in_c), list(Symbols.asked)))
+        (c, c_asked), (py, py_asked) = made
+        assert c == py and c_asked == py_asked == [0x5000, 0x6000, 0x9000, 0x9100], (c_asked, py_asked)
+        out, ids, named, between = c
+        assert len(out) == len(rows) - 1 and set(ids) == set(range(17, 26))
+        rq = out[0]
+        assert (rq.symbol, rq.object, rq.count, rq.total_ns, rq.max_ns, rq.min_ns) == (RQ_LOCK_NAME, "cpu1", 5, 5000,
+                                                                                           800, 10)
+        assert [d.symbol for d in out[1:3]] == ["jiffies_lock"] * 2 and out[1].max_ns == 0
+        assert (out[3].max_ns, out[3].min_ns) == (40, 5)  # the longest of the two held to the total (40 ns)
+        assert (out[-3].kind, out[-3].max_ns, out[-3].min_ns) == (1, 30, 30)  # counted once: its total
+        assert out[-2].total_ns == -400 and out[-2].spin_ns == -10
+        assert (out[-1].count, out[-1].total_ns, out[-1].max_ns) == ((1 << 63) - 1, (1 << 64) - 1, (1 << 64) - 1)
+        if namer is not None:
+            assert out[4].field == "sock.sk_lock" and named == [(b"UNIX\0", "spin", 20, "sock.sk_lock")] * 2
+            assert between == [(5, b"sock_inode_cache\0", "spin", 21, ("socket.wq.wait.lock", "vfs_inode.i_lock"))]
+            assert out[6].field == "" and out[6].object == "in a sock_inode_cache object"
+        else:
+            assert not named and not between and all(d.field == "" for d in out)
+
+
+RQ_LOCK_NAME = "rq->__lock"
+
+
+@needs_bpf
+def test_a_live_lock_drains_records_are_the_same_made_in_c_or_in_python():
+    """The lock probe attached while hackbench (its sockets' locks, in slab objects) and threads churning their
+    mappings (a mmap_lock) run: each drain's changed entries, made into records by analyzer/rowread.c and by
+    py_lock_deltas, one first and then the other, are the same records, stacks, and names."""
+    import time
+
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf import lock_collector
+    from stallscope.bpf.lock_collector import LockCollector
+
+    if lock_collector._c_lock_deltas is None:
+        pytest.skip("analyzer/_rowread is not built (make)")
+    probe = LockCollector(Symbolizer())
+    status = probe.start()
+    assert status.enabled, status.reason
+    made, seen = probe.lock_deltas, []
+
+    def both(rows, e, in_c=True):
+        rows = list(rows)
+        first = len(seen) % 2 == 0  # which one meets the names and symbols first, in turn
+        a = made(iter(rows), e, in_c=first)
+        b = made(iter(rows), e, in_c=not first)
+        seen.append((len(rows), {d.kind for d in a[0]}, a == b))
+        return a
+
+    probe.lock_deltas = both
+    load = [subprocess.Popen(["perf", "bench", "sched", "messaging", "-g", "4", "-l", "400"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+            subprocess.Popen([example("mmap_churn"), "-n", "300"], stdout=subprocess.DEVNULL)]
+    try:
+        for _ in range(4):
+            time.sleep(0.5)
+            probe.drain(set())
+    finally:
+        for p in load:
+            p.wait(60)
+        probe.close()
+    assert all(same for _n, _kinds, same in seen), seen
+    assert sum(n for n, _kinds, _same in seen) > 100 and {2} <= set().union(*(k for _n, k, _s in seen)), seen
