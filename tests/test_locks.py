@@ -450,7 +450,7 @@ def test_the_lock_drains_records_made_in_c_are_those_made_in_python():
     lock namer."""
     from stallscope.analyzer.symbols import Symbolizer
     from stallscope.bpf import lock_collector
-    from stallscope.bpf.lock_collector import LockCollector
+    from stallscope.bpf.lock_collector import RQ_LOCK, LockCollector
 
     if lock_collector._c_lock_deltas is None:
         pytest.skip("analyzer/_rowread is not built (make)")
@@ -497,8 +497,7 @@ def test_the_lock_drains_records_made_in_c_are_those_made_in_python():
         out, ids, named, between = c
         assert len(out) == len(rows) - 1 and set(ids) == set(range(17, 26))
         rq = out[0]
-        assert (rq.symbol, rq.object, rq.count, rq.total_ns, rq.max_ns, rq.min_ns) == (RQ_LOCK_NAME, "cpu1", 5, 5000,
-                                                                                           800, 10)
+        assert (rq.symbol, rq.object, rq.count, rq.total_ns, rq.max_ns, rq.min_ns) == (RQ_LOCK, "cpu1", 5, 5000, 800, 10)
         assert [d.symbol for d in out[1:3]] == ["jiffies_lock"] * 2 and out[1].max_ns == 0
         assert (out[3].max_ns, out[3].min_ns) == (40, 5)  # the longest of the two held to the total (40 ns)
         assert (out[-3].kind, out[-3].max_ns, out[-3].min_ns) == (1, 30, 30)  # counted once: its total
@@ -510,9 +509,6 @@ def test_the_lock_drains_records_made_in_c_are_those_made_in_python():
             assert out[6].field == "" and out[6].object == "in a sock_inode_cache object"
         else:
             assert not named and not between and all(d.field == "" for d in out)
-
-
-RQ_LOCK_NAME = "rq->__lock"
 
 
 @needs_bpf
