@@ -228,15 +228,15 @@ def test_a_bio_based_devices_bios_equal_its_diskstats(tmp_path, zram_device):
 
 
 def _three_runs(tmp_path, device, job: str, op: str, figure: str, *args: str, before=None) -> tuple[list, str]:
-    """(await, fio's figure) of three runs of one fio job, and a message that shows them."""
+    """(await, fio's figure, fio's whole latency) of three runs of one fio job, and a message that shows them."""
     runs = []
     for run in range(3):
         if before:
             before()
         fio, ours = _fio_and_await(tmp_path, device, f"{job}_{run}", op, *args)
-        runs.append((ours.await_.avg_ns, fio[figure]["mean"]))
+        runs.append((ours.await_.avg_ns, fio[figure]["mean"], fio["lat_ns"]["mean"]))
     return runs, f"{job}: await / fio's {figure} (us), three runs: " + ", ".join(
-        f"{a / 1e3:.1f}/{c / 1e3:.1f} = {a / c:.3f}" for a, c in runs)
+        f"{a / 1e3:.1f}/{c / 1e3:.1f} = {a / c:.3f} (fio's whole latency {lat / 1e3:.1f})" for a, c, lat in runs)
 
 
 @needs_bpf
@@ -244,12 +244,14 @@ def test_await_is_fios_own_latency(tmp_path, loop_device, cached_loop):
     """One fio I/O is one request here (no split, no merge). What lies outside the request only adds to
     fio's figure, and varies from run to run (a wake-up from an idle virtual CPU, for one; a 256k write
     run once measured 0.61 of fio's latency where runs measure 0.89-0.97 here). So each job runs three
-    times: await is never above fio's figure (it begins inside the submission and ends before fio reaps
+    times: await is never above fio's whole latency (it begins inside the submission and ends before fio reaps
     the completion), and the run with the least outside agrees.
     - Reads at depth 1, small and large, on a loop device whose backing file is read cold through the page
       cache (the loop worker completes the request and fio is woken from there: little lies outside):
       fio's completion latency (clat: from io_submit()'s return to reaping) within 10% (0.94-1.00 here;
-      0.76, 0.88 and 0.95 in three runs on another machine).
+      0.76, 0.88 and 0.95 in three runs on another machine). Not above it by more than the submission's own
+      time, which the request's may overlap: where io_submit() took 50 us after the request was made, await
+      read 1.12 and 1.39 of clat, and below fio's whole latency (slat + clat) still.
     - Elsewhere await is below fio's figure by the work outside the request, and not by more: building and
       pinning the buffer, the completion's path back from the disk's interrupt, the completions waiting
       to be reaped at depth > 1 (10-50 us an I/O here: on the direct-I/O loop, 4k reads at depth 1
@@ -260,14 +262,14 @@ def test_await_is_fios_own_latency(tmp_path, loop_device, cached_loop):
     for bs in ("16k", "64k"):
         runs, message = _three_runs(tmp_path, cached_loop.dev, f"randread_{bs}", "read", "clat_ns", "--rw=randread",
                                     f"--bs={bs}", "--io_size=8M", "--ioengine=libaio", before=cached_loop.drop_cache)
-        assert all(a <= 1.03 * c for a, c in runs), message
-        assert max(a / c for a, c in runs) >= 0.90, message
+        assert all(a <= 1.03 * lat for a, _c, lat in runs), message
+        assert max(a / c for a, c, _lat in runs) >= 0.90, message
     for job, args in (("randwrite_4k_depth8", ("--rw=randwrite", "--bs=4k", "--io_size=4M", "--ioengine=libaio",
                                                "--iodepth=8")),
                       ("write_256k_sync", ("--rw=write", "--bs=256k", "--io_size=16M", "--ioengine=psync"))):
         runs, message = _three_runs(tmp_path, loop_device, job, "write", "lat_ns", *args)
-        assert all(a <= 1.02 * c for a, c in runs), message
-        assert any(c - a <= max(0.25 * c, 60_000) for a, c in runs), message
+        assert all(a <= 1.02 * c for a, c, _lat in runs), message
+        assert any(c - a <= max(0.25 * c, 60_000) for a, c, _lat in runs), message
 
 
 @needs_bpf
