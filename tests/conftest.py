@@ -95,9 +95,10 @@ def report_recording(tmp_path_factory) -> dict:
         pytest.skip(BPF_SKIP)
     d = tmp_path_factory.mktemp("report")
     stall = d / "run.stall"
-    # pauses between the steps: on a saturated machine the drains wait for a CPU, and the intervals stretch
+    # pauses between the steps: on a saturated machine the drains wait for a CPU, and the intervals stretch; the
+    # last a second, so that a quick machine's recording too has more than six intervals (windows slide over them)
     workload = (f"perf bench sched messaging -g 2 -l 300 >/dev/null; sleep 0.5; {example('mutex_convoy')} -n 60 "
-                ">/dev/null; sleep 0.5; perf bench sched messaging -g 1 -l 200 >/dev/null; sleep 0.5")
+                ">/dev/null; sleep 0.5; perf bench sched messaging -g 1 -l 200 >/dev/null; sleep 1")
     run_stallscope("record", "-o", str(stall), "--probes", "all", "-i", "0.3s", "--nice", "-5", "--",
                    "sh", "-c", workload, timeout=300)
     html = d / "report.html"
