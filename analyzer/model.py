@@ -441,9 +441,9 @@ class ModelFold:
             for t in iv.throttled:
                 self._throttle(t.cgroup, t.periods, t.throttled_ns, t.quota_us, t.period_us)
             for c, busy, total in iv.cpu_time:
-                _add_pair(self.cpu_time, c, busy, total)
+                add_pair(self.cpu_time, c, busy, total)
             for c, ns, n in iv.cpu_runq:
-                _add_pair(self.cpu_runq, c, ns, n)
+                add_pair(self.cpu_runq, c, ns, n)
             for c in iv.oncpu_cpus:
                 acc = cpus.setdefault(c.cpu, [0, 0, 0, 0, 0])
                 for j, v in enumerate((c.samples, c.period_ns, c.idle_samples, c.idle_ns, c.event_ns)):
@@ -552,9 +552,9 @@ class ModelFold:
         for cg, e in other.throttled.items():
             self._throttle(cg, *e)
         for c, e in other.cpu_time.items():
-            _add_pair(self.cpu_time, c, *e)
+            add_pair(self.cpu_time, c, *e)
         for c, e in other.cpu_runq.items():
-            _add_pair(self.cpu_runq, c, *e)
+            add_pair(self.cpu_runq, c, *e)
         self.costs.extend(other.costs)
         self.tuning.extend(other.tuning)
         for key, o in other.oncpu.items():
@@ -630,11 +630,12 @@ class ModelFold:
         )
 
 
-def _add_pair(table: dict[int, list[int]], cpu: int, a: int, b: int) -> None:
-    """A CPU's two counters (busy and total ns; run-queue ns and waits) added to a window's."""
-    e = table.get(cpu)
+def add_pair(table: dict, key, a: int, b: int) -> None:
+    """Two counters of `key` added into `table`'s pair of it (made when missing): a CPU's busy and total ns, or its
+    run-queue ns and waits, in a window; a function's samples or a lock row's waits in an interval of a series."""
+    e = table.get(key)
     if e is None:
-        table[cpu] = [a, b]
+        table[key] = [a, b]
     else:
         e[0] += a
         e[1] += b

@@ -26,7 +26,7 @@ from stallscope.analyzer.attribution import idle_input_name, long_input_cause, s
 from stallscope.analyzer.blockers import WAITING_FOR_CPU
 from stallscope.analyzer.causes import IDLE, CauseTable
 from stallscope.analyzer.locks import LOCK_KIND_SLAB, lock_stats, lock_type, row_key
-from stallscope.analyzer.model import LockWaits, Model, OncpuSamples, long_open_parts
+from stallscope.analyzer.model import LockWaits, Model, OncpuSamples, add_pair, long_open_parts
 from stallscope.analyzer.oncpu import sample_functions, selected_samples, self_function
 from stallscope.analyzer.sample import Interval, TaskId
 from stallscope.analyzer.scope import in_scope
@@ -472,12 +472,7 @@ def py_series_locks(sink: Sink, i: int, flat: array, lock_of: list) -> int:
             d = locks.get(row)
             if d is None:
                 d = locks[row] = {}
-            acc = d.get(i)
-            if acc is None:
-                d[i] = [count, wait_ns]
-            else:
-                acc[0] += count
-                acc[1] += wait_ns
+            add_pair(d, i, count, wait_ns)
             if a_lock:
                 total += wait_ns
         if cache is not None:
@@ -564,15 +559,9 @@ def _oncpu(out: Series, i: int, e: LedgerEntry, own_tgid, samples_of: dict, samp
         n = o.samples
         total += n
         leaf, inclusive = fns
-        for fn in inclusive:  # _add_list written out: a function of each sampled stack, 270,000 in a report
+        for fn in inclusive:  # a function of each sampled stack: 270,000 in a report
             d = functions.get(fn)
             if d is None:
                 d = functions[fn] = {}
-            own = n if fn == leaf else 0
-            acc = d.get(i)
-            if acc is None:
-                d[i] = [own, n]
-            else:
-                acc[0] += own
-                acc[1] += n
+            add_pair(d, i, n if fn == leaf else 0, n)
     return total
