@@ -16,7 +16,8 @@
  * The module's other pieces, each the C side of a Python function that does the same where the module is
  * not built: Maker (analyzer/sample.py record_maker: every record the analyzer makes), lock_waits (a lock
  * fold's records, analyzer/rowfold.py), and for `top`'s drain Slots and Deltas (bpf/task_dump.py
- * slot_deltas and task_delta: a task dump entry's own off-CPU slots and its delta). */
+ * slot_deltas and task_delta: a task dump entry's own off-CPU slots and its delta), scan_dump (bpf/collector.py
+ * py_scan_dump: the dump's entries, each through those two) and lock_deltas (bpf/lock_collector.py). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <sqlite3.h>
@@ -1405,10 +1406,349 @@ fail:
 	return NULL;
 }
 
+/* ---- the task dump's entries (bpf/collector.py py_scan_dump) ----------------------------------------- */
+
+/* scan_dump's integers (bpf/task_dump.py SCAN_INTS): the dump's framing, the flags it reads, where the entry's
+ * values are */
+enum { SC_HEADER, SC_KEY, SC_RECORD, SC_OPEN_SIZE, SC_KIND_TASK, SC_KIND_OPEN, SC_DEAD, SC_FOUND_BLOCKED, SC_TGID,
+       SC_FLAGS, SC_COMM, SC_POLICY, SC_NICE, SC_RT, SC_PTGID, SC_OFFCPU_NS, SC_OFFCPU_COUNT, N_SC };
+
+typedef struct {
+	Py_ssize_t n[N_SC];
+	Py_ssize_t nvalues; /* the fewest values an entry's unpack must give */
+	/* the set-up: how an entry's values are read, its records made */
+	PyObject *unpack, *open_unpack, *py_delta, *name_text, *task_id, *task_info, *prev_type;
+	Deltas *deltas;
+	Slots *slots;
+	/* the collector's state, changed in place */
+	PyObject *prevs, *handed, *carried, *info, *leader_start, *remembered, *asleep, *slot_deltas, *e;
+	int first;
+	/* what the scan hands back */
+	PyObject *out, *infos, *dead, *gone, *seen, *found, *renamed;
+} Scan;
+
+static PyObject *str_raw, *str_values;
+
+/* pop key from d: a new reference to its value, NULL with no error where it was not there */
+static PyObject *dict_pop(PyObject *d, PyObject *key)
+{
+	PyObject *v = PyDict_GetItemWithError(d, key);
+	if (!v)
+		return NULL;
+	Py_INCREF(v);
+	if (PyDict_DelItem(d, key) < 0) {
+		Py_DECREF(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* OpenWaits.settle: the task's wait handed over leaves the table, what was carried on since in its last counters */
+static int settle(Scan *s, PyObject *tid, PyObject *prev_values)
+{
+	PyObject *h = dict_pop(s->handed, tid);
+	if (!h)
+		return PyErr_Occurred() ? -1 : 0;
+	int rc = -1;
+	if (prev_values) {
+		PyObject *at = PyTuple_Check(h) && PyTuple_GET_SIZE(h) == 2 ? PyTuple_GET_ITEM(h, 1) : NULL;
+		PyObject *cur = at ? PySequence_GetItem(prev_values, s->n[SC_OFFCPU_NS]) : NULL;
+		PyObject *span = cur ? PyNumber_Subtract(s->carried, at) : NULL;
+		PyObject *sum = span ? PyNumber_Add(cur, span) : NULL;
+		if (!at && !PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError, "a wait handed over is not (wait, carried)");
+		if (sum && PySequence_SetItem(prev_values, s->n[SC_OFFCPU_NS], sum) == 0)
+			rc = 0;
+		Py_XDECREF(cur);
+		Py_XDECREF(span);
+		Py_XDECREF(sum);
+	} else {
+		rc = 0;
+	}
+	Py_DECREF(h);
+	return rc;
+}
+
+/* the entry's name, flags, policy, nice and priority as the collector keeps them (_info): the name `before` holds
+ * where the name's bytes are the last entry's, else read from them (abi.name_text) */
+static PyObject *info_of(Scan *s, PyObject *values, PyObject *before, PyObject *prev_values)
+{
+	PyObject *comm = NULL, *raw = PyTuple_GET_ITEM(values, s->n[SC_COMM]);
+	if (before && prev_values && PyTuple_Check(before) && PyTuple_GET_SIZE(before) == 5 && PyList_Check(prev_values) &&
+	    s->n[SC_COMM] < PyList_GET_SIZE(prev_values)) {
+		/* the name _info holds was read from the last entry's bytes: the same bytes, the same name */
+		int same = PyObject_RichCompareBool(PyList_GET_ITEM(prev_values, s->n[SC_COMM]), raw, Py_EQ);
+		if (same < 0)
+			return NULL;
+		if (same)
+			comm = Py_NewRef(PyTuple_GET_ITEM(before, 0));
+	}
+	if (!comm && !(comm = PyObject_CallOneArg(s->name_text, raw)))
+		return NULL;
+	return Py_BuildValue("(NOOOO)", comm, PyTuple_GET_ITEM(values, s->n[SC_FLAGS]),
+			     PyTuple_GET_ITEM(values, s->n[SC_POLICY]), PyTuple_GET_ITEM(values, s->n[SC_NICE]),
+			     PyTuple_GET_ITEM(values, s->n[SC_RT]));
+}
+
+/* a changed name, policy or priority: kept, and a TaskInfo made; a leader renamed (an exec) told */
+static int new_info(Scan *s, PyObject *tid, PyObject *values, PyObject *before, PyObject *now)
+{
+	if (PyDict_SetItem(s->info, tid, now) < 0)
+		return -1;
+	PyObject *a[8] = {tid, PyTuple_GET_ITEM(values, s->n[SC_TGID]), PyTuple_GET_ITEM(values, s->n[SC_PTGID])};
+	for (int i = 0; i < 5; i++)
+		a[3 + i] = PyTuple_GET_ITEM(now, i);
+	PyObject *ti = PyObject_Vectorcall(s->task_info, a, 8, NULL);
+	if (!ti)
+		return -1;
+	int rc = PyList_Append(s->infos, ti);
+	Py_DECREF(ti);
+	if (rc < 0 || !before || !PyTuple_Check(before) || PyTuple_GET_SIZE(before) < 1)
+		return rc;
+	int renamed = PyObject_RichCompareBool(PyTuple_GET_ITEM(before, 0), PyTuple_GET_ITEM(now, 0), Py_NE);
+	if (renamed <= 0)
+		return renamed;
+	int leader = PyObject_RichCompareBool(PyTuple_GET_ITEM(tid, 0), a[1], Py_EQ);
+	if (leader <= 0)
+		return leader;
+	PyObject *pair = PyTuple_Pack(2, a[1], PyTuple_GET_ITEM(tid, 1));
+	rc = pair ? PyList_Append(s->renamed, pair) : -1;
+	Py_XDECREF(pair);
+	return rc;
+}
+
+/* one entry (key: its TaskKey bytes; vraw: its TaskStats), as py_scan_dump's loop reads it */
+static int scan_entry(Scan *s, const char *key, Py_ssize_t key_len, PyObject *kraw, PyObject *vraw)
+{
+	int rc = -1;
+	PyObject *values = NULL, *tid = NULL, *prev = NULL, *prev_raw = NULL, *prev_values = NULL, *before = NULL,
+		 *now = NULL, *d = NULL, *slots = NULL, *made_key = NULL;
+	if (key_len < 16 || !PyBytes_Check(vraw)) {
+		PyErr_SetString(PyExc_ValueError, "a task entry's key shorter than its pid and start, or its value not bytes");
+		return -1;
+	}
+	if (!(values = PyObject_CallOneArg(s->unpack, vraw)))
+		goto done;
+	if (!PyTuple_Check(values) || PyTuple_GET_SIZE(values) < s->nvalues) {
+		PyErr_SetString(PyExc_ValueError, "an entry's values fewer than the scan reads");
+		goto done;
+	}
+	PyObject *v[2] = {PyLong_FromUnsignedLong(rd32(key)), PyLong_FromUnsignedLongLong(rd64(key + 8))};
+	if (!(tid = pack(s->task_id, v, 2)) || PySet_Add(s->seen, tid) < 0)
+		goto done;
+	if ((prev = PyDict_GetItemWithError(s->prevs, tid))) {
+		Py_INCREF(prev);
+		if (!(prev_raw = PyObject_GetAttr(prev, str_raw)) || !(prev_values = PyObject_GetAttr(prev, str_values)))
+			goto done;
+	} else if (PyErr_Occurred()) {
+		goto done;
+	}
+	if (settle(s, tid, prev_values) < 0)
+		goto done;
+	PyObject *tgid = PyTuple_GET_ITEM(values, s->n[SC_TGID]), *flags_o = PyTuple_GET_ITEM(values, s->n[SC_FLAGS]);
+	unsigned long long flags = PyLong_AsUnsignedLongLongMask(flags_o);
+	if (flags == (unsigned long long)-1 && PyErr_Occurred())
+		goto done;
+	if ((before = PyDict_GetItemWithError(s->info, tid)))
+		Py_INCREF(before);
+	else if (PyErr_Occurred())
+		goto done;
+	if (!(now = info_of(s, values, before, prev_values)))
+		goto done;
+	int same = before ? PyObject_RichCompareBool(before, now, Py_EQ) : 0;
+	if (same < 0 || (!same && new_info(s, tid, values, before, now) < 0))
+		goto done;
+	int leader = PyObject_RichCompareBool(PyTuple_GET_ITEM(tid, 0), tgid, Py_EQ);
+	if (leader < 0 || (leader && PyDict_SetItem(s->leader_start, tgid, PyTuple_GET_ITEM(tid, 1)) < 0))
+		goto done;
+	if (flags & (unsigned long long)s->n[SC_FOUND_BLOCKED] && s->first) {
+		if (PySet_Add(s->asleep, tid) < 0)
+			goto done;
+	} else if (PySet_GET_SIZE(s->asleep)) {
+		int ended = PyObject_IsTrue(PyTuple_GET_ITEM(values, s->n[SC_OFFCPU_COUNT]));
+		if (ended < 0 || (ended && PySet_Discard(s->asleep, tid) < 0))
+			goto done;
+	}
+	int known = PySet_Contains(s->remembered, tgid);
+	if (known < 0)
+		goto done;
+	if (!known) {
+		int there = PyDict_Contains(s->found, tgid);
+		if (there < 0)
+			goto done;
+		if (!there) {
+			PyObject *f = PyTuple_Pack(3, tid, PyTuple_GET_ITEM(values, s->n[SC_PTGID]), flags_o);
+			int bad = !f || PyDict_SetItem(s->found, tgid, f) < 0;
+			Py_XDECREF(f);
+			if (bad)
+				goto done;
+		}
+	}
+	PyObject *da[6] = {tid, vraw, values, prev_raw ? prev_raw : Py_None, prev_values ? prev_values : Py_None, s->e};
+	if (!(d = Deltas_delta(s->deltas, da, 6)))
+		goto done;
+	if (d == Py_NotImplemented) { /* a value beyond 64 bits: task_dump.py_task_delta */
+		Py_DECREF(d);
+		PyObject *pa[5] = {tid, vraw, values, prev ? prev : Py_None, s->e};
+		if (!(d = PyObject_Vectorcall(s->py_delta, pa, 5, NULL)))
+			goto done;
+	}
+	if (d != Py_None && PyList_Append(s->out, d) < 0)
+		goto done;
+	PyObject *sa[5] = {tid, tgid, vraw, prev_raw ? prev_raw : Py_None, s->e};
+	if (!(slots = Slots_deltas(s->slots, sa, 5)))
+		goto done;
+	if (PyList_GET_SIZE(slots)) {
+		Py_ssize_t n = PyList_GET_SIZE(s->slot_deltas);
+		if (PyList_SetSlice(s->slot_deltas, n, n, slots) < 0)
+			goto done;
+	}
+	if (flags & (unsigned long long)s->n[SC_DEAD]) {
+		if (!kraw && !(kraw = made_key = PyBytes_FromStringAndSize(key, key_len)))
+			goto done;
+		if (PySet_Add(s->dead, tid) < 0 || PyList_Append(s->gone, kraw) < 0)
+			goto done;
+		PyObject *gone = dict_pop(s->prevs, tid);
+		if (!gone && PyErr_Occurred())
+			goto done;
+		Py_XDECREF(gone);
+		if (!(gone = dict_pop(s->info, tid)) && PyErr_Occurred())
+			goto done;
+		Py_XDECREF(gone);
+	} else {
+		PyObject *kept = PySequence_List(values);
+		if (!kept)
+			goto done;
+		if (prev && Py_IS_TYPE(prev, (PyTypeObject *)s->prev_type)) { /* the last entry's Prev, made this one's */
+			int bad = PyObject_SetAttr(prev, str_raw, vraw) < 0 || PyObject_SetAttr(prev, str_values, kept) < 0;
+			Py_DECREF(kept);
+			if (bad)
+				goto done;
+		} else {
+			PyObject *p = PyObject_CallFunctionObjArgs(s->prev_type, vraw, kept, NULL);
+			Py_DECREF(kept);
+			int bad = !p || PyDict_SetItem(s->prevs, tid, p) < 0;
+			Py_XDECREF(p);
+			if (bad)
+				goto done;
+		}
+	}
+	rc = 0;
+done:
+	Py_XDECREF(values);
+	Py_XDECREF(tid);
+	Py_XDECREF(prev);
+	Py_XDECREF(prev_raw);
+	Py_XDECREF(prev_values);
+	Py_XDECREF(before);
+	Py_XDECREF(now);
+	Py_XDECREF(d);
+	Py_XDECREF(slots);
+	Py_XDECREF(made_key);
+	return rc;
+}
+
+/* the dump's records: each task entry scanned, each open_wait unpacked into `opened` */
+static int scan_raw(Scan *s, PyObject *raw, PyObject *opened)
+{
+	const char *buf = PyBytes_AS_STRING(raw);
+	Py_ssize_t end = PyBytes_GET_SIZE(raw), at = 0, hs = s->n[SC_HEADER], ks = s->n[SC_KEY];
+	while (at + hs <= end) {
+		uint32_t kind = rd32(buf + at), size = rd32(buf + at + 4);
+		at += hs;
+		if (at + (Py_ssize_t)size > end)
+			break;
+		if (kind == (uint32_t)s->n[SC_KIND_TASK] && size == (uint32_t)s->n[SC_RECORD]) {
+			PyObject *vraw = PyBytes_FromStringAndSize(buf + at + ks, size - ks);
+			int rc = vraw ? scan_entry(s, buf + at, ks, NULL, vraw) : -1;
+			Py_XDECREF(vraw);
+			if (rc < 0)
+				return -1;
+		} else if (kind == (uint32_t)s->n[SC_KIND_OPEN] && size == (uint32_t)s->n[SC_OPEN_SIZE]) {
+			PyObject *o = PyObject_CallFunction(s->open_unpack, "On", raw, at);
+			int rc = o ? PyList_Append(opened, o) : -1;
+			Py_XDECREF(o);
+			if (rc < 0)
+				return -1;
+		}
+		at += size;
+	}
+	return 0;
+}
+
+/* scan_dump(raw, extra, cfg, state): bpf/collector.py py_scan_dump in C, the same answer: (task deltas, task infos,
+ * dead tasks, their keys, tasks seen, processes first seen, leaders renamed, open_wait records) */
+static PyObject *scan_dump(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+	Scan s = {0};
+	PyObject *ints, *opened = NULL, *answer = NULL;
+	if (nargs != 4 || !PyBytes_Check(args[0]) || !PyList_Check(args[1]) || !PyTuple_Check(args[2]) ||
+	    !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[2]) != 10 || PyTuple_GET_SIZE(args[3]) != 10) {
+		PyErr_SetString(PyExc_TypeError, "scan_dump(raw, extra, cfg, state)");
+		return NULL;
+	}
+	PyObject *const *c = &PyTuple_GET_ITEM(args[2], 0), *const *st = &PyTuple_GET_ITEM(args[3], 0);
+	ints = c[0];
+	if (!PyTuple_Check(ints) || read_offsets(ints, s.n, N_SC) < 0)
+		return NULL;
+	s.unpack = c[1], s.open_unpack = c[2], s.py_delta = c[5], s.name_text = c[6], s.task_id = c[7];
+	s.task_info = c[8], s.prev_type = c[9];
+	if (!PyObject_TypeCheck(c[3], &DeltasType) || !PyObject_TypeCheck(c[4], &SlotsType) || !PyType_Check(s.task_id) ||
+	    !PyType_IsSubtype((PyTypeObject *)s.task_id, &PyTuple_Type) || !PyType_Check(s.prev_type)) {
+		PyErr_SetString(PyExc_TypeError, "scan_dump's set-up: (ints, unpack, open unpack, Deltas, Slots, py delta, "
+						 "name_text, TaskId, TaskInfo, Prev)");
+		return NULL;
+	}
+	s.deltas = (Deltas *)c[3], s.slots = (Slots *)c[4];
+	s.prevs = st[0], s.handed = st[1], s.carried = st[2], s.info = st[3], s.leader_start = st[4];
+	s.remembered = st[5], s.asleep = st[6], s.e = st[8], s.slot_deltas = st[9];
+	if (!PyDict_Check(s.prevs) || !PyDict_Check(s.handed) || !PyDict_Check(s.info) || !PyDict_Check(s.leader_start) ||
+	    !PyAnySet_Check(s.remembered) || !PySet_Check(s.asleep) || !PyList_Check(s.slot_deltas)) {
+		PyErr_SetString(PyExc_TypeError, "scan_dump's state: (prevs, handed, carried, info, leader starts, "
+						 "remembered, asleep at start, first, e, slot deltas)");
+		return NULL;
+	}
+	if ((s.first = PyObject_IsTrue(st[7])) < 0)
+		return NULL;
+	Py_ssize_t most = 0;
+	for (int k = SC_TGID; k < N_SC; k++)
+		most = s.n[k] > most ? s.n[k] : most;
+	s.nvalues = most + 1;
+	if (!(s.out = PyList_New(0)) || !(s.infos = PyList_New(0)) || !(s.dead = PySet_New(NULL)) ||
+	    !(s.gone = PyList_New(0)) || !(s.seen = PySet_New(NULL)) || !(s.found = PyDict_New()) ||
+	    !(s.renamed = PyList_New(0)) || !(opened = PyList_New(0)))
+		goto done;
+	if (scan_raw(&s, args[0], opened) < 0)
+		goto done;
+	for (Py_ssize_t i = 0; i < PyList_GET_SIZE(args[1]); i++) {
+		PyObject *kv = PyList_GET_ITEM(args[1], i);
+		if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(kv, 0))) {
+			PyErr_SetString(PyExc_TypeError, "an entry of task_final not (key bytes, value bytes)");
+			goto done;
+		}
+		PyObject *k = PyTuple_GET_ITEM(kv, 0);
+		if (scan_entry(&s, PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), k, PyTuple_GET_ITEM(kv, 1)) < 0)
+			goto done;
+	}
+	answer = PyTuple_Pack(8, s.out, s.infos, s.dead, s.gone, s.seen, s.found, s.renamed, opened);
+done:
+	Py_XDECREF(s.out);
+	Py_XDECREF(s.infos);
+	Py_XDECREF(s.dead);
+	Py_XDECREF(s.gone);
+	Py_XDECREF(s.seen);
+	Py_XDECREF(s.found);
+	Py_XDECREF(s.renamed);
+	Py_XDECREF(opened);
+	return answer;
+}
+
 static PyMethodDef module_methods[] = {
 	{"lock_waits", lock_waits, METH_VARARGS, "A lock fold's records (analyzer/rowfold.py LockRows.result)."},
 	{"lock_deltas", (PyCFunction)(void (*)(void))lock_deltas, METH_FASTCALL,
 	 "The lock drain's records of its changed entries (bpf/lock_collector.py py_lock_deltas)."},
+	{"scan_dump", (PyCFunction)(void (*)(void))scan_dump, METH_FASTCALL,
+	 "A task dump's entries scanned into deltas (bpf/collector.py py_scan_dump)."},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -1430,7 +1770,10 @@ PyMODINIT_FUNC PyInit__rowread(void)
 	no_hist = PyTuple_New(0);
 	no_args = PyTuple_New(0);
 	no_woken = Py_BuildValue("(iii)", 0, 0, 0);
-	if (!ReadError || !hists || !wokens || !no_args || !no_hist || !no_woken || PyModule_AddObjectRef(m, "ReadError", ReadError) < 0 ||
+	str_raw = PyUnicode_InternFromString("raw");
+	str_values = PyUnicode_InternFromString("values");
+	if (!ReadError || !hists || !wokens || !no_args || !no_hist || !no_woken || !str_raw || !str_values ||
+	    PyModule_AddObjectRef(m, "ReadError", ReadError) < 0 ||
 	    PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
 	    PyModule_AddObjectRef(m, "Maker", (PyObject *)&MakerType) < 0 ||
 	    PyModule_AddObjectRef(m, "Slots", (PyObject *)&SlotsType) < 0 ||

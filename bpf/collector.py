@@ -43,8 +43,49 @@ _WAKER_KEY, _WAKER_VAL = abi.unpacker(abi.WakerKey), abi.unpacker(abi.WakerVal)
 _TASK_KEY = abi.unpacker(abi.TaskKey)
 _HEADER = abi.unpacker(abi.DumpHeader)
 _TASK_RECORD = ctypes.sizeof(abi.TaskKey) + ctypes.sizeof(abi.TaskStats)
+_TASK_KEY_SIZE = ctypes.sizeof(abi.TaskKey)
 # the records a drain makes by the thousand, every field given (the dataclasses' own __init__ is 1.45 us, these 0.24)
 _new_offcpu, _new_waker = record_maker(OffcpuDelta), record_maker(WakerDelta)
+
+
+def parse_dump(raw: bytes) -> tuple[list[tuple[bytes, bytes]], list[tuple]]:
+    """The task dump's records (bpf/sched.bpf.c dump_tasks: each a DumpHeader, then its bytes): the live tasks'
+    entries, (key, value), and the waits in progress it charged (OpenWait fields, unpacked)."""
+    ks, hs = _TASK_KEY_SIZE, _HEADER.size
+    live, opened, at, end = [], [], 0, len(raw)
+    while at + hs <= end:
+        kind, size = _HEADER.unpack_from(raw, at)
+        at += hs
+        if at + size > end:
+            break
+        if kind == abi.DUMP_TASK and size == _TASK_RECORD:
+            live.append((raw[at:at + ks], raw[at + ks:at + size]))
+        elif kind == abi.DUMP_OPEN and size == task_dump.OPEN_SIZE:
+            opened.append(task_dump.open_record(raw, at))
+        at += size
+    return live, opened
+
+
+def _scan_setup() -> tuple:
+    """What analyzer/rowread.c scan_dump reads the dump with: its framing and the flags and values it reads (the
+    order of rowread.c's SC_* names), and how it makes the records task_dump.py makes."""
+    td = task_dump
+    assert _HEADER.format == "<II" and _TASK_KEY.format == "<IIQ", "rowread.c scan_dump reads this framing"
+    ints = (_HEADER.size, _TASK_KEY_SIZE, _TASK_RECORD, td.OPEN_SIZE, abi.DUMP_TASK, abi.DUMP_OPEN, abi.TS_DEAD,
+            abi.TS_FOUND_BLOCKED, td.TGID, td.FLAGS, td.COMM, td.POLICY, td.NICE, td.RT_PRIORITY, td.PTGID,
+            td.OFFCPU_NS, td.OFFCPU_COUNT)
+    # values_of and open_record, as the struct's own methods
+    return (ints, td._SCALARS.unpack_from, td._OPEN.unpack_from, td._C_DELTAS, td._C_SLOTS, td.py_task_delta,
+            abi.name_text, TaskId, TaskInfo, td.Prev)
+
+
+try:  # the dump's entries scanned in C (analyzer/rowread.c scan_dump), where it and task_dump's pieces are built
+    from stallscope.analyzer._rowread import scan_dump as _c_scan_dump
+    _SCAN_SETUP = _scan_setup() if task_dump._C_DELTAS is not None and task_dump._C_SLOTS is not None else None
+except ImportError:
+    _c_scan_dump = _SCAN_SETUP = None
+if _SCAN_SETUP is None:
+    _c_scan_dump = None
 
 
 _IVAL = 9 + abi.RUNQ_SLOTS  # where an unpacked offcpu_val's extremes begin (v[8] is the pad)
@@ -441,11 +482,10 @@ class SchedCollector:
             out.append((addr, name or f"{addr:#x}"))
         return tuple(out)
 
-    def _task_entries(self, obj: BpfObject) -> tuple[list[tuple[bytes, bytes]], list[tuple], Map, int]:
-        """The entries events changed since the last drain: the live tasks' (dump_tasks writes each
-        as its key then its value), then those of tasks whose final switch came since; the waits in
-        progress the dump charged (OpenWait fields, unpacked); the interval whose extremes they hold."""
-        ks, hs = ctypes.sizeof(abi.TaskKey), _HEADER.size
+    def _task_entries(self, obj: BpfObject) -> tuple[bytes, list[tuple[bytes, bytes]], Map, int]:
+        """What events changed since the last drain: the dump (the live tasks' entries, each its key then its
+        value, and the waits in progress it charged: parse_dump), the entries of tasks whose final switch came
+        since, and the interval whose extremes they hold."""
         # the interval's end: the dump charges every wait in progress up to this instant, however
         # long it takes to reach each task (bpf_ktime_get_ns is CLOCK_MONOTONIC)
         self._dump_ns, mono_ns = clock_pair()
@@ -464,19 +504,8 @@ class SchedCollector:
         if not self._migrations_counted:  # the set-up drain: from here on both count them
             _set_migrations_off(obj, False)
             self._migrations_counted = True
-        live, opened, at, end = [], [], 0, len(raw)
-        while at + hs <= end:
-            kind, size = _HEADER.unpack_from(raw, at)
-            at += hs
-            if at + size > end:
-                break
-            if kind == abi.DUMP_TASK and size == _TASK_RECORD:
-                live.append((raw[at:at + ks], raw[at + ks:at + size]))
-            elif kind == abi.DUMP_OPEN and size == task_dump.OPEN_SIZE:
-                opened.append(task_dump.open_record(raw, at))
-            at += size
         final = obj.map("task_final")
-        return live + final.items_batch(), opened, final, e
+        return raw, final.items_batch(), final, e
 
     @staticmethod
     def _set_dump_clock(obj: BpfObject, mono_ns: int, last_ns: int) -> None:
@@ -490,13 +519,13 @@ class SchedCollector:
         m.update(b"\0\0\0\0", mono_ns.to_bytes(8, "little"))
 
     def _drain_tasks(self, obj: BpfObject):
-        entries, opened, final, e = self._task_entries(obj)
+        raw, final_entries, final, e = self._task_entries(obj)
         prevs, opens = self._prev_tasks, self._open
         if not self._span_ns:  # every wait in progress is handed over in this dump: the table is made anew
             opens.reset(prevs)
         if not self._index:
             opens.first_ns = self._dump_ns
-        deltas, infos, dead, gone, seen = self._scan_entries(entries, e)
+        deltas, infos, dead, gone, seen, opened = self.scan_dump(raw, final_entries, e)
         final.delete_many(gone)
         # Waits in progress handed over (charged to their keys, and to their tasks unless their entries
         # came), and the waits the dump carried on, each charged the time since the last dump.
@@ -506,11 +535,33 @@ class SchedCollector:
         self._ongoing_ns = self._span_ns
         return tuple(deltas), tuple(infos), dead
 
+    def scan_dump(self, raw: bytes, final_entries: list[tuple[bytes, bytes]], e: int, in_c: bool = True):
+        """The dump's task entries, then task_final's: each task's delta and its own slots' waits (into
+        _slot_deltas), its name where it changed, its process where first seen, its bytes kept for the next dump;
+        and the dump's waits in progress (OpenWait fields, unpacked). The deltas, the task infos, the dead tasks,
+        their keys, the tasks seen, and those waits. The processes first seen are remembered after the entries
+        are read, with their leaders' starts (a thread's entry may come before its leader's). In C where
+        analyzer/rowread.c is built (a machine of 5,000 threads waking every 3 s changes 1,700 entries an
+        interval); py_scan_dump is the same in Python."""
+        if not in_c or _c_scan_dump is None:
+            return self.py_scan_dump(raw, final_entries, e)
+        opens = self._open
+        deltas, infos, dead, gone, seen, found, renamed, opened = _c_scan_dump(
+            raw, final_entries, _SCAN_SETUP,
+            (self._prev_tasks, opens.handed, opens.carried_ns, self._info, self._leader_start, self._remembered,
+             opens.asleep_at_start, not self._index, e, self._slot_deltas))
+        if self.symbolizer:
+            for tgid, start_ns in renamed:  # see py_scan_dump
+                self.symbolizer.process(tgid, start_ns).refresh(force=True)
+        self._remember_processes(found)
+        return deltas, infos, dead, gone, seen, opened
+
+    def py_scan_dump(self, raw: bytes, final_entries: list[tuple[bytes, bytes]], e: int):
+        """scan_dump in Python."""
+        live, opened = parse_dump(raw)
+        return (*self._scan_entries(live + final_entries, e), opened)
+
     def _scan_entries(self, entries: list[tuple[bytes, bytes]], e: int):
-        """The dump's entries: each task's delta and its own slots' waits (into _slot_deltas), its name where it
-        changed, its process where first seen, its bytes kept for the next dump. The deltas, the task infos, the
-        dead tasks, their keys, and the tasks seen. The processes first seen are remembered after the entries are
-        read, with their leaders' starts (a thread's entry may come before its leader's)."""
         deltas, infos, dead, gone = [], [], set(), []
         seen: set[TaskId] = set()
         prevs, opens = self._prev_tasks, self._open
@@ -555,12 +606,16 @@ class SchedCollector:
                 self._info.pop(tid, None)
             else:
                 prevs[tid] = task_dump.Prev(vraw, list(values))
+        self._remember_processes(found)
+        return deltas, infos, dead, gone, seen
+
+    def _remember_processes(self, found: dict[int, tuple[TaskId, int, int]]) -> None:
+        """The processes a dump first saw (tgid -> (task, ptgid, flags)), remembered."""
         if not self._index:
             self._remember_found(found)
         else:  # in the dump's order
             for tgid, (tid, ptgid, flags) in found.items():
                 self._remember_process(tid, tgid, ptgid, flags)
-        return deltas, infos, dead, gone, seen
 
     def _remember_found(self, found: dict[int, tuple[TaskId, int, int]]) -> None:
         """The processes the first dump found, each parent before its children (in the dump's order

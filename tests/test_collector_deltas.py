@@ -86,9 +86,15 @@ def _drain(c, obj):
     return tasks, infos, dead, c._drain_offcpu(obj, dead) + c._take_task_waits(), c._drain_wakers(obj, dead)
 
 
-@pytest.fixture
-def sched(monkeypatch):
+@pytest.fixture(params=["c", "python"])
+def sched(monkeypatch, request):
+    """A scheduler collector over faked maps, its dump's entries scanned in C (analyzer/rowread.c scan_dump) or
+    in Python (py_scan_dump): each test runs both ways."""
     monkeypatch.setattr(collector, "process_cgroup", lambda tgid: None)
+    if request.param == "python":
+        monkeypatch.setattr(collector, "_c_scan_dump", None)
+    else:
+        assert collector._c_scan_dump is not None, "the extension is built by `make install`"
     return collector.SchedCollector(collector.SchedOptions(), NoSymbols())
 
 
@@ -101,6 +107,10 @@ def test_sleeping_threads_give_no_deltas_and_their_values_are_not_decoded(sched,
     decoded = []
     real = task_dump.values_of
     monkeypatch.setattr(task_dump, "values_of", lambda raw: decoded.append(abi.TaskStats) or real(raw))
+    setup = collector._SCAN_SETUP
+    if setup is not None:  # the C scan's own unpack
+        monkeypatch.setattr(collector, "_SCAN_SETUP", (setup[0], lambda raw: decoded.append(abi.TaskStats) or real(raw),
+                                                       *setup[2:]))
 
     class Counted:  # the maps' values are read with struct unpackers, not decoded into ctypes
         def __init__(self, name):

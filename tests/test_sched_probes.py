@@ -417,7 +417,7 @@ def test_the_task_dump_reads_only_the_entries_events_changed():
 
     from stallscope.analyzer.symbols import Symbolizer
     from stallscope.bpf import abi
-    from stallscope.bpf.collector import SchedCollector, SchedOptions
+    from stallscope.bpf.collector import SchedCollector, SchedOptions, parse_dump
 
     c = SchedCollector(SchedOptions(), Symbolizer())
     c.start()
@@ -432,7 +432,8 @@ def test_the_task_dump_reads_only_the_entries_events_changed():
     opened: dict[int, int] = {}
 
     def dumped() -> set[int]:
-        live, waits, _final, _e = c._task_entries(c.obj)
+        raw, _final_entries, _final, _e = c._task_entries(c.obj)
+        live, waits = parse_dump(raw)
         opened.clear()
         opened.update({pid: charged for pid, _tgid, _start, charged, *_rest in waits})
         return {abi.decode(abi.TaskKey, k).pid for k, _ in live}
@@ -747,3 +748,72 @@ def test_a_thread_asleep_across_intervals_is_carried_on_and_charged_each_interva
     assert abs(read.total_ns - measured[0]) <= 0.02 * measured[0]
     # charged to its keys as it went on (under the key it had then: a stack may be walked for it meanwhile)
     assert sum(k.charged for k in keys) == task.offcpu_ns
+
+
+def _scan_state(c) -> tuple:
+    """What a dump's scan changes of a scheduler collector, copied."""
+    import copy
+
+    return (copy.deepcopy(c._prev_tasks), dict(c._open.handed), c._open.carried_ns, set(c._open.asleep_at_start),
+            dict(c._info), dict(c._leader_start), set(c._remembered), list(c._slot_deltas))
+
+
+def _set_scan_state(c, state: tuple) -> None:
+    import copy
+
+    prevs, handed, carried, asleep, info, leaders, remembered, slot_deltas = copy.deepcopy(state)
+    c._prev_tasks, c._open.handed, c._open.carried_ns, c._open.asleep_at_start = prevs, handed, carried, asleep
+    c._info, c._leader_start, c._remembered, c._slot_deltas = info, leaders, remembered, slot_deltas
+
+
+def test_a_live_task_dump_is_scanned_the_same_in_c_and_in_python():
+    """The scheduler probes attached while threads wake every 20 ms, hackbench's processes come and go and
+    commands exec: each drain's dump, scanned by analyzer/rowread.c scan_dump and by py_scan_dump from the same
+    state (one first, then the other, in turn), gives the same deltas, task infos, dead tasks, waits in progress
+    and processes first seen, and leaves the same state (each task's last entry, its name, the waits handed over,
+    its own slots' waits)."""
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf import collector
+    from stallscope.bpf.collector import SchedCollector, SchedOptions
+
+    if collector._c_scan_dump is None:
+        pytest.skip("analyzer/_rowread is not built (make)")
+    c = SchedCollector(SchedOptions(), Symbolizer())
+    c.start()
+    scan, remember = c.scan_dump, c._remember_processes
+    seen = []
+
+    def both(raw, final_entries, e, in_c=True):
+        first = len(seen) % 2 == 0
+        before = _scan_state(c)
+        found: list[dict] = []
+        c._remember_processes = found.append
+        try:
+            a = scan(raw, final_entries, e, in_c=first)
+            a_state = _scan_state(c)
+            _set_scan_state(c, before)
+            b = scan(raw, final_entries, e, in_c=not first)
+        finally:
+            c._remember_processes = remember
+        same = (a == b, a_state == _scan_state(c), found[0] == found[1])
+        seen.append((len(a[0]), len(a[1]), len(a[2]), len(a[5]), len(found[0]), same))
+        remember(found[1])  # once, as a drain does
+        return b
+
+    c.scan_dump = both
+    load = [subprocess.Popen([example("idle_threads"), "-n", "300", "-p", "20", "-d", "3"], stdout=subprocess.DEVNULL),
+            subprocess.Popen(["perf", "bench", "sched", "messaging", "-g", "2", "-l", "300"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(5):
+            for _ in range(5):
+                subprocess.run(["sh", "-c", "exec true"], check=True)
+            time.sleep(0.4)
+            c.drain()
+    finally:
+        for p in load:
+            p.wait(60)
+        c.close()
+    assert all(same == (True, True, True) for *_n, same in seen), seen
+    deltas, infos, dead, opened, found = (sum(n[i] for n in seen) for i in range(5))
+    assert deltas > 1000 and infos > 100 and dead > 10 and opened > 10 and found > 5, seen
