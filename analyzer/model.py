@@ -302,46 +302,65 @@ class Model:
         from the root, once per process: a chain of processes (a fork loop, or a recording crafted as one)
         costs its length, not its square."""
         infos = [t.info for t in self.tasks.values()]
-        lives: dict[int, list[int]] = {}  # tgid -> its leaders' start times, in order
-        for info in infos:
-            if info.task.pid == info.tgid:
-                lives.setdefault(info.tgid, []).append(info.task.start_time_ns)
-        for starts in lives.values():
-            starts.sort()
+        if not any(info.ptgid == root_tgid for info in infos):
+            return process_threads(infos, root_tgid)
+        return process_tree(infos, root_tgid)
 
-        def process(tgid: int, start_ns: int) -> tuple[int, int]:
-            """The process of PID `tgid` alive at `start_ns`: its leader's start (0: no leader seen)."""
+
+def process_threads(infos: list[TaskInfo], root_tgid: int) -> frozenset[TaskId]:
+    """Model.descendants of a process no task names as its parent (a live view's own process, every interval): the
+    threads of its PID's first life seen, as process_tree finds them, without its walk over the machine's tasks."""
+    mine = [info for info in infos if info.tgid == root_tgid]
+    starts = sorted(info.task.start_time_ns for info in mine if info.task.pid == root_tgid)
+    first = starts[0] if starts else 0
+    return frozenset([info.task for info in mine if _life(starts, info.task.start_time_ns) == first])
+
+
+def _life(starts: list[int], start_ns: int) -> int:
+    """Which life of a PID (its leaders' starts, in order) a task begun at `start_ns` is in: its leader's start; 0
+    when no leader of it was seen, or before the first."""
+    i = bisect_right(starts, start_ns) - 1
+    return starts[i] if i >= 0 else 0
+
+
+def process_tree(infos: list[TaskInfo], root_tgid: int) -> frozenset[TaskId]:
+    """Model.descendants, walked down from the root over every task's process."""
+    lives: dict[int, list[int]] = {}  # tgid -> its leaders' start times, in order
+    for info in infos:
+        if info.task.pid == info.tgid:
+            lives.setdefault(info.tgid, []).append(info.task.start_time_ns)
+    for starts in lives.values():
+        starts.sort()
+
+    def process(tgid: int, start_ns: int) -> tuple[int, int]:
+        """The process of PID `tgid` alive at `start_ns`: its leader's start (0: no leader seen)."""
+        return (tgid, _life(lives.get(tgid, ()), start_ns))
+
+    # the tree's edges come from the leaders, and from the threads of a process whose leader is unseen (its
+    # process's leader start 0); a machine's thousands of other threads are only looked at again below,
+    # where their PID is one of the tree's
+    children: dict[tuple[int, int], set[tuple[int, int]]] = {}
+    for info in infos:
+        task, tgid = info.task, info.tgid
+        if task.pid != tgid:
             starts = lives.get(tgid)
-            if not starts:
-                return (tgid, 0)
-            i = bisect_right(starts, start_ns) - 1
-            return (tgid, starts[i] if i >= 0 else 0)
-
-        # the tree's edges come from the leaders, and from the threads of a process whose leader is unseen (its
-        # process's leader start 0); a machine's thousands of other threads are only looked at again below,
-        # where their PID is one of the tree's
-        children: dict[tuple[int, int], set[tuple[int, int]]] = {}
-        for info in infos:
-            task, tgid = info.task, info.tgid
-            if task.pid != tgid:
-                starts = lives.get(tgid)
-                if starts and 0 < starts[0] <= task.start_time_ns:  # in a life of its process seen: no edge
-                    continue
-            proc = process(tgid, task.start_time_ns)
-            if task.pid != tgid and proc[1]:  # the same, where a leader's start reads 0
+            if starts and 0 < starts[0] <= task.start_time_ns:  # in a life of its process seen: no edge
                 continue
-            children.setdefault(process(info.ptgid, proc[1] or task.start_time_ns), set()).add(proc)
-        root = (root_tgid, lives[root_tgid][0] if root_tgid in lives else 0)
-        procs = {root}
-        todo = [root]
-        while todo:
-            for child in children.get(todo.pop(), ()):
-                if child not in procs:
-                    procs.add(child)
-                    todo.append(child)
-        tgids = {tgid for tgid, _start in procs}
-        return frozenset([info.task for info in infos
-                          if info.tgid in tgids and process(info.tgid, info.task.start_time_ns) in procs])
+        proc = process(tgid, task.start_time_ns)
+        if task.pid != tgid and proc[1]:  # the same, where a leader's start reads 0
+            continue
+        children.setdefault(process(info.ptgid, proc[1] or task.start_time_ns), set()).add(proc)
+    root = (root_tgid, lives[root_tgid][0] if root_tgid in lives else 0)
+    procs = {root}
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in procs:
+                procs.add(child)
+                todo.append(child)
+    tgids = {tgid for tgid, _start in procs}
+    return frozenset([info.task for info in infos
+                      if info.tgid in tgids and process(info.tgid, info.task.start_time_ns) in procs])
 
 
 class ModelFold:

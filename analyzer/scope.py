@@ -37,7 +37,7 @@ def recorded_tasks(model: Model) -> frozenset[TaskId] | None:
     own = own_tasks(model)
     if not own:
         return None
-    return frozenset(tid for tid in model.tasks if tid not in own)
+    return frozenset(model.tasks.keys() - own)
 
 
 def in_scope(model: Model, tasks: set[TaskId] | None) -> set[TaskId] | None:

@@ -210,6 +210,33 @@ def test_process_tree_follows_each_life_of_a_reused_pid():
     assert model.descendants(200) == {child, grandchild}
 
 
+def test_a_process_no_task_names_as_its_parent_is_its_threads_as_the_walk_finds_them():
+    """Model.descendants of a process that started none (a live view's own, asked every interval) takes its threads
+    without the walk over every task (model.py process_threads): on random machines of reused PIDs, threads
+    before, between and after their leaders' lives, and leaders never seen, the same tasks as the walk
+    (process_tree) for every root no task names as its parent."""
+    import random
+
+    from stallscope.analyzer.model import process_threads, process_tree
+
+    rng = random.Random(5)
+    checked = 0
+    for case in range(400):
+        infos, pids = [], list(range(100, 100 + rng.randint(2, 8)))
+        for _ in range(rng.randint(1, 40)):
+            tgid = rng.choice(pids)
+            pid = tgid if rng.random() < 0.4 else rng.randint(1000, 1100)
+            infos.append(TaskInfo(TaskId(pid, rng.choice((0, 1, 5, 9, 12, 30)) * SEC + rng.randint(0, 3)), tgid,
+                                  rng.choice(pids + [1, 1, 1]), "t"))
+        parents = {i.ptgid for i in infos}
+        for root in pids:
+            if root in parents:
+                continue
+            assert process_threads(infos, root) == process_tree(infos, root), (case, root, infos)
+            checked += 1
+    assert checked > 300
+
+
 def test_analyzer_never_imports_textual_or_jinja2():
     # every module of the analyzer, as found on disk (a new one is covered without editing this test)
     code = ("import sys, pkgutil, importlib, stallscope.analyzer as a;"
