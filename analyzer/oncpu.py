@@ -71,9 +71,13 @@ def function_name(frame: Frame) -> str:
 
 def kernel_frames(s: OncpuSamples) -> tuple[Frame, ...]:
     """Kernel frames innermost first, the sampling's own frames dropped."""
-    if s.kstack is None:
+    return _kernel_frames(s.kstack)
+
+
+def _kernel_frames(kstack) -> tuple[Frame, ...]:
+    if kstack is None:
         return ()
-    frames = s.kstack.frames
+    frames = kstack.frames
     i = 0
     while i < len(frames) and (frames[i].symbol or "").startswith(_TRACING):
         i += 1
@@ -91,8 +95,11 @@ def sample_functions(s: OncpuSamples) -> list[tuple[str, str]]:
 def self_function(s: OncpuSamples) -> tuple[str, str]:
     """Where the sample landed; a label in parentheses when no frame says it."""
     funcs = sample_functions(s)
-    if funcs:
-        return funcs[0]
+    return funcs[0] if funcs else _no_leaf(s)
+
+
+def _no_leaf(s: OncpuSamples) -> tuple[str, str]:
+    """self_function of a sample no frame names."""
     if s.kstack_id == STACK_USER_MODE:
         return ("(user stack not collected)", "user")
     return ("(stack not collected)", "kernel")
@@ -112,6 +119,36 @@ def sample_categories(s: OncpuSamples) -> set[str]:
             break
         found |= cats
     return found
+
+
+class FunctionsOf:
+    """Each sample's functions, (where it landed: self_function, every function on its stacks and that one), as
+    sample_functions names them, each stack's frames named once: samples share their stacks' objects (10 minutes
+    of hackbench: 29,248 sampled keys, 15,000 pairs of stacks, 3,098 stacks), and naming frames was most of a
+    profile's time. The stacks are kept with what was made of them, so that the ids they are found by stay theirs."""
+
+    def __init__(self) -> None:
+        self._by_pair: dict[tuple, tuple] = {}
+        self._by_stack: dict[tuple, tuple] = {}
+
+    def _named(self, stack, kernel: bool) -> tuple[tuple[str, str], ...]:
+        got = self._by_stack.get((id(stack), kernel))
+        if got is None:
+            if kernel:
+                names = tuple([(function_name(f), "kernel") for f in _kernel_frames(stack)])
+            else:
+                names = tuple([(function_name(f), "user") for f in stack.frames]) if stack is not None else ()
+            got = self._by_stack[(id(stack), kernel)] = (names, stack)
+        return got[0]
+
+    def __call__(self, s: OncpuSamples) -> tuple[tuple[str, str], frozenset[tuple[str, str]]]:
+        pair = (id(s.kstack), id(s.ustack), s.kstack_id)
+        got = self._by_pair.get(pair)
+        if got is None:
+            funcs = self._named(s.kstack, True) + self._named(s.ustack, False)
+            leaf = funcs[0] if funcs else _no_leaf(s)
+            got = self._by_pair[pair] = (leaf, frozenset(funcs) | {leaf})
+        return got
 
 
 def _selected(model: Model, scope: set[TaskId] | None = None, pid: int | None = None) -> list[OncpuSamples]:
@@ -154,11 +191,12 @@ def top_functions(model: Model, by: str = "self", scope: set[TaskId] | None = No
     self_n: dict[tuple[str, str], int] = {}
     incl_n: dict[tuple[str, str], int] = {}
     total = 0
+    functions_of = FunctionsOf()
     for s in _selected(model, scope, pid):
         total += s.samples
-        leaf = self_function(s)
+        leaf, inclusive = functions_of(s)
         self_n[leaf] = self_n.get(leaf, 0) + s.samples
-        for key in set(sample_functions(s)) | {leaf}:
+        for key in inclusive:
             incl_n[key] = incl_n.get(key, 0) + s.samples
     rows = [FunctionSamples(fn, kind, self_n.get((fn, kind), 0), n, 100 * self_n.get((fn, kind), 0) / total,
                             100 * n / total) for (fn, kind), n in incl_n.items()]

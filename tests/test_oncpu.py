@@ -324,6 +324,23 @@ def test_top_functions_by_self_and_by_inclusive_samples():
     assert sum(f.self_pct for f in by_self) == pytest.approx(100.0)
 
 
+def test_each_samples_functions_named_once_per_stack_are_those_of_its_own_frames():
+    """FunctionsOf (each stack's frames named once, each pair of stacks' functions made once) gives every sample
+    the leaf and inclusive functions self_function and sample_functions give it: kernel stacks with the sampling's
+    own frames, user stacks, none (user mode, not collected), stacks shared by threads."""
+    from stallscope.analyzer.oncpu import FunctionsOf, sample_functions, self_function
+
+    model = _synthetic_model()
+    samples = list(model.oncpu) * 3
+    functions_of = FunctionsOf()
+    for s in samples:
+        leaf = self_function(s)
+        assert functions_of(s) == (leaf, frozenset(sample_functions(s)) | {leaf})
+    assert {functions_of(s)[0] for s in samples} == {
+        ("native_queued_spin_lock_slowpath", "kernel"), ("get_partial_node", "kernel"), ("work", "user"),
+        ("memset_orig", "kernel"), ("_raw_spin_lock", "kernel")}
+
+
 def test_threads_on_cpu_time_is_their_samples_periods():
     rows = task_oncpu(_synthetic_model())
     assert [(r.task, r.comm, r.samples, r.oncpu_ns) for r in rows] == [(A, "app", 100, 100 * P), (B, "other", 20, 20 * P)]
