@@ -68,6 +68,11 @@ def test_a_report_loads_offline_and_its_controls_work(browser, report_recording)
                                               > a._size);
     }))""")
     assert cut == []
+    # the idle waits on an axis of their own from zero: thousands of sleeping threads would flatten the blockers
+    scales = browser.evaluate("""(() => { const u = __stallscope.charts[1];
+        return u.series.slice(1).map(s => [s.label, s.scale, u.scales[s.scale].min]); })()""")
+    assert ["idle (not waiting)", "idle", 0] in scales and all(sc == "w" for label, sc, _m in scales
+                                                                  if not label.startswith("idle")), scales
 
     # search: the matched share of "Waiting for CPU" is the run-queue wait's share of the waiting
     shares = report_recording["doc"]["meta"]["shares"]

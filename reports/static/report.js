@@ -436,13 +436,20 @@
     pending.push([target, lines, axes, xs]);
   }
 
+  // an axis that starts at zero (`zero`), as a right-hand axis of its own should: its line's changes read at scale
+  function fromZero(u, min, max) {
+    return [0, max > 0 ? max * 1.05 : 1];
+  }
+
   function makeChart(target, lines, axes, xs) {
     var width = Math.max(300, target.clientWidth || 560);
+    var scales = {x: {time: false}};
+    axes.forEach(function (ax) { if (ax.zero) scales[ax.scale] = {range: fromZero}; });
     var opts = {
       width: width, height: 190,
       cursor: {sync: {key: "stallscope"}, drag: {x: true, y: false, setScale: false}},
       select: {show: true},
-      scales: {x: {time: false}},
+      scales: scales,
       legend: {live: true},
       axes: [{values: axisFmt("s"), size: 34}].concat(axes.map(function (ax) {
         return {scale: ax.scale, side: ax.side || 3, values: axisFmt(ax.unit), size: axisSize, grid: {show: ax.side !== 1}};
@@ -489,11 +496,15 @@
       {label: "runnable tasks", data: c.runnable, scale: "tasks"}
     ].concat(busyKept ? [{label: "CPUs busy", data: c.cpus_busy, scale: "tasks", colour: "#5d6d7e", dash: [4, 3]}] : []),
       [{scale: "rate", unit: "/s"}, {scale: "tasks", unit: "", side: 1}]);
-    chart(box, "Waiting, by cause", "Seconds of waiting per second: the number of tasks waiting for it, on average; idle waits dashed.",
+    // idle waits on an axis of their own: 5,000 sleeping threads are 5,000 s/s, which would flatten the blockers
+    var idleLine = c.causes.some(function (l) { return l["class"] === "idle"; });
+    chart(box, "Waiting, by cause", "Seconds of waiting per second: the number of tasks waiting for it, on average" +
+      (idleLine ? "; idle waits dashed, on the right-hand axis." : "."),
       c.causes.map(function (l, k) {
-        return {label: l.name, data: l.values, scale: "w", value: secs, dash: l["class"] === "idle" ? [4, 3] : undefined,
-                colour: l["class"] === "idle" ? "#7d8ea8" : l["class"] === "cpu" ? "#e0a31a" : PALETTE[(k + 2) % PALETTE.length]};
-      }), [{scale: "w", unit: "s/s"}]);
+        var idle = l["class"] === "idle";
+        return {label: l.name, data: l.values, scale: idle ? "idle" : "w", value: secs, dash: idle ? [4, 3] : undefined,
+                colour: idle ? "#7d8ea8" : l["class"] === "cpu" ? "#e0a31a" : PALETTE[(k + 2) % PALETTE.length]};
+      }), [{scale: "w", unit: "s/s"}].concat(idleLine ? [{scale: "idle", unit: "s/s", side: 1, zero: true}] : []));
     chart(box, "Run queue: tasks waiting for a CPU, and wakeup-to-run p99", "", [
       {label: "waiting tasks", data: c.waiting, scale: "tasks", colour: "#e0a31a"},
       {label: "p99 latency", data: c.runq_p99_ms, scale: "ms", colour: "#2458b3", value: function (v) { return fmt.ns(v * 1e6); }}
