@@ -84,12 +84,15 @@ def _kernel_frames(kstack) -> tuple[Frame, ...]:
     return frames[i:]
 
 
+def _stack_functions(stack, kind: str) -> tuple[tuple[str, str], ...]:
+    """(function, kind) of a stack's frames, innermost first: a kernel stack's without the sampling's own."""
+    frames = _kernel_frames(stack) if kind == "kernel" else stack.frames if stack is not None else ()
+    return tuple([(function_name(f), kind) for f in frames])
+
+
 def sample_functions(s: OncpuSamples) -> list[tuple[str, str]]:
     """(function, "kernel"|"user") innermost first: the kernel frames, then the user frames."""
-    out = [(function_name(f), "kernel") for f in kernel_frames(s)]
-    if s.ustack is not None:
-        out += [(function_name(f), "user") for f in s.ustack.frames]
-    return out
+    return list(_stack_functions(s.kstack, "kernel") + _stack_functions(s.ustack, "user"))
 
 
 def self_function(s: OncpuSamples) -> tuple[str, str]:
@@ -131,21 +134,17 @@ class FunctionsOf:
         self._by_pair: dict[tuple, tuple] = {}
         self._by_stack: dict[tuple, tuple] = {}
 
-    def _named(self, stack, kernel: bool) -> tuple[tuple[str, str], ...]:
-        got = self._by_stack.get((id(stack), kernel))
+    def _named(self, stack, kind: str) -> tuple[tuple[str, str], ...]:
+        got = self._by_stack.get((id(stack), kind))
         if got is None:
-            if kernel:
-                names = tuple([(function_name(f), "kernel") for f in _kernel_frames(stack)])
-            else:
-                names = tuple([(function_name(f), "user") for f in stack.frames]) if stack is not None else ()
-            got = self._by_stack[(id(stack), kernel)] = (names, stack)
+            got = self._by_stack[(id(stack), kind)] = (_stack_functions(stack, kind), stack)
         return got[0]
 
     def __call__(self, s: OncpuSamples) -> tuple[tuple[str, str], frozenset[tuple[str, str]]]:
         pair = (id(s.kstack), id(s.ustack), s.kstack_id)
         got = self._by_pair.get(pair)
         if got is None:
-            funcs = self._named(s.kstack, True) + self._named(s.ustack, False)
+            funcs = self._named(s.kstack, "kernel") + self._named(s.ustack, "user")
             leaf = funcs[0] if funcs else _no_leaf(s)
             got = self._by_pair[pair] = (leaf, frozenset(funcs) | {leaf})
         return got
