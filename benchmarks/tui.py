@@ -29,6 +29,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -151,33 +152,61 @@ def own_session(module: str = "benchmarks.tui") -> None:
 IDLE_PERIOD_MS = 3000  # examples/idle_threads' default: each thread wakes every 3 s
 
 
+class Detached:
+    """A load program started outside stallscope's process tree: its own session, its parent init. A program
+    started as this process's child would be one of stallscope's own tasks (analyzer/scope.py own_tasks: its
+    process's descendants, which a view leaves out), so the views would rank nothing of the load, and a
+    benchmark of them would leave out what a user's `top` does with it (for a `top` started beside the load,
+    the load is never its child). A shell starts the program in the background and leaves; `setsid` makes
+    the program's pid its session and group, which `stop` signals."""
+
+    def __init__(self, argv: list[str]):
+        self.args = argv
+        out = subprocess.run(["sh", "-c", 'setsid "$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", *argv],
+                             check=True, capture_output=True, text=True).stdout
+        self.pid = int(out.split()[0])
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM to its group (a loop's shell and the program it runs), SIGKILL after `timeout_s`."""
+        for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 2.0)):
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                return
+            end = time.monotonic() + wait_s
+            while self.alive() and time.monotonic() < end:
+                time.sleep(0.05)
+            if not self.alive():
+                return
+
+
 def load_processes(idle: int, rt_mutex: bool, no_load: bool,
-                   idle_period_ms: int = IDLE_PERIOD_MS) -> list[subprocess.Popen]:
-    """The load, each program in a session (a scheduling group) of its own: IDLE idle threads, each waking
-    every IDLE_PERIOD_MS, and hackbench in a loop (or stress-ng's real-time mutex threads); two seconds to
-    start."""
+                   idle_period_ms: int = IDLE_PERIOD_MS) -> list[Detached]:
+    """The load, each program in a session (a scheduling group) of its own and outside stallscope's process
+    tree (Detached): IDLE idle threads, each waking every IDLE_PERIOD_MS, and hackbench in a loop (or
+    stress-ng's real-time mutex threads); two seconds to start."""
     procs = []
     if idle:
-        procs.append(subprocess.Popen([str(ROOT / "examples/bin/idle_threads"), "-n", str(idle),
-                                       "-p", str(idle_period_ms)],
-                                      stdout=subprocess.DEVNULL, start_new_session=True))
+        procs.append(Detached([str(ROOT / "examples/bin/idle_threads"), "-n", str(idle), "-p", str(idle_period_ms)]))
     if rt_mutex:
-        procs.append(subprocess.Popen(["stress-ng", "--mutex", "2"], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        procs.append(Detached(["stress-ng", "--mutex", "2"]))
     elif not no_load:
-        procs.append(subprocess.Popen(["bash", "-c", "while :; do perf bench sched messaging -g 10 -l 2000 "
-                                                     ">/dev/null 2>&1; done"], start_new_session=True))
+        procs.append(Detached(["bash", "-c", "while :; do perf bench sched messaging -g 10 -l 2000 "
+                                             ">/dev/null 2>&1; done"]))
     time.sleep(2)
     return procs
 
 
-def stop_load(procs: list[subprocess.Popen]) -> None:
+def stop_load(procs: list[Detached]) -> None:
     for p in procs:
-        try:
-            os.killpg(p.pid, 15) if p.args[0] in ("bash", "stress-ng") else p.terminate()
-        except ProcessLookupError:
-            pass
-        p.wait()
+        p.stop()
 
 
 def main() -> int:
