@@ -32,9 +32,7 @@ import time
 from pathlib import Path
 
 from benchmarks.reference import reference_s
-from benchmarks.tui import IDLE_PERIOD_MS, load_processes, own_session, stop_load
-
-SESSION_THREAD = "stallscope-session"
+from benchmarks.tui import IDLE_PERIOD_MS, SESSION_THREAD, load_processes, own_session, stop_load
 # (label, module, class or "", attribute, is a cached_property); in the order the table lists them
 PARTS = (
     ("drain: every collector", "stallscope.session", "Session", "_drain", False),

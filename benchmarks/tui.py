@@ -38,11 +38,28 @@ from pathlib import Path
 from benchmarks.reference import reference_s
 
 ROOT = Path(__file__).resolve().parent.parent
+SESSION_THREAD = "stallscope-session"  # the live source's thread (stallscope/sources.py LiveSource)
 
 
 def _cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def _threads_cpu_s() -> dict[str, float]:
+    """CPU seconds of each of this process's Python threads so far (by name; /proc, in clock ticks)."""
+    import threading
+
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for t in threading.enumerate():
+        try:
+            with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, TypeError):
+            continue
+        out[t.name] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return out
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -110,9 +127,14 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
         while time.monotonic() < warm:
             await pilot.pause(0.25)
         # steady state: the view left alone, as it is most of the time
-        cpu0, wall0 = _cpu_s(), time.monotonic()
+        cpu0, wall0, threads0 = _cpu_s(), time.monotonic(), _threads_cpu_s()
         await asyncio.sleep(seconds)
-        cpu = (_cpu_s() - cpu0) / (time.monotonic() - wall0)
+        wall = time.monotonic() - wall0
+        cpu = (_cpu_s() - cpu0) / wall
+        threads1 = _threads_cpu_s()
+        # the session's thread (drains, folds, the views' data) apart from the rest (the screen: Textual's loop)
+        session_cpu = (threads1.get(SESSION_THREAD, 0) - threads0.get(SESSION_THREAD, 0)) / wall
+        by_thread = {name: round(100 * (s - threads0.get(name, 0)) / wall, 2) for name, s in sorted(threads1.items())}
         # then a key every 0.25 s for as long
         wall0 = time.monotonic()
         while time.monotonic() - wall0 < seconds:
@@ -126,7 +148,9 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
         await pilot.press("q")
     source.join(15)
     return {"first_screen_s": round(marks.get("screen", -1), 3), "first_data_s": round(marks.get("data", -1), 3),
-            "cpu_pct_of_one_cpu": round(100 * cpu, 2), "key_p50_ms": round(1e3 * _pct(keys, 0.5), 1),
+            "cpu_pct_of_one_cpu": round(100 * cpu, 2), "session_thread_cpu_pct": round(100 * session_cpu, 2),
+            "threads_cpu_pct": by_thread,
+            "key_p50_ms": round(1e3 * _pct(keys, 0.5), 1),
             "key_p99_ms": round(1e3 * _pct(keys, 0.99), 1), "key_max_ms": round(1e3 * max(keys, default=0), 1),
             "keys": len(keys), "intervals": intervals, "window": window, "view": view_name,
             "budget_level_reached": level,
@@ -261,6 +285,8 @@ def main() -> int:
             f"| first screen | {result['first_screen_s']:.2f} s | 1 s |\n"
             f"| first data (BPF load and attach included) | {result['first_data_s']:.2f} s | interval + 0.5 s |\n"
             f"| stallscope's process CPU, steady state | {result['cpu_pct_of_one_cpu']:.1f}% of one CPU | 5% |\n"
+            f"| &nbsp;&nbsp;of which the session's thread (drains, folds, the views' data) | "
+            f"{result['session_thread_cpu_pct']:.1f}% | |\n"
             f"| key to frame p50 / p99 / max ({result['keys']} keys) | {result['key_p50_ms']:.0f} / "
             f"{result['key_p99_ms']:.0f} / {result['key_max_ms']:.0f} ms | p99 100 ms |\n"
             f"| intervals shown; budget level reached | {result['intervals']}; {result['budget_level_reached']} | |\n"

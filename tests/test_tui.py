@@ -1001,3 +1001,44 @@ def test_a_tables_cells_are_drawn_as_textual_draws_them(recording, monkeypatch):
                                 compared += 1
         assert compared > 500 and short > 0.9 * compared, (compared, short)  # nearly all the short way
     run(go())
+
+
+def test_a_line_redrawn_lays_the_screen_out_only_when_its_height_may_change(monkeypatch):
+    """put_text: the same text is not drawn again; a text of as many lines, each fitting, is drawn without a
+    layout (which re-renders the whole screen); one more line, or a line wider than the widget, is laid out, so the
+    widget's height follows its text."""
+    from stallscope.tui.app import put_text
+
+    class One(App):
+        CSS = "Static { height: auto; width: 20; }"
+
+        def compose(self):
+            yield Static("")
+
+    async def go():
+        app = One()
+        async with app.run_test(size=(40, 10)) as pilot:
+            w = app.query_one(Static)
+            layouts = []
+            update = w.update
+            monkeypatch.setattr(w, "update", lambda content, layout=True: (layouts.append(layout),
+                                                                             update(content, layout=layout)))
+            put_text(w, Text("one"))
+            await pilot.pause()
+            put_text(w, Text("one"))  # the same: not drawn again
+            put_text(w, Text("two"))  # as many lines, fitting: no layout
+            await pilot.pause()
+            assert layouts == [True, False] and w.size.height == 1
+            put_text(w, Text("two\nlines"))  # one more line: laid out, the widget as high as its lines
+            await pilot.pause()
+            assert layouts[-1] is True and w.size.height == 2
+            put_text(w, Text("a line wider than twenty\nx"))  # wraps: laid out, Rich says how high
+            await pilot.pause()
+            assert layouts[-1] is True and w.size.height == 3
+            put_text(w, Text("back to\none"))  # from a wrapped text, laid out again
+            await pilot.pause()
+            assert layouts[-1] is True and w.size.height == 2
+            put_text(w, Text("status", style="bold"), fixed=True)  # a height set in CSS: never laid out
+            assert layouts[-1] is False
+
+    run(go())

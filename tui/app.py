@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -211,6 +212,24 @@ class ViewTable(DataTable):
         refresh = getattr(self.app, "refresh_view", None)
         if refresh is not None and self.id == f"table-{self.app.active_view().name}":
             refresh(reorder=True)
+
+
+def put_text(widget: Static, content: Text | str, fixed: bool = False) -> None:
+    """`widget` shows `content`, redrawn only where it reads differently, and the screen laid out again only where
+    the widget's height may change: a layout re-renders every widget on the screen, and a live view's lines change
+    with each interval. `fixed`: its height is set; else its height is its lines' count where each fits its width,
+    and it is laid out again when that count changes or a line does not fit (wrapped, its height is Rich's to say)."""
+    text = content if isinstance(content, Text) else Text(content)
+    shown = (text.plain, tuple(text.spans), str(text.style))
+    before = getattr(widget, "_stallscope_shown", None)
+    if shown == before:
+        return
+    width = widget.content_size.width
+    lines = text.plain.split("\n")
+    height = len(lines) if width and all(cell_len(line) <= width for line in lines) else None
+    layout = not fixed and (before is None or height is None or height != widget._stallscope_height)
+    widget._stallscope_shown, widget._stallscope_height = shown, height
+    widget.update(content, layout=layout)
 
 
 class TopApp(App):
@@ -498,9 +517,9 @@ class TopApp(App):
                            f"{len(rows):,})", style="dim")
             rows = rows[:MAX_ROWS]
         self.rows[v.name] = rows
-        self.query_one(f"#summary-{v.name}", Static).update(summary)
+        put_text(self.query_one(f"#summary-{v.name}", Static), summary)
         empty = self.query_one(f"#empty-{v.name}", Static)
-        empty.update(Text(v.empty(snap) + (f" (filter: {text})" if text else "")) if not rows else "")
+        put_text(empty, Text(v.empty(snap) + (f" (filter: {text})" if text else "")) if not rows else "")
         empty.display = not rows
         table = self.query_one(f"#table-{v.name}", DataTable)
         self._fit_flex(v, table, rows)
@@ -570,9 +589,9 @@ class TopApp(App):
         if shown == self._status_shown:
             return
         self._status_shown = shown
-        self.query_one("#status", Static).update(text)
+        put_text(self.query_one("#status", Static), text, fixed=True)  # its height is set (#status)
         box = self.query_one("#notice", Static)
-        box.update(Text(visible(note)) if note else "")
+        put_text(box, Text(visible(note)) if note else "")
         box.display = bool(note)
 
     def status_text(self) -> Text:
@@ -954,16 +973,16 @@ class TopApp(App):
         except NoMatches:
             return
         if waiting:
-            body.update(Text(f"gathering the evidence of {self.window_text(snap)}...", style="dim"))
+            put_text(body, Text(f"gathering the evidence of {self.window_text(snap)}...", style="dim"))
             return
         if made is None:
-            body.update(Text("nothing selected", style="dim"))
+            put_text(body, Text("nothing selected", style="dim"))
             return
         title, text = made
         head = Text(visible(title), style="bold")
         if snap is not None:
             head.append(f"   {self.window_text(snap)}", style="dim")
-        body.update(head + Text("\n") + text)
+        put_text(body, head + Text("\n") + text)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
