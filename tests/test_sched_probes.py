@@ -248,8 +248,15 @@ def test_pipe_reader_is_woken_by_the_writer_and_the_sleeper_by_a_timer(pipe_run,
     doc, truth, _ = sleeper_run
     ours = _task(doc, _truth(truth, "sleeper")["tid"])
     # A timer ends every sleep: an interrupt, never the task it happened to land on. On a saturated
-    # machine the timer softirq may run in ksoftirqd, which is then rightly the waker.
-    assert sum(w["count"] for w in ours["wakers"]) >= ours["offcpu_count"] - 1  # a TASK_WAKING block has no waker
+    # machine the timer softirq may run in ksoftirqd, which is then rightly the waker. A TASK_WAKING block
+    # has no waker; nor has a wait whose wakeup and switch-in the kernel ran no program for (bpf/sched.bpf.c
+    # close_unseen_wait: 2 of 100 sleeps in one run of twelve here, on a quiet machine), which the recording
+    # counts (switch_out_closed, machine-wide) and says as data loss: a waker missing and not said fails, as do
+    # more than four said.
+    unseen = doc["meta"]["health"].get("switch_out_closed", 0)
+    assert unseen == 0 or any(loss["key"] == "switch_out_open" for loss in doc["meta"]["data_loss"])
+    missing = ours["offcpu_count"] - sum(w["count"] for w in ours["wakers"])
+    assert missing <= 1 + min(unseen, 4), (missing, doc["meta"]["health"])
     for w in ours["wakers"]:
         assert w["context"] in ("timer", "irq") or w["comm"].startswith("ksoftirqd"), w
 
