@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -237,6 +238,9 @@ def _sites(targets, fde_of, branches, makes_syscalls, starts, segments) -> dict[
 
 # a round of ~5 ms: within 1-2% of 2,000 calls (9.7-9.8 us against 9.7-10.0 us), in a quarter of the time
 CALIBRATION_CALLS = 500
+# the interpreter's switch interval while the rounds run (0.005 s by default): longer than a round, so that no other
+# thread of this process takes the interpreter in the middle of one
+CALIBRATION_SWITCH_S = 0.05
 
 
 def measure_uprobe_trap(prog, libc: str, off: int | None = None, removals: list | None = None) -> int:
@@ -245,12 +249,16 @@ def measure_uprobe_trap(prog, libc: str, off: int | None = None, removals: list 
     of three rounds each). The trap into the kernel and back is not in any program's run-time
     statistics; it is most of a hit's cost (8.8 us a hit on a 2-CPU VM, 1-2 us on bare metal), and the
     overhead budget charges it per hit (analyzer/overhead.py). `removals`: the probe's removal, which
-    waits for an RCU grace period (0.1 s), is started in a thread put there, for the caller to join."""
+    waits for an RCU grace period (0.1 s), is started in a thread put there, for the caller to join.
+
+    The calls keep the interpreter's lock (ctypes.PyDLL), and the switch interval is longer than a round: called
+    through ctypes.CDLL, each call let the lock go, and beside another thread busy in Python (the kernel's tables
+    parsed while the probes load) a call of 0.2 us took 11-43 us, so the timing waited for that thread first."""
     if off is None:
         off = function_file_offsets(libc, ("getppid",)).get("getppid")
     if off is None:
         return 0
-    call = ctypes.CDLL(libc).getppid
+    call = ctypes.PyDLL(libc).getppid
 
     def rounds() -> int:
         best = 1 << 62
@@ -261,17 +269,22 @@ def measure_uprobe_trap(prog, libc: str, off: int | None = None, removals: list 
             best = min(best, time.perf_counter_ns() - t0)
         return best
 
-    base = rounds()
-    link = prog.attach_uprobe(libc, off, pid=os.getpid(), cookie=8)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(max(interval, CALIBRATION_SWITCH_S))
     try:
-        traced = rounds()
+        base = rounds()
+        link = prog.attach_uprobe(libc, off, pid=os.getpid(), cookie=8)
+        try:
+            traced = rounds()
+        finally:
+            if removals is None:
+                link.destroy()
+            else:
+                removal = threading.Thread(target=link.destroy, name="uprobe-removal", daemon=True)
+                removal.start()
+                removals.append(removal)
     finally:
-        if removals is None:
-            link.destroy()
-        else:
-            removal = threading.Thread(target=link.destroy, name="uprobe-removal", daemon=True)
-            removal.start()
-            removals.append(removal)
+        sys.setswitchinterval(interval)
     return max(traced - base, 0) // CALIBRATION_CALLS
 
 
@@ -506,11 +519,8 @@ class FutexCollector:
     def __init__(self, symbolizer: Symbolizer, targ_tgid: int = 0, stack_tune: StackTune = DEFAULT_TUNE,
                  sched_state_fd: int = -1,
                  user_stacks: bool = True, max_stacks: int = DEFAULT_SIZES.stack_entries,
-                 mechanisms: tuple[str, ...] = MECHANISMS, max_tasks: int = DEFAULT_SIZES.tasks,
-                 quiet: Callable[[], None] | None = None):
-        """`quiet`: waits until no other thread of this process needs the interpreter (the uprobe's timing)."""
+                 mechanisms: tuple[str, ...] = MECHANISMS, max_tasks: int = DEFAULT_SIZES.tasks):
         self.symbolizer = symbolizer
-        self._quiet = quiet
         self.sizes = MapSizes(max_tasks, max_stacks)
         self.mechanisms = mechanisms
         self.mechanism = ""
@@ -629,8 +639,6 @@ class FutexCollector:
         libc, sites, note = found.libc, found.sites, found.note
         prog = obj.program("lock_call")
         own = libc_of(0) or libc
-        if self._quiet is not None:  # a thread holding the interpreter would be timed with the calls
-            self._quiet()
         try:
             self.uprobe_trap_ns = measure_uprobe_trap(prog, own, found.getppid if own == libc else None,
                                                       self._removals)

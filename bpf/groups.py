@@ -33,9 +33,6 @@ class GroupOptions:
     max_stacks: int = DEFAULT_SIZES.stack_entries  # each object's stack map
     sample_hz: int = 99  # on-CPU sampling frequency per CPU
     sched_state_fd: int = -1  # the scheduler object's task storage (bpf/sched_state.bpf.h), shared before load
-    # waits until no other thread of this process needs the interpreter (stallscope/warmup.py): called before
-    # a timing that such work would disturb
-    quiet: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +89,7 @@ def _futex(symbolizer, o: GroupOptions):
     from stallscope.bpf.futex_collector import FutexCollector
 
     return FutexCollector(symbolizer, targ_tgid=o.targ_tgid, stack_tune=o.stack_tune, sched_state_fd=o.sched_state_fd,
-                          user_stacks=o.user_stacks, max_stacks=o.max_stacks, max_tasks=o.max_tasks, quiet=o.quiet)
+                          user_stacks=o.user_stacks, max_stacks=o.max_stacks, max_tasks=o.max_tasks)
 
 
 def _io(symbolizer, o: GroupOptions):

@@ -206,7 +206,7 @@ class Session:
             tables = KernelTables(symbolizer, locks="locks" in o.probes)
             tables.start()
             collector.prepare()  # the maps the other groups share: they start while its programs are verified
-            status = self._start_all(symbolizer, tables.wait)
+            status = self._start_all(symbolizer)
             tables.wait()
             with setup_work():
                 self._skip_setup()
@@ -295,19 +295,19 @@ class Session:
             meta = replace(meta, options={**meta.options, "command": cmd})
         return SessionResult(meta, intervals, exit_status, self._stop_reason)
 
-    def _start_all(self, symbolizer: Symbolizer, quiet: Callable[[], None] | None = None) -> dict[str, ProbeStatus]:
+    def _start_all(self, symbolizer: Symbolizer) -> dict[str, ProbeStatus]:
         """The scheduler group's programs, and each optional group that was asked for (one that cannot
-        run is off with its reason). `quiet`: waits for other Python work of this process (GroupOptions)."""
+        run is off with its reason)."""
         o = self.options
         gopts = GroupOptions(targ_tgid=o.pid, stack_tune=tune.of_tuning(self.tuning), user_stacks=o.user_stacks,
                              sample_hz=o.sample_hz, sched_state_fd=self.collector.state_map_fd(),
-                             max_tasks=self.sizes.tasks, max_stacks=self.sizes.stack_entries, quiet=quiet)
+                             max_tasks=self.sizes.tasks, max_stacks=self.sizes.stack_entries)
         status: dict[str, ProbeStatus] = {}
         # at once, the scheduler's programs among them: their BPF objects are verified in the kernel and
         # the futex group's helpers (objdump) run outside this process, so the groups' start-ups overlap
         # rather than add up (on a loaded machine, seconds). The kernel's tables are read meanwhile
-        # (stallscope/warmup.py): their parse is Python work, which would hold the interpreter while the
-        # futex group times its uprobe trap, so that timing waits for them (`quiet`)
+        # (stallscope/warmup.py); the futex group's timing of a uprobe trap keeps the interpreter through its
+        # rounds (bpf/futex_collector.py measure_uprobe_trap), so that it need not wait for them
         with ThreadPoolExecutor(max_workers=len(GROUPS), thread_name_prefix="stallscope-start") as pool:
             started = {name: pool.submit(self._start_group, group, symbolizer, gopts)
                        for name, group in GROUPS.items() if name in o.probes}
