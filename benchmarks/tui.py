@@ -191,11 +191,12 @@ class Detached:
         self.pid = int(out.split()[0])
 
     def alive(self) -> bool:
+        """Running: not gone, nor a zombie its new parent has not yet reaped."""
         try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
+            with open(f"/proc/{self.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
             return False
-        return True
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM to its group (a loop's shell and the program it runs), SIGKILL after `timeout_s`."""

@@ -1042,3 +1042,21 @@ def test_a_line_redrawn_lays_the_screen_out_only_when_its_height_may_change(monk
             assert layouts[-1] is False
 
     run(go())
+
+
+def test_a_line_given_as_a_string_is_shown_as_its_characters():
+    from stallscope.tui.app import put_text
+
+    class One(App):
+        def compose(self):
+            yield Static("")
+
+    async def go():
+        app = One()
+        async with app.run_test(size=(60, 5)) as pilot:
+            w = app.query_one(Static)
+            put_text(w, "[bold red]x[/] [link=http://x]y[/link]")
+            await pilot.pause()
+            assert "[bold red]x[/] [link=http://x]y[/link]" in "".join(s.text for s in w.render_line(0))
+
+    run(go())

@@ -229,7 +229,7 @@ def put_text(widget: Static, content: Text | str, fixed: bool = False) -> None:
     height = len(lines) if width and all(cell_len(line) <= width for line in lines) else None
     layout = not fixed and (before is None or height is None or height != widget._stallscope_height)
     widget._stallscope_shown, widget._stallscope_height = shown, height
-    widget.update(content, layout=layout)
+    widget.update(text, layout=layout)  # a Text: a string is never read as markup
 
 
 class TopApp(App):
