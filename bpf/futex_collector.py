@@ -261,30 +261,32 @@ def measure_uprobe_trap(prog, libc: str, off: int | None = None, removals: list 
     call = ctypes.PyDLL(libc).getppid
 
     def rounds() -> int:
-        best = 1 << 62
-        for _ in range(3):
-            t0 = time.perf_counter_ns()
-            for _ in range(CALIBRATION_CALLS):
-                call()
-            best = min(best, time.perf_counter_ns() - t0)
+        # only the rounds: where the lock is let go (the attach, a thread started), another thread that takes it
+        # keeps it for the switch interval, and with the longer one each such wait was up to 50 ms (0.15-0.2 s a start)
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(max(interval, CALIBRATION_SWITCH_S))
+        try:
+            best = 1 << 62
+            for _ in range(3):
+                t0 = time.perf_counter_ns()
+                for _ in range(CALIBRATION_CALLS):
+                    call()
+                best = min(best, time.perf_counter_ns() - t0)
+        finally:
+            sys.setswitchinterval(interval)
         return best
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(max(interval, CALIBRATION_SWITCH_S))
+    base = rounds()
+    link = prog.attach_uprobe(libc, off, pid=os.getpid(), cookie=8)
     try:
-        base = rounds()
-        link = prog.attach_uprobe(libc, off, pid=os.getpid(), cookie=8)
-        try:
-            traced = rounds()
-        finally:
-            if removals is None:
-                link.destroy()
-            else:
-                removal = threading.Thread(target=link.destroy, name="uprobe-removal", daemon=True)
-                removal.start()
-                removals.append(removal)
+        traced = rounds()
     finally:
-        sys.setswitchinterval(interval)
+        if removals is None:
+            link.destroy()
+        else:
+            removal = threading.Thread(target=link.destroy, name="uprobe-removal", daemon=True)
+            removal.start()
+            removals.append(removal)
     return max(traced - base, 0) // CALIBRATION_CALLS
 
 
