@@ -251,9 +251,9 @@ def raise_group(nice: int) -> tuple[Callable[[], None] | None, str]:
     if not grouped or group[1] <= nice:
         return None, ""
     before = group[1]
-    sharers = [{"pid": pid, "comm": comm} for pid, comm in group_sharers(group[0])]
+    sharers = group_sharers(group[0])
     if sharers:
-        names = ", ".join(f"{p['comm'] or '?'} ({p['pid']})" for p in sharers[:3])
+        names = ", ".join(f"{comm or '?'} ({pid})" for pid, comm in sharers[:3])
         more = f" and {len(sharers) - 3} more" if len(sharers) > 3 else ""
         verb = "shares" if len(sharers) == 1 else "share"
         return None, (f"{names}{more} {verb} this terminal session's scheduling group, so it stays at nice {before}: "

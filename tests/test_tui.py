@@ -1003,22 +1003,26 @@ def test_a_tables_cells_are_drawn_as_textual_draws_them(recording, monkeypatch):
     run(go())
 
 
+class _OneStatic(App):
+    """A screen of one line of text (put_text's tests)."""
+
+    CSS = "Static { height: auto; }"
+
+    def compose(self):
+        yield Static("")
+
+
 def test_a_line_redrawn_lays_the_screen_out_only_when_its_height_may_change(monkeypatch):
     """put_text: the same text is not drawn again; a text of as many lines, each fitting, is drawn without a
     layout (which re-renders the whole screen); one more line, or a line wider than the widget, is laid out, so the
     widget's height follows its text."""
     from stallscope.tui.app import put_text
 
-    class One(App):
-        CSS = "Static { height: auto; width: 20; }"
-
-        def compose(self):
-            yield Static("")
-
     async def go():
-        app = One()
+        app = _OneStatic()
         async with app.run_test(size=(40, 10)) as pilot:
             w = app.query_one(Static)
+            w.styles.width = 20
             layouts = []
             update = w.update
             monkeypatch.setattr(w, "update", lambda content, layout=True: (layouts.append(layout),
@@ -1047,12 +1051,8 @@ def test_a_line_redrawn_lays_the_screen_out_only_when_its_height_may_change(monk
 def test_a_line_given_as_a_string_is_shown_as_its_characters():
     from stallscope.tui.app import put_text
 
-    class One(App):
-        def compose(self):
-            yield Static("")
-
     async def go():
-        app = One()
+        app = _OneStatic()
         async with app.run_test(size=(60, 5)) as pilot:
             w = app.query_one(Static)
             put_text(w, "[bold red]x[/] [link=http://x]y[/link]")
