@@ -1048,6 +1048,92 @@ def test_a_line_redrawn_lays_the_screen_out_only_when_its_height_may_change(monk
     run(go())
 
 
+def test_a_detail_pane_keeps_its_height_while_it_shows_the_same_row(monkeypatch):
+    """put_text with `hold`: the text of the same row one line shorter is padded to the height it grew to, and lays
+    nothing out; a longer one grows it; another row's text takes its own height."""
+    from stallscope.tui.app import put_text
+
+    async def go():
+        app = _OneStatic()
+        async with app.run_test(size=(40, 10)) as pilot:
+            w = app.query_one(Static)
+            layouts = []
+            update = w.update
+            monkeypatch.setattr(w, "update", lambda content, layout=True: (layouts.append(layout),
+                                                                             update(content, layout=layout)))
+            put_text(w, Text("a\nb\nc"), hold=("blockers", "x"))
+            await pilot.pause()
+            put_text(w, Text("a\nb"), hold=("blockers", "x"))  # a line fewer: padded, not laid out
+            await pilot.pause()
+            assert layouts == [True, False] and w.size.height == 3
+            assert "".join(s.text for s in w.render_line(2)).strip() == ""
+            put_text(w, Text("a\nb\nc\nd"), hold=("blockers", "x"))  # a line more: grows
+            await pilot.pause()
+            assert layouts[-1] is True and w.size.height == 4
+            put_text(w, Text("a"), hold=("blockers", "y"))  # another row: its own height
+            await pilot.pause()
+            assert layouts[-1] is True and w.size.height == 1
+
+    run(go())
+
+
+def test_a_live_tables_height_shrinks_at_most_once_a_hold(monkeypatch):
+    """ViewTable: a live view's table with a row fewer keeps its height (blank at its foot, nothing laid out) for
+    TABLE_HOLD_S; more rows grow it at once; a key's reorder (release_height) and a replay size it to its rows."""
+    from types import SimpleNamespace
+
+    from textual.containers import Vertical
+
+    from stallscope.tui import app as A
+
+    class _Table(App):
+        CSS = "ViewTable { height: auto; max-height: 20; }"
+        source = SimpleNamespace(live=True)
+
+        def compose(self):
+            with Vertical():
+                yield A.ViewTable(id="t")
+
+    def fill(table, n):
+        table.clear()
+        for i in range(n):
+            table.add_row(Text(f"row {i}"), key=str(i))
+
+    async def go():
+        app = _Table()
+        async with app.run_test(size=(40, 30)) as pilot:
+            table = app.query_one(A.ViewTable)
+            table.add_column("name", key="name")
+            fill(table, 5)
+            await pilot.pause()
+            assert table.virtual_size.height == 6 and table.size.height == 6  # five rows and the header
+            fill(table, 4)
+            await pilot.pause()
+            assert table.virtual_size.height == 6 and table.row_count == 4  # held
+            fill(table, 7)
+            await pilot.pause()
+            assert table.virtual_size.height == 8  # grown at once
+            table.release_height()
+            fill(table, 3)
+            await pilot.pause()
+            assert table.virtual_size.height == 4  # released: its rows
+            monkeypatch.setattr(A, "TABLE_HOLD_S", 0.0)
+            fill(table, 5)
+            await pilot.pause()
+            fill(table, 2)
+            await pilot.pause()
+            assert table.virtual_size.height == 3  # the hold over
+            app.source = SimpleNamespace(live=False)
+            monkeypatch.setattr(A, "TABLE_HOLD_S", 60.0)
+            fill(table, 5)
+            await pilot.pause()
+            fill(table, 1)
+            await pilot.pause()
+            assert table.virtual_size.height == 2  # a replay's table is its rows
+
+    run(go())
+
+
 def test_a_line_given_as_a_string_is_shown_as_its_characters():
     from stallscope.tui.app import put_text
 

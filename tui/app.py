@@ -17,6 +17,7 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -44,6 +45,9 @@ PREVIEW_EVERY_S = 2.0  # a live view's detail pane redrawn with newer intervals 
 # hackbench: 82,000, 0.1-1.7 s)
 PREVIEW_INLINE = 20_000
 PREVIEW_REST_S = 0.2
+# a live view's table, sized to its rows, shrinks at most this often: a row more or less with each interval (a cause
+# coming and going) laid the whole screen out twice (the table, then the detail pane's scroll bar below it)
+TABLE_HOLD_S = 10.0
 
 
 class DetailScreen(Screen):
@@ -157,7 +161,27 @@ class ViewTable(DataTable):
                     widths[i] = cell.cell_len
         for c, w in zip(auto, widths):
             c.content_width = w
-        super()._update_dimensions(())  # the virtual size from the widths and the row count
+        self._sized()
+
+    _held: tuple[int, float] | None = None  # the height it keeps (TABLE_HOLD_S), and until when
+
+    def release_height(self) -> None:
+        """The next rows size it as they are (a sort, a filter, a new width: what a key asked for shows at once)."""
+        self._held = None
+
+    def _sized(self) -> None:
+        """Its virtual size, as Textual's _update_dimensions makes it from the widths and the rows, but that a live
+        view's table keeps the height it had for TABLE_HOLD_S after a change, where it shows all of its rows: fewer
+        rows leave blank lines at its foot rather than lay the screen out."""
+        width = sum(c.get_render_width(self) for c in self.columns.values()) + self._row_label_column_width
+        height = self._total_row_height + (self.header_height if self.show_header else 0)
+        now, held = time.monotonic(), self._held
+        if (held is not None and height < held[0] <= self.size.height and now < held[1]
+                and getattr(getattr(self.app, "source", None), "live", False)):
+            height = held[0]
+        elif held is None or height != held[0]:
+            self._held = (height, now + TABLE_HOLD_S)
+        self.virtual_size = Size(width, height)
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int, cursor: bool = False,
                      hover: bool = False):
@@ -214,19 +238,26 @@ class ViewTable(DataTable):
             refresh(reorder=True)
 
 
-def put_text(widget: Static, content: Text | str, fixed: bool = False) -> None:
+def put_text(widget: Static, content: Text | str, fixed: bool = False, hold=None) -> None:
     """`widget` shows `content`, redrawn only where it reads differently, and the screen laid out again only where
     the widget's height may change: a layout re-renders every widget on the screen, and a live view's lines change
     with each interval. `fixed`: its height is set; else its height is its lines' count where each fits its width,
-    and it is laid out again when that count changes or a line does not fit (wrapped, its height is Rich's to say)."""
+    and it is laid out again when that count changes or a line does not fit (wrapped, its height is Rich's to say).
+    `hold`: what the text is of (a detail pane's view and row); while it is the same, the widget keeps the height it
+    grew to, the text padded with blank lines, so that a line more or less with each newer interval lays nothing
+    out (the detail pane under a live view: a layout every other redraw)."""
     text = content if isinstance(content, Text) else Text(content)
-    shown = (text.plain, tuple(text.spans), str(text.style))
+    shown = (text.plain, tuple(text.spans), str(text.style), hold)
     before = getattr(widget, "_stallscope_shown", None)
     if shown == before:
         return
     width = widget.content_size.width
     lines = text.plain.split("\n")
     height = len(lines) if width and all(cell_len(line) <= width for line in lines) else None
+    held = widget._stallscope_height if hold is not None and before is not None and before[3] == hold else None
+    if height is not None and held is not None and height < held:
+        text = text + Text("\n" * (held - height))
+        height = held
     layout = not fixed and (before is None or height is None or height != widget._stallscope_height)
     widget._stallscope_shown, widget._stallscope_height = shown, height
     widget.update(text, layout=layout)  # a Text: a string is never read as markup
@@ -521,7 +552,9 @@ class TopApp(App):
         empty = self.query_one(f"#empty-{v.name}", Static)
         put_text(empty, Text(v.empty(snap) + (f" (filter: {text})" if text else "")) if not rows else "")
         empty.display = not rows
-        table = self.query_one(f"#table-{v.name}", DataTable)
+        table = self._table_of(v)
+        if reorder:
+            table.release_height()
         self._fit_flex(v, table, rows)
         selected = None
         if table.row_count and 0 <= table.cursor_row < len(self.keys.get(v.name, [])):
@@ -545,6 +578,9 @@ class TopApp(App):
                 table.move_cursor(row=keys.index(selected), animate=False)
         if v is self.active_view():
             self.update_preview()
+
+    def _table_of(self, v: View) -> ViewTable:
+        return self.query_one(f"#table-{v.name}", ViewTable)
 
     def _view_rows(self, v: View, snap: Snapshot, reuse: bool) -> list[Row]:
         state = (v.name, getattr(v, "group", None))
@@ -683,6 +719,7 @@ class TopApp(App):
     def on_tabbed_content_tab_activated(self, _event) -> None:
         if self.source.live:  # what the view shown reads, made in the session's thread from the next interval on
             self.source.reads = self.active_view().reads
+        self._table_of(self.active_view()).release_height()  # a view shown anew: sized to its rows
         self.refresh_view()
         self.query_one(f"#table-{self.active_view().name}", DataTable).focus()
 
@@ -799,6 +836,7 @@ class TopApp(App):
         v = self.active_view()
         if hasattr(v, "GROUPS"):
             v.group = v.GROUPS[(v.GROUPS.index(v.group) + 1) % len(v.GROUPS)]
+            self._table_of(v).release_height()
             self.refresh_view(v)
 
     def selected(self) -> Row | None:
@@ -982,7 +1020,7 @@ class TopApp(App):
         head = Text(visible(title), style="bold")
         if snap is not None:
             head.append(f"   {self.window_text(snap)}", style="dim")
-        put_text(body, head + Text("\n") + text)
+        put_text(body, head + Text("\n") + text, hold=key[:2])  # the same row's pane keeps its height
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
