@@ -900,6 +900,54 @@ def test_a_view_of_thousands_of_rows_draws_only_the_cells_its_table_shows(record
         Row("x", (1,))
 
 
+def test_the_cursor_stays_on_the_first_row_or_follows_its_item_scrolled_to_before_a_frame(recording):
+    """As the ranking moves: a cursor on the first row stays there, on what ranks first now (the top of a live
+    ranking is what a user there watches); on another row it follows that row's item, and the table is scrolled to
+    show it as it is made again, before a frame is drawn (it was drawn at its top first, then scrolled)."""
+    from stallscope.tui.views import Column, Row, View
+
+    order = list(range(100))
+
+    class Ranked(View):
+        name, title = "ranked", "Ranked"
+        columns = (Column("Name", 12, False), Column("Rank", 8))
+
+        def rows(self, snap, timeline):
+            return [Row(str(i), (f"item {i}", -pos), make=lambda i=i, pos=pos: (Text(f"item {i}"), Text(str(pos))))
+                    for pos, i in enumerate(order)]
+
+    def rerank(item: int, to: int) -> None:
+        order.remove(item)
+        order.insert(to, item)
+
+    async def go():
+        app = TopApp(RecordingSource(recording), views=[Ranked()])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            table = app.query_one("#table-ranked", DataTable)
+            assert cells(app, "ranked")[0][0] == "item 0" and table.cursor_row == 0
+            rerank(0, 50)
+            app.refresh_view()
+            await pilot.pause()
+            assert table.cursor_row == 0 and cells(app, "ranked")[0][0] == "item 1" and table.scroll_y == 0
+            for _ in range(5):
+                await pilot.press("down")
+            await pilot.pause()
+            followed = order[5]
+            rerank(followed, 60)
+            app.refresh_view()
+            shown = table.scrollable_content_region.height - table.header_height
+            assert table.cursor_row == 60 and table.scroll_y <= 60 < table.scroll_y + shown  # before any frame
+            scrolled = table.scroll_y
+            await pilot.pause()
+            assert table.scroll_y == scrolled and cells(app, "ranked")[60][0] == f"item {followed}"
+            rerank(followed, 58)  # still in view: the table stays where it is
+            app.refresh_view()
+            assert table.cursor_row == 58 and table.scroll_y == scrolled
+
+    run(go())
+
+
 def test_a_table_measures_only_its_columns_sized_to_their_content():
     """A view's table measures the new rows' cells only where a column is sized to its content (width None): the
     fixed columns keep their widths however long their cells, the content-sized one grows to its widest cell, and

@@ -238,6 +238,22 @@ class ViewTable(DataTable):
             refresh(reorder=True)
 
 
+def _scroll_to_row(table: DataTable, scrolled: tuple[float, float], row: int) -> None:
+    """A table made again (clear() scrolls it to its top) scrolled back to `scrolled`, or as little from it as shows
+    `row` (the cursor's: the views' rows are a line each), before a frame is drawn: else it was drawn twice, first at
+    its top, then where the cursor was scrolled into view after that frame (a flicker, and half of a Tasks view's
+    drawing an interval)."""
+    x, y = scrolled
+    shown = table.scrollable_content_region.height - (table.header_height if table.show_header else 0)
+    if shown > 0:
+        if row < y:
+            y = row
+        elif row >= y + shown:
+            y = row - shown + 1
+    if (x, y) != (table.scroll_x, table.scroll_y):
+        table.scroll_to(x, y, animate=False, immediate=True)
+
+
 def put_text(widget: Static, content: Text | str, fixed: bool = False, hold=None) -> None:
     """`widget` shows `content`, redrawn only where it reads differently, and the screen laid out again only where
     the widget's height may change: a layout re-renders every widget on the screen, and a live view's lines change
@@ -322,6 +338,7 @@ class TopApp(App):
         self.preview = True  # the selected row's evidence below the table, where the terminal is tall enough (`d`)
         self._preview_shown: tuple | None = None  # (view, row, snapshot) of the evidence shown there
         self._preview_at = 0.0  # when it was made (monotonic)
+        self._preview_index = -1  # the cursor's row then
         self._height = 0  # the terminal's rows, as last resized
         self._preview_asked = self._preview_force = False  # a redraw of the pane asked for, not yet made
         self._preview_timer = None  # a wide window's evidence, gathered once the cursor rests
@@ -556,9 +573,12 @@ class TopApp(App):
         if reorder:
             table.release_height()
         self._fit_flex(v, table, rows)
+        # the cursor on a row below the first follows that row's item as the ranking moves; on the first row it stays
+        # there, on whatever ranks first now (what a user at the top of a live ranking watches)
         selected = None
-        if table.row_count and 0 <= table.cursor_row < len(self.keys.get(v.name, [])):
+        if table.row_count and 0 < table.cursor_row < len(self.keys.get(v.name, [])):
             selected = self.keys[v.name][table.cursor_row]
+        scrolled = (table.scroll_x, table.scroll_y)
         table.clear()
         keys, seen = [], {}
         # the name column's cells, longer than it, lose their middle (their ends say the most)
@@ -573,11 +593,12 @@ class TopApp(App):
                 cells = (*cells[:flex], elide_middle(cells[flex], width), *cells[flex + 1:])
             table.add_row(*cells, key=key)
         self.keys[v.name] = keys
-        if selected is not None:
-            if selected in keys:
-                table.move_cursor(row=keys.index(selected), animate=False)
+        row = keys.index(selected) if selected is not None and selected in keys else 0
+        _scroll_to_row(table, scrolled, row)
+        if row:
+            table.move_cursor(row=row, animate=False)
         if v is self.active_view():
-            self.update_preview()
+            self.update_preview(force=reorder)  # a sort or a filter: the pane of the row under the cursor now
 
     def _table_of(self, v: View) -> ViewTable:
         return self.query_one(f"#table-{v.name}", ViewTable)
@@ -982,10 +1003,12 @@ class TopApp(App):
             return
         shown = self._preview_shown
         now = time.monotonic()
-        if (not force and shown is not None and shown[:2] == key[:2] and self.source.live
-                and now - self._preview_at < PREVIEW_EVERY_S):
+        index = self._table_of(v).cursor_row
+        # the same row, or newer data under a cursor that did not move (another task ranked first now)
+        same = shown is not None and shown[0] == key[0] and (shown[1] == key[1] or self._preview_index == index)
+        if not force and same and self.source.live and now - self._preview_at < PREVIEW_EVERY_S:
             return
-        self._preview_shown, self._preview_at = key, now
+        self._preview_shown, self._preview_at, self._preview_index = key, now, index
         if self._preview_timer is not None:
             self._preview_timer.stop()
             self._preview_timer = None
@@ -1020,7 +1043,7 @@ class TopApp(App):
         head = Text(visible(title), style="bold")
         if snap is not None:
             head.append(f"   {self.window_text(snap)}", style="dim")
-        put_text(body, head + Text("\n") + text, hold=key[:2])  # the same row's pane keeps its height
+        put_text(body, head + Text("\n") + text, hold=key[0])  # the pane keeps its height while the view is shown
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
