@@ -948,6 +948,59 @@ def test_the_cursor_stays_on_the_first_row_or_follows_its_item_scrolled_to_befor
     run(go())
 
 
+def test_a_views_rows_are_added_as_textuals_add_row_adds_them():
+    """ViewTable.add_view_rows: the same rows, cells, places, cursor and highlight events as add_row one by one,
+    into an empty table and after rows; a key twice and too many cells fail alike."""
+    from textual.widgets._data_table import DuplicateKey
+
+    from stallscope.tui.app import ViewTable
+
+    class Host(App):
+        def compose(self):
+            yield ViewTable(id="a", cursor_type="row")
+            yield ViewTable(id="b", cursor_type="row")
+
+        highlighted: list = []
+
+        def on_data_table_row_highlighted(self, event) -> None:
+            self.highlighted.append((event.data_table.id, event.cursor_row, event.row_key.value))
+
+    def state(t):
+        return ([(k.value, {c.value: v for c, v in cells.items()}) for k, cells in t._data.items()],
+                [(k.value, t._row_locations.get(k)) for k in t.rows], [(r.height, r.label, r.auto_height)
+                                                                       for r in t.rows.values()],
+                sorted(k.value for k in t._new_rows), t.cursor_coordinate, t.row_count)
+
+    async def go():
+        app = Host()
+        async with app.run_test(size=(80, 20)) as pilot:
+            a, b = app.query_one("#a", ViewTable), app.query_one("#b", ViewTable)
+            for t in (a, b):
+                t.add_columns("x", "y", "z")
+            rows = [((Text("1"), Text("2"), Text("3")), "r1"), ((Text("4"), Text("5")), "r2")]
+            for cells, key in rows:
+                a.add_row(*cells, key=key)
+            b.add_view_rows(rows)
+            await pilot.pause()
+            assert state(a) == state(b)
+            more = [((Text("6"),), "r3")]
+            a.add_row(*more[0][0], key="r3")
+            b.add_view_rows(more)
+            b.add_view_rows([])
+            assert state(a) == state(b)
+            await pilot.pause()
+            assert [h[1:] for h in app.highlighted if h[0] == "a"] == [h[1:] for h in app.highlighted if h[0] == "b"]
+            assert app.highlighted
+            for t, add in ((a, lambda: a.add_row(Text("x"), key="r1")), (b, lambda: b.add_view_rows([((Text("x"),), "r1")]))):
+                with pytest.raises(DuplicateKey):
+                    add()
+            for add in (lambda: a.add_row(*[Text("x")] * 4, key="r9"), lambda: b.add_view_rows([((Text("x"),) * 4, "r9")])):
+                with pytest.raises(ValueError):
+                    add()
+
+    run(go())
+
+
 def test_a_table_measures_only_its_columns_sized_to_their_content():
     """A view's table measures the new rows' cells only where a column is sized to its content (width None): the
     fixed columns keep their widths however long their cells, the content-sized one grows to its widest cell, and
