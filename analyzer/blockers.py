@@ -376,10 +376,20 @@ def causes_by_task(model: Model, tasks: set[TaskId] | None = None,
     for a in grouped.alike:
         cause, name = a.cause, a.cause.name
         for task, ns in zip(a.tasks, a.ns):
-            e = by.setdefault(task, {}).setdefault(name, [cause, 0.0])
+            causes = by.get(task)
+            if causes is None:  # a sleeping thread's first (and mostly only) part
+                by[task] = {name: [cause, 0.0 + ns]}
+                continue
+            e = causes.setdefault(name, [cause, 0.0])
             e[1] += ns
-    return {task: sorted(((c, round(ns)) for c, ns in causes.values()), key=lambda kv: (-kv[1], kv[0].name))
-            for task, causes in by.items()}
+    out: dict[TaskId, list[tuple[Cause, int]]] = {}
+    for task, causes in by.items():
+        if len(causes) == 1:
+            (c, ns), = causes.values()
+            out[task] = [(c, round(ns))]
+        else:
+            out[task] = sorted(((c, round(ns)) for c, ns in causes.values()), key=lambda kv: (-kv[1], kv[0].name))
+    return out
 
 
 def task_causes(model: Model, task: TaskId, table: CauseTable | None = None) -> list[tuple[Cause, int]]:

@@ -93,7 +93,7 @@ _new_stack_wait = record_maker(StackWait)  # a live interval makes one per sleep
 _new_totals = record_maker(TaskTotals)
 _NOT_WOKEN = (0, 0, 0)
 _NOT_WOKEN_LIST = [0, 0, 0]
-_NO_HIST = (0,) * RUNQ_SLOTS
+_NO_HIST = NO_HIST = (0,) * RUNQ_SLOTS  # a task's run-queue histogram with no wait (one tuple, shared)
 
 
 @dataclass(frozen=True)
