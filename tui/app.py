@@ -287,9 +287,10 @@ def put_text(widget: Static, content: Text | str, fixed: bool = False, hold=None
     the widget's height may change: a layout re-renders every widget on the screen, and a live view's lines change
     with each interval. `fixed`: its height is set; else its height is its lines' count where each fits its width,
     and it is laid out again when that count changes or a line does not fit (wrapped, its height is Rich's to say).
-    `hold`: what the text is of (a detail pane's view and row); while it is the same, the widget keeps the height it
-    grew to, the text padded with blank lines, so that a line more or less with each newer interval lays nothing
-    out (the detail pane under a live view: a layout every other redraw)."""
+    `hold`: what the text is of (the view a detail pane is under); while it is the same, the widget keeps the height
+    it grew to, the text padded with blank lines, so that a line more or less with each newer interval, or another
+    row's evidence, lays nothing out unless it is longer (the detail pane under a live view: a layout every other
+    redraw)."""
     text = content if isinstance(content, Text) else Text(content)
     shown = (text.plain, tuple(text.spans), str(text.style), hold)
     before = getattr(widget, "_stallscope_shown", None)
