@@ -12,7 +12,8 @@ exist, and measures:
 - steady state: the stallscope process's CPU time (collector thread and UI together, getrusage) per
   second of wall time, after the first 10 s, for SECONDS with no key pressed;
 - key to frame: the time from a key event reaching the app to the next frame drawn after its action ran
-  (`s`, a sort that rebuilds the table; the frame marked by Textual's call_after_refresh), pressed every
+  (`s`, a sort that rebuilds the table; the frame marked by Textual's call_after_refresh, asked for before the
+  action runs, so that the mark is not held up by the detail pane's redraw the action asks for after it), pressed every
   0.25 s for SECONDS more, drains running meanwhile in the session's thread; p50/p99/max. (Textual's pilot waits for the
   process to go idle after a key, which a process whose collector thread is busy never does: its
   timings are not key-to-frame.)
@@ -110,9 +111,11 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
         sent = 0.0
 
         def action_sort(self) -> None:
-            super().action_sort()
+            # marked first: the mark runs as soon as the frame with the sort is drawn, before what the action asked to
+            # run after that frame (the detail pane of the row now under the cursor, drawn in the next one)
             sent = self.sent
             self.call_after_refresh(lambda: keys.append(time.monotonic() - sent))
+            super().action_sort()
 
     app = Keyed(source)
     async with app.run_test(size=(160, 50)) as pilot:
