@@ -903,7 +903,8 @@ def test_a_view_of_thousands_of_rows_draws_only_the_cells_its_table_shows(record
 def test_the_cursor_stays_on_the_first_row_or_follows_its_item_scrolled_to_before_a_frame(recording):
     """As the ranking moves: a cursor on the first row stays there, on what ranks first now (the top of a live
     ranking is what a user there watches); on another row it follows that row's item, and the table is scrolled to
-    show it as it is made again, before a frame is drawn (it was drawn at its top first, then scrolled)."""
+    show it as it is made again, before a frame is drawn (it was drawn at its top first, then scrolled). In a view
+    that does not keep its top (the Fixes), it follows its item from the first row too."""
     from stallscope.tui.views import Column, Row, View
 
     order = list(range(100))
@@ -945,7 +946,24 @@ def test_the_cursor_stays_on_the_first_row_or_follows_its_item_scrolled_to_befor
             app.refresh_view()
             assert table.cursor_row == 58 and table.scroll_y == scrolled
 
+    class Chosen(Ranked):  # as the Fixes: the item under the cursor stays under it, from the first row too
+        name, title = "chosen", "Chosen"
+        keeps_top = False
+
+    async def chosen():
+        order[:] = range(100)
+        app = TopApp(RecordingSource(recording), views=[Chosen()])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            table = app.query_one("#table-chosen", DataTable)
+            assert table.cursor_row == 0 and cells(app, "chosen")[0][0] == "item 0"
+            rerank(0, 7)
+            app.refresh_view()
+            await pilot.pause()
+            assert table.cursor_row == 7 and cells(app, "chosen")[7][0] == "item 0"
+
     run(go())
+    run(chosen())
 
 
 def test_a_views_rows_are_added_as_textuals_add_row_adds_them():

@@ -603,9 +603,10 @@ class TopApp(App):
             table.release_height()
         self._fit_flex(v, table, rows)
         # the cursor on a row below the first follows that row's item as the ranking moves; on the first row it stays
-        # there, on whatever ranks first now (what a user at the top of a live ranking watches)
+        # there, on whatever ranks first now (what a user at the top of a live ranking watches), but in a view that
+        # does not keep its top (View.keeps_top: the Fixes)
         selected = None
-        if table.row_count and 0 < table.cursor_row < len(self.keys.get(v.name, [])):
+        if table.row_count and (0 if v.keeps_top else -1) < table.cursor_row < len(self.keys.get(v.name, [])):
             selected = self.keys[v.name][table.cursor_row]
         scrolled = (table.scroll_x, table.scroll_y)
         table.clear()

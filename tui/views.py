@@ -79,6 +79,9 @@ class View:
     # what its rows read of a snapshot besides the ranking and the status line's figures (stallscope/sources.py
     # PREFOLDED): a live source makes them in the session's thread with each interval while the view is shown
     reads: tuple[str, ...] = ()
+    # the cursor on the first row stays there as the rows move (the top of a ranking is what a user there watches);
+    # False: it follows its row's item from the first row too (a fix chosen to apply stays chosen)
+    keeps_top = True
 
     def available(self, snap: Snapshot) -> bool:
         return True
@@ -399,6 +402,7 @@ def _function_cells(f) -> tuple[Text, ...]:
 
 class FixesView(View):
     name, title = "fixes", "Fixes"
+    keeps_top = False  # the fix under the cursor stays under it as newer intervals reorder them
     columns = (Column("#", 3, ascending=True), Column("Status", 12, False), Column("Kind", 8, False),
                Column("Target", 22, False), Column("When", 9, False), Column("Wait/s", 8), Column("Finding", None, False))
     flex = None  # the finding, sized to its content, is the text to read
