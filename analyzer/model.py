@@ -93,7 +93,7 @@ _new_stack_wait = record_maker(StackWait)  # a live interval makes one per sleep
 _new_totals = record_maker(TaskTotals)
 _NOT_WOKEN = (0, 0, 0)
 _NOT_WOKEN_LIST = [0, 0, 0]
-_NO_HIST = NO_HIST = (0,) * RUNQ_SLOTS  # a task's run-queue histogram with no wait (one tuple, shared)
+NO_HIST = (0,) * RUNQ_SLOTS  # a task's run-queue histogram with no wait (one tuple, shared)
 
 
 @dataclass(frozen=True)
@@ -1134,7 +1134,7 @@ def py_made_totals(tasks: dict, task_info: dict[TaskId, TaskInfo]) -> dict[TaskI
     totals = {}
     for tid, t in tasks.items():
         info = task_info.get(tid) or _unknown_task(tid)
-        t[9] = _NO_HIST if t[9] is None else tuple(t[9])
+        t[9] = NO_HIST if t[9] is None else tuple(t[9])
         totals[tid] = _new_totals(info, *t)
     return totals
 
@@ -1179,7 +1179,7 @@ def _fold_carried(tasks: dict, waits: dict, keys, ns: int, since, late: int) -> 
 
 def _made_totals(tasks: dict, task_info: dict[TaskId, TaskInfo]) -> dict[TaskId, TaskTotals]:
     if _modelfold is not None and type(tasks) is dict and type(task_info) in _PLAIN:
-        return _modelfold.made_totals(tasks, task_info, _unknown_task, _NO_HIST, _new_totals)
+        return _modelfold.made_totals(tasks, task_info, _unknown_task, NO_HIST, _new_totals)
     return py_made_totals(tasks, task_info)
 
 

@@ -33,7 +33,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
 
 from elftools.elf.elffile import ELFFile
 

@@ -70,7 +70,7 @@ def test_the_models_records_are_made_alike(tasks, waits):
     stacks = {1: Stack(1, "kernel", ()), 2: Stack(2, "user", ())}
     funcs = {0xffff1: "worker_thread"}  # 7: not named
     t2 = copy.deepcopy(t)
-    assert C.made_totals(t2, infos, M._unknown_task, M._NO_HIST, M._new_totals) == M.py_made_totals(t, infos)
+    assert C.made_totals(t2, infos, M._unknown_task, M.NO_HIST, M._new_totals) == M.py_made_totals(t, infos)
     assert t2 == t  # the accumulators' histograms left as tuples alike
     made_c = C.made_waits(w, stacks, funcs, M._unnamed_function, M._new_stack_wait)
     assert made_c == M.py_made_waits(w, stacks, funcs)

@@ -432,7 +432,7 @@ class TopApp(App):
     def on_mount(self) -> None:
         self._console_size(self.size)
         for v in self.views:
-            table = self.query_one(f"#table-{v.name}", DataTable)
+            table = self._table_of(v)
             for c in v.columns:
                 table.add_column(Text(c.label, justify="right" if c.numeric else "left"), width=c.width)
         loop = asyncio.get_running_loop()
@@ -774,7 +774,7 @@ class TopApp(App):
             self.source.reads = self.active_view().reads
         self._table_of(self.active_view()).release_height()  # a view shown anew: sized to its rows
         self.refresh_view()
-        self.query_one(f"#table-{self.active_view().name}", DataTable).focus()
+        self._table_of(self.active_view()).focus()
 
     def action_pause(self) -> None:
         self.paused = not self.paused
@@ -845,7 +845,7 @@ class TopApp(App):
             self._show_window(i, i)
 
     def action_cursor(self, d: int) -> None:
-        table = self.query_one(f"#table-{self.active_view().name}", DataTable)
+        table = self._table_of(self.active_view())
         table.move_cursor(row=max(0, table.cursor_row + d))
 
     def action_sort(self) -> None:
@@ -875,7 +875,7 @@ class TopApp(App):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
             event.input.remove_class("shown")
-            self.query_one(f"#table-{self.active_view().name}", DataTable).focus()
+            self._table_of(self.active_view()).focus()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -883,7 +883,7 @@ class TopApp(App):
         box.remove_class("shown")
         self.filters.pop(self.active_view().name, None)
         self.refresh_view(reorder=True)
-        self.query_one(f"#table-{self.active_view().name}", DataTable).focus()
+        self._table_of(self.active_view()).focus()
 
     def action_group(self) -> None:
         v = self.active_view()
@@ -894,7 +894,7 @@ class TopApp(App):
 
     def selected(self) -> Row | None:
         v = self.active_view()
-        table = self.query_one(f"#table-{v.name}", DataTable)
+        table = self._table_of(v)
         rows = self.rows.get(v.name, [])
         if not rows or not (0 <= table.cursor_row < len(rows)):
             return None
