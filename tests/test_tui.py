@@ -422,6 +422,42 @@ def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on(
     run(go())
 
 
+def test_a_rows_evidence_keeps_the_status_line_in_view_and_says_which_window_it_is_of():
+    async def go():
+        ivs = tui_intervals()
+        src = FakeLive(tui_meta())
+        app = TopApp(src, refresh_s=0.05)
+        async with app.run_test(size=(120, 40)) as pilot:
+            src.push(ivs[0])
+            await pilot.pause(0.2)
+            await pilot.press("enter")
+            assert isinstance(app.screen, DetailScreen)
+            title = str(app.screen.query_one("#detail-title", Static).render())
+            assert "interval 0 (as it was then" in title, title
+            shown = lambda: str(app.screen.query_one("#status", Static).render())  # noqa: E731
+            assert "window: interval 0 of 0..0" in shown()
+            src.push(ivs[1])  # collection goes on behind the evidence: the status line says so
+            await pilot.pause(0.3)
+            assert "window: interval 1 of 0..1" in shown(), shown()
+            assert "interval 0 (as it was then" in str(app.screen.query_one("#detail-title", Static).render())
+            await pilot.press("escape")
+            await pilot.pause(0.2)
+            assert not isinstance(app.screen, DetailScreen) and app.current_window() == (1, 1)
+            assert "window: interval 1 of 0..1" in str(app.query_one("#status", Static).render())
+            await pilot.press("q")
+    run(go())
+
+
+def test_a_fixs_numbers_with_long_labels_keep_a_gap_before_their_values(recording):
+    from stallscope.analyzer.recommend import Fact
+    from stallscope.tui import detail
+
+    fix = replace(_fix(101), facts=(Fact("running or runnable", 185.45, ""), Fact("CPUs", 2, "")))
+    lines = detail.fix_detail(None, fix, 1).plain.splitlines()
+    numbers = lines[lines.index("Numbers") + 1:lines.index("Numbers") + 3]
+    assert numbers == ["  running or runnable  185.45", "  CPUs                 2"], numbers
+
+
 def test_a_paused_live_view_widened_is_folded_and_shown(monkeypatch):
     """Paused at interval 5, `w` asks for the last 10 intervals (reaching before the first held): folded in a
     thread, once although intervals keep coming meanwhile (each asks for the window again), then shown

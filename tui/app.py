@@ -53,16 +53,22 @@ TABLE_HOLD_S = 10.0
 
 
 class DetailScreen(Screen):
-    """The evidence behind one row; Esc goes back."""
+    """The evidence behind one row, of the window shown when it was opened; Esc goes back. The status line stays above
+    it, kept up to date (TopApp.update_status): collection goes on behind."""
 
     BINDINGS = [Binding("escape,q,backspace", "app.pop_screen", "Back")]
 
-    def __init__(self, title: str, body: Text):
+    def __init__(self, title: str, body: Text, window: str = "", status: Text | None = None):
         super().__init__()
-        self._title, self._body = title, body
+        self._title, self._body, self._window, self._status = title, body, window, status
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(visible(self._title), style="bold reverse"), id="detail-title")
+        if self._status is not None:
+            yield Static(self._status, id="status")
+        head = Text(visible(self._title), style="bold reverse")
+        if self._window:
+            head.append(f"  {self._window}", style="dim")
+        yield Static(head, id="detail-title")
         with VerticalScroll(id="detail-body"):
             yield Static(self._body)
         yield Footer()
@@ -678,8 +684,12 @@ class TopApp(App):
         if shown == self._status_shown:
             return
         self._status_shown = shown
-        put_text(self.query_one("#status", Static), text, fixed=True)  # its height is set (#status)
-        box = self.query_one("#notice", Static)
+        main = self.screen_stack[0] if self.screen_stack else self.screen  # the views' screen, under any other
+        put_text(main.query_one("#status", Static), text, fixed=True)  # its height is set (#status)
+        if isinstance(self.screen, DetailScreen):  # the status line stays in view over a row's evidence
+            for shown_there in self.screen.query("#status").results(Static):
+                put_text(shown_there, text, fixed=True)
+        box = main.query_one("#notice", Static)
         put_text(box, Text(visible(note)) if note else "")
         box.display = bool(note)
 
@@ -908,17 +918,22 @@ class TopApp(App):
         if not self._wide(snap):
             shown = self._detail_of(v, row, snap)
             if shown is not None:
-                self.push_screen(DetailScreen(*shown))
+                self.push_screen(DetailScreen(*shown, self._detail_window(snap), self.status_text()))
             return
         if row is None or row.item is None or not v.detail:
             return
         # a wide window's evidence takes up to seconds to gather: the screen is shown at once, filled in a thread
         screen = DetailScreen(self._title_of(v, row), Text(f"gathering the evidence of {self.window_text(snap)}...",
-                                                           style="dim"))
+                                                           style="dim"), self._detail_window(snap), self.status_text())
         self.push_screen(screen)
         number = self._number_of(v, row)  # read here: the rows shown may change while the thread gathers
         self._gather("detail", lambda: self._detail_of(v, row, snap, number=number),
                      lambda made: screen.fill(made[1]) if made is not None and screen.is_attached else None)
+
+    def _detail_window(self, snap: Snapshot) -> str:
+        """What a detail screen's evidence is of: its window, and, live, that newer intervals do not change it."""
+        shown = self.window_text(snap)
+        return f"{shown} (as it was then: Esc, then Enter again for newer)" if self.source.live else shown
 
     def _gather(self, group: str, make: Callable[[], Any], done: Callable[[Any], None]) -> None:
         """`make()` in a thread, `done` called with what it made in the screen's; an error it raised is raised in

@@ -32,8 +32,9 @@ def _h(t: Text, title: str) -> None:
     t.append(f"\n{title}\n", style="bold underline")
 
 
-def _kv(t: Text, label: str, value: str, style: str = "") -> None:
-    t.append(f"  {label:<16}", style="dim")
+def _kv(t: Text, label: str, value: str, style: str = "", width: int = 16) -> None:
+    """A label and its value, the values of a section aligned at `width`; a longer label keeps a gap before its value."""
+    t.append(f"  {label:<{width}}" if len(label) < width else f"  {label}  ", style="dim")
     t.append(visible(value) + "\n", style=style)
 
 
@@ -303,8 +304,9 @@ def fix_detail(snap: Snapshot, r: Recommendation, number: int) -> Text:
     _kv(t, "target", r.target)
     if r.facts:
         _h(t, "Numbers")
+        width = max(16, *(len(f.label) + 2 for f in r.facts))
         for f in r.facts:
-            _kv(t, f.label, fact_text(f.value, f.unit))
+            _kv(t, f.label, fact_text(f.value, f.unit), width=width)
     _h(t, "Evidence")
     for e in r.evidence:
         t.append(f"  - {visible(e)}\n")
