@@ -433,13 +433,13 @@ def test_a_rows_evidence_keeps_the_status_line_in_view_and_says_which_window_it_
             await pilot.press("enter")
             assert isinstance(app.screen, DetailScreen)
             title = str(app.screen.query_one("#detail-title", Static).render())
-            assert "interval 0 (as it was then" in title, title
+            assert "interval 0 (frozen" in title, title
             shown = lambda: str(app.screen.query_one("#status", Static).render())  # noqa: E731
             assert "window: interval 0 of 0..0" in shown()
             src.push(ivs[1])  # collection goes on behind the evidence: the status line says so
             await pilot.pause(0.3)
             assert "window: interval 1 of 0..1" in shown(), shown()
-            assert "interval 0 (as it was then" in str(app.screen.query_one("#detail-title", Static).render())
+            assert "interval 0 (frozen" in str(app.screen.query_one("#detail-title", Static).render())
             await pilot.press("escape")
             await pilot.pause(0.2)
             assert not isinstance(app.screen, DetailScreen) and app.current_window() == (1, 1)

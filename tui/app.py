@@ -933,7 +933,7 @@ class TopApp(App):
     def _detail_window(self, snap: Snapshot) -> str:
         """What a detail screen's evidence is of: its window, and, live, that newer intervals do not change it."""
         shown = self.window_text(snap)
-        return f"{shown} (as it was then: Esc, then Enter again for newer)" if self.source.live else shown
+        return f"{shown} (frozen: Esc, Enter for newer)" if self.source.live else shown
 
     def _gather(self, group: str, make: Callable[[], Any], done: Callable[[Any], None]) -> None:
         """`make()` in a thread, `done` called with what it made in the screen's; an error it raised is raised in

@@ -403,9 +403,11 @@ def _function_cells(f) -> tuple[Text, ...]:
 class FixesView(View):
     name, title = "fixes", "Fixes"
     keeps_top = False  # the fix under the cursor stays under it as newer intervals reorder them
+    # the finding, sized to its content, is the text to read: before the target (which it names), so that a terminal
+    # 80 columns wide shows what each fix is about
     columns = (Column("#", 3, ascending=True), Column("Status", 12, False), Column("Kind", 8, False),
-               Column("Target", 22, False), Column("When", 9, False), Column("Wait/s", 8), Column("Finding", None, False))
-    flex = None  # the finding, sized to its content, is the text to read
+               Column("When", 9, False), Column("Wait/s", 8), Column("Finding", None, False), Column("Target", 22, False))
+    flex = None
     default_sort = 0  # recommend's numbers: what needs tuning first (PowerTOP's order), the most waiting first
     detail = True
 
@@ -418,11 +420,11 @@ class FixesView(View):
             status = "recommended" if r.status == RECOMMENDED else r.status
             # the waiting the fix is aimed at ("-": its gain is not a measured wait), as `recommend` ranks them
             wait = r.wait_ns_per_s
-            out.append(Row(f"{r.kind}:{r.target}", (i, (r.status != RECOMMENDED, not r.runtime, i), r.kind, r.target,
-                                                    r.runtime, -1.0 if wait is None else wait, r.finding),
+            out.append(Row(f"{r.kind}:{r.target}", (i, (r.status != RECOMMENDED, not r.runtime, i), r.kind, r.runtime,
+                                                    -1.0 if wait is None else wait, r.finding, r.target),
                            (num(str(i)), lit(status, "green" if r.status == RECOMMENDED else "dim"), lit(r.kind),
-                            lit(r.target), lit("run time" if r.runtime else "by hand" if r.kind in BY_HAND else "boot/code"),
-                            rate(wait or 0.0), lit(r.finding)), r))
+                            lit("run time" if r.runtime else "by hand" if r.kind in BY_HAND else "boot/code"),
+                            rate(wait or 0.0), lit(r.finding), lit(r.target)), r))
         return out
 
     def empty(self, snap: Snapshot) -> str:
