@@ -139,8 +139,9 @@ def compare_devices(base: Model, new: Model, guard: NoiseGuard) -> list[Change]:
 
 def diff(base: Model, new: Model, guard: NoiseGuard | None = None, include_idle: bool = False,
          scopes: tuple[set[TaskId] | None, set[TaskId] | None] = (None, None)) -> list[Change]:
-    """Every cause, lock and thread name, worst regression first: significant ones by how much their
-    wait per second grew, then the rest. `scopes`: the tasks of each model to compare (None: all); stallscope's
+    """Every cause, lock and thread name, worst regression first: the significant regressions by how much their
+    wait per second grew, then the significant improvements by how much it shrank (the largest first: a reader cut at
+    N rows keeps the largest of both), then the rest in the same order. `scopes`: the tasks of each model to compare (None: all); stallscope's
     own are left out of either, as every view leaves them out (analyzer/scope.py)."""
     g = guard or NoiseGuard()
     scopes = (in_scope(base, scopes[0]), in_scope(new, scopes[1]))
@@ -150,7 +151,7 @@ def diff(base: Model, new: Model, guard: NoiseGuard | None = None, include_idle:
         changes += _compare(kind, _rates(fn(base, scopes[0]), base.duration_s),
                             _rates(fn(new, scopes[1]), new.duration_s), g)
     changes += compare_devices(base, new, g)
-    changes.sort(key=lambda c: (not c.significant, -c.delta_ns_per_s, c.kind, c.name))
+    changes.sort(key=lambda c: (not c.significant, c.delta_ns_per_s < 0, -abs(c.delta_ns_per_s), c.kind, c.name))
     return changes
 
 

@@ -372,7 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("diff", help="what got worse between two recordings (regression hunting)",
                        description="Causes, kernel locks and threads ranked by the change in wait per second of "
-                                   "recording, absolute and relative. A change leads only past a noise guard "
+                                   "recording, absolute and relative: regressions first, then improvements, each "
+                                   "the largest first. A change leads only past a noise guard "
                                    "(--min-delta per second, --min-relative of the base, --min-events waits); "
                                    "the rest follow, marked. --format folded writes a differential folded file "
                                    "(stack, base, new; ns per second) for a differential flame graph; --format html "

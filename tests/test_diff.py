@@ -39,6 +39,16 @@ def test_an_injected_blocker_leads_the_diff_and_per_second_rates_make_run_length
     assert sleep.delta_ns_per_s == 0 and not sleep.significant
 
 
+def test_regressions_lead_then_improvements_the_largest_first_so_that_a_cut_keeps_the_largest_of_both():
+    base = _model(1, (SLEEP, 100, 500_000_000), (PIPE, 100, 300_000_000))
+    new = _model(1, (SLEEP, 100, 400_000_000), (PIPE, 100, 100_000_000), (FSYNC, 100, 50_000_000))
+    significant = [(c.name, round(c.delta_ns_per_s / 1e6)) for c in diff(base, new)
+                   if c.significant and c.kind == "cause"]
+    # the fsync grew; the pipe shrank by 200 ms/s, the sleep by 100 ms/s: the larger first
+    assert significant == [("fsync() on a file", 50), ("Reading from a pipe", -200),
+                           ("Application requested delay", -100)], significant
+
+
 def test_a_one_off_wait_or_a_tiny_change_does_not_lead():
     base = _model(1, (SLEEP, 100, 500_000_000))
     one_off = _model(1, (SLEEP, 100, 500_000_000), (PIPE, 1, 300_000_000))  # one long wait

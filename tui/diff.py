@@ -21,14 +21,18 @@ def _rel(c: Change) -> str:
 def diff_text(base: Model, new: Model, changes: list[Change], rows: int, names: tuple[str, str]) -> str:
     # as wide as the names shown need (a futex's call site), within reason
     w = min(max([WHAT_WIDTH] + [len(printable(c.name)) for c in changes[:rows]]), WHAT_WIDTH_MAX)
+    waits = [f"{c.base_count:,}->{c.new_count:,}" for c in changes[:rows]]
+    ww = max([13] + [len(x) for x in waits])
     lines = [f"base {printable(names[0])}: {base.duration_s:.1f} s; new {printable(names[1])}: {new.duration_s:.1f} s; "
              "wait per second of each recording\n\n",
-             f"{'KIND':<6} {'WHAT':<{w}} {'BASE/s':>10} {'NEW/s':>10} {'CHANGE/s':>10} {'REL':>7} {'WAITS':>13}\n"]
-    for c in changes[:rows]:
+             f"{'KIND':<6} {'WHAT':<{w}} {'BASE/s':>10} {'NEW/s':>10} {'CHANGE/s':>10} {'REL':>7} {'WAITS':>{ww}}\n"]
+    for c, n in zip(changes[:rows], waits):
         mark = "" if c.significant else " ~"
         sign = "+" if c.delta_ns_per_s >= 0 else "-"
-        lines.append(f"{c.kind:<6} {printable(c.name)[:w]:<{w}} {fmt_ns(c.base_ns_per_s):>10} {fmt_ns(c.new_ns_per_s):>10} "
-                     f"{sign + fmt_ns(abs(c.delta_ns_per_s)):>10} {_rel(c):>7} {f'{c.base_count}->{c.new_count}':>13}{mark}\n")
+        name = printable(c.name)
+        name = name if len(name) <= w else name[:w - 1] + "\u2026"  # cut, and said to be
+        lines.append(f"{c.kind:<6} {name:<{w}} {fmt_ns(c.base_ns_per_s):>10} {fmt_ns(c.new_ns_per_s):>10} "
+                     f"{sign + fmt_ns(abs(c.delta_ns_per_s)):>10} {_rel(c):>7} {n:>{ww}}{mark}\n")
     if not any(c.significant for c in changes):
         lines.append("\nno change passed the noise guard\n")
     lines.append("\n~ : below the noise guard (too small, or too few waits): listed, not ranked first\n")
