@@ -877,3 +877,14 @@ def test_a_parked_threads_waits_are_idle_in_the_ranking_and_not_a_lock_in_the_lo
     assert words and all(s.futex_kind == "park" and not s.is_lock for s in words), [
         (s.name, s.futex_kind, s.contentions) for s in words]
     assert sum(s.contentions for s in words) >= slept, (slept, [(s.name, s.contentions) for s in words])
+
+
+def test_who_waited_shows_whole_names_then_how_many_more():
+    from stallscope.tui.causes import names_within
+
+    names = ["sched-messaging", "idle", "kdamond.0", "kworker/0:0", "rcu_preempt", "ksoftirqd/0", "kcompactd0"]
+    assert names_within(names, 61) == "sched-messaging, idle, kdamond.0, kworker/0:0, rcu_preempt +2"
+    assert names_within(names, 60) == "sched-messaging, idle, kdamond.0, kworker/0:0 +3"
+    assert names_within(names[:2], 60) == "sched-messaging, idle"
+    assert names_within(["x" * 70, "y"], 20) == "x" * 16 + "\u2026 +1"  # the first is there, cut and said to be
+    assert names_within([], 60) == ""

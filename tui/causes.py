@@ -90,12 +90,12 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
     estimated = False
     devices = cause_devices(model, tasks)
     for b, label in zip(ranked[:rows], labels):
-        names = ", ".join(printable(name) for _label, _ns, _n, name in waiters_by_name(model, b))
+        names = names_within([printable(name) for _label, _ns, _n, name in waiters_by_name(model, b)], NAMES_WIDTH)
         share = "     -" if b.cls == IDLE else f"{b.share_pct:5.1f}%"
         est = f"{fmt_ns(b.estimated_ns)} ±{fmt_ns(1.96 * b.error_ns)}" if b.estimated_ns else "-"
         estimated = estimated or bool(b.estimated_ns)
         lines.append(f"{label_cell(label, width)} {fmt_longest(b.longest_ns, b.longest_ongoing):>9} {fmt_ns(b.total_ns):>10} {fmt_ns(b.total_ns / secs):>9} "
-                     f"{share} {est:>17} {b.count:>10,}  {names[:60]}\n")
+                     f"{share} {est:>17} {b.count:>10,}  {names}\n")
         lines += [f"  {device_line(d)}\n" for d in devices.get(b.cause, ())[:3]]
     if not ranked:
         lines.append("no off-CPU time recorded\n")
@@ -108,6 +108,22 @@ def causes_text(model: Model, by: str = "cause", include_idle: bool = False, unk
 
 
 LABEL_MIN, LABEL_MAX = 50, 72  # a cause column's width: its longest name within these
+NAMES_WIDTH = 60  # who waited, by name: as many whole names as fit, then how many more
+
+
+def names_within(names: list[str], width: int) -> str:
+    """`names` joined, as many whole as fit in `width`, then "+N" for those left out; the first is there always (cut
+    with an ellipsis when it alone does not fit)."""
+    n, joined, fit = len(names), 0, 0  # the length of the first `fit` names joined
+    for k, name in enumerate(names, 1):
+        joined += len(name) + (2 if k > 1 else 0)
+        if joined + (len(f" +{n - k}") if k < n else 0) > width:
+            break
+        fit = k
+    rest = f" +{n - max(fit, 1)}" if max(fit, 1) < n else ""
+    if fit:
+        return ", ".join(names[:fit]) + rest
+    return (names[0][:max(1, width - len(rest) - 1)] + "\u2026" + rest) if names else ""
 
 
 def label_width(labels: list[str]) -> int:

@@ -12,6 +12,7 @@ from stallscope.analyzer.sample import Interval, RecordingMeta, Stack, TaskId, T
 from stallscope.analyzer.timeline import Snapshot, Timeline
 from stallscope.analyzer.units import fmt_longest, fmt_ns
 from stallscope.analyzer.untrusted import printable as _clean
+from stallscope.tui.causes import NAMES_WIDTH, names_within
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -76,9 +77,9 @@ def snapshot_text(snap: Snapshot, rows: int = 15, tuning=None, hide_tgid: int | 
         lines.append(f"  {loss.line()}\n")
     lines.append(f"\n{'BLOCKER (cause)':<40} {'WAIT/s':>9} {'SHARE':>6} {'COUNT':>9} {'MAX':>9}  TASKS\n")
     for b in snap.ranked[:rows]:
-        names = ", ".join(_clean(name) for _label, _ns, _n, name in waiters_by_name(model, b))
+        names = names_within([_clean(name) for _label, _ns, _n, name in waiters_by_name(model, b)], NAMES_WIDTH)
         lines.append(f"{_clean(b.cause)[:40]:<40} {fmt_ns(b.total_ns / secs):>9} {b.share_pct:5.1f}% "
-                     f"{b.count:>9,} {fmt_longest(b.longest_ns, b.longest_ongoing):>9}  {names[:60]}\n")
+                     f"{b.count:>9,} {fmt_longest(b.longest_ns, b.longest_ongoing):>9}  {names}\n")
     if snap.idle_ns:
         lines.append(f"{'(idle waits, not ranked)':<40} {fmt_ns(snap.idle_ns / secs):>9}\n")
     lines.append(f"\n{'TASK':<22} {'PID':>7} {'OFF-CPU/s':>10} {'RUNQ/s':>9} {'VCS':>6} {'IVCS':>6} {'MIGR':>5}\n")
