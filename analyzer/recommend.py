@@ -373,7 +373,7 @@ def rule_cpu_bound(model: Model, th: Thresholds, whole: Whole) -> list[Recommend
     evidence = (f"{sig.runnable_avg:.1f} tasks running or runnable for {cpus} CPUs on average, "
                 f"{sig.waiting_avg:.1f} of them waiting for a CPU ({sig.runq_pressure:.1f} per CPU)",
                 "waiting for a CPU most: " + ", ".join(f"{name} ({fmt_ns(w / secs)}/s waiting, {fmt_ns(r / secs)}/s "
-                                                       f"running, {len(tgids)} process(es))"
+                                                       f"running, {len(tgids):,} process{'es' if len(tgids) != 1 else ''})"
                                                        for name, (w, r, tgids) in top))
     return [Recommendation(
         "cpu", "system", f"the machine is CPU-bound: {sig.runq_pressure:.1f} tasks waiting per CPU, {most / waited:.0%} "
