@@ -448,6 +448,22 @@ def test_a_rows_evidence_keeps_the_status_line_in_view_and_says_which_window_it_
     run(go())
 
 
+def test_the_help_names_every_view_with_its_key(recording):
+    from stallscope.tui.app import HelpScreen
+
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            text = "\n".join(str(w.render()) for w in app.screen.query(Static))
+            for i, v in enumerate(app.views, 1):
+                assert f"{i} {v.title}" in text, (v.title, text)
+            assert "8 Devices" in text
+    run(go())
+
+
 def test_a_fixs_numbers_with_long_labels_keep_a_gap_before_their_values(recording):
     from stallscope.analyzer.recommend import Fact
     from stallscope.tui import detail

@@ -83,7 +83,7 @@ class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close")]
 
     TEXT = """\
- Views       1 Blockers  2 Tasks  3 Locks  4 Slab  5 CPUs  6 On-CPU  7 Fixes  (tab / shift+tab)
+ Views       {views}  (tab / shift+tab)
  Move        arrows, j/k, PgUp/PgDn          Enter  drill in     Esc  back
  Detail      d  the selected row's evidence below the table (a terminal 40 rows high or more)
  Find        /  filter rows (Esc clears)      s  next sort column (or click a header; again: reverse)
@@ -94,10 +94,14 @@ class HelpScreen(ModalScreen):
  Other       ctrl+p command palette   ?  this help   q or ctrl+c  quit
 """
 
+    def __init__(self, views: list[str]):
+        super().__init__()
+        self._views = views  # the views' titles, in their keys' order
+
     def compose(self) -> ComposeResult:
         with Vertical(id="help"):
             yield Label(Text("stallscope top: keys", style="bold"))
-            yield Static(Text(self.TEXT))
+            yield Static(Text(self.TEXT.format(views="  ".join(f"{i} {t}" for i, t in enumerate(self._views, 1)))))
 
 
 class ConfirmApply(ModalScreen[bool]):
@@ -1093,7 +1097,7 @@ class TopApp(App):
         put_text(body, head + Text("\n") + text, hold=key[0])  # the pane keeps its height while the view is shown
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen([v.title for v in self.views]))
 
     def action_apply(self) -> None:
         v, row = self.active_view(), self.selected()
