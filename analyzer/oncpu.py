@@ -246,8 +246,21 @@ class SamplingSummary:
     sample_hz: int
     samples: int  # all samples, idle included
     idle_samples: int
-    period_ns: int  # one sample's period (the first CPU's average)
+    period_ns: int  # one sample's period (the average over the CPUs' samples)
     missed_samples: int  # what the events counted beyond the samples taken, in periods
+
+    @property
+    def effective_hz(self) -> int:
+        """The rate the samples were taken at, per CPU, from their periods: below `sample_hz` where the overhead
+        budget lowered it for some or all of the window (its level's sample_hz)."""
+        return round(1e9 / self.period_ns) if self.period_ns else self.sample_hz
+
+    def rate_text(self) -> str:
+        """"N Hz per CPU", and the rate asked for where the budget lowered it."""
+        hz = self.effective_hz
+        if self.sample_hz and hz < 0.95 * self.sample_hz:
+            return f"{hz} Hz per CPU ({self.sample_hz} Hz asked for, lowered by the overhead budget)"
+        return f"{self.sample_hz or hz} Hz per CPU"
 
 
 def sampling_summary(model: Model) -> SamplingSummary:

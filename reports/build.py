@@ -21,6 +21,7 @@ from stallscope.analyzer.flame import offcpu_stacks, oncpu_stacks
 from stallscope.analyzer.load import fold_recording
 from stallscope.analyzer.locks import lock_stats
 from stallscope.analyzer.model import Model
+from stallscope.analyzer.oncpu import SamplingSummary
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds
 from stallscope.analyzer.sample import Interval, TaskId
 from stallscope.analyzer.series import Ledger, Series, interval_series
@@ -105,8 +106,10 @@ def assemble(doc: dict, series: Series | None, offcpu, oncpu, redacted: bool = F
         "loss": loss(doc),
         "overhead": _overhead(doc),
         "tables": tables,
-        "oncpu": {k: doc["oncpu"][k] for k in ("sample_hz", "samples", "idle_samples", "period_ns", "missed_samples",
-                                               "shares")},
+        "oncpu": {**{k: doc["oncpu"][k] for k in ("sample_hz", "samples", "idle_samples", "period_ns", "missed_samples",
+                                                  "shares")},
+                  "rate": SamplingSummary(*(doc["oncpu"][k] for k in ("sample_hz", "samples", "idle_samples", "period_ns",
+                                                                      "missed_samples"))).rate_text()},
         "flame_notes": {"oncpu": bool(oncpu)},
     }
     script = {

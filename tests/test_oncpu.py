@@ -421,4 +421,15 @@ def test_the_on_cpu_view_says_what_its_samples_are(burner_run):
     s = sampling_summary(model)
     text = OncpuView().summary(Snapshot(model), None).plain
     assert s.samples > 0 and text.startswith(
-        f"{s.samples:,} samples at {s.sample_hz} Hz per CPU, {s.samples - s.idle_samples:,} of them busy"), text
+        f"{s.samples:,} samples at {s.rate_text()}, {s.samples - s.idle_samples:,} of them busy"), text
+
+
+def test_a_sampling_rate_the_budget_lowered_is_said_with_the_rate_asked_for():
+    """At the budget's last level the samples come at 12 Hz, not the 99 Hz the options asked for: the views say the
+    rate the samples' periods give, and the one asked for."""
+    from stallscope.analyzer.oncpu import SamplingSummary
+
+    assert SamplingSummary(99, 200, 95, 10_101_010, 0).rate_text() == "99 Hz per CPU"
+    assert SamplingSummary(99, 24, 0, 83_333_333, 0).rate_text() == \
+        "12 Hz per CPU (99 Hz asked for, lowered by the overhead budget)"
+    assert SamplingSummary(0, 0, 0, 0, 0).rate_text() == "0 Hz per CPU"

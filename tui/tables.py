@@ -55,7 +55,7 @@ def write_profile(out, model: Model, by: str, tasks_in: set[TaskId] | None, pid:
     """`profile`: the sampling summary, the busiest threads, and the top functions."""
     summary = sampling_summary(model)
     busy = summary.samples - summary.idle_samples
-    out.write(f"{summary.samples} samples at {summary.sample_hz} Hz per CPU (period {fmt_ns(summary.period_ns)}), "
+    out.write(f"{summary.samples} samples at {summary.rate_text()} (period {fmt_ns(summary.period_ns)}), "
               f"{summary.idle_samples} idle: CPUs {100 * busy / summary.samples if summary.samples else 0:.1f}% busy")
     out.write(f"; {summary.missed_samples} missed\n" if summary.missed_samples else "\n")
     out.write("  busy: " + ", ".join(f"CPU{c.cpu} {100 * (c.samples - c.idle_samples) / c.samples:.1f}%"

@@ -382,7 +382,7 @@ class OncpuView(View):
             return Text("")
         s = sampling_summary(snap.model)
         busy = s.samples - s.idle_samples
-        t = Text(f"{s.samples:,} samples at {s.sample_hz} Hz per CPU, {busy:,} of them busy "
+        t = Text(f"{s.samples:,} samples at {s.rate_text()}, {busy:,} of them busy "
                  f"({100 * busy / s.samples if s.samples else 0:.1f}% of the CPUs)")
         if s.missed_samples:
             t.append(f"; {s.missed_samples:,} missed", style="yellow")
