@@ -1317,3 +1317,13 @@ def test_a_line_given_as_a_string_is_shown_as_its_characters():
             assert "[bold red]x[/] [link=http://x]y[/link]" in "".join(s.text for s in w.render_line(0))
 
     run(go())
+
+
+def test_the_cpus_views_migration_rates_fit_their_columns_uncut():
+    """`in/s` was 6 cells wide and read "1,134." for 1,134.3 migrations a second."""
+    from stallscope.tui.views import CpusView, _per_s
+
+    widths = {c.label: c.width for c in CpusView.columns}
+    for n, shown in ((3.04, "3.0"), (99.94, "99.9"), (1134.3, "1,134"), (99_999.0, "99,999")):
+        assert _per_s(n).plain == shown
+        assert len(shown) <= widths["in/s"] and len(shown) <= widths["Migr out/s"]

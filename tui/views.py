@@ -301,7 +301,7 @@ class CpusView(View):
     name, title = "cpus", "CPUs"
     reads = ("cpus", "signals")
     columns = (Column("CPU", 5, ascending=True), Column("Busy", 7), Column("Waiting", 7), Column("Avg wait", 9),
-               Column("Migr out/s", 10), Column("in/s", 6), Column("Migrations from row to column", None, False))
+               Column("Migr out/s", 10), Column("in/s", 8), Column("Migrations from row to column", None, False))
     flex = None  # numbers and the matrix: no name to widen
     default_sort = 0
 
@@ -339,8 +339,13 @@ class CpusView(View):
             waiting, avg = c.waiting(secs), c.avg_wait_ns or 0
             out.append(Row(str(c.cpu), (c.cpu, c.busy_pct or 0, waiting or 0, avg, c.migrations_out, c.migrations_in, 0),
                            (num(f"cpu{c.cpu}"), pct(c.busy_pct), num("-" if waiting is None else f"{waiting:.2f}"),
-                            dur(avg), count(c.migrations_out / secs, 1), count(c.migrations_in / secs, 1), line), c))
+                            dur(avg), _per_s(c.migrations_out / secs), _per_s(c.migrations_in / secs), line), c))
         return out
+
+
+def _per_s(n: float) -> Text:
+    """A rate: a tenth where it says something (below 100), whole above, so that it fits its column uncut."""
+    return count(n, 1 if abs(n) < 100 else 0)
 
 
 def _quotas(snap: Snapshot, share: float = QUOTA_THROTTLED_SHARE,
