@@ -276,6 +276,22 @@ def test_hostile_names_cannot_break_folded_lines_or_the_terminal():
     assert "\x1b[2J" not in screen.replace(view.render.__globals__["CLEAR"], "") and "a;b c?d?[2Jx" in screen
 
 
+def test_the_plain_view_lists_tasks_by_their_waiting_and_shows_it():
+    """`top --plain` lists the tasks in the Tasks view's order, waiting (idle waits left out) first: it showed only
+    their off-CPU time, so that a list led by a blocked task read as if sorted by nothing."""
+    import io
+
+    from stallscope.tui.text import LiveText
+
+    m, ivs = two_interval_recording()
+    view = LiveText(out=io.StringIO())
+    view.start(m)
+    view.update(ivs[0])
+    screen = view.out.getvalue()
+    head = next(line for line in screen.splitlines() if line.startswith("TASK "))
+    assert head.split()[:4] == ["TASK", "PID", "WAITING/s", "OFF-CPU/s"], head
+
+
 def test_a_recording_without_a_later_table_reads_it_as_empty(tmp_path):
     """Tables are added within a format version; an older file simply lacks them."""
     import sqlite3

@@ -82,10 +82,12 @@ def snapshot_text(snap: Snapshot, rows: int = 15, tuning=None, hide_tgid: int | 
                      f"{b.count:>9,} {fmt_longest(b.longest_ns, b.longest_ongoing):>9}  {names}\n")
     if snap.idle_ns:
         lines.append(f"{'(idle waits, not ranked)':<40} {fmt_ns(snap.idle_ns / secs):>9}\n")
-    lines.append(f"\n{'TASK':<22} {'PID':>7} {'OFF-CPU/s':>10} {'RUNQ/s':>9} {'VCS':>6} {'IVCS':>6} {'MIGR':>5}\n")
+    # in the Tasks view's order: waiting (idle waits left out, the run queue in), then off-CPU
+    lines.append(f"\n{'TASK':<22} {'PID':>7} {'WAITING/s':>10} {'OFF-CPU/s':>10} {'RUNQ/s':>9} {'VCS':>6} {'IVCS':>6} "
+                 f"{'MIGR':>5}\n")
     for r in [r for r in snap.tasks if r.tgid != hide_tgid][:rows]:
         t = model.tasks[r.task]
-        lines.append(f"{_clean(r.comm)[:22]:<22} {r.task.pid:>7} {fmt_ns(r.offcpu_per_s):>10} "
+        lines.append(f"{_clean(r.comm)[:22]:<22} {r.task.pid:>7} {fmt_ns(r.waiting_per_s):>10} {fmt_ns(r.offcpu_per_s):>10} "
                      f"{fmt_ns(r.runq_per_s):>9} {t.voluntary_switches:>6} "
                      f"{t.involuntary_switches:>6} {t.migrations:>5}\n")
     return "".join(lines)
