@@ -448,6 +448,29 @@ def test_a_rows_evidence_keeps_the_status_line_in_view_and_says_which_window_it_
     run(go())
 
 
+def test_a_process_or_cgroup_row_opens_its_threads_evidence(recording):
+    """Grouped by process or cgroup, a row had no evidence ("nothing selected", Enter did nothing)."""
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("2", "g")
+            assert app.views[1].group == "process"
+            first = cells(app, "tasks")[0]
+            await pilot.press("enter")
+            assert isinstance(app.screen, DetailScreen)
+            title = str(app.screen.query_one("#detail-title", Static).render())
+            body = str(app.screen.query(Static).last().render())
+            assert title.startswith(f"Process: {first[0].rsplit(' (', 1)[0]}[{first[1]}]"), title
+            assert f"waiting         {first[2]}/s" in body, body  # the row's figure, summed over its threads
+            assert "Causes (its threads' summed)" in body and "Threads, the most waiting first" in body
+            await pilot.press("escape", "g")  # by cgroup
+            await pilot.press("enter")
+            assert isinstance(app.screen, DetailScreen)
+            assert str(app.screen.query_one("#detail-title", Static).render()).startswith("Cgroup: ")
+    run(go())
+
+
 def test_the_help_names_every_view_with_its_key(recording):
     from stallscope.tui.app import HelpScreen
 

@@ -36,7 +36,7 @@ from stallscope.errors import StallscopeError
 from stallscope.sources import FOLD_STEP, LIVE_WINDOWS, prefolded
 from stallscope.tui import detail
 from stallscope.tui.cells import elide_middle, visible
-from stallscope.tui.views import FLEX_MAX, Row, View, default_views
+from stallscope.tui.views import FLEX_MAX, Row, TaskGroup, View, default_views
 
 MAX_ROWS = 500
 _SCROLLBAR = 2  # a table's vertical scrollbar, in cells: kept free whether one shows yet or not
@@ -969,6 +969,8 @@ class TopApp(App):
     @staticmethod
     def _title_of(v: View, row: Row) -> str:
         item = row.item
+        if isinstance(item, TaskGroup):
+            return f"Process: {item.label}[{item.key}]" if item.by == "process" else f"Cgroup: {item.label}"
         return {"blockers": lambda: f"Blocker: {item.cause}", "locks": lambda: f"Lock: {item.name}",
                 "tasks": lambda: f"Task: {item.comm}[{item.task.pid}]",
                 "fixes": lambda: f"Fix: {item.kind} {item.target}"}[v.name]()
@@ -992,6 +994,8 @@ class TopApp(App):
         if v.name == "locks":
             return title, detail.lock_detail(snap, row.item)
         if v.name == "tasks":
+            if isinstance(row.item, TaskGroup):
+                return title, detail.group_detail(snap, row.item)
             return title, detail.task_detail(snap, row.item)
         if v.name == "fixes":
             return title, detail.fix_detail(snap, row.item, number or self._number_of(v, row) or 0)

@@ -281,6 +281,53 @@ def task_detail(snap: Snapshot, r: TaskRow) -> Text:
     return t
 
 
+GROUP_THREADS = 20  # a process's or cgroup's threads listed in its evidence, the most waiting first
+
+
+def group_detail(snap: Snapshot, g) -> Text:
+    """A process's or a cgroup's evidence (tui/views.py TaskGroup): its threads' figures summed, what they waited for
+    (each thread's causes summed), the threads in a wait now, and its threads, the most waiting first."""
+    m, secs = snap.model, snap.seconds
+    tasks = {r.task for r in g.rows}
+    t = Text()
+    name = f"{visible(g.label)}[{g.key}]" if g.by == "process" else visible(g.label)
+    t.append(f"{name}  {g.by}, {len(g.rows):,} thread{'s' if len(g.rows) != 1 else ''}\n", style="bold")
+    _kv(t, "waiting", f"{fmt_ns(g.waiting_per_s)}/s (idle waits left out, the run queue in)")
+    _kv(t, "off-CPU", f"{fmt_ns(g.offcpu_per_s)}/s")
+    _kv(t, "run-queue", f"{fmt_ns(g.runq_per_s)}/s, p99 wakeup-to-run <= {fmt_ns(g.runq_p99_ns)} (all its threads')")
+    _kv(t, "switches", f"{g.vcs_per_s:,.1f} voluntary/s, {g.ivcs_per_s:,.1f} involuntary/s, "
+                       f"{g.migrations_per_s:,.1f} migrations/s")
+    now = [w for w in m.waits_now or () if w.wait.task in tasks]
+    if now:
+        by_cause: dict[str, list] = {}  # cause -> [threads, the longest so far]
+        for w in now:
+            e = by_cause.setdefault(wait_now_cause(m, w), [0, 0])
+            e[0] += 1
+            e[1] = max(e[1], w.so_far_ns)
+        ranked = sorted(by_cause.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+        _kv(t, "blocked now", f"{len(now):,} of its threads: " + "; ".join(
+            f"{n:,} in {c} (the longest {fmt_ns(so_far)} so far)" for c, (n, so_far) in ranked[:3])
+            + (f"; {len(ranked) - 3} other causes" if len(ranked) > 3 else ""))
+    causes: dict[str, int] = {}
+    for task in tasks:
+        for c, ns in snap.task_causes.get(task, ()):
+            causes[c.name] = causes.get(c.name, 0) + ns
+    _h(t, "Causes (its threads' summed)")
+    for c, ns in sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))[:12]:
+        t.append(f"  {fmt_ns(ns / secs):>10}/s  {visible(c)}\n")
+    if not causes:
+        t.append("  (no wait in this window)\n", style="dim")
+    _h(t, "Threads, the most waiting first")
+    rows = sorted(g.rows, key=lambda r: (-r.waiting_per_s, -r.offcpu_per_s, r.task.pid))
+    for r in rows[:GROUP_THREADS]:
+        top = r.causes[0][0] if r.causes else ""
+        t.append(f"  {fmt_ns(r.waiting_per_s):>10}/s  {visible(r.comm)}[{r.task.pid}]")
+        t.append(f"  {visible(top)}\n" if top else "\n", style="dim")
+    if len(rows) > GROUP_THREADS:
+        t.append(f"  ... {len(rows) - GROUP_THREADS:,} more (g shows them by thread)\n", style="dim")
+    return t
+
+
 def fact_text(value, unit: str) -> str:
     if isinstance(value, str):
         return value

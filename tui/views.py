@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from operator import add
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from rich.text import Text
 
@@ -194,9 +194,26 @@ class TasksView(View):
             cs = [sum(getattr(r, f) for r in rs) for f in ("vcs_per_s", "ivcs_per_s", "migrations_per_s")]
             ident = str(key) if self.group == "process" else f"{len(rs)} thr"
             out.append(Row(f"{self.group}:{key}", (label, key if self.group == "process" else len(rs), *vals, p99, *cs, ""),
+                           item=TaskGroup(self.group, key, label, tuple(rs), *vals, p99, *cs),
                            make=partial(_group_cells, f"{label} ({len(rs)})" if self.group == "process" else label,
                                         ident, vals, p99, cs, top, secs)))
         return out
+
+
+class TaskGroup(NamedTuple):
+    """A row of the Tasks view grouped by process or cgroup: what Enter opens (tui/detail.py group_detail)."""
+
+    by: str  # "process" or "cgroup"
+    key: Any  # the process's tgid, or the cgroup's path
+    label: str  # the process's name (its leader's), or the cgroup's path
+    rows: tuple  # its threads' TaskRows
+    waiting_per_s: float
+    offcpu_per_s: float
+    runq_per_s: float
+    runq_p99_ns: int  # of all its threads' wakeups (_group_p99)
+    vcs_per_s: float
+    ivcs_per_s: float
+    migrations_per_s: float
 
 
 def _thread_cells(r, secs: float) -> tuple[Text, ...]:
