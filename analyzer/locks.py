@@ -321,6 +321,32 @@ def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = No
     return out
 
 
+def waiters_of(model: Model, s: LockStat) -> list[tuple[TaskId, int, int]]:
+    """The tasks of a lock_stat row (`s.tasks`, in its scope), each with its contentions and its wait on it (ns), the
+    most waiting first."""
+    keys, tasks = set(s.keys), set(s.tasks)
+    by: dict[TaskId, list] = {}
+    if s.is_futex:
+        for w in model.futex_waits:
+            if (w.tgid, w.uaddr) in keys and w.task in tasks:
+                e = by.setdefault(w.task, [0, 0])
+                e[0] += w.count
+                e[1] += w.total_ns
+    else:
+        types: dict[int, str] = {}
+        for w in model.lock_waits:
+            if w.task not in tasks:
+                continue
+            typ = types.get(w.flags)
+            if typ is None:
+                typ = types[w.flags] = lock_type(w.flags)
+            if row_key(w, typ) in keys:
+                e = by.setdefault(w.task, [0, 0])
+                e[0] += w.count
+                e[1] += w.total_ns
+    return sorted(((t, n, ns) for t, (n, ns) in by.items()), key=lambda x: (-x[2], x[0]))
+
+
 # the rows of a model's locks for a choice of tasks, built once however many readers sort them (the
 # export, the advice, the series and the views each ask)
 @per_model

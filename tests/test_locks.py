@@ -41,6 +41,22 @@ def test_threads_churning_mappings_contend_on_their_mmap_lock(churn_run):
 
 
 @needs_bpf
+def test_each_locks_waiters_add_up_to_its_row_the_most_waiting_first(churn_run):
+    """A lock's evidence lists its tasks with their own contentions and wait (analyzer/locks.py waiters_of): summed,
+    they are the row's, kernel locks and futexes alike."""
+    from stallscope.analyzer.locks import lock_stats, waiters_of
+
+    model = load_model(str(churn_run[2]))
+    rows = lock_stats(model)
+    assert any(not s.is_futex for s in rows)  # the mmap locks at least
+    for s in rows:
+        w = waiters_of(model, s)
+        assert {t for t, _n, _ns in w} == set(s.tasks), s.name
+        assert sum(n for _t, n, _ns in w) == s.contentions and sum(ns for *_, ns in w) == s.wait_total_ns, s.name
+        assert [ns for *_, ns in w] == sorted((ns for *_, ns in w), reverse=True)
+
+
+@needs_bpf
 def test_contentions_not_drawn_for_a_walk_still_name_their_contention_points(tmp_path):
     """At the budget's last stack scale (T = 10 s) a contention of microseconds is drawn with p ~ 1e-6: none
     is. Each may still get a short walk of its call site (bpf/stacks.bpf.h SITE_DEPTH, at most

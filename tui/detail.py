@@ -15,7 +15,7 @@ from stallscope.analyzer.blockers import (
 )
 from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.chains import depth_note
-from stallscope.analyzer.locks import LockStat
+from stallscope.analyzer.locks import LockStat, waiters_of
 from stallscope.analyzer.model import RUNQ_SLOTS  # a wait's log2 histogram has as many slots (bpf/sched.h)
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
@@ -25,6 +25,8 @@ from stallscope.analyzer.units import fmt_ns, log2_bounds
 from stallscope.tui.cells import visible
 
 MAX_FRAMES = 24
+LOCK_TASKS = 20  # a lock's tasks listed in its evidence, the most waiting first
+GROUP_THREADS = 20  # a process's or cgroup's threads listed in its evidence, the most waiting first
 BAR = 30
 
 
@@ -245,10 +247,13 @@ def lock_detail(snap: Snapshot, s: LockStat) -> Text:
         _h(t, "Heaviest instances")
         for addr, where, ns in s.instances[:10]:
             t.append(f"  {addr:#x}  {fmt_ns(ns):>9}  {visible(where)}\n")
-    _h(t, f"Tasks ({len(s.tasks)})")
-    for tid in list(s.tasks)[:20]:
+    _h(t, f"Tasks ({len(s.tasks):,}), the most waiting first: contentions, wait")
+    waiters = waiters_of(m, s)
+    for tid, n, ns in waiters[:LOCK_TASKS]:
         info = m.tasks[tid].info if tid in m.tasks else None
-        t.append(f"  {visible(info.comm) if info else '?'}[{tid.pid}]\n")
+        t.append(f"  {n:>8,}  {fmt_ns(ns):>9}  {visible(info.comm) if info else '?'}[{tid.pid}]\n")
+    if len(waiters) > LOCK_TASKS:
+        t.append(f"  ... {len(waiters) - LOCK_TASKS:,} more\n", style="dim")
     return t
 
 
@@ -279,9 +284,6 @@ def task_detail(snap: Snapshot, r: TaskRow) -> Text:
         _h(t, "Wakeup-to-run latency (log2 buckets)")
         histogram(t, list(tt.runq_hist))
     return t
-
-
-GROUP_THREADS = 20  # a process's or cgroup's threads listed in its evidence, the most waiting first
 
 
 def group_detail(snap: Snapshot, g) -> Text:
