@@ -16,7 +16,7 @@ from stallscope.analyzer.blockers import (
 from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.chains import depth_note
 from stallscope.analyzer.locks import LockStat, waiters_of
-from stallscope.analyzer.model import RUNQ_SLOTS  # a wait's log2 histogram has as many slots (bpf/sched.h)
+from stallscope.analyzer.model import LONG_OPEN_NS, RUNQ_SLOTS  # a wait's log2 histogram has as many slots (bpf/sched.h)
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
 from stallscope.analyzer.signals import quota_limit, quota_throttled, window_cpu_side
@@ -302,8 +302,14 @@ def group_detail(snap: Snapshot, g) -> Text:
     now = [w for w in m.waits_now or () if w.wait.task in tasks]
     if now:
         by_cause: dict[str, list] = {}  # cause -> [threads, the longest so far]
+        named: dict[tuple, str] = {}  # thousands of sleeping threads wait alike: each like wait named once
         for w in now:
-            e = by_cause.setdefault(wait_now_cause(m, w), [0, 0])
+            x = w.wait
+            like = (x.tgid, x.state, x.why, x.func, x.woken, x.kstack_id, x.ustack_id, w.so_far_ns >= LONG_OPEN_NS)
+            cause = named.get(like)
+            if cause is None:
+                cause = named[like] = wait_now_cause(m, w)
+            e = by_cause.setdefault(cause, [0, 0])
             e[0] += 1
             e[1] = max(e[1], w.so_far_ns)
         ranked = sorted(by_cause.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
