@@ -259,7 +259,7 @@ class SamplingSummary:
         """"N Hz per CPU", and the rate asked for where the budget lowered it."""
         hz = self.effective_hz
         if self.sample_hz and hz < 0.95 * self.sample_hz:
-            return f"{hz} Hz per CPU ({self.sample_hz} Hz asked for, lowered by the overhead budget)"
+            return f"{hz} Hz per CPU on average ({self.sample_hz} Hz asked for, lowered by the overhead budget)"
         return f"{self.sample_hz or hz} Hz per CPU"
 
 

@@ -431,5 +431,5 @@ def test_a_sampling_rate_the_budget_lowered_is_said_with_the_rate_asked_for():
 
     assert SamplingSummary(99, 200, 95, 10_101_010, 0).rate_text() == "99 Hz per CPU"
     assert SamplingSummary(99, 24, 0, 83_333_333, 0).rate_text() == \
-        "12 Hz per CPU (99 Hz asked for, lowered by the overhead budget)"
+        "12 Hz per CPU on average (99 Hz asked for, lowered by the overhead budget)"
     assert SamplingSummary(0, 0, 0, 0, 0).rate_text() == "0 Hz per CPU"
