@@ -685,10 +685,10 @@ class TopApp(App):
         text = self.status_text()
         note = self.ended or self.notice
         shown = (text.plain, tuple(text.spans), note)
-        if shown == self._status_shown:
+        if shown == self._status_shown or not self.screen_stack:  # the same, or the app closing: nothing to draw on
             return
         self._status_shown = shown
-        main = self.screen_stack[0] if self.screen_stack else self.screen  # the views' screen, under any other
+        main = self.screen_stack[0]  # the views' screen, under any other
         put_text(main.query_one("#status", Static), text, fixed=True)  # its height is set (#status)
         if isinstance(self.screen, DetailScreen):  # the status line stays in view over a row's evidence
             for shown_there in self.screen.query("#status").results(Static):
