@@ -471,6 +471,24 @@ def test_a_process_or_cgroup_row_opens_its_threads_evidence(recording):
     run(go())
 
 
+def test_a_blockers_evidence_lists_its_tasks_with_their_wait_the_most_first(recording):
+    from stallscope.analyzer.units import fmt_ns
+
+    async def go():
+        app = TopApp(RecordingSource(recording))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            b = app.rows["blockers"][0].item
+            await pilot.press("enter")
+            body = str(app.screen.query(Static).last().render()).splitlines()
+            at = body.index(f"Tasks ({len(b.tasks):,}), the most waiting first")
+            listed = body[at + 1:at + 1 + min(len(b.tasks), 20)]
+            assert list(b.task_ns) == sorted(b.task_ns, reverse=True) and sum(b.task_ns) == pytest.approx(b.total_ns, 1e-6)
+            for line, tid, ns in zip(listed, b.tasks, b.task_ns):
+                assert line.split()[0] == fmt_ns(ns) and line.endswith(f"[{tid.pid}]"), line
+    run(go())
+
+
 def test_the_help_names_every_view_with_its_key(recording):
     from stallscope.tui.app import HelpScreen
 
