@@ -638,6 +638,18 @@ def test_each_view_looks_as_it_did(snap_compare, recording, key, size, tmp_path)
     assert snap_compare(app, press=[key], terminal_size=size, run_before=_shown)
 
 
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+@pytest.mark.parametrize("keys", [("enter",), ("2", "g", "enter"), ("3", "enter")], ids=["blocker", "process", "lock"])
+def test_a_rows_evidence_looks_as_it_did(snap_compare, recording, keys, size, tmp_path):
+    """The evidence screen under its status line: a blocker's, a process's (Tasks by process), a lock's."""
+    import shutil
+
+    fixed = tmp_path / "replay.stall"
+    shutil.copy(recording, fixed)
+    app = TopApp(RecordingSource(str(fixed)), title="replay tui.stall")
+    assert snap_compare(app, press=list(keys), terminal_size=size, run_before=_shown)
+
+
 async def _shown(pilot) -> None:
     """The recording read and its window shown before a key is pressed: the source reads it in a thread, which
     the pilot's pause does not wait for (on a loaded machine the screenshot caught the view still reading)."""
