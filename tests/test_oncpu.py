@@ -419,6 +419,8 @@ def test_the_on_cpu_view_says_what_its_samples_are(burner_run):
 
     _, _, model = burner_run
     s = sampling_summary(model)
+    # the rate the samples' periods give is the one the perf events were opened at (the budget not stepping here)
+    assert s.sample_hz == 99 and abs(s.effective_hz - s.sample_hz) <= 1, (s.effective_hz, s.period_ns)
     text = OncpuView().summary(Snapshot(model), None).plain
     assert s.samples > 0 and text.startswith(
         f"{s.samples:,} samples at {s.rate_text()}, {s.samples - s.idle_samples:,} of them busy"), text

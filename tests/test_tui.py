@@ -630,24 +630,23 @@ VIEWS = ("1", "2", "3", "4", "5", "6", "7", "8")
 @pytest.mark.parametrize("key", VIEWS)
 def test_each_view_looks_as_it_did(snap_compare, recording, key, size, tmp_path):
     """SVG snapshots (pytest-textual-snapshot): `pytest --snapshot-update` after a deliberate change."""
-    import shutil
-
-    fixed = tmp_path / "replay.stall"  # the path is shown in the status line: the same on every run
-    shutil.copy(recording, fixed)
-    app = TopApp(RecordingSource(str(fixed)), title="replay tui.stall")
-    assert snap_compare(app, press=[key], terminal_size=size, run_before=_shown)
+    assert snap_compare(_replay_app(recording, tmp_path), press=[key], terminal_size=size, run_before=_shown)
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
 @pytest.mark.parametrize("keys", [("enter",), ("2", "g", "enter"), ("3", "enter")], ids=["blocker", "process", "lock"])
 def test_a_rows_evidence_looks_as_it_did(snap_compare, recording, keys, size, tmp_path):
     """The evidence screen under its status line: a blocker's, a process's (Tasks by process), a lock's."""
+    assert snap_compare(_replay_app(recording, tmp_path), press=list(keys), terminal_size=size, run_before=_shown)
+
+
+def _replay_app(recording: str, tmp_path: Path) -> TopApp:
+    """The screen over a copy of the recording whose status line reads the same on every run (it shows the path)."""
     import shutil
 
     fixed = tmp_path / "replay.stall"
     shutil.copy(recording, fixed)
-    app = TopApp(RecordingSource(str(fixed)), title="replay tui.stall")
-    assert snap_compare(app, press=list(keys), terminal_size=size, run_before=_shown)
+    return TopApp(RecordingSource(str(fixed)), title="replay tui.stall")
 
 
 async def _shown(pilot) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from rich.text import Text
 
 from stallscope.analyzer.blockers import (
-    LOST_STACK, NO_STACK_LABELS, STACK_NOT_DRAWN, Blocker, wait_now_cause, wait_parts,
+    LOST_STACK, NO_STACK_LABELS, STACK_NOT_DRAWN, Blocker, wait_now_cause, wait_parts, waits_now_by_cause,
 )
 from stallscope.analyzer.causes import CPU
 from stallscope.analyzer.chains import depth_note
 from stallscope.analyzer.locks import LockStat, waiters_of
-from stallscope.analyzer.model import LONG_OPEN_NS, RUNQ_SLOTS  # a wait's log2 histogram has as many slots (bpf/sched.h)
+from stallscope.analyzer.model import RUNQ_SLOTS  # a wait's log2 histogram has as many slots (bpf/sched.h)
 from stallscope.analyzer.recommend import RECOMMENDED, Recommendation
 from stallscope.analyzer.sample import Stack
 from stallscope.analyzer.signals import quota_limit, quota_throttled, window_cpu_side
@@ -302,21 +302,10 @@ def group_detail(snap: Snapshot, g) -> Text:
     _kv(t, "run-queue", f"{fmt_ns(g.runq_per_s)}/s, p99 wakeup-to-run <= {fmt_ns(g.runq_p99_ns)} (all its threads')")
     _kv(t, "switches", f"{g.vcs_per_s:,.1f} voluntary/s, {g.ivcs_per_s:,.1f} involuntary/s, "
                        f"{g.migrations_per_s:,.1f} migrations/s")
-    now = [w for w in m.waits_now or () if w.wait.task in tasks]
+    now = waits_now_by_cause(m, tasks)  # cause -> (its threads in a wait now, the longest so far)
     if now:
-        by_cause: dict[str, list] = {}  # cause -> [threads, the longest so far]
-        named: dict[tuple, str] = {}  # thousands of sleeping threads wait alike: each like wait named once
-        for w in now:
-            x = w.wait
-            like = (x.tgid, x.state, x.why, x.func, x.woken, x.kstack_id, x.ustack_id, w.so_far_ns >= LONG_OPEN_NS)
-            cause = named.get(like)
-            if cause is None:
-                cause = named[like] = wait_now_cause(m, w)
-            e = by_cause.setdefault(cause, [0, 0])
-            e[0] += 1
-            e[1] = max(e[1], w.so_far_ns)
-        ranked = sorted(by_cause.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
-        _kv(t, "blocked now", f"{len(now):,} of its threads: " + "; ".join(
+        ranked = sorted(now.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+        _kv(t, "blocked now", f"{sum(n for n, _ in now.values()):,} of its threads: " + "; ".join(
             f"{n:,} in {c} (the longest {fmt_ns(so_far)} so far)" for c, (n, so_far) in ranked[:3])
             + (f"; {len(ranked) - 3} other causes" if len(ranked) > 3 else ""))
     causes: dict[str, int] = {}
