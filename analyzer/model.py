@@ -30,7 +30,7 @@ _SLAB_COUNTS = ("kmallocs", "cache_allocs", "kfrees", "cache_frees", "bytes_req"
                 "slab_switches", "switch_allocs")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskTotals:
     info: TaskInfo
     offcpu_ns: int = 0
@@ -51,7 +51,7 @@ class TaskTotals:
         return self.info.task
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StackWait:
     """Off-CPU time of one task in one (kernel stack, user stack, state, why, function).
 
@@ -96,7 +96,7 @@ _NOT_WOKEN_LIST = [0, 0, 0]
 NO_HIST = (0,) * RUNQ_SLOTS  # a task's run-queue histogram with no wait (one tuple, shared)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Wakeups:
     """The wakeups of one task by one waker (and the waker's own last wait before it) over the window,
     for the waits drawn for a stack walk: `weighted_ns` and the link's parts are weighted by 1/p."""
@@ -132,7 +132,7 @@ class WaitNow(NamedTuple):
     so_far_ns: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LockWaits:
     """One thread's contentions on one kernel lock from one kernel stack over the window."""
 
@@ -169,7 +169,7 @@ class LockWaits:
 _new_lock_waits = record_maker(LockWaits)  # the most numerous of a model's records
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OncpuSamples:
     """On-CPU samples of one thread in one (kernel stack, user stack) over the window."""
 
@@ -196,7 +196,7 @@ class CpuSamples:
     event_ns: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FutexWaits:
     """One thread's futex waits on one futex word, from one user stack and lock call site, over the window."""
 
@@ -428,13 +428,16 @@ class ModelFold:
             _fold_waits(waits, iv.offcpu, kept)
             if iv.ongoing:
                 _fold_ongoing(iv, tasks, waits)
-            if iv.opened and iv.beginnings_kept:  # (the carried waits' long parts are folded with them)
-                _fold_long_open(iv, waits)
+            # the long parts of the waits the dump handed over, worked out once for the fold and the series (those
+            # of the waits carried on are folded with them)
+            handed = handed_long(iv) if iv.opened and iv.beginnings_kept else ()
+            if handed:
+                _fold_long_open(handed, waits)
             if keep is not None:
                 if iv.ongoing:  # each as the charge-only record it stands for (Interval.offcpu_records)
                     ns = iv.ongoing_ns
                     kept.extend((waits[k][8], ns, 0, 0, ()) for k in iv.ongoing)
-                keep(iv, tuple(kept), {waits[k][8]: ns for k, ns in long_open_parts(iv)})
+                keep(iv, tuple(kept), {waits[k][8]: ns for k, ns in long_open_parts(iv, handed)})
             if lazy:
                 if iv.wakers or iv.locks:
                     deferred.append(iv)
@@ -841,39 +844,40 @@ def _waits_now(last: Interval | None, waits: dict, made: tuple[StackWait, ...]) 
     return WaitsNow(keys, since, places, made, last.end_ns)
 
 
-def long_open_parts(iv: Interval) -> Iterator[tuple[tuple, int]]:
+def long_open_parts(iv: Interval, handed: Iterable[tuple[tuple, int]] | None = None) -> Iterator[tuple[tuple, int]]:
     """The waits in progress at the interval's end that had gone on for LONG_OPEN_NS or more by then: each
     key (an OngoingWait) and its charge in the interval (StackWait.long_open_ns): a wait carried on, the
-    interval's span; one the dump handed over, its charge-only record's. None where the interval does not
-    say when its waits began."""
+    interval's span; one the dump handed over, its charge-only record's (`handed`: handed_long's, where they
+    were worked out already). None where the interval does not say when its waits began."""
     if not iv.beginnings_kept:
         return
     late, ns = iv.end_ns - LONG_OPEN_NS, iv.ongoing_ns
     for key, since in zip(iv.ongoing, iv.ongoing_since):
         if since <= late:
             yield key, ns
-    yield from _handed_long(iv, late)
+    yield from handed_long(iv) if handed is None else handed
 
 
-def _handed_long(iv: Interval, late: int) -> Iterator[tuple[tuple, int]]:
+def handed_long(iv: Interval) -> list[tuple[tuple, int]]:
     """long_open_parts of the waits the interval's dump handed over."""
-    handed = {ws.wait for ws in iv.opened if ws.since_ns <= late}
+    late = iv.end_ns - LONG_OPEN_NS
+    handed = {ws.wait for ws in iv.opened if ws.since_ns <= late} if iv.opened else None
     if not handed:
-        return
+        return []
     charges: dict[tuple, int] = {}
     for o in iv.offcpu:
         if o.count == 0 and o.total_ns == 0 and o.charged_ns:
             key = (o.task, o.tgid, o.state, o.kstack, o.ustack, o.why, o.func)
             if key in handed:
                 charges[key] = charges.get(key, 0) + o.charged_ns
-    yield from charges.items()
+    return list(charges.items())
 
 
-def _fold_long_open(iv: Interval, waits: dict) -> None:
-    """long_open_parts of the waits the interval's dump handed over into the window's wait accumulators (their
-    layout: Model.from_intervals); those of the waits carried on are _fold_ongoing's."""
+def _fold_long_open(handed: list[tuple[tuple, int]], waits: dict) -> None:
+    """long_open_parts of the waits the interval's dump handed over (handed_long) into the window's wait
+    accumulators (their layout: Model.from_intervals); those of the waits carried on are _fold_ongoing's."""
     get = waits.get
-    for key, part in _handed_long(iv, iv.end_ns - LONG_OPEN_NS):
+    for key, part in handed:
         if (w := get(key)) is not None:
             w[9] += part
 
