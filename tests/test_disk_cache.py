@@ -32,6 +32,18 @@ def test_entries_are_kept_by_key_the_newest_last_and_bounded(cache_dir, monkeypa
     assert disk_cache.read("other") == {}
 
 
+def test_a_file_kept_whole_is_read_back_only_where_no_other_user_could_have_written_it(cache_dir):
+    disk_cache.write_bytes("compiled", b"\x00code")
+    assert disk_cache.read_bytes("compiled") == b"\x00code"
+    assert oct(os.stat(cache_dir / "compiled").st_mode & 0o777) == "0o600"
+    assert disk_cache.read_bytes("other") is None
+    os.chmod(cache_dir / "compiled", 0o660)
+    assert disk_cache.read_bytes("compiled") is None
+    os.chmod(cache_dir / "compiled", 0o600)
+    os.chmod(cache_dir, 0o770)
+    assert disk_cache.read_bytes("compiled") is None
+
+
 def test_a_damaged_file_is_no_cache_and_is_written_anew(cache_dir):
     cache_dir.mkdir(mode=0o700)
     (cache_dir / "kind.json").write_text('{"k": [1, 2')

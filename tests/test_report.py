@@ -229,6 +229,44 @@ def test_the_diff_made_beside_a_child_is_the_diff_made_alone(hostile, tmp_path, 
     assert with_child == alone and "regressions" in alone
 
 
+def test_pages_from_templates_compiled_by_an_earlier_run_are_the_same_bytes(hostile, tmp_path, monkeypatch):
+    """The templates are compiled once and kept (reports/render.py CompiledTemplates): a later run compiles none and
+    writes the same page; a kept file that is damaged, or that another user could have written, is compiled anew."""
+    import importlib
+
+    from stallscope import reports
+
+    render = importlib.import_module("stallscope.reports.render")  # the module (reports.render is its function)
+    monkeypatch.setenv("STALLSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    data = reports.build(str(hostile["stall"]))
+    compiled = []
+    real = render.Environment.compile
+
+    def compile(self, *args, **kwargs):
+        compiled.append(args[1] if len(args) > 1 else kwargs.get("name"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(render.Environment, "compile", compile)
+
+    def page() -> str:
+        render.environment.cache_clear()  # a new run's environment
+        return render.render(data)
+
+    first = page()
+    assert first == hostile["text"] and compiled  # the report's template and the one it extends
+    kept = sorted((tmp_path / "cache").glob("template-*"))
+    assert kept and all(oct(f.stat().st_mode & 0o777) == "0o600" for f in kept)
+    compiled.clear()
+    assert page() == first and compiled == []
+    for f in kept:
+        f.write_bytes(b"not compiled code")
+    assert page() == first and compiled
+    compiled.clear()
+    for f in kept:
+        f.chmod(0o620)  # a file its group could have written: never loaded
+    assert page() == first and compiled
+
+
 # ---- what the page must never do -----------------------------------------------------------------
 
 
