@@ -257,17 +257,23 @@ def _hogs(model: Model, starved: TaskTotals, secs: float, n: int = 3,
     burst = max(_burst_ns(starved), 1.0)
     others = [t for t in (busy if busy is not None else _busy(model, secs))
               if t.info.tgid != starved.info.tgid and t.info.comm != starved.info.comm and _burst_ns(t) >= 5 * burst]
-    # one busy a quarter of the window, or many (eight hogs on two CPUs each get a quarter of one) that
-    # together held half a CPU
-    if not any(t.run_ns >= 0.25 * secs * 1e9 for t in others) and sum(t.run_ns for t in others) < 0.5 * secs * 1e9:
-        return []
-    return others[:n]
+    return others[:n] if _could_hold_cpus(others, secs) else []
+
+
+def _could_hold_cpus(threads: list[TaskTotals], secs: float) -> bool:
+    """Whether `threads` held a CPU long enough to be hogs: one busy a quarter of the window, or many (eight hogs
+    on two CPUs each get a quarter of one) that together held half a CPU. What none of the busy threads can be
+    together, no few of them are for any starved thread (_hogs)."""
+    return any(t.run_ns >= 0.25 * secs * 1e9 for t in threads) or sum(t.run_ns for t in threads) >= 0.5 * secs * 1e9
 
 
 def _starved(t: TaskTotals, th: Thresholds) -> tuple[bool, int, int]:
     """A latency-sensitive thread kept waiting: it wakes often, and its wakeup-to-run p99 is both long in
-    itself and long against what it runs each time. (starved, p99, wakeups)."""
+    itself and long against what it runs each time. (starved, p99, wakeups; p99 0 for a thread that wakes too
+    seldom or waited too little to be one: its percentile is not worked out, for each of a machine's thousands)."""
     wakeups = sum(t.runq_hist)
+    if wakeups < th.min_wakeups or t.voluntary_switches < th.min_wakeups or t.runq_wait_ns < th.min_runq_wait_ns:
+        return False, 0, wakeups
     p99 = percentiles(dict(enumerate(t.runq_hist)), t.runq_max_ns, (0.99,)).get("p99_ns", 0)
     relative = p99 >= th.runq_p99_over_burst * _burst_ns(t) if t.run_ns else True
     ok = (wakeups >= th.min_wakeups and t.voluntary_switches >= th.min_wakeups and p99 >= th.runq_p99_ns
@@ -283,6 +289,8 @@ def rule_priority(model: Model, th: Thresholds, whole: Whole) -> list[Recommenda
     cpus = max(model.meta.cpus, 1)
     out = []
     busy = _busy(model, secs)
+    if not _could_hold_cpus(busy, secs):  # no thread is anyone's hog (a saturated machine of brief threads: hackbench)
+        return out
     for t in sorted(model.tasks.values(), key=lambda t: -t.runq_wait_ns):
         if _is_kernel_thread(t):
             continue
