@@ -130,7 +130,9 @@ def slab_rows(model: Model, tasks: set[TaskId] | None = None) -> list[SlabRow]:
     locks: dict[int, list[int]] = {}
     owners = list_lock_caches(model)
     lock_scope = in_scope(model, tasks)  # as in the lock table: never stallscope's own contentions
-    for w in model.lock_waits:
+    # (no cache node known, as where the slab probes were off: no lock is a list_lock, and the lock table's hundreds
+    # of thousands of keys are not read)
+    for w in model.lock_waits if owners else ():
         if w.kind != LOCK_KIND_SLAB or (lock_scope is not None and w.task not in lock_scope):
             continue
         c = owners.get(w.addr)
