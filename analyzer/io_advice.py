@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stallscope.analyzer.advice import Fact, Recommendation, is_path_component, shell_command, verify, write_command
-from stallscope.analyzer.blockers import held_up_by, rank_blockers
+from stallscope.analyzer.blockers import held_up_by, rank_live
 from stallscope.analyzer.io import SATURATED, IoDeviceRow, cause_devices, io_table
 from stallscope.analyzer.model import Model
 from stallscope.analyzer.units import fmt_bytes, fmt_ns
@@ -194,7 +194,7 @@ def rule_sync_io_worker(model: Model, rows: list[IoDeviceRow], th: IoThresholds,
 def rule_journal(model: Model, rows: list[IoDeviceRow], th: IoThresholds, whole: tuple) -> list[Recommendation]:
     secs = model.duration_s or 1.0
     out = []
-    for b in rank_blockers(whole[0], whole[1], include_idle=False):
+    for b in rank_live(whole[0], whole[1]):  # as recommend.py _blockers: the ranking a view shows
         if b.cause not in (FSYNC, MSYNC) or b.count / secs < th.fsync_per_s:
             continue
         wakers = held_up_by(whole[0], b, n=5).wakers
@@ -231,7 +231,7 @@ def rule_writeback_throttle(model: Model, rows: list[IoDeviceRow], th: IoThresho
     secs = model.duration_s or 1.0
     by_name = {r.name: r for r in rows}
     out = []
-    for b in rank_blockers(whole[0], whole[1], include_idle=False):
+    for b in rank_live(whole[0], whole[1]):  # as recommend.py _blockers: the ranking a view shows
         if b.cause not in THROTTLED or b.total_ns / secs < th.throttled_per_s_ns:
             continue
         devices = cause_devices(model).get(b.cause, ())

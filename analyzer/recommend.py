@@ -16,7 +16,7 @@ from stallscope.analyzer.advice import (  # noqa: F401 (shell_command, write_com
     NOT_HELPFUL, RECOMMENDED, Fact, Recommendation, is_path_component, shell_command, verify as _verify, write_command,
 )
 
-from stallscope.analyzer.blockers import percentiles, rank_blockers
+from stallscope.analyzer.blockers import percentiles, rank_live
 from stallscope.analyzer.frames import RQ_LOCK, UPROBE_HANDLING, bare
 from stallscope.analyzer.io_advice import io_recommendations
 from stallscope.analyzer.locks import SCHED_YIELD, drawn_share, lock_stats
@@ -539,10 +539,17 @@ _IO_CAUSES = {"Waiting for I/O", "fsync() on a file", "msync() on a file", "Writ
               AIO_WAIT}
 
 
+def _blockers(whole: Whole) -> list:
+    """The blockers of the tasks in view, idle causes left out: the ranking a view shows (blockers.rank_live, the full
+    ranking without idle causes, made from the sleeping threads' parts grouped where the full one was not made: a
+    live window's Fixes view ranked every thread's parts one by one, 50-280 ms an interval of 5,500 threads)."""
+    return rank_live(whole.model, whole.scope)
+
+
 def rule_io(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:
     secs = model.duration_s or 1.0
     out = []
-    for b in rank_blockers(whole.model, whole.scope, include_idle=False):
+    for b in _blockers(whole):
         if b.cause not in _IO_CAUSES or b.total_ns / secs < th.io_wait_per_s_ns:
             continue
         names = ", ".join(sorted({printable(model.tasks[t].info.comm) for t in b.tasks if t in model.tasks}))[:80]
@@ -595,7 +602,7 @@ def rule_rcu(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]
         return []  # not known (an older recording), already expedited, or rcu_normal forbids it
     secs = model.duration_s or 1.0
     waits = []
-    for b in rank_blockers(whole.model, whole.scope, include_idle=False):
+    for b in _blockers(whole):
         if not b.cause.startswith(RCU_WAIT):
             continue
         frames = [bare(f.symbol) for f in b.stack.frames] if b.stack is not None else []

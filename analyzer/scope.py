@@ -7,7 +7,7 @@ is its child too, and is not its own."""
 from __future__ import annotations
 
 from stallscope.analyzer.memo import per_model
-from stallscope.analyzer.model import Model
+from stallscope.analyzer.model import Folded, Model
 from stallscope.analyzer.sample import TaskId
 
 
@@ -59,9 +59,17 @@ def restrict(model: Model, tasks: set[TaskId]) -> Model:
     return replace(
         model, tasks={t: v for t, v in model.tasks.items() if t in tasks},
         waits=tuple(w for w in model.waits if w.task in tasks),
-        wakeups=tuple(w for w in model.wakeups if w.task in tasks),
-        lock_waits=tuple(w for w in model.lock_waits if w.task in tasks),
+        wakeups=_theirs(model.wakeups, tasks),
+        lock_waits=_theirs(model.lock_waits, tasks),
         futex_waits=tuple(w for w in model.futex_waits if w.task in tasks),
         oncpu=tuple(s for s in model.oncpu if s.task in tasks),
         io_wakes=tuple(w for w in model.io_wakes if w.task in tasks),
         slab=tuple(s for s in model.slab if s.tgid in tgids))
+
+
+def _theirs(records, tasks: set[TaskId]):
+    """The records of `tasks`; of a table folded when first read (a live window's wakeups and lock waits: Folded), a
+    table that is so too: a reader that never reads it (most of the advice) never folds it."""
+    if isinstance(records, Folded):
+        return Folded(lambda: tuple(r for r in records if r.task in tasks))
+    return tuple(r for r in records if r.task in tasks)
