@@ -133,7 +133,7 @@ class Snapshot:
     @cached_property
     def blockers(self) -> list[Blocker]:
         """Every cause ranked, idle ones included (their share is 0)."""
-        return rank_blockers(self.model, self.scope)  # kept per model: the advice's ranking is made from it
+        return rank_blockers(self.model, self.scope)  # kept per model: where it is made, the advice ranks from it
 
     @cached_property
     def ranked(self) -> list[Blocker]:
