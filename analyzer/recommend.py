@@ -262,8 +262,8 @@ def _hogs(model: Model, starved: TaskTotals, secs: float, n: int = 3,
 
 def _could_hold_cpus(threads: list[TaskTotals], secs: float) -> bool:
     """Whether `threads` held a CPU long enough to be hogs: one busy a quarter of the window, or many (eight hogs
-    on two CPUs each get a quarter of one) that together held half a CPU. What none of the busy threads can be
-    together, no few of them are for any starved thread (_hogs)."""
+    on two CPUs each get a quarter of one) that together held half a CPU. Where all the busy threads together do
+    not, no few of them are any starved thread's hogs (_hogs)."""
     return any(t.run_ns >= 0.25 * secs * 1e9 for t in threads) or sum(t.run_ns for t in threads) >= 0.5 * secs * 1e9
 
 
