@@ -276,9 +276,7 @@ def _starved(t: TaskTotals, th: Thresholds) -> tuple[bool, int, int]:
         return False, 0, wakeups
     p99 = percentiles(dict(enumerate(t.runq_hist)), t.runq_max_ns, (0.99,)).get("p99_ns", 0)
     relative = p99 >= th.runq_p99_over_burst * _burst_ns(t) if t.run_ns else True
-    ok = (wakeups >= th.min_wakeups and t.voluntary_switches >= th.min_wakeups and p99 >= th.runq_p99_ns
-          and relative and t.runq_wait_ns >= th.min_runq_wait_ns)
-    return ok, p99, wakeups
+    return p99 >= th.runq_p99_ns and relative, p99, wakeups
 
 
 def rule_priority(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]:

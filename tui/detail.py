@@ -25,7 +25,7 @@ from stallscope.analyzer.units import fmt_ns, log2_bounds
 from stallscope.tui.cells import visible
 
 MAX_FRAMES = 24
-LOCK_TASKS = 20  # a blocker's or a lock's tasks listed in its evidence, the most waiting first
+LISTED_TASKS = 20  # a blocker's or a lock's tasks listed in its evidence, the most waiting first
 GROUP_THREADS = 20  # a process's or cgroup's threads listed in its evidence, the most waiting first
 BAR = 30
 
@@ -164,13 +164,13 @@ def blocker_detail(snap: Snapshot, b: Blocker, chains: bool = True) -> Text:
             t.append(f"  ... {len(names) - 8} more names\n", style="dim")
     waits = b.task_ns if len(b.task_ns) == len(b.tasks) else None  # each task's wait for it, the heaviest first
     _h(t, f"Tasks ({len(b.tasks):,})" + (", the most waiting first" if waits else ""))
-    for i, tid in enumerate(b.tasks[:LOCK_TASKS]):
+    for i, tid in enumerate(b.tasks[:LISTED_TASKS]):
         info = m.tasks[tid].info if tid in m.tasks else None
         if waits:
             t.append(f"  {fmt_ns(waits[i]):>10}  ")
         t.append(f"{'' if waits else '  '}{visible(info.comm) if info else '?'}[{tid.pid}]\n")
-    if len(b.tasks) > LOCK_TASKS:
-        t.append(f"  ... {len(b.tasks) - LOCK_TASKS:,} more\n", style="dim")
+    if len(b.tasks) > LISTED_TASKS:
+        t.append(f"  ... {len(b.tasks) - LISTED_TASKS:,} more\n", style="dim")
 
     if b.cls == CPU:  # a run-queue wait's length: its tasks' wakeup-to-run latency
         hist = [0] * RUNQ_SLOTS
@@ -252,11 +252,11 @@ def lock_detail(snap: Snapshot, s: LockStat) -> Text:
             t.append(f"  {addr:#x}  {fmt_ns(ns):>9}  {visible(where)}\n")
     _h(t, f"Tasks ({len(s.tasks):,}), the most waiting first: contentions, wait")
     waiters = waiters_of(m, s)
-    for tid, n, ns in waiters[:LOCK_TASKS]:
+    for tid, n, ns in waiters[:LISTED_TASKS]:
         info = m.tasks[tid].info if tid in m.tasks else None
         t.append(f"  {n:>8,}  {fmt_ns(ns):>9}  {visible(info.comm) if info else '?'}[{tid.pid}]\n")
-    if len(waiters) > LOCK_TASKS:
-        t.append(f"  ... {len(waiters) - LOCK_TASKS:,} more\n", style="dim")
+    if len(waiters) > LISTED_TASKS:
+        t.append(f"  ... {len(waiters) - LISTED_TASKS:,} more\n", style="dim")
     return t
 
 
