@@ -245,6 +245,23 @@ static int count_at(const char **p, const char *end, long long *out)
 	return 0;
 }
 
+/* a histogram's (slot, count) pairs with a count under PAIR_COUNTS, made once and shared: a recording's hundreds
+ * of thousands of histograms are made of few distinct pairs (a tuple is immutable, and equal either way) */
+#define PAIR_COUNTS 1024
+static PyObject *pairs[64][PAIR_COUNTS];
+
+/* the pair (slot, c), a new reference; 0 <= slot < 64 */
+static PyObject *hist_pair(long long slot, long long c)
+{
+	int kept = c >= 0 && c < PAIR_COUNTS;
+	if (kept && pairs[slot][c])
+		return Py_NewRef(pairs[slot][c]);
+	PyObject *pair = Py_BuildValue("(LL)", slot, c);
+	if (pair && kept)
+		pairs[slot][c] = Py_NewRef(pair);
+	return pair;
+}
+
 /* `[[slot,count],...]` in the writer's form, parsed; NULL with no error set when it is not in that form
  * (the Python parser decides then) */
 static PyObject *hist_fast(const char *s, int n)
@@ -290,7 +307,7 @@ static PyObject *hist_fast(const char *s, int n)
 	if (!out)
 		return NULL;
 	for (int i = 0; i < k; i++) {
-		PyObject *pair = Py_BuildValue("(LL)", slots[i], counts[i]);
+		PyObject *pair = hist_pair(slots[i], counts[i]);
 		if (!pair) {
 			Py_DECREF(out);
 			return NULL;
@@ -907,7 +924,8 @@ static PyObject *u32_hist_delta(const char *now, const char *before, Py_ssize_t 
 		uint32_t a = rd32(now + 4 * i), b = before ? rd32(before + 4 * i) : 0;
 		if (a == b)
 			continue;
-		PyObject *pair = Py_BuildValue("(nL)", i, (long long)a - (long long)b);
+		PyObject *pair = i < 64 ? hist_pair(i, (long long)a - (long long)b)
+					: Py_BuildValue("(nL)", i, (long long)a - (long long)b);
 		if (!pair || PyList_Append(out, pair) < 0) {
 			Py_XDECREF(pair);
 			Py_DECREF(out);
