@@ -65,6 +65,29 @@ static int check_make(PyObject *make)
 	return -1;
 }
 
+/* ---- task ids made once ------------------------------------------------------------------------------- */
+
+/* The TaskIds a reader made, by (pid, start): every row names its task, and a 10-minute hackbench recording's rows
+ * named 32,000 tasks a million times, a TaskId each (120 MB); one each now, which also makes the dictionaries and
+ * sets keyed by them compare by identity. */
+struct task_slot {
+	long long pid, start;
+	PyObject *task;
+};
+struct tasks {
+	Py_ssize_t cap, n;
+	struct task_slot *e;
+};
+
+static void tasks_free(struct tasks *tb)
+{
+	for (Py_ssize_t i = 0; i < tb->cap; i++)
+		Py_XDECREF(tb->e[i].task);
+	PyMem_Free(tb->e);
+	tb->e = NULL;
+	tb->cap = tb->n = 0;
+}
+
 typedef struct {
 	PyObject_HEAD sqlite3 *db;
 	sqlite3_stmt *st;
@@ -75,6 +98,7 @@ typedef struct {
 	long long damaged;
 	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link; /* make: (class, fields) */
 	PyObject *wait_type; /* OngoingWait, for the ongoing and opened shapes */
+	struct tasks tasks;  /* the TaskIds made */
 } Reader;
 
 static void reader_close_db(Reader *r)
@@ -102,6 +126,7 @@ static void Reader_dealloc(Reader *r)
 	Py_CLEAR(r->link);
 	Py_CLEAR(r->no_link);
 	Py_CLEAR(r->wait_type);
+	tasks_free(&r->tasks);
 	Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -128,6 +153,7 @@ static int Reader_clear(Reader *r)
 	Py_CLEAR(r->link);
 	Py_CLEAR(r->no_link);
 	Py_CLEAR(r->wait_type);
+	tasks_free(&r->tasks);
 	return 0;
 }
 
@@ -536,6 +562,40 @@ static PyObject *pack(PyObject *type, PyObject **v, int n)
 	return out;
 }
 
+static Py_ssize_t task_at(const struct tasks *tb, long long pid, long long start)
+{
+	uint64_t h = ((uint64_t)start * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)pid * 0xC2B2AE3D27D4EB4FULL);
+	Py_ssize_t i = (Py_ssize_t)((h ^ (h >> 29)) & (uint64_t)(tb->cap - 1));
+	while (tb->e[i].task && (tb->e[i].pid != pid || tb->e[i].start != start))
+		i = (i + 1) & (tb->cap - 1);
+	return i;
+}
+
+/* the TaskId (pid, start) of `type`, a new reference: the one made before for the same pair */
+static PyObject *task_of(struct tasks *tb, PyObject *type, long long pid, long long start)
+{
+	if ((tb->n + 1) * 2 > tb->cap) {
+		struct tasks bigger = {tb->cap ? tb->cap * 2 : 1024, tb->n, NULL};
+		if (!(bigger.e = PyMem_Calloc((size_t)bigger.cap, sizeof(struct task_slot))))
+			return PyErr_NoMemory();
+		for (Py_ssize_t i = 0; i < tb->cap; i++)
+			if (tb->e[i].task)
+				bigger.e[task_at(&bigger, tb->e[i].pid, tb->e[i].start)] = tb->e[i];
+		PyMem_Free(tb->e);
+		*tb = bigger;
+	}
+	Py_ssize_t i = task_at(tb, pid, start);
+	if (tb->e[i].task)
+		return Py_NewRef(tb->e[i].task);
+	PyObject *v[2] = {PyLong_FromLongLong(pid), PyLong_FromLongLong(start)};
+	PyObject *t = pack(type, v, 2);
+	if (t) {
+		tb->e[i] = (struct task_slot){pid, start, Py_NewRef(t)};
+		tb->n++;
+	}
+	return t;
+}
+
 /* a WaitLink of the three columns from c (func, state, why; NULL: 0), the shared one when all are 0 */
 static PyObject *wait_link(Reader *r, int c)
 {
@@ -550,8 +610,7 @@ static PyObject *wait_link(Reader *r, int c)
 
 static PyObject *task_id(Reader *r, int c)
 {
-	PyObject *v[2] = {int_column(r->st, c), int_column(r->st, c + 1)};
-	return pack(r->task_id, v, 2);
+	return task_of(&r->tasks, r->task_id, sqlite3_column_int64(r->st, c), sqlite3_column_int64(r->st, c + 1));
 }
 
 /* the record of the current row; NULL with *damaged set for a damaged one (no error), NULL with an error */
@@ -757,6 +816,7 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 {
 	Py_buffer keys, totals;
 	PyObject *cells, *stacks, *make, *task_type, *out = NULL;
+	struct tasks tasks = {0, 0, NULL};
 
 	if (!PyArg_ParseTuple(args, "y*y*O!O!OO:lock_waits", &keys, &totals, &PyList_Type, &cells, &PyDict_Type,
 			      &stacks, &make, &task_type))
@@ -775,8 +835,7 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 	for (Py_ssize_t i = 0; i < n; i++, k += LOCK_KEY_WORDS, e += LOCK_ACC_WORDS) {
 		PyObject *a[LOCK_KEY_WORDS + LOCK_ACC_WORDS] = {NULL};
 		int m = 0, ok = 0;
-		PyObject *v[2] = {PyLong_FromLongLong(k[0]), PyLong_FromLongLong(k[1])};
-		PyObject *task = pack(task_type, v, 2);
+		PyObject *task = task_of(&tasks, task_type, k[0], k[1]);
 		if (!task)
 			goto fail_row;
 		a[m++] = task;
@@ -814,6 +873,7 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 		}
 	}
 done:
+	tasks_free(&tasks);
 	PyBuffer_Release(&keys);
 	PyBuffer_Release(&totals);
 	return out;

@@ -128,3 +128,22 @@ def test_a_histograms_pairs_are_shared_between_records(report_recording, monkeyp
     small = [p for p in pairs if 0 <= p[1] < 1024]  # a count beyond: rare, made each time
     assert len(small) > 1000
     assert len({id(p) for p in small}) == len(set(small))
+
+
+def test_a_tasks_id_is_made_once(report_recording, monkeypatch):
+    """Every row names its task: a table's reader makes each task's TaskId once (analyzer/rowread.c task_of; a
+    10-minute hackbench recording's rows named 32,000 tasks a million times), and so do the lock records."""
+    from stallscope.analyzer.load import fold_recording
+
+    ivs, _ = _assert_same(report_recording["stall"], monkeypatch)
+    for table in (1, 2):  # task deltas, off-CPU records: a reader each
+        tasks = [r.task for iv in ivs for r in iv[table]]
+        assert len(tasks) > len(set(tasks))
+        assert len({id(t) for t in tasks}) == len(set(tasks))
+    rec = Recording(str(report_recording["stall"]))
+    try:
+        waits = fold_recording(rec).lock_waits
+    finally:
+        rec.close()
+    assert len(waits) > 2 * len({w.task for w in waits})
+    assert len({id(w.task) for w in waits}) == len({w.task for w in waits})
