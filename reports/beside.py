@@ -1,10 +1,10 @@
 """A stage of a page made beside the others, in a forked process.
 
 Once a recording is folded, a report's stages read the same model and none needs another's result: the
-JSON export document takes seconds of one CPU (a 10-minute hackbench recording's: 3.5 s), the series and
-the flame graphs' stacks as long again. On a machine with a CPU to spare, `Beside(to_json_doc, model)`
-forks: the child makes the document from the model it shares copy-on-write and sends it back pickled
-through a pipe, while this process makes the rest; `result()` waits for it.
+JSON export document takes seconds of one CPU (a 10-minute hackbench recording's: 4-5 s), the series and
+the flame graphs' stacks nearly as long. On a machine with a CPU to spare, `Beside(series_and_stacks, model,
+ledger)` forks: the child makes them from the model it shares copy-on-write and sends them back pickled
+through a pipe, while this process makes the document; `result()` waits for them.
 
 The answer is the same either way: the page is byte-identical (a test). Whenever the child cannot give
 its answer (no second CPU, not enough free memory for the pages it may copy, the fork refused, the child

@@ -49,15 +49,23 @@ def build(source, intervals: Iterable[Interval] | None = None, redacted: bool = 
         say(f"reading {file_name}")
         model, ledger = fold(source)
     say("the lock table and where each wait's time goes")
-    # the export document beside the series and the stacks, on a second CPU where there is one (beside.py)
     read_by_both(model, None)
-    with Beside(to_json_doc, model) as doc:
-        say("the time series")
-        series = interval_series(model, ledger) if ledger is not None else None
-        say("the flame graphs")
-        offcpu, oncpu = offcpu_stacks(model), oncpu_stacks(model)
+    # the series and the stacks beside the export document, on a second CPU where there is one (beside.py); the
+    # document, the longer side, is made here: each side copies the model's pages it reads while the child lives,
+    # and the document's last seconds then run alone
+    with Beside(series_and_stacks, model, ledger) as rest:
+        say("the export document")
+        doc = to_json_doc(model)
+        say("the time series and the flame graphs")
+        series, offcpu, oncpu = rest.result()
         say("the tables")
-        return assemble(doc.result(), series, offcpu, oncpu, redacted=redacted, file_name=file_name)
+        return assemble(doc, series, offcpu, oncpu, redacted=redacted, file_name=file_name)
+
+
+def series_and_stacks(model: Model, ledger: Ledger | None) -> tuple:
+    """A page's time series (None without a ledger) and its off-CPU and on-CPU flame graphs' stacks."""
+    series = interval_series(model, ledger) if ledger is not None else None
+    return series, offcpu_stacks(model), oncpu_stacks(model)
 
 
 def _quiet(_text: str) -> None:

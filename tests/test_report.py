@@ -189,7 +189,8 @@ def test_the_same_synthetic_recording_gives_the_same_bytes(hostile):
 
 
 def _pages_with_and_without_a_child(monkeypatch, make) -> tuple:
-    """`make()` with the export document made in a forked child, then in this process alone."""
+    """`make()` with a stage made in a forked child (a report's series and stacks, a diff's new export document),
+    then in this process alone."""
     from stallscope.reports import beside
 
     forked = []
@@ -210,7 +211,7 @@ def _pages_with_and_without_a_child(monkeypatch, make) -> tuple:
 
 @needs_bpf
 def test_the_page_made_beside_a_child_is_the_page_made_alone(report_recording, monkeypatch):
-    """The export document made in a forked child (reports/beside.py) gives the command's page, byte for
+    """The series and stacks made in a forked child (reports/beside.py) give the command's page, byte for
     byte, as it is made without one."""
     from stallscope import reports
 
