@@ -7,6 +7,7 @@ added, never renamed. Deterministic: sorted keys, stable ordering.
 from __future__ import annotations
 
 import json
+from itertools import compress, count
 from dataclasses import asdict
 
 from stallscope.analyzer.blockers import (
@@ -73,7 +74,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "runq_max_ns": t.runq_max_ns, "runq_latency_ns": t.runq_latency_ns,
             "voluntary_switches": t.voluntary_switches,
             "involuntary_switches": t.involuntary_switches, "migrations": t.migrations,
-            "runq_hist_log2_ns": {str(i): c for i, c in enumerate(t.runq_hist) if c},
+            "runq_hist_log2_ns": dict(zip(map(str, compress(count(), t.runq_hist)), filter(None, t.runq_hist))),
             "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
             "found_blocked": bool(t.info.flags & TS_FOUND_BLOCKED), "blocked_now_ns": blocked_now.get(tid),
             "run_ns": t.run_ns, "policy": POLICIES.get(t.info.policy, str(t.info.policy)), "nice": t.info.nice,
@@ -87,6 +88,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
 
     blockers = []
     shares, roots = snap.shares, snap.roots
+    comm_of = {tid: t.info.comm for tid, t in model.tasks.items()}
     for b in snap.blockers:
         blockers.append({
             "cause": b.cause, "class": b.cls, "frame": b.frame, "matched": b.matched,
@@ -94,8 +96,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "in_progress": b.in_progress, "in_progress_longest_ns": b.longest_now_ns,
             "share_pct": None if b.cls == IDLE else round(b.share_pct, 3), "estimated_ns": b.estimated_ns,
             "estimated_error_ns": b.error_ns, "estimated_by_process_ns": b.pooled_ns, "method": b.method,
-            "tasks": [{"pid": t.pid, "comm": model.tasks[t].info.comm if t in model.tasks else "?"}
-                      for t in b.tasks],
+            "tasks": [{"pid": t.pid, "comm": comm_of.get(t, "?")} for t in b.tasks],
             "waiters": [{"name": label, "wait_ns": ns, "tasks": n} for label, ns, n, _c in waiters_by_name(model, b)],
             "stack": stack_texts(b.stack),
             "latency": _latency_doc(model, b),
