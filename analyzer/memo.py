@@ -46,6 +46,17 @@ def per_model(fn: Callable[..., R]) -> Callable[..., R]:
     return wrapper
 
 
+def known(fn: Callable[..., R], model, value: R, *args) -> None:
+    """Keeps `value` as what `fn` (a per_model function) gives for `model` and these arguments, given positionally as
+    its callers give them: what is known of a model made from another (a model restricted to some tasks) without
+    working it out again."""
+    memo = _memos.get(id(model))
+    if memo is None:
+        memo = _memos[id(model)] = {}
+        weakref.finalize(model, _memos.pop, id(model), None)
+    memo[_memo_key(fn, args, {})] = value
+
+
 def memoised(fn: Callable[..., R], model, *args) -> R | None:
     """What `fn` (a per_model function) keeps for `model` and these arguments, given positionally as its
     callers give them; None when it has not been asked yet."""

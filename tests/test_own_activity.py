@@ -62,3 +62,30 @@ def test_set_up_and_teardown_stay_out_of_the_recording(tmp_path):
     ranked = {x["comm"] for b in doc["blockers"] if b["class"] == "blocker" and b["cause"] != "Waiting for CPU"
               for x in b["tasks"]}
     assert not {c for c in ranked if c.startswith("rcu_")}, doc["blockers"]
+
+
+def test_the_model_of_the_others_has_no_own_tasks_as_worked_out():
+    """The advice reads the model restricted to every task but stallscope's own (analyzer/scope.py restrict): its own
+    tasks are then known to be none, not worked out again through every process's tree, and that is what working
+    them out gives; restricted to tasks that include its own, they are worked out."""
+    from dataclasses import replace
+
+    from stallscope.analyzer.memo import memoised
+    from stallscope.analyzer.model import Model
+    from stallscope.analyzer.sample import TaskDelta, TaskId, TaskInfo
+    from stallscope.analyzer.scope import in_scope, own_tasks, restrict
+    from synthetic import interval, meta
+
+    me, helper, cmd, child, other = TaskId(20, 1), TaskId(21, 2), TaskId(30, 3), TaskId(31, 4), TaskId(40, 5)
+    infos = {me: TaskInfo(me, 20, 1, "stallscope"), helper: TaskInfo(helper, 21, 20, "objdump"),
+             cmd: TaskInfo(cmd, 30, 20, "app"), child: TaskInfo(child, 31, 30, "worker"),
+             other: TaskInfo(other, 40, 1, "daemon")}
+    iv = interval(0, task_info=tuple(infos.values()), tasks=tuple(TaskDelta(t, run_ns=1000) for t in infos))
+    model = Model.from_intervals(meta(stallscope_pid=20, command={"pid": 30}), [iv], infos, {})
+    assert own_tasks(model) == {me, helper}
+    others = restrict(model, in_scope(model, None))
+    assert memoised(own_tasks, others) == frozenset()  # known, not worked out
+    assert own_tasks(replace(others)) == frozenset()  # a model of the same tasks, worked out
+    everyone = restrict(model, set(infos))
+    assert memoised(own_tasks, everyone) is None
+    assert own_tasks(everyone) == {me, helper}
