@@ -74,8 +74,6 @@ def restrict(model: Model, tasks: set[TaskId]) -> Model:
 
 
 def _theirs(records, tasks: set[TaskId]):
-    """The records of `tasks`; of a table folded when first read (a live window's wakeups and lock waits: Folded), a
-    table that is so too: a reader that never reads it (most of the advice) never folds it."""
-    if isinstance(records, Folded):
-        return Folded(lambda: tuple(r for r in records if r.task in tasks))
-    return tuple(r for r in records if r.task in tasks)
+    """The records of `tasks`, as a table filtered when first read (Folded): a reader that never reads it (the
+    advice reads the whole model's lock rows and wakeups) never filters it, nor folds a live window's lazy table."""
+    return Folded(lambda: tuple(r for r in records if r.task in tasks))
