@@ -91,7 +91,7 @@ class _Chains:
         self.memo: dict[tuple, dict] = {}  # (task, cause) -> its explanation
         self.deep: dict[tuple, tuple] = {}  # ((task, cause), depth) -> (explanation, the nodes it met)
         self.links: dict[tuple, tuple] = {}
-        self.cpu = {p.task: p.ns for p in cpu_parts(model, None)}
+        self.cpu = {t.task: t.runq_wait_ns for t in model.tasks.values() if t.runq_wait_ns}  # cpu_parts' ns
         self.labels: dict[TaskId, str] = {}  # a task is labelled at every step of every chain through it
 
     def deepen(self, max_depth: int, budget: int | None) -> None:
