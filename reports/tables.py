@@ -233,12 +233,15 @@ def _hist_rows(hist: dict[int, int]) -> list[dict]:
 
 def _runq_hist(doc: dict) -> dict:
     """Wakeup-to-run latency of every task but stallscope's own, from the export's per-task histograms."""
-    hist: dict[int, int] = {}
+    by_text: dict[str, int] = {}  # summed by the slots' text, each read as a number once
     for t in doc["tasks"]:
         if t.get("stallscope"):
             continue
         for slot, c in t["runq_hist_log2_ns"].items():
-            hist[int(slot)] = hist.get(int(slot), 0) + c
+            by_text[slot] = by_text.get(slot, 0) + c
+    hist: dict[int, int] = {}
+    for slot, c in by_text.items():
+        hist[int(slot)] = hist.get(int(slot), 0) + c
     longest = max((t["runq_max_ns"] for t in doc["tasks"] if not t.get("stallscope")), default=0)
     return {"rows": _hist_rows(hist), "total": sum(hist.values()), "percentiles": percentiles(hist, longest),
             "max_ns": longest}
