@@ -168,6 +168,17 @@ static struct place *place_of(struct state *s, struct group *g, PyObject *addr)
 	return r < 0 ? NULL : p;
 }
 
+/* d[key], borrowed, made as fn(arg) and kept in d when absent (NULL with an error on failure) */
+static PyObject *kept(PyObject *d, PyObject *key, PyObject *fn, PyObject *arg)
+{
+	PyObject *v = PyDict_GetItemWithError(d, key);
+	if (v || PyErr_Occurred() || !(v = PyObject_CallOneArg(fn, arg)))
+		return v;
+	int r = PyDict_SetItem(d, key, v);
+	Py_DECREF(v); /* the dict holds it */
+	return r < 0 ? NULL : v;
+}
+
 /* a row's list as py_kernel_groups leaves it */
 static PyObject *group_list(struct state *s, struct group *g)
 {
@@ -273,15 +284,9 @@ static PyObject *lock_groups(PyObject *Py_UNUSED(m), PyObject *const *args, Py_s
 				goto done;
 			}
 		}
-		PyObject *typ = PyDict_GetItemWithError(types, f[F_FLAGS]);
-		if (!typ) {
-			if (PyErr_Occurred() || !(typ = PyObject_CallOneArg(lock_type, f[F_FLAGS])))
-				goto done;
-			int r = PyDict_SetItem(types, f[F_FLAGS], typ);
-			Py_DECREF(typ); /* the dict holds it */
-			if (r < 0)
-				goto done;
-		}
+		PyObject *typ = kept(types, f[F_FLAGS], lock_type, f[F_FLAGS]);
+		if (!typ)
+			goto done;
 		int by_field = PyObject_IsTrue(f[F_FIELD]);
 		if (by_field < 0)
 			goto done;
@@ -324,18 +329,9 @@ static PyObject *lock_groups(PyObject *Py_UNUSED(m), PyObject *const *args, Py_s
 			goto done;
 		}
 		/* its contention point: the stack's, found once per stack id */
-		PyObject *point = Py_None;
-		if (has_stack) {
-			point = PyDict_GetItemWithError(points, f[F_STACK_ID]);
-			if (!point) {
-				if (PyErr_Occurred() || !(point = PyObject_CallOneArg(point_of, f[F_STACK])))
-					goto done;
-				int r = PyDict_SetItem(points, f[F_STACK_ID], point);
-				Py_DECREF(point); /* the dict holds it */
-				if (r < 0)
-					goto done;
-			}
-		}
+		PyObject *point = has_stack ? kept(points, f[F_STACK_ID], point_of, f[F_STACK]) : Py_None;
+		if (!point)
+			goto done;
 		int drawn = PyObject_IsTrue(point);
 		if (drawn < 0)
 			goto done;
