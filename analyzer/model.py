@@ -304,7 +304,7 @@ class Model:
         infos = [t.info for t in self.tasks.values()]
         if not any(info.ptgid == root_tgid for info in infos):
             return process_threads(infos, root_tgid)
-        return process_tree(infos, root_tgid)
+        return _process_index(self).tree(root_tgid)
 
 
 def process_threads(infos: list[TaskInfo], root_tgid: int) -> frozenset[TaskId]:
@@ -325,42 +325,62 @@ def _life(starts: list[int], start_ns: int) -> int:
 
 def process_tree(infos: list[TaskInfo], root_tgid: int) -> frozenset[TaskId]:
     """Model.descendants, walked down from the root over every task's process."""
-    lives: dict[int, list[int]] = {}  # tgid -> its leaders' start times, in order
-    for info in infos:
-        if info.task.pid == info.tgid:
-            lives.setdefault(info.tgid, []).append(info.task.start_time_ns)
-    for starts in lives.values():
-        starts.sort()
+    return ProcessIndex(infos).tree(root_tgid)
 
-    def process(tgid: int, start_ns: int) -> tuple[int, int]:
-        """The process of PID `tgid` alive at `start_ns`: its leader's start (0: no leader seen)."""
-        return (tgid, _life(lives.get(tgid, ()), start_ns))
 
-    # the tree's edges come from the leaders, and from the threads of a process whose leader is unseen (its
-    # process's leader start 0); a machine's thousands of other threads are only looked at again below,
-    # where their PID is one of the tree's
-    children: dict[tuple[int, int], set[tuple[int, int]]] = {}
-    for info in infos:
-        task, tgid = info.task, info.tgid
-        if task.pid != tgid:
-            starts = lives.get(tgid)
-            if starts and 0 < starts[0] <= task.start_time_ns:  # in a life of its process seen: no edge
+class ProcessIndex:
+    """Every task's process (one life of its PID) and each process's children: what process_tree walks, made once
+    for however many roots are walked (a recording's own tasks and its command's)."""
+
+    def __init__(self, infos: list[TaskInfo]):
+        self.infos = infos
+        lives: dict[int, list[int]] = {}  # tgid -> its leaders' start times, in order
+        for info in infos:
+            if info.task.pid == info.tgid:
+                lives.setdefault(info.tgid, []).append(info.task.start_time_ns)
+        for starts in lives.values():
+            starts.sort()
+        self.lives = lives
+        process = self.process
+        # the tree's edges come from the leaders, and from the threads of a process whose leader is unseen (its
+        # process's leader start 0); a machine's thousands of other threads are only looked at again in tree(),
+        # where their PID is one of the tree's
+        children: dict[tuple[int, int], set[tuple[int, int]]] = {}
+        for info in infos:
+            task, tgid = info.task, info.tgid
+            if task.pid != tgid:
+                starts = lives.get(tgid)
+                if starts and 0 < starts[0] <= task.start_time_ns:  # in a life of its process seen: no edge
+                    continue
+            proc = process(tgid, task.start_time_ns)
+            if task.pid != tgid and proc[1]:  # the same, where a leader's start reads 0
                 continue
-        proc = process(tgid, task.start_time_ns)
-        if task.pid != tgid and proc[1]:  # the same, where a leader's start reads 0
-            continue
-        children.setdefault(process(info.ptgid, proc[1] or task.start_time_ns), set()).add(proc)
-    root = (root_tgid, lives[root_tgid][0] if root_tgid in lives else 0)
-    procs = {root}
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in procs:
-                procs.add(child)
-                todo.append(child)
-    tgids = {tgid for tgid, _start in procs}
-    return frozenset([info.task for info in infos
-                      if info.tgid in tgids and process(info.tgid, info.task.start_time_ns) in procs])
+            children.setdefault(process(info.ptgid, proc[1] or task.start_time_ns), set()).add(proc)
+        self.children = children
+
+    def process(self, tgid: int, start_ns: int) -> tuple[int, int]:
+        """The process of PID `tgid` alive at `start_ns`: its leader's start (0: no leader seen)."""
+        return (tgid, _life(self.lives.get(tgid, ()), start_ns))
+
+    def tree(self, root_tgid: int) -> frozenset[TaskId]:
+        """The tasks of the root's process tree (process_tree's)."""
+        lives, children, process = self.lives, self.children, self.process
+        root = (root_tgid, lives[root_tgid][0] if root_tgid in lives else 0)
+        procs = {root}
+        todo = [root]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in procs:
+                    procs.add(child)
+                    todo.append(child)
+        tgids = {tgid for tgid, _start in procs}
+        return frozenset([info.task for info in self.infos
+                          if info.tgid in tgids and process(info.tgid, info.task.start_time_ns) in procs])
+
+
+@per_model
+def _process_index(model: Model) -> ProcessIndex:
+    return ProcessIndex([t.info for t in model.tasks.values()])
 
 
 class ModelFold:
