@@ -571,19 +571,27 @@ static Py_ssize_t task_at(const struct tasks *tb, long long pid, long long start
 	return i;
 }
 
+/* the table twice as large, its entries moved; -1 with an error set */
+static int task_of_grow(struct tasks *tb)
+{
+	struct tasks bigger = {tb->cap ? tb->cap * 2 : 1024, tb->n, NULL};
+	if (!(bigger.e = PyMem_Calloc((size_t)bigger.cap, sizeof(struct task_slot)))) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < tb->cap; i++)
+		if (tb->e[i].task)
+			bigger.e[task_at(&bigger, tb->e[i].pid, tb->e[i].start)] = tb->e[i];
+	PyMem_Free(tb->e);
+	*tb = bigger;
+	return 0;
+}
+
 /* the TaskId (pid, start) of `type`, a new reference: the one made before for the same pair */
 static PyObject *task_of(struct tasks *tb, PyObject *type, long long pid, long long start)
 {
-	if ((tb->n + 1) * 2 > tb->cap) {
-		struct tasks bigger = {tb->cap ? tb->cap * 2 : 1024, tb->n, NULL};
-		if (!(bigger.e = PyMem_Calloc((size_t)bigger.cap, sizeof(struct task_slot))))
-			return PyErr_NoMemory();
-		for (Py_ssize_t i = 0; i < tb->cap; i++)
-			if (tb->e[i].task)
-				bigger.e[task_at(&bigger, tb->e[i].pid, tb->e[i].start)] = tb->e[i];
-		PyMem_Free(tb->e);
-		*tb = bigger;
-	}
+	if ((tb->n + 1) * 2 > tb->cap && task_of_grow(tb) < 0)
+		return NULL;
 	Py_ssize_t i = task_at(tb, pid, start);
 	if (tb->e[i].task)
 		return Py_NewRef(tb->e[i].task);
@@ -594,6 +602,23 @@ static PyObject *task_of(struct tasks *tb, PyObject *type, long long pid, long l
 		tb->n++;
 	}
 	return t;
+}
+
+/* the unsigned integer v as the kernel has it (an address, a stack id), a new reference: the one made before for
+ * the same value (kept in `tb` under (v, 0); a lock fold's 595,000 records name 4,000 locks and 3,400 stacks) */
+static PyObject *u64_of(struct tasks *tb, uint64_t v)
+{
+	if ((tb->n + 1) * 2 > tb->cap && task_of_grow(tb) < 0)
+		return NULL;
+	Py_ssize_t i = task_at(tb, (long long)v, 0);
+	if (tb->e[i].task)
+		return Py_NewRef(tb->e[i].task);
+	PyObject *out = PyLong_FromUnsignedLongLong(v);
+	if (out) {
+		tb->e[i] = (struct task_slot){(long long)v, 0, Py_NewRef(out)};
+		tb->n++;
+	}
+	return out;
 }
 
 /* a WaitLink of the three columns from c (func, state, why; NULL: 0), the shared one when all are 0 */
@@ -816,7 +841,7 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 {
 	Py_buffer keys, totals;
 	PyObject *cells, *stacks, *make, *task_type, *out = NULL;
-	struct tasks tasks = {0, 0, NULL};
+	struct tasks tasks = {0, 0, NULL}, ints = {0, 0, NULL}; /* the TaskIds, the addresses and stack ids made */
 
 	if (!PyArg_ParseTuple(args, "y*y*O!O!OO:lock_waits", &keys, &totals, &PyList_Type, &cells, &PyDict_Type,
 			      &stacks, &make, &task_type))
@@ -840,11 +865,11 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 			goto fail_row;
 		a[m++] = task;
 		/* tgid, addr (unsigned), flags, kind, cache, the stack (None: not among them), its id (unsigned) */
-		if (!(a[m++] = PyLong_FromLongLong(k[2])) || !(a[m++] = PyLong_FromUnsignedLongLong((uint64_t)k[3])) ||
+		if (!(a[m++] = PyLong_FromLongLong(k[2])) || !(a[m++] = u64_of(&ints, (uint64_t)k[3])) ||
 		    !(a[m++] = PyLong_FromLongLong(k[4])) || !(a[m++] = PyLong_FromLongLong(k[5])) ||
 		    !(a[m++] = cell_of(cells, k[6])))
 			goto fail_row;
-		PyObject *sid = PyLong_FromUnsignedLongLong((uint64_t)k[7]);
+		PyObject *sid = u64_of(&ints, (uint64_t)k[7]);
 		if (!sid)
 			goto fail_row;
 		PyObject *stack = PyDict_GetItemWithError(stacks, sid);
@@ -874,6 +899,7 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 	}
 done:
 	tasks_free(&tasks);
+	tasks_free(&ints);
 	PyBuffer_Release(&keys);
 	PyBuffer_Release(&totals);
 	return out;

@@ -132,7 +132,8 @@ def test_a_histograms_pairs_are_shared_between_records(report_recording, monkeyp
 
 def test_a_tasks_id_is_made_once(report_recording, monkeypatch):
     """Every row names its task: a table's reader makes each task's TaskId once (analyzer/rowread.c task_of; a
-    10-minute hackbench recording's rows named 32,000 tasks a million times), and so do the lock records."""
+    10-minute hackbench recording's rows named 32,000 tasks a million times), and so do the lock records, with their
+    locks' addresses and their stacks' ids."""
     from stallscope.analyzer.load import fold_recording
 
     ivs, _ = _assert_same(report_recording["stall"], monkeypatch)
@@ -147,3 +148,7 @@ def test_a_tasks_id_is_made_once(report_recording, monkeypatch):
         rec.close()
     assert len(waits) > 2 * len({w.task for w in waits})
     assert len({id(w.task) for w in waits}) == len({w.task for w in waits})
+    for field in ("addr", "stack_id"):  # a lock's address and a stack's id, likewise
+        values = [getattr(w, field) for w in waits]
+        assert len(values) > 2 * len(set(values))
+        assert len({id(v) for v in values}) == len(set(values))
