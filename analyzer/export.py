@@ -7,9 +7,9 @@ added, never renamed. Deterministic: sorted keys, stable ordering.
 from __future__ import annotations
 
 import json
-from itertools import compress, count
 from dataclasses import asdict
 
+from stallscope.analyzer.attribution import nonzero_slots
 from stallscope.analyzer.blockers import (
     IDLE, causes_by_task, held_up_by, process_causes, wait_cause, waiters_by_name,
 )
@@ -74,7 +74,7 @@ def to_json_doc(model: Model, scope: set[TaskId] | None = None) -> dict:
             "runq_max_ns": t.runq_max_ns, "runq_latency_ns": t.runq_latency_ns,
             "voluntary_switches": t.voluntary_switches,
             "involuntary_switches": t.involuntary_switches, "migrations": t.migrations,
-            "runq_hist_log2_ns": dict(zip(map(str, compress(count(), t.runq_hist)), filter(None, t.runq_hist))),
+            "runq_hist_log2_ns": {str(i): c for i, c in nonzero_slots(t.runq_hist)},
             "exited": bool(t.info.flags & (TS_DEAD | TS_EXITING)),
             "found_blocked": bool(t.info.flags & TS_FOUND_BLOCKED), "blocked_now_ns": blocked_now.get(tid),
             "run_ns": t.run_ns, "policy": POLICIES.get(t.info.policy, str(t.info.policy)), "nice": t.info.nice,

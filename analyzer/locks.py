@@ -501,7 +501,7 @@ def _futex_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[
 def kernel_groups(waits, tasks: set[TaskId] | None) -> dict[tuple, list]:
     """A model's kernel lock records (`waits`) of these tasks by lock_stat row (`row_key`), each row's sums as
     py_kernel_groups makes them: in C where it is built (analyzer/lockgroups.c: a 10-minute hackbench recording's
-    595,000 records in 0.05 s rather than 1.1), else in Python; the same either way (tests/test_lockgroups.py)."""
+    595,000 records in 0.3 s rather than 0.8-1.1), else in Python; the same either way (tests/test_lockgroups.py)."""
     if _lockgroups is not None:
         groups = _lockgroups.lock_groups(waits, tasks, LockWaits, {}, lock_type, {}, _point_of, SHARABLE,
                                          NO_STACK_LABELS, LOST_STACK, _Callers)
@@ -511,6 +511,7 @@ def kernel_groups(waits, tasks: set[TaskId] | None) -> dict[tuple, list]:
 
 
 def _point_of(stack: Stack) -> str | None:
+    """A walked stack's contention point (None: no frame), as a row's callers take it."""
     return contention_point(stack) if stack.frames else None
 
 
@@ -564,7 +565,7 @@ def py_kernel_groups(waits, tasks: set[TaskId] | None) -> dict[tuple, list]:
         elif w.stack_id in points:
             point = points[w.stack_id]
         else:
-            point = points[w.stack_id] = contention_point(stack) if stack.frames else None
+            point = points[w.stack_id] = _point_of(stack)
         if not point and (stack is not None or w.stack_id in SHARABLE):  # undrawn, shared out: _Callers.add's
             u = g[7].undrawn  # most common case, written out (nearly every key at the budget's last level)
             u[0] += w.count

@@ -34,10 +34,7 @@ def per_model(fn: Callable[..., R]) -> Callable[..., R]:
 
     @functools.wraps(fn)
     def wrapper(model, *args, **kwargs):
-        memo = _memos.get(id(model))
-        if memo is None:
-            memo = _memos[id(model)] = {}
-            weakref.finalize(model, _memos.pop, id(model), None)
+        memo = _memo_of(model)
         key = _memo_key(fn, args, kwargs)
         if key not in memo:
             memo[key] = fn(model, *args, **kwargs)
@@ -50,11 +47,16 @@ def known(fn: Callable[..., R], model, value: R, *args) -> None:
     """Keeps `value` as what `fn` (a per_model function) gives for `model` and these arguments, given positionally as
     its callers give them: what is known of a model made from another (a model restricted to some tasks) without
     working it out again."""
+    _memo_of(model)[_memo_key(fn, args, {})] = value
+
+
+def _memo_of(model) -> dict:
+    """The results kept for `model`, dropped with it."""
     memo = _memos.get(id(model))
     if memo is None:
         memo = _memos[id(model)] = {}
         weakref.finalize(model, _memos.pop, id(model), None)
-    memo[_memo_key(fn, args, {})] = value
+    return memo
 
 
 def memoised(fn: Callable[..., R], model, *args) -> R | None:

@@ -65,24 +65,25 @@ static int check_make(PyObject *make)
 	return -1;
 }
 
-/* ---- task ids made once ------------------------------------------------------------------------------- */
+/* ---- ids made once ------------------------------------------------------------------------------------ */
 
-/* The TaskIds a reader made, by (pid, start): every row names its task, and a 10-minute hackbench recording's rows
- * named 32,000 tasks a million times, a TaskId each (120 MB); one each now, which also makes the dictionaries and
- * sets keyed by them compare by identity. */
-struct task_slot {
-	long long pid, start;
-	PyObject *task;
+/* The ids a reader made, by their value (two integers): every row names its task, and a 10-minute hackbench
+ * recording's rows named 32,000 tasks a million times, a TaskId each (120 MB); its lock rows, 4,000 locks' addresses
+ * and 3,400 stacks' ids 595,000 times each. One object per value now, which also makes the dictionaries and sets
+ * keyed by them compare by identity. */
+struct id_slot {
+	long long a, b; /* a TaskId's (pid, start); an unsigned integer's (value, 0) */
+	PyObject *id;
 };
-struct tasks {
+struct ids {
 	Py_ssize_t cap, n;
-	struct task_slot *e;
+	struct id_slot *e;
 };
 
-static void tasks_free(struct tasks *tb)
+static void ids_free(struct ids *tb)
 {
 	for (Py_ssize_t i = 0; i < tb->cap; i++)
-		Py_XDECREF(tb->e[i].task);
+		Py_XDECREF(tb->e[i].id);
 	PyMem_Free(tb->e);
 	tb->e = NULL;
 	tb->cap = tb->n = 0;
@@ -98,7 +99,7 @@ typedef struct {
 	long long damaged;
 	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link; /* make: (class, fields) */
 	PyObject *wait_type; /* OngoingWait, for the ongoing and opened shapes */
-	struct tasks tasks;  /* the TaskIds made */
+	struct ids tasks;    /* the TaskIds made */
 } Reader;
 
 static void reader_close_db(Reader *r)
@@ -126,7 +127,7 @@ static void Reader_dealloc(Reader *r)
 	Py_CLEAR(r->link);
 	Py_CLEAR(r->no_link);
 	Py_CLEAR(r->wait_type);
-	tasks_free(&r->tasks);
+	ids_free(&r->tasks);
 	Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -153,7 +154,7 @@ static int Reader_clear(Reader *r)
 	Py_CLEAR(r->link);
 	Py_CLEAR(r->no_link);
 	Py_CLEAR(r->wait_type);
-	tasks_free(&r->tasks);
+	ids_free(&r->tasks);
 	return 0;
 }
 
@@ -562,63 +563,63 @@ static PyObject *pack(PyObject *type, PyObject **v, int n)
 	return out;
 }
 
-static Py_ssize_t task_at(const struct tasks *tb, long long pid, long long start)
+/* the slot of (a, b) in `tb`: its id's, or the empty one where it goes */
+static Py_ssize_t id_at(const struct ids *tb, long long a, long long b)
 {
-	uint64_t h = ((uint64_t)start * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)pid * 0xC2B2AE3D27D4EB4FULL);
+	uint64_t h = ((uint64_t)b * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)a * 0xC2B2AE3D27D4EB4FULL);
 	Py_ssize_t i = (Py_ssize_t)((h ^ (h >> 29)) & (uint64_t)(tb->cap - 1));
-	while (tb->e[i].task && (tb->e[i].pid != pid || tb->e[i].start != start))
+	while (tb->e[i].id && (tb->e[i].a != a || tb->e[i].b != b))
 		i = (i + 1) & (tb->cap - 1);
 	return i;
 }
 
-/* the table twice as large, its entries moved; -1 with an error set */
-static int task_of_grow(struct tasks *tb)
+/* the slot of (a, b), room made for one more (the table doubled, its entries moved, when half full); -1 with an
+ * error set */
+static Py_ssize_t id_slot(struct ids *tb, long long a, long long b)
 {
-	struct tasks bigger = {tb->cap ? tb->cap * 2 : 1024, tb->n, NULL};
-	if (!(bigger.e = PyMem_Calloc((size_t)bigger.cap, sizeof(struct task_slot)))) {
-		PyErr_NoMemory();
-		return -1;
+	if ((tb->n + 1) * 2 > tb->cap) {
+		struct ids bigger = {tb->cap ? tb->cap * 2 : 1024, tb->n, NULL};
+		if (!(bigger.e = PyMem_Calloc((size_t)bigger.cap, sizeof(struct id_slot)))) {
+			PyErr_NoMemory();
+			return -1;
+		}
+		for (Py_ssize_t i = 0; i < tb->cap; i++)
+			if (tb->e[i].id)
+				bigger.e[id_at(&bigger, tb->e[i].a, tb->e[i].b)] = tb->e[i];
+		PyMem_Free(tb->e);
+		*tb = bigger;
 	}
-	for (Py_ssize_t i = 0; i < tb->cap; i++)
-		if (tb->e[i].task)
-			bigger.e[task_at(&bigger, tb->e[i].pid, tb->e[i].start)] = tb->e[i];
-	PyMem_Free(tb->e);
-	*tb = bigger;
-	return 0;
+	return id_at(tb, a, b);
+}
+
+/* `made`, a new reference, kept at slot i as (a, b)'s (NULL: not kept) */
+static PyObject *id_kept(struct ids *tb, Py_ssize_t i, long long a, long long b, PyObject *made)
+{
+	if (made) {
+		tb->e[i] = (struct id_slot){a, b, Py_NewRef(made)};
+		tb->n++;
+	}
+	return made;
 }
 
 /* the TaskId (pid, start) of `type`, a new reference: the one made before for the same pair */
-static PyObject *task_of(struct tasks *tb, PyObject *type, long long pid, long long start)
+static PyObject *task_of(struct ids *tb, PyObject *type, long long pid, long long start)
 {
-	if ((tb->n + 1) * 2 > tb->cap && task_of_grow(tb) < 0)
-		return NULL;
-	Py_ssize_t i = task_at(tb, pid, start);
-	if (tb->e[i].task)
-		return Py_NewRef(tb->e[i].task);
+	Py_ssize_t i = id_slot(tb, pid, start);
+	if (i < 0 || tb->e[i].id)
+		return i < 0 ? NULL : Py_NewRef(tb->e[i].id);
 	PyObject *v[2] = {PyLong_FromLongLong(pid), PyLong_FromLongLong(start)};
-	PyObject *t = pack(type, v, 2);
-	if (t) {
-		tb->e[i] = (struct task_slot){pid, start, Py_NewRef(t)};
-		tb->n++;
-	}
-	return t;
+	return id_kept(tb, i, pid, start, pack(type, v, 2));
 }
 
 /* the unsigned integer v as the kernel has it (an address, a stack id), a new reference: the one made before for
- * the same value (kept in `tb` under (v, 0); a lock fold's 595,000 records name 4,000 locks and 3,400 stacks) */
-static PyObject *u64_of(struct tasks *tb, uint64_t v)
+ * the same value */
+static PyObject *u64_of(struct ids *tb, uint64_t v)
 {
-	if ((tb->n + 1) * 2 > tb->cap && task_of_grow(tb) < 0)
-		return NULL;
-	Py_ssize_t i = task_at(tb, (long long)v, 0);
-	if (tb->e[i].task)
-		return Py_NewRef(tb->e[i].task);
-	PyObject *out = PyLong_FromUnsignedLongLong(v);
-	if (out) {
-		tb->e[i] = (struct task_slot){(long long)v, 0, Py_NewRef(out)};
-		tb->n++;
-	}
-	return out;
+	Py_ssize_t i = id_slot(tb, (long long)v, 0);
+	if (i < 0 || tb->e[i].id)
+		return i < 0 ? NULL : Py_NewRef(tb->e[i].id);
+	return id_kept(tb, i, (long long)v, 0, PyLong_FromUnsignedLongLong(v));
 }
 
 /* a WaitLink of the three columns from c (func, state, why; NULL: 0), the shared one when all are 0 */
@@ -841,7 +842,7 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 {
 	Py_buffer keys, totals;
 	PyObject *cells, *stacks, *make, *task_type, *out = NULL;
-	struct tasks tasks = {0, 0, NULL}, ints = {0, 0, NULL}; /* the TaskIds, the addresses and stack ids made */
+	struct ids tasks = {0, 0, NULL}, ints = {0, 0, NULL}; /* the TaskIds, the addresses and stack ids made */
 
 	if (!PyArg_ParseTuple(args, "y*y*O!O!OO:lock_waits", &keys, &totals, &PyList_Type, &cells, &PyDict_Type,
 			      &stacks, &make, &task_type))
@@ -898,8 +899,8 @@ static PyObject *lock_waits(PyObject *Py_UNUSED(module), PyObject *args)
 		}
 	}
 done:
-	tasks_free(&tasks);
-	tasks_free(&ints);
+	ids_free(&tasks);
+	ids_free(&ints);
 	PyBuffer_Release(&keys);
 	PyBuffer_Release(&totals);
 	return out;
