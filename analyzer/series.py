@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field, replace
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from itertools import islice
 from typing import Iterable, Iterator
 
 from stallscope.analyzer.attribution import idle_input_name, long_input_cause, split_waits
@@ -226,6 +227,16 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
     """The series of `intervals` (or of the ledger kept while the model was folded from them), the ones
     `model` was built from (its classification, lock rows and stacks name each record), for the tasks a
     report shows: every task but stallscope's own."""
+    return series_parts(model, intervals, table)(0, None)
+
+
+def series_parts(model: Model, intervals: Iterable[Interval] | Ledger,
+                 table: CauseTable | None = None) -> Callable[[int, int | None], Series]:
+    """interval_series in parts: what each record comes to worked out here, once, and a function that makes the
+    series of intervals first..last - 1 (last None: to the end) alone, numbered as in the whole. The parts of a
+    ledger kept as the model was folded (`Ledger.folded`: every key numbered at once) may be made in any order, in
+    any process, and `joined` in interval order: the same Series as the whole made at once (a report shares them
+    out between two processes: reports/build.py). Intervals streamed are made in one part, from the first."""
     scope = in_scope(model, None)
     own_tgid = model.meta.options.get("stallscope_pid")
     funcs = model.functions
@@ -329,13 +340,22 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
     sample_fns: dict[tuple, tuple[tuple[str, str], frozenset]] = {}
     functions_of = FunctionsOf()  # threads sharing a (kernel, user) stack share these
 
-    out = Series()
-    sink = Sink(out, scope, waited, tgid_of)
-    first_start = None
-    for i, e in enumerate(entries):
-        if first_start is None:
-            first_start = e.start_ns
-        out.start_ns.append(e.start_ns - first_start)
+    # the start the series' times are relative to: the first interval's, whichever part is made
+    first_start = [entries[0].start_ns if isinstance(entries, list) and entries else None]
+
+    def part(first: int, last: int | None) -> Series:
+        if not isinstance(entries, list) and first:
+            raise ValueError("intervals streamed are made in one part, from the first")
+        out = Series()
+        sink = Sink(out, scope, waited, tgid_of)
+        for i, e in enumerate(islice(entries, first, last), first):
+            if first_start[0] is None:
+                first_start[0] = e.start_ns
+            one_interval(out, sink, i, e)
+        return out
+
+    def one_interval(out: Series, sink: Sink, i: int, e: LedgerEntry) -> None:
+        out.start_ns.append(e.start_ns - first_start[0])
         out.duration_ns.append(e.duration_ns)
         out.switches.append(e.switches)
         out.migrations.append(sum(c for _s, _d, c in e.migrations))
@@ -359,7 +379,43 @@ def interval_series(model: Model, intervals: Iterable[Interval] | Ledger, table:
         out.lock_wait_ns.append(_series_locks(sink, i, e.locks, lock_of) + _futex(out, i, e, scope, lock_row, is_lock))
         _slab(out, i, e)
         out.oncpu_samples.append(_oncpu(out, i, e, own_tgid, samples_of, sample_fns, functions_of))
+
+    return part
+
+
+def joined(parts: Sequence[Series]) -> Series:
+    """Series of consecutive runs of intervals (series_parts' parts, in interval order) as one: each list
+    followed by the next part's, each table's keys in the order first met across the parts, as the whole made at
+    once has them."""
+    out = Series()
+    for p in parts:
+        for f in _PER_INTERVAL:
+            getattr(out, f).extend(getattr(p, f))
+        for f, depth in _TABLES:
+            _join_table(getattr(out, f), getattr(p, f), depth)
+        for name, cs in p.causes.items():
+            have = out.causes.get(name)
+            if have is None:
+                out.causes[name] = cs
+                continue
+            for d, more in ((have.ns, cs.ns), (have.count, cs.count), (have.max_ns, cs.max_ns), (have.hist, cs.hist)):
+                d.update(more)  # each keyed by interval: a part's own
     return out
+
+
+_PER_INTERVAL = ("start_ns", "duration_ns", "switches", "run_ns", "runq_ns", "migrations", "lock_wait_ns", "runq_hist",
+                 "cpus_busy", "throttled_ns", "throttled_periods", "matrix", "oncpu_samples")
+# each table of Series and the depth of its keys above the interval's (a table keyed by interval at depth 1)
+_TABLES = (("cpus", 2), ("tasks", 2), ("process_causes", 3), ("locks", 2), ("slab", 2), ("functions", 2))
+
+
+def _join_table(into: dict, more: dict, depth: int) -> None:
+    for k, v in more.items():
+        have = into.get(k)
+        if have is None or depth == 1:
+            into[k] = v  # at depth 1, an interval of this part alone
+        else:
+            _join_table(have, v, depth - 1)
 
 
 # ---- the series' loops over an interval's records, in C where analyzer/seriesfold.c is built -------------------

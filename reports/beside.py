@@ -2,9 +2,11 @@
 
 Once a recording is folded, a report's stages read the same model and none needs another's result: the
 JSON export document takes seconds of one CPU (a 10-minute hackbench recording's: 4-5 s), the series and
-the flame graphs' stacks nearly as long. On a machine with a CPU to spare, `Beside(series_and_stacks, model,
-ledger)` forks: the child makes them from the model it shares copy-on-write and sends them back pickled
-through a pipe, while this process makes the document; `result()` waits for them.
+the flame graphs' stacks nearly as long. On a machine with a CPU to spare, `Beside(fn, *args)` forks: the
+child makes `fn(*args)` from the model it shares copy-on-write and sends it back pickled through a pipe, while
+this process makes the document; `result()` waits for it. Work that comes in parts is shared out by `Taken`:
+the child takes parts one after another (a report's series and stacks: reports/build.py PageJobs), and this
+process, its document made, takes those left, so that neither waits while the other still has work.
 
 The answer is the same either way: the page is byte-identical (a test). Whenever the child cannot give
 its answer (no second CPU, not enough free memory for the pages it may copy, the fork refused, the child
@@ -130,6 +132,53 @@ class Beside:
                 return
 
     def __enter__(self) -> "Beside":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Taken:
+    """Jobs numbered 0..n - 1, each taken once, by whichever process asks first: this one, or a child forked
+    after they were made (a Beside's), so that the one free first goes on with what is left rather than waiting
+    for the other. The numbers wait in a pipe whose writing end is closed: a read takes one, atomically, and
+    reads nothing once they are all taken. Without a pipe (no descriptor to be had) this process takes them all
+    and a child none."""
+
+    def __init__(self, n: int):
+        if not 0 <= n <= 255:
+            raise ValueError("from 0 to 255 jobs")
+        self._owner, self._left, self._read = os.getpid(), list(range(n - 1, -1, -1)), -1
+        try:
+            r, w = os.pipe()
+        except OSError:
+            return
+        try:
+            os.write(w, bytes(range(n)))  # far less than a pipe holds: never blocks
+        except OSError:
+            os.close(r)
+            return
+        finally:
+            os.close(w)
+        self._read, self._left = r, []
+
+    def take(self) -> int | None:
+        """The next job not taken, or None."""
+        if self._read < 0:
+            return self._left.pop() if self._left and os.getpid() == self._owner else None
+        try:
+            got = os.read(self._read, 1)
+        except OSError:
+            return None
+        return got[0] if got else None
+
+    def close(self) -> None:
+        if self._read >= 0:
+            os.close(self._read)
+            self._read = -1
+        self._left = []
+
+    def __enter__(self) -> "Taken":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -12,7 +12,7 @@ the page only as JSON. Deterministic: nothing depends on the time of building.
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Any, Iterable
 
 from stallscope.analyzer.attribution import split_waits
 from stallscope.analyzer.causes import CPU, IDLE
@@ -24,11 +24,11 @@ from stallscope.analyzer.model import Model
 from stallscope.analyzer.oncpu import SamplingSummary
 from stallscope.analyzer.recommend import NOT_HELPFUL, RECOMMENDED, Thresholds
 from stallscope.analyzer.sample import Interval, TaskId
-from stallscope.analyzer.series import Ledger, Series, interval_series
+from stallscope.analyzer.series import Ledger, Series, interval_series, joined, series_parts
 from stallscope.analyzer.signals import quota_throttled, switch_kinds
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.units import fmt_ns
-from stallscope.reports.beside import Beside
+from stallscope.reports.beside import Beside, Taken
 from stallscope.reports.redact import redact
 from stallscope.reports.tables import loss, ran, waiter_names, whole_tables
 from stallscope.reports.window import offcpu_tree, oncpu_tree, script_series
@@ -50,22 +50,80 @@ def build(source, intervals: Iterable[Interval] | None = None, redacted: bool = 
         model, ledger = fold(source)
     say("the lock table and where each wait's time goes")
     read_by_both(model, None)
-    # the series and the stacks beside the export document, on a second CPU where there is one (beside.py); the
-    # document, the longer side, is made here: each side copies the model's pages it reads while the child lives,
-    # and the document's last seconds then run alone
-    with Beside(series_and_stacks, model, ledger) as rest:
+    # the series and the stacks beside the export document, on a second CPU where there is one (beside.py): a child
+    # takes their parts one after another while the document is made here, then this process takes what is left
+    # (the document of a recording of many short-lived threads takes longer than all of them; that of a few
+    # long-lived ones, a fraction of one part)
+    with PageJobs(model, ledger) as jobs, Beside(jobs.work) as rest:
         say("the export document")
         doc = to_json_doc(model)
         say("the time series and the flame graphs")
-        series, offcpu, oncpu = rest.result()
+        mine = jobs.work()
+        series, offcpu, oncpu = jobs.results(mine, rest.result())
         say("the tables")
         return assemble(doc, series, offcpu, oncpu, redacted=redacted, file_name=file_name)
 
 
-def series_and_stacks(model: Model, ledger: Ledger | None) -> tuple:
-    """A page's time series (None without a ledger) and its off-CPU and on-CPU flame graphs' stacks."""
-    series = interval_series(model, ledger) if ledger is not None else None
-    return series, offcpu_stacks(model), oncpu_stacks(model)
+SERIES_PARTS = 16  # of a page's series, shared out (PageJobs): a 10-minute recording's, 0.1-0.2 s each
+
+
+class PageJobs:
+    """A page's time series (in parts: analyzer/series.py series_parts) and its off-CPU and on-CPU flame graphs'
+    stacks, as numbered jobs that this process and a child forked beside it take in turn (beside.py Taken), each
+    made once, by whichever is free first. `results` joins the parts, whoever made them, and makes any that no one
+    gave (a child killed midway): the same series and stacks, whichever process made which part."""
+
+    def __init__(self, model: Model, ledger: Ledger | Iterable[Interval] | None):
+        self.model, self.ledger = model, ledger
+        self._make = None
+        entries = ledger.entries if isinstance(ledger, Ledger) else None
+        if ledger is None:
+            self.parts: list[tuple[int, int | None]] = []
+        elif isinstance(entries, list) and len(entries) > 1:
+            n = len(entries)
+            cuts = sorted({n * k // SERIES_PARTS for k in range(SERIES_PARTS)} | {n})
+            self.parts = list(zip(cuts, cuts[1:]))
+        else:  # intervals streamed, or too few to share: made in one part
+            self.parts = [(0, None)]
+        self._taken = Taken(len(self.parts) + 2)  # the parts, then each flame graph's stacks
+
+    def work(self) -> dict[int, Any]:
+        """The jobs not yet taken, made here one after another: job number -> what it made."""
+        done = {}
+        while (job := self._taken.take()) is not None:
+            done[job] = self._made(job)
+        return done
+
+    def results(self, *done: dict[int, Any]) -> tuple:
+        """(series or None without intervals, off-CPU stacks, on-CPU stacks) of the jobs `done` here and there,
+        those missing made here."""
+        made: dict[int, Any] = {}
+        for d in done:
+            made.update(d)
+        for job in range(len(self.parts) + 2):
+            if job not in made:
+                made[job] = self._made(job)
+        n = len(self.parts)
+        return (joined([made[j] for j in range(n)]) if n else None), made[n], made[n + 1]
+
+    def _made(self, job: int) -> Any:
+        n = len(self.parts)
+        if job == n:
+            return offcpu_stacks(self.model)
+        if job == n + 1:
+            return oncpu_stacks(self.model)
+        if self._make is None:  # what each record comes to, worked out by each process that makes a part
+            self._make = series_parts(self.model, self.ledger)
+        return self._make(*self.parts[job])
+
+    def close(self) -> None:
+        self._taken.close()
+
+    def __enter__(self) -> "PageJobs":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _quiet(_text: str) -> None:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from stallscope.reports.beside import Beside, worth_forking
+from stallscope.reports.beside import Beside, Taken, worth_forking
 
 PARENT = os.getpid()
 calls = []
@@ -113,3 +113,58 @@ def test_forking_needs_a_second_cpu_and_memory_to_spare(monkeypatch):
     monkeypatch.setattr(beside, "cpus_to_spare", lambda: False)
     assert not worth_forking()
     assert Beside(_made, 1).forked is False
+
+
+def _take_all(taken: Taken) -> list[int]:
+    out = []
+    while (job := taken.take()) is not None:
+        out.append(job)
+        time.sleep(0.01)  # the other process takes its turn meanwhile
+    return out
+
+
+def test_jobs_are_each_taken_once_by_whichever_process_asks():
+    with Taken(40) as taken:
+        with Beside(_take_all, taken, fork=True) as job:
+            mine = _take_all(taken)
+            theirs = job.result()
+            assert job.forked is False  # reaped
+    assert sorted(mine + theirs) == list(range(40))
+    assert mine and theirs  # both took some
+    assert mine == sorted(mine) and theirs == sorted(theirs)
+
+
+def test_without_a_child_this_process_takes_every_job():
+    with Taken(5) as taken:
+        assert Beside(_take_all, taken, fork=False).result() == [0, 1, 2, 3, 4]
+        assert taken.take() is None
+
+
+def test_without_a_pipe_a_child_takes_no_job(monkeypatch):
+    def no_pipe():
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(os, "pipe", no_pipe)
+    taken = Taken(3)
+    monkeypatch.undo()
+    with Beside(_take_all, taken, fork=True) as job:
+        assert job.result() == []
+    assert _take_all(taken) == [0, 1, 2]
+    taken.close()
+    assert taken.take() is None
+
+
+def test_jobs_a_killed_child_took_are_made_here(tmp_path):
+    """A report's page jobs (reports/build.py PageJobs): those a child took and never gave back are made here."""
+    from stallscope.reports.build import PageJobs
+
+    jobs = PageJobs.__new__(PageJobs)  # no series, and each job's making recorded rather than done
+    jobs.model, jobs.ledger, jobs._make, jobs.parts = None, None, None, []
+    made = []
+    jobs._made = lambda job: made.append(job) or f"job {job}"
+    jobs._taken = Taken(2)
+    with jobs, Beside(_killed_in_the_child, 1, fork=True) as child:
+        assert jobs._taken.take() == 0  # "the child's", lost with it
+        assert child.result() == 1
+        assert jobs.results({}) == (None, "job 0", "job 1")
+    assert made == [0, 1]

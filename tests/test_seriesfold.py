@@ -171,3 +171,48 @@ def test_a_real_recordings_series_are_the_same_summed_in_python(report_recording
     assert in_c.intervals > 3 and in_c.locks and in_c.causes and len(in_c.tasks) > 50
     _same(in_c, in_py)
     copy.deepcopy(in_c)  # plain data: nothing of the C's left in it
+
+
+def test_every_field_of_a_series_is_joined():
+    from dataclasses import fields
+
+    joined = set(S._PER_INTERVAL) | {f for f, _depth in S._TABLES} | {"causes"}
+    assert joined == {f.name for f in fields(S.Series)}
+
+
+@pytest.mark.parametrize("cuts", [(), (1,), (2, 3), "every", "random"])
+def test_a_real_recordings_series_made_in_parts_is_the_whole(report_recording, cuts):
+    """The parts of a report's series (analyzer/series.py series_parts), made in any order and joined in interval
+    order, are the series made at once: the same values of the same types, every table's keys in the same order."""
+    import random
+
+    from stallscope.reports.build import fold
+
+    model, ledger = fold(str(report_recording["stall"]))
+    whole = S.interval_series(model, ledger)
+    n = len(ledger.entries)
+    assert n > 6
+    if cuts == "every":
+        cuts = tuple(range(1, n))
+    elif cuts == "random":
+        cuts = tuple(sorted(random.Random(n).sample(range(1, n), n // 2)))
+    bounds = (0, *cuts, n)
+    make = S.series_parts(model, ledger)
+    ranges = list(zip(bounds, bounds[1:]))
+    made = {r: make(*r) for r in reversed(ranges)}  # the last first: nothing carried from part to part
+    _same(S.joined([made[r] for r in ranges]), whole)
+
+
+def test_intervals_streamed_are_made_in_one_part(report_recording):
+    from stallscope.analyzer.load import load_model
+    from stallscope.analyzer.store import Recording
+
+    path = str(report_recording["stall"])
+    model, rec = load_model(path), Recording(path)
+    try:
+        make = S.series_parts(model, rec.intervals())
+        with pytest.raises(ValueError, match="one part"):
+            make(2, None)
+        assert make(0, None).intervals == model.intervals
+    finally:
+        rec.close()
