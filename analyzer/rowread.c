@@ -26,7 +26,7 @@
 #include <string.h>
 
 /* analyzer/rowread.py SHAPES: which table, and so which columns and which record */
-enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2, SHAPE_WAKER = 3, SHAPE_ONGOING = 4, SHAPE_OPENED = 5 };
+enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2, SHAPE_WAKER = 3, SHAPE_ONGOING = 4, SHAPE_OPENED = 5, SHAPE_ONCPU = 6 };
 #define TASK_COLUMNS 15 /* idx, pid, start_ns, 9 counters, runq_hist, runq_latency_ns, run_ns */
 #define OFFCPU_COLUMNS 17 /* idx, pid, start_ns, tgid, state, kstack, ustack, count, total_ns, max_ns, hist,
 			   * why, func, charged_ns, weighted_ns, var_us2, woken */
@@ -35,6 +35,7 @@ enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2, SHAPE_WAKER = 3, SHAPE_ONGOING = 4, SHA
 			  * link_blocked_ns, link_runq_ns, wakee_func, wakee_state, wakee_why */
 /* ongoing and opened: idx, pid, start_ns, tgid, state, kstack, ustack, why, func, since_ns */
 #define WAIT_COLUMNS 10
+#define ONCPU_COLUMNS 9 /* idx, pid, start_ns, tgid, comm, kstack, ustack, samples, period_ns */
 #define MAX_COLUMNS 21
 
 /* what a column must hold: analyzer/rowfold.py KINDS */
@@ -195,6 +196,7 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 	int columns = shape == SHAPE_TASK     ? TASK_COLUMNS
 		      : shape == SHAPE_OFFCPU ? OFFCPU_COLUMNS
 		      : shape == SHAPE_WAKER  ? WAKER_COLUMNS
+		      : shape == SHAPE_ONCPU  ? ONCPU_COLUMNS
 		      : waits		      ? WAIT_COLUMNS
 					      : 0;
 	if (!columns || kinds.len != columns) {
@@ -666,7 +668,12 @@ static PyObject *record(Reader *r, int *damaged)
 		out = pack(PyTuple_GET_ITEM(r->make, 0), pair, 2);
 		goto done;
 	}
-	if (r->shape == SHAPE_TASK) {
+	if (r->shape == SHAPE_ONCPU) {
+		/* OncpuDelta(task, tgid, comm, kstack, ustack, samples, period_ns) */
+		if (!(a[n++] = int_column(st, 3)) || !(a[n++] = text_column(st, 4)) || !(a[n++] = u64_column(st, 5)) ||
+		    !(a[n++] = u64_column(st, 6)) || !(a[n++] = int_column(st, 7)) || !(a[n++] = int_column(st, 8)))
+			goto done;
+	} else if (r->shape == SHAPE_TASK) {
 		/* TaskDelta(task, offcpu_ns .. migrations, runq_hist, runq_latency_ns or 0, run_ns or 0) */
 		for (int c = 3; c < 12; c++)
 			if (!(a[n++] = int_column(st, c)))
@@ -1887,7 +1894,8 @@ PyMODINIT_FUNC PyInit__rowread(void)
 	    PyModule_AddIntConstant(m, "SHAPE_OFFCPU", SHAPE_OFFCPU) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_WAKER", SHAPE_WAKER) < 0 ||
 	    PyModule_AddIntConstant(m, "SHAPE_ONGOING", SHAPE_ONGOING) < 0 ||
-	    PyModule_AddIntConstant(m, "SHAPE_OPENED", SHAPE_OPENED) < 0) {
+	    PyModule_AddIntConstant(m, "SHAPE_OPENED", SHAPE_OPENED) < 0 ||
+	    PyModule_AddIntConstant(m, "SHAPE_ONCPU", SHAPE_ONCPU) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}

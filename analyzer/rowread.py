@@ -1,5 +1,5 @@
-"""A recording's task, off-CPU, waker and wait-in-progress rows read into records in C (analyzer/rowread.c, a CPython
-extension).
+"""A recording's task, off-CPU, waker, wait-in-progress and on-CPU sample rows read into records in C
+(analyzer/rowread.c, a CPython extension).
 
 These tables are most of a recording's rows besides the locks (10 minutes of hackbench: 639,313 of
 715,000; 1,042,014 in the synthetic recording of benchmarks/RESULTS-report.md). Read through Python's
@@ -32,6 +32,7 @@ SHAPES = {
     "wakers": 3,  # _rowread.SHAPE_WAKER
     "ongoing": 4,  # _rowread.SHAPE_ONGOING: (OngoingWait, since_ns) pairs
     "opened": 5,  # _rowread.SHAPE_OPENED: WaitSince records
+    "oncpu": 6,  # _rowread.SHAPE_ONCPU
 }
 
 

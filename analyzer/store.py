@@ -606,9 +606,6 @@ class Recording:
         cpu_time = self._stream("cpu_time", ("idx", "cpu", "busy_ns", "total_ns"), window, lambda r: (r[1], r[2], r[3]))
         cpu_runq = self._stream("cpu_runq", ("idx", "cpu", "runq_ns", "runq_count"), window,
                                 lambda r: (r[1], r[2], r[3]))
-        oncpu = self._stream("oncpu", (
-            "idx", "pid", "start_ns", "tgid", "comm", "kstack", "ustack", "samples", "period_ns"), window,
-            lambda r: _OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8]))
         oncpu_cpus = self._stream("oncpu_cpus", (
             "idx", "cpu", "samples", "period_ns", "idle_samples", "idle_ns", "event_ns"), window,
             lambda r: CpuSamplesDelta(*r[1:7]))
@@ -628,12 +625,13 @@ class Recording:
         rows = self._stream("intervals", (
             "idx", "start_ns", "end_ns", "wall_start", "switches", "collector_cpu_ns", "health", "kernel_switches",
             ("ongoing_ns", "0")), window, lambda r: (*r[:6], health_cell(r[6]), r[7], r[8] or 0))
-        # the three largest tables, and the waits in progress at each interval's end, read in C when the
-        # extension is built (analyzer/rowread.py): after the intervals' cursor began this connection's read, so
-        # that the other connection's snapshot holds every interval this one does
+        # the largest tables, and the waits in progress at each interval's end, read in C when the extension is
+        # built (analyzer/rowread.py): after the intervals' cursor began this connection's read, so that the other
+        # connection's snapshot holds every interval this one does
         tasks = self._stream_c("task_deltas", _TASK_DELTA_COLUMNS, window, _task_delta)
         offcpu = self._stream_c("offcpu", _OFFCPU_COLUMNS, window, _offcpu_delta)
         wakers = self._stream_c("wakers", _WAKER_COLUMNS, window, _waker_delta, without)
+        oncpu = self._stream_c("oncpu", _ONCPU_COLUMNS, window, _oncpu_delta)
         # the waits carried on (ongoing) and handed over (opened), with their beginnings (since_ns: NULL, and no
         # `opened` table, in recordings made before they were kept)
         ongoing = self._stream_c("ongoing", _WAIT_SINCE_COLUMNS, window, _wait_and_since)
@@ -818,6 +816,13 @@ _OFFCPU_COLUMNS = (
     ("why", "0"), ("func", "0"), ("charged_ns", "NULL"), ("weighted_ns", "0"), ("var_us2", "0"), ("woken", "NULL"))
 
 
+_ONCPU_COLUMNS = ("idx", "pid", "start_ns", "tgid", "comm", "kstack", "ustack", "samples", "period_ns")
+
+
+def _oncpu_delta(r) -> OncpuDelta:
+    return _OncpuDelta(TaskId(r[1], r[2]), r[3], r[4], _u64(r[5]), _u64(r[6]), r[7], r[8])
+
+
 def _task_delta(r) -> TaskDelta:
     return _TaskDelta(TaskId(r[1], r[2]), *r[3:12], hist_cell(r[12]), r[13] or 0, r[14] or 0)
 
@@ -842,7 +847,7 @@ def _waker_delta(r) -> WakerDelta:
 
 # the records the reader in C makes of each table's rows (analyzer/rowread.c), the columns as above
 _C_MAKERS = {"task_deltas": rowread.fields_of(TaskDelta), "offcpu": rowread.fields_of(OffcpuDelta),
-             "wakers": rowread.fields_of(WakerDelta),
+             "wakers": rowread.fields_of(WakerDelta), "oncpu": rowread.fields_of(OncpuDelta),
              # (OngoingWait, since) pairs, and WaitSince records (_wait_and_since, _wait_since)
              "ongoing": (tuple, ("wait", "since_ns")), "opened": (WaitSince, ("wait", "since_ns"))}
 

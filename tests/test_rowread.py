@@ -1,7 +1,6 @@
-"""The task, off-CPU, waker and wait-in-progress rows read in C (analyzer/rowread.c) are read as the Python reader
-reads them: the
-same records, in the same order, the same rows left out as damaged, whatever the damage; without the
-extension the Python reader reads them."""
+"""The task, off-CPU, waker, wait-in-progress and on-CPU sample rows read in C (analyzer/rowread.c) are read as the
+Python reader reads them: the same records, in the same order, the same rows left out as damaged, whatever the
+damage; without the extension the Python reader reads them."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ def _read(path: Path, c: bool, monkeypatch, first: int = 0, last: int | None = N
             m.setattr(rowread, "_rowread", None)
         rec = Recording(str(path))
         try:
-            ivs = [(iv.index, iv.tasks, iv.offcpu, iv.wakers, iv.ongoing, iv.ongoing_since, iv.opened)
+            ivs = [(iv.index, iv.tasks, iv.offcpu, iv.wakers, iv.ongoing, iv.ongoing_since, iv.opened, iv.oncpu)
                    for iv in rec.intervals(first, last, without=_WITHOUT)]
             return ivs, dict(rec.damaged)
         finally:
@@ -41,7 +40,7 @@ def _assert_same(path: Path, monkeypatch, first: int = 0, last: int | None = Non
 
 def test_a_real_recordings_task_and_offcpu_rows_read_in_c_as_in_python(report_recording, monkeypatch):
     ivs, damaged = _assert_same(report_recording["stall"], monkeypatch)
-    for table in (1, 2, 3, 6):
+    for table in (1, 2, 3, 6, 7):
         assert sum(len(iv[table]) for iv in ivs) > 100
     assert any(iv[4] for iv in ivs)  # waits carried on through an interval
     assert not damaged
@@ -78,9 +77,14 @@ def test_damaged_and_hand_written_cells_read_alike(report_recording, tmp_path, m
         "UPDATE opened SET since_ns = NULL WHERE rowid % 5 = 1",  # NULL where an integer is written: damaged
         "UPDATE opened SET func = 'f' WHERE rowid % 5 = 2",
         "UPDATE ongoing SET since_ns = NULL WHERE rowid % 3 = 0",  # allowed: an older recording's
-        "UPDATE ongoing SET tgid = 1.5 WHERE rowid % 3 = 1")
+        "UPDATE ongoing SET tgid = 1.5 WHERE rowid % 3 = 1",
+        "UPDATE oncpu SET comm = CAST(x'ff41' AS TEXT), kstack = -3 WHERE rowid % 5 = 0",  # not UTF-8; unsigned ids
+        "UPDATE oncpu SET comm = NULL WHERE rowid % 5 = 1",  # NULL where text is written: damaged
+        "UPDATE oncpu SET samples = '3' WHERE rowid % 5 = 2")
     ivs, damaged = _assert_same(bad, monkeypatch)
     assert damaged["offcpu"] > 0 and damaged["task_deltas"] > 0 and damaged["wakers"] > 0 and damaged["opened"] > 0
+    assert damaged["oncpu"] > 0
+    assert any(o.comm == "\ufffdA" and o.kstack == (1 << 64) - 3 for iv in ivs for o in iv[7])
     offcpu = [o for iv in ivs for o in iv[2]]
     assert any(w.waker_comm == "\ufffd\ufffdA" and w.in_interrupt is True for iv in ivs for w in iv[3])
     assert any(w.link.func == (1 << 64) - 1 for iv in ivs for w in iv[3])
