@@ -410,10 +410,13 @@ _TABLES = (("cpus", 2), ("tasks", 2), ("process_causes", 3), ("locks", 2), ("sla
 
 
 def _join_table(into: dict, more: dict, depth: int) -> None:
+    if depth == 1:  # keyed by interval: this part's alone
+        into.update(more)
+        return
     for k, v in more.items():
         have = into.get(k)
-        if have is None or depth == 1:
-            into[k] = v  # at depth 1, an interval of this part alone
+        if have is None:
+            into[k] = v
         else:
             _join_table(have, v, depth - 1)
 
