@@ -144,13 +144,29 @@ static uint64_t text_hash(struct rowfold *f, uint32_t i)
 	return hash_bytes(f->text.p + at[i], at[i + 1] - at[i]);
 }
 
-/* a text cell's id: interned, NULL and empty apart */
-static int64_t text_id(struct rowfold *f, sqlite3_stmt *st, int col)
+/* a row's cells, each read from the statement once (sqlite3_column_value: one call into SQLite's API, where
+ * column_type then column_int64 made two, each taking the connection's mutex), and their types; valid until the
+ * next step */
+struct row {
+	sqlite3_value *v[N_COLUMNS];
+	int t[N_COLUMNS];
+};
+
+static void row_read(struct row *r, sqlite3_stmt *st)
 {
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+	for (int c = 0; c < N_COLUMNS; c++) {
+		r->v[c] = sqlite3_column_value(st, c);
+		r->t[c] = sqlite3_value_type(r->v[c]);
+	}
+}
+
+/* a text cell's id: interned, NULL and empty apart */
+static int64_t text_id(struct rowfold *f, const struct row *r, int col)
+{
+	if (r->t[col] == SQLITE_NULL)
 		return ID_NULL;
-	const uint8_t *s = sqlite3_column_text(st, col);
-	size_t n = (size_t)sqlite3_column_bytes(st, col);
+	const uint8_t *s = sqlite3_value_text(r->v[col]);
+	size_t n = (size_t)sqlite3_value_bytes(r->v[col]);
 	if (!s || !n)
 		return s ? ID_EMPTY : ID_NULL;
 	if (2 * (f->n_text + 1) > f->text_mask + 1 &&
@@ -173,14 +189,14 @@ nomem:
 	return ID_NULL;
 }
 
-static int64_t col_int(sqlite3_stmt *st, int col, int *null)
+static int64_t col_int(const struct row *r, int col, int *null)
 {
-	if (sqlite3_column_type(st, col) == SQLITE_NULL) {
+	if (r->t[col] == SQLITE_NULL) {
 		*null = 1;
 		return 0;
 	}
 	*null = 0;
-	return sqlite3_column_int64(st, col);
+	return sqlite3_value_int64(r->v[col]);
 }
 
 static int add(struct rowfold *f, int64_t *a, int64_t v)
@@ -214,7 +230,7 @@ static int64_t key_number(struct rowfold *f, const int64_t *key)
 }
 
 /* one row folded as LockFold.add and checked as LockFold.check does (`span`: its interval's limit) */
-static int fold_row(struct rowfold *f, sqlite3_stmt *st, int64_t span)
+static int fold_row(struct rowfold *f, const struct row *st, int64_t span)
 {
 	int64_t key[KEY_WORDS];
 	int null, blocked_null, runnable_null;
@@ -300,13 +316,13 @@ static const unsigned kind_types[N_KINDS] = {
 	[K_TEXT_OR_NULL] = T(SQLITE_TEXT) | T(SQLITE_NULL),
 };
 
-static int row_ok(sqlite3_stmt *st, const int8_t *kinds)
+static int row_ok(const struct row *r, const int8_t *kinds)
 {
-	if (!sqlite3_column_int(st, C_OK))
+	if (!sqlite3_value_int(r->v[C_OK]))
 		return 0;
 	for (int c = 0; kinds && c < C_OK; c++) {
 		unsigned k = (unsigned)kinds[c] < N_KINDS ? (unsigned)kinds[c] : K_ANY;
-		if (!(kind_types[k] & T(sqlite3_column_type(st, c))))
+		if (!(kind_types[k] & T(r->t[c])))
 			return 0;
 	}
 	return 1;
@@ -320,6 +336,7 @@ int rowfold_locks(struct rowfold *f, const char *sql, const int8_t *kinds, const
 		  uint32_t n)
 {
 	sqlite3_stmt *st = NULL;
+	struct row row;
 	int rc;
 	uint32_t at = 0;
 	int64_t current = INT64_MIN;
@@ -340,14 +357,15 @@ int rowfold_locks(struct rowfold *f, const char *sql, const int8_t *kinds, const
 	sqlite3_bind_int64(st, 2, idx[n - 1]);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int null;
-		int64_t i = col_int(st, C_IDX, &null);
+		row_read(&row, st);
+		int64_t i = col_int(&row, C_IDX, &null);
 		if (null)
 			continue;
 		while (at < n && idx[at] < i)
 			at++;
 		if (at == n || idx[at] != i) /* an interval not read (a damaged file's) */
 			continue;
-		if (!row_ok(st, kinds)) {
+		if (!row_ok(&row, kinds)) {
 			f->damaged++;
 			continue;
 		}
@@ -357,7 +375,7 @@ int rowfold_locks(struct rowfold *f, const char *sql, const int8_t *kinds, const
 				goto nomem;
 			current = i;
 		}
-		if (fold_row(f, st, span[at])) {
+		if (fold_row(f, &row, span[at])) {
 			if (f->overflow) {
 				sqlite3_finalize(st);
 				return -2;

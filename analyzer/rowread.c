@@ -90,9 +90,18 @@ static void ids_free(struct ids *tb)
 	tb->cap = tb->n = 0;
 }
 
+/* the current row's cells, each read from the statement once when it is stepped to (sqlite3_column_value: one call
+ * into SQLite's API, where column_type then column_int64 made two, each taking the connection's mutex), and their
+ * types; valid until the next step */
+struct cells {
+	sqlite3_value *v[MAX_COLUMNS];
+	int t[MAX_COLUMNS];
+};
+
 typedef struct {
 	PyObject_HEAD sqlite3 *db;
 	sqlite3_stmt *st;
+	struct cells row;
 	int shape, columns;
 	unsigned char kinds[MAX_COLUMNS];
 	int pending; /* the statement is on a row not yet handed out */
@@ -381,12 +390,12 @@ static PyObject *woken_fast(const char *s, int n)
 static PyObject *cell_column(Reader *r, int c, PyObject *cache, PyObject *(*fast)(const char *, int), PyObject *parse,
 			     PyObject *empty, int *damaged)
 {
-	if (sqlite3_column_type(r->st, c) == SQLITE_NULL) {
+	if (r->row.t[c] == SQLITE_NULL) {
 		Py_INCREF(empty);
 		return empty;
 	}
-	const char *s = (const char *)sqlite3_column_text(r->st, c);
-	int n = sqlite3_column_bytes(r->st, c);
+	const char *s = (const char *)sqlite3_value_text(r->row.v[c]);
+	int n = sqlite3_value_bytes(r->row.v[c]);
 	if (!s && n)
 		return PyErr_NoMemory();
 	if (n == 0) {
@@ -512,31 +521,31 @@ static PyTypeObject MakerType = {
 /* ---- rows -------------------------------------------------------------------------------------------- */
 
 /* an integer column; NULL reads as 0 (a column read as `value or 0`) */
-static PyObject *int_column(sqlite3_stmt *st, int c)
+static PyObject *int_column(const struct cells *st, int c)
 {
-	return PyLong_FromLongLong(sqlite3_column_int64(st, c));
+	return PyLong_FromLongLong(sqlite3_value_int64(st->v[c]));
 }
 
 
 /* an address or stack id as the kernel has it: unsigned (analyzer/sample.py u64) */
-static PyObject *u64_column(sqlite3_stmt *st, int c)
+static PyObject *u64_column(const struct cells *st, int c)
 {
-	return PyLong_FromUnsignedLongLong((unsigned long long)sqlite3_column_int64(st, c));
+	return PyLong_FromUnsignedLongLong((unsigned long long)sqlite3_value_int64(st->v[c]));
 }
 
 /* a column read as is, NULL as None */
-static PyObject *int_or_none(sqlite3_stmt *st, int c)
+static PyObject *int_or_none(const struct cells *st, int c)
 {
-	if (sqlite3_column_type(st, c) == SQLITE_NULL)
+	if (st->t[c] == SQLITE_NULL)
 		Py_RETURN_NONE;
 	return int_column(st, c);
 }
 
 /* a text cell as the reader's connection decodes it (a byte that is not UTF-8 replaced) */
-static PyObject *text_column(sqlite3_stmt *st, int c)
+static PyObject *text_column(const struct cells *st, int c)
 {
-	const char *s = (const char *)sqlite3_column_text(st, c);
-	int n = sqlite3_column_bytes(st, c);
+	const char *s = (const char *)sqlite3_value_text(st->v[c]);
+	int n = sqlite3_value_bytes(st->v[c]);
 	if (!s)
 		return n ? PyErr_NoMemory() : PyUnicode_FromStringAndSize("", 0);
 	return PyUnicode_DecodeUTF8(s, n, "replace");
@@ -627,8 +636,8 @@ static PyObject *u64_of(struct ids *tb, uint64_t v)
 /* a WaitLink of the three columns from c (func, state, why; NULL: 0), the shared one when all are 0 */
 static PyObject *wait_link(Reader *r, int c)
 {
-	long long func = sqlite3_column_int64(r->st, c), state = sqlite3_column_int64(r->st, c + 1),
-		  why = sqlite3_column_int64(r->st, c + 2);
+	long long func = sqlite3_value_int64(r->row.v[c]), state = sqlite3_value_int64(r->row.v[c + 1]),
+		  why = sqlite3_value_int64(r->row.v[c + 2]);
 	if (!func && !state && !why)
 		return Py_NewRef(r->no_link);
 	PyObject *v[3] = {PyLong_FromUnsignedLongLong((unsigned long long)func), PyLong_FromLongLong(state),
@@ -638,19 +647,19 @@ static PyObject *wait_link(Reader *r, int c)
 
 static PyObject *task_id(Reader *r, int c)
 {
-	return task_of(&r->tasks, r->task_id, sqlite3_column_int64(r->st, c), sqlite3_column_int64(r->st, c + 1));
+	return task_of(&r->tasks, r->task_id, sqlite3_value_int64(r->row.v[c]), sqlite3_value_int64(r->row.v[c + 1]));
 }
 
 /* the record of the current row; NULL with *damaged set for a damaged one (no error), NULL with an error */
 static PyObject *record(Reader *r, int *damaged)
 {
-	sqlite3_stmt *st = r->st;
+	const struct cells *st = &r->row;
 	PyObject *a[16] = {NULL};
 	int n = 0;
 	PyObject *out = NULL;
 
 	for (int c = 0; c < r->columns; c++) {
-		if (!(kind_types[r->kinds[c]] & T(sqlite3_column_type(st, c)))) {
+		if (!(kind_types[r->kinds[c]] & T(st->t[c]))) {
 			*damaged = 1;
 			return NULL;
 		}
@@ -688,8 +697,8 @@ static PyObject *record(Reader *r, int *damaged)
 		if (!(a[n++] = task_id(r, 3)) || !(a[n++] = int_column(st, 5)) || !(a[n++] = text_column(st, 6)) ||
 		    !(a[n++] = u64_column(st, 7)) || !(a[n++] = int_column(st, 8)) || !(a[n++] = int_column(st, 9)))
 			goto done;
-		a[n++] = Py_NewRef(sqlite3_column_int64(st, 10) ? Py_True : Py_False);
-		a[n++] = Py_NewRef(sqlite3_column_int64(st, 11) ? Py_True : Py_False);
+		a[n++] = Py_NewRef(sqlite3_value_int64(st->v[10]) ? Py_True : Py_False);
+		a[n++] = Py_NewRef(sqlite3_value_int64(st->v[11]) ? Py_True : Py_False);
 		if (!(a[n++] = wait_link(r, 12)) || !(a[n++] = int_or_none(st, 15)) || !(a[n++] = int_column(st, 16)) ||
 		    !(a[n++] = int_column(st, 17)) || !(a[n++] = wait_link(r, 18)))
 			goto done;
@@ -724,6 +733,12 @@ static int step(Reader *r)
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
 	rc = sqlite3_step(r->st);
+	if (rc == SQLITE_ROW) {
+		for (int c = 0; c < r->columns; c++) {
+			r->row.v[c] = sqlite3_column_value(r->st, c);
+			r->row.t[c] = sqlite3_value_type(r->row.v[c]);
+		}
+	}
 	Py_END_ALLOW_THREADS
 	if (rc == SQLITE_ROW)
 		return 1;
@@ -757,11 +772,11 @@ static PyObject *Reader_take(Reader *r, PyObject *arg)
 		}
 		/* idx as the Python reader compares it: an integer, or a real (a damaged cell) */
 		int at; /* -1 before idx, 0 at it, 1 after it */
-		if (sqlite3_column_type(r->st, 0) == SQLITE_INTEGER) {
-			long long i = sqlite3_column_int64(r->st, 0);
+		if (r->row.t[0] == SQLITE_INTEGER) {
+			long long i = sqlite3_value_int64(r->row.v[0]);
 			at = i < idx ? -1 : i > idx;
 		} else {
-			double d = sqlite3_column_double(r->st, 0);
+			double d = sqlite3_value_double(r->row.v[0]);
 			at = d < (double)idx ? -1 : d > (double)idx;
 		}
 		if (at > 0)

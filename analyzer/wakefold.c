@@ -132,48 +132,64 @@ static struct entry *entry_of(struct fold *f, const int64_t *key, const unsigned
 	return e;
 }
 
-/* the row the statement is on folded in; -1 out of memory */
-static int fold_row(struct fold *f, sqlite3_stmt *st)
+/* the current row's cells, each read from the statement once (sqlite3_column_value: one call into SQLite's API,
+ * where column_type then column_int64 made two, each taking the connection's mutex), and their types; valid until
+ * the next step */
+struct cells {
+	sqlite3_value *v[N_COLUMNS];
+	int t[N_COLUMNS];
+};
+
+static void cells_read(struct cells *r, sqlite3_stmt *st)
 {
-	if (!sqlite3_column_int64(st, C_OK)) {
+	for (int c = 0; c < N_COLUMNS; c++) {
+		r->v[c] = sqlite3_column_value(st, c);
+		r->t[c] = sqlite3_value_type(r->v[c]);
+	}
+}
+
+/* the row the statement is on folded in; -1 out of memory */
+static int fold_row(struct fold *f, const struct cells *st)
+{
+	if (!sqlite3_value_int64(st->v[C_OK])) {
 		f->damaged++;
 		return 0;
 	}
 	for (int c = 0; f->kinds && c < C_OK; c++) {
-		if (!(kind_types[f->kinds[c] < N_KINDS ? f->kinds[c] : 0] & T(sqlite3_column_type(st, c)))) {
+		if (!(kind_types[f->kinds[c] < N_KINDS ? f->kinds[c] : 0] & T(st->t[c]))) {
 			f->damaged++;
 			return 0;
 		}
 	}
 	int64_t key[KEY_WORDS];
-	key[K_PID] = sqlite3_column_int64(st, C_PID);
-	key[K_START] = sqlite3_column_int64(st, C_START);
-	key[K_WAKER_PID] = sqlite3_column_int64(st, C_WAKER_PID);
-	key[K_WAKER_START] = sqlite3_column_int64(st, C_WAKER_START);
-	key[K_WAKER_TGID] = sqlite3_column_int64(st, C_WAKER_TGID);
-	key[K_WAKER_KSTACK] = sqlite3_column_int64(st, C_WAKER_KSTACK);
-	key[K_IN_INTERRUPT] = sqlite3_column_int64(st, C_IN_INTERRUPT) != 0; /* bool(); NULL reads as 0 */
-	key[K_EXITING] = sqlite3_column_int64(st, C_EXITING) != 0;
-	key[K_LINK_FUNC] = sqlite3_column_int64(st, C_LINK_FUNC); /* `or 0` */
-	key[K_LINK_STATE] = sqlite3_column_int64(st, C_LINK_STATE);
-	key[K_LINK_WHY] = sqlite3_column_int64(st, C_LINK_WHY);
-	key[K_WAKEE_FUNC] = sqlite3_column_int64(st, C_WAKEE_FUNC);
-	key[K_WAKEE_STATE] = sqlite3_column_int64(st, C_WAKEE_STATE);
-	key[K_WAKEE_WHY] = sqlite3_column_int64(st, C_WAKEE_WHY);
-	const unsigned char *comm = sqlite3_column_text(st, C_WAKER_COMM);
-	size_t comm_len = comm ? (size_t)sqlite3_column_bytes(st, C_WAKER_COMM) : 0;
+	key[K_PID] = sqlite3_value_int64(st->v[C_PID]);
+	key[K_START] = sqlite3_value_int64(st->v[C_START]);
+	key[K_WAKER_PID] = sqlite3_value_int64(st->v[C_WAKER_PID]);
+	key[K_WAKER_START] = sqlite3_value_int64(st->v[C_WAKER_START]);
+	key[K_WAKER_TGID] = sqlite3_value_int64(st->v[C_WAKER_TGID]);
+	key[K_WAKER_KSTACK] = sqlite3_value_int64(st->v[C_WAKER_KSTACK]);
+	key[K_IN_INTERRUPT] = sqlite3_value_int64(st->v[C_IN_INTERRUPT]) != 0; /* bool(); NULL reads as 0 */
+	key[K_EXITING] = sqlite3_value_int64(st->v[C_EXITING]) != 0;
+	key[K_LINK_FUNC] = sqlite3_value_int64(st->v[C_LINK_FUNC]); /* `or 0` */
+	key[K_LINK_STATE] = sqlite3_value_int64(st->v[C_LINK_STATE]);
+	key[K_LINK_WHY] = sqlite3_value_int64(st->v[C_LINK_WHY]);
+	key[K_WAKEE_FUNC] = sqlite3_value_int64(st->v[C_WAKEE_FUNC]);
+	key[K_WAKEE_STATE] = sqlite3_value_int64(st->v[C_WAKEE_STATE]);
+	key[K_WAKEE_WHY] = sqlite3_value_int64(st->v[C_WAKEE_WHY]);
+	const unsigned char *comm = sqlite3_value_text(st->v[C_WAKER_COMM]);
+	size_t comm_len = comm ? (size_t)sqlite3_value_bytes(st->v[C_WAKER_COMM]) : 0;
 	struct entry *e = entry_of(f, key, comm, comm_len);
 	if (!e)
 		return -1;
-	int64_t total = sqlite3_column_int64(st, C_TOTAL);
+	int64_t total = sqlite3_value_int64(st->v[C_TOTAL]);
 	int64_t add[SUMS] = {
-		[S_COUNT] = sqlite3_column_int64(st, C_COUNT),
+		[S_COUNT] = sqlite3_value_int64(st->v[C_COUNT]),
 		[S_TOTAL] = total,
 		/* WakerDelta.weighted: the weighted time, or (NULL: an older recording) the total */
-		[S_WEIGHTED] = sqlite3_column_type(st, C_WEIGHTED) == SQLITE_NULL ? total
-										: sqlite3_column_int64(st, C_WEIGHTED),
-		[S_LINK_BLOCKED] = sqlite3_column_int64(st, C_LINK_BLOCKED),
-		[S_LINK_RUNQ] = sqlite3_column_int64(st, C_LINK_RUNQ),
+		[S_WEIGHTED] = st->t[C_WEIGHTED] == SQLITE_NULL ? total
+										: sqlite3_value_int64(st->v[C_WEIGHTED]),
+		[S_LINK_BLOCKED] = sqlite3_value_int64(st->v[C_LINK_BLOCKED]),
+		[S_LINK_RUNQ] = sqlite3_value_int64(st->v[C_LINK_RUNQ]),
 	};
 	for (int i = 0; i < SUMS; i++)
 		if (__builtin_add_overflow(e->sum[i], add[i], &e->sum[i]))
@@ -183,11 +199,11 @@ static int fold_row(struct fold *f, sqlite3_stmt *st)
 
 /* whether the row is of an interval read: its idx an integer, or a real equal to one (a damaged cell, which
  * the row's `ok` then leaves out); a real between two integers matches no interval, and is skipped */
-static int of_an_interval(sqlite3_stmt *st)
+static int of_an_interval(const struct cells *st)
 {
-	if (sqlite3_column_type(st, C_IDX) == SQLITE_INTEGER)
+	if (st->t[C_IDX] == SQLITE_INTEGER)
 		return 1;
-	double d = sqlite3_column_double(st, C_IDX);
+	double d = sqlite3_value_double(st->v[C_IDX]);
 	return d > -9e18 && d < 9e18 && d == (double)(long long)d;
 }
 
@@ -259,6 +275,7 @@ static PyObject *fold(PyObject *Py_UNUSED(m), PyObject *args)
 	f.kinds = kinds == Py_None ? NULL : (const unsigned char *)PyBytes_AS_STRING(kinds);
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
+	struct cells row;
 	char error[256] = "";
 	int rc;
 
@@ -276,11 +293,12 @@ static PyObject *fold(PyObject *Py_UNUSED(m), PyObject *args)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 2, last);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (!of_an_interval(st)) {
+		cells_read(&row, st);
+		if (!of_an_interval(&row)) {
 			rc = SQLITE_OK;
 			continue;
 		}
-		if (fold_row(&f, st) < 0) {
+		if (fold_row(&f, &row) < 0) {
 			f.no_memory = 1;
 			break;
 		}
