@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <pthread.h>
 
 /* analyzer/rowread.py SHAPES: which table, and so which columns and which record */
 enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2, SHAPE_WAKER = 3, SHAPE_ONGOING = 4, SHAPE_OPENED = 5, SHAPE_ONCPU = 6 };
@@ -90,17 +91,244 @@ static void ids_free(struct ids *tb)
 	tb->cap = tb->n = 0;
 }
 
-/* the current row's cells, each read from the statement once when it is stepped to (sqlite3_column_value: one call
- * into SQLite's API, where column_type then column_int64 made two, each taking the connection's mutex), and their
- * types; valid until the next step */
+/* the current row's cells, each read once when the row is stepped to: its type, its integer (0 for NULL), the first
+ * column's real where it is not an integer (a damaged cell, compared as Python compares it), and a text cell's
+ * bytes (not NUL-terminated); valid until the next step */
 struct cells {
-	sqlite3_value *v[MAX_COLUMNS];
 	int t[MAX_COLUMNS];
+	int64_t i[MAX_COLUMNS];
+	const char *s[MAX_COLUMNS];
+	int n[MAX_COLUMNS];
+	double idx_real;
 };
+
+/* the cells of the row `st` is on, read from it: each with one call into SQLite's API (sqlite3_column_value), where
+ * column_type then column_int64 made two, each taking the connection's mutex */
+static void cells_of(struct cells *row, sqlite3_stmt *st, int columns)
+{
+	for (int c = 0; c < columns; c++) {
+		sqlite3_value *v = sqlite3_column_value(st, c);
+		int t = row->t[c] = sqlite3_value_type(v);
+		row->i[c] = t == SQLITE_INTEGER ? sqlite3_value_int64(v) : 0;
+		row->s[c] = NULL;
+		row->n[c] = 0;
+		if (t == SQLITE_TEXT) {
+			row->s[c] = (const char *)sqlite3_value_text(v);
+			row->n[c] = sqlite3_value_bytes(v);
+		}
+		if (c == 0 && t != SQLITE_INTEGER)
+			row->idx_real = sqlite3_value_double(v);
+	}
+}
+
+/* ---- rows read ahead ------------------------------------------------------------------------------------
+ * A thread of the reader's own steps its statement and copies each row's cells into chunks, a few ahead of the
+ * reader, which makes the records from them: SQLite's stepping (a third of reading a row) runs on another CPU,
+ * without the interpreter's lock, while the interpreter makes records and folds them. The thread alone uses the
+ * connection until it is joined. */
+#define CHUNK_BYTES (64 * 1024) /* a chunk is handed over once it holds this much (a longer row: one chunk) */
+#define CHUNKS 4		/* filled ahead of the reader, at most */
+
+struct chunk {
+	char *p;
+	size_t len, cap, at; /* filled to len, read to at */
+};
+
+struct ahead {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t filled, emptied;
+	struct chunk ring[CHUNKS];
+	int write, read, count; /* the next to fill, the next to read, those filled not yet given back */
+	int reading;		/* ring[read] is being read */
+	int stop;		/* the reader leaves */
+	int end, rc;		/* the last row stepped past: SQLITE_DONE, or an error (`error`) */
+	char error[256];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int columns;
+};
+
+static int chunk_put(struct chunk *c, const void *v, size_t n)
+{
+	if (c->len + n > c->cap) {
+		size_t cap = c->cap ? c->cap : CHUNK_BYTES + 4096;
+		while (cap < c->len + n)
+			cap *= 2;
+		char *p = realloc(c->p, cap);
+		if (!p)
+			return -1;
+		c->p = p;
+		c->cap = cap;
+	}
+	memcpy(c->p + c->len, v, n);
+	c->len += n;
+	return 0;
+}
+
+/* the row `st` is on, appended to the chunk: per cell its type, then an integer's or a real's 8 bytes, or a text's
+ * length and bytes */
+static int chunk_row(struct chunk *c, sqlite3_stmt *st, int columns)
+{
+	struct cells row;
+	cells_of(&row, st, columns);
+	for (int col = 0; col < columns; col++) {
+		unsigned char t = (unsigned char)row.t[col];
+		if (chunk_put(c, &t, 1))
+			return -1;
+		if (col == 0 && t != SQLITE_INTEGER) {
+			if (chunk_put(c, &row.idx_real, sizeof(row.idx_real)))
+				return -1;
+		} else if (t == SQLITE_INTEGER) {
+			if (chunk_put(c, &row.i[col], sizeof(row.i[col])))
+				return -1;
+		} else if (t == SQLITE_TEXT) {
+			int32_t n = row.n[col];
+			if (chunk_put(c, &n, sizeof(n)) || (n && chunk_put(c, row.s[col], (size_t)n)))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* the next row of the chunk, its cells pointing into it */
+static void chunk_cells(struct chunk *c, struct cells *row, int columns)
+{
+	for (int col = 0; col < columns; col++) {
+		int t = row->t[col] = (unsigned char)c->p[c->at++];
+		row->i[col] = 0;
+		row->s[col] = NULL;
+		row->n[col] = 0;
+		if (col == 0 && t != SQLITE_INTEGER) {
+			memcpy(&row->idx_real, c->p + c->at, sizeof(row->idx_real));
+			c->at += sizeof(row->idx_real);
+		} else if (t == SQLITE_INTEGER) {
+			memcpy(&row->i[col], c->p + c->at, sizeof(row->i[col]));
+			c->at += sizeof(row->i[col]);
+		} else if (t == SQLITE_TEXT) {
+			int32_t n;
+			memcpy(&n, c->p + c->at, sizeof(n));
+			c->at += sizeof(n);
+			row->s[col] = c->p + c->at;
+			row->n[col] = n;
+			c->at += (size_t)n;
+		}
+	}
+}
+
+static void *ahead_run(void *arg)
+{
+	struct ahead *a = arg;
+	for (;;) {
+		pthread_mutex_lock(&a->mu);
+		while (a->count == CHUNKS && !a->stop)
+			pthread_cond_wait(&a->emptied, &a->mu);
+		int stop = a->stop;
+		struct chunk *c = &a->ring[a->write];
+		pthread_mutex_unlock(&a->mu);
+		if (stop)
+			return NULL;
+		c->len = c->at = 0;
+		int rc = SQLITE_ROW;
+		while (c->len < CHUNK_BYTES && (rc = sqlite3_step(a->st)) == SQLITE_ROW) {
+			if (chunk_row(c, a->st, a->columns)) {
+				rc = SQLITE_NOMEM;
+				break;
+			}
+		}
+		pthread_mutex_lock(&a->mu);
+		if (rc != SQLITE_ROW) {
+			a->end = 1;
+			a->rc = rc;
+			if (rc != SQLITE_DONE)
+				snprintf(a->error, sizeof(a->error), "%s",
+					 rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(a->db));
+		}
+		a->write = (a->write + 1) % CHUNKS;
+		a->count++;
+		pthread_cond_signal(&a->filled);
+		int end = a->end;
+		pthread_mutex_unlock(&a->mu);
+		if (end)
+			return NULL;
+	}
+}
+
+/* the thread started on the reader's statement; NULL (read here, row by row) where it cannot be */
+static struct ahead *ahead_start(sqlite3 *db, sqlite3_stmt *st, int columns)
+{
+	struct ahead *a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->db = db;
+	a->st = st;
+	a->columns = columns;
+	if (pthread_mutex_init(&a->mu, NULL)) {
+		free(a);
+		return NULL;
+	}
+	if (pthread_cond_init(&a->filled, NULL) || pthread_cond_init(&a->emptied, NULL) ||
+	    pthread_create(&a->thread, NULL, ahead_run, a)) {
+		pthread_mutex_destroy(&a->mu); /* a condition made is left: it holds nothing on Linux */
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* the thread stopped and joined (the interpreter's lock let go meanwhile), and its chunks freed */
+static void ahead_stop(struct ahead *a)
+{
+	pthread_mutex_lock(&a->mu);
+	a->stop = 1;
+	pthread_cond_signal(&a->emptied);
+	pthread_mutex_unlock(&a->mu);
+	Py_BEGIN_ALLOW_THREADS
+	pthread_join(a->thread, NULL);
+	Py_END_ALLOW_THREADS
+	for (int i = 0; i < CHUNKS; i++)
+		free(a->ring[i].p);
+	pthread_cond_destroy(&a->filled);
+	pthread_cond_destroy(&a->emptied);
+	pthread_mutex_destroy(&a->mu);
+	free(a);
+}
+
+/* the next row's cells into `row`: 1, or 0 past the last row, or -1 with `a->error` (SQLite's complaint) */
+static int ahead_next(struct ahead *a, struct cells *row)
+{
+	for (;;) {
+		if (a->reading) {
+			struct chunk *c = &a->ring[a->read];
+			if (c->at < c->len) {
+				chunk_cells(c, row, a->columns);
+				return 1;
+			}
+			pthread_mutex_lock(&a->mu); /* read through: given back to be filled again */
+			a->reading = 0;
+			a->read = (a->read + 1) % CHUNKS;
+			a->count--;
+			pthread_cond_signal(&a->emptied);
+			pthread_mutex_unlock(&a->mu);
+		}
+		int any;
+		Py_BEGIN_ALLOW_THREADS
+		pthread_mutex_lock(&a->mu);
+		while (!a->count && !a->end)
+			pthread_cond_wait(&a->filled, &a->mu);
+		any = a->count > 0;
+		pthread_mutex_unlock(&a->mu);
+		Py_END_ALLOW_THREADS
+		if (!any)
+			return a->rc == SQLITE_DONE ? 0 : -1;
+		a->reading = 1;
+	}
+}
 
 typedef struct {
 	PyObject_HEAD sqlite3 *db;
 	sqlite3_stmt *st;
+	struct ahead *ahead; /* the thread stepping the statement, where there is one */
 	struct cells row;
 	int shape, columns;
 	unsigned char kinds[MAX_COLUMNS];
@@ -114,6 +342,10 @@ typedef struct {
 
 static void reader_close_db(Reader *r)
 {
+	if (r->ahead) {
+		ahead_stop(r->ahead);
+		r->ahead = NULL;
+	}
 	if (r->st) {
 		sqlite3_finalize(r->st);
 		r->st = NULL;
@@ -184,9 +416,10 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 	int shape;
 	Py_buffer kinds;
 	PyObject *make, *task_id, *hist_cell, *woken_cell, *damaged_row, *link, *no_link, *wait_type = Py_None;
+	int read_ahead = 0;
 
-	if (!PyArg_ParseTuple(args, "ssLLiy*OOOOOOO|O:Reader", &uri, &sql, &first, &last, &shape, &kinds, &make,
-			      &task_id, &hist_cell, &woken_cell, &damaged_row, &link, &no_link, &wait_type))
+	if (!PyArg_ParseTuple(args, "ssLLiy*OOOOOOO|Op:Reader", &uri, &sql, &first, &last, &shape, &kinds, &make,
+			      &task_id, &hist_cell, &woken_cell, &damaged_row, &link, &no_link, &wait_type, &read_ahead))
 		return -1;
 	if (check_make(make) < 0)
 		return -1;
@@ -256,6 +489,8 @@ static int Reader_init(Reader *r, PyObject *args, PyObject *kw)
 	}
 	if (sqlite3_bind_int64(r->st, 1, first) != SQLITE_OK || sqlite3_bind_int64(r->st, 2, last) != SQLITE_OK)
 		goto fail;
+	if (read_ahead)
+		r->ahead = ahead_start(r->db, r->st, r->columns);
 	return 0;
 fail:
 	sqlite_error(r);
@@ -394,8 +629,8 @@ static PyObject *cell_column(Reader *r, int c, PyObject *cache, PyObject *(*fast
 		Py_INCREF(empty);
 		return empty;
 	}
-	const char *s = (const char *)sqlite3_value_text(r->row.v[c]);
-	int n = sqlite3_value_bytes(r->row.v[c]);
+	const char *s = r->row.s[c];
+	int n = r->row.n[c];
 	if (!s && n)
 		return PyErr_NoMemory();
 	if (n == 0) {
@@ -523,14 +758,14 @@ static PyTypeObject MakerType = {
 /* an integer column; NULL reads as 0 (a column read as `value or 0`) */
 static PyObject *int_column(const struct cells *st, int c)
 {
-	return PyLong_FromLongLong(sqlite3_value_int64(st->v[c]));
+	return PyLong_FromLongLong(st->i[c]);
 }
 
 
 /* an address or stack id as the kernel has it: unsigned (analyzer/sample.py u64) */
 static PyObject *u64_column(const struct cells *st, int c)
 {
-	return PyLong_FromUnsignedLongLong((unsigned long long)sqlite3_value_int64(st->v[c]));
+	return PyLong_FromUnsignedLongLong((unsigned long long)st->i[c]);
 }
 
 /* a column read as is, NULL as None */
@@ -544,8 +779,8 @@ static PyObject *int_or_none(const struct cells *st, int c)
 /* a text cell as the reader's connection decodes it (a byte that is not UTF-8 replaced) */
 static PyObject *text_column(const struct cells *st, int c)
 {
-	const char *s = (const char *)sqlite3_value_text(st->v[c]);
-	int n = sqlite3_value_bytes(st->v[c]);
+	const char *s = st->s[c];
+	int n = st->n[c];
 	if (!s)
 		return n ? PyErr_NoMemory() : PyUnicode_FromStringAndSize("", 0);
 	return PyUnicode_DecodeUTF8(s, n, "replace");
@@ -636,8 +871,7 @@ static PyObject *u64_of(struct ids *tb, uint64_t v)
 /* a WaitLink of the three columns from c (func, state, why; NULL: 0), the shared one when all are 0 */
 static PyObject *wait_link(Reader *r, int c)
 {
-	long long func = sqlite3_value_int64(r->row.v[c]), state = sqlite3_value_int64(r->row.v[c + 1]),
-		  why = sqlite3_value_int64(r->row.v[c + 2]);
+	long long func = r->row.i[c], state = r->row.i[c + 1], why = r->row.i[c + 2];
 	if (!func && !state && !why)
 		return Py_NewRef(r->no_link);
 	PyObject *v[3] = {PyLong_FromUnsignedLongLong((unsigned long long)func), PyLong_FromLongLong(state),
@@ -647,7 +881,7 @@ static PyObject *wait_link(Reader *r, int c)
 
 static PyObject *task_id(Reader *r, int c)
 {
-	return task_of(&r->tasks, r->task_id, sqlite3_value_int64(r->row.v[c]), sqlite3_value_int64(r->row.v[c + 1]));
+	return task_of(&r->tasks, r->task_id, r->row.i[c], r->row.i[c + 1]);
 }
 
 /* the record of the current row; NULL with *damaged set for a damaged one (no error), NULL with an error */
@@ -697,8 +931,8 @@ static PyObject *record(Reader *r, int *damaged)
 		if (!(a[n++] = task_id(r, 3)) || !(a[n++] = int_column(st, 5)) || !(a[n++] = text_column(st, 6)) ||
 		    !(a[n++] = u64_column(st, 7)) || !(a[n++] = int_column(st, 8)) || !(a[n++] = int_column(st, 9)))
 			goto done;
-		a[n++] = Py_NewRef(sqlite3_value_int64(st->v[10]) ? Py_True : Py_False);
-		a[n++] = Py_NewRef(sqlite3_value_int64(st->v[11]) ? Py_True : Py_False);
+		a[n++] = Py_NewRef(st->i[10] ? Py_True : Py_False);
+		a[n++] = Py_NewRef(st->i[11] ? Py_True : Py_False);
 		if (!(a[n++] = wait_link(r, 12)) || !(a[n++] = int_or_none(st, 15)) || !(a[n++] = int_column(st, 16)) ||
 		    !(a[n++] = int_column(st, 17)) || !(a[n++] = wait_link(r, 18)))
 			goto done;
@@ -730,15 +964,19 @@ done:
 /* step to the next row: 1 on a row, 0 at the end, -1 on error */
 static int step(Reader *r)
 {
+	if (r->ahead) {
+		int got = ahead_next(r->ahead, &r->row);
+		if (got < 0)
+			PyErr_SetString(ReadError, r->ahead->error);
+		if (got <= 0)
+			reader_close_db(r);
+		return got;
+	}
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
 	rc = sqlite3_step(r->st);
-	if (rc == SQLITE_ROW) {
-		for (int c = 0; c < r->columns; c++) {
-			r->row.v[c] = sqlite3_column_value(r->st, c);
-			r->row.t[c] = sqlite3_value_type(r->row.v[c]);
-		}
-	}
+	if (rc == SQLITE_ROW)
+		cells_of(&r->row, r->st, r->columns);
 	Py_END_ALLOW_THREADS
 	if (rc == SQLITE_ROW)
 		return 1;
@@ -773,10 +1011,10 @@ static PyObject *Reader_take(Reader *r, PyObject *arg)
 		/* idx as the Python reader compares it: an integer, or a real (a damaged cell) */
 		int at; /* -1 before idx, 0 at it, 1 after it */
 		if (r->row.t[0] == SQLITE_INTEGER) {
-			long long i = sqlite3_value_int64(r->row.v[0]);
+			long long i = r->row.i[0];
 			at = i < idx ? -1 : i > idx;
 		} else {
-			double d = sqlite3_value_double(r->row.v[0]);
+			double d = r->row.idx_real;
 			at = d < (double)idx ? -1 : d > (double)idx;
 		}
 		if (at > 0)

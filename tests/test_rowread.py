@@ -4,6 +4,7 @@ damage; without the extension the Python reader reads them."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -30,11 +31,15 @@ def _read(path: Path, c: bool, monkeypatch, first: int = 0, last: int | None = N
 
 
 def _assert_same(path: Path, monkeypatch, first: int = 0, last: int | None = None) -> tuple[list, dict]:
+    """The C reader's records, its rows stepped ahead in a thread of its own and here, are the Python reader's."""
     assert rowread.available(), "the extension is built by `make install`"
     c = _read(path, True, monkeypatch, first, last)
+    with monkeypatch.context() as m:
+        m.setattr(rowread, "READ_AHEAD", False)
+        here = _read(path, True, monkeypatch, first, last)
     py = _read(path, False, monkeypatch, first, last)
-    assert c[0] == py[0]
-    assert c[1] == py[1]
+    assert c[0] == here[0] == py[0]
+    assert c[1] == here[1] == py[1]
     return c
 
 
@@ -111,6 +116,63 @@ def test_a_file_damaged_under_the_rows_is_an_error_both_ways(report_recording, t
     for c in (True, False):
         with pytest.raises(StallscopeError, match="is damaged"):
             _read(bad, c, monkeypatch)
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_a_file_damaged_under_the_rows_is_an_error_read_ahead_or_not(report_recording, tmp_path, monkeypatch, ahead):
+    """SQLite's complaint, met by the thread stepping ahead, is raised where the reader reaches it: the records of
+    the rows before it handed out first."""
+    from stallscope.analyzer import store
+
+    bad = tmp_path / "torn.stall"
+    raw = bytearray(report_recording["stall"].read_bytes())
+    rec = Recording(str(report_recording["stall"]))
+    try:
+        size = rec.db.execute("PRAGMA page_size").fetchone()[0]
+        pages = [p for (p,) in rec.db.execute("SELECT pageno FROM dbstat WHERE name = 'offcpu' AND pagetype = 'leaf' "
+                                               "ORDER BY pageno")]
+        last = rec.last_interval_index()
+    finally:
+        rec.close()
+    if len(pages) < 4:
+        pytest.skip("the off-CPU rows fill fewer than four pages")
+    for page in pages[len(pages) // 2:]:  # the later half of the rows' pages
+        raw[(page - 1) * size:page * size] = b"\x5a" * size
+    bad.write_bytes(bytes(raw))
+    monkeypatch.setattr(rowread, "READ_AHEAD", ahead)
+    rec = Recording(str(bad))
+    try:
+        rows = rec._stream_c("offcpu", store._OFFCPU_COLUMNS, (0, last), store._offcpu_delta)
+        taken = []
+        with pytest.raises(StallscopeError, match="is damaged"):
+            for idx in range(last + 1):
+                taken.append(rows.take(idx))
+        assert any(taken)
+    finally:
+        rec.close()
+
+
+def test_a_reader_left_midway_ends_its_thread(report_recording, monkeypatch):
+    """A reader dropped before its last row (a window no longer wanted) stops the thread stepping ahead of it."""
+    import threading
+    import time
+
+    from stallscope.analyzer import store
+
+    rec = Recording(str(report_recording["stall"]))
+    try:
+        began = time.monotonic()
+        for _ in range(50):
+            rows = rec._stream_c("offcpu", store._OFFCPU_COLUMNS, (0, 1 << 62), store._offcpu_delta)
+            assert rows.take(0) is not None
+            del rows
+        assert time.monotonic() - began < 20
+        assert threading.active_count() < 5  # nothing of the C's shows as a Python thread, either
+    finally:
+        rec.close()
+    with open(f"/proc/{os.getpid()}/status") as f:
+        threads = int(next(line for line in f if line.startswith("Threads:")).split()[1])
+    assert threads < 20, f"{threads} threads left"
 
 
 def test_without_the_extension_the_python_reader_reads(report_recording, monkeypatch):
