@@ -231,7 +231,9 @@ static void *ahead_run(void *arg)
 		c->len = c->at = 0;
 		int rc = SQLITE_ROW;
 		while (c->len < CHUNK_BYTES && (rc = sqlite3_step(a->st)) == SQLITE_ROW) {
+			size_t row_start = c->len;
 			if (chunk_row(c, a->st, a->columns)) {
+				c->len = row_start; /* no part of a row handed over */
 				rc = SQLITE_NOMEM;
 				break;
 			}
