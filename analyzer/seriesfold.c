@@ -591,7 +591,84 @@ done:
 	return out;
 }
 
+/* spans(parts, k, longest) -> a dict: reports/window.py py_spans for k > 1, each interval's values (a list) added
+ * into its span's (i // k), or with `longest` the greater kept (the span's first of equals, as max() keeps it) */
+static PyObject *spans(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	ARGS(3, "spans(parts, k, longest)");
+	PyObject *parts = args[0], *k = args[1], *out = NULL, *key, *values;
+	int longest = PyObject_IsTrue(args[2]);
+	if (longest < 0)
+		return NULL;
+	if (!PyDict_Check(parts)) {
+		PyErr_SetString(PyExc_TypeError, "parts: a dict");
+		return NULL;
+	}
+	if (!(out = PyDict_New()))
+		return NULL;
+	Py_ssize_t pos = 0;
+	Py_INCREF(parts); /* held while it is walked */
+	while (PyDict_Next(parts, &pos, &key, &values)) {
+		Py_INCREF(key);
+		Py_INCREF(values);
+		PyObject *span = PyNumber_FloorDivide(key, k), *e = NULL, *fast = NULL;
+		int ok = 0;
+		if (!span)
+			goto next;
+		e = PyDict_GetItemWithError(out, span);
+		if (!e) {
+			if (PyErr_Occurred())
+				goto next;
+			PyObject *fresh = PySequence_List(values);
+			ok = fresh && PyDict_SetItem(out, span, fresh) == 0;
+			Py_XDECREF(fresh);
+			goto next;
+		}
+		if (!PyList_Check(e) || !(fast = PySequence_Fast(values, "a part's values: a sequence")))
+			goto next_type;
+		Py_INCREF(e);
+		ok = 1;
+		for (Py_ssize_t j = 0; ok && j < PySequence_Fast_GET_SIZE(fast); j++) {
+			if (j >= PyList_GET_SIZE(e)) {
+				PyErr_SetString(PyExc_IndexError, "list index out of range");
+				ok = 0;
+				break;
+			}
+			PyObject *old = PyList_GET_ITEM(e, j), *v = PySequence_Fast_GET_ITEM(fast, j), *now;
+			if (longest) {
+				int gt = PyObject_RichCompareBool(v, old, Py_GT);
+				now = gt < 0 ? NULL : Py_NewRef(gt ? v : old);
+			} else {
+				now = add(old, v);
+			}
+			if (!now) {
+				ok = 0;
+				break;
+			}
+			PyList_SetItem(e, j, now); /* takes it, lets go of the old */
+		}
+		Py_DECREF(e);
+		goto next;
+	next_type:
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError, "a span's values are a list");
+	next:
+		Py_XDECREF(fast);
+		Py_XDECREF(span);
+		Py_DECREF(key);
+		Py_DECREF(values);
+		if (!ok) {
+			Py_CLEAR(out);
+			break;
+		}
+	}
+	Py_DECREF(parts);
+	return out;
+}
+
 static PyMethodDef module_methods[] = {
+	{"spans", (PyCFunction)(void (*)(void))spans, METH_FASTCALL,
+	 "spans(parts, k, longest): per-interval parts summed (or the greatest kept) over spans of k intervals."},
 	{"series_tasks", (PyCFunction)(void (*)(void))series_tasks, METH_FASTCALL,
 	 "series_tasks(sink, i, records, hist, slots): an interval's task records into the series."},
 	{"series_offcpu", (PyCFunction)(void (*)(void))series_offcpu, METH_FASTCALL,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from stallscope.analyzer.blockers import percentiles
 from stallscope.analyzer.causes import CPU, IDLE
 from stallscope.analyzer.sample import TaskId
-from stallscope.analyzer.series import Series
+from stallscope.analyzer.series import Series, _seriesfold
 from stallscope.reports.flametree import build_tree
 
 CHART_CAUSES = 6  # causes drawn one by one in the waiting chart; the rest summed
@@ -74,9 +74,18 @@ def script_series(s: Series, tables: dict) -> dict:
 
 
 def _spans(parts: dict[int, list], k: int, how: str = "sum") -> dict[int, list]:
-    """Per-interval parts summed (or, `how` "max", maximised) over spans of `k` intervals."""
+    """Per-interval parts summed (or, `how` "max", maximised) over spans of `k` intervals: in C where
+    analyzer/seriesfold.c is built (a page's 200 threads, 100 processes and their causes, over 600 intervals: 0.3 s
+    in Python), else py_spans."""
     if k == 1:
         return parts
+    if _seriesfold is not None:
+        return _seriesfold.spans(parts, k, how == "max")
+    return py_spans(parts, k, how)
+
+
+def py_spans(parts: dict[int, list], k: int, how: str = "sum") -> dict[int, list]:
+    """_spans in Python, for k > 1."""
     out: dict[int, list] = {}
     for i, values in parts.items():
         e = out.get(i // k)

@@ -9,7 +9,7 @@ from array import array
 from dataclasses import asdict
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stallscope.analyzer import series as S
@@ -216,3 +216,30 @@ def test_intervals_streamed_are_made_in_one_part(report_recording):
         assert make(0, None).intervals == model.intervals
     finally:
         rec.close()
+
+
+_values = st.lists(st.one_of(_ints, st.floats(allow_nan=False, allow_infinity=False)), min_size=1, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.integers(min_value=-3, max_value=40), _values, max_size=12), st.integers(2, 7),
+       st.sampled_from(["sum", "max"]))
+@example({0: [1, 2.0], 1: [1.0, 2]}, 2, "max")  # equals: the span's first kept, as max() keeps it
+@example({3: [1], 4: [1, 2]}, 5, "sum")  # a later interval with more values: IndexError
+def test_spans_are_made_alike(parts, k, how):
+    """A page's per-interval parts over spans of k intervals (reports/window.py), in C and in Python: the same
+    values of the same types in the same order, or the same error (a span's later interval with more values)."""
+    from stallscope.reports import window
+
+    c_out = py_out = c_err = py_err = None
+    try:
+        c_out = C.spans(copy.deepcopy(parts), k, how == "max")
+    except Exception as exc:  # noqa: BLE001 - compared below
+        c_err = type(exc)
+    try:
+        py_out = window.py_spans(copy.deepcopy(parts), k, how)
+    except Exception as exc:  # noqa: BLE001
+        py_err = type(exc)
+    assert c_err == py_err
+    if c_err is None:
+        assert _typed(c_out) == _typed(py_out) and list(c_out) == list(py_out)
