@@ -12,6 +12,7 @@ the page only as JSON. Deterministic: nothing depends on the time of building.
 from __future__ import annotations
 
 import os
+import pickle
 from typing import Any, Iterable
 
 from stallscope.analyzer.attribution import split_waits
@@ -67,6 +68,15 @@ def build(source, intervals: Iterable[Interval] | None = None, redacted: bool = 
 SERIES_PARTS = 16  # of a page's series, shared out (PageJobs): a 10-minute recording's, 0.1-0.2 s each
 
 
+class _Packed:
+    """What a job made, pickled where it was made."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
 class PageJobs:
     """A page's time series (in parts: analyzer/series.py series_parts) and its off-CPU and on-CPU flame graphs'
     stacks, as numbered jobs that this process and a child forked beside it take in turn (beside.py Taken), each
@@ -76,6 +86,7 @@ class PageJobs:
     def __init__(self, model: Model, ledger: Ledger | Iterable[Interval] | None):
         self.model, self.ledger = model, ledger
         self._make = None
+        self._here = os.getpid()
         entries = ledger.entries if isinstance(ledger, Ledger) else None
         if ledger is None:
             self.parts: list[tuple[int, int | None]] = []
@@ -88,10 +99,14 @@ class PageJobs:
         self._taken = Taken(len(self.parts) + 2)  # the parts, then each flame graph's stacks
 
     def work(self) -> dict[int, Any]:
-        """The jobs not yet taken, made here one after another: job number -> what it made."""
+        """The jobs not yet taken, made here one after another: job number -> what it made. A child forked to share
+        them packs each as it is made (_Packed), so that the one it makes last is all that is left to pack once
+        there are none to take, while this process, which unpacks them, has gone on taking its share."""
         done = {}
+        child = os.getpid() != self._here
         while (job := self._taken.take()) is not None:
-            done[job] = self._made(job)
+            made = self._made(job)
+            done[job] = _Packed(pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL)) if child else made
         return done
 
     def results(self, *done: dict[int, Any]) -> tuple:
@@ -99,7 +114,7 @@ class PageJobs:
         those missing made here."""
         made: dict[int, Any] = {}
         for d in done:
-            made.update(d)
+            made.update((job, pickle.loads(v.data) if isinstance(v, _Packed) else v) for job, v in d.items())
         for job in range(len(self.parts) + 2):
             if job not in made:
                 made[job] = self._made(job)
