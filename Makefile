@@ -82,11 +82,11 @@ $(ROWREAD): analyzer/rowread.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< -lsqlite3 && mv $@.tmp $@
 
 # a window's task and off-CPU records folded into its model in C (analyzer/model.py; Python folds them without it)
-$(MODELFOLD): analyzer/modelfold.c
+$(MODELFOLD): analyzer/modelfold.c analyzer/slots.h
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< && mv $@.tmp $@
 
 # an interval's records summed into a report's series in C (analyzer/series.py; Python sums them without it)
-$(SERIESFOLD): analyzer/seriesfold.c
+$(SERIESFOLD): analyzer/seriesfold.c analyzer/slots.h
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< && mv $@.tmp $@
 
 # a recording's wakeup rows folded in C in a thread (analyzer/wakefold.py; the model folds them without it)

@@ -12,6 +12,7 @@
  * saved. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "slots.h"
 
 /* the records' field names, interned at import */
 enum {
@@ -29,17 +30,11 @@ static const char *const attr_names[N_ATTRS] = {
 static PyObject *attrs[N_ATTRS];
 static PyObject *zero, *not_woken, *no_hist;
 
-/* the record's fields `which` (A_* in order), new references; -1 with every one released on failure */
-static int read_fields(PyObject *rec, const int *which, int n, PyObject **out)
+/* the record's fields `which` (A_* in order), new references, read from its slots (slots.h) through the call
+ * site's offsets `f`; -1 with every one released on failure */
+static int read_fields(struct fields *f, PyObject *rec, const int *which, int n, PyObject **out)
 {
-	for (int i = 0; i < n; i++) {
-		if (!(out[i] = PyObject_GetAttr(rec, attrs[which[i]]))) {
-			while (i--)
-				Py_DECREF(out[i]);
-			return -1;
-		}
-	}
-	return 0;
+	return fields_read(f, rec, attrs, which, n, out);
 }
 
 static void release(PyObject **v, int n)
@@ -209,6 +204,7 @@ static PyObject *fold_tasks(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 				    A_RUNQ_MAX_NS, A_VOLUNTARY, A_INVOLUNTARY, A_MIGRATIONS, A_RUNQ_HIST,
 				    A_RUNQ_LATENCY_NS, A_RUN_NS};
 	enum { N = sizeof(which) / sizeof(which[0]) };
+	static struct fields fields; /* the records' slots' offsets */
 	Py_ssize_t slots;
 	if (nargs != 3) {
 		PyErr_SetString(PyExc_TypeError, "fold_tasks(tasks: dict, records, slots)");
@@ -219,7 +215,7 @@ static PyObject *fold_tasks(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 		return NULL;
 	for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(recs); r++) {
 		PyObject *v[N];
-		if (read_fields(PySequence_Fast_GET_ITEM(recs, r), which, N, v) < 0)
+		if (read_fields(&fields, PySequence_Fast_GET_ITEM(recs, r), which, N, v) < 0)
 			goto fail;
 		int ok = 0;
 		PyObject *t = PyDict_GetItemWithError(tasks, v[0]);
@@ -275,6 +271,7 @@ static PyObject *fold_waits(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 	static const int which[] = {A_TASK, A_TGID, A_STATE, A_KSTACK, A_USTACK, A_WHY, A_FUNC, A_COUNT, A_TOTAL_NS,
 				    A_MAX_NS, A_HIST, A_CHARGED_NS, A_WEIGHTED_NS, A_VAR_US2, A_WOKEN};
 	enum { N = sizeof(which) / sizeof(which[0]), KEY = 7 };
+	static struct fields fields; /* the records' slots' offsets */
 	Py_ssize_t slots;
 	static const char usage[] = "fold_waits(waits: dict, records, slots[, kept: list or None])";
 	PyObject *kept = nargs > 3 ? args[3] : Py_None;
@@ -288,7 +285,7 @@ static PyObject *fold_waits(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 	for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(recs); r++) {
 		PyObject *v[N], *key = NULL;
 		enum { COUNT = 7, TOTAL, MAX, HIST, CHARGED, WEIGHTED, VAR, WOKEN };
-		if (read_fields(PySequence_Fast_GET_ITEM(recs, r), which, N, v) < 0)
+		if (read_fields(&fields, PySequence_Fast_GET_ITEM(recs, r), which, N, v) < 0)
 			goto fail;
 		int ok = 0, has_hist = PyObject_IsTrue(v[HIST]);
 		PyObject *charged = v[CHARGED] == Py_None ? v[TOTAL] : v[CHARGED];

@@ -11,6 +11,7 @@
  * interpreter's loop is saved. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "slots.h"
 
 /* the names read, interned at import: a task record's fields, the sink's (series.py Sink) attributes */
 enum {
@@ -235,6 +236,7 @@ static PyObject *series_tasks(PyObject *Py_UNUSED(m), PyObject *const *args, Py_
 	static const int which[] = {A_TASK, A_RUN_NS, A_RUNQ_WAIT_NS, A_RUNQ_HIST, A_OFFCPU_NS, A_VOLUNTARY,
 				    A_INVOLUNTARY, A_MIGRATIONS, A_RUNQ_COUNT, A_RUNQ_MAX_NS};
 	enum { NS = sizeof(sink_which) / sizeof(sink_which[0]), N = sizeof(which) / sizeof(which[0]) };
+	static struct fields fields; /* the records' slots' offsets */
 	PyObject *sink = args[0], *i = args[1], *hist = args[3], *slots = args[4];
 	PyObject *s[NS];
 	if (!PyDict_Check(hist)) {
@@ -256,7 +258,7 @@ static PyObject *series_tasks(PyObject *Py_UNUSED(m), PyObject *const *args, Py_
 		goto done;
 	for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(recs); r++) {
 		PyObject *v[N];
-		if (read_attrs(PySequence_Fast_GET_ITEM(recs, r), which, N, v) < 0)
+		if (fields_read(&fields, PySequence_Fast_GET_ITEM(recs, r), name, which, N, v) < 0)
 			goto done;
 		PyObject *task = v[0], *run_ns = v[1], *wait_ns = v[2], *runq_hist = v[3];
 		int ok = 0, in = scope == Py_None ? 1 : contains(scope, task);
