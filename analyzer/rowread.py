@@ -4,7 +4,8 @@
 These tables are most of a recording's rows besides the locks (10 minutes of hackbench: 639,313 of
 715,000; 1,042,014 in the synthetic recording of benchmarks/RESULTS-report.md). Read through Python's
 sqlite3 module, each row cost a tuple of 16 objects and a Python function making the record from it; the
-extension steps SQLite itself, checks each column's type against its kind (recording_checks.COLUMNS, as
+extension steps SQLite itself (a thread of each reader's own a few chunks of rows ahead: READ_AHEAD), checks
+each column's type against its kind (recording_checks.COLUMNS, as
 `row_ok_sql` has SQLite check it), and makes the same record record_maker makes. Used by
 `Recording.intervals` when the extension is built (`make install`); without it, the rows are read in Python
 as before. The same extension makes a lock fold's records (`lock_waits`) and every record_maker's records,
@@ -38,7 +39,7 @@ SHAPES = {
 
 # a reader's rows stepped in a thread of its own, a few chunks ahead (analyzer/rowread.c `ahead`): SQLite's part of
 # reading them on another CPU, the interpreter's lock let go (the synthetic 10-minute recording's model folded in
-# 2.9-3.5 s rather than 3.7-4.2 s)
+# 2.72-2.82 s rather than 3.03-3.31 s, four runs each alternated); False: stepped by the reader, row by row
 READ_AHEAD = True
 
 
