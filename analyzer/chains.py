@@ -46,6 +46,7 @@ from stallscope.analyzer.scope import in_scope
 from stallscope.analyzer.untrusted import printable
 
 MAX_DEPTH = 4
+_CPU_ROOT = ("cpu", WAITING_FOR_CPU.name, None)
 CHAIN_WORK = 200_000  # the nodes and waker links below the waiters' own a table may work through at one depth
 # an explanation that met more nodes than this is not kept for other chains (checking a chain against
 # them, and the chains above gathering them, would cost more than working it out again)
@@ -93,6 +94,9 @@ class _Chains:
         self.links: dict[tuple, tuple] = {}
         self.cpu = {t.task: t.runq_wait_ns for t in model.tasks.values() if t.runq_wait_ns}  # cpu_parts' ns
         self.labels: dict[TaskId, str] = {}  # a task is labelled at every step of every chain through it
+        self.cpu_steps: dict[TaskId, str] = {}  # _waiting_for_cpu's
+        self.waker_parts: dict[tuple, tuple] = {}  # _parts_of's
+        self.run_steps: dict[TaskId, tuple] = {}  # _running's
 
     def deepen(self, max_depth: int, budget: int | None) -> None:
         """Explanations `max_depth` links deep from here on, within `budget` (those made before forgotten)."""
@@ -201,46 +205,80 @@ class _Chains:
     def _explain_stratum(self, out: dict, stratum: tuple, cause: str, weight: float, depth: int, seen, here: str,
                          met: set):
         links = self._links(stratum)
+        cause_root = ("cause", cause, None)
         if not links:
-            self._add(out, ("cause", cause, None), weight, (here,))
+            self._add(out, cause_root, weight, (here,))
             return
         if depth and self.budget is not None:
             self.budget -= len(links)
             if self.budget < 0:
                 raise _TooDeep
+        add, add_step = self._add, self._add_step
         for (weighted, total), kind, waker, blocked, runq, running, *link in links:
             f = weight * weighted / total
             if kind == "self":
-                self._add(out, ("cause", cause, None), f, (here,))
+                add(out, cause_root, f, (here,))
                 continue
             if kind == "exit":
                 self._exited(out, waker, f, depth, seen, here, met)
                 continue
             if blocked > 0:
-                parts = self.strata.get(link[0], {})
-                link_total = sum(p.ns for p in parts.values())
+                parts, link_total = self._parts_of(link[0])
                 if link_total:
-                    for name, p in parts.items():
+                    for p, for_work in parts:
                         part_share = f * blocked * p.ns / link_total
-                        if p.cause.cls == IDLE and not p.cause.delays_wakees:
-                            # the waker waited for work: the wait was for what it waited on
-                            self._add(out, ("cause", cause, None), part_share, (here,))
+                        if for_work:  # the waker waited for work: the wait was for what it waited on
+                            add(out, cause_root, part_share, (here,))
                         else:
                             self._follow(out, waker, p, part_share, depth, seen, here, met)
                 else:
                     running += blocked
             if runq > 0:
-                self._add(out, ("cpu", WAITING_FOR_CPU.name, None), f * runq,
-                          (here, f"{WAITING_FOR_CPU.name} ({self._label(waker)})"))
+                add_step(out, _CPU_ROOT, f * runq, here, self._waiting_for_cpu(waker))
             if running > 0:
-                self._add(out, ("running", f"{self._label(waker)} {ON_CPU}", waker), f * running,
-                          (here, f"{self._label(waker)} {ON_CPU}"))
+                root, step = self._running(waker)
+                add_step(out, root, f * running, here, step)
+
+    def _parts_of(self, stratum: tuple) -> tuple[tuple, float]:
+        """A waker's stratum's parts, each with whether it is a wait for work (an idle cause that delays no wakee),
+        and their total (made once per stratum: chains pass through a stratum many times)."""
+        got = self.waker_parts.get(stratum)
+        if got is None:
+            parts = self.strata.get(stratum, {})
+            got = self.waker_parts[stratum] = (
+                tuple((p, p.cause.cls == IDLE and not p.cause.delays_wakees) for p in parts.values()),
+                sum(p.ns for p in parts.values()))
+        return got
+
+    def _waiting_for_cpu(self, task: TaskId) -> str:
+        """The step of a chain that ends in a task's wait for a CPU (made once per task: chains pass through a
+        task many times)."""
+        step = self.cpu_steps.get(task)
+        if step is None:
+            step = self.cpu_steps[task] = f"{WAITING_FOR_CPU.name} ({self._label(task)})"
+        return step
+
+    def _running(self, task: TaskId) -> tuple[tuple, str]:
+        """The root and the last step of a chain that ends in a task's time on a CPU (made once per task)."""
+        got = self.run_steps.get(task)
+        if got is None:
+            step = f"{self._label(task)} {ON_CPU}"
+            got = self.run_steps[task] = (("running", step, task), step)
+        return got
 
     def _follow(self, out: dict, task: TaskId, p: Part, f: float, depth: int, seen, here: str, met: set):
-        """The waker was blocked in a wait of cause p: what that wait comes down to."""
+        """The waker was blocked in a wait of cause p: what that wait comes down to (as _add adds each root, its
+        path made only where it is kept)."""
         sub = self._explain(task, p.cause.name, depth + 1, seen, met)
         for root, (frac, path, _w) in sub.items():
-            self._add(out, root, f * frac, (here,) + path)
+            g = f * frac
+            e = out.get(root)
+            if e is None:
+                out[root] = [g, (here,) + path, g]
+                continue
+            e[0] += g
+            if g > e[2]:
+                e[1], e[2] = (here,) + path, g
 
     def _exited(self, out: dict, task: TaskId, f: float, depth: int, seen, here: str, met: set):
         """A join or a parent's wait ended by the task's exit: its whole time in the window."""
@@ -276,6 +314,17 @@ class _Chains:
         e[0] += f
         if f > e[2]:
             e[1], e[2] = path, f
+
+    @staticmethod
+    def _add_step(out: dict, root: tuple, f: float, here: str, step: str) -> None:
+        """_add of the path (here, step), made only where it is kept."""
+        e = out.get(root)
+        if e is None:
+            out[root] = [f, (here, step), f]
+            return
+        e[0] += f
+        if f > e[2]:
+            e[1], e[2] = (here, step), f
 
 
 @dataclass(frozen=True)
