@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import example, needs_bpf, record_command
 from stallscope.analyzer.chains import root_table
 from stallscope.analyzer.model import Model
@@ -246,3 +248,27 @@ def test_a_table_followed_less_deep_is_the_table_of_that_depth(monkeypatch):
     monkeypatch.setattr(chains, "MAX_DEPTH", limited.depth)
     alone = root_table(model)
     assert (alone.all, alone.by_cause) == (limited.all, limited.by_cause)
+
+
+@pytest.mark.parametrize("work", [30, 200, 1_000, 5_000, 50_000])
+def test_the_depth_kept_is_the_deepest_that_takes_no_more_than_the_work_allowed(monkeypatch, work):
+    """Tried from the deepest down, the depth kept is the one a try of each depth alone finds: the deepest within
+    CHAIN_WORK (one link whatever it takes)."""
+    from stallscope.analyzer import chains
+    from stallscope.analyzer.attribution import attribute
+    from stallscope.analyzer.causes import CPU, IDLE
+
+    model = _convoy(8)
+    monkeypatch.setattr(chains, "CHAIN_WORK", work)
+    waiting = [(p.task, p.cause.name) for p in attribute(model, None) if p.cause.cls not in (IDLE, CPU)]
+
+    def fits(depth: int) -> bool:
+        c = chains._Chains(model, None, depth, work if depth > 1 else None)
+        try:
+            for key in waiting:
+                c.explain(*key)
+        except chains._TooDeep:
+            return False
+        return True
+
+    assert root_table(model).depth == max(d for d in range(1, chains.MAX_DEPTH + 1) if fits(d))
