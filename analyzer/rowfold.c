@@ -146,7 +146,8 @@ static uint64_t text_hash(struct rowfold *f, uint32_t i)
 
 /* a row's cells, each read from the statement once (sqlite3_column_value: one call into SQLite's API, where
  * column_type then column_int64 made two, each taking the connection's mutex), and their types; valid until the
- * next step */
+ * next step. The values are SQLite's unprotected ones, read with sqlite3_value_*: safe where, as here, one thread
+ * alone uses the connection (opened SQLITE_OPEN_NOMUTEX, it takes no mutex either way) */
 struct row {
 	sqlite3_value *v[N_COLUMNS];
 	int t[N_COLUMNS];

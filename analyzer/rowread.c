@@ -103,7 +103,9 @@ struct cells {
 };
 
 /* the cells of the row `st` is on, read from it: each with one call into SQLite's API (sqlite3_column_value), where
- * column_type then column_int64 made two, each taking the connection's mutex */
+ * column_type then column_int64 made two, each taking the connection's mutex. The values are SQLite's unprotected
+ * ones, read with sqlite3_value_*: safe where, as here, one thread at a time uses the connection (opened
+ * SQLITE_OPEN_NOMUTEX, it takes no mutex either way; the thread reading ahead uses it alone until joined) */
 static void cells_of(struct cells *row, sqlite3_stmt *st, int columns)
 {
 	for (int c = 0; c < columns; c++) {

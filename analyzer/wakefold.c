@@ -134,7 +134,8 @@ static struct entry *entry_of(struct fold *f, const int64_t *key, const unsigned
 
 /* the current row's cells, each read from the statement once (sqlite3_column_value: one call into SQLite's API,
  * where column_type then column_int64 made two, each taking the connection's mutex), and their types; valid until
- * the next step */
+ * the next step. The values are SQLite's unprotected ones, read with sqlite3_value_*: safe where, as here, one thread
+ * alone uses the connection (opened SQLITE_OPEN_NOMUTEX, it takes no mutex either way) */
 struct cells {
 	sqlite3_value *v[N_COLUMNS];
 	int t[N_COLUMNS];
