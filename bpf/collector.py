@@ -150,7 +150,9 @@ class SchedOptions:
 SCHED_GROUPS = ("offcpu", "runq", "switches", "wakers", "migrations")
 
 
+@functools.cache
 def _possible_cpus() -> int:
+    """The CPUs a per-CPU map holds a value for (fixed at boot; read once: drains ask each interval)."""
     try:
         text = open("/sys/devices/system/cpu/possible").read().strip()
         return int(text.split("-")[-1].split(",")[-1]) + 1

@@ -665,6 +665,9 @@ class BpfObject:
         self._ptr = self._lib.check_ptr(f"open BPF object {os.path.basename(path)}", ptr)
         self.links: list[Link] = []
         self._rings: list[RingBuffer] = []
+        # maps found by name, and data sections' maps: a drain finds several each interval, and a section's by
+        # reading every map's name through ctypes; made anew once loaded
+        self._found: dict[tuple[str, str], Map] = {}
 
     def programs(self) -> list[Program]:
         out, cur = [], None
@@ -689,20 +692,29 @@ class BpfObject:
         return Program(self, ptr)
 
     def map(self, name: str) -> Map:
+        found = self._found.get(("map", name))
+        if found is not None:
+            return found
         ptr = self._lib.lib.bpf_object__find_map_by_name(self._ptr, name.encode())
         if not ptr:
             raise BpfError(f"no map {name} in {os.path.basename(self.path)}", errno.ENOENT)
-        return Map(self, ptr)
+        found = self._found[("map", name)] = Map(self, ptr)
+        return found
 
     def section_map(self, section: str) -> Map:
         """The internal map of a data section ('.rodata', '.bss'); libbpf prefixes its name."""
+        found = self._found.get(("section", section))
+        if found is not None:
+            return found
         for m in self.maps():
             if m.name.endswith(section):
+                self._found[("section", section)] = m
                 return m
         raise BpfError(f"no {section} section in {os.path.basename(self.path)}", errno.ENOENT)
 
     def load(self) -> None:
         self._lib.log.take()
+        self._found.clear()  # libbpf's maps as loaded, found again
         self._lib.check(f"load BPF object {os.path.basename(self.path)}", self._lib.lib.bpf_object__load(self._ptr))
 
     def attach(self, program: Program) -> Link:
