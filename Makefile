@@ -94,7 +94,7 @@ $(WAKEFOLD): analyzer/wakefold.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< -lsqlite3 && mv $@.tmp $@
 
 # a model's kernel lock records grouped into lock_stat rows in C (analyzer/locks.py; Python groups them without it)
-$(LOCKGROUPS): analyzer/lockgroups.c
+$(LOCKGROUPS): analyzer/lockgroups.c analyzer/slots.h
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< && mv $@.tmp $@
 
 examples/bin/%: examples/%.c examples/truth.h

@@ -10,7 +10,7 @@
  * the whole of it: the answer is the same either way (tests/test_lockgroups.py). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
+#include "slots.h"
 
 /* the record's fields read, by their slots' offsets in a LockWaits (a dataclass with slots) */
 enum {
@@ -87,24 +87,6 @@ static int grow(void **v, Py_ssize_t *cap, Py_ssize_t need, size_t size)
 	*v = fresh;
 	*cap = n;
 	return 0;
-}
-
-/* a slot's offset in instances of `cls`, or -1 where the field is not a plain slot */
-static Py_ssize_t slot_offset(PyObject *cls, const char *field)
-{
-	PyObject *d = PyObject_GetAttrString(cls, field);
-	if (!d) {
-		PyErr_Clear();
-		return -1;
-	}
-	Py_ssize_t off = -1;
-	if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-		PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-		if (m->type == T_OBJECT_EX)
-			off = m->offset;
-	}
-	Py_DECREF(d);
-	return off;
 }
 
 /* an exact integer that fits in 64 bits: 1; else 0 (declined) */
@@ -242,9 +224,15 @@ static PyObject *lock_groups(PyObject *Py_UNUSED(m), PyObject *const *args, Py_s
 		return NULL;
 	}
 	Py_ssize_t off[N_FIELDS];
-	for (int i = 0; i < N_FIELDS; i++)
-		if ((off[i] = slot_offset(cls, field_names[i])) < 0)
+	for (int i = 0; i < N_FIELDS; i++) {
+		PyObject *name = PyUnicode_InternFromString(field_names[i]);
+		if (!name)
+			return NULL;
+		off[i] = slot_offset((PyTypeObject *)cls, name);
+		Py_DECREF(name);
+		if (off[i] < 0)
 			Py_RETURN_NONE; /* not a record with slots: the Python's */
+	}
 	PyObject *seq = PySequence_Fast(args[0], "lock_groups: the waits are a sequence");
 	if (!seq)
 		return NULL;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* A record's fields read straight from its slots, for the loops in C over a recording's records
- * (analyzer/modelfold.c, analyzer/seriesfold.c).
+ * (analyzer/modelfold.c, analyzer/seriesfold.c, analyzer/lockgroups.c).
  *
  * The records are dataclasses with slots (analyzer/sample.py record_maker): each field a member descriptor on the
  * class, its value at a fixed offset in the instance. `getattr` finds the descriptor in the class's dictionaries on
@@ -22,26 +22,33 @@ struct fields {
 	Py_ssize_t at[FIELDS_MAX]; /* each field's offset, or -1: read by getattr */
 };
 
-static void fields_learn(struct fields *f, PyTypeObject *type, PyObject *const *names, const int *which, int n)
+/* the offset of the slot `name` in instances of `type`, or -1 where getattr would not read it there (not a plain
+ * slot, or a class reading its attributes its own way) */
+static inline Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name)
+{
+	if (type->tp_getattro != PyObject_GenericGetAttr)
+		return -1;
+	PyObject *d = _PyType_Lookup(type, name); /* borrowed; sets no error */
+	if (d && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+		PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+		if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED))
+			return m->offset;
+	}
+	return -1;
+}
+
+static inline void fields_learn(struct fields *f, PyTypeObject *type, PyObject *const *names, const int *which,
+				int n)
 {
 	Py_INCREF(type);
 	Py_XSETREF(f->type, type);
-	for (int i = 0; i < n; i++) {
-		f->at[i] = -1;
-		if (type->tp_getattro != PyObject_GenericGetAttr)
-			continue;
-		PyObject *d = _PyType_Lookup(type, names[which[i]]); /* borrowed; sets no error */
-		if (d && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-			PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-			if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED))
-				f->at[i] = m->offset;
-		}
-	}
+	for (int i = 0; i < n; i++)
+		f->at[i] = slot_offset(type, names[which[i]]);
 }
 
 /* the fields names[which[0..n-1]] of `rec`, new references into `out`; -1 (with every one released and the error
  * getattr raised) where one is missing */
-static int fields_read(struct fields *f, PyObject *rec, PyObject *const *names, const int *which, int n,
+static inline int fields_read(struct fields *f, PyObject *rec, PyObject *const *names, const int *which, int n,
 		       PyObject **out)
 {
 	PyTypeObject *type = Py_TYPE(rec);
