@@ -27,6 +27,7 @@ MODELFOLD := analyzer/_modelfold$(PY_EXT_SUFFIX)
 SERIESFOLD := analyzer/_seriesfold$(PY_EXT_SUFFIX)
 WAKEFOLD := analyzer/_wakefold$(PY_EXT_SUFFIX)
 LOCKGROUPS := analyzer/_lockgroups$(PY_EXT_SUFFIX)
+KALLSYMS := analyzer/_kallsyms$(PY_EXT_SUFFIX)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(EXAMPLE_SRCS))
 PYTEST_ARGS ?=
@@ -38,7 +39,7 @@ BYTECODE := $(VENV)/.bytecode
 
 .PHONY: install top test bench clean deb-packages
 
-install: deb-packages $(STAMP) $(BYTECODE) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so bpf/liblogfilter.so analyzer/librowfold.so.1 $(ROWREAD) $(MODELFOLD) $(SERIESFOLD) $(WAKEFOLD) $(LOCKGROUPS) $(EXAMPLE_BINS)
+install: deb-packages $(STAMP) $(BYTECODE) bpf/vmlinux.h $(BPF_OBJS) bpf/libmapdiff.so bpf/liblogfilter.so analyzer/librowfold.so.1 $(ROWREAD) $(MODELFOLD) $(SERIESFOLD) $(WAKEFOLD) $(LOCKGROUPS) $(KALLSYMS) $(EXAMPLE_BINS)
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deb-packages:
@@ -97,6 +98,10 @@ $(WAKEFOLD): analyzer/wakefold.c
 $(LOCKGROUPS): analyzer/lockgroups.c analyzer/slots.h
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< && mv $@.tmp $@
 
+# the kernel's symbols parsed in C (analyzer/symbols.py; Python parses them without it)
+$(KALLSYMS): analyzer/kallsyms.c
+	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< && mv $@.tmp $@
+
 examples/bin/%: examples/%.c examples/truth.h
 	@mkdir -p examples/bin
 	$(CC) -O2 -g -Wall -pthread -o $@ $< -lm
@@ -116,4 +121,4 @@ bench: install
 	$(VENV)/bin/python -m benchmarks.overhead
 
 clean:
-	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so.1 analyzer/_rowread*.so analyzer/_modelfold*.so analyzer/_seriesfold*.so analyzer/_wakefold*.so analyzer/_lockgroups*.so analyzer/*.tmp examples/bin
+	rm -rf bpf/*.o bpf/*.so bpf/*.tmp bpf/vmlinux.h analyzer/*.so.1 analyzer/_rowread*.so analyzer/_modelfold*.so analyzer/_seriesfold*.so analyzer/_wakefold*.so analyzer/_lockgroups*.so analyzer/_kallsyms*.so analyzer/*.tmp examples/bin

@@ -56,6 +56,12 @@ _KERNEL_TEXT_TYPES = frozenset("tTwW")
 # Between symbols at one address, kallsyms lists markers and aliases in no useful order: prefer
 # a global symbol, then a weak one, then a local one (perf's choose_best_symbol does the same).
 _KERNEL_TYPE_RANK = {"T": 0, "W": 1, "t": 2, "w": 3}
+_KERNEL_TYPES_BEST_FIRST = "".join(sorted(_KERNEL_TYPE_RANK, key=_KERNEL_TYPE_RANK.get)).encode()
+_DATA_TYPES = b"dDbB"  # KernelDataSymbols.TYPES
+try:  # kallsyms parsed in C: 0.15 s of a live view's start in Python (analyzer/kallsyms.c)
+    from stallscope.analyzer._kallsyms import data_symbols as _c_data_symbols, text_symbols as _c_text_symbols
+except ImportError:
+    _c_data_symbols = _c_text_symbols = None
 
 _STT_FUNC = 2
 _STT_GNU_IFUNC = 10
@@ -123,28 +129,35 @@ class KernelSymbols:
     def parse(cls, data: bytes, source: str = "/proc/kallsyms") -> KernelSymbols:
         """Parse kallsyms text: `ADDR TYPE NAME[\\t[MODULE]]` per line.
 
-        Written for speed (about 120k text symbols on a distribution kernel): the address column
-        has a fixed width (two hex digits per pointer byte), so addresses are sliced and decoded
-        in one `bytes.fromhex` call rather than one `int()` per line.
+        About 120k text symbols on a distribution kernel: in C where analyzer/kallsyms.c is built
+        (0.1 s of a live view's start in Python, with the interpreter's lock held), else py_parse.
         """
+        if _c_text_symbols is not None:
+            parsed = _c_text_symbols(data, _KERNEL_TYPES_BEST_FIRST, KERNEL_REGION_TAIL, _KERNEL_TEXT_END_MARKERS,
+                                     KERNEL)
+            if isinstance(parsed, int):
+                raise _kallsyms_error(parsed, source)
+            return cls(*parsed)
+        return cls.py_parse(data, source)
+
+    @classmethod
+    def py_parse(cls, data: bytes, source: str = "/proc/kallsyms") -> KernelSymbols:
+        """parse in Python (where analyzer/kallsyms.c is not built)."""
         lines = data.decode("ascii", "replace").splitlines()
         width = lines[0].find(" ") if lines else -1
         if width not in (8, 16):
-            raise StallscopeError(f"{source} is not in kallsyms format", "expected 'ADDR TYPE NAME' lines")
+            raise _kallsyms_error(_NOT_KALLSYMS, source)
         text = [ln for ln in lines if len(ln) > width + 3 and ln[width + 1] in _KERNEL_TEXT_TYPES]
         if not text:
-            raise StallscopeError(f"{source} lists no text symbols", "the kernel needs CONFIG_KALLSYMS")
+            raise _kallsyms_error(_NO_TEXT, source)
         try:
             addrs = struct.unpack(
                 f">{len(text)}{'Q' if width == 16 else 'I'}", bytes.fromhex("".join([ln[:width] for ln in text]))
             )
-        except ValueError:
-            raise StallscopeError(f"{source} is not in kallsyms format", "expected 'ADDR TYPE NAME' lines") from None
+        except (ValueError, struct.error):  # not hex, or hex with blanks in it
+            raise _kallsyms_error(_NOT_KALLSYMS, source) from None
         if not any(addrs):
-            raise StallscopeError(
-                f"{source} shows every address as 0: kernel stacks cannot be named",
-                "run as root or set kernel.kptr_restrict=0",
-            )
+            raise _kallsyms_error(_ALL_ZERO, source)
         starts: list[int] = []
         chosen: list[str] = []
         for i in sorted(range(len(addrs)), key=addrs.__getitem__):
@@ -179,6 +192,18 @@ class KernelSymbols:
                 self._frames.clear()
             self._frames[addr] = frame
         return frame
+
+
+_NOT_KALLSYMS, _NO_TEXT, _ALL_ZERO = 1, 2, 3  # analyzer/kallsyms.c text_symbols' answers where the parse fails
+
+
+def _kallsyms_error(why: int, source: str) -> StallscopeError:
+    if why == _NO_TEXT:
+        return StallscopeError(f"{source} lists no text symbols", "the kernel needs CONFIG_KALLSYMS")
+    if why == _ALL_ZERO:
+        return StallscopeError(f"{source} shows every address as 0: kernel stacks cannot be named",
+                               "run as root or set kernel.kptr_restrict=0")
+    return StallscopeError(f"{source} is not in kallsyms format", "expected 'ADDR TYPE NAME' lines")
 
 
 def _kernel_rank(line: str, width: int) -> tuple[int, int, int]:
@@ -1161,7 +1186,7 @@ class KernelDataSymbols:
     object elsewhere is never given a nearby variable's name)."""
 
     MAX_OFFSET = 4096
-    TYPES = frozenset("dDbB")
+    TYPES = frozenset(_DATA_TYPES.decode())
 
     def __init__(self, starts: list[int], names: list[str]):
         self._starts, self._names = starts, names
@@ -1171,6 +1196,18 @@ class KernelDataSymbols:
 
     @classmethod
     def parse(cls, data: bytes) -> KernelDataSymbols:
+        """In C where analyzer/kallsyms.c is built, else py_parse."""
+        pairs = _c_data_symbols(data, _DATA_TYPES) if _c_data_symbols is not None else cls.py_pairs(data)
+        return cls([a for a, _ in pairs], [n for _, n in pairs])
+
+    @classmethod
+    def py_parse(cls, data: bytes) -> KernelDataSymbols:
+        pairs = cls.py_pairs(data)
+        return cls([a for a, _ in pairs], [n for _, n in pairs])
+
+    @classmethod
+    def py_pairs(cls, data: bytes) -> list[tuple[int, str]]:
+        """The core kernel's data symbols, (address, name), sorted."""
         pairs = []
         for line in data.decode("ascii", "replace").splitlines():
             parts = line.split()
@@ -1182,7 +1219,7 @@ class KernelDataSymbols:
                 if addr:
                     pairs.append((addr, parts[2]))
         pairs.sort()
-        return cls([a for a, _ in pairs], [n for _, n in pairs])
+        return pairs
 
     def resolve(self, addr: int) -> str | None:
         """`name` or `name+0xoff`, or None when no data symbol is near enough."""
@@ -1229,6 +1266,19 @@ class Symbolizer:
         this, so the work does not take CPU from it. `data`: the data symbols too (the lock probe
         names static locks by them; their parse is ~60 ms more). A failure is kept for the first use
         to raise."""
+        if data and self._kernel is None and self._kernel_error is None and self._kernel_data is None:
+            try:  # read once for both (the kernel formats the file anew for each read: 30 ms)
+                with open(self._kallsyms_path, "rb") as f:
+                    raw = f.read()
+            except OSError:  # as each would meet it alone, below
+                pass
+            else:
+                try:
+                    self._kernel = KernelSymbols.parse(raw, source=self._kallsyms_path)
+                except StallscopeError as e:
+                    self._kernel_error = e
+                self._kernel_data = KernelDataSymbols.parse(raw)
+                return
         try:
             self.kernel_symbols
         except StallscopeError:

@@ -16,9 +16,11 @@ import time
 
 import pytest
 
+from stallscope.analyzer import symbols as symbols_module
 from stallscope.analyzer.symbols import (
     ElfSymbols,
     Frame,
+    KernelDataSymbols,
     KernelSymbols,
     ProcessMaps,
     Symbolizer,
@@ -153,6 +155,93 @@ def test_kallsyms_loads_in_well_under_a_second(kallsyms_entries):
 
     assert len(symbols) > 1000
     assert elapsed < 1.0
+
+
+def _tables(symbols: KernelSymbols) -> tuple:
+    return symbols._starts, symbols._ends, symbols._names, symbols._modules
+
+
+@pytest.mark.skipif(symbols_module._c_text_symbols is None, reason="analyzer/kallsyms.c is not built (make install)")
+def test_kallsyms_parsed_in_c_is_the_python_parse_of_the_running_kernel(kallsyms_entries):
+    with open(KALLSYMS, "rb") as f:
+        data = f.read()
+
+    assert _tables(KernelSymbols.parse(data)) == _tables(KernelSymbols.py_parse(data))
+    c, py = KernelDataSymbols.parse(data), KernelDataSymbols.py_parse(data)
+    assert (c._starts, c._names) == (py._starts, py._names)
+
+
+# kallsyms-like texts a parse must read as Python does: aliases at one address (the global, then the weak, then
+# the local one, the fewest leading underscores, the shortest), modules out of address order and ending their regions,
+# the text's end markers, line breaks of every kind splitlines knows, bytes that are not ASCII, and the errors
+_ODD_KALLSYMS = [
+    b"ffffffff81000000 T _stext\nffffffff81000000 t __alias\nffffffff81000000 W _stext_w\n"
+    b"ffffffff81000010 t local\nffffffff81000010 T global\nffffffff81000020 T _etext\n"
+    b"ffffffffc0000000 t mod_fn\t[mymod]\nffffffffc0000100 t other_fn\t[other]\n"
+    b"ffffffffa0000000 t bpf_prog_1\t[bpf]\nffffffff82000000 D some_data\nffffffff82000010 b bss_var\n",
+    b"ffffffff81000000 T a\r\nffffffff81000008 T b\rffffffff81000010 T c\x0bffffffff81000018 T d\x0c"
+    b"ffffffff81000020 T e\x1cffffffff81000028 T f\x1dffffffff81000030 T g\x1effffffff81000038 T h\x85i\n",
+    b"ffffffff81000000 T na\xffme\t[m\xfed]\nffffffff81000008 t x\t  [spaced]  \nffffffff81000010 t y\t[]\n"
+    b"ffffffff81000018 t z\t[kernel]\nffffffff81000020 T _einittext\t[kernel]\n",
+    b"81000000 T short\n81000010 T width\n",
+    b"ffffffffffffffff T last\nfffffffffff00000 T near_end\t[m]\n",
+    b"", b"\n", b"ffffffff81000000\n", b"ffffffff81000000 D data_only\n", b"0000000000000000 T hidden\n",
+    b"ffffffff8100zz00 T bad_hex\n", b"ffff ffff81000000 T blank\n", b"ffffffff81000000 T ok\nffff f T bad\n",
+    b"ffffffff81000000 T\nffffffff81000008 T s\n",
+]
+
+
+def _parsed(parse, data: bytes):
+    try:
+        return _tables(parse(data))
+    except StallscopeError as e:
+        return str(e), e.hint
+
+
+@pytest.mark.skipif(symbols_module._c_text_symbols is None, reason="analyzer/kallsyms.c is not built (make install)")
+@pytest.mark.parametrize("data", _ODD_KALLSYMS)
+def test_kallsyms_parsed_in_c_reads_odd_texts_as_python_does(data):
+    assert _parsed(KernelSymbols.parse, data) == _parsed(KernelSymbols.py_parse, data)
+    c, py = KernelDataSymbols.parse(data), KernelDataSymbols.py_parse(data)
+    assert (c._starts, c._names) == (py._starts, py._names)
+
+
+@pytest.mark.skipif(symbols_module._c_data_symbols is None, reason="analyzer/kallsyms.c is not built (make install)")
+def test_kallsyms_data_symbols_in_c_read_addresses_as_int_does():
+    # what int(field, 16) also reads (a prefix, underscores, a sign) or refuses, beside plain hex; three fields only
+    data = (b"0x10 d prefixed\n1_0 D underscored\n+20 b signed\n-30 B negative\nzz d not_hex\n0 d zero\n"
+            b"40 d four fields\n50 t text\n60 dd two_letters\nffffffffffffffffff d wide\n8 d b\n8 d a\n")
+    c, py = KernelDataSymbols.parse(data), KernelDataSymbols.py_parse(data)
+
+    assert (c._starts, c._names) == (py._starts, py._names)
+    assert c._names[:4] == ["negative", "a", "b", "prefixed"]  # -0x30 first, then by address and name
+
+
+def test_kallsyms_is_read_once_for_both_tables(tmp_path, kallsyms_entries):
+    # the text symbols and the data symbols from one read of the file: a copy replaced after the read is not read
+    path = tmp_path / "kallsyms"
+    with open(KALLSYMS, "rb") as f:
+        path.write_bytes(f.read())
+    sym = Symbolizer(kallsyms_path=str(path))
+    opened = []
+    real_open = open
+
+    def counting_open(file, *args, **kwargs):
+        if str(file) == str(path):
+            opened.append(file)
+        return real_open(file, *args, **kwargs)
+
+    import builtins
+
+    builtins.open = counting_open
+    try:
+        sym.preload_kernel(data=True)
+    finally:
+        builtins.open = real_open
+
+    assert len(opened) == 1
+    assert len(sym.kernel_symbols) > 1000
+    assert sym._kernel_data is not None
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: GPL-2.0
+/* /proc/kallsyms parsed in C (analyzer/symbols.py KernelSymbols.parse, KernelDataSymbols.parse; Python parses it
+ * where this is not built, to the same tables).
+ *
+ * A live view's first data wait for the kernel's symbols: their parse in Python took 0.1 s of CPU, the data
+ * symbols' 0.04 s more, each holding the interpreter's lock while the screen drew its first frames and the
+ * probes loaded. Here each is one pass over the text.
+ *
+ * The text is read as Python reads it: bytes decoded as ASCII with each other byte a replacement character,
+ * lines split where str.splitlines splits them, fields where str.split does. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the line breaks of str.splitlines for an ASCII-decoded text (a byte above 0x7f is a replacement character) */
+#define BREAK 1
+/* str.split's and str.strip's whitespace, of the same text */
+#define BLANK 2
+static const unsigned char kind[256] = {
+	['\n'] = BREAK | BLANK, ['\r'] = BREAK | BLANK, ['\v'] = BREAK | BLANK, ['\f'] = BREAK | BLANK,
+	[0x1c] = BREAK | BLANK, [0x1d] = BREAK | BLANK, [0x1e] = BREAK | BLANK, [0x1f] = BLANK, [' '] = BLANK,
+	['\t'] = BLANK,
+};
+
+static int line_break(unsigned char c)
+{
+	return kind[c] & BREAK;
+}
+
+static int blank(unsigned char c)
+{
+	return kind[c] & BLANK;
+}
+
+/* the next line of [*at, end): its start and length; *at moves past its break. 0 at the end. */
+static int next_line(const char **at, const char *end, const char **line, Py_ssize_t *len)
+{
+	const char *p = *at;
+	if (p >= end)
+		return 0;
+	const char *q = p;
+	while (q < end && !line_break((unsigned char)*q))
+		q++;
+	*line = p;
+	*len = q - p;
+	if (q < end)
+		q += (*q == '\r' && q + 1 < end && q[1] == '\n') ? 2 : 1;
+	*at = q;
+	return 1;
+}
+
+static int hex_value(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static PyObject *ascii_text(const char *s, Py_ssize_t n)
+{
+	return PyUnicode_DecodeASCII(s, n, "replace");
+}
+
+/* ---- text symbols ------------------------------------------------------------------------------------ */
+
+struct sym {
+	uint64_t addr;
+	const char *name; /* the name, up to a tab */
+	Py_ssize_t name_len;
+	const char *module; /* after the tab: stripped, its brackets dropped; NULL: none */
+	Py_ssize_t module_len;
+	int rank; /* the type's rank (text_types' order) */
+	Py_ssize_t order; /* its place among the text lines */
+};
+
+static int by_address(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* _kernel_rank's order: the type's rank, the leading underscores, the length */
+static int better(const struct sym *a, const struct sym *b)
+{
+	if (a->rank != b->rank)
+		return a->rank < b->rank;
+	Py_ssize_t ua = 0, ub = 0;
+	while (ua < a->name_len && a->name[ua] == '_')
+		ua++;
+	while (ub < b->name_len && b->name[ub] == '_')
+		ub++;
+	if (ua != ub)
+		return ua < ub;
+	return a->name_len < b->name_len;
+}
+
+enum { TEXT_OK, TEXT_NOT_KALLSYMS, TEXT_NONE, TEXT_ALL_ZERO };
+
+/* text_symbols(data, types, tail, end_markers, kernel): the text symbols' (starts, ends, names, modules), as
+ * KernelSymbols.parse makes them; or an int where it raises: 1 not in kallsyms format, 2 no text symbols, 3 every
+ * address 0. `types`: the text types, best first (the rank of a symbol among others at its address). */
+static PyObject *text_symbols(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	Py_buffer data;
+	const char *types;
+	Py_ssize_t ntypes;
+	unsigned long long tail;
+	PyObject *markers, *kernel;
+
+	if (nargs != 5) {
+		PyErr_SetString(PyExc_TypeError, "text_symbols(data, types, tail, end_markers, kernel)");
+		return NULL;
+	}
+	if (!PyBytes_Check(args[1]) || !PyLong_Check(args[2]) || !PyAnySet_Check(args[3]) || !PyUnicode_Check(args[4])) {
+		PyErr_SetString(PyExc_TypeError, "text_symbols: types bytes, tail int, end_markers a set, kernel str");
+		return NULL;
+	}
+	types = PyBytes_AS_STRING(args[1]);
+	ntypes = PyBytes_GET_SIZE(args[1]);
+	tail = PyLong_AsUnsignedLongLong(args[2]);
+	if (PyErr_Occurred())
+		return NULL;
+	markers = args[3];
+	kernel = args[4];
+	if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0)
+		return NULL;
+
+	const char *at = data.buf, *end = at + data.len, *line;
+	Py_ssize_t len, width = -1, n = 0, cap = 0;
+	struct sym *syms = NULL;
+	PyObject *out = NULL, *starts = NULL, *ends = NULL, *names = NULL, *modules = NULL, *interned = NULL;
+	int status = TEXT_OK, first = 1, any = 0;
+
+	while (next_line(&at, end, &line, &len)) {
+		if (first) {
+			first = 0;
+			const char *sp = memchr(line, ' ', len);
+			width = sp ? sp - line : -1;
+			if (width != 8 && width != 16) {
+				status = TEXT_NOT_KALLSYMS;
+				break;
+			}
+		}
+		if (len <= width + 3)
+			continue;
+		const char *t = memchr(types, line[width + 1], ntypes);
+		if (!t)
+			continue;
+		uint64_t addr = 0;
+		for (Py_ssize_t i = 0; i < width; i++) {
+			int v = hex_value((unsigned char)line[i]);
+			if (v < 0) {
+				status = TEXT_NOT_KALLSYMS;
+				goto scanned;
+			}
+			addr = addr << 4 | (uint64_t)v;
+		}
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1 << 14;
+			struct sym *grown = realloc(syms, cap * sizeof(*syms));
+			if (!grown) {
+				PyErr_NoMemory();
+				goto done;
+			}
+			syms = grown;
+		}
+		struct sym *s = &syms[n];
+		s->addr = addr;
+		s->rank = (int)(t - types);
+		s->order = n;
+		s->name = line + width + 3;
+		const char *tab = memchr(s->name, '\t', len - width - 3);
+		s->name_len = tab ? tab - s->name : len - width - 3;
+		s->module = NULL;
+		s->module_len = 0;
+		if (tab) { /* str.strip()[1:-1] */
+			const char *a = tab + 1, *b = line + len;
+			while (a < b && blank((unsigned char)*a))
+				a++;
+			while (b > a && blank((unsigned char)b[-1]))
+				b--;
+			s->module = a + 1;
+			s->module_len = b - a - 2 > 0 ? b - a - 2 : 0;
+		}
+		any |= addr != 0;
+		n++;
+	}
+scanned:
+	if (first) /* no line: no first line to find the width in */
+		status = TEXT_NOT_KALLSYMS;
+	else if (status == TEXT_OK && !n)
+		status = TEXT_NONE;
+	else if (status == TEXT_OK && !any)
+		status = TEXT_ALL_ZERO;
+	if (status != TEXT_OK) {
+		out = PyLong_FromLong(status);
+		goto done;
+	}
+	for (Py_ssize_t i = 1; i < n; i++) { /* kallsyms is in address order but for its modules and BPF programs */
+		if (syms[i].addr < syms[i - 1].addr) {
+			qsort(syms, n, sizeof(*syms), by_address);
+			break;
+		}
+	}
+	Py_ssize_t kept = 0; /* the best of each address, in place */
+	for (Py_ssize_t i = 0; i < n; i++) {
+		if (kept && syms[kept - 1].addr == syms[i].addr) {
+			if (better(&syms[i], &syms[kept - 1]))
+				syms[kept - 1] = syms[i];
+			continue;
+		}
+		syms[kept++] = syms[i];
+	}
+	if (!(starts = PyList_New(kept)) || !(ends = PyList_New(kept)) || !(names = PyList_New(kept)) ||
+	    !(modules = PyList_New(kept)) || !(interned = PyDict_New()))
+		goto done;
+	for (Py_ssize_t i = 0; i < kept; i++) {
+		struct sym *s = &syms[i];
+		PyObject *start = PyLong_FromUnsignedLongLong(s->addr), *name = ascii_text(s->name, s->name_len);
+		PyObject *module = kernel;
+		if (!start || !name) {
+			Py_XDECREF(start);
+			Py_XDECREF(name);
+			goto done;
+		}
+		PyList_SET_ITEM(starts, i, start);
+		PyList_SET_ITEM(names, i, name);
+		if (s->module && s->module_len) { /* one string per module */
+			PyObject *raw = PyBytes_FromStringAndSize(s->module, s->module_len), *text;
+			if (!raw)
+				goto done;
+			text = PyDict_GetItemWithError(interned, raw);
+			if (!text && !PyErr_Occurred() && (text = ascii_text(s->module, s->module_len))) {
+				if (PyDict_SetItem(interned, raw, text) < 0) {
+					Py_DECREF(text);
+					text = NULL;
+				} else {
+					Py_DECREF(text);
+				}
+			}
+			Py_DECREF(raw);
+			if (!text)
+				goto done;
+			module = text;
+		}
+		PyList_SET_ITEM(modules, i, Py_NewRef(module));
+	}
+	PyObject *marker_list = PySequence_List(markers), *marker_bytes[8];
+	Py_ssize_t nmarkers = 0;
+	if (!marker_list)
+		goto done;
+	for (Py_ssize_t j = 0; j < PyList_GET_SIZE(marker_list) && nmarkers < 8; j++) {
+		PyObject *b = PyUnicode_AsASCIIString(PyList_GET_ITEM(marker_list, j));
+		if (!b) { /* a marker no ASCII name equals */
+			PyErr_Clear();
+			continue;
+		}
+		marker_bytes[nmarkers++] = b;
+	}
+	Py_DECREF(marker_list);
+	if (PySet_GET_SIZE(markers) > 8) {
+		PyErr_SetString(PyExc_ValueError, "text_symbols: more than 8 end markers");
+		goto markers_done;
+	}
+	/* a symbol extends to the next one, but at the end of a region (the core kernel, a module), at most `tail` */
+	for (Py_ssize_t i = 0; i < kept; i++) {
+		PyObject *mod = PyList_GET_ITEM(modules, i), *v;
+		uint64_t a = syms[i].addr, e, capped;
+		int at_end = 0, marker = 0, overflow = __builtin_add_overflow(a, (uint64_t)tail, &capped);
+		if (i + 1 < kept) {
+			e = syms[i + 1].addr;
+			if (mod != PyList_GET_ITEM(modules, i + 1)) {
+				at_end = PyUnicode_Compare(mod, PyList_GET_ITEM(modules, i + 1));
+				if (at_end == -1 && PyErr_Occurred())
+					goto markers_done;
+			}
+			if (at_end && !overflow && capped < e)
+				e = capped;
+		} else {
+			at_end = 1;
+			e = capped;
+		}
+		int core = mod == kernel ? 0 : PyUnicode_Compare(mod, kernel);
+		if (core == -1 && PyErr_Occurred())
+			goto markers_done;
+		if (!core) { /* _etext, _einittext: the core kernel's text ends there */
+			for (Py_ssize_t j = 0; j < nmarkers && !marker; j++)
+				marker = PyBytes_GET_SIZE(marker_bytes[j]) == syms[i].name_len &&
+					 !memcmp(PyBytes_AS_STRING(marker_bytes[j]), syms[i].name, syms[i].name_len);
+		}
+		if (marker)
+			v = PyLong_FromUnsignedLongLong(a);
+		else if (i + 1 == kept && overflow) { /* past 2^64: Python's integers */
+			PyObject *x = PyLong_FromUnsignedLongLong(a), *y = PyLong_FromUnsignedLongLong(tail);
+			v = x && y ? PyNumber_Add(x, y) : NULL;
+			Py_XDECREF(x);
+			Py_XDECREF(y);
+		} else
+			v = PyLong_FromUnsignedLongLong(e);
+		if (!v)
+			goto markers_done;
+		PyList_SET_ITEM(ends, i, v);
+	}
+	out = PyTuple_Pack(4, starts, ends, names, modules);
+markers_done:
+	for (Py_ssize_t j = 0; j < nmarkers; j++)
+		Py_DECREF(marker_bytes[j]);
+done:
+	free(syms);
+	Py_XDECREF(starts);
+	Py_XDECREF(ends);
+	Py_XDECREF(names);
+	Py_XDECREF(modules);
+	Py_XDECREF(interned);
+	PyBuffer_Release(&data);
+	return out;
+}
+
+/* ---- data symbols ------------------------------------------------------------------------------------ */
+
+/* the address field as int(field, 16) reads it: plain hex digits here, anything else (a sign, a prefix, underscores)
+ * by int() itself; NULL with no error set where int() raises ValueError */
+static PyObject *address_of(const char *s, Py_ssize_t n)
+{
+	if (n > 0 && n <= 16) {
+		uint64_t v = 0;
+		Py_ssize_t i = 0;
+		for (; i < n; i++) {
+			int d = hex_value((unsigned char)s[i]);
+			if (d < 0)
+				break;
+			v = v << 4 | (uint64_t)d;
+		}
+		if (i == n)
+			return PyLong_FromUnsignedLongLong(v);
+	}
+	PyObject *text = ascii_text(s, n), *v;
+	if (!text)
+		return NULL;
+	v = PyLong_FromUnicodeObject(text, 16);
+	Py_DECREF(text);
+	if (!v && PyErr_ExceptionMatches(PyExc_ValueError))
+		PyErr_Clear();
+	return v;
+}
+
+/* data_symbols(data, types): the (address, name) of each line of three fields whose type is one of `types` and
+ * whose address is not 0, sorted: KernelDataSymbols.parse's pairs */
+static PyObject *data_symbols(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	Py_buffer data;
+	if (nargs != 2 || !PyBytes_Check(args[1])) {
+		PyErr_SetString(PyExc_TypeError, "data_symbols(data, types: bytes)");
+		return NULL;
+	}
+	const char *types = PyBytes_AS_STRING(args[1]);
+	Py_ssize_t ntypes = PyBytes_GET_SIZE(args[1]);
+	if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0)
+		return NULL;
+	PyObject *pairs = PyList_New(0);
+	const char *at = data.buf, *end = at + data.len, *line;
+	Py_ssize_t len;
+	while (pairs && next_line(&at, end, &line, &len)) {
+		const char *f[4];
+		Py_ssize_t fl[4];
+		int nf = 0;
+		for (Py_ssize_t i = 0; i < len && nf < 4;) {
+			while (i < len && blank((unsigned char)line[i]))
+				i++;
+			if (i == len)
+				break;
+			Py_ssize_t j = i;
+			while (j < len && !blank((unsigned char)line[j]))
+				j++;
+			f[nf] = line + i;
+			fl[nf++] = j - i;
+			i = j;
+		}
+		if (nf != 3 || fl[1] != 1 || !memchr(types, f[1][0], ntypes))
+			continue;
+		PyObject *addr = address_of(f[0], fl[0]);
+		if (!addr) {
+			if (PyErr_Occurred())
+				Py_CLEAR(pairs);
+			continue;
+		}
+		int zero = PyObject_Not(addr);
+		PyObject *name = zero ? NULL : ascii_text(f[2], fl[2]);
+		PyObject *pair = name ? PyTuple_Pack(2, addr, name) : NULL;
+		Py_DECREF(addr);
+		Py_XDECREF(name);
+		if (zero)
+			continue;
+		if (!pair || PyList_Append(pairs, pair) < 0)
+			Py_CLEAR(pairs);
+		Py_XDECREF(pair);
+	}
+	PyBuffer_Release(&data);
+	if (pairs && PyList_Sort(pairs) < 0)
+		Py_CLEAR(pairs);
+	return pairs;
+}
+
+static PyMethodDef module_methods[] = {
+	{"text_symbols", (PyCFunction)(void (*)(void))text_symbols, METH_FASTCALL,
+	 "text_symbols(data, types, tail, end_markers, kernel): (starts, ends, names, modules), or the parse's error"},
+	{"data_symbols", (PyCFunction)(void (*)(void))data_symbols, METH_FASTCALL,
+	 "data_symbols(data, types): the data symbols' (address, name) pairs, sorted"},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+	PyModuleDef_HEAD_INIT, "_kallsyms", "kallsyms parsed in C (analyzer/symbols.py)", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__kallsyms(void)
+{
+	return PyModule_Create(&module_def);
+}
