@@ -38,6 +38,11 @@ from stallscope.analyzer.locks import locks_by_site
 from stallscope.analyzer.sample import LOST_STACK, NO_STACK_LABELS, SHARABLE, STACK_NOT_DRAWN, Stack, TaskId
 from stallscope.analyzer.why import decode
 
+try:  # a model's sleeping threads' waits grouped in C (analyzer/modelfold.c asleep_scan; py_asleep without it)
+    from stallscope.analyzer._modelfold import asleep_scan as _c_asleep_scan
+except ImportError:
+    _c_asleep_scan = None
+
 
 
 def no_stack_cause(stack_id: int) -> Cause:
@@ -315,7 +320,33 @@ def _asleep(model: Model, table: CauseTable, arch: str | None) -> tuple[list[Ali
     every wait of its process alike (state, evidence, stacks): each such group is asked once whether its evidence
     names it without a pool (_pool_of) and whether it waits for input (whose long part _idle_input moves); if so,
     its waits are an Alike of their own (per cause, in the model's order), each task's part its wait's charge.
-    Thousands of threads asleep are then one pass here rather than a stratum each through _grouped's."""
+    Thousands of threads asleep are then one pass here rather than a stratum each through _grouped's: in C where
+    analyzer/modelfold.c is built (asleep_scan), else py_asleep."""
+    waits = model.waits
+    if _c_asleep_scan is None or not isinstance(waits, tuple):
+        return py_asleep(model, table, arch)
+    likes, rest_at = _c_asleep_scan(waits)
+    by_cause: dict[int, Alike] = {}  # one Alike per cause, as _grouped makes them
+    refused: list[int] = []  # the places of the waits of groups not kept as one
+    for first, tasks, ns, task_waits, places in likes.values():
+        g = _asleep_group(model, table, arch, first)
+        if g is None:
+            refused += places
+            continue
+        a = by_cause.get(id(g[0]))
+        if a is None:
+            by_cause[id(g[0])] = Alike(g[0], tasks, ns, task_waits)
+        else:
+            a.tasks += tasks
+            a.ns += ns
+            a.waits += task_waits
+    if refused:  # in the model's order
+        rest_at = sorted(rest_at + refused)
+    return list(by_cause.values()), [waits[i] for i in rest_at]
+
+
+def py_asleep(model: Model, table: CauseTable, arch: str | None) -> tuple[list[Alike], list[StackWait]]:
+    """_asleep in Python."""
     waits = model.waits
     alone = Counter(map(_TASK, waits))
     groups: dict[tuple, list | None] = {}  # a wait's like key -> [cause, tasks, ns, waits], None: not grouped

@@ -33,6 +33,11 @@ from stallscope.analyzer.scope import in_scope, recorded_tasks
 from stallscope.analyzer.units import fmt_ns, log2_bounds
 from stallscope.analyzer.wakers import waker_context, waker_label
 
+try:  # the waits in progress grouped in C (analyzer/modelfold.c waits_now_groups; py_waits_now_groups without it)
+    from stallscope.analyzer._modelfold import waits_now_groups as _c_waits_now_groups
+except ImportError:
+    _c_waits_now_groups = None
+
 __all__ = ["IDLE", "Blocker", "LOST_STACK", "NO_STACK_LABELS", "classify_wait", "no_stack_cause", "rank_blockers",
            "rank_live", "grouped_parts", "causes_by_task", "task_causes", "blocked_ns_by_task", "process_causes",
            "held_up_by", "percentiles",
@@ -253,6 +258,27 @@ def waits_now_by_cause(model: Model, tasks: set[TaskId] | None = None,
     # a machine's sleeping threads wait alike but for their tasks: those alike are classified once (what a
     # cause reads: the key without its task, how the key's waits ended, and whether it has gone on a second,
     # after which a wait for input that got nothing is idle: attribution.py _idle_input)
+    out: dict[str, tuple[int, int]] = {}
+    for n, since, w, long in _waits_now_groups(now, scope):
+        quiet = input_cause(model, w, table) if long else None
+        name = idle_input_name(quiet.name) if quiet is not None else classify_wait(model, w, table).name
+        count, longest = out.get(name, (0, 0))
+        so_far = now.end_ns - since if now.end_ns > since else 0
+        out[name] = (count + n, longest if longest > so_far else so_far)
+    return out
+
+
+def _waits_now_groups(now: WaitsNow, scope: set[TaskId] | None) -> list[list]:
+    """The waits in progress of `scope` (None: all) grouped alike (waits_now_by_cause), [waits, earliest beginning, a
+    StackWait of them, gone on a second] each, in the order first met: in C where analyzer/modelfold.c is built."""
+    late = now.end_ns - LONG_OPEN_NS
+    if _c_waits_now_groups is not None and all(type(x) is tuple for x in (now.keys, now.since, now.places, now.waits)):
+        return _c_waits_now_groups(now.keys, now.since, now.places, now.waits, scope, late)
+    return py_waits_now_groups(now, scope)
+
+
+def py_waits_now_groups(now: WaitsNow, scope: set[TaskId] | None) -> list[list]:
+    """_waits_now_groups in Python."""
     groups: dict[tuple, list] = {}  # -> [waits, earliest beginning, a StackWait of them, gone on a second]
     waits, late = now.waits, now.end_ns - LONG_OPEN_NS
     for key, since, at in zip(now.keys, now.since, now.places):
@@ -268,14 +294,7 @@ def waits_now_by_cause(model: Model, tasks: set[TaskId] | None = None,
             g[0] += 1
             if since < g[1]:
                 g[1] = since
-    out: dict[str, tuple[int, int]] = {}
-    for n, since, w, long in groups.values():
-        quiet = input_cause(model, w, table) if long else None
-        name = idle_input_name(quiet.name) if quiet is not None else classify_wait(model, w, table).name
-        count, longest = out.get(name, (0, 0))
-        so_far = now.end_ns - since if now.end_ns > since else 0
-        out[name] = (count + n, longest if longest > so_far else so_far)
-    return out
+    return list(groups.values())
 
 
 def _with_waits_now(ranked: list[Blocker], now: dict[str, tuple[int, int]]) -> list[Blocker]:

@@ -19,16 +19,16 @@ enum {
 	A_TASK, A_OFFCPU_NS, A_OFFCPU_COUNT, A_OFFCPU_MAX_NS, A_RUNQ_WAIT_NS, A_RUNQ_COUNT, A_RUNQ_MAX_NS,
 	A_VOLUNTARY, A_INVOLUNTARY, A_MIGRATIONS, A_RUNQ_HIST, A_RUNQ_LATENCY_NS, A_RUN_NS,
 	A_TGID, A_STATE, A_KSTACK, A_USTACK, A_COUNT, A_TOTAL_NS, A_MAX_NS, A_HIST, A_WHY, A_FUNC, A_CHARGED_NS,
-	A_WEIGHTED_NS, A_VAR_US2, A_WOKEN, N_ATTRS
+	A_WEIGHTED_NS, A_VAR_US2, A_WOKEN, A_KSTACK_ID, A_USTACK_ID, A_FRAMES, N_ATTRS
 };
 static const char *const attr_names[N_ATTRS] = {
 	"task", "offcpu_ns", "offcpu_count", "offcpu_max_ns", "runq_wait_ns", "runq_count", "runq_max_ns",
 	"voluntary_switches", "involuntary_switches", "migrations", "runq_hist", "runq_latency_ns", "run_ns",
 	"tgid", "state", "kstack", "ustack", "count", "total_ns", "max_ns", "hist", "why", "func", "charged_ns",
-	"weighted_ns", "var_us2", "woken",
+	"weighted_ns", "var_us2", "woken", "kstack_id", "ustack_id", "frames",
 };
 static PyObject *attrs[N_ATTRS];
-static PyObject *zero, *not_woken, *no_hist;
+static PyObject *zero, *one, *not_woken, *no_hist;
 
 /* the record's fields `which` (A_* in order), new references, read from its slots (slots.h) through the call
  * site's offsets `f`; -1 with every one released on failure */
@@ -560,6 +560,182 @@ fail:
 	return NULL;
 }
 
+/* ---- a model's waits grouped, for its ranking (analyzer/attribution.py, analyzer/blockers.py) -------- */
+
+/* list.append(item) of a new reference, which is released; -1 on failure */
+static int append_new(PyObject *list, PyObject *item)
+{
+	if (!item)
+		return -1;
+	int rc = PyList_Append(list, item);
+	Py_DECREF(item);
+	return rc;
+}
+
+/* [item], a new list */
+static PyObject *list_one(PyObject *item)
+{
+	PyObject *out = PyList_New(1);
+	if (out)
+		PyList_SET_ITEM(out, 0, Py_NewRef(item));
+	return out;
+}
+
+/* asleep_scan(waits): attribution.py _asleep's pass over a model's waits. The waits alone in their task whose kernel
+ * stack has no frames, grouped by what makes them alike, (tgid, state, why, func, woken, kstack_id, ustack_id), in
+ * the order each group is first met: {like: [its first wait, tasks, ns (charged), [[wait], ...], places]}; and the
+ * places of the others, in order. Each group is then asked once, in Python, whether it stays one. */
+static PyObject *asleep_scan(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	static struct fields task_f, wait_f;
+	static const int task_which[] = {A_TASK};
+	static const int wait_which[] = {A_TASK, A_KSTACK, A_TGID, A_STATE, A_WHY, A_FUNC, A_WOKEN, A_KSTACK_ID,
+					 A_USTACK_ID, A_CHARGED_NS, A_TOTAL_NS};
+	enum { W_TASK, W_KSTACK, W_TGID, W_STATE, W_WHY, W_FUNC, W_WOKEN, W_KSTACK_ID, W_USTACK_ID, W_CHARGED, W_TOTAL,
+	       W_N };
+	if (nargs != 1 || !PyTuple_Check(args[0])) {
+		PyErr_SetString(PyExc_TypeError, "asleep_scan(waits: tuple)");
+		return NULL;
+	}
+	PyObject *waits = args[0], *seen = PyDict_New(), *groups = PyDict_New(), *rest = PyList_New(0), *out = NULL;
+	Py_ssize_t n = PyTuple_GET_SIZE(waits);
+	if (!seen || !groups || !rest)
+		goto done;
+	for (Py_ssize_t i = 0; i < n; i++) { /* each task: Py_True met once, Py_False more often */
+		PyObject *task;
+		if (read_fields(&task_f, PyTuple_GET_ITEM(waits, i), task_which, 1, &task) < 0)
+			goto done;
+		PyObject *was = PyDict_GetItemWithError(seen, task);
+		int rc = was || PyErr_Occurred() ? (was ? PyDict_SetItem(seen, task, Py_False) : -1)
+						 : PyDict_SetItem(seen, task, Py_True);
+		Py_DECREF(task);
+		if (rc < 0)
+			goto done;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *w = PyTuple_GET_ITEM(waits, i), *f[W_N];
+		if (read_fields(&wait_f, w, wait_which, W_N, f) < 0)
+			goto done;
+		PyObject *once = PyDict_GetItemWithError(seen, f[W_TASK]), *frames = NULL;
+		int alone = once == Py_True, drawn = 0, ok = once != NULL;
+		if (ok && alone && f[W_KSTACK] != Py_None) {
+			frames = PyObject_GetAttr(f[W_KSTACK], attrs[A_FRAMES]);
+			drawn = frames ? PyObject_IsTrue(frames) : -1;
+			Py_XDECREF(frames);
+			ok = drawn >= 0;
+		}
+		if (ok && (!alone || drawn)) {
+			ok = append_new(rest, PyLong_FromSsize_t(i)) == 0;
+		} else if (ok) {
+			PyObject *like = PyTuple_Pack(7, f[W_TGID], f[W_STATE], f[W_WHY], f[W_FUNC], f[W_WOKEN],
+						      f[W_KSTACK_ID], f[W_USTACK_ID]);
+			PyObject *g = like ? PyDict_GetItemWithError(groups, like) : NULL;
+			if (like && !g && !PyErr_Occurred()) {
+				PyObject *items[5] = {Py_NewRef(w), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
+				g = list_of(items, 5);
+				if (g && PyDict_SetItem(groups, like, g) < 0)
+					Py_CLEAR(g);
+				Py_XDECREF(g); /* the dict's reference, borrowed below */
+			}
+			Py_XDECREF(like);
+			if (g) {
+				int below = PyObject_RichCompareBool(f[W_CHARGED], zero, Py_LT);
+				ok = below >= 0 && PyList_Append(PyList_GET_ITEM(g, 1), f[W_TASK]) == 0 &&
+				     PyList_Append(PyList_GET_ITEM(g, 2), below ? f[W_TOTAL] : f[W_CHARGED]) == 0 &&
+				     append_new(PyList_GET_ITEM(g, 3), list_one(w)) == 0 &&
+				     append_new(PyList_GET_ITEM(g, 4), PyLong_FromSsize_t(i)) == 0;
+			} else {
+				ok = 0;
+			}
+		}
+		if (!ok && !PyErr_Occurred())
+			PyErr_SetString(PyExc_RuntimeError, "a wait's task was not met in the first pass");
+		release(f, W_N);
+		if (!ok)
+			goto done;
+	}
+	out = PyTuple_Pack(2, groups, rest);
+done:
+	Py_XDECREF(seen);
+	Py_XDECREF(groups);
+	Py_XDECREF(rest);
+	return out;
+}
+
+/* waits_now_groups(keys, since, places, waits, scope, late): blockers.py waits_now_by_cause's pass over a model's
+ * waits in progress: those in `scope` (None: all) with a wait (a place not below 0), grouped by (their key without
+ * its task and tgid, how the key's waits ended, whether they began at `late` or before), in the order first met:
+ * [waits, the earliest beginning, the first's wait, began by late] each */
+static PyObject *waits_now_groups(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	static struct fields woken_f;
+	static const int woken_which[] = {A_WOKEN};
+	if (nargs != 6 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2]) ||
+	    !PyTuple_Check(args[3])) {
+		PyErr_SetString(PyExc_TypeError, "waits_now_groups(keys, since, places, waits: tuples, scope, late)");
+		return NULL;
+	}
+	PyObject *keys = args[0], *since = args[1], *places = args[2], *waits = args[3], *scope = args[4];
+	PyObject *late = args[5], *groups = PyDict_New(), *out = NULL;
+	Py_ssize_t n = PyTuple_GET_SIZE(keys), nw = PyTuple_GET_SIZE(waits);
+	if (PyTuple_GET_SIZE(since) < n || PyTuple_GET_SIZE(places) < n) /* zip's: the shortest */
+		n = PyTuple_GET_SIZE(since) < PyTuple_GET_SIZE(places) ? PyTuple_GET_SIZE(since) : PyTuple_GET_SIZE(places);
+	if (!groups)
+		return NULL;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *key = PyTuple_GET_ITEM(keys, i), *began = PyTuple_GET_ITEM(since, i);
+		Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(places, i));
+		if (at == -1 && PyErr_Occurred())
+			goto done;
+		if (at < 0)
+			continue;
+		if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) < 2) {
+			PyErr_SetString(PyExc_TypeError, "a wait in progress's key is (task, tgid, ...)");
+			goto done;
+		}
+		if (scope != Py_None) {
+			int in = PySequence_Contains(scope, PyTuple_GET_ITEM(key, 0));
+			if (in < 0)
+				goto done;
+			if (!in)
+				continue;
+		}
+		if (at >= nw) {
+			PyErr_SetString(PyExc_IndexError, "a wait in progress's place beyond the model's waits");
+			goto done;
+		}
+		PyObject *w = PyTuple_GET_ITEM(waits, at), *woken;
+		int long_open = PyObject_RichCompareBool(began, late, Py_LE);
+		if (long_open < 0 || read_fields(&woken_f, w, woken_which, 1, &woken) < 0)
+			goto done;
+		PyObject *rest = PyTuple_GetSlice(key, 2, PyTuple_GET_SIZE(key));
+		PyObject *like = rest ? PyTuple_Pack(3, rest, woken, long_open ? Py_True : Py_False) : NULL;
+		Py_XDECREF(rest);
+		Py_DECREF(woken);
+		PyObject *g = like ? PyDict_GetItemWithError(groups, like) : NULL;
+		int ok = g != NULL;
+		if (like && !g && !PyErr_Occurred()) {
+			PyObject *items[4] = {PyLong_FromLong(1), Py_NewRef(began), Py_NewRef(w),
+					      Py_NewRef(long_open ? Py_True : Py_False)};
+			PyObject *made = list_of(items, 4);
+			ok = made && PyDict_SetItem(groups, like, made) == 0;
+			Py_XDECREF(made);
+		} else if (g) {
+			PyObject *count = PyNumber_Add(PyList_GET_ITEM(g, 0), one);
+			ok = count && PyList_SetItem(g, 0, count) == 0;
+			int earlier = ok ? PyObject_RichCompareBool(began, PyList_GET_ITEM(g, 1), Py_LT) : -1;
+			ok = earlier >= 0 && (!earlier || PyList_SetItem(g, 1, Py_NewRef(began)) == 0);
+		}
+		Py_XDECREF(like);
+		if (!ok)
+			goto done;
+	}
+	out = PyDict_Values(groups);
+done:
+	Py_DECREF(groups);
+	return out;
+}
+
 static PyMethodDef module_methods[] = {
 	{"fold_tasks", (PyCFunction)(void (*)(void))fold_tasks, METH_FASTCALL,
 	 "fold_tasks(tasks, records, slots): TaskDelta records summed into a window's task accumulators."},
@@ -571,6 +747,10 @@ static PyMethodDef module_methods[] = {
 	 "made_waits(waits, stacks, funcs, unnamed, make): the model's StackWaits, in the accumulators' order."},
 	{"made_totals", (PyCFunction)(void (*)(void))made_totals, METH_FASTCALL,
 	 "made_totals(tasks, task_info, unknown, no_hist, make): the model's TaskTotals by task."},
+	{"asleep_scan", (PyCFunction)(void (*)(void))asleep_scan, METH_FASTCALL,
+	 "asleep_scan(waits): the waits alone in their task with no kernel frames grouped alike, and the others."},
+	{"waits_now_groups", (PyCFunction)(void (*)(void))waits_now_groups, METH_FASTCALL,
+	 "waits_now_groups(keys, since, places, waits, scope, late): the waits in progress grouped alike."},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -585,9 +765,10 @@ PyMODINIT_FUNC PyInit__modelfold(void)
 		if (!(attrs[i] = PyUnicode_InternFromString(attr_names[i])))
 			return NULL;
 	zero = PyLong_FromLong(0);
+	one = PyLong_FromLong(1);
 	no_hist = PyTuple_New(0);
 	not_woken = Py_BuildValue("(iii)", 0, 0, 0);
-	if (!zero || !no_hist || !not_woken)
+	if (!zero || !one || !no_hist || !not_woken)
 		return NULL;
 	return PyModule_Create(&module);
 }

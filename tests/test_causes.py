@@ -409,7 +409,17 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
     for first, last in [(iv.index, iv.index) for iv in ivs] + [(ivs[0].index, ivs[-1].index)]:
         snap = tl.window(first, last)
         model, scope = snap.model, snap.scope
-        asleep += sum(len(a.tasks) for a in attribution._asleep(model, default_table(), attribution._arch(model))[0])
+        groups, rest = attribution._asleep(model, default_table(), attribution._arch(model))
+        asleep += sum(len(a.tasks) for a in groups)
+        # the passes in C (analyzer/modelfold.c) group as the Python does, in its order
+        py_groups, py_rest = attribution.py_asleep(model, default_table(), attribution._arch(model))
+        assert [(a.cause, a.tasks, a.ns, a.waits) for a in groups] == [(a.cause, a.tasks, a.ns, a.waits)
+                                                                       for a in py_groups]
+        assert rest == py_rest
+        if model.waits_now is not None:
+            for tasks in (None, scope):
+                assert (blockers._waits_now_groups(model.waits_now, tasks)
+                        == blockers.py_waits_now_groups(model.waits_now, tasks))
         # each task's causes (the Tasks view's), from the grouped parts while no part was made one by one
         assert memoised(attribution._attribute, model, None) is None
         by_task = {t: [(c.name, ns) for c, ns in cs] for t, cs in blockers.causes_by_task(model, scope).items()}

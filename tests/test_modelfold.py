@@ -156,3 +156,55 @@ def test_a_real_recordings_model_is_the_same_folded_in_python(report_recording, 
     assert in_c.tasks == in_py.tasks
     assert in_c.waits == in_py.waits
     assert in_c.waits_now == in_py.waits_now
+
+
+# ---- a model's waits grouped for its ranking (asleep_scan, waits_now_groups) ------------------------------------
+
+_STACKS = {0: None, 5: Stack(5, "kernel", ()), 6: Stack(6, "kernel", ("frame",))}  # none, walked empty, walked
+_wait = st.builds(
+    lambda task, state, kstack, count, charged, woken: M.StackWait(
+        task, task.pid // 2, state, _STACKS[kstack], None, count, 7, 7, kstack_id=kstack or 3, charged_ns=charged,
+        woken=woken),
+    st.sampled_from(_TASKS), st.integers(1, 2), st.sampled_from([0, 5, 6]), st.integers(0, 1),
+    st.integers(-1, 3), st.sampled_from([(0, 0, 0), (1, 0, 0)]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_wait, max_size=12))
+def test_sleeping_threads_waits_are_grouped_in_c_as_in_python(waits):
+    """attribution.py _asleep's pass: the waits alone in their task, with no kernel frames, grouped alike in the
+    order first met (each group's tasks, charges and waits in the model's order), the others' places in order."""
+    from stallscope.analyzer.attribution import _TASK
+
+    waits = tuple(waits)
+    groups, rest = C.asleep_scan(waits)
+    alone = {t for t in map(_TASK, waits) if list(map(_TASK, waits)).count(t) == 1}
+    want: dict = {}
+    for i, w in enumerate(waits):
+        if w.task not in alone or (w.kstack is not None and w.kstack.frames):
+            continue
+        like = (w.tgid, w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id)
+        g = want.setdefault(like, [w, [], [], [], []])
+        g[1].append(w.task)
+        g[2].append(w.charged)
+        g[3].append([w])
+        g[4].append(i)
+    assert groups == want and list(groups) == list(want)
+    assert rest == [i for i in range(len(waits)) if all(i not in g[4] for g in want.values())]
+
+
+_now_key = st.builds(lambda task, state: OngoingWait(task, task.pid // 2, state, 3, 4, 0, 0),
+                     st.sampled_from(_TASKS), st.integers(1, 2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_now_key, st.integers(90, 110), st.integers(-1, 3)), max_size=12),
+       st.lists(_wait, min_size=4, max_size=4), st.one_of(st.none(), st.sets(st.sampled_from(_TASKS))))
+def test_waits_in_progress_are_grouped_in_c_as_in_python(entries, waits, scope):
+    """blockers.py waits_now_by_cause's pass, with beginnings on both sides of (and at) the second's mark."""
+    from stallscope.analyzer import blockers
+
+    now = M.WaitsNow(tuple(k for k, _, _ in entries), tuple(s for _, s, _ in entries),
+                     tuple(p for _, _, p in entries), tuple(waits), 100 + M.LONG_OPEN_NS)
+    assert C.waits_now_groups(now.keys, now.since, now.places, now.waits, scope, 100) == \
+        blockers.py_waits_now_groups(now, scope)
