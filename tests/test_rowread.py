@@ -219,3 +219,58 @@ def test_a_tasks_id_is_made_once(report_recording, monkeypatch):
         values = [getattr(w, field) for w in waits]
         assert len(values) > 2 * len(set(values))
         assert len({id(v) for v in values}) == len(set(values))
+
+
+def test_records_made_in_c_are_the_dataclasses_records():
+    """analyzer/sample.py record_maker's records made in C (a plain slot's value stored in it): each class's record
+    equals, hashes and reads as the dataclass's own, stays frozen, and holds its values; a field that is not a plain
+    slot (a class without slots, a property of that name in a subclass) is set as object.__setattr__ sets it."""
+    import dataclasses
+
+    from stallscope.analyzer import model, sample
+
+    assert sample._Maker is not None, "the extension is built by `make install`"
+    classes = [c for c in vars(sample).values() if dataclasses.is_dataclass(c) and isinstance(c, type)]
+    classes += [model.StackWait, model.TaskTotals, model.LockWaits]
+    made = 0
+    for cls in classes:
+        fields = dataclasses.fields(cls)
+        if not all(f.init for f in fields):
+            continue
+        values = [object() if f.name != "task" else sample.TaskId(7, 9) for f in fields]
+        ours = sample.record_maker(cls)(*values)
+        theirs = cls(*values)
+        assert type(ours) is cls and all(getattr(ours, f.name) is v for f, v in zip(fields, values)), cls
+        assert ours == theirs and hash(ours) == hash(theirs), cls
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(ours, fields[0].name, 1)
+        made += 1
+    assert made >= 10
+
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        a: int
+        b: str
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Slotted:
+        a: int
+        b: str
+
+    class Shadowed(Slotted):
+        __slots__ = ()
+        seen: list = []
+
+        @property
+        def b(self):
+            return "shadowed"
+
+        @b.setter
+        def b(self, value):
+            Shadowed.seen.append(value)
+
+    assert sample.record_maker(NoSlots)(1, "x") == NoSlots(1, "x")
+    assert sample.record_maker(NoSlots)(1, "x").__dict__ == {"a": 1, "b": "x"}
+    shadowed = sample._Maker(Shadowed, ("a", "b"))(2, "y")
+    assert (shadowed.a, shadowed.b, Shadowed.seen) == (2, "shadowed", ["y"])
+    assert sample._Maker(Slotted, ("a", "b"))(3, "z") == Slotted(3, "z")
