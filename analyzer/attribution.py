@@ -328,8 +328,9 @@ def _asleep(model: Model, table: CauseTable, arch: str | None) -> tuple[list[Ali
     likes, rest_at = _c_asleep_scan(waits)
     by_cause: dict[int, Alike] = {}  # one Alike per cause, as _grouped makes them
     refused: list[int] = []  # the places of the waits of groups not kept as one
+    named: dict[tuple, tuple[Cause, bool]] = {}
     for first, tasks, ns, task_waits, places in likes.values():
-        g = _asleep_group(model, table, arch, first)
+        g = _asleep_group(model, table, arch, first, named)
         if g is None:
             refused += places
             continue
@@ -350,6 +351,7 @@ def py_asleep(model: Model, table: CauseTable, arch: str | None) -> tuple[list[A
     waits = model.waits
     alone = Counter(map(_TASK, waits))
     groups: dict[tuple, list | None] = {}  # a wait's like key -> [cause, tasks, ns, waits], None: not grouped
+    named: dict[tuple, tuple[Cause, bool]] = {}
     rest: list[StackWait] = []
     for w in waits:
         k = w.kstack
@@ -359,7 +361,7 @@ def py_asleep(model: Model, table: CauseTable, arch: str | None) -> tuple[list[A
         like = (w.tgid, w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id)
         g = groups.get(like, False)
         if g is False:
-            g = groups[like] = _asleep_group(model, table, arch, w)
+            g = groups[like] = _asleep_group(model, table, arch, w, named)
         if g is None:
             rest.append(w)
             continue
@@ -383,13 +385,21 @@ def py_asleep(model: Model, table: CauseTable, arch: str | None) -> tuple[list[A
 _TASK = attrgetter("task")
 
 
-def _asleep_group(model: Model, table: CauseTable, arch: str | None, w: StackWait) -> list | None:
+def _asleep_group(model: Model, table: CauseTable, arch: str | None, w: StackWait,
+                  named: dict[tuple, tuple[Cause, bool]]) -> list | None:
     """The group of the waits like `w` (_asleep): [its evidence's cause, tasks, ns, waits]; None where they are
-    not grouped (a pool shares them, or they wait for input)."""
-    cause = _alone_cause(table, arch, w.state, w.why, w.func, w)
+    not grouped (a pool shares them, or they wait for input). What names them and whether they wait for input are
+    asked once for the groups of every process (`named`: by what they read of the wait, its stacks' ids among it:
+    hackbench's 400 processes wait alike); whether a pool of their process shares them, for each."""
+    evidence = (w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id)
+    known = named.get(evidence)
+    if known is None:
+        known = named[evidence] = (_alone_cause(table, arch, w.state, w.why, w.func, w),
+                                   input_cause(model, w, table) is not None)
+    cause, for_input = known
     if not cause.matched and _pool_of(model, table, [w], cause):
         return None
-    if input_cause(model, w, table) is not None:
+    if for_input:
         return None
     return [cause, [], [], []]
 
