@@ -274,24 +274,24 @@ scanned:
 	for (Py_ssize_t i = 0; i < kept; i++) {
 		PyObject *mod = PyList_GET_ITEM(modules, i), *v;
 		uint64_t a = syms[i].addr, e, capped;
-		int at_end = 0, marker = 0, overflow = __builtin_add_overflow(a, (uint64_t)tail, &capped);
+		/* region_ends: the next symbol is another module's */
+		int region_ends = 0, marker = 0, overflow = __builtin_add_overflow(a, (uint64_t)tail, &capped);
 		if (i + 1 < kept) {
 			e = syms[i + 1].addr;
 			if (mod != PyList_GET_ITEM(modules, i + 1)) {
-				at_end = PyUnicode_Compare(mod, PyList_GET_ITEM(modules, i + 1));
-				if (at_end == -1 && PyErr_Occurred())
+				region_ends = PyUnicode_Compare(mod, PyList_GET_ITEM(modules, i + 1));
+				if (region_ends == -1 && PyErr_Occurred())
 					goto markers_done;
 			}
-			if (at_end && !overflow && capped < e)
+			if (region_ends && !overflow && capped < e)
 				e = capped;
 		} else {
-			at_end = 1;
-			e = capped;
+			e = capped; /* the last: past 2^64, below */
 		}
-		int core = mod == kernel ? 0 : PyUnicode_Compare(mod, kernel);
-		if (core == -1 && PyErr_Occurred())
+		int not_core = mod == kernel ? 0 : PyUnicode_Compare(mod, kernel);
+		if (not_core == -1 && PyErr_Occurred())
 			goto markers_done;
-		if (!core) { /* _etext, _einittext: the core kernel's text ends there */
+		if (!not_core) { /* _etext, _einittext: the core kernel's text ends there */
 			for (Py_ssize_t j = 0; j < nmarkers && !marker; j++)
 				marker = PyBytes_GET_SIZE(marker_bytes[j]) == syms[i].name_len &&
 					 !memcmp(PyBytes_AS_STRING(marker_bytes[j]), syms[i].name, syms[i].name_len);
