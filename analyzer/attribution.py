@@ -36,7 +36,7 @@ from stallscope.analyzer.causes import BLOCKER, IDLE, Cause, CauseTable, default
 from stallscope.analyzer.model import Model, StackWait
 from stallscope.analyzer.locks import locks_by_site
 from stallscope.analyzer.sample import LOST_STACK, NO_STACK_LABELS, SHARABLE, STACK_NOT_DRAWN, Stack, TaskId
-from stallscope.analyzer.why import decode
+from stallscope.analyzer.why import decode, woken_by
 
 try:  # a model's sleeping threads' waits grouped in C (analyzer/modelfold.c asleep_scan; py_asleep without it)
     from stallscope.analyzer._modelfold import asleep_scan as _c_asleep_scan
@@ -389,9 +389,10 @@ def _asleep_group(model: Model, table: CauseTable, arch: str | None, w: StackWai
                   named: dict[tuple, tuple[Cause, bool]]) -> list | None:
     """The group of the waits like `w` (_asleep): [its evidence's cause, tasks, ns, waits]; None where they are
     not grouped (a pool shares them, or they wait for input). What names them and whether they wait for input are
-    asked once for the groups of every process (`named`: by what they read of the wait, its stacks' ids among it:
-    hackbench's 400 processes wait alike); whether a pool of their process shares them, for each."""
-    evidence = (w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id)
+    asked once for the groups of every process (`named`: by what they read of the wait, its stacks' ids among it, and
+    of how its waits ended, the kind of waker that ended most: hackbench's 400 processes wait alike); whether a pool
+    of their process shares them, for each."""
+    evidence = (w.state, w.why, w.func, woken_by(w.woken), w.kstack_id, w.ustack_id)
     known = named.get(evidence)
     if known is None:
         known = named[evidence] = (_alone_cause(table, arch, w.state, w.why, w.func, w),

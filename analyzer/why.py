@@ -92,7 +92,7 @@ NO_WHY = Why("")
 @lru_cache(maxsize=65536)  # pure, and asked once per wait record: a live interval of sleeping threads asks thousands
 def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0), arch: str | None = None) -> Why:
     if not why and not function:
-        return Why("", woken_by=_woken_by(woken))
+        return Why("", woken_by=woken_by(woken))
     iowait = bool(why & IOWAIT)
     ctx = (why & CTX_MASK) >> CTX_SHIFT
     context = CONTEXTS[ctx] if ctx < len(CONTEXTS) else ""
@@ -102,15 +102,15 @@ def decode(why: int, function: str = "", woken: tuple[int, int, int] = (0, 0, 0)
         context = UPROBE_TRAP
     if not ctx and why & SYSCALL_MASK:
         return Why("syscall", syscalls.compat_name_of((why & SYSCALL_MASK) - COMPAT_BIAS, arch), function=function,
-                   woken_by=_woken_by(woken), iowait=iowait, compat=True)
+                   woken_by=woken_by(woken), iowait=iowait, compat=True)
     fd = (why & FD_MASK) >> FD_SHIFT
     flags = frozenset(name for name, bit in FUTEX_FLAGS.items() if why & bit)
     return Why(context, syscalls.name_of(why & SYSCALL_MASK, arch) if context == "syscall" else "",
-               FD_KINDS[fd] if fd < len(FD_KINDS) else "", flags, function, _woken_by(woken), iowait)
+               FD_KINDS[fd] if fd < len(FD_KINDS) else "", flags, function, woken_by(woken), iowait)
 
 
-def _woken_by(woken: tuple[int, int, int]) -> str:
-    """The kind of waker that ended most of these waits (ties: the first)."""
+def woken_by(woken: tuple[int, int, int]) -> str:
+    """The kind of waker that ended most of these waits (ties: the first): all decode reads of `woken`."""
     if not any(woken):
         return ""
     return WOKEN_BY[max(range(3), key=lambda i: woken[i])]
