@@ -79,7 +79,7 @@ analyzer/librowfold.so.1: analyzer/rowfold.c
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -o $@.tmp $< -lsqlite3 && mv $@.tmp $@
 
 # a recording's task and off-CPU rows read into records in C (analyzer/rowread.py; Python reads them without it)
-$(ROWREAD): analyzer/rowread.c
+$(ROWREAD): analyzer/rowread.c analyzer/slots.h
 	$(CC) -O2 -g -Wall -Werror -shared -fPIC -I$(PY_INCLUDE) -o $@.tmp $< -lsqlite3 && mv $@.tmp $@
 
 # a window's task and off-CPU records folded into its model in C (analyzer/model.py; Python folds them without it)

@@ -20,12 +20,12 @@
  * py_scan_dump: the dump's entries, each through those two) and lock_deltas (bpf/lock_collector.py). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <pthread.h>
+#include "slots.h"
 
 /* analyzer/rowread.py SHAPES: which table, and so which columns and which record */
 enum { SHAPE_TASK = 1, SHAPE_OFFCPU = 2, SHAPE_WAKER = 3, SHAPE_ONGOING = 4, SHAPE_OPENED = 5, SHAPE_ONCPU = 6 };
@@ -686,11 +686,8 @@ static Py_ssize_t *slots_of(PyObject *cls, PyObject *names)
 	Py_ssize_t n = PyTuple_GET_SIZE(names), *at = PyMem_Malloc((n ? n : 1) * sizeof(*at));
 	if (!at)
 		return NULL;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *d = _PyType_Lookup((PyTypeObject *)cls, PyTuple_GET_ITEM(names, i)); /* borrowed, no error */
-		PyMemberDef *m = d && Py_IS_TYPE(d, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)d)->d_member : NULL;
-		at[i] = m && m->type == T_OBJECT_EX && !(m->flags & READONLY) ? m->offset : -1;
-	}
+	for (Py_ssize_t i = 0; i < n; i++)
+		at[i] = store_offset((PyTypeObject *)cls, PyTuple_GET_ITEM(names, i));
 	struct made_class *e = &makes[makes_next];
 	makes_next = (makes_next + 1) % MAKES_KEPT;
 	Py_XDECREF(e->cls);

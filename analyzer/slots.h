@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* A record's fields read straight from its slots, for the loops in C over a recording's records
- * (analyzer/modelfold.c, analyzer/seriesfold.c, analyzer/lockgroups.c).
+ * (analyzer/modelfold.c, analyzer/seriesfold.c, analyzer/lockgroups.c), and stored in them as records are made
+ * (analyzer/rowread.c).
  *
  * The records are dataclasses with slots (analyzer/sample.py record_maker): each field a member descriptor on the
  * class, its value at a fixed offset in the instance. `getattr` finds the descriptor in the class's dictionaries on
@@ -22,19 +23,35 @@ struct fields {
 	Py_ssize_t at[FIELDS_MAX]; /* each field's offset, or -1: read by getattr */
 };
 
+/* the plain slot `name` of instances of `type` (an object member, T_OBJECT_EX), or NULL: not a slot (a property,
+ * another descriptor, no such attribute) */
+static inline PyMemberDef *plain_slot(PyTypeObject *type, PyObject *name)
+{
+	PyObject *d = _PyType_Lookup(type, name); /* borrowed; sets no error */
+	if (d && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+		PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+		if (m->type == T_OBJECT_EX)
+			return m;
+	}
+	return NULL;
+}
+
 /* the offset of the slot `name` in instances of `type`, or -1 where getattr would not read it there (not a plain
  * slot, or a class reading its attributes its own way) */
 static inline Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name)
 {
 	if (type->tp_getattro != PyObject_GenericGetAttr)
 		return -1;
-	PyObject *d = _PyType_Lookup(type, name); /* borrowed; sets no error */
-	if (d && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-		PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-		if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED))
-			return m->offset;
-	}
-	return -1;
+	PyMemberDef *m = plain_slot(type, name);
+	return m && !(m->flags & READ_RESTRICTED) ? m->offset : -1;
+}
+
+/* the offset at which object.__setattr__ stores `name` in instances of `type` (a plain writable slot), or -1 where
+ * it stores it otherwise */
+static inline Py_ssize_t store_offset(PyTypeObject *type, PyObject *name)
+{
+	PyMemberDef *m = plain_slot(type, name);
+	return m && !(m->flags & READONLY) ? m->offset : -1;
 }
 
 static inline void fields_learn(struct fields *f, PyTypeObject *type, PyObject *const *names, const int *which,

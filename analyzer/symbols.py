@@ -1197,12 +1197,14 @@ class KernelDataSymbols:
     @classmethod
     def parse(cls, data: bytes) -> KernelDataSymbols:
         """In C where analyzer/kallsyms.c is built, else py_parse."""
-        pairs = _c_data_symbols(data, _DATA_TYPES) if _c_data_symbols is not None else cls.py_pairs(data)
-        return cls([a for a, _ in pairs], [n for _, n in pairs])
+        return cls.py_parse(data) if _c_data_symbols is None else cls._of(_c_data_symbols(data, _DATA_TYPES))
 
     @classmethod
     def py_parse(cls, data: bytes) -> KernelDataSymbols:
-        pairs = cls.py_pairs(data)
+        return cls._of(cls.py_pairs(data))
+
+    @classmethod
+    def _of(cls, pairs: list[tuple[int, str]]) -> KernelDataSymbols:
         return cls([a for a, _ in pairs], [n for _, n in pairs])
 
     @classmethod
