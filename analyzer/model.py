@@ -419,6 +419,15 @@ class ModelFold:
         self.switches = self.cpu = self.count = self.kswitches = 0
         self.start_ns = self.end_ns = 0
         self.last: Interval | None = None
+        # the last interval added, while its waits carried on are not yet folded: `model` makes them at once
+        # (_carried_made), and whatever else reads the accumulators folds them first (_settle)
+        self._carried: Interval | None = None
+
+    def _settle(self) -> None:
+        """The waits carried on in the last interval, folded into the accumulators if they are not yet."""
+        iv, self._carried = self._carried, None
+        if iv is not None:
+            _fold_ongoing(iv, self.tasks, self.waits)
 
     def _state(self) -> tuple:
         """The accumulators and counts, to be read as locals (the fold's loop reads them per record)."""
@@ -429,11 +438,14 @@ class ModelFold:
 
     def add(self, intervals: Iterable[Interval]) -> "ModelFold":
         """Intervals after those added so far, in order."""
+        self._settle()
         meta, lazy, n, keep = self.meta, self.lazy, self.n, self.keep
         (tasks, waits, wakes, locks, deferred, matrix, health, programs, slab, caches, funcs, cgroups, costs, tuning,
          oncpu, cpus, futexes, io, switches, cpu, count, kswitches, start_ns, end_ns, last) = self._state()
         kept: list | None = None
         for iv in intervals:
+            if self._carried is not None:  # the interval before's, before this one's records
+                self._settle()
             if count == 0:
                 start_ns = iv.start_ns
             end_ns = iv.end_ns
@@ -447,7 +459,10 @@ class ModelFold:
                 kept = []
             _fold_waits(waits, iv.offcpu, kept)
             if iv.ongoing:
-                _fold_ongoing(iv, tasks, waits)
+                if keep is None:  # folded with the next interval, or made at once by `model` (the waits it would
+                    self._carried = iv  # add to, those handed over, are the records': no key of theirs is missed)
+                else:
+                    _fold_ongoing(iv, tasks, waits)
             # the long parts of the waits the dump handed over, worked out once for the fold and the series (those
             # of the waits carried on are folded with them)
             handed = handed_long(iv) if iv.opened and iv.beginnings_kept else ()
@@ -537,6 +552,8 @@ class ModelFold:
         (what is taken from it is copied); both lazy, and this one's model not yet made."""
         if not (self.lazy and other.lazy):
             raise ValueError("only lazy folds merge (their wakeups and lock waits are folded when read)")
+        self._settle()
+        other._settle()  # its accumulators as its model reads them
         tasks = self.tasks
         for tid, o in other.tasks.items():
             t = tasks.get(tid)
@@ -637,7 +654,13 @@ class ModelFold:
         meta, lazy = self.meta, self.lazy
         (tasks, waits, wakes, locks, deferred, matrix, health, programs, slab, caches, funcs, cgroups, costs, tuning,
          oncpu, cpus, futexes, io, switches, cpu, count, kswitches, start_ns, end_ns, last) = self._state()
+        carried = self._carried
+        fused = _carried_made(carried, tasks, waits, task_info, stacks, funcs) if carried is not None else None
+        if carried is not None and fused is None:
+            self._settle()
         totals = _made_totals(tasks, task_info)
+        if fused is not None:
+            totals.update(fused[1])  # after the tasks met before, as folding them would add them
         # a wait is attributed at the switch-in after its wakeup, possibly an interval later
         # than the task's own totals moved: such a task is still named
         for key in chain(waits, futexes):
@@ -648,9 +671,13 @@ class ModelFold:
             if tid not in totals:
                 totals[tid] = TaskTotals(info=task_info.get(tid) or TaskInfo(tid, tgid, 0, e[0]))
         made = _made_waits(waits, stacks, funcs)
+        carried_at = None
+        if fused is not None:
+            carried_at = len(made)  # after the waits met before, as folding them would add them
+            made += fused[0]
         return Model(
             meta=meta, start_ns=start_ns, end_ns=end_ns, switches=switches, tasks=totals,
-            waits=made, waits_now=_waits_now(last, waits, made),
+            waits=made, waits_now=_waits_now(last, waits, made, carried_at),
             wakeups=Folded(lambda: WakeFold.of(deferred).result(stacks)) if lazy else wakes.result(stacks),
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
@@ -851,16 +878,23 @@ def _waits_now_made(since: tuple[int, ...], places: tuple[int, ...], waits: tupl
 _POSITION = 8  # a wait accumulator's place among the window's (its StackWait's in `Model.waits`)
 
 
-def _waits_now(last: Interval | None, waits: dict, made: tuple[StackWait, ...]) -> WaitsNow | None:
+def _waits_now(last: Interval | None, waits: dict, made: tuple[StackWait, ...],
+               carried_at: int | None = None) -> WaitsNow | None:
     """The waits in progress at the end of the window's last interval (None where it did not keep them);
-    `waits`: the window's wait accumulators, each with its place in the StackWaits `made` of them."""
+    `waits`: the window's wait accumulators, each with its place in the StackWaits `made` of them;
+    `carried_at`: where the last interval's waits carried on are in `made`, in their order, when they were made
+    at once (_carried_made) rather than folded into `waits`."""
     if last is None or not last.beginnings_kept:
         return None
 
     opened, get = last.opened, waits.get
     keys = last.ongoing + tuple([w.wait for w in opened]) if opened else last.ongoing
     since = last.ongoing_since + tuple([w.since_ns for w in opened]) if opened else last.ongoing_since
-    places = tuple([v[_POSITION] if (v := get(k)) is not None else -1 for k in keys])
+    if carried_at is None:
+        places = tuple([v[_POSITION] if (v := get(k)) is not None else -1 for k in keys])
+    else:
+        places = tuple(range(carried_at, carried_at + len(last.ongoing))) + tuple(
+            [v[_POSITION] if (v := get(w.wait)) is not None else -1 for w in opened])
     return WaitsNow(keys, since, places, made, last.end_ns)
 
 
@@ -1199,6 +1233,27 @@ def _fold_carried(tasks: dict, waits: dict, keys, ns: int, since, late: int) -> 
         _modelfold.fold_ongoing(tasks, waits, keys, ns, since, late)
     else:
         py_fold_ongoing(tasks, waits, keys, ns, since, late)
+
+
+# the last interval's waits carried on made into the model at once (ModelFold.model); False: folded as any other
+# interval's (tests compare the two)
+CARRIED_AT_ONCE = True
+
+
+def _carried_made(iv: Interval, tasks: dict, waits: dict, task_info: dict[TaskId, TaskInfo],
+                  stacks: dict[int, Stack], funcs: dict[int, str]) -> tuple[tuple[StackWait, ...], dict] | None:
+    """The StackWaits and TaskTotals of the waits `iv` carried on, made from their keys without their accumulators,
+    where the fold met none of their keys and tasks (`tasks`, `waits`: its accumulators), each of its tasks once:
+    as folding them (py_fold_ongoing) then making the model of them (py_made_waits, py_made_totals) makes them,
+    in their order. A live interval of 5,000 threads asleep carries 5,000 on; the window `top` shows each interval
+    is that interval alone. None where it cannot (the caller folds them): in C only (analyzer/modelfold.c)."""
+    if (not CARRIED_AT_ONCE or _modelfold is None or type(tasks) is not dict or type(waits) is not dict
+            or type(task_info) not in _PLAIN or type(stacks) not in _PLAIN or type(funcs) not in _PLAIN):
+        return None
+    kept = iv.beginnings_kept
+    return _modelfold.carried_made(iv.ongoing, iv.ongoing_ns, iv.ongoing_since if kept else None,
+                                   iv.end_ns - LONG_OPEN_NS, tasks, waits, task_info, stacks, funcs,
+                                   _unnamed_function, _unknown_task, NO_HIST, _new_stack_wait, _new_totals)
 
 
 def _made_totals(tasks: dict, task_info: dict[TaskId, TaskInfo]) -> dict[TaskId, TaskTotals]:

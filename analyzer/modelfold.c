@@ -560,6 +560,157 @@ fail:
 	return NULL;
 }
 
+/* `table[key]` (NULL: none) for a run of keys: an equal key met just before (`*prev`) keeps its value (`*value`);
+ * else the key and its value are remembered, strong references both (released by forget), as the calls between
+ * may run Python code. The waits carried on come in runs of one process's threads, which share stacks and a
+ * function. A borrowed reference, or NULL with or without an error. */
+static PyObject *looked_up(PyObject *key, PyObject **prev, PyObject **value, PyObject *table)
+{
+	if (*prev) {
+		int same = key == *prev ? 1 : PyObject_RichCompareBool(key, *prev, Py_EQ);
+		if (same < 0)
+			return NULL;
+		if (same)
+			return *value;
+	}
+	PyObject *found = PyDict_GetItemWithError(table, key);
+	if (!found && PyErr_Occurred())
+		return NULL;
+	Py_XSETREF(*prev, Py_NewRef(key));
+	Py_XSETREF(*value, Py_XNewRef(found));
+	return found;
+}
+
+static void forget(PyObject **prev, PyObject **value)
+{
+	Py_CLEAR(*prev);
+	Py_CLEAR(*value);
+}
+
+/* carried_made(keys, ns, since, late, tasks, waits, task_info, stacks, funcs, unnamed, unknown, no_hist,
+ * make_wait, make_totals): model.py ModelFold.model's waits carried on in the last interval, made into their
+ * StackWaits and TaskTotals at once, without their accumulators (py_carried_made): (the StackWaits in the keys'
+ * order, the TaskTotals by task, in it), as py_fold_ongoing then py_made_waits and py_made_totals make them of
+ * keys and tasks the fold has not met (`waits`, `tasks`: its accumulators). None when one of them was met, or a
+ * task comes twice: the caller folds them as before. */
+static PyObject *carried_made(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 14 || !PyDict_Check(args[4]) || !PyDict_Check(args[5]) || !PyDict_Check(args[6]) ||
+	    !PyDict_Check(args[7]) || !PyDict_Check(args[8])) {
+		PyErr_SetString(PyExc_TypeError, "carried_made(keys, ns, since, late, tasks: dict, waits: dict, "
+				"task_info: dict, stacks: dict, funcs: dict, unnamed, unknown, no_hist, make_wait, make_totals)");
+		return NULL;
+	}
+	PyObject *ns = args[1], *late = args[3], *tasks = args[4], *waits = args[5], *infos = args[6];
+	PyObject *stacks = args[7], *funcs = args[8], *unnamed = args[9], *unknown = args[10], *empty = args[11];
+	PyObject *make_wait = args[12], *make_totals = args[13], *since = NULL, *made = NULL, *totals = NULL;
+	PyObject *out = NULL, *blank = NULL;
+	PyObject *prev_k = NULL, *ks = NULL, *prev_u = NULL, *us = NULL, *prev_f = NULL, *fname = NULL;
+	PyObject *keys = PySequence_Fast(args[0], "keys: a sequence");
+	if (!keys)
+		return NULL;
+	if (args[2] != Py_None && !(since = PySequence_Fast(args[2], "since: a sequence")))
+		goto done;
+	Py_ssize_t n = PySequence_Fast_GET_SIZE(keys), n_since = since ? PySequence_Fast_GET_SIZE(since) : 0;
+	made = PyTuple_New(n);
+	totals = PyDict_New();
+	blank = PyUnicode_FromStringAndSize("", 0);
+	if (!made || !totals || !blank)
+		goto done;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *key = PySequence_Fast_GET_ITEM(keys, i);
+		if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 7) {
+			PyErr_SetString(PyExc_TypeError, "a wait carried on is (task, tgid, state, kstack, ustack, why, func)");
+			goto done;
+		}
+		PyObject *task = PyTuple_GET_ITEM(key, 0), *k = PyTuple_GET_ITEM(key, 3), *u = PyTuple_GET_ITEM(key, 4);
+		PyObject *func = PyTuple_GET_ITEM(key, 6);
+		Py_hash_t kh = PyObject_Hash(key), th = kh == -1 ? -1 : PyObject_Hash(task);
+		if (th == -1)
+			goto done;
+		PyObject *met = _PyDict_GetItem_KnownHash(waits, key, kh);
+		if (!met && !PyErr_Occurred())
+			met = _PyDict_GetItem_KnownHash(tasks, task, th);
+		if (PyErr_Occurred())
+			goto done;
+		if (met) {
+			Py_CLEAR(made); /* met by the fold: folded as before */
+			goto done;
+		}
+		/* its TaskTotals: the task's accumulator [ns, 0 x 8, no histogram, 0, 0] */
+		PyObject *info = _PyDict_GetItem_KnownHash(infos, task, th);
+		int truth = info ? PyObject_IsTrue(info) : 0;
+		if (truth < 0 || (!info && PyErr_Occurred()))
+			goto done;
+		info = truth ? Py_NewRef(info) : PyObject_CallOneArg(unknown, task);
+		if (!info)
+			goto done;
+		PyObject *t[13] = {info, ns, zero, zero, zero, zero, zero, zero, zero, zero, empty, zero, zero};
+		PyObject *tt = PyObject_Vectorcall(make_totals, t, 13, NULL);
+		Py_DECREF(info);
+		if (!tt)
+			goto done;
+		int set = _PyDict_SetItem_KnownHash(totals, task, tt, th);
+		Py_DECREF(tt);
+		if (set < 0)
+			goto done;
+		/* its StackWait: the wait's accumulator [0, 0, 0, None, ns, 0, 0, [0, 0, 0], place, long part] */
+		PyObject *kso = looked_up(k, &prev_k, &ks, stacks), *uso = kso || !PyErr_Occurred() ?
+			looked_up(u, &prev_u, &us, stacks) : NULL;
+		if (PyErr_Occurred())
+			goto done;
+		int named = PyObject_IsTrue(func);
+		PyObject *name = NULL;
+		if (named < 0)
+			goto done;
+		if (!named) {
+			name = Py_NewRef(blank);
+		} else {
+			PyObject *found = looked_up(func, &prev_f, &fname, funcs);
+			if (PyErr_Occurred())
+				goto done;
+			name = found ? Py_NewRef(found) : PyObject_CallOneArg(unnamed, func); /* asked each time, as in Python */
+			if (!name)
+				goto done;
+		}
+		PyObject *longpart = zero;
+		if (i < n_since) { /* zip(keys, since)'s pairs: begun by `late`, its charge is all long */
+			int le = PyObject_RichCompareBool(PySequence_Fast_GET_ITEM(since, i), late, Py_LE);
+			if (le < 0) {
+				Py_DECREF(name);
+				goto done;
+			}
+			if (le)
+				longpart = ns;
+		}
+		PyObject *a[18] = {task, PyTuple_GET_ITEM(key, 1), PyTuple_GET_ITEM(key, 2), kso ? kso : Py_None,
+				   uso ? uso : Py_None, zero, zero, zero, k, u, no_hist, PyTuple_GET_ITEM(key, 5), name,
+				   ns, zero, zero, not_woken, longpart};
+		PyObject *w = PyObject_Vectorcall(make_wait, a, 18, NULL);
+		Py_DECREF(name);
+		if (!w)
+			goto done;
+		PyTuple_SET_ITEM(made, i, w);
+	}
+	if (PyDict_GET_SIZE(totals) != n) {
+		Py_CLEAR(made); /* a task twice: its waits are one task's, folded as before */
+		goto done;
+	}
+	out = PyTuple_Pack(2, made, totals);
+done:
+	forget(&prev_k, &ks);
+	forget(&prev_u, &us);
+	forget(&prev_f, &fname);
+	Py_DECREF(keys);
+	Py_XDECREF(since);
+	Py_XDECREF(blank);
+	Py_XDECREF(totals);
+	if (!made && !PyErr_Occurred())
+		out = Py_NewRef(Py_None);
+	Py_XDECREF(made);
+	return out;
+}
+
 /* ---- a model's waits grouped, for its ranking (analyzer/attribution.py, analyzer/blockers.py) -------- */
 
 /* list.append(item) of a new reference, which is released; -1 on failure */
@@ -747,6 +898,9 @@ static PyMethodDef module_methods[] = {
 	 "made_waits(waits, stacks, funcs, unnamed, make): the model's StackWaits, in the accumulators' order."},
 	{"made_totals", (PyCFunction)(void (*)(void))made_totals, METH_FASTCALL,
 	 "made_totals(tasks, task_info, unknown, no_hist, make): the model's TaskTotals by task."},
+	{"carried_made", (PyCFunction)(void (*)(void))carried_made, METH_FASTCALL,
+	 "carried_made(keys, ns, since, late, tasks, waits, task_info, stacks, funcs, unnamed, unknown, no_hist, "
+	 "make_wait, make_totals): the last interval's waits carried on made into StackWaits and TaskTotals."},
 	{"asleep_scan", (PyCFunction)(void (*)(void))asleep_scan, METH_FASTCALL,
 	 "asleep_scan(waits): the waits alone in their task with no kernel frames grouped alike, and the others."},
 	{"waits_now_groups", (PyCFunction)(void (*)(void))waits_now_groups, METH_FASTCALL,

@@ -446,6 +446,28 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
         assert snap.ranked == [b for b in full if b.cls != IDLE]
         assert abs(snap.idle_ns - sum(b.total_ns for b in full if b.cls == IDLE)) <= len(full)
     assert grouped_tasks > 1000 and moved and asleep > 1000, (grouped_tasks, moved, asleep)  # the grouped paths
+    # each window's model the same with its last interval's waits carried on made at once (model.py _carried_made:
+    # as `top` makes its interval's) as folded; most intervals' were made at once
+    from stallscope.analyzer import model as M
+
+    at_once = 0
+    for first, last in [(iv.index, iv.index) for iv in ivs] + [(ivs[0].index, ivs[-1].index)]:
+        window = ivs[first - ivs[0].index:last - ivs[0].index + 1]
+        fold = M.ModelFold(rec.meta, tl.slab_caches, tl.functions, lazy=True).add(window)
+        at_once += fold._carried is not None and M._carried_made(fold._carried, fold.tasks, fold.waits,
+                                                                tl.task_info, tl.stacks, tl.functions) is not None
+        made = fold.model(tl.task_info, tl.stacks)
+        M.CARRIED_AT_ONCE = False
+        try:
+            folded = M.ModelFold(rec.meta, tl.slab_caches, tl.functions, lazy=True).add(window).model(tl.task_info,
+                                                                                                    tl.stacks)
+        finally:
+            M.CARRIED_AT_ONCE = True
+        assert list(made.tasks.items()) == list(folded.tasks.items())
+        assert made.waits == folded.waits
+        assert made.waits_now == folded.waits_now
+        assert (made.waits_now.keys, made.waits_now.places) == (folded.waits_now.keys, folded.waits_now.places)
+    assert at_once >= len(ivs) // 2, (at_once, len(ivs))
 
 
 def test_a_task_twice_in_a_group_of_tasks_alike_has_both_its_parts():
