@@ -777,3 +777,16 @@ def test_a_threads_undrawn_waits_its_evidence_cannot_name_are_shared_by_its_proc
     assert parts == again == {(A, "mutex contention: f_pos_lock"): 100_000_000,
                               (B, "mutex contention: f_pos_lock"): 300_000_000,
                               (other, "In lseek() on a file"): 50_000_000}
+
+
+def test_stacks_hash_by_id_and_kind_and_compare_whole():
+    """A stack's hash is its id's and kind's (cause lookups key by stacks, hundreds an interval: the dataclass's own
+    hashed every frame); equal stacks hash alike, and stacks that share an id but not their frames stay apart."""
+    from stallscope.analyzer.sample import Frame, Stack
+
+    frame = Frame(0xffffffff81000000, "schedule", 0x10, "kernel", None, None, "kernel")
+    a, same, other = Stack(7, "kernel", (frame,)), Stack(7, "kernel", (frame,)), Stack(7, "kernel", ())
+    assert a == same and hash(a) == hash(same)
+    assert a != other and a != Stack(7, "user", (frame,)) and a != Stack(7, "kernel", (frame,), truncated=True)
+    table = {a: "a", other: "other"}
+    assert table[same] == "a" and table[Stack(7, "kernel", ())] == "other" and len(table) == 2
