@@ -732,6 +732,19 @@ static PyObject *list_one(PyObject *item)
 	return out;
 }
 
+/* whether a[i] == b[i] for each of the n (identical, or equal as a dict compares its keys' items); -1 on error */
+static int all_equal(PyObject *const *a, PyObject *const *b, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (a[i] == b[i])
+			continue;
+		int eq = PyObject_RichCompareBool(a[i], b[i], Py_EQ);
+		if (eq <= 0)
+			return eq;
+	}
+	return 1;
+}
+
 /* asleep_scan(waits): attribution.py _asleep's pass over a model's waits. The waits alone in their task whose kernel
  * stack has no frames, grouped by what makes them alike, (tgid, state, why, func, woken, kstack_id, ustack_id), in
  * the order each group is first met: {like: [its first wait, tasks, ns (charged), [[wait], ...], places]}; and the
@@ -749,6 +762,7 @@ static PyObject *asleep_scan(PyObject *Py_UNUSED(m), PyObject *const *args, Py_s
 		return NULL;
 	}
 	PyObject *waits = args[0], *seen = PyDict_New(), *groups = PyDict_New(), *rest = PyList_New(0), *out = NULL;
+	PyObject *last_g = NULL, *last_like[7] = {NULL}; /* the group of the wait grouped last, and its key's items */
 	Py_ssize_t n = PyTuple_GET_SIZE(waits);
 	if (!seen || !groups || !rest)
 		goto done;
@@ -778,17 +792,34 @@ static PyObject *asleep_scan(PyObject *Py_UNUSED(m), PyObject *const *args, Py_s
 		if (ok && (!alone || drawn)) {
 			ok = append_new(rest, PyLong_FromSsize_t(i)) == 0;
 		} else if (ok) {
-			PyObject *like = PyTuple_Pack(7, f[W_TGID], f[W_STATE], f[W_WHY], f[W_FUNC], f[W_WOKEN],
-						      f[W_KSTACK_ID], f[W_USTACK_ID]);
-			PyObject *g = like ? PyDict_GetItemWithError(groups, like) : NULL;
-			if (like && !g && !PyErr_Occurred()) {
-				PyObject *items[5] = {Py_NewRef(w), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
-				g = list_of(items, 5);
-				if (g && PyDict_SetItem(groups, like, g) < 0)
-					Py_CLEAR(g);
-				Py_XDECREF(g); /* the dict's reference, borrowed below */
+			/* a run of waits alike (one process's threads asleep, in the order the dump met them) goes to the
+			 * group of the one before without its key made and looked up */
+			PyObject *like_f[7] = {f[W_TGID], f[W_STATE], f[W_WHY], f[W_FUNC], f[W_WOKEN], f[W_KSTACK_ID],
+					       f[W_USTACK_ID]}, *g = NULL;
+			int same = last_g ? all_equal(like_f, last_like, 7) : 0;
+			if (same < 0)
+				goto fail_fields;
+			if (same) {
+				g = last_g;
+			} else {
+				PyObject *like = PyTuple_Pack(7, like_f[0], like_f[1], like_f[2], like_f[3], like_f[4],
+							      like_f[5], like_f[6]);
+				g = like ? PyDict_GetItemWithError(groups, like) : NULL;
+				if (like && !g && !PyErr_Occurred()) {
+					PyObject *items[5] = {Py_NewRef(w), PyList_New(0), PyList_New(0), PyList_New(0),
+							      PyList_New(0)};
+					g = list_of(items, 5);
+					if (g && PyDict_SetItem(groups, like, g) < 0)
+						Py_CLEAR(g);
+					Py_XDECREF(g); /* the dict's reference, borrowed below */
+				}
+				Py_XDECREF(like);
+				if (g) { /* the group stays in the dict; its key's items held while they are compared */
+					last_g = g;
+					for (int j = 0; j < 7; j++)
+						Py_XSETREF(last_like[j], Py_NewRef(like_f[j]));
+				}
 			}
-			Py_XDECREF(like);
 			if (g) {
 				int below = PyObject_RichCompareBool(f[W_CHARGED], zero, Py_LT);
 				ok = below >= 0 && PyList_Append(PyList_GET_ITEM(g, 1), f[W_TASK]) == 0 &&
@@ -804,9 +835,14 @@ static PyObject *asleep_scan(PyObject *Py_UNUSED(m), PyObject *const *args, Py_s
 		release(f, W_N);
 		if (!ok)
 			goto done;
+		continue;
+fail_fields:
+		release(f, W_N);
+		goto done;
 	}
 	out = PyTuple_Pack(2, groups, rest);
 done:
+	release(last_like, 7);
 	Py_XDECREF(seen);
 	Py_XDECREF(groups);
 	Py_XDECREF(rest);
@@ -828,6 +864,8 @@ static PyObject *waits_now_groups(PyObject *Py_UNUSED(m), PyObject *const *args,
 	}
 	PyObject *keys = args[0], *since = args[1], *places = args[2], *waits = args[3], *scope = args[4];
 	PyObject *late = args[5], *groups = PyDict_New(), *out = NULL;
+	PyObject *last_key = NULL, *last_woken = NULL, *last_g = NULL; /* the key counted last, its wait's woken, its group */
+	int last_long = 0;
 	Py_ssize_t n = PyTuple_GET_SIZE(keys), nw = PyTuple_GET_SIZE(waits);
 	if (PyTuple_GET_SIZE(since) < n || PyTuple_GET_SIZE(places) < n) /* zip's: the shortest */
 		n = PyTuple_GET_SIZE(since) < PyTuple_GET_SIZE(places) ? PyTuple_GET_SIZE(since) : PyTuple_GET_SIZE(places);
@@ -859,19 +897,40 @@ static PyObject *waits_now_groups(PyObject *Py_UNUSED(m), PyObject *const *args,
 		int long_open = PyObject_RichCompareBool(began, late, Py_LE);
 		if (long_open < 0 || read_fields(&woken_f, w, woken_which, 1, &woken) < 0)
 			goto done;
-		PyObject *rest = PyTuple_GetSlice(key, 2, PyTuple_GET_SIZE(key));
-		PyObject *like = rest ? PyTuple_Pack(3, rest, woken, long_open ? Py_True : Py_False) : NULL;
-		Py_XDECREF(rest);
-		Py_DECREF(woken);
-		PyObject *g = like ? PyDict_GetItemWithError(groups, like) : NULL;
+		/* a run of waits alike (one process's threads asleep) counted into the group of the one before, without
+		 * its key made and looked up */
+		Py_ssize_t size = PyTuple_GET_SIZE(key);
+		int same = last_key && long_open == last_long && size == PyTuple_GET_SIZE(last_key) ?
+			all_equal(&woken, &last_woken, 1) : 0;
+		if (same > 0)
+			same = all_equal(((PyTupleObject *)key)->ob_item + 2, ((PyTupleObject *)last_key)->ob_item + 2,
+					 (int)(size - 2));
+		if (same < 0) {
+			Py_DECREF(woken);
+			goto done;
+		}
+		PyObject *like = NULL, *g = NULL;
+		if (same) {
+			g = last_g;
+		} else {
+			PyObject *rest = PyTuple_GetSlice(key, 2, size);
+			like = rest ? PyTuple_Pack(3, rest, woken, long_open ? Py_True : Py_False) : NULL;
+			Py_XDECREF(rest);
+			g = like ? PyDict_GetItemWithError(groups, like) : NULL;
+		}
+		Py_XSETREF(last_woken, woken); /* held while the next keys are compared with it */
+		Py_XSETREF(last_key, Py_NewRef(key));
+		last_long = long_open;
 		int ok = g != NULL;
 		if (like && !g && !PyErr_Occurred()) {
 			PyObject *items[4] = {PyLong_FromLong(1), Py_NewRef(began), Py_NewRef(w),
 					      Py_NewRef(long_open ? Py_True : Py_False)};
 			PyObject *made = list_of(items, 4);
 			ok = made && PyDict_SetItem(groups, like, made) == 0;
+			last_g = ok ? made : NULL; /* the dict's, which keeps it */
 			Py_XDECREF(made);
 		} else if (g) {
+			last_g = g;
 			PyObject *count = PyNumber_Add(PyList_GET_ITEM(g, 0), one);
 			ok = count && PyList_SetItem(g, 0, count) == 0;
 			int earlier = ok ? PyObject_RichCompareBool(began, PyList_GET_ITEM(g, 1), Py_LT) : -1;
@@ -883,6 +942,8 @@ static PyObject *waits_now_groups(PyObject *Py_UNUSED(m), PyObject *const *args,
 	}
 	out = PyDict_Values(groups);
 done:
+	Py_XDECREF(last_key);
+	Py_XDECREF(last_woken);
 	Py_DECREF(groups);
 	return out;
 }

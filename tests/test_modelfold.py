@@ -163,11 +163,13 @@ def test_a_real_recordings_model_is_the_same_folded_in_python(report_recording, 
 
 _STACKS = {0: None, 5: Stack(5, "kernel", ()), 6: Stack(6, "kernel", ("frame",))}  # none, walked empty, walked
 _wait = st.builds(
-    lambda task, state, kstack, count, charged, woken: M.StackWait(
+    lambda task, state, kstack, count, charged, woken, other: M.StackWait(
         task, task.pid // 2, state, _STACKS[kstack], None, count, 7, 7, kstack_id=kstack or 3, charged_ns=charged,
-        woken=woken),
+        woken=woken, ustack_id=other[0], why=other[1], func=other[2]),
     st.sampled_from(_TASKS), st.integers(1, 2), st.sampled_from([0, 5, 6]), st.integers(0, 1),
-    st.integers(-1, 3), st.sampled_from([(0, 0, 0), (1, 0, 0)]))
+    st.integers(-1, 3), st.sampled_from([(0, 0, 0), (1, 0, 0)]),
+    # most alike (a run of one process's threads), some apart in one field each: the user stack, the evidence, the function
+    st.sampled_from([(0, 0, "")] * 4 + [(4, 0, ""), (0, 2, ""), (0, 0, "worker_thread")]))
 
 
 @settings(max_examples=300, deadline=None)
@@ -194,8 +196,46 @@ def test_sleeping_threads_waits_are_grouped_in_c_as_in_python(waits):
     assert rest == [i for i in range(len(waits)) if all(i not in g[4] for g in want.values())]
 
 
-_now_key = st.builds(lambda task, state: OngoingWait(task, task.pid // 2, state, 3, 4, 0, 0),
-                     st.sampled_from(_TASKS), st.integers(1, 2))
+_asleep_fields = st.tuples(st.sampled_from([10, 11]), st.integers(1, 2), st.sampled_from([0, 5]),
+                           st.sampled_from([(0, 0, 0), (1, 0, 0)]),
+                           st.sampled_from([(0, 0, "")] * 4 + [(4, 0, ""), (0, 2, ""), (0, 0, "worker_thread")]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_asleep_fields, st.integers(1, 4)), max_size=8), st.sampled_from([None, 0, 3]))
+def test_runs_of_threads_asleep_alike_are_grouped_in_c_as_in_python(runs, twice):
+    """Threads asleep each alone in its task, in runs alike (one process's, as the dump meets them), runs apart in
+    one field each, and a task with a second wait (`twice`: its place, none waits alone then)."""
+    from stallscope.analyzer.attribution import _TASK
+
+    waits = []
+    for (tgid, state, kstack, woken, (ustack_id, why, func)), n in runs:
+        for _ in range(n):
+            task = TaskId(100 + len(waits), 1)
+            waits.append(M.StackWait(task, tgid, state, _STACKS[kstack], None, 0, 0, 0, kstack_id=kstack or 3,
+                                     charged_ns=9, woken=woken, ustack_id=ustack_id, why=why, func=func))
+    if twice is not None and len(waits) > twice:
+        waits.append(M.StackWait(waits[twice].task, 10, 1, None, None, 0, 0, 0, kstack_id=3, charged_ns=1))
+    waits = tuple(waits)
+    groups, rest = C.asleep_scan(waits)
+    alone = {t for t in map(_TASK, waits) if list(map(_TASK, waits)).count(t) == 1}
+    want: dict = {}
+    for i, w in enumerate(waits):
+        if w.task not in alone:
+            continue
+        g = want.setdefault((w.tgid, w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id), [w, [], [], [], []])
+        g[1].append(w.task)
+        g[2].append(w.charged)
+        g[3].append([w])
+        g[4].append(i)
+    assert groups == want and list(groups) == list(want)
+    assert rest == [i for i in range(len(waits)) if all(i not in g[4] for g in want.values())]
+
+
+_now_key = st.builds(lambda task, state, other: OngoingWait(task, task.pid // 2, state, *other),
+                     st.sampled_from(_TASKS), st.integers(1, 2),
+                     # most alike, some apart in one field each: the stacks, the evidence, the function
+                     st.sampled_from([(3, 4, 0, 0)] * 4 + [(5, 4, 0, 0), (3, 6, 0, 0), (3, 4, 1, 0), (3, 4, 0, 7)]))
 
 
 @settings(max_examples=300, deadline=None)
