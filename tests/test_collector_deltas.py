@@ -654,3 +654,24 @@ def test_the_task_deltas_made_in_c_as_in_python():
         changed += c is not None
         unchanged += c is None
     assert changed > 1000 and unchanged > 150
+
+
+def test_waits_handed_over_then_carried_on_in_the_order_handed():
+    """A dump's waits in progress: those handed over before it are carried on (Interval.ongoing, with their
+    beginnings), in the order they were first handed over; those it handed over are `opened`, in that order too; a
+    task handed over again keeps its place and its beginning; one whose entry came leaves."""
+    from stallscope.bpf.task_dump import OpenWaits
+
+    def record(pid, kstack=5):  # OpenWait fields: pid, tgid, start, charged, open so far, kstack, ustack, state, ...
+        return (pid, 1, 100 + pid, 10, 50, kstack, 0, 1, 0, 0)
+
+    waits, prevs = OpenWaits(), {}
+    _, first = waits.take([record(p) for p in (1, 2, 3, 4)], 0, set(), prevs, [], 1_000)
+    assert [w.wait.task.pid for w in first.opened] == [1, 2, 3, 4] and first.ongoing == ()
+    _, second = waits.take([record(3, kstack=6), record(5)], 500, set(), prevs, [], 1_500)
+    assert [k.task.pid for k in second.ongoing] == [1, 2, 4] and second.ongoing_since == (950, 950, 950)
+    assert [(w.wait.task.pid, w.wait.kstack, w.since_ns) for w in second.opened] == [(3, 6, 950), (5, 5, 1_450)]
+    waits.settle(TaskId(2, 102), None)  # its entry came: no longer carried
+    _, third = waits.take([], 500, set(), prevs, [], 2_000)
+    assert [k.task.pid for k in third.ongoing] == [1, 3, 4, 5] and third.opened == ()
+    assert third.ongoing_since == (950, 950, 950, 1_450)
