@@ -438,7 +438,6 @@ class ModelFold:
 
     def add(self, intervals: Iterable[Interval]) -> "ModelFold":
         """Intervals after those added so far, in order."""
-        self._settle()
         meta, lazy, n, keep = self.meta, self.lazy, self.n, self.keep
         (tasks, waits, wakes, locks, deferred, matrix, health, programs, slab, caches, funcs, cgroups, costs, tuning,
          oncpu, cpus, futexes, io, switches, cpu, count, kswitches, start_ns, end_ns, last) = self._state()
@@ -459,8 +458,10 @@ class ModelFold:
                 kept = []
             _fold_waits(waits, iv.offcpu, kept)
             if iv.ongoing:
-                if keep is None:  # folded with the next interval, or made at once by `model` (the waits it would
-                    self._carried = iv  # add to, those handed over, are the records': no key of theirs is missed)
+                # its waits carried on: folded before the next interval's records, or made at once by `model`. Only
+                # the long parts of the waits handed over are folded meanwhile, into the keys of its records
+                if keep is None:
+                    self._carried = iv
                 else:
                     _fold_ongoing(iv, tasks, waits)
             # the long parts of the waits the dump handed over, worked out once for the fold and the series (those

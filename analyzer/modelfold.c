@@ -2,7 +2,7 @@
 /* A window's task and off-CPU records and its waits carried on summed into its accumulators, and its model's
  * waits and task totals made from them, in C (analyzer/model.py ModelFold: `py_fold_tasks`, `py_fold_waits`,
  * `py_fold_ongoing`, `py_made_waits`, `py_made_totals` there are the same in Python, and run where this is not
- * built).
+ * built; `carried_made` makes what the last three make of an interval's waits carried on, in one pass).
  *
  * Every window `top` shows folds each interval: 5,000 sleeping threads make 3,000 task records, 6,000
  * off-CPU records and 6,000 waits of the model an interval, each read field by field and added into a
@@ -589,10 +589,10 @@ static void forget(PyObject **prev, PyObject **value)
 
 /* carried_made(keys, ns, since, late, tasks, waits, task_info, stacks, funcs, unnamed, unknown, no_hist,
  * make_wait, make_totals): model.py ModelFold.model's waits carried on in the last interval, made into their
- * StackWaits and TaskTotals at once, without their accumulators (py_carried_made): (the StackWaits in the keys'
- * order, the TaskTotals by task, in it), as py_fold_ongoing then py_made_waits and py_made_totals make them of
- * keys and tasks the fold has not met (`waits`, `tasks`: its accumulators). None when one of them was met, or a
- * task comes twice: the caller folds them as before. */
+ * StackWaits and TaskTotals at once, without their accumulators (model.py _carried_made): (the StackWaits in the
+ * keys' order, the TaskTotals by task, in it), as py_fold_ongoing then py_made_waits and py_made_totals make them
+ * of keys and tasks the fold has not met (`waits`, `tasks`: its accumulators). None when one of them was met, or a
+ * task comes twice: the caller folds them as before (the tests compare the two ways). */
 static PyObject *carried_made(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 {
 	if (nargs != 14 || !PyDict_Check(args[4]) || !PyDict_Check(args[5]) || !PyDict_Check(args[6]) ||

@@ -330,10 +330,11 @@ def test_waits_carried_on_made_at_once_are_the_models_folded(specs, split):
 
 
 def test_the_windows_drawn_made_them_at_once_and_folded_them():
-    """Run after the one above: both of its ways were taken, many times each."""
+    """Run after the one above: both of its ways were taken, each many times (made at once in about one window of
+    eight drawn: 40-60 of 400)."""
     if not sum(made.values()):
         pytest.skip("counts what the test above drew: run with it")
-    assert made[True] > 50 and made[False] > 50, made
+    assert made[True] >= 10 and made[False] >= 10, made
 
 
 def test_waits_carried_on_made_at_once_where_they_can_be(monkeypatch):
