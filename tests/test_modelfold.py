@@ -267,8 +267,8 @@ _interval = st.builds(
 
 
 def _intervals(specs) -> list:
-    """Intervals one second apart from (tasks, waits, carried keys, their charge, their beginnings, whether the
-    dump's handed waits are kept: None not, False none, True its waits' keys)."""
+    """Intervals one after another, each 2 LONG_OPEN_NS long, from (tasks, waits, carried keys, their charge, their
+    beginnings, whether the dump's handed waits are kept: None not, False none, True its waits' keys)."""
     out = []
     for i, (tasks, waits, keys, ns, since, opened) in enumerate(specs):
         start = (i + 1) * 2 * M.LONG_OPEN_NS
