@@ -514,6 +514,16 @@ fail:
 	return NULL;
 }
 
+/* the TaskInfo of `tid` in `infos` (hashed `hash`; -1: not yet), or unknown(tid) where it has none: a new reference */
+static PyObject *info_of(PyObject *infos, PyObject *tid, Py_hash_t hash, PyObject *unknown)
+{
+	PyObject *info = hash == -1 ? PyDict_GetItemWithError(infos, tid) : _PyDict_GetItem_KnownHash(infos, tid, hash);
+	int truth = info ? PyObject_IsTrue(info) : 0;
+	if (truth < 0 || (!info && PyErr_Occurred()))
+		return NULL;
+	return truth ? Py_NewRef(info) : PyObject_CallOneArg(unknown, tid);
+}
+
 /* made_totals(tasks, task_info, unknown, no_hist, make): model.py py_made_totals */
 static PyObject *made_totals(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -529,11 +539,7 @@ static PyObject *made_totals(PyObject *Py_UNUSED(m), PyObject *const *args, Py_s
 	while (PyDict_Next(tasks, &pos, &tid, &t)) {
 		if (check_acc(t, 12) < 0)
 			goto fail;
-		PyObject *info = PyDict_GetItemWithError(infos, tid);
-		int truth = info ? PyObject_IsTrue(info) : 0;
-		if (truth < 0 || (!info && PyErr_Occurred()))
-			goto fail;
-		info = truth ? Py_NewRef(info) : PyObject_CallOneArg(unknown, tid);
+		PyObject *info = info_of(infos, tid, -1, unknown);
 		if (!info)
 			goto fail;
 		PyObject *hist = PyList_GET_ITEM(t, 9);
@@ -560,6 +566,19 @@ fail:
 	return NULL;
 }
 
+/* whether a[i] == b[i] for each of the n (identical, or equal as a dict compares its keys' items); -1 on error */
+static int all_equal(PyObject *const *a, PyObject *const *b, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (a[i] == b[i])
+			continue;
+		int eq = PyObject_RichCompareBool(a[i], b[i], Py_EQ);
+		if (eq <= 0)
+			return eq;
+	}
+	return 1;
+}
+
 /* `table[key]` (NULL: none) for a run of keys: an equal key met just before (`*prev`) keeps its value (`*value`);
  * else the key and its value are remembered, strong references both (released by forget), as the calls between
  * may run Python code. The waits carried on come in runs of one process's threads, which share stacks and a
@@ -567,7 +586,7 @@ fail:
 static PyObject *looked_up(PyObject *key, PyObject **prev, PyObject **value, PyObject *table)
 {
 	if (*prev) {
-		int same = key == *prev ? 1 : PyObject_RichCompareBool(key, *prev, Py_EQ);
+		int same = all_equal(&key, prev, 1);
 		if (same < 0)
 			return NULL;
 		if (same)
@@ -638,11 +657,7 @@ static PyObject *carried_made(PyObject *Py_UNUSED(m), PyObject *const *args, Py_
 			goto done;
 		}
 		/* its TaskTotals: the task's accumulator [ns, 0 x 8, no histogram, 0, 0] */
-		PyObject *info = _PyDict_GetItem_KnownHash(infos, task, th);
-		int truth = info ? PyObject_IsTrue(info) : 0;
-		if (truth < 0 || (!info && PyErr_Occurred()))
-			goto done;
-		info = truth ? Py_NewRef(info) : PyObject_CallOneArg(unknown, task);
+		PyObject *info = info_of(infos, task, th, unknown);
 		if (!info)
 			goto done;
 		PyObject *t[13] = {info, ns, zero, zero, zero, zero, zero, zero, zero, zero, empty, zero, zero};
@@ -730,19 +745,6 @@ static PyObject *list_one(PyObject *item)
 	if (out)
 		PyList_SET_ITEM(out, 0, Py_NewRef(item));
 	return out;
-}
-
-/* whether a[i] == b[i] for each of the n (identical, or equal as a dict compares its keys' items); -1 on error */
-static int all_equal(PyObject *const *a, PyObject *const *b, int n)
-{
-	for (int i = 0; i < n; i++) {
-		if (a[i] == b[i])
-			continue;
-		int eq = PyObject_RichCompareBool(a[i], b[i], Py_EQ);
-		if (eq <= 0)
-			return eq;
-	}
-	return 1;
 }
 
 /* asleep_scan(waits): attribution.py _asleep's pass over a model's waits. The waits alone in their task whose kernel

@@ -177,17 +177,18 @@ _wait = st.builds(
 def test_sleeping_threads_waits_are_grouped_in_c_as_in_python(waits):
     """attribution.py _asleep's pass: the waits alone in their task, with no kernel frames, grouped alike in the
     order first met (each group's tasks, charges and waits in the model's order), the others' places in order."""
-    from stallscope.analyzer.attribution import _TASK
+    _grouped_as_in_python(tuple(waits))
 
-    waits = tuple(waits)
+
+def _grouped_as_in_python(waits: tuple) -> None:
+    """asleep_scan's groups and others, as attribution.py py_asleep's pass makes them."""
     groups, rest = C.asleep_scan(waits)
-    alone = {t for t in map(_TASK, waits) if list(map(_TASK, waits)).count(t) == 1}
+    tasks = [w.task for w in waits]
     want: dict = {}
     for i, w in enumerate(waits):
-        if w.task not in alone or (w.kstack is not None and w.kstack.frames):
+        if tasks.count(w.task) != 1 or (w.kstack is not None and w.kstack.frames):
             continue
-        like = (w.tgid, w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id)
-        g = want.setdefault(like, [w, [], [], [], []])
+        g = want.setdefault((w.tgid, w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id), [w, [], [], [], []])
         g[1].append(w.task)
         g[2].append(w.charged)
         g[3].append([w])
@@ -206,8 +207,6 @@ _asleep_fields = st.tuples(st.sampled_from([10, 11]), st.integers(1, 2), st.samp
 def test_runs_of_threads_asleep_alike_are_grouped_in_c_as_in_python(runs, twice):
     """Threads asleep each alone in its task, in runs alike (one process's, as the dump meets them), runs apart in
     one field each, and a task with a second wait (`twice`: its place, none waits alone then)."""
-    from stallscope.analyzer.attribution import _TASK
-
     waits = []
     for (tgid, state, kstack, woken, (ustack_id, why, func)), n in runs:
         for _ in range(n):
@@ -216,20 +215,7 @@ def test_runs_of_threads_asleep_alike_are_grouped_in_c_as_in_python(runs, twice)
                                      charged_ns=9, woken=woken, ustack_id=ustack_id, why=why, func=func))
     if twice is not None and len(waits) > twice:
         waits.append(M.StackWait(waits[twice].task, 10, 1, None, None, 0, 0, 0, kstack_id=3, charged_ns=1))
-    waits = tuple(waits)
-    groups, rest = C.asleep_scan(waits)
-    alone = {t for t in map(_TASK, waits) if list(map(_TASK, waits)).count(t) == 1}
-    want: dict = {}
-    for i, w in enumerate(waits):
-        if w.task not in alone:
-            continue
-        g = want.setdefault((w.tgid, w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id), [w, [], [], [], []])
-        g[1].append(w.task)
-        g[2].append(w.charged)
-        g[3].append([w])
-        g[4].append(i)
-    assert groups == want and list(groups) == list(want)
-    assert rest == [i for i in range(len(waits)) if all(i not in g[4] for g in want.values())]
+    _grouped_as_in_python(tuple(waits))
 
 
 _now_key = st.builds(lambda task, state, other: OngoingWait(task, task.pid // 2, state, *other),
