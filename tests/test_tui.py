@@ -422,6 +422,30 @@ def test_live_shows_the_newest_interval_pause_freezes_it_and_collection_goes_on(
     run(go())
 
 
+def test_a_newer_intervals_detail_pane_is_drawn_with_its_table_not_a_frame_later(monkeypatch):
+    """Newer data redraw the table and the detail pane under it together: one frame, where a pane asked for after
+    the table's frame cost a frame more every time it was redrawn."""
+    import stallscope.tui.app as app_module
+
+    monkeypatch.setattr(app_module, "PREVIEW_EVERY_S", 0.0)  # each interval redraws the pane
+
+    async def go():
+        ivs = tui_intervals()
+        src = FakeLive(tui_meta())
+        app = TopApp(src, refresh_s=60)
+        async with app.run_test(size=(120, 40)) as pilot:
+            pane = lambda: str(app.query_one("#preview-body-blockers", Static).render())  # noqa: E731
+            src.push(ivs[0])
+            app.poll()
+            await pilot.pause(0.1)
+            assert "interval 0" in pane(), pane()
+            src.push(ivs[1])
+            app.poll()  # no frame drawn since: the pane is the newer interval's already
+            assert "interval 1" in pane(), pane()
+            await pilot.press("q")
+    run(go())
+
+
 def test_a_rows_evidence_keeps_the_status_line_in_view_and_says_which_window_it_is_of():
     async def go():
         ivs = tui_intervals()
@@ -1353,6 +1377,50 @@ def test_a_live_tables_height_shrinks_at_most_once_a_hold(monkeypatch):
             fill(table, 1)
             await pilot.pause()
             assert table.virtual_size.height == 2  # a replay's table is its rows
+
+    run(go())
+
+
+def test_a_live_tables_height_is_kept_while_its_rows_come_back_to_it(monkeypatch):
+    """ViewTable: rows that fill the held height again keep it another TABLE_HOLD_S (a cause coming and going each
+    interval lays nothing out); it shrinks once they have not filled it for TABLE_HOLD_S."""
+    from types import SimpleNamespace
+
+    from textual.containers import Vertical
+
+    from stallscope.tui import app as A
+
+    now = [1000.0]
+    monkeypatch.setattr(A, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(A, "TABLE_HOLD_S", 30.0)
+
+    class _Table(App):
+        CSS = "ViewTable { height: auto; max-height: 20; }"
+        source = SimpleNamespace(live=True)
+
+        def compose(self):
+            with Vertical():
+                yield A.ViewTable(id="t")
+
+    async def go():
+        app = _Table()
+        async with app.run_test(size=(40, 30)) as pilot:
+            table = app.query_one(A.ViewTable)
+            table.add_column("name", key="name")
+
+            async def fill(n: int, at: float) -> int:
+                now[0] = 1000.0 + at
+                table.clear()
+                for i in range(n):
+                    table.add_row(Text(f"row {i}"), key=str(i))
+                await pilot.pause()
+                return table.virtual_size.height
+
+            assert await fill(5, 0) == 6  # five rows and the header
+            assert await fill(4, 20) == 6  # held
+            assert await fill(5, 25) == 6  # as tall as held again: held from now
+            assert await fill(4, 40) == 6  # past the first hold, within the second
+            assert await fill(4, 56) == 5  # not filled for 30 s: its rows
 
     run(go())
 

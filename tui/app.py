@@ -47,9 +47,10 @@ PREVIEW_EVERY_S = 2.0  # a live view's detail pane redrawn with newer intervals 
 # hackbench: 82,000, 0.1-1.7 s)
 PREVIEW_INLINE = 20_000
 PREVIEW_REST_S = 0.2
-# a live view's table, sized to its rows, shrinks at most this often: a row more or less with each interval (a cause
-# coming and going) laid the whole screen out twice (the table, then the detail pane's scroll bar below it)
-TABLE_HOLD_S = 10.0
+# a live view's table, sized to its rows, shrinks once it has not needed its height for this long: a row more or less
+# with each interval (a cause coming and going) laid the whole screen out twice (the table, then the detail pane's
+# scroll bar below it), and a hold that ran out while the rows came and went still did a fifth of the time
+TABLE_HOLD_S = 30.0
 
 
 class DetailScreen(Screen):
@@ -209,15 +210,16 @@ class ViewTable(DataTable):
 
     def _sized(self) -> None:
         """Its virtual size, as Textual's _update_dimensions makes it from the widths and the rows, but that a live
-        view's table keeps the height it had for TABLE_HOLD_S after a change, where it shows all of its rows: fewer
-        rows leave blank lines at its foot rather than lay the screen out."""
+        view's table keeps the height it had until its rows have not filled it for TABLE_HOLD_S, where it shows all
+        of its rows: fewer rows leave blank lines at its foot rather than lay the screen out, and rows that come back
+        to that height keep it longer."""
         width = sum(c.get_render_width(self) for c in self.columns.values()) + self._row_label_column_width
         height = self._total_row_height + (self.header_height if self.show_header else 0)
         now, held = time.monotonic(), self._held
         if (held is not None and height < held[0] <= self.size.height and now < held[1]
                 and getattr(getattr(self.app, "source", None), "live", False)):
             height = held[0]
-        elif held is None or height != held[0]:
+        else:  # grown, shrunk once the hold ran out, or as tall as held again: held from now
             self._held = (height, now + TABLE_HOLD_S)
         self.virtual_size = Size(width, height)
 
@@ -486,6 +488,8 @@ class TopApp(App):
         try:
             if changed or self._shown is None:
                 self.refresh_data()
+                if self._preview_asked:  # newer data: the detail pane drawn in the table's frame, not one more after it
+                    self._draw_preview()  # (a key's pane still waits for the frame its key made: update_preview)
             self.update_status()
         except NoMatches:
             # a tick while the screens change or the app closes, its widgets not there: the next tick draws
