@@ -49,7 +49,7 @@ PREVIEW_INLINE = 20_000
 PREVIEW_REST_S = 0.2
 # a live view's table, sized to its rows, shrinks once it has not needed its height for this long: a row more or less
 # with each interval (a cause coming and going) laid the whole screen out twice (the table, then the detail pane's
-# scroll bar below it), and a hold that ran out while the rows came and went still did a fifth of the time
+# scroll bar below it); a hold that ran out while the rows still came and went laid it out every few intervals
 TABLE_HOLD_S = 30.0
 
 
