@@ -1324,22 +1324,32 @@ def test_a_detail_pane_keeps_its_height_while_it_shows_the_same_row(monkeypatch)
     run(go())
 
 
+class _LiveTable(App):
+    """A ViewTable sized to its rows, under a live source (its height held: ViewTable._sized)."""
+
+    CSS = "ViewTable { height: auto; max-height: 20; }"
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        super().__init__()
+        self.source = SimpleNamespace(live=True)
+
+    def compose(self):
+        from textual.containers import Vertical
+
+        from stallscope.tui.app import ViewTable
+
+        with Vertical():
+            yield ViewTable(id="t")
+
+
 def test_a_live_tables_height_shrinks_at_most_once_a_hold(monkeypatch):
     """ViewTable: a live view's table with a row fewer keeps its height (blank at its foot, nothing laid out) for
     TABLE_HOLD_S; more rows grow it at once; a key's reorder (release_height) and a replay size it to its rows."""
     from types import SimpleNamespace
 
-    from textual.containers import Vertical
-
     from stallscope.tui import app as A
-
-    class _Table(App):
-        CSS = "ViewTable { height: auto; max-height: 20; }"
-        source = SimpleNamespace(live=True)
-
-        def compose(self):
-            with Vertical():
-                yield A.ViewTable(id="t")
 
     def fill(table, n):
         table.clear()
@@ -1347,7 +1357,7 @@ def test_a_live_tables_height_shrinks_at_most_once_a_hold(monkeypatch):
             table.add_row(Text(f"row {i}"), key=str(i))
 
     async def go():
-        app = _Table()
+        app = _LiveTable()
         async with app.run_test(size=(40, 30)) as pilot:
             table = app.query_one(A.ViewTable)
             table.add_column("name", key="name")
@@ -1386,24 +1396,14 @@ def test_a_live_tables_height_is_kept_while_its_rows_come_back_to_it(monkeypatch
     interval lays nothing out); it shrinks once they have not filled it for TABLE_HOLD_S."""
     from types import SimpleNamespace
 
-    from textual.containers import Vertical
-
     from stallscope.tui import app as A
 
     now = [1000.0]
     monkeypatch.setattr(A, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(A, "TABLE_HOLD_S", 30.0)
 
-    class _Table(App):
-        CSS = "ViewTable { height: auto; max-height: 20; }"
-        source = SimpleNamespace(live=True)
-
-        def compose(self):
-            with Vertical():
-                yield A.ViewTable(id="t")
-
     async def go():
-        app = _Table()
+        app = _LiveTable()
         async with app.run_test(size=(40, 30)) as pilot:
             table = app.query_one(A.ViewTable)
             table.add_column("name", key="name")
