@@ -10,8 +10,9 @@ loop, through a source that hands them over as the live one does (kept by the vi
 thread, the app woken at once). Measured after a warm-up of 8 intervals, for SECONDS: the screen's thread's CPU
 time (`time.thread_time`) per interval, the frames Textual drew (`Screen._compositor_refresh`) and the layouts
 (`Screen._refresh_layout`) per interval, each with its CPU time. Without the drains and a machine's load beside
-it, two versions of the screen compare within a few percent, where `tui.py`'s whole process varies by a fifth
-from run to run. A recording of `top`'s machine: `stallscope record -o FILE -d 15` while `tui.py`'s load runs
+it, its CPU figure varies by about a tenth from run to run (pinned to one CPU: `taskset -c 1`), where `tui.py`'s
+whole process varies by a fifth to a third, and the frames and layouts it counts hardly at all: two versions of the
+screen are compared on medians of a few alternated runs. A recording of `top`'s machine: `stallscope record -o FILE -d 15` while `tui.py`'s load runs
 (hackbench in a loop and `examples/bin/idle_threads -n 5000 -p 3600000`).
 Standard library and stallscope only.
 """
