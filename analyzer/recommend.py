@@ -624,7 +624,8 @@ def rule_rcu(model: Model, th: Thresholds, whole: Whole) -> list[Recommendation]
         "and large machines pay for each one, so a machine that must not be disturbed should keep it off; better, "
         "where the code is yours, the callers can free with call_rcu() or kfree_rcu() instead of waiting, or batch "
         "their updates",
-        _verify("the waiting tasks", "the RCU waits' p99 should fall tenfold or more, from milliseconds"),
+        _verify("the waiting tasks", "the RCU waits' median should fall tenfold or more, from milliseconds to a "
+                "fraction of one (a loaded machine's expedited grace periods still take milliseconds now and then)"),
         RECOMMENDED, True, {"type": "write", "knob": "rcu_expedited", "path": SCHED_KNOB_PATHS["rcu_expedited"],
                             "value": "1"},
         facts=(Fact("wait", total / secs, "ns/s"), Fact("waits", sum(b.count for b in waits)),

@@ -171,7 +171,9 @@ def test_stress_ng_swap_waits_in_swapoff_for_rcu_and_the_areas_last_users(tmp_pa
 def test_membarrier_waits_for_rcu_grace_periods_until_the_advice_expedites_them(tmp_path):
     """stress-ng --membarrier's MEMBARRIER_CMD_GLOBAL waits in synchronize_rcu(): the advice is
     /sys/kernel/rcu_expedited, `apply` carries it out, a second recording shows what it said to verify (the waits'
-    p99 from milliseconds to microseconds), and the undo restores the knob."""
+    median from milliseconds to a fraction of one; their p99 lower, not always tenfold: a loaded machine's expedited
+    grace periods took 2-4 ms now and then, 33.5 -> 4.2 ms against a median of 33.5 -> 0.26 ms), and the undo
+    restores the knob."""
     _need("stress-ng")
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     run = ["stress-ng", "--membarrier", "2", "-t", "2", "--quiet"]
@@ -193,7 +195,9 @@ def test_membarrier_waits_for_rcu_grace_periods_until_the_advice_expedites_them(
         (tmp_path / "after").mkdir()
         _, _, after_path = record_command(tmp_path / "after", run, defaults=True)
         after = next(b for b in _command_doc(after_path)["blockers"] if b["cause"] == before["cause"])
-        assert after["latency"]["p99_ns"] < before["latency"]["p99_ns"] / 10, (before["latency"], after["latency"])
+        assert after["latency"]["p50_ns"] < before["latency"]["p50_ns"] / 10, (before["latency"], after["latency"])
+        assert after["latency"]["p50_ns"] < 1_000_000, after["latency"]  # a fraction of a millisecond
+        assert after["latency"]["p99_ns"] < before["latency"]["p99_ns"], (before["latency"], after["latency"])
         assert after["count"] > 5 * before["count"], (before["count"], after["count"])  # the calls run faster
     finally:
         run_stallscope("apply", "--undo", env=env, check=False)
