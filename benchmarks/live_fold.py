@@ -25,6 +25,7 @@ from dataclasses import replace
 from stallscope.analyzer.sample import Interval, OngoingWait, TaskDelta
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.timeline import Timeline
+from stallscope.errors import StallscopeError
 from stallscope.gc_work import interval_work
 from stallscope.sources import LIVE_GC_THRESHOLD, LIVE_KEEP, PREFOLDED
 
@@ -76,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("recording")
     ap.add_argument("--runs", type=int, default=4)
     args = ap.parse_args(argv)
-    rec = Recording(args.recording)
+    try:
+        rec = Recording(args.recording)
+    except StallscopeError as exc:  # no such recording, a damaged one: said in one line
+        raise SystemExit(f"benchmarks.live_fold: {exc}") from None
     try:
         meta, intervals = rec.meta, list(rec.intervals())
         if rec.format_version < 2:  # format 2 keeps them as they were carried

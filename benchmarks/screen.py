@@ -27,6 +27,7 @@ from collections import defaultdict
 
 from stallscope.analyzer.store import Recording
 from stallscope.analyzer.timeline import Timeline
+from stallscope.errors import StallscopeError
 from stallscope.sources import LIVE_KEEP, LIVE_MAX_RECORDS, Event, prefolded
 
 WARM_INTERVALS = 8
@@ -153,16 +154,25 @@ async def measure(path: str, seconds: float, size: tuple[int, int], view: int, i
             "interval_s": interval}
 
 
+def _size(text: str) -> tuple[int, int]:
+    cols, sep, rows = text.lower().partition("x")
+    if not (sep and cols.isdigit() and rows.isdigit() and int(cols) > 0 and int(rows) > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not COLUMNSxROWS, e.g. 160x50")
+    return int(cols), int(rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("recording")
     ap.add_argument("--seconds", type=float, default=30.0, help="measuring time after the warm-up (default 30)")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between two intervals handed over")
-    ap.add_argument("--size", default="160x50", help="the terminal's columns x rows (default 160x50)")
+    ap.add_argument("--size", default="160x50", type=_size, help="the terminal's columns x rows (default 160x50)")
     ap.add_argument("--view", type=int, default=1, help="the view shown, as its digit selects it (default 1)")
     args = ap.parse_args()
-    cols, rows = (int(x) for x in args.size.lower().split("x"))
-    result = asyncio.run(measure(args.recording, args.seconds, (cols, rows), args.view, args.interval))
+    try:
+        result = asyncio.run(measure(args.recording, args.seconds, args.size, args.view, args.interval))
+    except StallscopeError as exc:  # no such recording, a damaged one: said in one line
+        raise SystemExit(f"benchmarks.screen: {exc}") from None
     print(json.dumps(result, indent=2))
     return 0
 

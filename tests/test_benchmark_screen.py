@@ -33,3 +33,19 @@ def test_the_screen_benchmark_shows_each_interval_and_counts_its_frames(tmp_path
     assert shown == [i % n for i in range(len(shown))] and len(shown) == 8  # in order, looped, none left behind
     assert result["frames_per_interval"] > 0 and result["ms_per_frame"] > 0
     assert result["view"] == "blockers" and result["screen_cpu_pct_of_one_cpu"] > 0
+
+
+def test_the_screen_benchmark_says_in_one_line_what_it_cannot_read(tmp_path, monkeypatch, capsys):
+    import pytest
+
+    bad = tmp_path / "bad.stall"
+    bad.write_text("not a recording")
+    for path in (str(tmp_path / "none.stall"), str(bad)):
+        monkeypatch.setattr(sys, "argv", ["screen", path])
+        with pytest.raises(SystemExit) as ended:
+            screen.main()
+        assert str(ended.value).startswith("benchmarks.screen: ") and path in str(ended.value)
+    monkeypatch.setattr(sys, "argv", ["screen", str(bad), "--size", "160"])
+    with pytest.raises(SystemExit):
+        screen.main()
+    assert "is not COLUMNSxROWS" in capsys.readouterr().err
