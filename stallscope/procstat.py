@@ -48,3 +48,22 @@ def image(pid: int) -> tuple[int, ...] | None:
     (1, 1, 0, 0, 0), alike for any two."""
     got = numbers(pid, (26, 27, 28, 48, 50))
     return got if got is not None and all(got) else None
+
+
+def own_threads_run_delay_ns() -> dict[int, int]:
+    """How long each of the process's threads has waited on a run queue for a CPU (schedstat's
+    run_delay), by thread id; empty where the kernel does not count it. All of them: a thread kept
+    from a CPU while it holds the interpreter's lock keeps the others from running as well, which
+    wait for the lock asleep, not on a run queue."""
+    waits = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return waits
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                waits[int(tid)] = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):  # a thread gone since, or no schedstat
+            continue
+    return waits

@@ -111,14 +111,10 @@ def process_exists(pid: int) -> bool:
     return bool(got) and got[0] not in (b"Z", b"X")
 
 
-def thread_run_delay_ns() -> int | None:
-    """How long the calling thread has waited on a run queue for a CPU (schedstat's run_delay); None
-    where the kernel does not count it."""
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+def waited_between(before: dict[int, int], after: dict[int, int]) -> int:
+    """The threads' wait for a CPU from one reading to the next: a thread begun since counts from its start;
+    one gone since, its wait after the first reading unknown, not at all."""
+    return sum(ns - before.get(tid, 0) for tid, ns in after.items())
 
 
 class Session:
@@ -191,7 +187,6 @@ class Session:
         rusage = None
         intervals = 0
         self._starved_said = self._stretch_said = False
-        self._run_delay = thread_run_delay_ns(), time.monotonic()
         self._nice_before = own_nice()
         self._policy_before = own_policy()  # what the session puts back (the CLI may have set it already)
         self._raise_priority()
@@ -209,6 +204,7 @@ class Session:
             tables.wait()
             with setup_work():
                 self._skip_setup()
+            self._run_delay = collector.dump_run_delay, collector.dump_monotonic
             start_ns = collector.interval_start_ns
             meta = replace(self._meta(status, start_ns), machine=machine.describe())
             self._cpu_first = self._cpu_now
@@ -253,7 +249,7 @@ class Session:
                     collector.last_drain_next()
                 with interval_work(freeze=intervals > 0):  # the first's: settle_gc, above, after it
                     iv = self._drain()
-                    self._say_if_starved(iv)
+                    self._say_if_starved(iv, (collector.dump_run_delay, collector.dump_monotonic))
                     if not stop:
                         iv = self._keep_to_budget(iv, meta)
                     on_interval(iv)
@@ -421,20 +417,21 @@ class Session:
             start_wall=time.time(), start_ns=start_ns, interval_s=o.interval_s, probes=status, options=opts,
         )
 
-    def _say_if_starved(self, iv: Interval) -> None:
-        """Once each, when the session's thread waited for a CPU a quarter of the time or more: while
+    def _say_if_starved(self, iv: Interval, at_dump: tuple[dict[int, int], float]) -> None:
+        """Once each, when stallscope's threads waited for a CPU a quarter of the time or more: while
         real-time tasks ran a tenth of it or more (no nice value gets stallscope a CPU they hold,
         --realtime does: stallscope/priority.py); or, among ordinary tasks, so long that the interval
         stretched to twice its length (the totals stay exact; the time series coarsen). Its wait from the
-        kernel's own count (schedstat's run_delay)."""
+        kernel's own count (schedstat's run_delay), read at each drain's task dump (`at_dump`), where
+        intervals end: over the interval's span, which the previous drain's own work stretches when it waits."""
+        (delay, since), self._run_delay = self._run_delay, at_dump
         rt_said = self._starved_said or self.options.realtime is not None
-        if rt_said and self._stretch_said:  # said, or nothing to say: no more reads
+        if rt_said and self._stretch_said:  # said, or nothing to say
             return
-        (delay, since), now = self._run_delay, time.monotonic()
-        self._run_delay = thread_run_delay_ns(), now
-        if delay is None or self._run_delay[0] is None:
+        now = at_dump[1]
+        if not delay or not self._run_delay[0]:
             return
-        waited = (self._run_delay[0] - delay) / 1e9
+        waited = waited_between(delay, self._run_delay[0]) / 1e9
         if waited < (now - since) / 4:
             return
         if not rt_said and self._say_real_time(iv, waited, now - since):
@@ -444,8 +441,8 @@ class Session:
             return
         self._stretch_said = True
         fix = "--nice -20 keeps them" if own_nice() > -20 else "--realtime 1 keeps them"
-        self.notify(f"intervals stretch under load: the last took {took:.1f} s for the {asked:g} s asked, stallscope "
-                    f"waiting {waited:.1f} s of the last {now - since:.1f} s for a CPU; the totals stay exact, the "
+        self.notify(f"intervals stretch under load: the last took {took:.1f} s for the {asked:g} s asked, stallscope's "
+                    f"threads waiting {waited:.1f} s in all for a CPU; the totals stay exact, the "
                     f"series coarsen; {fix} (docs/recording.md)")
 
     def _say_real_time(self, iv: Interval, waited: float, over: float) -> bool:
@@ -459,8 +456,8 @@ class Session:
                           f"{100 * ns / iv.duration_ns:.0f}% of a CPU)" for ns, tid in ran[:3])
         more = f" and {len(ran) - 3} more" if len(ran) > 3 else ""
         top = max(rt[tid][2] for _ns, tid in ran)
-        self.notify(f"stallscope waited {waited:.1f} s of the last {over:.1f} s for CPUs that real-time tasks "
-                    f"hold (no nice value helps): --realtime {min(top + 1, 99)} runs it above them. They are {names}{more}")
+        self.notify(f"stallscope's threads waited {waited:.1f} s in all over the last {over:.1f} s for CPUs that "
+                    f"real-time tasks hold (no nice value helps): --realtime {min(top + 1, 99)} runs it above them. They are {names}{more}")
         return True
 
     def _raise_priority(self) -> None:

@@ -585,6 +585,53 @@ def test_a_recording_whose_intervals_stretch_under_load_says_so_once_and_what_ke
     assert "for the 1 s asked" in said[0] and said[0].endswith("--nice -20 keeps them (docs/recording.md)")
 
 
+def test_the_wait_for_a_cpu_that_stretches_intervals_is_every_thread_of_stallscopes():
+    """A thread kept from a CPU while it holds the interpreter's lock keeps the session's thread asleep, not on a
+    run queue (in `record` the writer's thread; a stretched interval of 12.3 s went unsaid, the session's thread
+    itself having waited less than a quarter of it). Pinned to one CPU beside a busy loop, a second thread's wait
+    is counted with the caller's, each from the kernel's schedstat."""
+    import threading
+
+    from stallscope.procstat import own_threads_run_delay_ns
+    from stallscope.session import waited_between
+
+    assert waited_between({1: 5, 2: 10}, {1: 8, 3: 4}) == 3 + 4  # one begun since from its start, one gone not at all
+    cpu = min(os.sched_getaffinity(0))
+    hog = subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c", "while :; do :; done"], start_new_session=True)
+    own = {}
+
+    def spin():
+        with open("/proc/thread-self/schedstat") as f:
+            own["before"] = int(f.read().split()[1])
+        own["tid"] = threading.get_native_id()
+        end = time.monotonic() + 0.6
+        while time.monotonic() < end:
+            time.sleep(0.001)  # woken each time onto the busy CPU: a wait for it each time
+        with open("/proc/thread-self/schedstat") as f:
+            own["after"] = int(f.read().split()[1])
+        ready.wait()
+
+    ready = threading.Event()
+    affinity = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {cpu})  # the threads made from here on run on that CPU too
+        before = own_threads_run_delay_ns()
+        worker = threading.Thread(target=spin)
+        worker.start()
+        while "after" not in own:
+            time.sleep(0.05)
+        after = own_threads_run_delay_ns()
+        ready.set()
+        worker.join()
+    finally:
+        os.sched_setaffinity(0, affinity)
+        os.killpg(hog.pid, 9)
+        hog.wait()
+    assert own["tid"] in after and own["tid"] not in before
+    assert own["after"] > own["before"], own  # it did wait, beside the loop
+    assert waited_between(before, after) >= after[own["tid"]] >= own["after"] > 0, (before, after, own)
+
+
 def test_top_refreshes_at_a_raised_priority():
     """Live triage must stay live on a saturated machine: top takes nice -20 unless told otherwise."""
     proc = subprocess.Popen([STALLSCOPE, "top", "-n", "2", "-i", "0.5"], stdout=subprocess.PIPE,
