@@ -211,6 +211,7 @@ class _Lib:
         self._libc.syscall.restype = ctypes.c_long
         self._print_cb = _PRINT_FN(self._on_print)
         self._proto()
+        self._keep_lock(name)
         lib.libbpf_set_print(_log_filter(self._print_cb) or self._print_cb)
 
     def _on_print(self, level: int, fmt: bytes, args: int) -> int:
@@ -275,6 +276,20 @@ class _Lib:
         p("ring_buffer__consume", i, vp)
         p("ring_buffer__free", None, vp)
 
+    def _keep_lock(self, name: str) -> None:
+        """The calls that never wait (NO_WAIT) made through ctypes.PyDLL, which keeps the interpreter's lock,
+        with the same prototypes. Through ctypes.CDLL each let the lock go and took it back, and beside a thread
+        busy in Python (the screen importing and drawing its first frames while the probes load) taking it back
+        waited for that thread's switch interval, up to 5 ms a call: making the scheduler's maps took 0.4-2.7 s
+        rather than 0.05 s. Calls that may wait in the kernel (a program verified, a probe attached or removed,
+        a batch over a large map) still let it go, so that the screen runs meanwhile."""
+        keeping = ctypes.PyDLL(name, use_errno=True)
+        for fn in NO_WAIT:
+            released = getattr(self.lib, fn)
+            kept = getattr(keeping, fn)
+            kept.restype, kept.argtypes = released.restype, released.argtypes
+            setattr(self.lib, fn, kept)
+
     def check(self, what: str, rc: int) -> int:
         """libbpf 1.x returns -errno on failure."""
         if rc < 0:
@@ -286,6 +301,17 @@ class _Lib:
             err = ctypes.get_errno() or errno.EINVAL
             raise BpfError(what, err, self.log.take())
         return ptr
+
+
+# libbpf's calls that return at once: they read or write the object's own memory, or make one bpf() call on a
+# single map element, which for these map types (no map of maps, whose update waits for an RCU grace period)
+# never sleeps (_Lib._keep_lock)
+NO_WAIT = ("bpf_object__next_program", "bpf_object__next_map", "bpf_object__find_map_by_name",
+           "bpf_object__find_program_by_name", "bpf_program__name", "bpf_program__section_name",
+           "bpf_program__set_autoload", "bpf_program__autoload", "bpf_program__fd", "bpf_link__fd", "bpf_map__fd",
+           "bpf_map__name", "bpf_map__set_max_entries", "bpf_map__reuse_fd", "bpf_map__max_entries",
+           "bpf_map__key_size", "bpf_map__value_size", "bpf_map__initial_value", "bpf_map_lookup_elem",
+           "bpf_map_update_elem", "bpf_map_delete_elem", "bpf_map_get_next_key", "bpf_obj_get_info_by_fd")
 
 
 def libbpf_available() -> bool:

@@ -7,6 +7,7 @@ import os
 import platform
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -45,6 +46,49 @@ def test_maps_update_lookup_batch_and_delete(probe_object):
         assert m.delete((3).to_bytes(8, "little"))
         assert m.lookup((3).to_bytes(8, "little")) is None
         assert sorted(int.from_bytes(k, "little") for k in m.keys()) == [i for i in range(10) if i != 3]
+
+
+def _voluntary_switches() -> int:
+    with open("/proc/thread-self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+
+
+def test_a_map_lookup_beside_a_thread_busy_in_python_keeps_the_interpreter(probe_object):
+    """A call that returns at once keeps the interpreter's lock: one that let it go waited to take it back from a
+    thread busy in Python beside it, up to its switch interval (5 ms) a call (the probes' maps took 0.4-2.7 s to
+    make beside the screen's start, rather than 0.05 s). Counted as the calling thread's sleeps: one a call when
+    each lets the lock go, a few in all when it is kept (the other thread still gets its turns)."""
+    import threading
+
+    from stallscope.bpf.libbpf import NO_WAIT
+
+    with BpfObject(probe_object) as obj:
+        obj.load()
+        m = obj.map("numbers")
+        m.update((1).to_bytes(8, "little"), (7).to_bytes(8, "little"))
+        stop = threading.Event()
+
+        def busy():
+            while not stop.is_set():
+                sum(range(1000))
+
+        other = threading.Thread(target=busy)
+        other.start()
+        try:
+            time.sleep(0.05)
+            before = _voluntary_switches()
+            for _ in range(300):
+                assert m.lookup((1).to_bytes(8, "little")) == (7).to_bytes(8, "little")
+            slept = _voluntary_switches() - before
+        finally:
+            stop.set()
+            other.join()
+    assert slept < 30, slept
+    lib = obj._lib.lib
+    assert all(getattr(lib, fn)._flags_ & ctypes._FUNCFLAG_PYTHONAPI for fn in NO_WAIT)
+    # what may wait in the kernel lets the interpreter go: the screen runs meanwhile
+    for fn in ("bpf_object__load", "bpf_program__attach", "bpf_link__destroy", "bpf_map_lookup_batch"):
+        assert not getattr(lib, fn)._flags_ & ctypes._FUNCFLAG_PYTHONAPI, fn
 
 
 def test_delete_many_deletes_in_batches_and_skips_keys_already_gone(probe_object):
