@@ -95,8 +95,14 @@ def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp
     settings, on a quiet machine the waiters' lock contention comes down first to the fsync (the holder's
     own time on a CPU and in the run queue follow); on a busy one, to waiting for CPUs (the holder's, and
     that of the worker that completes its sync)."""
-    # the holder's own sleep in the sync, as stallscope measured it, against the holder's (1-5% apart in
-    # five runs, quiet and under two CPU hogs; 16% once in the whole suite's run): a second run before failing
+    # the holder's own sleep in the sync, as stallscope measured it, against the holder's: every wait of the
+    # holder's in the sync is charged to the fsync (they are one stratum, all drawn ones the fsync's), and their
+    # sum came 4-16% under the holder's figure (its time in the call less its CPU time and schedstat's run_delay
+    # there) in seventeen runs on 2026-12-01, quiet, on this code and the code before it alike, and 18% under in a
+    # whole suite's run; never over. Held to that: 25% under at most, 5% over; a second run before failing
+    def near(ours: int, theirs: int) -> bool:
+        return 0.75 * theirs <= ours <= 1.05 * theirs
+
     for attempt in range(2):
         run = tmp_path / str(attempt)
         run.mkdir()
@@ -105,7 +111,7 @@ def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp
         holder = next(t for t in truth if t["role"] == "holder")
         ours = next(t for t in doc["tasks"] if t["pid"] == holder["tid"])
         slept = sum(c["total_ns"] for c in ours["causes"] if c["cause"] == "fsync() on a file")
-        if abs(slept - holder["extra"]["slept_ns"]) <= 0.15 * holder["extra"]["slept_ns"]:
+        if near(slept, holder["extra"]["slept_ns"]):
             break
     lock = next(b for b in doc["blockers"] if b["cause"] == "Userspace lock contention")
     waiters = {t["tid"] for t in truth if t["role"] == "waiter"}
@@ -120,7 +126,7 @@ def test_a_waiter_on_a_mutex_held_across_fdatasync_has_the_fsync_as_its_root(tmp
     asleep = sum(t["extra"]["in_sync_slept_ns"] for t in waiting) / blocked
     # ... and how much of its holding the holder waited for a CPU (schedstat's run_delay while holding)
     busy = holder["extra"]["runq_held_ns"] / holder["extra"]["held_ns"]
-    assert abs(slept - holder["extra"]["slept_ns"]) <= 0.15 * holder["extra"]["slept_ns"], (slept, holder["extra"])
+    assert near(slept, holder["extra"]["slept_ns"]), (slept, holder["extra"])
     roots = [r["root"] for r in lock["roots"]]
     seen = (f"waiters' waits {blocked / 1e6:.0f} ms, {asleep:.2f} of them the holder asleep in the sync; "
             f"holder waited for a CPU {busy:.3f} of its holding; lock's roots: "
