@@ -457,7 +457,8 @@ class Session:
         more = f" and {len(ran) - 3} more" if len(ran) > 3 else ""
         top = max(rt[tid][2] for _ns, tid in ran)
         self.notify(f"stallscope's threads waited {waited:.1f} s in all over the last {over:.1f} s for CPUs that "
-                    f"real-time tasks hold (no nice value helps): --realtime {min(top + 1, 99)} runs it above them. They are {names}{more}")
+                    f"real-time tasks hold (no nice value helps): --realtime {min(top + 1, 99)} runs it above them. "
+                    f"They are {names}{more}")
         return True
 
     def _raise_priority(self) -> None:
