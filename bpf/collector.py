@@ -209,6 +209,7 @@ class SchedCollector:
         self._dump_ns = 0
         self.dump_monotonic = 0.0
         self.dump_run_delay: dict[int, int] = {}  # at the dump: how long each of our threads waited for a CPU
+        self.watch_run_delay = True  # read at each dump while the session may still say it stretched (0.14 ms)
         self._irq_text: Future | None = None  # the interrupt entry's bounds, read from kallsyms (prepare())
 
     # ---- set-up -------------------------------------------------------
@@ -494,7 +495,8 @@ class SchedCollector:
         # long it takes to reach each task (bpf_ktime_get_ns is CLOCK_MONOTONIC)
         self._dump_ns, mono_ns = clock_pair()
         self.dump_monotonic = mono_ns / 1e9  # where the interval ended, on time.monotonic()'s clock
-        self.dump_run_delay = procstat.own_threads_run_delay_ns()  # what stretched it (Session._say_if_starved)
+        if self.watch_run_delay:  # what stretched it (Session._say_if_starved)
+            self.dump_run_delay = procstat.own_threads_run_delay_ns()
         self._set_dump_clock(obj, mono_ns, self._dump_clock)
         # what a wait carried on is charged in this dump: the time since the last one (none after a
         # dump_clock of 0, which hands every wait over)

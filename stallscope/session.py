@@ -426,7 +426,9 @@ class Session:
         intervals end: over the interval's span, which the previous drain's own work stretches when it waits."""
         (delay, since), self._run_delay = self._run_delay, at_dump
         rt_said = self._starved_said or self.options.realtime is not None
-        if rt_said and self._stretch_said:  # said, or nothing to say
+        if rt_said and self._stretch_said:  # said, or nothing to say: the threads' waits no longer read
+            if self.collector is not None:
+                self.collector.watch_run_delay = False
             return
         now = at_dump[1]
         if not delay or not self._run_delay[0]:
