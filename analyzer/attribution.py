@@ -183,11 +183,11 @@ def _attribute(model: Model, table: CauseTable | None) -> tuple[Part, ...]:
 
 
 class Alike:
-    """The parts of many tasks alike: thousands of sleeping threads, each with the waits of one stratum, none
-    drawn for a stack walk, named by the same evidence. Each task's part of `cause` is its waits' charge,
-    measured, as attribute() gives it in a Part of its own; grouped for the readers that sum the parts by cause
-    (the ranking and its denominator, blockers.py), which need no Part per task. Their count, longest wait and
-    histogram are summed when first read: a view that leaves idle causes out never reads them."""
+    """The parts of many tasks alike: thousands of sleeping threads, each with the waits of one stratum, named by
+    the same evidence or the same walked stack. Each task's part of `cause` is its waits' charge, measured, as
+    attribute() gives it in a Part of its own; grouped for the readers that sum the parts by cause (the ranking and
+    its denominator, blockers.py), which need no Part per task. Their count, longest wait, histogram and walked
+    stacks are summed when first read: a view that leaves idle causes out never reads them."""
 
     __slots__ = ("cause", "tasks", "ns", "waits", "_sums")
 
@@ -210,10 +210,16 @@ class Alike:
     def hist(self) -> dict[int, int]:
         return self._summed()[2]
 
-    def _summed(self) -> tuple[int, int, dict[int, int]]:
+    @property
+    def stacks(self) -> dict[int, list]:
+        """The walked kernel stacks of its waits, as a Part holds them: stack id -> [charged ns, Stack]."""
+        return self._summed()[3]
+
+    def _summed(self) -> tuple[int, int, dict[int, int], dict[int, list]]:
         if self._sums is None:
             count = max_ns = 0
             hist: dict[int, int] = {}
+            stacks: dict[int, list] = {}
             for task_waits in self.waits:
                 for w in task_waits:
                     if w.count:
@@ -223,7 +229,14 @@ class Alike:
                     if w.hist:
                         for slot, c in nonzero_slots(w.hist):
                             hist[slot] = hist.get(slot, 0) + c
-            self._sums = (count, max_ns, hist)
+                    k = w.kstack
+                    if k is not None and k.frames:  # as _add_measured charges a drawn wait's stack
+                        e = stacks.get(k.id)
+                        if e is None:
+                            stacks[k.id] = [w.charged, k]
+                        else:
+                            e[0] += w.charged
+            self._sums = (count, max_ns, hist, stacks)
         return self._sums
 
     def of(self, tasks: set[TaskId]) -> "Alike | None":
@@ -316,12 +329,13 @@ def _grouped(model: Model, table: CauseTable | None) -> Grouped:
 
 def _asleep(model: Model, table: CauseTable, arch: str | None) -> tuple[list[Alike], list[StackWait]]:
     """The waits of a machine's sleeping threads, grouped, and the others (in the model's order). A wait alone in its
-    task, none drawn for a stack walk, is a stratum whose part _grouped makes from its evidence alone, the same for
-    every wait of its process alike (state, evidence, stacks): each such group is asked once whether its evidence
-    names it without a pool (_pool_of) and whether it waits for input (whose long part _idle_input moves); if so,
-    its waits are an Alike of their own (per cause, in the model's order), each task's part its wait's charge.
-    Thousands of threads asleep are then one pass here rather than a stratum each through _grouped's: in C where
-    analyzer/modelfold.c is built (asleep_scan), else py_asleep."""
+    task is a stratum whose part is all its wait's, measured, and named the same for every wait of its process alike
+    (state, evidence, stacks): by its evidence when no stack was walked for it, else by its walked stack (a sleeping
+    thread's wait is walked by a task dump once it has gone on long enough: after some minutes, most of them). Each
+    such group is asked once whether what names it needs no pool (_pool_of, for an undrawn wait) and whether it
+    waits for input (whose long part _idle_input moves); if so, its waits are an Alike of their own (per cause, in the
+    model's order), each task's part its wait's charge. Thousands of threads asleep are then one pass here rather than
+    a stratum each through _grouped's: in C where analyzer/modelfold.c is built (asleep_scan), else py_asleep."""
     waits = model.waits
     if _c_asleep_scan is None or not isinstance(waits, tuple):
         return py_asleep(model, table, arch)
@@ -354,8 +368,7 @@ def py_asleep(model: Model, table: CauseTable, arch: str | None) -> tuple[list[A
     named: dict[tuple, tuple[Cause, bool]] = {}
     rest: list[StackWait] = []
     for w in waits:
-        k = w.kstack
-        if alone[w.task] != 1 or (k is not None and k.frames):
+        if alone[w.task] != 1:
             rest.append(w)
             continue
         like = (w.tgid, w.state, w.why, w.func, w.woken, w.kstack_id, w.ustack_id)
@@ -387,18 +400,20 @@ _TASK = attrgetter("task")
 
 def _asleep_group(model: Model, table: CauseTable, arch: str | None, w: StackWait,
                   named: dict[tuple, tuple[Cause, bool]]) -> list | None:
-    """The group of the waits like `w` (_asleep): [its evidence's cause, tasks, ns, waits]; None where they are
-    not grouped (a pool shares them, or they wait for input). What names them and whether they wait for input are
-    asked once for the groups of every process (`named`: by what they read of the wait, its stacks' ids among it, and
-    of how its waits ended, the kind of waker that ended most: hackbench's 400 processes wait alike); whether a pool
-    of their process shares them, for each."""
+    """The group of the waits like `w` (_asleep): [its cause, tasks, ns, waits]; None where they are not grouped (a
+    pool shares them, or they wait for input). Their cause is their walked stack's (classify_wait, as _splits_of
+    names a drawn wait alone in its stratum), else their evidence's. What names them and whether they wait for input
+    are asked once for the groups of every process (`named`: by what they read of the wait, its stacks' ids among
+    it, and of how its waits ended, the kind of waker that ended most: hackbench's 400 processes wait alike); whether
+    a pool of their process shares undrawn ones, for each."""
     evidence = (w.state, w.why, w.func, woken_by(w.woken), w.kstack_id, w.ustack_id)
     known = named.get(evidence)
+    drawn = _drawn(w)
     if known is None:
-        known = named[evidence] = (_alone_cause(table, arch, w.state, w.why, w.func, w),
-                                   input_cause(model, w, table) is not None)
+        cause = classify_wait(model, w, table) if drawn else _alone_cause(table, arch, w.state, w.why, w.func, w)
+        known = named[evidence] = (cause, input_cause(model, w, table) is not None)
     cause, for_input = known
-    if not cause.matched and _pool_of(model, table, [w], cause):
+    if not drawn and not cause.matched and _pool_of(model, table, [w], cause):
         return None
     if for_input:
         return None

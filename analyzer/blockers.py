@@ -132,6 +132,7 @@ class CpuAlike:
     ranks hackbench's 470 tasks waiting for a CPU without a Part each."""
 
     __slots__ = ("cause", "tasks", "ns", "count", "max_ns", "hist")
+    stacks: dict = {}  # a wait for a CPU has no stack walked (read only)
 
     def __init__(self, model: Model, tasks: set[TaskId] | None):
         self.cause = WAITING_FOR_CPU
@@ -353,7 +354,7 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
     denom = denominator(all_parts, alike).total_ns or 1
     # per cause: [ns, estimated ns, variance, count, max, tasks, stacks, {frame: [ns, cause]}, hist, methods, pooled ns]
     groups: dict[str, list] = {}
-    for a in alike:  # parts of tasks alike, grouped (attribution.py Alike): measured, no stack
+    for a in alike:  # parts of tasks alike, grouped (attribution.py Alike): measured
         cause = a.cause
         if cause.cls == IDLE and not include_idle and not (include_delays and cause.delays_wakees):
             continue
@@ -371,6 +372,14 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
         hist = g[8]
         for slot, c in a.hist.items():
             hist[slot] = hist.get(slot, 0) + c
+        if a.stacks:  # sleeping threads' waits walked by a task dump
+            stacks = g[6]
+            for sid, (sns, stack) in a.stacks.items():
+                e = stacks.get(sid)
+                if e is None:
+                    stacks[sid] = [sns, stack]
+                else:
+                    e[0] += sns
     for p in all_parts:
         cause = p.cause
         if cause.cls == IDLE and not include_idle and not (include_delays and cause.delays_wakees):

@@ -19,13 +19,13 @@ enum {
 	A_TASK, A_OFFCPU_NS, A_OFFCPU_COUNT, A_OFFCPU_MAX_NS, A_RUNQ_WAIT_NS, A_RUNQ_COUNT, A_RUNQ_MAX_NS,
 	A_VOLUNTARY, A_INVOLUNTARY, A_MIGRATIONS, A_RUNQ_HIST, A_RUNQ_LATENCY_NS, A_RUN_NS,
 	A_TGID, A_STATE, A_KSTACK, A_USTACK, A_COUNT, A_TOTAL_NS, A_MAX_NS, A_HIST, A_WHY, A_FUNC, A_CHARGED_NS,
-	A_WEIGHTED_NS, A_VAR_US2, A_WOKEN, A_KSTACK_ID, A_USTACK_ID, A_FRAMES, N_ATTRS
+	A_WEIGHTED_NS, A_VAR_US2, A_WOKEN, A_KSTACK_ID, A_USTACK_ID, N_ATTRS
 };
 static const char *const attr_names[N_ATTRS] = {
 	"task", "offcpu_ns", "offcpu_count", "offcpu_max_ns", "runq_wait_ns", "runq_count", "runq_max_ns",
 	"voluntary_switches", "involuntary_switches", "migrations", "runq_hist", "runq_latency_ns", "run_ns",
 	"tgid", "state", "kstack", "ustack", "count", "total_ns", "max_ns", "hist", "why", "func", "charged_ns",
-	"weighted_ns", "var_us2", "woken", "kstack_id", "ustack_id", "frames",
+	"weighted_ns", "var_us2", "woken", "kstack_id", "ustack_id",
 };
 static PyObject *attrs[N_ATTRS];
 static PyObject *zero, *one, *not_woken, *no_hist;
@@ -747,18 +747,17 @@ static PyObject *list_one(PyObject *item)
 	return out;
 }
 
-/* asleep_scan(waits): attribution.py _asleep's pass over a model's waits. The waits alone in their task whose kernel
- * stack has no frames, grouped by what makes them alike, (tgid, state, why, func, woken, kstack_id, ustack_id), in
+/* asleep_scan(waits): attribution.py _asleep's pass over a model's waits. The waits alone in their task, their kernel
+ * stacks walked or not, grouped by what makes them alike, (tgid, state, why, func, woken, kstack_id, ustack_id), in
  * the order each group is first met: {like: [its first wait, tasks, ns (charged), [[wait], ...], places]}; and the
  * places of the others, in order. Each group is then asked once, in Python, whether it stays one. */
 static PyObject *asleep_scan(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 {
 	static struct fields task_f, wait_f;
 	static const int task_which[] = {A_TASK};
-	static const int wait_which[] = {A_TASK, A_KSTACK, A_TGID, A_STATE, A_WHY, A_FUNC, A_WOKEN, A_KSTACK_ID,
-					 A_USTACK_ID, A_CHARGED_NS, A_TOTAL_NS};
-	enum { W_TASK, W_KSTACK, W_TGID, W_STATE, W_WHY, W_FUNC, W_WOKEN, W_KSTACK_ID, W_USTACK_ID, W_CHARGED, W_TOTAL,
-	       W_N };
+	static const int wait_which[] = {A_TASK, A_TGID, A_STATE, A_WHY, A_FUNC, A_WOKEN, A_KSTACK_ID, A_USTACK_ID,
+					 A_CHARGED_NS, A_TOTAL_NS};
+	enum { W_TASK, W_TGID, W_STATE, W_WHY, W_FUNC, W_WOKEN, W_KSTACK_ID, W_USTACK_ID, W_CHARGED, W_TOTAL, W_N };
 	if (nargs != 1 || !PyTuple_Check(args[0])) {
 		PyErr_SetString(PyExc_TypeError, "asleep_scan(waits: tuple)");
 		return NULL;
@@ -783,15 +782,9 @@ static PyObject *asleep_scan(PyObject *Py_UNUSED(m), PyObject *const *args, Py_s
 		PyObject *w = PyTuple_GET_ITEM(waits, i), *f[W_N];
 		if (read_fields(&wait_f, w, wait_which, W_N, f) < 0)
 			goto done;
-		PyObject *once = PyDict_GetItemWithError(seen, f[W_TASK]), *frames = NULL;
-		int alone = once == Py_True, drawn = 0, ok = once != NULL;
-		if (ok && alone && f[W_KSTACK] != Py_None) {
-			frames = PyObject_GetAttr(f[W_KSTACK], attrs[A_FRAMES]);
-			drawn = frames ? PyObject_IsTrue(frames) : -1;
-			Py_XDECREF(frames);
-			ok = drawn >= 0;
-		}
-		if (ok && (!alone || drawn)) {
+		PyObject *once = PyDict_GetItemWithError(seen, f[W_TASK]);
+		int alone = once == Py_True, ok = once != NULL;
+		if (ok && !alone) {
 			ok = append_new(rest, PyLong_FromSsize_t(i)) == 0;
 		} else if (ok) {
 			/* a run of waits alike (one process's threads asleep, in the order the dump met them) goes to the
@@ -965,7 +958,7 @@ static PyMethodDef module_methods[] = {
 	 "carried_made(keys, ns, since, late, tasks, waits, task_info, stacks, funcs, unnamed, unknown, no_hist, "
 	 "make_wait, make_totals): the last interval's waits carried on made into StackWaits and TaskTotals."},
 	{"asleep_scan", (PyCFunction)(void (*)(void))asleep_scan, METH_FASTCALL,
-	 "asleep_scan(waits): the waits alone in their task with no kernel frames grouped alike, and the others."},
+	 "asleep_scan(waits): the waits alone in their task grouped alike, and the others."},
 	{"waits_now_groups", (PyCFunction)(void (*)(void))waits_now_groups, METH_FASTCALL,
 	 "waits_now_groups(keys, since, places, waits, scope, late): the waits in progress grouped alike."},
 	{NULL, NULL, 0, NULL},

@@ -377,7 +377,8 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
     threads waking now and then, a reader waiting seconds on a pipe (its time moves to "..., nothing came") and
     hackbench, every window ranks as its parts do, idle causes in or out, and a view's ranking without idle
     causes is the full ranking without them. Most sleeping threads are grouped in one pass (attribution.py
-    _asleep: a wait alone in its task, not drawn, not pooled, not for input)."""
+    _asleep: a wait alone in its task, not pooled, not for input), those whose waits were drawn for a stack walk
+    among them (named by their stacks, which the ranking's top stacks read)."""
     import dataclasses
 
     from stallscope.analyzer import attribution, blockers
@@ -405,12 +406,13 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
         rec.close()
     for iv in ivs:
         tl.add(iv)
-    grouped_tasks = moved = asleep = 0
+    grouped_tasks = moved = asleep = drawn = 0
     for first, last in [(iv.index, iv.index) for iv in ivs] + [(ivs[0].index, ivs[-1].index)]:
         snap = tl.window(first, last)
         model, scope = snap.model, snap.scope
         groups, rest = attribution._asleep(model, default_table(), attribution._arch(model))
         asleep += sum(len(a.tasks) for a in groups)
+        drawn += sum(attribution._drawn(w) for a in groups for waits in a.waits for w in waits)
         # the passes in C (analyzer/modelfold.c) group as the Python does, in its order
         py_groups, py_rest = attribution.py_asleep(model, default_table(), attribution._arch(model))
         assert [(a.cause, a.tasks, a.ns, a.waits) for a in groups] == [(a.cause, a.tasks, a.ns, a.waits)
@@ -445,7 +447,7 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
                                         blockers.waits_now_by_cause(model, scope))
         assert snap.ranked == [b for b in full if b.cls != IDLE]
         assert abs(snap.idle_ns - sum(b.total_ns for b in full if b.cls == IDLE)) <= len(full)
-    assert grouped_tasks > 1000 and moved and asleep > 1000, (grouped_tasks, moved, asleep)  # the grouped paths
+    assert grouped_tasks > 1000 and moved and asleep > 1000 and drawn, (grouped_tasks, moved, asleep, drawn)
     # each window's model the same with its last interval's waits carried on made at once (model.py _carried_made:
     # as `top` makes its interval's) as folded; most intervals' were made at once
     from stallscope.analyzer import model as M
