@@ -1,11 +1,11 @@
 """Where `stallscope top`'s CPU goes, live: the session alone (no screen), by part, under the load of
 benchmarks/tui.py.
 
-    setsid -w .venv/bin/python -m benchmarks.live_parts [--seconds 30] [--idle 5000] [--idle-period MS] [--no-load]
-                                                        [--output FILE.md]
+    setsid -w .venv/bin/python -m benchmarks.live_parts [--seconds 30] [--warm-up 8] [--idle 5000] [--idle-period MS]
+                                                        [--no-load] [--output FILE.md]
 
 The live source runs as `top` runs it (its session in a worker thread, each interval's snapshot and the
-views the default screen reads folded there), and nothing draws. After 8 s of warm-up it measures, for
+views the default screen reads folded there), and nothing draws. After WARM_UP s (8) it measures, for
 SECONDS, the process's CPU per second of wall time (getrusage, every thread) and the session thread's CPU
 time (`time.thread_time`) in each part below, per interval. Compared with benchmarks/tui.py's figure for the
 same load, the difference is the screen's cost. The parts nest (a drain holds its collectors' drains): the
@@ -94,7 +94,7 @@ class Parts:
         return timed
 
 
-def measure(seconds: float, interval: float) -> dict:
+def measure(seconds: float, interval: float, warm_up: float = 8.0) -> dict:
     parts = Parts()
     parts.wrap()
     from stallscope.priority import DEFAULT_NICE, at_nice
@@ -105,7 +105,7 @@ def measure(seconds: float, interval: float) -> dict:
         source = LiveSource(SessionOptions(interval_s=interval, nice=DEFAULT_NICE))
         source.start()
         try:
-            time.sleep(8)
+            time.sleep(warm_up)
             source.events()
             parts.on = True
             t0, wall0 = os.times(), time.monotonic()
@@ -139,7 +139,9 @@ def measure(seconds: float, interval: float) -> dict:
 def main() -> int:
     own_session("benchmarks.live_parts")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=30.0, help="measuring time after 8 s of warm-up (default 30)")
+    ap.add_argument("--seconds", type=float, default=30.0, help="measuring time after the warm-up (default 30)")
+    ap.add_argument("--warm-up", type=float, default=8.0, metavar="S",
+                    help="seconds before measuring (default 8; 300 for the idle threads' stacks walked: benchmarks/tui.py)")
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--idle", type=int, default=5000, help="idle threads alive meanwhile (default 5000)")
     ap.add_argument("--idle-period", type=int, default=IDLE_PERIOD_MS, metavar="MS",
@@ -150,7 +152,7 @@ def main() -> int:
     speed = reference_s()
     procs = load_processes(args.idle, rt_mutex=False, no_load=args.no_load, idle_period_ms=args.idle_period)
     try:
-        result = measure(args.seconds, args.interval)
+        result = measure(args.seconds, args.interval, args.warm_up)
     finally:
         stop_load(procs)
     result.update({"idle_threads": args.idle, "idle_period_ms": args.idle_period,

@@ -1,6 +1,6 @@
 """What `stallscope top` costs and how fast it answers, live, under load.
 
-    .venv/bin/python -m benchmarks.tui [--seconds 60] [--idle 5000] [--window N] [--view N]
+    .venv/bin/python -m benchmarks.tui [--seconds 60] [--warm-up 10] [--idle 5000] [--window N] [--view N]
                                        [--output benchmarks/RESULTS-tui.md]
 
 Runs the Textual app headless (Textual's own test driver: the same app, compositor and widgets, no
@@ -10,7 +10,10 @@ exist, and measures:
   attached, the screen's code imported, the app made), to its first screen (on_mount) and to the first
   interval shown; the interpreter's own start and the command line's parse come before (0.13 s here);
 - steady state: the stallscope process's CPU time (collector thread and UI together, getrusage) per
-  second of wall time, after the first 10 s, for SECONDS with no key pressed;
+  second of wall time, after WARM_UP seconds of data (10 by default), for SECONDS with no key pressed. The idle
+  threads' waits in progress are walked for their kernel stacks by the task dumps as the stack-walk budget
+  allows: under hackbench, most of 5,000 within about four minutes, and what each interval costs settles only
+  then (`--warm-up 300` for the steady state of a `top` left open);
 - key to frame: the time from a key event reaching the app to the next frame drawn after its action ran
   (`s`, a sort that rebuilds the table; the frame marked by Textual's call_after_refresh, asked for before the
   action runs, so that the mark is not held up by the detail pane's redraw the action asks for after it), pressed every
@@ -70,8 +73,11 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+WARM_UP_S = 10.0  # seconds of data before the steady state is measured (--warm-up)
+
+
 async def measure(seconds: float, interval: float, realtime: int | None = None, window: int = 1,
-                  view: int = 1) -> dict:
+                  view: int = 1, warm_up: float = 10.0) -> dict:
     # as `stallscope top` runs, from its start on (the interpreter's start and the command line's parse came
     # before: 0.13 s here): the session's and the screen's code imported, then the probes loaded as the screen draws
     t0 = time.monotonic()
@@ -126,7 +132,7 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
         if view != 1:  # as its digit shows it
             await pilot.press(str(view))
         view_name = app.active_view().name
-        warm = time.monotonic() + 10
+        warm = time.monotonic() + warm_up
         while time.monotonic() < warm:
             await pilot.pause(0.25)
         # steady state: the view left alone, as it is most of the time
@@ -241,6 +247,9 @@ def main() -> int:
     own_session()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=60.0, help="steady-state measuring time (default 60)")
+    ap.add_argument("--warm-up", type=float, default=WARM_UP_S, metavar="S",
+                    help=f"seconds of data before the steady state is measured (default {WARM_UP_S:g}; 300 for the "
+                         "idle threads' stacks walked)")
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--idle", type=int, default=5000, help="idle threads alive meanwhile (default 5000)")
     ap.add_argument("--idle-period", type=int, default=IDLE_PERIOD_MS, metavar="MS",
@@ -265,18 +274,20 @@ def main() -> int:
             enter_realtime(args.realtime)  # as `top --realtime` does, before anything else
         # as `stallscope top` runs: its priority, and its terminal session's scheduling group raised, at once (cli.main)
         with at_nice(DEFAULT_NICE), at_group_nice(DEFAULT_NICE):
-            result = asyncio.run(measure(args.seconds, args.interval, args.realtime, args.window, args.view))
+            result = asyncio.run(measure(args.seconds, args.interval, args.realtime, args.window, args.view,
+                                         args.warm_up))
     finally:
         stop_load(procs)
     load = ("stress-ng --mutex 2" if args.rt_mutex else "none" if args.no_load else "perf bench sched messaging -g 10")
-    result.update({"idle_threads": args.idle, "idle_period_ms": args.idle_period, "load": load, "realtime": args.realtime, "reference_s": round(speed, 3),
+    result.update({"warm_up_s": args.warm_up, "idle_threads": args.idle, "idle_period_ms": args.idle_period, "load": load, "realtime": args.realtime, "reference_s": round(speed, 3),
                    "interval_s": args.interval, "kernel": platform.release(), "cpus": os.cpu_count()})
     print(json.dumps(result, indent=2))
     if args.output:
         Path(args.output).with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
         Path(args.output).write_text(
             "# `stallscope top`: start, cost and key-to-frame latency, live\n\n"
-            f"`python -m benchmarks.tui --seconds {args.seconds:g} --idle {args.idle}"
+            f"`python -m benchmarks.tui --seconds {args.seconds:g}"
+            f"{' --warm-up %g' % args.warm_up if args.warm_up != WARM_UP_S else ''} --idle {args.idle}"
             f"{' --idle-period %d' % args.idle_period if args.idle_period != IDLE_PERIOD_MS else ''}"
             f"{' --no-load' if args.no_load else ''}{' --rt-mutex' if args.rt_mutex else ''}"
             f"{' --realtime %d' % args.realtime if args.realtime else ''}"
