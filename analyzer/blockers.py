@@ -349,6 +349,16 @@ def _group(groups: dict[str, list], cause: Cause, ns: float) -> list:
     return g
 
 
+def _add_stacks(into: dict[int, list], stacks: dict[int, list]) -> None:
+    """A part's walked stacks (stack id -> [charged ns, Stack]) summed into its cause's."""
+    for sid, (ns, stack) in stacks.items():
+        e = into.get(sid)
+        if e is None:
+            into[sid] = [ns, stack]
+        else:
+            e[0] += ns
+
+
 def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: bool,
           alike: list[Alike] = ()) -> list[Blocker]:
     denom = denominator(all_parts, alike).total_ns or 1
@@ -373,13 +383,7 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
         for slot, c in a.hist.items():
             hist[slot] = hist.get(slot, 0) + c
         if a.stacks:  # sleeping threads' waits walked by a task dump
-            stacks = g[6]
-            for sid, (sns, stack) in a.stacks.items():
-                e = stacks.get(sid)
-                if e is None:
-                    stacks[sid] = [sns, stack]
-                else:
-                    e[0] += sns
+            _add_stacks(g[6], a.stacks)
     for p in all_parts:
         cause = p.cause
         if cause.cls == IDLE and not include_idle and not (include_delays and cause.delays_wakees):
@@ -400,13 +404,7 @@ def _rank(all_parts: list[Part], include_idle: bool, sort: str, include_delays: 
             for slot, c in p.hist.items():
                 hist[slot] = hist.get(slot, 0) + c
         if p.stacks:
-            stacks = g[6]
-            for sid, (ns, stack) in p.stacks.items():
-                e = stacks.get(sid)
-                if e is None:
-                    stacks[sid] = [ns, stack]
-                else:
-                    e[0] += ns
+            _add_stacks(g[6], p.stacks)
     out = []
     for name, (ns, est, var, count, longest, tasks, stacks, frames, hist, methods, pooled) in groups.items():
         # the cause as most of its time matched it, not as the first part did: the same in every order
