@@ -77,7 +77,7 @@ WARM_UP_S = 10.0  # seconds of data before the steady state is measured (--warm-
 
 
 async def measure(seconds: float, interval: float, realtime: int | None = None, window: int = 1,
-                  view: int = 1, warm_up: float = 10.0) -> dict:
+                  view: int = 1, warm_up: float = WARM_UP_S) -> dict:
     # as `stallscope top` runs, from its start on (the interpreter's start and the command line's parse came
     # before: 0.13 s here): the session's and the screen's code imported, then the probes loaded as the screen draws
     t0 = time.monotonic()
