@@ -229,11 +229,10 @@ class Alike:
                     if w.hist:
                         for slot, c in nonzero_slots(w.hist):
                             hist[slot] = hist.get(slot, 0) + c
-                    k = w.kstack
-                    if k is not None and k.frames:  # as _add_measured charges a drawn wait's stack
-                        e = stacks.get(k.id)
+                    if _drawn(w):  # as _add_measured charges a drawn wait's stack
+                        e = stacks.get(w.kstack.id)
                         if e is None:
-                            stacks[k.id] = [w.charged, k]
+                            stacks[w.kstack.id] = [w.charged, w.kstack]
                         else:
                             e[0] += w.charged
             self._sums = (count, max_ns, hist, stacks)
