@@ -99,19 +99,6 @@ struct {
 	__type(value, struct io_stats);
 } stats_zero SEC(".maps");
 
-static __always_inline __u32 log2_of(__u64 v, __u32 slots)
-{
-	__u32 r = 0;
-
-	if (v >> 32) { v >>= 32; r += 32; }
-	if (v >> 16) { v >>= 16; r += 16; }
-	if (v >> 8) { v >>= 8; r += 8; }
-	if (v >> 4) { v >>= 4; r += 4; }
-	if (v >> 2) { v >>= 2; r += 2; }
-	if (v >> 1) { r += 1; }
-	return r < slots ? r : slots - 1;
-}
-
 /* Where the traced event runs: the current task, and whether on an interrupt stack rather than the
  * task's own (`ctx`, the argument array bpf_trace_run() builds on the traced context's stack, lies
  * outside the task's stack; as the scheduler probe tells a waker in an interrupt). A wakeup in the

@@ -4,6 +4,7 @@
 #define STALLSCOPE_MAPS_BPF_H
 
 #include "interval.h"
+#include "log2.h"
 
 #ifndef E2BIG
 #define E2BIG 7

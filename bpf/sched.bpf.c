@@ -219,15 +219,7 @@ static __always_inline bool wanted(struct task_struct *p)
 
 static __always_inline __u32 log2_slot(__u64 v)
 {
-	__u32 r = 0;
-	/* branchless-enough log2 for the histogram; 64-bit values fit in 6 steps */
-	if (v >> 32) { v >>= 32; r += 32; }
-	if (v >> 16) { v >>= 16; r += 16; }
-	if (v >> 8) { v >>= 8; r += 8; }
-	if (v >> 4) { v >>= 4; r += 4; }
-	if (v >> 2) { v >>= 2; r += 2; }
-	if (v >> 1) { r += 1; }
-	return r < RUNQ_SLOTS ? r : RUNQ_SLOTS - 1;
+	return log2_of(v, RUNQ_SLOTS);
 }
 
 
@@ -730,6 +722,62 @@ static __always_inline struct offcpu_val *own_slot(struct task_stats *s, const s
 	return NULL;
 }
 
+/* The wait that ended charged to its key (made by charge_wait), with its stack's weight: the task's own slot for
+ * it or the offcpu map's entry, and the task's recent waits. A function of its own (global, not inlined): the
+ * verifier checks it once, where inlined it was checked again for each of the many ways a switch reaches a
+ * charge (most of sched_switch's verification). */
+__noinline int charge_key(struct task_stats *s, struct offcpu_key *key, __u64 weight, __u64 now)
+{
+	struct offcpu_val *v = NULL, init = {};
+	__u64 d, t;
+	__u32 slot, epoch;
+
+	if (!s || !key)
+		return 0;
+	d = s->pending_ns;
+	t = s->draw_ns;
+	s->pending_ns = 0;
+	if (key->kstack < STACK_ID_MIN && key->ustack < STACK_ID_MIN)
+		v = own_slot(s, key);
+	if (v) {
+		epoch = *(volatile __u32 *)&max_epoch.task;  /* a slot: read with the task dump */
+	} else {
+		epoch = *(volatile __u32 *)&max_epoch.offcpu;
+		v = lookup_or_init(&offcpu, key, &init, &health.offcpu_map_full);
+	}
+	/* the next link of wait chains through this task's wakeups of others */
+	{
+		struct recent_wait *r = &s->recent[s->recent_next & (RECENT_WAITS - 1)];
+
+		r->block_ts = s->last_block_ts;
+		r->woken_ts = s->last_woken_ts;
+		r->run_ts = now;
+		r->func = key->func;
+		r->state = key->state;
+		r->why = key->why;
+		s->recent_next++;
+	}
+	if (!v)
+		return 0;
+	/* plain adds: a key holds one task's waits, and only its own switch-in writes them (a task
+	 * runs on one CPU at a time); user space only reads. A locked add cost ~10 ns each here. */
+	v->count += 1;
+	v->total_ns += d;
+	v->charged_ns += s->pending_rest;
+	if (weight) {
+		v->weighted_ns += weight;
+		if (!s->kstack_open)
+			v->var_us2 += draw_var_us2(d, t);
+	}
+	if (s->woke < 3)
+		v->woken[s->woke & 3] += 1;
+	update_ival_extremes(&v->ival, epoch, d);
+	slot = log2_slot(d);
+	if (slot < RUNQ_SLOTS)
+		v->hist[slot] += 1;
+	return 0;
+}
+
 /* The wait that ended at the task's wakeup, charged at its switch-in to its
  * kernel stack (walked now if the wait was drawn, unless a dump walked it while
  * it went on), its user stack (taken at the switch-out), its state and why. */
@@ -739,11 +787,8 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 		.pid = next->pid, .tgid = next->tgid, .start_ns = next->start_boottime,
 		.ustack = s->ustack, .state = s->state, .why = s->why, .func = s->func,
 	};
-	struct offcpu_val *v = NULL, init = {};
 	__u64 d = s->pending_ns, t = s->draw_ns, weight = 0;
-	__u32 slot, epoch;
 
-	s->pending_ns = 0;
 	if (cfg.kernel_stacks) {
 		struct stack *buf = scratch();
 
@@ -763,44 +808,7 @@ static __always_inline void charge_wait(struct task_stats *s, struct task_struct
 		if (key.kstack >= STACK_ID_MIN)
 			weight = s->kstack_open ? d : (d > t ? d : t);
 	}
-	if (key.kstack < STACK_ID_MIN && key.ustack < STACK_ID_MIN)
-		v = own_slot(s, &key);
-	if (v) {
-		epoch = *(volatile __u32 *)&max_epoch.task;  /* a slot: read with the task dump */
-	} else {
-		epoch = *(volatile __u32 *)&max_epoch.offcpu;
-		v = lookup_or_init(&offcpu, &key, &init, &health.offcpu_map_full);
-	}
-	/* the next link of wait chains through this task's wakeups of others */
-	{
-		struct recent_wait *r = &s->recent[s->recent_next & (RECENT_WAITS - 1)];
-
-		r->block_ts = s->last_block_ts;
-		r->woken_ts = s->last_woken_ts;
-		r->run_ts = now;
-		r->func = key.func;
-		r->state = key.state;
-		r->why = key.why;
-		s->recent_next++;
-	}
-	if (!v)
-		return;
-	/* plain adds: a key holds one task's waits, and only its own switch-in writes them (a task
-	 * runs on one CPU at a time); user space only reads. A locked add cost ~10 ns each here. */
-	v->count += 1;
-	v->total_ns += d;
-	v->charged_ns += s->pending_rest;
-	if (weight) {
-		v->weighted_ns += weight;
-		if (!s->kstack_open)
-			v->var_us2 += draw_var_us2(d, t);
-	}
-	if (s->woke < 3)
-		v->woken[s->woke & 3] += 1;
-	update_ival_extremes(&v->ival, epoch, d);
-	slot = log2_slot(d);
-	if (slot < RUNQ_SLOTS)
-		v->hist[slot] += 1;
+	charge_key(s, &key, weight, now);
 }
 
 /* A run-queue wait of d ns ended: the task's totals, its interval's extremes, and (after a wakeup, as
@@ -974,24 +982,42 @@ static __always_inline bool interrupted_user_mode(struct task_struct *cur)
  * five minutes of hackbench, growing without end). Returns the length kept. */
 struct irq_text irq_text SEC(".data.irq") = {};
 
+/* One step of cut_at_irq_entry, a bpf_loop() callback (verified once, not once per step, where a loop over the
+ * frames made the verifier follow each place the cut could be found with every step after it: most of
+ * sched_waking's verification) */
+struct irq_cut {
+	struct stack *buf;
+	__u64 lo, hi;
+	int n, cut;
+};
+
+static long irq_cut_step(__u32 i, void *ctx)
+{
+	struct irq_cut *c = ctx;
+	__u64 ip;
+
+	if (i >= MAX_STACK_DEPTH || (int)i >= c->n)
+		return 1;
+	if (c->cut >= 0) {
+		c->buf->ips[i] = 0;
+		return 0;
+	}
+	ip = c->buf->ips[i];
+	if (ip >= c->lo && ip < c->hi)
+		c->cut = i;
+	return 0;
+}
+
 static __always_inline long cut_at_irq_entry(struct stack *buf, long len)
 {
-	__u64 lo = irq_text.start, hi = irq_text.end;
-	int i, n = len / sizeof(__u64), cut = -1;
+	struct irq_cut c = {
+		.buf = buf, .lo = irq_text.start, .hi = irq_text.end, .n = len / sizeof(__u64), .cut = -1,
+	};
 
-	if (!lo || len <= 0)
+	if (!c.lo || len <= 0)
 		return len;
-	for (i = 0; i < MAX_STACK_DEPTH; i++) {
-		if (i >= n)
-			break;
-		if (cut < 0) {
-			if (buf->ips[i] >= lo && buf->ips[i] < hi)
-				cut = i;
-		} else {
-			buf->ips[i] = 0;
-		}
-	}
-	return cut < 0 ? len : (cut + 1) * (long)sizeof(__u64);
+	bpf_loop(MAX_STACK_DEPTH, irq_cut_step, &c, 0);
+	return c.cut < 0 ? len : (c.cut + 1) * (long)sizeof(__u64);
 }
 
 /* How the waker spent the wakee's wait `[from, now]`, from its last waits: the time it was itself

@@ -141,22 +141,35 @@ static __always_inline __u64 draw_var_us2(__u64 d, __u64 t)
 
 /* Hash the frames in the scratch buffer and store them once. Returns
  * STACK_FAILED when no stack could be taken. `len` is what bpf_get_stack returned. */
+struct stack_hash {
+	struct stack *buf;
+	__u64 h;
+	int n;
+};
+
+/* One frame into intern_stack's hash (FNV-1a over the frames), a bpf_loop() callback: verified once for each
+ * state that reaches a walk, where a loop was verified frame by frame for each */
+static long stack_hash_step(__u32 i, void *ctx)
+{
+	struct stack_hash *c = ctx;
+
+	if (i >= MAX_STACK_DEPTH || (int)i >= c->n)
+		return 1;
+	c->h = (c->h ^ c->buf->ips[i]) * 0x100000001b3ULL;
+	return 0;
+}
+
 static __always_inline __u64 intern_stack(struct stack *buf, long len)
 {
-	__u64 h = 0xcbf29ce484222325ULL;
-	int n, i;
+	struct stack_hash c = {.buf = buf, .h = 0xcbf29ce484222325ULL, .n = len / sizeof(__u64)};
+	__u64 h;
 
 	if (len <= 0) {
 		__sync_fetch_and_add(&health.stack_errors, 1);
 		return STACK_FAILED;
 	}
-	n = len / sizeof(__u64);
-	for (i = 0; i < MAX_STACK_DEPTH; i++) {
-		if (i >= n)
-			break;
-		h = (h ^ buf->ips[i]) * 0x100000001b3ULL;
-	}
-	h ^= n;
+	bpf_loop(MAX_STACK_DEPTH, stack_hash_step, &c, 0);
+	h = c.h ^ c.n;
 	if (h < STACK_ID_MIN)
 		h += STACK_ID_MIN;
 	if (bpf_map_update_elem(&stacks, &h, buf, BPF_NOEXIST) == -E2BIG)

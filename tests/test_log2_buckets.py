@@ -5,7 +5,11 @@ bucket the TUI prints for it, and every p99 shown is an upper bound of the waits
 from __future__ import annotations
 
 import random
+import shutil
+import subprocess
+from pathlib import Path
 
+import pytest
 from rich.text import Text
 
 from conftest import ALL_STACKS, example, needs_bpf, record_command
@@ -43,6 +47,29 @@ def test_a_slot_is_printed_as_the_lengths_the_probe_puts_there():
         # off by a factor of two
         assert _ns(lower) <= ns * 1.05 and ns < _ns(upper) * 1.05, (ns, lower, upper)
         assert _ns(upper) <= 2 * max(ns, 1) * 1.05, (ns, lower, upper)
+
+
+def test_the_probes_slot_is_the_length_s_log2(tmp_path):
+    """bpf/log2.h, which every probe's histogram slot comes from, built natively: floor(log2(v)), at most the last
+    slot, for every power of two and its neighbours, each width of histogram, and random lengths."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.fail("no C compiler: `make install` installs gcc")
+    src = tmp_path / "log2.c"
+    src.write_text('#include <stdio.h>\n#include <stdint.h>\ntypedef uint64_t __u64;\ntypedef uint32_t __u32;\n'
+                   '#define __always_inline inline\n#include "log2.h"\n'
+                   'int main(void){unsigned long long v; unsigned s;'
+                   'while (scanf("%llu %u", &v, &s) == 2) printf("%u\\n", log2_of(v, s)); return 0;}\n')
+    subprocess.run([cc, "-O2", "-I", str(Path(__file__).resolve().parent.parent / "bpf"), "-o", str(tmp_path / "log2"),
+                    str(src)], check=True)
+    rng = random.Random(3)
+    values = [0, 1, 2, 3, (1 << 64) - 1] + [(1 << b) + d for b in range(64) for d in (-1, 0, 1) if (1 << b) + d > 0]
+    values += [rng.getrandbits(rng.randrange(1, 65)) for _ in range(20_000)]
+    cases = [(v, slots) for v in values for slots in (16, 32, 40, 64)]
+    out = subprocess.run([str(tmp_path / "log2")], input="".join(f"{v} {s}\n" for v, s in cases),
+                         capture_output=True, text=True, check=True).stdout.split()
+    wrong = [(v, s, int(got)) for (v, s), got in zip(cases, out) if int(got) != min(max(v.bit_length() - 1, 0), s - 1)]
+    assert len(out) == len(cases) and not wrong, wrong[:5]
 
 
 def _ns(text: str) -> float:
