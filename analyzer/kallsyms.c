@@ -10,9 +10,13 @@
  * lines split where str.splitlines splits them, fields where str.split does. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* the line breaks of str.splitlines for an ASCII-decoded text (a byte above 0x7f is a replacement character) */
 #define BREAK 1
@@ -409,7 +413,71 @@ static PyObject *data_symbols(PyObject *Py_UNUSED(m), PyObject *const *args, Py_
 	return pairs;
 }
 
+/* read_whole(path): the file's bytes, read with the interpreter's lock released throughout. The kernel's tables
+ * (/proc/kallsyms, /sys/kernel/btf/vmlinux: 5 MB each) come 4 KB a read(); Python's own read takes the lock back
+ * after each of those 1,700 calls, and waits for it each time another thread holds it (a screen drawing its first
+ * frame): 0.2-0.3 s to read the BTF at a live view's start. An error is Python's OSError for the path. */
+static PyObject *read_whole(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	PyObject *path;
+	if (nargs != 1 || !PyUnicode_FSConverter(args[0], &path))
+		return nargs != 1 ? (PyErr_SetString(PyExc_TypeError, "read_whole(path)"), NULL) : NULL;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int err = 0, fd;
+	Py_BEGIN_ALLOW_THREADS
+	fd = open(PyBytes_AS_STRING(path), O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = errno;
+	} else {
+		struct stat st;
+		cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 1 << 20;
+		buf = malloc(cap);
+		for (;;) {
+			if (!buf) {
+				err = ENOMEM;
+				break;
+			}
+			if (len == cap) {
+				char *more = realloc(buf, cap * 2);
+				if (!more) {
+					err = ENOMEM;
+					break;
+				}
+				buf = more;
+				cap *= 2;
+			}
+			ssize_t n = read(fd, buf + len, cap - len);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				err = errno;
+				break;
+			}
+			if (n == 0)
+				break;
+			len += (size_t)n;
+		}
+		close(fd);
+	}
+	Py_END_ALLOW_THREADS
+	PyObject *out = NULL;
+	if (err) {
+		errno = err;
+		PyObject *name = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path));
+		PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, name);
+		Py_XDECREF(name);
+	} else {
+		out = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
+	}
+	free(buf);
+	Py_DECREF(path);
+	return out;
+}
+
 static PyMethodDef module_methods[] = {
+	{"read_whole", (PyCFunction)(void (*)(void))read_whole, METH_FASTCALL,
+	 "read_whole(path): the file's bytes, read without the interpreter's lock"},
 	{"text_symbols", (PyCFunction)(void (*)(void))text_symbols, METH_FASTCALL,
 	 "text_symbols(data, types, tail, end_markers, kernel): (starts, ends, names, modules), or the parse's error"},
 	{"data_symbols", (PyCFunction)(void (*)(void))data_symbols, METH_FASTCALL,

@@ -38,6 +38,7 @@ from typing import Callable, Iterator
 from elftools.elf.elffile import ELFFile
 
 from stallscope.analyzer.untrusted import BudgetedReader, open_regular
+from stallscope.analyzer.wholefile import read_whole
 from stallscope.analyzer.sample import UNKNOWN, Frame  # noqa: F401 (the data model's; re-exported)
 from stallscope.errors import StallscopeError
 from stallscope.procstat import start_time_ns as process_start_time_ns  # noqa: F401 (re-exported)
@@ -112,8 +113,7 @@ class KernelSymbols:
     def load(cls, path: str = "/proc/kallsyms") -> KernelSymbols:
         """Read and parse kallsyms; a hidden or missing kallsyms is a StallscopeError."""
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_whole(path)
         except FileNotFoundError:
             raise StallscopeError(
                 f"{path} does not exist: kernel stacks cannot be named",
@@ -1270,8 +1270,7 @@ class Symbolizer:
         to raise."""
         if data and self._kernel is None and self._kernel_error is None and self._kernel_data is None:
             try:  # read once for both (the kernel formats the file anew for each read: 30 ms)
-                with open(self._kallsyms_path, "rb") as f:
-                    raw = f.read()
+                raw = read_whole(self._kallsyms_path)
             except OSError:  # as each would meet it alone, below
                 pass
             else:
@@ -1292,8 +1291,7 @@ class Symbolizer:
         """The static kernel variable at `addr` (a lock), when kallsyms lists data symbols."""
         if self._kernel_data is None:
             try:
-                with open(self._kallsyms_path, "rb") as f:
-                    self._kernel_data = KernelDataSymbols.parse(f.read())
+                self._kernel_data = KernelDataSymbols.parse(read_whole(self._kallsyms_path))
             except OSError:
                 self._kernel_data = KernelDataSymbols([], [])
         return self._kernel_data.resolve(addr) if len(self._kernel_data) else None

@@ -26,6 +26,7 @@ from stallscope.analyzer.sample import (
     WakerDelta, record_maker,
 )
 from stallscope.analyzer.symbols import Symbolizer
+from stallscope.analyzer.wholefile import read_whole
 from stallscope.bpf import abi, features, task_dump, tune
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.intervals import IntervalNumbers
@@ -898,8 +899,7 @@ def irqentry_text(kallsyms: str = "/proc/kallsyms") -> tuple[int, int]:
     """Where the kernel's interrupt entry code lies (__irqentry_text_start, __irqentry_text_end), or
     (0, 0) when kallsyms hides the addresses or lacks the symbols."""
     try:
-        with open(kallsyms, "rb") as f:
-            data = f.read()  # read whole and searched: a Python loop over its 200,000 lines takes as long again
+        data = read_whole(kallsyms)  # read whole and searched: a Python loop over its 200,000 lines takes as long again
     except OSError:
         return 0, 0
     found = []

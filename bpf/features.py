@@ -13,6 +13,7 @@ import platform
 import re
 from dataclasses import dataclass
 
+from stallscope.analyzer.wholefile import read_whole
 from stallscope.bpf.libbpf import BpfError, BpfObject, libbpf_available
 
 BTF_PATH = "/sys/kernel/btf/vmlinux"
@@ -86,8 +87,7 @@ def missing_for_tracing() -> list[str]:
 
 def _btf_strings() -> bytes:
     try:
-        with open(BTF_PATH, "rb") as f:
-            return f.read()
+        return read_whole(BTF_PATH)
     except OSError:
         return b""
 

@@ -224,20 +224,20 @@ def test_kallsyms_is_read_once_for_both_tables(tmp_path, kallsyms_entries):
         path.write_bytes(f.read())
     sym = Symbolizer(kallsyms_path=str(path))
     opened = []
-    real_open = open
+    from stallscope.analyzer import symbols
 
-    def counting_open(file, *args, **kwargs):
+    real_read = symbols.read_whole
+
+    def counting_read(file):
         if str(file) == str(path):
             opened.append(file)
-        return real_open(file, *args, **kwargs)
+        return real_read(file)
 
-    import builtins
-
-    builtins.open = counting_open
+    symbols.read_whole = counting_read
     try:
         sym.preload_kernel(data=True)
     finally:
-        builtins.open = real_open
+        symbols.read_whole = real_read
 
     assert len(opened) == 1
     assert len(sym.kernel_symbols) > 1000
@@ -733,14 +733,14 @@ def test_a_parents_stale_maps_are_not_handed_to_a_child():
 def test_preloading_reads_kallsyms_once_and_data_symbols_only_when_asked(tmp_path, monkeypatch):
     """Before a recording's command starts: the text symbols always (every kernel stack needs them),
     the data symbols only for the lock probe; a later lookup reads the file no more."""
-    import builtins
+    from stallscope.analyzer import symbols
 
     path = tmp_path / "kallsyms"
     path.write_text("ffffffff81000000 T _stext\nffffffff81000100 T schedule\nffffffff82000000 D some_lock\n")
     reads = []
-    real_open = builtins.open
-    monkeypatch.setattr(builtins, "open", lambda p, *a, **kw: (reads.append(p) if str(p) == str(path) else None)
-                        or real_open(p, *a, **kw))
+    real_read = symbols.read_whole
+    monkeypatch.setattr(symbols, "read_whole", lambda p: (reads.append(p) if str(p) == str(path) else None)
+                        or real_read(p))
     s = Symbolizer(kallsyms_path=str(path))
     s.preload_kernel()
     assert len(reads) == 1 and s._kernel_data is None
