@@ -88,6 +88,14 @@ def perf_available() -> str:
 
 
 @pytest.fixture(scope="session")
+def c_compiler() -> str:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.fail("no C compiler: `make install` installs gcc")
+    return cc
+
+
+@pytest.fixture(scope="session")
 def report_recording(tmp_path_factory) -> dict:
     """A short real recording with every probe group (scheduler, locks, futex, slab, on-CPU samples)
     while hackbench and a mutex convoy run, its HTML report and its JSON export."""

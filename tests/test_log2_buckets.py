@@ -5,11 +5,9 @@ bucket the TUI prints for it, and every p99 shown is an upper bound of the waits
 from __future__ import annotations
 
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from rich.text import Text
 
 from conftest import ALL_STACKS, example, needs_bpf, record_command
@@ -49,18 +47,15 @@ def test_a_slot_is_printed_as_the_lengths_the_probe_puts_there():
         assert _ns(upper) <= 2 * max(ns, 1) * 1.05, (ns, lower, upper)
 
 
-def test_the_probes_slot_is_the_length_s_log2(tmp_path):
+def test_the_probes_slot_is_the_length_s_log2(tmp_path, c_compiler):
     """bpf/log2.h, which every probe's histogram slot comes from, built natively: floor(log2(v)), at most the last
     slot, for every power of two and its neighbours, each width of histogram, and random lengths."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.fail("no C compiler: `make install` installs gcc")
     src = tmp_path / "log2.c"
     src.write_text('#include <stdio.h>\n#include <stdint.h>\ntypedef uint64_t __u64;\ntypedef uint32_t __u32;\n'
                    '#define __always_inline inline\n#include "log2.h"\n'
                    'int main(void){unsigned long long v; unsigned s;'
                    'while (scanf("%llu %u", &v, &s) == 2) printf("%u\\n", log2_of(v, s)); return 0;}\n')
-    subprocess.run([cc, "-O2", "-I", str(Path(__file__).resolve().parent.parent / "bpf"), "-o", str(tmp_path / "log2"),
+    subprocess.run([c_compiler, "-O2", "-I", str(Path(__file__).resolve().parent.parent / "bpf"), "-o", str(tmp_path / "log2"),
                     str(src)], check=True)
     rng = random.Random(3)
     values = [0, 1, 2, 3, (1 << 64) - 1] + [(1 << b) + d for b in range(64) for d in (-1, 0, 1) if (1 << b) + d > 0]
