@@ -175,7 +175,7 @@ def _slow_path_sites(f, path: str, fd: int, wanted: set, objdump: str, readelf: 
     targets: dict[str, int] = {}
     elf = ELFFile(f)
     segments = [(s["p_vaddr"], s["p_filesz"], s["p_offset"]) for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-    for name, info, shndx, value, _size in elf_symbols(elf, (".dynsym",)):
+    for name, info, shndx, value, _size in elf_symbols(elf, (".dynsym",), _STT_FUNC):
         if info & 0xF == _STT_FUNC and value and shndx != _SHN_UNDEF:
             starts[value] = name
             if name in wanted:
@@ -393,7 +393,7 @@ def function_file_offsets(path: str, names) -> dict[str, int]:
     with untrusted_file(path) as f:
         elf = ELFFile(f)
         segments = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-        for name, info, shndx, value, _size in elf_symbols(elf, (".dynsym", ".symtab")):
+        for name, info, shndx, value, _size in elf_symbols(elf, (".dynsym", ".symtab"), _STT_FUNC):
             name = name.split("@")[0]
             if name not in wanted or name in out or info & 0xF != _STT_FUNC or shndx == _SHN_UNDEF or not value:
                 continue
@@ -404,8 +404,10 @@ def function_file_offsets(path: str, names) -> dict[str, int]:
     return out
 
 
-def elf_symbols(elf: ELFFile, tables):
-    """(name, st_info, st_shndx, value, size) of each named symbol in the named symbol tables, in order.
+def elf_symbols(elf: ELFFile, tables, kind: int | None = None):
+    """(name, st_info, st_shndx, value, size) of each named symbol in the named symbol tables, in order; only those
+    of type `kind` (STT_*) when given, whose names alone are decoded (libpython's table of data objects for naming
+    futex words, 8,970 of its 16,697 symbols: 20 -> 13-15 ms; libc's, 205 of 3,043: 6.2 -> 4.6 ms).
 
     Decoded with struct: pyelftools takes most of a millisecond per symbol, and a C library has
     thousands (an executable with a full .symtab tens of thousands)."""
@@ -421,6 +423,8 @@ def elf_symbols(elf: ELFFile, tables):
         usable = len(data) - len(data) % struct.calcsize(fmt)
         for entry in struct.iter_unpack(fmt, data[:usable]):
             name_at, info, shndx, value, size = pick(entry)
+            if kind is not None and info & 0xF != kind:
+                continue
             end = strings.find(b"\0", name_at)
             name = strings[name_at:end if end >= 0 else len(strings)].decode("utf-8", "replace")
             if name:
@@ -431,7 +435,7 @@ def _object_symbols(path: str) -> list[tuple[int, int, str]]:
     """(value, size, name) of the data objects in an ELF file's symbol tables."""
     with untrusted_file(path) as f:
         return [(value, max(size, 1), name)
-                for name, info, _shndx, value, size in elf_symbols(ELFFile(f), (".symtab", ".dynsym"))
+                for name, info, _shndx, value, size in elf_symbols(ELFFile(f), (".symtab", ".dynsym"), _STT_OBJECT)
                 if info & 0xF == _STT_OBJECT and value]
 
 
