@@ -982,15 +982,16 @@ static __always_inline bool interrupted_user_mode(struct task_struct *cur)
  * five minutes of hackbench, growing without end). Returns the length kept. */
 struct irq_text irq_text SEC(".data.irq") = {};
 
-/* One step of cut_at_irq_entry, a bpf_loop() callback (verified once, not once per step, where a loop over the
- * frames made the verifier follow each place the cut could be found with every step after it: most of
- * sched_waking's verification) */
+/* cut_at_irq_entry's state as it goes: the frames, the entry code's bounds, where the cut is (-1: not yet) */
 struct irq_cut {
 	struct stack *buf;
 	__u64 lo, hi;
 	int n, cut;
 };
 
+/* One frame of cut_at_irq_entry, a bpf_loop() callback: verified once, where a loop over the frames made the
+ * verifier follow each place the cut could be found with every step after it (most of sched_waking's
+ * verification) */
 static long irq_cut_step(__u32 i, void *ctx)
 {
 	struct irq_cut *c = ctx;
@@ -1010,12 +1011,11 @@ static long irq_cut_step(__u32 i, void *ctx)
 
 static __always_inline long cut_at_irq_entry(struct stack *buf, long len)
 {
-	struct irq_cut c = {
-		.buf = buf, .lo = irq_text.start, .hi = irq_text.end, .n = len / sizeof(__u64), .cut = -1,
-	};
+	struct irq_cut c = {.buf = buf, .lo = irq_text.start, .hi = irq_text.end, .cut = -1};
 
 	if (!c.lo || len <= 0)
 		return len;
+	c.n = len / sizeof(__u64);
 	bpf_loop(MAX_STACK_DEPTH, irq_cut_step, &c, 0);
 	return c.cut < 0 ? len : (c.cut + 1) * (long)sizeof(__u64);
 }

@@ -139,16 +139,15 @@ static __always_inline __u64 draw_var_us2(__u64 d, __u64 t)
 	return ((t - d) / 1000) * (t / 1000);
 }
 
-/* Hash the frames in the scratch buffer and store them once. Returns
- * STACK_FAILED when no stack could be taken. `len` is what bpf_get_stack returned. */
+/* intern_stack's hash (FNV-1a over the frames) as it goes */
 struct stack_hash {
 	struct stack *buf;
 	__u64 h;
 	int n;
 };
 
-/* One frame into intern_stack's hash (FNV-1a over the frames), a bpf_loop() callback: verified once for each
- * state that reaches a walk, where a loop was verified frame by frame for each */
+/* One frame into the hash, a bpf_loop() callback: verified once for each state that reaches a walk, where a loop
+ * was verified frame by frame for each */
 static long stack_hash_step(__u32 i, void *ctx)
 {
 	struct stack_hash *c = ctx;
@@ -159,15 +158,18 @@ static long stack_hash_step(__u32 i, void *ctx)
 	return 0;
 }
 
+/* Hash the frames in the scratch buffer and store them once. Returns
+ * STACK_FAILED when no stack could be taken. `len` is what bpf_get_stack returned. */
 static __always_inline __u64 intern_stack(struct stack *buf, long len)
 {
-	struct stack_hash c = {.buf = buf, .h = 0xcbf29ce484222325ULL, .n = len / sizeof(__u64)};
+	struct stack_hash c = {.buf = buf, .h = 0xcbf29ce484222325ULL};
 	__u64 h;
 
 	if (len <= 0) {
 		__sync_fetch_and_add(&health.stack_errors, 1);
 		return STACK_FAILED;
 	}
+	c.n = len / sizeof(__u64);
 	bpf_loop(MAX_STACK_DEPTH, stack_hash_step, &c, 0);
 	h = c.h ^ c.n;
 	if (h < STACK_ID_MIN)
