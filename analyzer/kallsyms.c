@@ -420,8 +420,12 @@ static PyObject *data_symbols(PyObject *Py_UNUSED(m), PyObject *const *args, Py_
 static PyObject *read_whole(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 {
 	PyObject *path;
-	if (nargs != 1 || !PyUnicode_FSConverter(args[0], &path))
-		return nargs != 1 ? (PyErr_SetString(PyExc_TypeError, "read_whole(path)"), NULL) : NULL;
+	if (nargs != 1) {
+		PyErr_SetString(PyExc_TypeError, "read_whole(path)");
+		return NULL;
+	}
+	if (!PyUnicode_FSConverter(args[0], &path))
+		return NULL;
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
 	int err = 0, fd;

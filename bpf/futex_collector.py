@@ -175,8 +175,8 @@ def _slow_path_sites(f, path: str, fd: int, wanted: set, objdump: str, readelf: 
     targets: dict[str, int] = {}
     elf = ELFFile(f)
     segments = [(s["p_vaddr"], s["p_filesz"], s["p_offset"]) for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-    for name, info, shndx, value, _size in elf_symbols(elf, (".dynsym",), _STT_FUNC):
-        if info & 0xF == _STT_FUNC and value and shndx != _SHN_UNDEF:
+    for name, _info, shndx, value, _size in elf_symbols(elf, (".dynsym",), _STT_FUNC):
+        if value and shndx != _SHN_UNDEF:
             starts[value] = name
             if name in wanted:
                 targets[name] = value
@@ -393,9 +393,9 @@ def function_file_offsets(path: str, names) -> dict[str, int]:
     with untrusted_file(path) as f:
         elf = ELFFile(f)
         segments = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-        for name, info, shndx, value, _size in elf_symbols(elf, (".dynsym", ".symtab"), _STT_FUNC):
+        for name, _info, shndx, value, _size in elf_symbols(elf, (".dynsym", ".symtab"), _STT_FUNC):
             name = name.split("@")[0]
-            if name not in wanted or name in out or info & 0xF != _STT_FUNC or shndx == _SHN_UNDEF or not value:
+            if name not in wanted or name in out or shndx == _SHN_UNDEF or not value:
                 continue
             for seg in segments:
                 if seg["p_vaddr"] <= value < seg["p_vaddr"] + seg["p_filesz"]:
@@ -435,8 +435,8 @@ def _object_symbols(path: str) -> list[tuple[int, int, str]]:
     """(value, size, name) of the data objects in an ELF file's symbol tables."""
     with untrusted_file(path) as f:
         return [(value, max(size, 1), name)
-                for name, info, _shndx, value, size in elf_symbols(ELFFile(f), (".symtab", ".dynsym"), _STT_OBJECT)
-                if info & 0xF == _STT_OBJECT and value]
+                for name, _info, _shndx, value, size in elf_symbols(ELFFile(f), (".symtab", ".dynsym"), _STT_OBJECT)
+                if value]
 
 
 class DataSymbols:

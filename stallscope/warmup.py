@@ -6,9 +6,9 @@ the kernel's types (BTF, 0.05 s: bpf/btf.py decodes a type when it is read) by w
 they came after the probes were attached and before the first interval could end. The probes' loading is
 mostly the kernel's work (the verifier), with the interpreter's lock free: these tables are read meanwhile.
 
-The cause table is made there too (causes.toml parsed and its rules' frame patterns compiled: 0.02 s quiet, 0.06 s
-profiled under load), which the first interval's ranking had made on the way to the first data; with `--causes`, the table the
-command line set is the one in use, and nothing is read.
+The cause table is made there too (causes.toml parsed and its rules' frame patterns compiled: 0.02 s quiet,
+0.06 s profiled under load), which the first interval's ranking had made on the way to the first data; with
+`--causes`, the table the command line set is the one in use, and nothing is read.
 
 What must not share the interpreter with them waits for them (`wait`): the futex group's timing of a
 uprobe trap (a loop of calls, bpf/futex_collector.py), and the session's set-up drain, which then reads them
