@@ -7,7 +7,10 @@
  * probes loaded. Here each is one pass over the text.
  *
  * The text is read as Python reads it: bytes decoded as ASCII with each other byte a replacement character,
- * lines split where str.splitlines splits them, fields where str.split does. */
+ * lines split where str.splitlines splits them, fields where str.split does.
+ *
+ * An ELF file's symbol tables are made into its function index (ElfSymbols) and its data objects' table
+ * (bpf/futex_collector.py object_table) here too, as Python makes them, when every name is ASCII. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
@@ -479,6 +482,314 @@ static PyObject *read_whole(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 	return out;
 }
 
+/* ---- an ELF file's function symbols (analyzer/symbols.py ElfSymbols._build_index) ------------------------ */
+
+#define STT_OBJECT_ 1
+#define STT_FUNC_ 2
+#define STT_GNU_IFUNC_ 10
+
+/* one defined function symbol: its address, size, section's end, and what ranks its name among the address's aliases
+ * (symbols.py: the binding's rank, the leading underscores, the length, the name) */
+struct elf_fn {
+	uint64_t value, size, section_end;
+	const char *name;
+	Py_ssize_t len;
+	Py_ssize_t order; /* in the tables' order: an address's section end is its first alias's that has one */
+	int binding_rank, underscores;
+};
+
+static uint64_t elf_uint(const unsigned char *p, int bytes, int little)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < bytes; i++)
+		v |= (uint64_t)p[little ? i : bytes - 1 - i] << (8 * i);
+	return v;
+}
+
+static int by_name_rank(const struct elf_fn *a, const struct elf_fn *b)
+{
+	if (a->binding_rank != b->binding_rank)
+		return a->binding_rank < b->binding_rank ? -1 : 1;
+	if (a->underscores != b->underscores)
+		return a->underscores < b->underscores ? -1 : 1;
+	if (a->len != b->len)
+		return a->len < b->len ? -1 : 1;
+	return memcmp(a->name, b->name, (size_t)a->len); /* ASCII: byte order is the characters' order */
+}
+
+static int fn_by_address(const void *pa, const void *pb)
+{
+	const struct elf_fn *a = pa, *b = pb;
+	if (a->value != b->value)
+		return a->value < b->value ? -1 : 1;
+	return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* the end of the PT_LOAD segment holding `vaddr` (segments: (vaddr, memory size) pairs), else vaddr + 1 */
+static int segment_end(PyObject *segments, uint64_t vaddr, uint64_t *end)
+{
+	Py_ssize_t n = PyTuple_GET_SIZE(segments);
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *seg = PyTuple_GET_ITEM(segments, i);
+		if (!PyTuple_Check(seg) || PyTuple_GET_SIZE(seg) != 2) {
+			PyErr_SetString(PyExc_TypeError, "a segment is (vaddr, memory size)");
+			return -1;
+		}
+		uint64_t start = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(seg, 0));
+		uint64_t size = PyErr_Occurred() ? 0 : PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(seg, 1));
+		if (PyErr_Occurred())
+			return -1;
+		if (start <= vaddr && vaddr < start + size) {
+			*end = start + size;
+			return 0;
+		}
+	}
+	*end = vaddr + 1;
+	return 0;
+}
+
+/* a table's named symbols appended to *fns: its defined functions, or (`objects`) its data objects (any with an
+ * address); 1 when a name is not ASCII (the caller then leaves the file to Python, whose ranks and order count
+ * characters), -1 on error */
+static int table_symbols(PyObject *table, int objects, struct elf_fn **fns, Py_ssize_t *n, Py_ssize_t *cap)
+{
+	Py_buffer sym, str;
+	PyObject *ends;
+	int is_64, little;
+	if (!PyTuple_Check(table) || PyTuple_GET_SIZE(table) != 5) {
+		PyErr_SetString(PyExc_TypeError, "a table is (symbols, strings, section ends, is_64, little_endian)");
+		return -1;
+	}
+	ends = PyTuple_GET_ITEM(table, 2);
+	is_64 = PyObject_IsTrue(PyTuple_GET_ITEM(table, 3));
+	little = PyObject_IsTrue(PyTuple_GET_ITEM(table, 4));
+	if (is_64 < 0 || little < 0)
+		return -1;
+	if (!PyTuple_Check(ends)) {
+		PyErr_SetString(PyExc_TypeError, "section ends: a tuple");
+		return -1;
+	}
+	if (PyObject_GetBuffer(PyTuple_GET_ITEM(table, 0), &sym, PyBUF_SIMPLE) < 0)
+		return -1;
+	if (PyObject_GetBuffer(PyTuple_GET_ITEM(table, 1), &str, PyBUF_SIMPLE) < 0) {
+		PyBuffer_Release(&sym);
+		return -1;
+	}
+	int rc = 0;
+	const unsigned char *s = sym.buf, *strings = str.buf;
+	Py_ssize_t entry = is_64 ? 24 : 16, count = sym.len / entry, n_ends = PyTuple_GET_SIZE(ends);
+	for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
+		const unsigned char *e = s + i * entry;
+		uint64_t name_at = elf_uint(e, 4, little), value, size;
+		unsigned info, shndx;
+		if (is_64) { /* Elf64_Sym: name, info, other, shndx, value, size */
+			info = e[4];
+			shndx = (unsigned)elf_uint(e + 6, 2, little);
+			value = elf_uint(e + 8, 8, little);
+			size = elf_uint(e + 16, 8, little);
+		} else { /* Elf32_Sym: name, value, size, info, other, shndx */
+			value = elf_uint(e + 4, 4, little);
+			size = elf_uint(e + 8, 4, little);
+			info = e[12];
+			shndx = (unsigned)elf_uint(e + 14, 2, little);
+		}
+		if (objects ? (info & 0xF) != STT_OBJECT_ || value == 0 :
+			      ((info & 0xF) != STT_FUNC_ && (info & 0xF) != STT_GNU_IFUNC_) || shndx == 0 || value == 0)
+			continue;
+		if (name_at >= (uint64_t)str.len)
+			continue; /* bytes.find past the end: an empty name */
+		const char *name = (const char *)strings + name_at;
+		const char *nul = memchr(name, 0, (size_t)(str.len - (Py_ssize_t)name_at));
+		Py_ssize_t len = nul ? nul - name : str.len - (Py_ssize_t)name_at;
+		if (!len)
+			continue;
+		int under = 0;
+		for (Py_ssize_t j = 0; j < len; j++) {
+			if ((unsigned char)name[j] >= 0x80) {
+				rc = 1;
+				break;
+			}
+			if (under == j && name[j] == '_')
+				under++;
+		}
+		if (rc)
+			break;
+		uint64_t section_end = 0;
+		if ((Py_ssize_t)shndx < n_ends) {
+			section_end = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ends, shndx));
+			if (PyErr_Occurred()) {
+				rc = -1;
+				break;
+			}
+		}
+		if (*n == *cap) {
+			Py_ssize_t more = *cap ? *cap * 2 : 4096;
+			struct elf_fn *grown = PyMem_Realloc(*fns, (size_t)more * sizeof(**fns));
+			if (!grown) {
+				PyErr_NoMemory();
+				rc = -1;
+				break;
+			}
+			*fns = grown;
+			*cap = more;
+		}
+		unsigned binding = info >> 4; /* GLOBAL 1 -> 0, WEAK 2 -> 1, LOCAL 0 -> 2, any other -> 3 */
+		(*fns)[*n] = (struct elf_fn){value, size, section_end, name, len, *n,
+					     binding == 1 ? 0 : binding == 2 ? 1 : binding == 0 ? 2 : 3, under};
+		(*n)++;
+	}
+	PyBuffer_Release(&str);
+	PyBuffer_Release(&sym);
+	return rc;
+}
+
+/* elf_functions(tables, segments): symbols.py ElfSymbols._build_index's tables made of the raw symbol tables (each
+ * (symbols, strings, section ends, is_64, little_endian), in order) and the PT_LOAD segments ((vaddr, memory size)
+ * pairs): (starts, ends, names), each address once with the best of its aliases' names, the largest of their sizes
+ * and its first section end. None when a name is not ASCII: Python builds that file's (its ranks count characters,
+ * and a name not UTF-8 is decoded with replacement characters). A libc's or a libpython's took 20-30 ms in Python,
+ * on the way to a live view's first data (the set-up's user stacks named). */
+static PyObject *elf_functions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 2 || !PyList_Check(args[0]) || !PyTuple_Check(args[1])) {
+		PyErr_SetString(PyExc_TypeError, "elf_functions(tables: list, segments: tuple)");
+		return NULL;
+	}
+	struct elf_fn *fns = NULL;
+	Py_ssize_t n = 0, cap = 0, kept = 0;
+	PyObject *starts = NULL, *ends = NULL, *names = NULL, *out = NULL;
+	for (Py_ssize_t t = 0; t < PyList_GET_SIZE(args[0]); t++) {
+		int rc = table_symbols(PyList_GET_ITEM(args[0], t), 0, &fns, &n, &cap);
+		if (rc < 0)
+			goto done;
+		if (rc > 0) {
+			out = Py_NewRef(Py_None);
+			goto done;
+		}
+	}
+	if (n)
+		qsort(fns, (size_t)n, sizeof(*fns), fn_by_address);
+	/* each address's aliases merged into its first: the best name, the largest size, the first section end */
+	for (Py_ssize_t i = 0; i < n;) {
+		struct elf_fn best = fns[i];
+		Py_ssize_t first_end = best.section_end ? best.order : PY_SSIZE_T_MAX, j = i + 1;
+		for (; j < n && fns[j].value == best.value; j++) {
+			if (by_name_rank(&fns[j], &best) < 0) {
+				best.name = fns[j].name;
+				best.len = fns[j].len;
+				best.binding_rank = fns[j].binding_rank;
+				best.underscores = fns[j].underscores;
+			}
+			if (fns[j].size > best.size)
+				best.size = fns[j].size;
+			if (fns[j].section_end && fns[j].order < first_end) {
+				first_end = fns[j].order;
+				best.section_end = fns[j].section_end;
+			}
+		}
+		fns[kept++] = best;
+		i = j;
+	}
+	starts = PyList_New(kept);
+	ends = PyList_New(kept);
+	names = PyList_New(kept);
+	if (!starts || !ends || !names)
+		goto done;
+	for (Py_ssize_t i = 0; i < kept; i++) {
+		uint64_t end;
+		if (fns[i].size) {
+			end = fns[i].value + fns[i].size;
+		} else {
+			/* size 0 (hand-written assembly): to the next symbol, not past its section's (or segment's) end */
+			uint64_t limit = fns[i].section_end;
+			if (!limit && segment_end(args[1], fns[i].value, &limit) < 0)
+				goto done;
+			end = i + 1 < kept && fns[i + 1].value < limit ? fns[i + 1].value : limit;
+		}
+		PyObject *st = PyLong_FromUnsignedLongLong(fns[i].value), *en = PyLong_FromUnsignedLongLong(end);
+		PyObject *nm = PyUnicode_DecodeASCII(fns[i].name, fns[i].len, NULL);
+		if (!st || !en || !nm) {
+			Py_XDECREF(st);
+			Py_XDECREF(en);
+			Py_XDECREF(nm);
+			goto done;
+		}
+		PyList_SET_ITEM(starts, i, st);
+		PyList_SET_ITEM(ends, i, en);
+		PyList_SET_ITEM(names, i, nm);
+	}
+	out = PyTuple_Pack(3, starts, ends, names);
+done:
+	PyMem_Free(fns);
+	Py_XDECREF(starts);
+	Py_XDECREF(ends);
+	Py_XDECREF(names);
+	return out;
+}
+
+static int by_object(const void *pa, const void *pb)
+{
+	const struct elf_fn *a = pa, *b = pb;
+	uint64_t sa = a->size ? a->size : 1, sb = b->size ? b->size : 1;
+	if (a->value != b->value)
+		return a->value < b->value ? -1 : 1;
+	if (sa != sb)
+		return sa < sb ? -1 : 1;
+	int c = memcmp(a->name, b->name, (size_t)(a->len < b->len ? a->len : b->len));
+	return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* elf_objects(tables): bpf/futex_collector.py DataSymbols' table of an ELF file's data objects, made of its raw
+ * symbol tables (as elf_functions takes them): (starts, ends, names) of every named object with an address, in the
+ * order of (address, size at least 1, name), duplicates kept. None when a name is not ASCII (Python makes it). */
+static PyObject *elf_objects(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 1 || !PyList_Check(args[0])) {
+		PyErr_SetString(PyExc_TypeError, "elf_objects(tables: list)");
+		return NULL;
+	}
+	struct elf_fn *fns = NULL;
+	Py_ssize_t n = 0, cap = 0;
+	PyObject *starts = NULL, *ends = NULL, *names = NULL, *out = NULL;
+	for (Py_ssize_t t = 0; t < PyList_GET_SIZE(args[0]); t++) {
+		int rc = table_symbols(PyList_GET_ITEM(args[0], t), 1, &fns, &n, &cap);
+		if (rc < 0)
+			goto done;
+		if (rc > 0) {
+			out = Py_NewRef(Py_None);
+			goto done;
+		}
+	}
+	if (n)
+		qsort(fns, (size_t)n, sizeof(*fns), by_object);
+	starts = PyList_New(n);
+	ends = PyList_New(n);
+	names = PyList_New(n);
+	if (!starts || !ends || !names)
+		goto done;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *st = PyLong_FromUnsignedLongLong(fns[i].value);
+		PyObject *en = PyLong_FromUnsignedLongLong(fns[i].value + (fns[i].size ? fns[i].size : 1));
+		PyObject *nm = PyUnicode_DecodeASCII(fns[i].name, fns[i].len, NULL);
+		if (!st || !en || !nm) {
+			Py_XDECREF(st);
+			Py_XDECREF(en);
+			Py_XDECREF(nm);
+			goto done;
+		}
+		PyList_SET_ITEM(starts, i, st);
+		PyList_SET_ITEM(ends, i, en);
+		PyList_SET_ITEM(names, i, nm);
+	}
+	out = PyTuple_Pack(3, starts, ends, names);
+done:
+	PyMem_Free(fns);
+	Py_XDECREF(starts);
+	Py_XDECREF(ends);
+	Py_XDECREF(names);
+	return out;
+}
+
 static PyMethodDef module_methods[] = {
 	{"read_whole", (PyCFunction)(void (*)(void))read_whole, METH_FASTCALL,
 	 "read_whole(path): the file's bytes, read without the interpreter's lock"},
@@ -486,6 +797,10 @@ static PyMethodDef module_methods[] = {
 	 "text_symbols(data, types, tail, end_markers, kernel): (starts, ends, names, modules), or the parse's error"},
 	{"data_symbols", (PyCFunction)(void (*)(void))data_symbols, METH_FASTCALL,
 	 "data_symbols(data, types): the data symbols' (address, name) pairs, sorted"},
+	{"elf_functions", (PyCFunction)(void (*)(void))elf_functions, METH_FASTCALL,
+	 "elf_functions(tables, segments): an ELF file's (starts, ends, names) of its functions, or None"},
+	{"elf_objects", (PyCFunction)(void (*)(void))elf_objects, METH_FASTCALL,
+	 "elf_objects(tables): an ELF file's (starts, ends, names) of its data objects, or None"},
 	{NULL, NULL, 0, NULL},
 };
 
