@@ -1625,8 +1625,65 @@ static PyObject *signed_int(__int128 v)
 	return NULL;
 }
 
+/* A changed entry's fields, as a row holds them: from its tuple (a row of Changed.rows), or (raw) read from the
+ * entry's bytes in the Changed blob where each field's place and type are given (fields: (offset, code) pairs in the
+ * row's order, the codes struct's: 'Q', 'I', 'H' or 's' with its length), its Python objects made only for the
+ * fields read that way (a loaded machine changes 2,000 entries an interval, 42 fields each) */
+struct lock_row {
+	PyObject *row;            /* the tuple, or NULL for raw */
+	const unsigned char *rec; /* raw: the entry's bytes */
+	const Py_ssize_t *off;    /* raw: each field's offset */
+	const char *code;         /* raw: each field's struct code ('s': bytes of len[i]) */
+	const Py_ssize_t *len;
+	PyObject *made[64];       /* raw: the objects made for this entry, released after it */
+};
+
+#define LOCK_ROW_FIELDS 64
+
+static int lock_row_u64(struct lock_row *r, Py_ssize_t i, uint64_t *out)
+{
+	if (r->row)
+		return row_u64(r->row, i, out);
+	const unsigned char *p = r->rec + r->off[i];
+	switch (r->code[i]) {
+	case 'Q': { uint64_t v; memcpy(&v, p, 8); *out = v; return 0; }
+	case 'I': { uint32_t v; memcpy(&v, p, 4); *out = v; return 0; }
+	case 'H': { uint16_t v; memcpy(&v, p, 2); *out = v; return 0; }
+	default:
+		PyErr_Format(PyExc_TypeError, "field %zd of a lock row is not an int", i);
+		return -1;
+	}
+}
+
+/* field i as a borrowed object (the row's, or one made for this entry); NULL with an error */
+static PyObject *lock_row_get(struct lock_row *r, Py_ssize_t i)
+{
+	if (r->row)
+		return PyTuple_GET_ITEM(r->row, i);
+	if (r->made[i])
+		return r->made[i];
+	if (r->code[i] == 's') {
+		r->made[i] = PyBytes_FromStringAndSize((const char *)r->rec + r->off[i], r->len[i]);
+	} else {
+		uint64_t v;
+		if (lock_row_u64(r, i, &v) < 0)
+			return NULL;
+		r->made[i] = PyLong_FromUnsignedLongLong(v);
+	}
+	return r->made[i];
+}
+
+static void lock_row_done(struct lock_row *r)
+{
+	if (!r->row)
+		for (int i = 0; i < LOCK_ROW_FIELDS; i++)
+			Py_CLEAR(r->made[i]);
+}
+
 /* lock_deltas(rows, at, e, rq_locks, names, name_text, symbols, symbol, described, describe, kinds, lock_kind,
- * make, task_id, rq_lock, cpus, kernel_id): as bpf/lock_collector.py py_lock_deltas, the same records */
+ * make, task_id, rq_lock, cpus, kernel_id): as bpf/lock_collector.py py_lock_deltas, the same records. `rows`: the
+ * changed entries' rows (tuples), or (blob, count, record size, fields) to read them from the Changed blob itself
+ * (struct lock_row) */
 static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
 	if (nargs != 17 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 2 || !PyDict_Check(args[3]) ||
@@ -1651,30 +1708,93 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 	PyObject *described = args[8], *describe = args[9], *kinds = args[10], *lock_kind = args[11], *make = args[12];
 	PyObject *task_id = args[13], *rq_lock = args[14], *cpus = args[15], *kernel_id = args[16];
 	PyObject *out = PyList_New(0), *ids = PyDict_New(), *named = PyList_New(0), *between = PyList_New(0);
-	PyObject *empty = PyUnicode_New(0, 0), *it = PyObject_GetIter(args[0]), *row = NULL;
-	if (!out || !ids || !named || !between || !empty || !it)
+	PyObject *empty = PyUnicode_New(0, 0), *it = NULL, *row = NULL;
+	struct lock_row r = {0};
+	Py_buffer blob = {0};
+	Py_ssize_t n_raw = 0, rec_size = 0, next_raw = 0, raw_off[LOCK_ROW_FIELDS], raw_len[LOCK_ROW_FIELDS];
+	char raw_code[LOCK_ROW_FIELDS];
+	int raw = PyTuple_CheckExact(args[0]) && PyTuple_GET_SIZE(args[0]) == 4 && PyBytes_Check(PyTuple_GET_ITEM(args[0], 0));
+	if (!out || !ids || !named || !between || !empty)
 		goto fail;
-	while ((row = PyIter_Next(it))) {
-		if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) < prev + 8) {
-			PyErr_SetString(PyExc_ValueError, "lock_deltas: a row shorter than its fields");
+	if (raw) {
+		PyObject *src = args[0], *fields = PyTuple_GET_ITEM(src, 3);
+		Py_ssize_t nf = fields && PyTuple_Check(fields) ? PyTuple_GET_SIZE(fields) : -1;
+		if (nf < prev + 8 || nf > LOCK_ROW_FIELDS) {
+			PyErr_SetString(PyExc_ValueError, "lock_deltas: raw rows are (blob, count, record size, fields), "
+							  "the fields each (offset, code) and as many as a row's");
 			goto fail;
+		}
+		n_raw = PyLong_AsSsize_t(PyTuple_GET_ITEM(src, 1));
+		rec_size = n_raw < 0 ? -1 : PyLong_AsSsize_t(PyTuple_GET_ITEM(src, 2));
+		if (rec_size < 0 || PyObject_GetBuffer(PyTuple_GET_ITEM(src, 0), &blob, PyBUF_SIMPLE) < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "lock_deltas: a negative count or record size");
+			goto fail;
+		}
+		for (Py_ssize_t i = 0; i < nf; i++) {
+			PyObject *f = PyTuple_GET_ITEM(fields, i);
+			const char *code = f && PyTuple_Check(f) && PyTuple_GET_SIZE(f) == 3 && PyUnicode_Check(PyTuple_GET_ITEM(f, 1))
+				? PyUnicode_AsUTF8(PyTuple_GET_ITEM(f, 1)) : NULL;
+			raw_off[i] = code ? PyLong_AsSsize_t(PyTuple_GET_ITEM(f, 0)) : -1;
+			raw_len[i] = code ? PyLong_AsSsize_t(PyTuple_GET_ITEM(f, 2)) : -1;
+			Py_ssize_t width = !code ? -1 : code[0] == 'Q' ? 8 : code[0] == 'I' ? 4 : code[0] == 'H' ? 2 :
+					   code[0] == 's' ? raw_len[i] : -1;
+			if (!code || raw_off[i] < 0 || width < 0 || raw_off[i] + width > rec_size) {
+				if (!PyErr_Occurred())
+					PyErr_Format(PyExc_ValueError, "lock_deltas: field %zd is not (offset, code, length) "
+								       "within a record", i);
+				goto fail;
+			}
+			raw_code[i] = code[0];
+		}
+		if (n_raw * rec_size > blob.len) {
+			PyErr_SetString(PyExc_ValueError, "lock_deltas: a blob shorter than its records");
+			goto fail;
+		}
+		r.off = raw_off;
+		r.len = raw_len;
+		r.code = raw_code;
+	} else if (!(it = PyObject_GetIter(args[0]))) {
+		goto fail;
+	}
+	for (;;) {
+		if (raw) {
+			if (next_raw >= n_raw)
+				break;
+			r.rec = (const unsigned char *)blob.buf + next_raw++ * rec_size;
+		} else {
+			if (!(row = PyIter_Next(it)))
+				break;
+			if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) < prev + 8) {
+				PyErr_SetString(PyExc_ValueError, "lock_deltas: a row shorter than its fields");
+				goto fail;
+			}
+			r.row = row;
 		}
 		uint64_t s[8], p[8], kind, ext[6];
 		for (int k = 0; k < 8; k++)
-			if (row_u64(row, val + k, &s[k]) < 0 || row_u64(row, prev + k, &p[k]) < 0)
+			if (lock_row_u64(&r, val + k, &s[k]) < 0 || lock_row_u64(&r, prev + k, &p[k]) < 0)
 				goto fail;
 		if (s[0] == p[0]) { /* no contention of this entry since the last read */
 			Py_CLEAR(row);
+			lock_row_done(&r);
 			continue;
 		}
-		if (row_u64(row, LK_KIND, &kind) < 0)
+		/* the objects this entry's record holds or looks up with (raw: made now) */
+		for (int k = LK_ADDR; k < LK_END; k++)
+			if (!lock_row_get(&r, k))
+				goto fail;
+		for (int k = LV_OWNER_PID; k <= LV_CACHE; k++)
+			if (!lock_row_get(&r, val + k))
+				goto fail;
+		if (lock_row_u64(&r, LK_KIND, &kind) < 0)
 			goto fail;
 		for (int k = 0; k < 6; k++)
-			if (row_u64(row, val + LV_EXT + k, &ext[k]) < 0)
+			if (lock_row_u64(&r, val + LV_EXT + k, &ext[k]) < 0)
 				goto fail;
-		PyObject *addr = PyTuple_GET_ITEM(row, LK_ADDR), *kstack = PyTuple_GET_ITEM(row, LK_KSTACK);
-		PyObject *flags = PyTuple_GET_ITEM(row, LK_FLAGS), *tgid = PyTuple_GET_ITEM(row, LK_TGID);
-		PyObject *cache = PyTuple_GET_ITEM(row, val + LV_CACHE), *comm = PyTuple_GET_ITEM(row, val + LV_OWNER_COMM);
+		PyObject *addr = lock_row_get(&r, LK_ADDR), *kstack = lock_row_get(&r, LK_KSTACK);
+		PyObject *flags = lock_row_get(&r, LK_FLAGS), *tgid = lock_row_get(&r, LK_TGID);
+		PyObject *cache = lock_row_get(&r, val + LV_CACHE), *comm = lock_row_get(&r, val + LV_OWNER_COMM);
 		PyObject *field = Py_NewRef(empty), *where = Py_NewRef(empty), *cpu = NULL;
 		if (kind == 0) { /* abi.LOCK_KIND_ADDR: a run queue's lock is named by its CPU */
 			cpu = PyDict_GetItemWithError(rq_locks, addr);
@@ -1689,6 +1809,9 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 					goto fail_entry;
 			}
 		} else if (kind == 2 && described != Py_None) { /* abi.LOCK_KIND_SLAB, named where a namer reads them */
+			for (int k = LV_SLOT_SIZE; k <= LV_DEV; k++)
+				if (!lock_row_get(&r, val + k))
+					goto fail_entry;
 			PyObject *lk = PyDict_GetItemWithError(kinds, flags); /* lock_kind's, kept by flags */
 			if (lk)
 				Py_INCREF(lk);
@@ -1697,20 +1820,20 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 				Py_XDECREF(lk);
 				goto fail_entry;
 			}
-			PyObject *key = PyTuple_Pack(7, cache, addr, PyTuple_GET_ITEM(row, val + LV_SLOT_SIZE),
-						     PyTuple_GET_ITEM(row, val + LV_RED_LEFT_PAD), PyTuple_GET_ITEM(row, val + LV_ORDER),
-						     PyTuple_GET_ITEM(row, val + LV_MIN_ORDER), lk);
+			PyObject *key = PyTuple_Pack(7, cache, addr, lock_row_get(&r, val + LV_SLOT_SIZE),
+						     lock_row_get(&r, val + LV_RED_LEFT_PAD), lock_row_get(&r, val + LV_ORDER),
+						     lock_row_get(&r, val + LV_MIN_ORDER), lk);
 			PyObject *hit = key ? PyDict_GetItemWithError(described, key) : NULL;
 			Py_XDECREF(key);
 			if (hit)
 				Py_INCREF(hit);
 			else if (!PyErr_Occurred())
-				hit = PyObject_CallFunctionObjArgs(describe, cache, addr, PyTuple_GET_ITEM(row, val + LV_SLOT_SIZE),
-								  PyTuple_GET_ITEM(row, val + LV_RED_LEFT_PAD),
-								  PyTuple_GET_ITEM(row, val + LV_ORDER),
-								  PyTuple_GET_ITEM(row, val + LV_MIN_ORDER),
-								  PyTuple_GET_ITEM(row, val + LV_DEV), PyTuple_GET_ITEM(row, val + LV_INO),
-								  PyTuple_GET_ITEM(row, val + LV_MODE), tgid, lk, NULL);
+				hit = PyObject_CallFunctionObjArgs(describe, cache, addr, lock_row_get(&r, val + LV_SLOT_SIZE),
+								  lock_row_get(&r, val + LV_RED_LEFT_PAD),
+								  lock_row_get(&r, val + LV_ORDER),
+								  lock_row_get(&r, val + LV_MIN_ORDER),
+								  lock_row_get(&r, val + LV_DEV), lock_row_get(&r, val + LV_INO),
+								  lock_row_get(&r, val + LV_MODE), tgid, lk, NULL);
 			if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 3) {
 				if (hit && !PyErr_Occurred())
 					PyErr_SetString(PyExc_TypeError, "describe: (field, where, fields)");
@@ -1766,11 +1889,11 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 			sym = Py_NewRef(rq_lock);
 		else
 			sym = cached_or_call(symbols, addr, symbol);
-		PyObject *tv[2] = {Py_NewRef(PyTuple_GET_ITEM(row, LK_PID)), Py_NewRef(PyTuple_GET_ITEM(row, LK_START))};
+		PyObject *tv[2] = {Py_NewRef(lock_row_get(&r, LK_PID)), Py_NewRef(lock_row_get(&r, LK_START))};
 		PyObject *a[22] = {
 			pack(task_id, tv, 2), Py_NewRef(tgid), Py_NewRef(addr), Py_NewRef(kstack), Py_NewRef(flags),
-			Py_NewRef(PyTuple_GET_ITEM(row, LK_KIND)), signed_int(count), signed_int(total), signed_int(lo),
-			signed_int(sh), udiff(s[2], p[2]), udiff(s[3], p[3]), Py_NewRef(PyTuple_GET_ITEM(row, val + LV_OWNER_PID)),
+			Py_NewRef(lock_row_get(&r, LK_KIND)), signed_int(count), signed_int(total), signed_int(lo),
+			signed_int(sh), udiff(s[2], p[2]), udiff(s[3], p[3]), Py_NewRef(lock_row_get(&r, val + LV_OWNER_PID)),
 			cached_or_call(names, comm, name_text), cached_or_call(names, cache, name_text), sym,
 			udiff(s[4], p[4]), udiff(s[5], p[5]), udiff(s[6], p[6]), udiff(s[7], p[7]), field, where,
 		};
@@ -1792,6 +1915,7 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 		if (!had)
 			goto fail;
 		Py_CLEAR(row);
+		lock_row_done(&r);
 		continue;
 	fail_entry:
 		Py_XDECREF(field);
@@ -1800,10 +1924,15 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 	}
 	if (PyErr_Occurred())
 		goto fail;
-	Py_DECREF(it);
+	Py_XDECREF(it);
 	Py_DECREF(empty);
+	if (blob.obj)
+		PyBuffer_Release(&blob);
 	return Py_BuildValue("(NNNN)", out, ids, named, between);
 fail:
+	lock_row_done(&r);
+	if (blob.obj)
+		PyBuffer_Release(&blob);
 	Py_XDECREF(row);
 	Py_XDECREF(it);
 	Py_XDECREF(empty);

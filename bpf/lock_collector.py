@@ -22,7 +22,7 @@ from stallscope.bpf.lock_names import LockNamer, SiteFields, lock_kind
 from stallscope.bpf.tune import DEFAULT_TUNE, StackTune
 from stallscope.bpf.groups import GroupDrain
 from stallscope.bpf.collector import HealthDeltas, ProgramDeltas, StackReader, object_path
-from stallscope.bpf.mapdiff import MapDiff, identity
+from stallscope.bpf.mapdiff import Changed, MapDiff, identity
 from stallscope.bpf.libbpf import BpfError, BpfObject
 from stallscope.bpf.sizing import DEFAULT_SIZES, MapSizes
 from stallscope.errors import StallscopeError
@@ -155,24 +155,26 @@ class LockCollector:
         """Deltas since the last drain; entries of threads that died are read one last time and dropped."""
         assert self.obj is not None
         e = self._numbers.advance(self.obj)
-        rows = self._diff.read(self.obj.map("locks"), dead).rows(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT)
-        out, ids, named, between = self.lock_deltas(rows, e)
+        out, ids, named, between = self.lock_deltas(self._diff.read(self.obj.map("locks"), dead), e)
         stacks = self._stacks.read(self.obj.map("stacks"), ids, {})
         if named or between:
             self._by_site(out, stacks, named, between)
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
 
-    def lock_deltas(self, rows, e: int, in_c: bool = True) -> tuple[list[LockDelta], dict, list, list]:
-        """The changed entries' records (`rows`: bpf/mapdiff.py Changed.rows of the lock map, interval `e`), their
-        kernel stacks' ids, and the slab-held locks named, (cache, kind, stack, field), and left between fields,
-        (index among the records, cache, kind, stack, fields): in C where it is built (analyzer/rowread.c
-        lock_deltas: hackbench changes 2,500 entries an interval), else py_lock_deltas; the same either way."""
+    def lock_deltas(self, changed, e: int, in_c: bool = True) -> tuple[list[LockDelta], dict, list, list]:
+        """The changed entries' records (`changed`: bpf/mapdiff.py's Changed of the lock map, or its rows; interval
+        `e`), their kernel stacks' ids, and the slab-held locks named, (cache, kind, stack, field), and left between
+        fields, (index among the records, cache, kind, stack, fields): in C where it is built (analyzer/rowread.c
+        lock_deltas: hackbench changes 2,500 entries an interval, a Changed read in place, without a row of 42
+        integers made for each), else py_lock_deltas; the same either way."""
+        whole = isinstance(changed, Changed)
         if in_c and _c_lock_deltas is not None:
-            return _c_lock_deltas(rows, (_VAL, _PREV), e, self.rq_locks, abi._NAMES, abi.name_text, self._symbols,
+            return _c_lock_deltas(changed.raw(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT) if whole else changed,
+                                  (_VAL, _PREV), e, self.rq_locks, abi._NAMES, abi.name_text, self._symbols,
                                   self._symbol, self._described if self.namer is not None else None, self._describe,
                                   self._kinds, lock_kind, _LOCK_MAKE, TaskId, RQ_LOCK, self._cpu_names,
                                   _KERNEL_STACK)
-        return self.py_lock_deltas(rows, e)
+        return self.py_lock_deltas(changed.rows(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT) if whole else changed, e)
 
     def py_lock_deltas(self, rows, e: int) -> tuple[list[LockDelta], dict, list, list]:
         """lock_deltas in Python."""

@@ -11,6 +11,7 @@ a task whose final switch was seen is returned if it changed, then deleted from 
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 from array import array
 from importlib import resources
@@ -77,6 +78,33 @@ class Changed:
         if not self.count:
             return iter(())
         return struct.iter_unpack(f"{fields}{self._rs - size}x", self.blob)
+
+
+    def raw(self, key_layout: str, value_layout: str, previous_layout: str | None = None) -> tuple:
+        """What rows() unpacks, for a reader in C to read in place (analyzer/rowread.c lock_deltas): (the blob, the
+        count, the record size, each row field's (offset, struct code, length) in rows()' order)."""
+        fields = f"<I4x{key_layout}{value_layout}{value_layout if previous_layout is None else previous_layout}"
+        if struct.calcsize(fields) > self._rs:
+            raise ValueError(f"fields {fields!r} do not fit records of {self._rs} bytes")
+        return self.blob, self.count, self._rs, _places(fields)
+
+
+def _places(fields: str) -> tuple[tuple[int, str, int], ...]:
+    """(offset, code, length) of each field a little-endian struct format unpacks, in order (no alignment: "<")."""
+    out, at = [], 0
+    for n, code in re.findall(r"(\d*)([xcbB?hHiIlLqQnNefds])", fields.lstrip("<")):
+        count = int(n) if n else 1
+        size = struct.calcsize(f"<{code}")
+        if code == "x":
+            at += count
+        elif code == "s":
+            out.append((at, code, count))
+            at += count
+        else:
+            for _ in range(count):
+                out.append((at, code, size))
+                at += size
+    return tuple(out)
 
 
 _FLAGS = struct.Struct("<I")

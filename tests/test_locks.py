@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import struct
 import subprocess
 
 import pytest
@@ -12,6 +14,8 @@ from conftest import ALL_STACKS, example, needs_bpf, record_command, run_stallsc
 from stallscope.analyzer.load import load_model
 from stallscope.analyzer.locks import contention_point, lock_type
 from stallscope.analyzer.sample import Stack, TaskId
+from stallscope.bpf import abi
+from stallscope.bpf.mapdiff import Changed
 from synthetic import kframe, kstack
 
 
@@ -490,7 +494,7 @@ def test_the_lock_drains_records_made_in_c_are_those_made_in_python():
         _lock_row(0x1000, 16, 0, 5, 5, 900, 900),  # no contention since the last read
         _lock_row(0xA000, 17, 0, 9, 4, 9000, 4000, extremes=(800, 700, 20, 10, 42, 41)),  # a run queue's
         _lock_row(0x5000, 18, 0, 3, 1, 600, 100, extremes=(300, 0, 50, 0, 40, 0)),  # a static lock; no extremes of e
-        _lock_row(0x5000, 18, 0, 4, 1, 700, 100, pid=8),  # the same lock, another task: its symbol asked once
+        _lock_row(0x5000, 18, 0, 4, 1, 700, 100, pid=4_000_008),  # the same lock, another task: its symbol asked once
         _lock_row(0x6000, 19, 0, 3, 1, 50, 10, extremes=(0, 90, 0, 5, 0, 41)),  # longest held to the total
         _lock_row(0x7100, 20, 2, 6, 2, 800, 300, cache=b"UNIX\0", slot=(1024, 0, 3, 0), extremes=(0, 200, 0, 7, 0, 42)),
         _lock_row(0x7200, 21, 2, 3, 2, 80, 20, cache=b"sock_inode_cache\0", slot=(832, 0, 3, 0)),  # between two
@@ -525,6 +529,25 @@ def test_the_lock_drains_records_made_in_c_are_those_made_in_python():
             assert out[6].field == "" and out[6].object == "in a sock_inode_cache object"
         else:
             assert not named and not between and all(d.field == "" for d in out)
+    # the drain's own input, a Changed blob of those entries (the slack after each record as the C side leaves it):
+    # read in place in C (Changed.raw), from its rows in C, and in Python, the same records
+    fmt = f"<I4x{lock_collector._KEY_LAYOUT}{lock_collector._VAL_LAYOUT}{lock_collector._PREV_LAYOUT}"
+    size = struct.calcsize(fmt) + 8
+    blob = b"".join(struct.pack(fmt, *row) + b"\xa5" * 8 for row in rows)
+    changed = Changed(blob, len(rows), size, ctypes.sizeof(abi.LockKey), ctypes.sizeof(abi.LockVal))
+    for namer in (Namer(), None):
+        made = []
+        for how in ("in place", "rows in C", "Python"):
+            collector = LockCollector(Symbols())
+            collector.namer = namer
+            collector.rq_locks = {0xA000: 1}
+            Symbols.asked = []
+            source = changed if how != "rows in C" else changed.rows(lock_collector._KEY_LAYOUT,
+                                                                     lock_collector._VAL_LAYOUT,
+                                                                     lock_collector._PREV_LAYOUT)
+            made.append((collector.lock_deltas(source, e, in_c=how != "Python"), list(Symbols.asked)))
+        assert made[0] == made[1] == made[2]
+        assert len(made[0][0][0]) == len(rows) - 1
 
 
 @needs_bpf
@@ -545,12 +568,11 @@ def test_a_live_lock_drains_records_are_the_same_made_in_c_or_in_python():
     assert status.enabled, status.reason
     made, seen = probe.lock_deltas, []
 
-    def both(rows, e, in_c=True):
-        rows = list(rows)
+    def both(changed, e, in_c=True):
         first = len(seen) % 2 == 0  # which one meets the names and symbols first, in turn
-        a = made(iter(rows), e, in_c=first)
-        b = made(iter(rows), e, in_c=not first)
-        seen.append((len(rows), {d.kind for d in a[0]}, a == b))
+        a = made(changed, e, in_c=first)
+        b = made(changed, e, in_c=not first)
+        seen.append((len(changed), {d.kind for d in a[0]}, a == b))
         return a
 
     probe.lock_deltas = both
