@@ -1713,7 +1713,8 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 	Py_buffer blob = {0};
 	Py_ssize_t n_raw = 0, rec_size = 0, next_raw = 0, raw_off[LOCK_ROW_FIELDS], raw_len[LOCK_ROW_FIELDS];
 	char raw_code[LOCK_ROW_FIELDS];
-	int raw = PyTuple_CheckExact(args[0]) && PyTuple_GET_SIZE(args[0]) == 4 && PyBytes_Check(PyTuple_GET_ITEM(args[0], 0));
+	int raw = PyTuple_CheckExact(args[0]) && PyTuple_GET_SIZE(args[0]) == 4 &&
+		  PyBytes_Check(PyTuple_GET_ITEM(args[0], 0));
 	if (!out || !ids || !named || !between || !empty)
 		goto fail;
 	if (raw) {
