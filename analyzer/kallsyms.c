@@ -491,7 +491,7 @@ static PyObject *read_whole(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 /* one defined function symbol: its address, size, section's end, and what ranks its name among the address's aliases
  * (symbols.py: the binding's rank, the leading underscores, the length, the name) */
 struct elf_fn {
-	uint64_t value, size, section_end;
+	uint64_t value, size, section_end, end;
 	const char *name;
 	Py_ssize_t len;
 	Py_ssize_t order; /* in the tables' order: an address's section end is its first alias's that has one */
@@ -525,7 +525,8 @@ static int fn_by_address(const void *pa, const void *pb)
 	return a->order < b->order ? -1 : a->order > b->order;
 }
 
-/* the end of the PT_LOAD segment holding `vaddr` (segments: (vaddr, memory size) pairs), else vaddr + 1 */
+/* the end of the PT_LOAD segment holding `vaddr` (segments: (vaddr, memory size) pairs), else vaddr + 1; 1 where an
+ * end is beyond 64 bits, -1 on error */
 static int segment_end(PyObject *segments, uint64_t vaddr, uint64_t *end)
 {
 	Py_ssize_t n = PyTuple_GET_SIZE(segments);
@@ -539,11 +540,15 @@ static int segment_end(PyObject *segments, uint64_t vaddr, uint64_t *end)
 		uint64_t size = PyErr_Occurred() ? 0 : PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(seg, 1));
 		if (PyErr_Occurred())
 			return -1;
+		if (start + size < start)
+			return 1; /* beyond 64 bits: Python's integers hold it, these do not */
 		if (start <= vaddr && vaddr < start + size) {
 			*end = start + size;
 			return 0;
 		}
 	}
+	if (vaddr + 1 == 0)
+		return 1;
 	*end = vaddr + 1;
 	return 0;
 }
@@ -634,7 +639,7 @@ static int table_symbols(PyObject *table, int objects, struct elf_fn **fns, Py_s
 			*cap = more;
 		}
 		unsigned binding = info >> 4; /* GLOBAL 1 -> 0, WEAK 2 -> 1, LOCAL 0 -> 2, any other -> 3 */
-		(*fns)[*n] = (struct elf_fn){value, size, section_end, name, len, *n,
+		(*fns)[*n] = (struct elf_fn){value, size, section_end, 0, name, len, *n,
 					     binding == 1 ? 0 : binding == 2 ? 1 : binding == 0 ? 2 : 3, under};
 		(*n)++;
 	}
@@ -643,12 +648,77 @@ static int table_symbols(PyObject *table, int objects, struct elf_fn **fns, Py_s
 	return rc;
 }
 
+static int by_object(const void *pa, const void *pb)
+{
+	const struct elf_fn *a = pa, *b = pb;
+	uint64_t sa = a->size ? a->size : 1, sb = b->size ? b->size : 1;
+	if (a->value != b->value)
+		return a->value < b->value ? -1 : 1;
+	if (sa != sb)
+		return sa < sb ? -1 : 1;
+	int c = memcmp(a->name, b->name, (size_t)(a->len < b->len ? a->len : b->len));
+	return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* every named symbol of the tables (a list of (symbols, strings, section ends, is_64, little_endian)) into *fns,
+ * functions or (`objects`) data objects, sorted (functions by address then in the tables' order, objects by address,
+ * size and name): 0, 1 when a name is not ASCII, -1 on error */
+static int tables_symbols(PyObject *tables, int objects, struct elf_fn **fns, Py_ssize_t *n)
+{
+	Py_ssize_t cap = 0;
+	for (Py_ssize_t t = 0; t < PyList_GET_SIZE(tables); t++) {
+		int rc = table_symbols(PyList_GET_ITEM(tables, t), objects, fns, n, &cap);
+		if (rc)
+			return rc;
+	}
+	if (*n)
+		qsort(*fns, (size_t)*n, sizeof(**fns), objects ? by_object : fn_by_address);
+	return 0;
+}
+
+/* (starts, ends, names) of the first n symbols, each ending at its `end` */
+static PyObject *three_lists(const struct elf_fn *fns, Py_ssize_t n)
+{
+	PyObject *starts = PyList_New(n), *ends = PyList_New(n), *names = PyList_New(n), *out = NULL;
+	if (!starts || !ends || !names)
+		goto done;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *st = PyLong_FromUnsignedLongLong(fns[i].value), *en = PyLong_FromUnsignedLongLong(fns[i].end);
+		PyObject *nm = PyUnicode_DecodeASCII(fns[i].name, fns[i].len, NULL);
+		if (!st || !en || !nm) {
+			Py_XDECREF(st);
+			Py_XDECREF(en);
+			Py_XDECREF(nm);
+			goto done;
+		}
+		PyList_SET_ITEM(starts, i, st);
+		PyList_SET_ITEM(ends, i, en);
+		PyList_SET_ITEM(names, i, nm);
+	}
+	out = PyTuple_Pack(3, starts, ends, names);
+done:
+	Py_XDECREF(starts);
+	Py_XDECREF(ends);
+	Py_XDECREF(names);
+	return out;
+}
+
+/* what the tables made: (starts, ends, names) of fns[:n] where rc is 0, None where 1 (left to Python), NULL with the
+ * error where -1; fns freed */
+static PyObject *outcome(struct elf_fn *fns, Py_ssize_t n, int rc)
+{
+	PyObject *out = rc < 0 ? NULL : rc > 0 ? Py_NewRef(Py_None) : three_lists(fns, n);
+	PyMem_Free(fns);
+	return out;
+}
+
 /* elf_functions(tables, segments): symbols.py ElfSymbols._build_index's tables made of the raw symbol tables (each
  * (symbols, strings, section ends, is_64, little_endian), in order) and the PT_LOAD segments ((vaddr, memory size)
  * pairs): (starts, ends, names), each address once with the best of its aliases' names, the largest of their sizes
- * and its first section end. None when a name is not ASCII: Python builds that file's (its ranks count characters,
- * and a name not UTF-8 is decoded with replacement characters). A libc's or a libpython's took 20-30 ms in Python,
- * on the way to a live view's first data (the set-up's user stacks named). */
+ * and its first section end. None when a name is not ASCII or an end is beyond 64 bits: Python builds that file's
+ * (its ranks count characters, a name not UTF-8 is decoded with replacement characters, its integers have no
+ * bound). A libc's or a libpython's took 20-30 ms in Python, on the way to a live view's first data (the set-up's
+ * user stacks named). */
 static PyObject *elf_functions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 {
 	if (nargs != 2 || !PyList_Check(args[0]) || !PyTuple_Check(args[1])) {
@@ -656,19 +726,10 @@ static PyObject *elf_functions(PyObject *Py_UNUSED(m), PyObject *const *args, Py
 		return NULL;
 	}
 	struct elf_fn *fns = NULL;
-	Py_ssize_t n = 0, cap = 0, kept = 0;
-	PyObject *starts = NULL, *ends = NULL, *names = NULL, *out = NULL;
-	for (Py_ssize_t t = 0; t < PyList_GET_SIZE(args[0]); t++) {
-		int rc = table_symbols(PyList_GET_ITEM(args[0], t), 0, &fns, &n, &cap);
-		if (rc < 0)
-			goto done;
-		if (rc > 0) {
-			out = Py_NewRef(Py_None);
-			goto done;
-		}
-	}
-	if (n)
-		qsort(fns, (size_t)n, sizeof(*fns), fn_by_address);
+	Py_ssize_t n = 0, kept = 0;
+	int rc = tables_symbols(args[0], 0, &fns, &n);
+	if (rc)
+		goto done;
 	/* each address's aliases merged into its first: the best name, the largest size, the first section end */
 	for (Py_ssize_t i = 0; i < n;) {
 		struct elf_fn best = fns[i];
@@ -690,58 +751,29 @@ static PyObject *elf_functions(PyObject *Py_UNUSED(m), PyObject *const *args, Py
 		fns[kept++] = best;
 		i = j;
 	}
-	starts = PyList_New(kept);
-	ends = PyList_New(kept);
-	names = PyList_New(kept);
-	if (!starts || !ends || !names)
-		goto done;
 	for (Py_ssize_t i = 0; i < kept; i++) {
-		uint64_t end;
 		if (fns[i].size) {
-			end = fns[i].value + fns[i].size;
-		} else {
-			/* size 0 (hand-written assembly): to the next symbol, not past its section's (or segment's) end */
-			uint64_t limit = fns[i].section_end;
-			if (!limit && segment_end(args[1], fns[i].value, &limit) < 0)
+			fns[i].end = fns[i].value + fns[i].size;
+			if (fns[i].end < fns[i].value) {
+				rc = 1;
 				goto done;
-			end = i + 1 < kept && fns[i + 1].value < limit ? fns[i + 1].value : limit;
+			}
+			continue;
 		}
-		PyObject *st = PyLong_FromUnsignedLongLong(fns[i].value), *en = PyLong_FromUnsignedLongLong(end);
-		PyObject *nm = PyUnicode_DecodeASCII(fns[i].name, fns[i].len, NULL);
-		if (!st || !en || !nm) {
-			Py_XDECREF(st);
-			Py_XDECREF(en);
-			Py_XDECREF(nm);
+		/* size 0 (hand-written assembly): to the next symbol, not past its section's (or segment's) end */
+		uint64_t limit = fns[i].section_end;
+		if (!limit && (rc = segment_end(args[1], fns[i].value, &limit)) != 0)
 			goto done;
-		}
-		PyList_SET_ITEM(starts, i, st);
-		PyList_SET_ITEM(ends, i, en);
-		PyList_SET_ITEM(names, i, nm);
+		fns[i].end = i + 1 < kept && fns[i + 1].value < limit ? fns[i + 1].value : limit;
 	}
-	out = PyTuple_Pack(3, starts, ends, names);
 done:
-	PyMem_Free(fns);
-	Py_XDECREF(starts);
-	Py_XDECREF(ends);
-	Py_XDECREF(names);
-	return out;
-}
-
-static int by_object(const void *pa, const void *pb)
-{
-	const struct elf_fn *a = pa, *b = pb;
-	uint64_t sa = a->size ? a->size : 1, sb = b->size ? b->size : 1;
-	if (a->value != b->value)
-		return a->value < b->value ? -1 : 1;
-	if (sa != sb)
-		return sa < sb ? -1 : 1;
-	int c = memcmp(a->name, b->name, (size_t)(a->len < b->len ? a->len : b->len));
-	return c ? c : (a->len > b->len) - (a->len < b->len);
+	return outcome(fns, kept, rc);
 }
 
 /* elf_objects(tables): bpf/futex_collector.py DataSymbols' table of an ELF file's data objects, made of its raw
  * symbol tables (as elf_functions takes them): (starts, ends, names) of every named object with an address, in the
- * order of (address, size at least 1, name), duplicates kept. None when a name is not ASCII (Python makes it). */
+ * order of (address, size at least 1, name), duplicates kept. None when a name is not ASCII or an end is beyond 64
+ * bits (Python makes it). */
 static PyObject *elf_objects(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 {
 	if (nargs != 1 || !PyList_Check(args[0])) {
@@ -749,45 +781,19 @@ static PyObject *elf_objects(PyObject *Py_UNUSED(m), PyObject *const *args, Py_s
 		return NULL;
 	}
 	struct elf_fn *fns = NULL;
-	Py_ssize_t n = 0, cap = 0;
-	PyObject *starts = NULL, *ends = NULL, *names = NULL, *out = NULL;
-	for (Py_ssize_t t = 0; t < PyList_GET_SIZE(args[0]); t++) {
-		int rc = table_symbols(PyList_GET_ITEM(args[0], t), 1, &fns, &n, &cap);
-		if (rc < 0)
-			goto done;
-		if (rc > 0) {
-			out = Py_NewRef(Py_None);
-			goto done;
-		}
-	}
-	if (n)
-		qsort(fns, (size_t)n, sizeof(*fns), by_object);
-	starts = PyList_New(n);
-	ends = PyList_New(n);
-	names = PyList_New(n);
-	if (!starts || !ends || !names)
+	Py_ssize_t n = 0;
+	int rc = tables_symbols(args[0], 1, &fns, &n);
+	if (rc)
 		goto done;
 	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *st = PyLong_FromUnsignedLongLong(fns[i].value);
-		PyObject *en = PyLong_FromUnsignedLongLong(fns[i].value + (fns[i].size ? fns[i].size : 1));
-		PyObject *nm = PyUnicode_DecodeASCII(fns[i].name, fns[i].len, NULL);
-		if (!st || !en || !nm) {
-			Py_XDECREF(st);
-			Py_XDECREF(en);
-			Py_XDECREF(nm);
+		fns[i].end = fns[i].value + (fns[i].size ? fns[i].size : 1);
+		if (fns[i].end < fns[i].value) {
+			rc = 1;
 			goto done;
 		}
-		PyList_SET_ITEM(starts, i, st);
-		PyList_SET_ITEM(ends, i, en);
-		PyList_SET_ITEM(names, i, nm);
 	}
-	out = PyTuple_Pack(3, starts, ends, names);
 done:
-	PyMem_Free(fns);
-	Py_XDECREF(starts);
-	Py_XDECREF(ends);
-	Py_XDECREF(names);
-	return out;
+	return outcome(fns, n, rc);
 }
 
 static PyMethodDef module_methods[] = {

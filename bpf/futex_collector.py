@@ -425,20 +425,25 @@ def elf_symbols(elf: ELFFile, tables, kind: int | None = None):
 
     Decoded with struct: pyelftools takes most of a millisecond per symbol, and a C library has
     thousands (an executable with a full .symtab tens of thousands)."""
-    order = "<" if elf.little_endian else ">"
-    # Elf64_Sym: name, info, other, shndx, value, size; Elf32_Sym: name, value, size, info, other, shndx
-    fmt, pick = ((order + "IBBHQQ", lambda e: (e[0], e[1], e[3], e[4], e[5])) if elf.elfclass == 64
-                 else (order + "IIIBBH", lambda e: (e[0], e[3], e[5], e[1], e[2])))
     for data, strings in _symbol_sections(elf, tables):
-        usable = len(data) - len(data) % struct.calcsize(fmt)
-        for entry in struct.iter_unpack(fmt, data[:usable]):
-            name_at, info, shndx, value, size = pick(entry)
-            if kind is not None and info & 0xF != kind:
-                continue
-            end = strings.find(b"\0", name_at)
-            name = strings[name_at:end if end >= 0 else len(strings)].decode("utf-8", "replace")
-            if name:
-                yield name, info, shndx, value, size
+        yield from symbol_entries(data, strings, elf.elfclass == 64, elf.little_endian, kind)
+
+
+def symbol_entries(data: bytes, strings: bytes, is_64: bool, little_endian: bool, kind: int | None = None):
+    """elf_symbols' entries of one symbol table (its bytes, and its string table's)."""
+    order = "<" if little_endian else ">"
+    # Elf64_Sym: name, info, other, shndx, value, size; Elf32_Sym: name, value, size, info, other, shndx
+    fmt, pick = ((order + "IBBHQQ", lambda e: (e[0], e[1], e[3], e[4], e[5])) if is_64
+                 else (order + "IIIBBH", lambda e: (e[0], e[3], e[5], e[1], e[2])))
+    usable = len(data) - len(data) % struct.calcsize(fmt)
+    for entry in struct.iter_unpack(fmt, data[:usable]):
+        name_at, info, shndx, value, size = pick(entry)
+        if kind is not None and info & 0xF != kind:
+            continue
+        end = strings.find(b"\0", name_at)
+        name = strings[name_at:end if end >= 0 else len(strings)].decode("utf-8", "replace")
+        if name:
+            yield name, info, shndx, value, size
 
 
 _OBJECT_TABLES = (".symtab", ".dynsym")

@@ -148,3 +148,67 @@ def test_a_file_whose_object_names_are_not_ascii_is_listed_in_python(tmp_path, c
 
     assert (starts, _ends, names) == py_object_table(path)
     assert starts[names.index("café_data")] == nm(path)["café_data"][0]
+
+
+FUZZ_EXAMPLES = int(os.environ.get("STALLSCOPE_FUZZ_EXAMPLES_ELF", "300"))
+
+
+def test_damaged_symbol_tables_give_the_same_tables_in_c_as_in_python(tmp_path, c_compiler):
+    """Bytes of the symbol and string tables changed (a file someone else mapped may hold anything): the tables in
+    C are Python's wherever C makes them (an end beyond 64 bits, or a name not ASCII, leaves the file to Python)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from stallscope.analyzer.symbols import _RawSymbolTable
+
+    sources = [ElfSymbols.from_file(build(tmp_path, c_compiler, "aliases", ALIASES))]
+    sources += [e for e in (ElfSymbols.from_file(p) for p in machine_libraries()[:1]) if e is not None]
+    made = {"c": 0}
+
+    @st.composite
+    def damaged(draw):
+        elf = draw(st.sampled_from(sources))
+        tables = []
+        for t in elf._raw_tables:
+            symbols, strings = bytearray(t.symbols), bytearray(t.strings)
+            for _ in range(draw(st.integers(1, 24))):
+                buf = draw(st.sampled_from((symbols, strings)))
+                if buf:
+                    at = draw(st.integers(0, len(buf) - 1))
+                    buf[at] = draw(st.sampled_from((0, 1, 0x5F, 0x7F, 0x80, 0xFF)) | st.integers(0, 255))
+            if draw(st.booleans()):
+                symbols = symbols[:draw(st.integers(0, len(symbols)))]
+            ends = tuple(draw(st.sampled_from((e, 0, (1 << 64) - 1))) for e in t.section_ends)
+            tables.append(_RawSymbolTable(bytes(symbols), bytes(strings), ends, t.is_64, t.little_endian,
+                                          t.is_symtab))
+        return elf.segments, tables
+
+    @settings(max_examples=FUZZ_EXAMPLES, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(damaged())
+    def run(case):
+        segments, tables = case
+        raw = [(t.symbols, t.strings, t.section_ends, t.is_64, t.little_endian) for t in tables]
+        c = symbols_module._c_elf_functions(raw, tuple((s.vaddr, s.mem_size) for s in segments))
+        py = ElfSymbols(segments, None, list(tables))
+        py._py_build_index()
+        if c is not None:
+            made["c"] += 1
+            assert (c[0], c[1], c[2]) == (py._starts, py._ends, py._names)
+        objects = futex_collector._c_elf_objects([(s, n, (), b, le) for s, n, _e, b, le in raw])
+        if objects is not None:
+            entries = sorted((value, max(size, 1), name) for value, size, name in _py_objects(tables))
+            assert objects == ([e[0] for e in entries], [e[0] + e[1] for e in entries], [e[2] for e in entries])
+
+    run()
+    assert made["c"] > FUZZ_EXAMPLES // 4  # most damaged files are still made in C
+
+
+def _py_objects(tables):
+    """(value, size, name) of the named data objects with an address, as futex_collector's Python decodes them."""
+    for t in tables:
+        for name, _info, _shndx, value, size in futex_collector.symbol_entries(t.symbols, t.strings, t.is_64,
+                                                                                t.little_endian,
+                                                                                futex_collector._STT_OBJECT):
+            if value:
+                yield value, size, name
