@@ -14,6 +14,7 @@ import ctypes
 import re
 import struct
 from array import array
+from functools import lru_cache
 from importlib import resources
 from typing import Iterator
 
@@ -71,24 +72,26 @@ class Changed:
         `previous_layout`, as `value_layout` when not given, may skip with `x` what a reader does not compare); a
         new entry's previous value reads as zeros. A drain of thousands of entries an interval saves the slices,
         the three unpacks of each and the integers it would not read."""
-        fields = f"<I4x{key_layout}{value_layout}{value_layout if previous_layout is None else previous_layout}"
-        size = struct.calcsize(fields)
-        if size > self._rs or (previous_layout is not None and struct.calcsize(previous_layout) != self._vs):
-            raise ValueError(f"fields {fields!r} do not fit records of {self._rs} bytes, values of {self._vs}")
+        fields = self._fields(key_layout, value_layout, previous_layout)
         if not self.count:
             return iter(())
-        return struct.iter_unpack(f"{fields}{self._rs - size}x", self.blob)
-
+        return struct.iter_unpack(f"{fields}{self._rs - struct.calcsize(fields)}x", self.blob)
 
     def raw(self, key_layout: str, value_layout: str, previous_layout: str | None = None) -> tuple:
         """What rows() unpacks, for a reader in C to read in place (analyzer/rowread.c lock_deltas): (the blob, the
         count, the record size, each row field's (offset, struct code, length) in rows()' order)."""
+        return self.blob, self.count, self._rs, _places(self._fields(key_layout, value_layout, previous_layout))
+
+    def _fields(self, key_layout: str, value_layout: str, previous_layout: str | None) -> str:
+        """A record's struct format: the row's flags, the key, the value and the previous value."""
         fields = f"<I4x{key_layout}{value_layout}{value_layout if previous_layout is None else previous_layout}"
-        if struct.calcsize(fields) > self._rs:
-            raise ValueError(f"fields {fields!r} do not fit records of {self._rs} bytes")
-        return self.blob, self.count, self._rs, _places(fields)
+        if struct.calcsize(fields) > self._rs or (previous_layout is not None
+                                                  and struct.calcsize(previous_layout) != self._vs):
+            raise ValueError(f"fields {fields!r} do not fit records of {self._rs} bytes, values of {self._vs}")
+        return fields
 
 
+@lru_cache(maxsize=16)
 def _places(fields: str) -> tuple[tuple[int, str, int], ...]:
     """(offset, code, length) of each field a little-endian struct format unpacks, in order (no alignment: "<")."""
     out, at = [], 0
