@@ -482,14 +482,15 @@ static PyObject *read_whole(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 	return out;
 }
 
-/* ---- an ELF file's function symbols (analyzer/symbols.py ElfSymbols._build_index) ------------------------ */
+/* ---- an ELF file's symbol tables: its functions' index, its data objects' table ------------------------------ */
 
 #define STT_OBJECT_ 1
 #define STT_FUNC_ 2
 #define STT_GNU_IFUNC_ 10
 
-/* one defined function symbol: its address, size, section's end, and what ranks its name among the address's aliases
- * (symbols.py: the binding's rank, the leading underscores, the length, the name) */
+/* one named symbol: its address, size, section's end, where it ends in the table made, and for a function what ranks
+ * its name among the address's aliases (symbols.py: the binding's rank, the leading underscores, the length, the
+ * name) */
 struct elf_fn {
 	uint64_t value, size, section_end, end;
 	const char *name;

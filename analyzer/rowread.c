@@ -1626,19 +1626,20 @@ static PyObject *signed_int(__int128 v)
 }
 
 /* A changed entry's fields, as a row holds them: from its tuple (a row of Changed.rows), or (raw) read from the
- * entry's bytes in the Changed blob where each field's place and type are given (fields: (offset, code) pairs in the
- * row's order, the codes struct's: 'Q', 'I', 'H' or 's' with its length), its Python objects made only for the
- * fields read that way (a loaded machine changes 2,000 entries an interval, 42 fields each) */
+ * entry's bytes in the Changed blob where each field's place and type are given (bpf/mapdiff.py Changed.raw: (offset,
+ * code, length) in the row's order, the codes struct's: 'Q', 'I', 'H', or 's' for bytes of that length), its Python
+ * objects made only for the fields read that way (a loaded machine changes 2,000 entries an interval, 42 fields
+ * each) */
+#define LOCK_ROW_FIELDS 64
+
 struct lock_row {
 	PyObject *row;            /* the tuple, or NULL for raw */
 	const unsigned char *rec; /* raw: the entry's bytes */
 	const Py_ssize_t *off;    /* raw: each field's offset */
-	const char *code;         /* raw: each field's struct code ('s': bytes of len[i]) */
-	const Py_ssize_t *len;
-	PyObject *made[64];       /* raw: the objects made for this entry, released after it */
+	const char *code;         /* raw: each field's struct code */
+	const Py_ssize_t *len;    /* raw: each field's length */
+	PyObject *made[LOCK_ROW_FIELDS]; /* raw: the objects made for this entry, released after it */
 };
-
-#define LOCK_ROW_FIELDS 64
 
 static int lock_row_u64(struct lock_row *r, Py_ssize_t i, uint64_t *out)
 {
@@ -1722,7 +1723,7 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 		Py_ssize_t nf = fields && PyTuple_Check(fields) ? PyTuple_GET_SIZE(fields) : -1;
 		if (nf < prev + 8 || nf > LOCK_ROW_FIELDS) {
 			PyErr_SetString(PyExc_ValueError, "lock_deltas: raw rows are (blob, count, record size, fields), "
-							  "the fields each (offset, code) and as many as a row's");
+							  "the fields each (offset, code, length) and as many as a row's");
 			goto fail;
 		}
 		n_raw = PyLong_AsSsize_t(PyTuple_GET_ITEM(src, 1));
@@ -1734,8 +1735,8 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 		}
 		for (Py_ssize_t i = 0; i < nf; i++) {
 			PyObject *f = PyTuple_GET_ITEM(fields, i);
-			const char *code = f && PyTuple_Check(f) && PyTuple_GET_SIZE(f) == 3 && PyUnicode_Check(PyTuple_GET_ITEM(f, 1))
-				? PyUnicode_AsUTF8(PyTuple_GET_ITEM(f, 1)) : NULL;
+			const char *code = PyTuple_Check(f) && PyTuple_GET_SIZE(f) == 3 &&
+					   PyUnicode_Check(PyTuple_GET_ITEM(f, 1)) ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(f, 1)) : NULL;
 			raw_off[i] = code ? PyLong_AsSsize_t(PyTuple_GET_ITEM(f, 0)) : -1;
 			raw_len[i] = code ? PyLong_AsSsize_t(PyTuple_GET_ITEM(f, 2)) : -1;
 			Py_ssize_t width = !code ? -1 : code[0] == 'Q' ? 8 : code[0] == 'I' ? 4 : code[0] == 'H' ? 2 :
@@ -1748,7 +1749,7 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 			}
 			raw_code[i] = code[0];
 		}
-		if (n_raw * rec_size > blob.len) {
+		if (n_raw && (!rec_size || n_raw > blob.len / rec_size)) {
 			PyErr_SetString(PyExc_ValueError, "lock_deltas: a blob shorter than its records");
 			goto fail;
 		}

@@ -4,7 +4,6 @@ compiled here for their corner cases and on the machine's own libraries, and the
 
 from __future__ import annotations
 
-import ctypes.util
 import os
 import re
 import subprocess
@@ -74,11 +73,18 @@ def both_indexes(path: str) -> tuple[ElfSymbols, ElfSymbols]:
 
 
 def machine_libraries() -> list[str]:
-    """The C library and the interpreter's own shared library (or executable): thousands of functions each."""
-    paths = [ctypes.util.find_library("c") and f"/usr/lib/x86_64-linux-gnu/{ctypes.util.find_library('c')}"]
+    """The C library and the interpreter's own shared library (or executable) this process maps: thousands of
+    functions each."""
+    executable = os.path.realpath(sys.executable)
     with open("/proc/self/maps") as f:
-        paths += [line.split()[-1] for line in f if "libpython" in line or line.rstrip().endswith(sys.executable)]
-    return sorted({p for p in paths if p and os.path.isfile(p)})
+        paths = {line.split()[-1] for line in f if line.rstrip().endswith((".so.6", ".so.1.0", executable))}
+    found = sorted(p for p in paths if os.path.basename(p).startswith(("libc.so", "libpython")))
+    # an interpreter built without a shared library holds its functions itself
+    return found if any("libpython" in p for p in found) or executable not in paths else found + [executable]
+
+
+def test_the_machines_libraries_are_found():
+    assert any(os.path.basename(p).startswith("libc.so") for p in machine_libraries()), machine_libraries()
 
 
 def test_the_function_index_in_c_is_pythons_and_names_what_nm_names(tmp_path, c_compiler):
