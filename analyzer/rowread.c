@@ -1591,18 +1591,6 @@ enum {
 /* of a changed entry's key, after the row's flags: addr, kstack, start_ns, pid, tgid, flags, kind */
 enum { LK_ADDR = 1, LK_KSTACK, LK_START, LK_PID, LK_TGID, LK_FLAGS, LK_KIND, LK_END };
 
-/* item i of a row, an int read as u64; -1 with an error when it is not one */
-static int row_u64(PyObject *row, Py_ssize_t i, uint64_t *out)
-{
-	PyObject *v = PyTuple_GET_ITEM(row, i);
-	if (!PyLong_Check(v)) {
-		PyErr_Format(PyExc_TypeError, "field %zd of a lock row is not an int", i);
-		return -1;
-	}
-	*out = PyLong_AsUnsignedLongLong(v);
-	return *out == (uint64_t)-1 && PyErr_Occurred() ? -1 : 0;
-}
-
 /* value `key` of `cache`, else fn(key) (which keeps it there, or not); a new reference, NULL with an error */
 static PyObject *cached_or_call(PyObject *cache, PyObject *key, PyObject *fn)
 {
@@ -1625,42 +1613,36 @@ static PyObject *signed_int(__int128 v)
 	return NULL;
 }
 
-/* A changed entry's fields, as a row holds them: from its tuple (a row of Changed.rows), or (raw) read from the
- * entry's bytes in the Changed blob where each field's place and type are given (bpf/mapdiff.py Changed.raw: (offset,
- * code, length) in the row's order, the codes struct's: 'Q', 'I', 'H', or 's' for bytes of that length), its Python
- * objects made only for the fields read that way (a loaded machine changes 2,000 entries an interval, 42 fields
- * each) */
+/* A changed entry's fields, read from its bytes in the map diff's blob where each field's place and type are given
+ * (bpf/mapdiff.py Changed.raw: (offset, code, length) in the order Changed.rows unpacks them, the codes struct's:
+ * 'Q', 'I', 'H', or 's' for bytes of that length), a Python object made only of a field a record holds or a lookup
+ * takes (a loaded machine changes 2,000 entries an interval, 42 fields each) */
 #define LOCK_ROW_FIELDS 64
 
 struct lock_row {
-	PyObject *row;            /* the tuple, or NULL for raw */
-	const unsigned char *rec; /* raw: the entry's bytes */
-	const Py_ssize_t *off;    /* raw: each field's offset */
-	const char *code;         /* raw: each field's struct code */
-	const Py_ssize_t *len;    /* raw: each field's length */
-	PyObject *made[LOCK_ROW_FIELDS]; /* raw: the objects made for this entry, released after it */
+	const unsigned char *rec; /* the entry's bytes */
+	const Py_ssize_t *off;    /* each field's offset */
+	const char *code;         /* each field's struct code */
+	const Py_ssize_t *len;    /* each field's length */
+	PyObject *made[LOCK_ROW_FIELDS]; /* the objects made for this entry, released after it */
 };
 
 static int lock_row_u64(struct lock_row *r, Py_ssize_t i, uint64_t *out)
 {
-	if (r->row)
-		return row_u64(r->row, i, out);
 	const unsigned char *p = r->rec + r->off[i];
 	switch (r->code[i]) {
 	case 'Q': { uint64_t v; memcpy(&v, p, 8); *out = v; return 0; }
 	case 'I': { uint32_t v; memcpy(&v, p, 4); *out = v; return 0; }
 	case 'H': { uint16_t v; memcpy(&v, p, 2); *out = v; return 0; }
 	default:
-		PyErr_Format(PyExc_TypeError, "field %zd of a lock row is not an int", i);
+		PyErr_Format(PyExc_TypeError, "field %zd of a lock entry is not an int", i);
 		return -1;
 	}
 }
 
-/* field i as a borrowed object (the row's, or one made for this entry); NULL with an error */
+/* field i as a borrowed object, made for this entry once; NULL with an error */
 static PyObject *lock_row_get(struct lock_row *r, Py_ssize_t i)
 {
-	if (r->row)
-		return PyTuple_GET_ITEM(r->row, i);
 	if (r->made[i])
 		return r->made[i];
 	if (r->code[i] == 's') {
@@ -1676,15 +1658,13 @@ static PyObject *lock_row_get(struct lock_row *r, Py_ssize_t i)
 
 static void lock_row_done(struct lock_row *r)
 {
-	if (!r->row)
-		for (int i = 0; i < LOCK_ROW_FIELDS; i++)
-			Py_CLEAR(r->made[i]);
+	for (int i = 0; i < LOCK_ROW_FIELDS; i++)
+		Py_CLEAR(r->made[i]);
 }
 
-/* lock_deltas(rows, at, e, rq_locks, names, name_text, symbols, symbol, described, describe, kinds, lock_kind,
- * make, task_id, rq_lock, cpus, kernel_id): as bpf/lock_collector.py py_lock_deltas, the same records. `rows`: the
- * changed entries' rows (tuples), or (blob, count, record size, fields) to read them from the Changed blob itself
- * (struct lock_row) */
+/* lock_deltas(raw, at, e, rq_locks, names, name_text, symbols, symbol, described, describe, kinds, lock_kind,
+ * make, task_id, rq_lock, cpus, kernel_id): as bpf/lock_collector.py py_lock_deltas, the same records, of the
+ * changed entries read in place (`raw`: Changed.raw's (blob, count, record size, fields), struct lock_row) */
 static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
 	if (nargs != 17 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 2 || !PyDict_Check(args[3]) ||
@@ -1692,7 +1672,7 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 	    !PyDict_Check(args[10]) || check_make(args[12]) < 0 || !PyType_Check(args[13]) ||
 	    !PyType_IsSubtype((PyTypeObject *)args[13], &PyTuple_Type) || !PyDict_Check(args[15])) {
 		if (!PyErr_Occurred())
-			PyErr_SetString(PyExc_TypeError, "lock_deltas(rows, (val, prev), e, rq_locks, names, name_text, "
+			PyErr_SetString(PyExc_TypeError, "lock_deltas(raw, (val, prev), e, rq_locks, names, name_text, "
 							 "symbols, symbol, described or None, describe, kinds, lock_kind, "
 							 "make, task_id, rq_lock, cpus, kernel_id)");
 		return NULL;
@@ -1709,21 +1689,20 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 	PyObject *described = args[8], *describe = args[9], *kinds = args[10], *lock_kind = args[11], *make = args[12];
 	PyObject *task_id = args[13], *rq_lock = args[14], *cpus = args[15], *kernel_id = args[16];
 	PyObject *out = PyList_New(0), *ids = PyDict_New(), *named = PyList_New(0), *between = PyList_New(0);
-	PyObject *empty = PyUnicode_New(0, 0), *it = NULL, *row = NULL;
+	PyObject *empty = PyUnicode_New(0, 0);
 	struct lock_row r = {0};
 	Py_buffer blob = {0};
-	Py_ssize_t n_raw = 0, rec_size = 0, next_raw = 0, raw_off[LOCK_ROW_FIELDS], raw_len[LOCK_ROW_FIELDS];
+	Py_ssize_t n_raw = 0, rec_size = 0, raw_off[LOCK_ROW_FIELDS], raw_len[LOCK_ROW_FIELDS];
 	char raw_code[LOCK_ROW_FIELDS];
-	int raw = PyTuple_CheckExact(args[0]) && PyTuple_GET_SIZE(args[0]) == 4 &&
-		  PyBytes_Check(PyTuple_GET_ITEM(args[0], 0));
 	if (!out || !ids || !named || !between || !empty)
 		goto fail;
-	if (raw) {
-		PyObject *src = args[0], *fields = PyTuple_GET_ITEM(src, 3);
+	{
+		PyObject *src = args[0], *fields = PyTuple_CheckExact(src) && PyTuple_GET_SIZE(src) == 4 ?
+						   PyTuple_GET_ITEM(src, 3) : NULL;
 		Py_ssize_t nf = fields && PyTuple_Check(fields) ? PyTuple_GET_SIZE(fields) : -1;
 		if (nf < prev + 8 || nf > LOCK_ROW_FIELDS) {
-			PyErr_SetString(PyExc_ValueError, "lock_deltas: raw rows are (blob, count, record size, fields), "
-							  "the fields each (offset, code, length) and as many as a row's");
+			PyErr_SetString(PyExc_ValueError, "lock_deltas: raw is (blob, count, record size, fields), the fields "
+							  "each (offset, code, length) and as many as Changed.rows unpacks");
 			goto fail;
 		}
 		n_raw = PyLong_AsSsize_t(PyTuple_GET_ITEM(src, 1));
@@ -1756,33 +1735,16 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 		r.off = raw_off;
 		r.len = raw_len;
 		r.code = raw_code;
-	} else if (!(it = PyObject_GetIter(args[0]))) {
-		goto fail;
 	}
-	for (;;) {
-		if (raw) {
-			if (next_raw >= n_raw)
-				break;
-			r.rec = (const unsigned char *)blob.buf + next_raw++ * rec_size;
-		} else {
-			if (!(row = PyIter_Next(it)))
-				break;
-			if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) < prev + 8) {
-				PyErr_SetString(PyExc_ValueError, "lock_deltas: a row shorter than its fields");
-				goto fail;
-			}
-			r.row = row;
-		}
+	for (Py_ssize_t entry = 0; entry < n_raw; entry++) {
+		r.rec = (const unsigned char *)blob.buf + entry * rec_size;
 		uint64_t s[8], p[8], kind, ext[6];
 		for (int k = 0; k < 8; k++)
 			if (lock_row_u64(&r, val + k, &s[k]) < 0 || lock_row_u64(&r, prev + k, &p[k]) < 0)
 				goto fail;
-		if (s[0] == p[0]) { /* no contention of this entry since the last read */
-			Py_CLEAR(row);
-			lock_row_done(&r);
+		if (s[0] == p[0]) /* no contention of this entry since the last read */
 			continue;
-		}
-		/* the objects this entry's record holds or looks up with (raw: made now) */
+		/* the objects this entry's record holds or looks up with */
 		for (int k = LK_ADDR; k < LK_END; k++)
 			if (!lock_row_get(&r, k))
 				goto fail;
@@ -1916,7 +1878,6 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 		PyObject *had = PyDict_SetDefault(ids, kstack, kernel_id);
 		if (!had)
 			goto fail;
-		Py_CLEAR(row);
 		lock_row_done(&r);
 		continue;
 	fail_entry:
@@ -1924,19 +1885,13 @@ static PyObject *lock_deltas(PyObject *Py_UNUSED(module), PyObject *const *args,
 		Py_XDECREF(where);
 		goto fail;
 	}
-	if (PyErr_Occurred())
-		goto fail;
-	Py_XDECREF(it);
 	Py_DECREF(empty);
-	if (blob.obj)
-		PyBuffer_Release(&blob);
+	PyBuffer_Release(&blob);
 	return Py_BuildValue("(NNNN)", out, ids, named, between);
 fail:
 	lock_row_done(&r);
 	if (blob.obj)
 		PyBuffer_Release(&blob);
-	Py_XDECREF(row);
-	Py_XDECREF(it);
 	Py_XDECREF(empty);
 	Py_XDECREF(out);
 	Py_XDECREF(ids);

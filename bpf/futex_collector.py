@@ -680,7 +680,7 @@ class FutexCollector:
         own = libc_of(0) or libc
         # the trap is timed while the lock-call uprobes are placed, in a thread of its own: each is a wait in the
         # kernel (a uprobe's registration walks every process that maps the file, its own rounds wait for a CPU),
-        # and the recording starts once both are done (under the budget's load 0.05-0.3 s and 0.1-0.2 s)
+        # and the recording starts once both are done (under the budget's load 0.05-0.3 s and 0.02-0.2 s)
         timed: list = []
         calibration = threading.Thread(target=self._time_trap, args=(prog, own, found.getppid if own == libc else None,
                                                                      timed), name="uprobe-calibration", daemon=True)

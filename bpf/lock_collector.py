@@ -161,20 +161,18 @@ class LockCollector:
             self._by_site(out, stacks, named, between)
         return GroupDrain({"locks": tuple(out)}, stacks, self._health.drain(self.obj), self._programs.drain(self.obj))
 
-    def lock_deltas(self, changed, e: int, in_c: bool = True) -> tuple[list[LockDelta], dict, list, list]:
-        """The changed entries' records (`changed`: bpf/mapdiff.py's Changed of the lock map, or its rows; interval
-        `e`), their kernel stacks' ids, and the slab-held locks named, (cache, kind, stack, field), and left between
-        fields, (index among the records, cache, kind, stack, fields): in C where it is built (analyzer/rowread.c
-        lock_deltas: hackbench changes 2,500 entries an interval, a Changed read in place, without a row of 42
-        integers made for each), else py_lock_deltas; the same either way."""
-        whole = isinstance(changed, Changed)
+    def lock_deltas(self, changed: Changed, e: int, in_c: bool = True) -> tuple[list[LockDelta], dict, list, list]:
+        """The records of the changed entries (`changed`: bpf/mapdiff.py's Changed of the lock map, interval `e`),
+        their kernel stacks' ids, and the slab-held locks named, (cache, kind, stack, field), and left between fields,
+        (index among the records, cache, kind, stack, fields): in C where it is built (analyzer/rowread.c
+        lock_deltas: hackbench changes 2,500 entries an interval, read in place, without a row of 42 integers made
+        for each), else py_lock_deltas over its rows; the same either way."""
         if in_c and _c_lock_deltas is not None:
-            return _c_lock_deltas(changed.raw(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT) if whole else changed,
-                                  (_VAL, _PREV), e, self.rq_locks, abi._NAMES, abi.name_text, self._symbols,
-                                  self._symbol, self._described if self.namer is not None else None, self._describe,
-                                  self._kinds, lock_kind, _LOCK_MAKE, TaskId, RQ_LOCK, self._cpu_names,
-                                  _KERNEL_STACK)
-        return self.py_lock_deltas(changed.rows(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT) if whole else changed, e)
+            return _c_lock_deltas(changed.raw(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT), (_VAL, _PREV), e,
+                                  self.rq_locks, abi._NAMES, abi.name_text, self._symbols, self._symbol,
+                                  self._described if self.namer is not None else None, self._describe, self._kinds,
+                                  lock_kind, _LOCK_MAKE, TaskId, RQ_LOCK, self._cpu_names, _KERNEL_STACK)
+        return self.py_lock_deltas(changed.rows(_KEY_LAYOUT, _VAL_LAYOUT, _PREV_LAYOUT), e)
 
     def py_lock_deltas(self, rows, e: int) -> tuple[list[LockDelta], dict, list, list]:
         """lock_deltas in Python."""

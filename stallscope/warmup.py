@@ -10,9 +10,9 @@ The cause table is made there too (causes.toml parsed and its rules' frame patte
 0.06 s profiled under load), which the first interval's ranking had made on the way to the first data; with
 `--causes`, the table the command line set is the one in use, and nothing is read.
 
-What must not share the interpreter with them waits for them (`wait`): the futex group's timing of a
-uprobe trap (a loop of calls, bpf/futex_collector.py), and the session's set-up drain, which then reads them
-from where they were kept. Not a cache of its own: the symbolizer and `btf.running_kernel` keep them.
+The session's set-up drain waits for them (`wait`), and then reads them from where they were kept. The
+futex group's timing of a uprobe trap does not: its calls keep the interpreter's lock through each round
+(bpf/futex_collector.py measure_uprobe_trap). Not a cache of its own: the symbolizer and `btf.running_kernel` keep them.
 """
 
 from __future__ import annotations

@@ -504,6 +504,11 @@ def test_the_lock_drains_records_made_in_c_are_those_made_in_python():
         _lock_row(0x9000, 24, 0, 7, 3, 100, 500, prev_sums=(40, 30, 20, 10, 900, 19)),  # counters that went back
         _lock_row(0x9100, 25, 0, 1 << 63, 1, (1 << 64) - 1, 0, extremes=(0, (1 << 64) - 1, 0, 1, 0, 41)),
     ]
+    # the drain's input: a map diff's blob of those entries (the slack after each record as bpf/mapdiff.c leaves it)
+    fmt = f"<I4x{lock_collector._KEY_LAYOUT}{lock_collector._VAL_LAYOUT}{lock_collector._PREV_LAYOUT}"
+    blob = b"".join(struct.pack(fmt, *row) + b"\xa5" * 8 for row in rows)
+    changed = Changed(blob, len(rows), struct.calcsize(fmt) + 8, ctypes.sizeof(abi.LockKey), ctypes.sizeof(abi.LockVal))
+    unix, sock = b"UNIX".ljust(32, b"\0"), b"sock_inode_cache".ljust(32, b"\0")  # abi.LockVal.cache, as read
     for namer in (Namer(), None):
         made = []
         for in_c in (True, False):
@@ -511,7 +516,7 @@ def test_the_lock_drains_records_made_in_c_are_those_made_in_python():
             collector.namer = namer
             collector.rq_locks = {0xA000: 1}
             Symbols.asked = []
-            made.append((collector.lock_deltas(iter(rows), e, in_c=in_c), list(Symbols.asked)))
+            made.append((collector.lock_deltas(changed, e, in_c=in_c), list(Symbols.asked)))
         (c, c_asked), (py, py_asked) = made
         assert c == py and c_asked == py_asked == [0x5000, 0x6000, 0x9000, 0x9100], (c_asked, py_asked)
         out, ids, named, between = c
@@ -519,35 +524,17 @@ def test_the_lock_drains_records_made_in_c_are_those_made_in_python():
         rq = out[0]
         assert (rq.symbol, rq.object, rq.count, rq.total_ns, rq.max_ns, rq.min_ns) == (RQ_LOCK, "cpu1", 5, 5000, 800, 10)
         assert [d.symbol for d in out[1:3]] == ["jiffies_lock"] * 2 and out[1].max_ns == 0
+        assert out[2].task == TaskId(4_000_008, 1000)  # a 32-bit field read whole
         assert (out[3].max_ns, out[3].min_ns) == (40, 5)  # the longest of the two held to the total (40 ns)
         assert (out[-3].kind, out[-3].max_ns, out[-3].min_ns) == (1, 30, 30)  # counted once: its total
         assert out[-2].total_ns == -400 and out[-2].spin_ns == -10
         assert (out[-1].count, out[-1].total_ns, out[-1].max_ns) == ((1 << 63) - 1, (1 << 64) - 1, (1 << 64) - 1)
         if namer is not None:
-            assert out[4].field == "sock.sk_lock" and named == [(b"UNIX\0", "spin", 20, "sock.sk_lock")] * 2
-            assert between == [(5, b"sock_inode_cache\0", "spin", 21, ("socket.wq.wait.lock", "vfs_inode.i_lock"))]
+            assert out[4].field == "sock.sk_lock" and named == [(unix, "spin", 20, "sock.sk_lock")] * 2
+            assert between == [(5, sock, "spin", 21, ("socket.wq.wait.lock", "vfs_inode.i_lock"))]
             assert out[6].field == "" and out[6].object == "in a sock_inode_cache object"
         else:
             assert not named and not between and all(d.field == "" for d in out)
-    # the drain's own input, a Changed blob of those entries (the slack after each record as the C side leaves it):
-    # read in place in C (Changed.raw), from its rows in C, and in Python, the same records
-    fmt = f"<I4x{lock_collector._KEY_LAYOUT}{lock_collector._VAL_LAYOUT}{lock_collector._PREV_LAYOUT}"
-    size = struct.calcsize(fmt) + 8
-    blob = b"".join(struct.pack(fmt, *row) + b"\xa5" * 8 for row in rows)
-    changed = Changed(blob, len(rows), size, ctypes.sizeof(abi.LockKey), ctypes.sizeof(abi.LockVal))
-    for namer in (Namer(), None):
-        made = []
-        for how in ("in place", "rows in C", "Python"):
-            collector = LockCollector(Symbols())
-            collector.namer = namer
-            collector.rq_locks = {0xA000: 1}
-            Symbols.asked = []
-            source = changed if how != "rows in C" else changed.rows(lock_collector._KEY_LAYOUT,
-                                                                     lock_collector._VAL_LAYOUT,
-                                                                     lock_collector._PREV_LAYOUT)
-            made.append((collector.lock_deltas(source, e, in_c=how != "Python"), list(Symbols.asked)))
-        assert made[0] == made[1] == made[2]
-        assert len(made[0][0][0]) == len(rows) - 1
 
 
 @needs_bpf
