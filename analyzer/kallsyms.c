@@ -438,7 +438,8 @@ static PyObject *read_whole(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 		err = errno;
 	} else {
 		struct stat st;
-		cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 1 << 20;
+		/* a /proc file says 0: a 64 KB start holds a process's stat or cgroup, and grows for the rest */
+		cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 1 << 16;
 		buf = malloc(cap);
 		for (;;) {
 			if (!buf) {
@@ -480,6 +481,191 @@ static PyObject *read_whole(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
 	free(buf);
 	Py_DECREF(path);
 	return out;
+}
+
+/* ---- a process's memory mappings ------------------------------------------------------------------------------ */
+
+/* a field of plain digits of `base` (16 or 10) as its value: 1; empty: 0 (Python's int() refuses it, the line is
+ * skipped); anything else, or beyond 64 bits: -1 (int() reads signs, blanks, underscores, a 0x prefix, other
+ * scripts' digits and big numbers: Python's parse decides) */
+static int plain_number(const char *s, size_t len, int base, uint64_t *out)
+{
+	if (!len)
+		return 0;
+	uint64_t v = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		unsigned d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (base == 16 && c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (base == 16 && c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return -1;
+		if (base == 16 ? v >> 60 != 0 : v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * (unsigned)base + d;
+	}
+	*out = v;
+	return 1;
+}
+
+static PyObject *escaped(const char *s, size_t len)
+{
+	return PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, "surrogateescape");
+}
+
+/* the last text made of a field (a maps file's perms and devices are a few values, line after line, each a new
+ * reference to one string) */
+struct last_text {
+	char bytes[16];
+	size_t len;
+	PyObject *text;
+};
+
+static PyObject *field_text(struct last_text *last, const char *s, size_t len)
+{
+	if (last->text && len == last->len && !memcmp(s, last->bytes, len)) {
+		Py_INCREF(last->text);
+		return last->text;
+	}
+	PyObject *text = escaped(s, len);
+	if (text && len <= sizeof(last->bytes)) {
+		Py_XDECREF(last->text);
+		memcpy(last->bytes, s, len);
+		last->len = len;
+		Py_INCREF(text);
+		last->text = text;
+	}
+	return text;
+}
+
+/* a maps line's path as symbols.py maps_path makes it: the kernel's padding spaces stripped, each "\012" (how it
+ * writes a newline in a name) a newline; the bytes decoded as the whole text is (UTF-8, surrogateescape: an ASCII
+ * byte is never inside a sequence, so the pieces decode as the whole does) */
+static PyObject *maps_path(const char *s, size_t len)
+{
+	while (len && *s == ' ') {
+		s++;
+		len--;
+	}
+	if (!memmem(s, len, "\\012", 4))
+		return escaped(s, len);
+	char *buf = malloc(len ? len : 1);
+	if (!buf)
+		return PyErr_NoMemory();
+	size_t n = 0;
+	for (size_t i = 0; i < len;) {
+		if (i + 4 <= len && !memcmp(s + i, "\\012", 4)) {
+			buf[n++] = '\n';
+			i += 4;
+		} else {
+			buf[n++] = s[i++];
+		}
+	}
+	PyObject *out = escaped(buf, n);
+	free(buf);
+	return out;
+}
+
+/* maps_lines(data, cls): /proc/PID/maps's lines as symbols.py ProcessMaps._parse_mappings reads them (lines end at
+ * "\n" only; a line is split at its first five spaces, one of fewer than five is skipped, as is one whose number
+ * is empty), each a `cls` (a tuple type: start, end, perms, offset, dev, inode, path), in the file's order; with
+ * whether their starts are in order. None where a number is not plain digits or is beyond 64 bits: Python parses
+ * such a text. A machine of 5,000 threads has a process of 10,000 mappings, parsed at a live view's start. */
+static PyObject *maps_lines(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 2 || !PyBytes_Check(args[0]) || !PyType_Check(args[1]) ||
+	    !PyType_IsSubtype((PyTypeObject *)args[1], &PyTuple_Type)) {
+		PyErr_SetString(PyExc_TypeError, "maps_lines(data: bytes, cls: a tuple type)");
+		return NULL;
+	}
+	PyTypeObject *cls = (PyTypeObject *)args[1];
+	const char *p = PyBytes_AS_STRING(args[0]), *end = p + PyBytes_GET_SIZE(args[0]);
+	PyObject *rows = PyList_New(0);
+	if (!rows)
+		return NULL;
+	uint64_t last = 0;
+	int in_order = 1;
+	struct last_text perms = {0}, dev = {0};
+	for (const char *line = p; line;) {
+		const char *nl = memchr(line, '\n', (size_t)(end - line));
+		const char *le = nl ? nl : end;
+		const char *f[6];
+		size_t fl[6];
+		int k = 0;
+		const char *s = line;
+		while (k < 5) {
+			const char *sp = memchr(s, ' ', (size_t)(le - s));
+			if (!sp)
+				break;
+			f[k] = s;
+			fl[k++] = (size_t)(sp - s);
+			s = sp + 1;
+		}
+		f[k] = s;
+		fl[k++] = (size_t)(le - s);
+		line = nl ? nl + 1 : NULL;
+		if (k < 5)
+			continue;
+		const char *dash = memchr(f[0], '-', fl[0]);
+		const char *start = f[0], *stop = dash ? dash + 1 : f[0] + fl[0];
+		size_t start_len = dash ? (size_t)(dash - f[0]) : fl[0], stop_len = dash ? fl[0] - start_len - 1 : 0;
+		uint64_t v[4];
+		int got[4] = {
+			plain_number(start, start_len, 16, &v[0]), plain_number(stop, stop_len, 16, &v[1]),
+			plain_number(f[2], fl[2], 16, &v[2]), plain_number(f[4], fl[4], 10, &v[3]),
+		};
+		int skip = 0;
+		for (int i = 0; i < 4; i++) {
+			if (got[i] < 0) {
+				Py_CLEAR(rows);
+				goto fail;
+			}
+			skip |= !got[i];
+		}
+		if (skip)
+			continue;
+		PyObject *items[7] = {
+			PyLong_FromUnsignedLongLong(v[0]), PyLong_FromUnsignedLongLong(v[1]),
+			field_text(&perms, f[1], fl[1]), PyLong_FromUnsignedLongLong(v[2]), field_text(&dev, f[3], fl[3]),
+			PyLong_FromUnsignedLongLong(v[3]), k > 5 ? maps_path(f[5], fl[5]) : PyUnicode_New(0, 0),
+		};
+		/* the row made once its fields are: nothing between its allocation and its filling runs the collector */
+		PyObject *row = NULL;
+		int made = 1;
+		for (int i = 0; i < 7; i++)
+			made &= items[i] != NULL;
+		if (made)
+			row = cls->tp_alloc(cls, 7);
+		if (!row) {
+			for (int i = 0; i < 7; i++)
+				Py_XDECREF(items[i]);
+			goto fail;
+		}
+		for (int i = 0; i < 7; i++)
+			PyTuple_SET_ITEM(row, i, items[i]);
+		if (PyList_Append(rows, row) < 0) {
+			Py_DECREF(row);
+			goto fail;
+		}
+		Py_DECREF(row);
+		if (v[0] < last)
+			in_order = 0;
+		last = v[0];
+	}
+	Py_XDECREF(perms.text);
+	Py_XDECREF(dev.text);
+	return Py_BuildValue("(NO)", rows, in_order ? Py_True : Py_False);
+fail: /* an error set, or rows NULL: Python's parse decides */
+	Py_XDECREF(perms.text);
+	Py_XDECREF(dev.text);
+	if (!rows)
+		Py_RETURN_NONE;
+	Py_DECREF(rows);
+	return NULL;
 }
 
 /* ---- an ELF file's symbol tables: its functions' index, its data objects' table ------------------------------ */
@@ -800,6 +986,8 @@ done:
 static PyMethodDef module_methods[] = {
 	{"read_whole", (PyCFunction)(void (*)(void))read_whole, METH_FASTCALL,
 	 "read_whole(path): the file's bytes, read without the interpreter's lock"},
+	{"maps_lines", (PyCFunction)(void (*)(void))maps_lines, METH_FASTCALL,
+	 "maps_lines(data, cls): /proc/PID/maps's lines as cls tuples, with whether their starts are in order; or None"},
 	{"text_symbols", (PyCFunction)(void (*)(void))text_symbols, METH_FASTCALL,
 	 "text_symbols(data, types, tail, end_markers, kernel): (starts, ends, names, modules), or the parse's error"},
 	{"data_symbols", (PyCFunction)(void (*)(void))data_symbols, METH_FASTCALL,

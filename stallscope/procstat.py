@@ -1,17 +1,20 @@
 """A process's or thread's /proc/PID/stat, read one way for every reader (its start time, its image, its
-state, its parent, its flags). Standard library only: the command line imports it before anything heavy."""
+state, its parent, its flags). Standard library only, and analyzer/wholefile.py (one call that releases the
+interpreter's lock once, not at each of open's and read's steps): the command line imports it before anything
+heavy."""
 
 from __future__ import annotations
 
 import os
+
+from stallscope.analyzer.wholefile import read_whole
 
 
 def fields(pid: int | str) -> list[bytes] | None:
     """/proc/PID/stat's fields from the third (the state) on, field n of proc(5) at [n - 3]; None when the
     file cannot be read (the task is gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
+        stat = read_whole(f"/proc/{pid}/stat")
     except OSError:
         return None
     # the name (field 2) may hold spaces, parentheses and bytes that are not UTF-8: fields start after the last ')'
