@@ -116,6 +116,9 @@ class CauseTable:
     def __init__(self, rules: list[Rule]):
         self.rules = sorted(rules, key=lambda r: -r.priority)
         self._compiled = [(r, _compile(r.frames), _compile(r.user_frames)) for r in self.rules]
+        # the kernel-thread function globs compiled with the table (in the tables' thread at a live view's start),
+        # not at the first wait they judge, on the way to its first data
+        self._functions = {id(r): _compile(r.functions) for r in self.rules if r.functions}
         self._cache: dict[tuple, Cause] = {}
 
     @classmethod
@@ -190,7 +193,7 @@ class CauseTable:
                 continue
             if user_frames is not None and not any(u and user_frames.match(u) for u in unames):
                 continue
-            if rule.evidence and not _evidence_holds(rule, why):
+            if rule.evidence and not _evidence_holds(rule, why, self._functions.get(id(rule))):
                 continue
             if rule.stackless and names:
                 continue
@@ -263,7 +266,9 @@ def _one_of(entry: dict, key: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _evidence_holds(rule: Rule, why: Why) -> bool:
+def _evidence_holds(rule: Rule, why: Why, functions: re.Pattern | None) -> bool:
+    """Whether every piece of evidence the rule names holds of the wait; `functions`: its function globs compiled
+    (_compile), None when it names none."""
     if rule.syscalls and why.syscall not in rule.syscalls:
         return False
     if rule.fd and why.fd not in rule.fd and FD_ALSO.get(why.fd) not in rule.fd:
@@ -272,7 +277,7 @@ def _evidence_holds(rule: Rule, why: Why) -> bool:
         return False
     if rule.futex and not set(rule.futex) <= why.flags:
         return False
-    if rule.functions and not any(fnmatch.fnmatchcase(why.function, f) for f in rule.functions):
+    if functions is not None and not functions.match(why.function):
         return False
     if rule.woken_by and why.woken_by != rule.woken_by:
         return False

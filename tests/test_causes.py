@@ -922,3 +922,26 @@ def test_who_waited_shows_whole_names_then_how_many_more():
     assert names_within(names[:2], 60) == "sched-messaging, idle"
     assert names_within(["x" * 70, "y"], 20) == "x" * 16 + "\u2026 +1"  # the first is there, cut and said to be
     assert names_within([], 60) == ""
+
+
+def test_function_globs_compiled_match_as_fnmatch_does():
+    """A rule's kernel-thread function globs, compiled with the table, hold of a function exactly where one of
+    them matches it as fnmatch.fnmatchcase does (the names each glob spells out, near misses, case)."""
+    import fnmatch
+
+    from stallscope.analyzer.causes import _evidence_holds
+    from stallscope.analyzer.why import Why
+
+    table = default_table()
+    rules = [r for r in table.rules if r.functions]
+    assert rules
+    for rule in rules:
+        names = {g.replace("*", "x").replace("?", "y") for g in rule.functions}
+        names |= {n + "_" for n in names} | {n.upper() for n in names} | {"", "kthread", "worker_thread"}
+        for name in names:
+            # the other evidence as the rule asks, so that only the functions decide
+            why = Why(rule.context[0] if rule.context else "kthread", syscall=rule.syscalls[0] if rule.syscalls else "",
+                      fd=rule.fd[0] if rule.fd else "", flags=frozenset(rule.futex), function=name,
+                      woken_by=rule.woken_by, iowait=rule.iowait)
+            want = any(fnmatch.fnmatchcase(name, g) for g in rule.functions)
+            assert _evidence_holds(rule, why, table._functions[id(rule)]) == want, (rule.name, name)
