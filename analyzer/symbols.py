@@ -31,9 +31,9 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
-from operator import itemgetter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Callable, Iterator, NamedTuple
 
 from elftools.elf.elffile import ELFFile
@@ -813,6 +813,7 @@ def maps_path(field: str) -> str:
 
 
 MAX_PARSED_MAPS = 256
+_START = itemgetter(0)  # a Mapping's start
 _PARSED_MAPS: OrderedDict[str, ProcessMaps] = OrderedDict()
 _PARSED_MAPS_LOCK = threading.Lock()
 
@@ -897,9 +898,6 @@ class ProcessMaps:
         if mapping is None:
             return None
         return mapping, addr - mapping.start + mapping.offset
-
-
-_START = itemgetter(0)
 
 
 def py_parse_mappings(text: str) -> tuple[Mapping, ...]:
