@@ -571,8 +571,8 @@ static PyObject *maps_path(const char *s, size_t len)
 }
 
 /* maps_lines(data, cls): /proc/PID/maps's lines as symbols.py ProcessMaps._parse_mappings reads them (lines end at
- * "\n" only; a line is split at its first five spaces, one of fewer than five is skipped, as is one whose number
- * is empty), each a `cls` (a tuple type: start, end, perms, offset, dev, inode, path), in the file's order; with
+ * "\n" only; a line is split at its first five spaces, and one of fewer than five fields is skipped, as is one whose
+ * number is empty), each a `cls` (a tuple type: start, end, perms, offset, dev, inode, path), in the file's order; with
  * whether their starts are in order. None where a number is not plain digits or is beyond 64 bits: Python parses
  * such a text. A machine of 5,000 threads has a process of 10,000 mappings, parsed at a live view's start. */
 static PyObject *maps_lines(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
