@@ -495,16 +495,10 @@ static int plain_number(const char *s, size_t len, int base, uint64_t *out)
 	uint64_t v = 0;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
-		unsigned d;
-		if (c >= '0' && c <= '9')
-			d = c - '0';
-		else if (base == 16 && c >= 'a' && c <= 'f')
-			d = c - 'a' + 10;
-		else if (base == 16 && c >= 'A' && c <= 'F')
-			d = c - 'A' + 10;
-		else
+		int d = base == 16 ? hex_value(c) : c >= '0' && c <= '9' ? c - '0' : -1;
+		if (d < 0)
 			return -1;
-		if (base == 16 ? v >> 60 != 0 : v > (UINT64_MAX - d) / 10)
+		if (base == 16 ? v >> 60 != 0 : v > (UINT64_MAX - (unsigned)d) / 10)
 			return -1;
 		v = v * (unsigned)base + d;
 	}
