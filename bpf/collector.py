@@ -618,18 +618,12 @@ class SchedCollector:
         return deltas, infos, dead, gone, seen
 
     def _remember_processes(self, found: dict[int, tuple[TaskId, int, int]]) -> None:
-        """The processes a dump first saw (tgid -> (task, ptgid, flags)), remembered."""
-        if not self._index:
-            self._remember_found(found)
-        else:  # in the dump's order
-            for tgid, (tid, ptgid, flags) in found.items():
-                self._remember_process(tid, tgid, ptgid, flags)
-
-    def _remember_found(self, found: dict[int, tuple[TaskId, int, int]]) -> None:
-        """The processes the first dump found, each parent before its children (in the dump's order
-        otherwise): one found running when the probes attached, a child of a process read already, whose
-        image is its parent's (process_image: no exec since its fork), takes its parent's maps rather than
-        reading its own, as a child forked while we watched does."""
+        """The processes a dump first saw (tgid -> (task, ptgid, flags)), remembered, each parent before its
+        children (in the dump's order otherwise). One forked while we watched (TS_NEW) takes its parent's maps
+        unless it was renamed (an exec). One that was there before the probes attached (the first dump's, or a
+        later dump's first sight of a task that had neither switched out nor slept since: hackbench's runnable
+        workers at a start, a few hundred) takes its parent's maps when its image is its parent's
+        (process_image: no exec since its fork), rather than reading its own."""
         images: dict[int, tuple[int, ...] | None] = {}
 
         def image(pid: int) -> tuple[int, ...] | None:
@@ -645,8 +639,8 @@ class SchedCollector:
                 self._remember_process(tid, tgid, ptgid, flags, image)
 
     def _remember_process(self, tid: TaskId, tgid: int, ptgid: int, flags: int, image=None) -> None:
-        """A process first seen: how its user stacks are to be named, and its cgroup. `image`: for the processes
-        the first dump found, process_image (kept for the parents)."""
+        """A process first seen: how its user stacks are to be named, and its cgroup. `image`: process_image, kept
+        for the parents (_remember_processes)."""
         self._remembered.add(tgid)
         # forked from a process read already, no exec since: its parent's maps are its own. Forked while we
         # watched, and not renamed since; or found running, its image where its parent's is

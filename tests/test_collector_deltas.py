@@ -252,7 +252,8 @@ def test_a_process_found_running_takes_its_parents_maps_when_its_image_is_its_pa
     """The first dump finds the machine's processes (a hackbench loop's 400 forks among them). One forked from a
     process read already, with its image where its parent's is (no exec since), takes its parent's maps; one
     whose image moved (an exec), one whose image cannot be read (gone, or a kernel thread) and one whose
-    parent is not read read their own. Parents come first whatever the dump's order; later dumps read as before."""
+    parent is not read read their own. Parents come first whatever the dump's order. A later dump's first sight of
+    a process that was there before the probes (runnable since, never switched out) is judged alike."""
     monkeypatch.setattr(collector, "process_cgroup", lambda tgid: None)
     images = {500: (1, 2, 3, 4, 5), 600: (1, 2, 3, 4, 5), 601: (9, 2, 3, 4, 5), 602: None, 603: (1, 2, 3, 4, 5),
               700: (1, 2, 3, 4, 5)}
@@ -270,12 +271,18 @@ def test_a_process_found_running_takes_its_parents_maps_when_its_image_is_its_pa
     assert symbols.calls == [("remember", 500, 500), ("remember", 700, 700), ("remember_fork", 600, 600, 500, 500),
                              ("remember", 601, 601), ("remember", 602, 602), ("remember_fork", 603, 603, 600, 600)]
     assert asked.count(500) == 1  # a parent's image read once for all its children
-    # a process first seen in a later dump (asleep until then): its own maps, no image asked
+    # processes first seen in a later dump, there before the probes (runnable, never switched out until then): one
+    # with its parent's image takes its parent's maps, one whose image moved reads its own; a fork seen (TS_NEW)
+    # asks no image
+    images.update({800: (1, 2, 3, 4, 5), 801: (7, 7, 7, 7, 7), 802: (7, 7, 7, 7, 7)})
     c._index, asked[:] = 1, []
-    later = FakeObj(FakeDump([_process(800, 500, 0)]), task_final=FakeMap([]))
+    later = FakeObj(FakeDump([_process(801, 500, 0), _process(800, 500, 0), _process(802, 500, abi.TS_NEW)]),
+                    task_final=FakeMap([]))
     c._dump = later.dump
     c._drain_tasks(later)
-    assert symbols.calls[-1] == ("remember", 800, 800) and not asked
+    assert symbols.calls[-3:] == [("remember", 801, 801), ("remember_fork", 800, 800, 500, 500),
+                                  ("remember_fork", 802, 802, 500, 500)]
+    assert sorted(asked) == [500, 800, 801]  # the parent's image read once in this dump too
 
 
 def test_a_wait_in_progress_is_charged_at_each_dump_to_its_key_and_its_task(sched):
