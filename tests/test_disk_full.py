@@ -167,9 +167,10 @@ def _wait_for_intervals(path, n: int, proc) -> None:
 
 
 def _fill(disk) -> None:
-    """Takes every free block of the disk, as another program would (none left: already full)."""
+    """Takes every free block of the disk, as another program would (none left: already full). Unbuffered: a
+    buffered file holding bytes the full disk refused raised ENOSPC again as it closed."""
     try:
-        f = open(disk / "ballast", "wb")
+        f = open(disk / "ballast", "wb", buffering=0)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             return
@@ -178,7 +179,6 @@ def _fill(disk) -> None:
         try:
             while True:
                 f.write(b"\0" * (64 << 10))
-                f.flush()
         except OSError:
             pass
 
