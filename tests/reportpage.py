@@ -4,7 +4,9 @@ damaged or crafted file could hold them), and a parser that reads a page back in
 from __future__ import annotations
 
 import json
+import random
 from html.parser import HTMLParser
+from pathlib import Path
 
 from stallscope.analyzer.sample import (
     Interval, LockDelta, OffcpuDelta, ProbeStatus, RecordingMeta, Stack, TaskDelta, TaskId, TaskInfo, WakerDelta,
@@ -137,3 +139,36 @@ def num(cell: dict):
     if v in (None, ""):
         return None
     return float(v)
+
+
+def fifty_thousand_stacks(seed: int = 7) -> list:
+    """50,000 distinct stacks 6 to 40 frames deep over a vocabulary of 4,000 functions and 50 threads."""
+    rng = random.Random(seed)
+    functions = [f"fn_{i}_{rng.choice(('read', 'write', 'lock', 'wait', 'alloc'))}" for i in range(4000)]
+    stacks, seen = [], set()
+    while len(stacks) < 50_000:
+        depth = rng.randint(6, 40)
+        frames = (f"thread-{rng.randrange(50)}",) + tuple(rng.choice(functions) for _ in range(depth))
+        if frames in seen:
+            continue
+        seen.add(frames)
+        stacks.append((frames, {"blocker": rng.randint(1, 1000) * 1000.0}, "Reading from a pipe"))
+    return stacks
+
+
+def fifty_thousand_stack_page(directory) -> Path:
+    """A report of the hostile recording whose off-CPU flame graph is made of `fifty_thousand_stacks` (1.1
+    million frames), written as DIRECTORY/big.html."""
+    from stallscope import reports
+    from stallscope.reports.flametree import build_tree
+    from synthetic import write_recording
+
+    stall = Path(directory) / "h.stall"
+    write_recording(stall, *hostile_intervals())
+    data = reports.build(str(stall))
+    tree = build_tree(fifty_thousand_stacks(), ("blocker", "cpu", "idle"), {"Reading from a pipe": "blocker"},
+                      min_share=0)
+    data["script"]["flame"]["offcpu"] = tree
+    html = Path(directory) / "big.html"
+    html.write_text(reports.render(data))
+    return html
