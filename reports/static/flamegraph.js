@@ -7,7 +7,7 @@
 (function () {
   "use strict";
 
-  var ROW = 17, MIN_W = 0.5, PAD = 3;
+  var ROW = 17, MIN_W = 0.5, PAD = 3, MATCH = "#d35ce6";
   var FONT = '11.5px ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace';
 
   function hash(s) {  // FNV-1a: a stable small variation per name
@@ -184,16 +184,38 @@
     ctx.textBaseline = "middle";
     if (!this.charW) this.charW = ctx.measureText("MMMMMMMMMM").width / 10;
     var names = this.tree.names, m = this.matched, colours = this.colours, dz = this.depth[this.zoomed];
+    var depth = this.depth, nameIdx = this.nameIdx, minText = this.charW * 3 + PAD;
+    // The rectangles of one colour are filled together: setting a colour costs more than filling a narrow
+    // rectangle, and a zoom into a wide frame fills some 20,000 of them in a few hundred colours. They do not
+    // overlap, so the order they are filled in does not matter. The frames above the zoomed one are faded.
+    var groups = new Map(), labels = [];
     for (var r = 0; r < L.ids.length; r++) {
-      var i = L.ids[r], x = L.xs[r], w = L.ws[r], y = this.depth[i] * ROW;
-      ctx.fillStyle = m && m[this.nameIdx[i]] ? "#d35ce6" : colours[i];
-      ctx.globalAlpha = this.depth[i] < dz ? 0.55 : 1;
-      ctx.fillRect(x, y, Math.max(w - 0.6, 0.5), ROW - 1);
-      if (w > this.charW * 3 + PAD) {
-        var name = names[this.nameIdx[i]], fit = Math.floor((w - 2 * PAD) / this.charW);
-        ctx.fillStyle = this.ink && this.ink[i] && !(m && m[this.nameIdx[i]]) ? "#ffffff" : "#161a22";
-        ctx.fillText(name.length > fit ? name.slice(0, Math.max(fit - 1, 1)) + "…" : name, x + PAD, y + ROW / 2);
+      var i = L.ids[r], w = L.ws[r], hit = m && m[nameIdx[i]];
+      if (depth[i] < dz) {
+        ctx.globalAlpha = 0.55;
+        ctx.fillStyle = hit ? MATCH : colours[i];
+        ctx.fillRect(L.xs[r], depth[i] * ROW, Math.max(w - 0.6, 0.5), ROW - 1);
+        ctx.globalAlpha = 1;
+      } else {
+        var key = hit ? MATCH : colours[i], group = groups.get(key);
+        if (group === undefined) groups.set(key, group = []);
+        group.push(r);
       }
+      if (w > minText) labels.push(r);
+    }
+    groups.forEach(function (rs, colour) {
+      ctx.fillStyle = colour;
+      for (var k = 0; k < rs.length; k++) {
+        var r = rs[k];
+        ctx.fillRect(L.xs[r], depth[L.ids[r]] * ROW, Math.max(L.ws[r] - 0.6, 0.5), ROW - 1);
+      }
+    });
+    for (var k = 0; k < labels.length; k++) {
+      var r = labels[k], i = L.ids[r], x = L.xs[r], w = L.ws[r], hit = m && m[nameIdx[i]];
+      var name = names[nameIdx[i]], fit = Math.floor((w - 2 * PAD) / this.charW);
+      ctx.globalAlpha = depth[i] < dz ? 0.55 : 1;
+      ctx.fillStyle = this.ink && this.ink[i] && !hit ? "#ffffff" : "#161a22";
+      ctx.fillText(name.length > fit ? name.slice(0, Math.max(fit - 1, 1)) + "…" : name, x + PAD, depth[i] * ROW + ROW / 2);
     }
     ctx.globalAlpha = 1;
     this.rects = L;
