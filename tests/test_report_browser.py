@@ -21,6 +21,7 @@ from reportpage import (  # noqa: E402
 )
 from synthetic import write_recording  # noqa: E402
 
+
 @pytest.fixture(scope="module")
 def browser():
     if chromium_path() is None:
@@ -222,6 +223,38 @@ def test_hostile_names_are_shown_as_text_and_run_nothing(browser, tmp_path):
     rebuilt = browser.evaluate("document.querySelector('#t-processes td[data-w=causes]').textContent")
     assert rebuilt.startswith(HOSTILE_IMG)
     assert browser.dialogs() == [] and browser.console_errors() == []
+
+
+def test_the_flame_graphs_frames_are_filled_in_their_colours(browser, report_recording):
+    """Every frame wide enough to sample is filled in its own colour, a matched one in the match's, and the frames
+    above the zoomed one faded: the rectangles of one colour are filled together, whatever their order."""
+    load(browser, report_recording["html"])
+    checked = browser.evaluate("""(() => {
+        const f = __stallscope.flame, c = f.canvas, ctx = c.getContext('2d'), dpr = c.width / c.clientWidth;
+        let deep = 1;  // the first frame two levels down with a child: zoomed, two frames above it
+        for (let i = 1; i < f.n; i++) if (f.depth[i] === 2 && f.end[i] > i + 1) { deep = i; break; }
+        f.zoom(deep);
+        const last = f.rects.ids[f.rects.ids.length - 1];  // a frame drawn below it: its name matched there at least
+        f.search(f.tree.names[f.nameIdx[last]]);
+        const probe = document.createElement('canvas').getContext('2d', {willReadFrequently: true});
+        const rgb = (colour) => { probe.clearRect(0, 0, 1, 1); probe.fillStyle = colour; probe.fillRect(0, 0, 1, 1);
+                                  return Array.from(probe.getImageData(0, 0, 1, 1).data.slice(0, 3)); };
+        const out = [];
+        for (let r = 0; r < f.rects.ids.length; r++) {
+            const i = f.rects.ids[r], x = f.rects.xs[r], w = f.rects.ws[r];
+            if (w < 4) continue;
+            const px = ctx.getImageData(Math.floor((Math.floor(x) + 1) * dpr), Math.floor((f.depth[i] * 17 + 2) * dpr), 1, 1).data;
+            const matched = !!(f.matched && f.matched[f.nameIdx[i]]);
+            out.push({want: rgb(matched ? '#d35ce6' : f.colours[i]), got: Array.from(px.slice(0, 3)), alpha: px[3],
+                      above: f.depth[i] < f.depth[deep], matched: matched});
+        }
+        return out;
+    })()""")
+    assert any(c["matched"] for c in checked) and any(not c["matched"] for c in checked)
+    assert sum(c["above"] for c in checked) == 2
+    for c in checked:
+        assert all(abs(a - b) <= 2 for a, b in zip(c["got"], c["want"])), c
+        assert (130 <= c["alpha"] <= 150) if c["above"] else c["alpha"] == 255, c
 
 
 def test_a_zoom_over_50000_distinct_stacks_lays_out_only_what_is_on_screen(browser, tmp_path):
