@@ -341,25 +341,28 @@ def _io_intervals(queued_ns: int, device_ns: int):
 
 
 # reads a device with O_DIRECT for a while, then prints its own block I/O delay (/proc/self/stat field 42,
-# delayacct_blkio_ticks: the time it slept in I/O wait, from the switch-out to the wakeup) and the time it slept
-# meanwhile (its lifetime less its time on a CPU and waiting for one, /proc/self/schedstat): its only sleeps are
-# its reads'
+# delayacct_blkio_ticks: the time it slept in I/O wait, from the switch-out to the wakeup), the time it slept
+# meanwhile (its lifetime less its time on a CPU and waiting for one, /proc/self/schedstat: its only sleeps are
+# its reads') and the time the host of a virtual machine took from its CPUs meanwhile (steal, /proc/stat)
 _DIRECT_READER = """
 import json, mmap, os, sys, time
 def schedstat():
     run, wait, _ = open("/proc/self/schedstat").read().split()
     return int(run) + int(wait)
+def steal():
+    return int(open("/proc/stat").readline().split()[8])
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
 buf = mmap.mmap(-1, 1 << 16)
-start, busy = time.monotonic_ns(), schedstat()
+start, busy, stolen = time.monotonic_ns(), schedstat(), steal()
 end, off = start + 1_500_000_000, 0
 while time.monotonic_ns() < end:
     os.preadv(fd, [buf], off)
     off = (off + (1 << 16)) % (128 << 20)
 slept = time.monotonic_ns() - start - (schedstat() - busy)
+stolen = steal() - stolen
 stat = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
 print(json.dumps({"blkio_ticks": int(stat[39]), "hz": os.sysconf("SC_CLK_TCK"), "slept_ns": slept,
-                  "lived_ns": time.monotonic_ns() - start}))
+                  "steal_ticks": stolen, "lived_ns": time.monotonic_ns() - start}))
 """
 
 
@@ -382,14 +385,16 @@ def delay_accounting():
 @needs_bpf
 def test_aio_waits_in_io_getevents_name_the_device_whose_completions_ended_them(tmp_path, loop_device):
     """fio with libaio reads with O_DIRECT and waits in io_getevents(), not in I/O wait: the completions that
-    woke it tie its waits to the loop device, with fio as the submitter, and the requests' latency lies within
-    fio's own latency (a loaded machine's requests may outlast fio's completion latency, which leaves out the time
-    its submission took)."""
+    woke it tie its waits to the loop device, with fio as the submitter, and the waking requests' latency lies
+    within fio's own latency of its I/Os."""
     name = os.path.basename(loop_device)
     out, report = tmp_path / "aio.stall", tmp_path / "aio.json"
+    # fio timed with the kernel's clock: its own (the CPU's time stamp counter, calibrated as it starts) read a
+    # virtual machine's requests as up to a quarter shorter than the kernel's clock did, while its host was busy
     run_stallscope("record", "--probes", "+io", "--no-degrade", "-o", str(out), "--", "sh", "-c",
                    _fio(loop_device, "aio", report, "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
-                        "--iodepth=8", "--io_size=16M"))
+                        "--iodepth=8", "--io_size=16M", "--clocksource=clock_gettime",
+                        f"--write_lat_log={tmp_path / 'aio'}"))
     doc = json.loads(run_stallscope("export", "--command-only", str(out)).stdout)
     aio = next(b for b in doc["blockers"] if b["cause"] == "Waiting for AIO completions (io_getevents)")
     assert aio["devices"], aio
@@ -398,10 +403,17 @@ def test_aio_waits_in_io_getevents_name_the_device_whose_completions_ended_them(
     assert device["count"] >= 0.9 * aio["count"], (device["count"], aio["count"])
     assert any(s.startswith("fio[") for s in device["submitters"]), device["submitters"]
     # fio's completion latency begins when its submission returns (libaio stamps a batch's I/Os after io_submit), its
-    # whole latency when the submission begins: a request is issued in between, and ends before fio reaps it
+    # whole latency when the submission begins: a request is issued in between, and ends before fio reaps it. The
+    # requests averaged are those whose completions woke fio, not all of them: their mean is at most that of as many
+    # of fio's longest I/Os (its latency log: each I/O's, in ns)
     read = json.loads(report.read_text())["jobs"][0]["read"]
-    clat, lat = read["clat_ns"]["mean"], read["lat_ns"]["mean"]
-    assert 0.2 * clat <= device["request_avg_ns"] <= 1.05 * lat, (device["request_avg_ns"], clat, lat)
+    clat = read["clat_ns"]["mean"]
+    lats = sorted((int(line.split(",")[1]) for line in (tmp_path / "aio_lat.1.log").read_text().splitlines()),
+                  reverse=True)
+    assert len(lats) == read["total_ios"]
+    longest = lats[:max(1, round(device["count"]))]
+    bound = sum(longest) / len(longest)
+    assert 0.2 * clat <= device["request_avg_ns"] <= 1.01 * bound, (device["request_avg_ns"], clat, bound)
 
 
 @needs_bpf
@@ -412,8 +424,12 @@ def test_the_waits_in_io_wait_are_the_kernels_block_io_delay(tmp_path, loop_devi
     from stallscope.analyzer.why import IOWAIT
 
     # A wait ends at sched_waking; the kernel's sleep ends at the enqueue, on the wakee's CPU after the IPI of a
-    # remote wakeup: ours is the lesser by that step (2-3% of this reader's sleep here), never the greater. That
-    # step grows while the wakee's CPU is held up (7% once, in the whole suite's run): a second run before failing.
+    # remote wakeup: ours is the lesser by that step (2-3% of this reader's sleep here), never the greater. On a
+    # virtual machine whose host takes its CPUs (steal), the kernel's figures count more than the reader slept:
+    # its run time leaves out what the host took while it ran (the scheduler's task clock), so that its lifetime
+    # less its run time counts that as sleep, and a wakeup's enqueue waits for the host to run the wakee's CPU.
+    # Neither is more than the steal of every CPU over the reader's loop, which the bounds leave out (6-25% of
+    # the loop's CPU time, on an evening of this machine's host, where ours fell to 0.61-0.88 of the sleep).
     for attempt in range(2):
         out = tmp_path / f"direct{attempt}.stall"
         proc = subprocess.run([STALLSCOPE, "record", "--no-degrade", "-o", str(out), "--", sys.executable, "-c",
@@ -421,17 +437,20 @@ def test_the_waits_in_io_wait_are_the_kernels_block_io_delay(tmp_path, loop_devi
         assert proc.returncode == 0, proc.stderr
         truth = json.loads(proc.stdout.strip().splitlines()[-1])
         kernel_ns = truth["blkio_ticks"] * 1e9 / truth["hz"]
+        stolen = (truth["steal_ticks"] + os.cpu_count()) * 1e9 / truth["hz"]  # a tick a CPU: /proc/stat truncates
         model = load_model(str(out))
         pid = model.meta.options["command"]["pid"]
         ours = sum(w.total_ns for w in model.waits if w.tgid == pid and w.why & IOWAIT)
         slept = truth["slept_ns"]
-        if 0.95 * slept <= ours <= slept + 1_000_000:
+        print(f"ours {ours / 1e6:.0f} ms, slept {slept / 1e6:.0f} ms, block I/O delay {kernel_ns / 1e6:.0f} ms, "
+              f"steal {stolen / 1e6:.0f} ms")
+        if 0.95 * (slept - stolen) <= ours <= slept + 1_000_000:
             break
-    assert 0.95 * slept <= ours <= slept + 1_000_000, (ours, truth)
+    assert 0.95 * (slept - stolen) <= ours <= slept + 1_000_000, (ours, stolen, truth)
     # delayacct ends a wait at the enqueue as well and truncates to ticks. A figure longer than the reader's
     # life is the kernel's own miscount (a wait accounted from boot: one machine's kernel gave 657 s for 1.5 s)
     if kernel_ns <= truth["lived_ns"]:
-        assert 0.95 * kernel_ns <= ours <= kernel_ns + 1e9 / truth["hz"], (ours, kernel_ns)
+        assert 0.95 * (kernel_ns - stolen) <= ours <= kernel_ns + 1e9 / truth["hz"], (ours, kernel_ns, stolen)
     doc = json.loads(run_stallscope("export", "--command-only", str(out)).stdout)
     io = next(b for b in doc["blockers"] if b["cause"] == "Waiting for I/O")
     assert io["total_ns"] >= 0.95 * ours, (io["total_ns"], ours)
