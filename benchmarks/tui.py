@@ -66,6 +66,13 @@ def _threads_cpu_s() -> dict[str, float]:
     return out
 
 
+def steal_ns() -> int:
+    """What the host of a virtual machine ran instead of its CPUs, all of them (/proc/stat's steal), read without
+    importing anything: the start is timed from before it."""
+    with open("/proc/stat") as f:
+        return int(f.readline().split()[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -82,6 +89,7 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
     # before: 0.13 s here): the session's and the screen's code imported, then the probes loaded as the screen draws
     t0 = time.monotonic()
     marks: dict[str, float] = {}
+    stolen0 = steal_ns()  # what a virtual machine's host takes of its CPUs slows a start and costs more CPU time
     from stallscope.priority import DEFAULT_NICE, group_state
     from stallscope.session import SessionOptions
     from stallscope.sources import LiveSource
@@ -108,8 +116,9 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
 
         def refresh_data(self, force: bool = False) -> None:
             super().refresh_data(force)
-            if self.snapshot is not None:
-                marks.setdefault("data", time.monotonic() - t0)
+            if self.snapshot is not None and "data" not in marks:
+                marks["data"] = time.monotonic() - t0
+                marks["data_steal_ns"] = steal_ns() - stolen0
 
     keys: list[float] = []
 
@@ -136,9 +145,10 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
         while time.monotonic() < warm:
             await pilot.pause(0.25)
         # steady state: the view left alone, as it is most of the time
-        cpu0, wall0, threads0 = _cpu_s(), time.monotonic(), _threads_cpu_s()
+        cpu0, wall0, threads0, stolen0 = _cpu_s(), time.monotonic(), _threads_cpu_s(), steal_ns()
         await asyncio.sleep(seconds)
         wall = time.monotonic() - wall0
+        steady_steal = (steal_ns() - stolen0) / 1e9 / wall / (os.cpu_count() or 1)
         cpu = (_cpu_s() - cpu0) / wall
         threads1 = _threads_cpu_s()
         # the session's thread (drains, folds, the views' data) apart from the rest (the screen: Textual's loop)
@@ -157,6 +167,9 @@ async def measure(seconds: float, interval: float, realtime: int | None = None, 
         await pilot.press("q")
     source.join(15)
     return {"first_screen_s": round(marks.get("screen", -1), 3), "first_data_s": round(marks.get("data", -1), 3),
+            "steal_pct_start": round(100 * marks.get("data_steal_ns", 0) / 1e9 / max(marks.get("data", 0), 1e-9)
+                                     / (os.cpu_count() or 1), 1),
+            "steal_pct_steady": round(100 * steady_steal, 1),
             "cpu_pct_of_one_cpu": round(100 * cpu, 2), "session_thread_cpu_pct": round(100 * session_cpu, 2),
             "threads_cpu_pct": by_thread,
             "key_p50_ms": round(1e3 * _pct(keys, 0.5), 1),
@@ -307,6 +320,8 @@ def main() -> int:
             f"| intervals shown; budget level reached | {result['intervals']}; {result['budget_level_reached']} | |\n"
             f"| the process's peak resident memory | {result['peak_rss_mb']} MB | |\n"
             f"| the interpreter's reference, before the load (benchmarks/reference.py) | {speed:.3f} s | |\n"
+            f"| the host's steal, of all CPUs' time: to the first data; steady state | "
+            f"{result['steal_pct_start']:.1f}%; {result['steal_pct_steady']:.1f}% | |\n"
             f"| the process's scheduling group (autogroup) at | "
             f"{'nice %d' % result['group_nice'] if result['group_nice'] is not None else 'no autogroup'} | |\n")
     return 0
