@@ -428,7 +428,7 @@ def test_the_waits_in_io_wait_are_the_kernels_block_io_delay(tmp_path, loop_devi
     # virtual machine whose host takes its CPUs (steal), the kernel's figures count more than the reader slept:
     # its run time leaves out what the host took while it ran (the scheduler's task clock), so that its lifetime
     # less its run time counts that as sleep, and a wakeup's enqueue waits for the host to run the wakee's CPU.
-    # Neither is more than the steal of every CPU over the reader's loop, which the bounds leave out (6-25% of
+    # Neither is more than the steal of every CPU over the reader's loop, which the bounds leave out (up to a third of
     # the loop's CPU time, on an evening of this machine's host, where ours fell to 0.61-0.88 of the sleep).
     for attempt in range(2):
         out = tmp_path / f"direct{attempt}.stall"
