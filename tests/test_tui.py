@@ -678,6 +678,10 @@ async def _shown(pilot) -> None:
     the pilot's pause does not wait for (on a loaded machine the screenshot caught the view still reading)."""
     for _ in range(2000):
         if pilot.app.snapshot is not None:
+            # and laid out: the picture is of the screen settled, not of a frame before the layout its refresh asked
+            # for (a loaded machine's caught the Blockers view's summary, grown to two lines, still one line high)
+            pilot.app.screen.refresh(layout=True)
+            await pilot.pause()
             return
         await pilot.pause(0.01)
     raise AssertionError("the recording's window was not shown in 20 s")
