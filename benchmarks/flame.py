@@ -10,7 +10,8 @@ them, in the same page, a reference: the canvas alone drawing 20,000 rectangles 
 labels, with no layout, which says how fast this machine's canvas is. The figures are each zoom's time as the
 graph's `zoom()` returns it (its layout and the drawing commands), the same with the canvas's pixels made (a
 one-pixel read makes the browser carry out the queued commands), and the latter's ratio to the reference. The
-budget is 100 ms for every zoom with its pixels; the exit status is 1 when one is over it. Needs Chromium (`make install`); standard library, stallscope and its test helpers.
+budget is 100 ms for every zoom with its pixels; the exit status is 1 when one is over it. Needs Chromium
+(`make install`); standard library, stallscope and its test helpers.
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ REFERENCE = """(() => {
     for (let i = 0; i < 20000; i++) {
         ctx.fillStyle = colours[i];
         ctx.fillRect((i * 0.7) % 1350, (i % 41) * 17, 1.2, 16);
-        if (i % 10 === 0) { ctx.fillStyle = '#161a22'; ctx.fillText('fn_' + i + '_read', (i * 0.7) % 1350, (i % 41) * 17 + 8); }
+        if (i % 10 === 0) {
+            ctx.fillStyle = '#161a22';
+            ctx.fillText('fn_' + i + '_read', (i * 0.7) % 1350, (i % 41) * 17 + 8);
+        }
     }
     ctx.getImageData(0, 0, 1, 1);  // the drawing done, not only queued
     return performance.now() - t;

@@ -243,7 +243,8 @@ def test_the_flame_graphs_frames_are_filled_in_their_colours(browser, report_rec
         for (let r = 0; r < f.rects.ids.length; r++) {
             const i = f.rects.ids[r], x = f.rects.xs[r], w = f.rects.ws[r];
             if (w < 4) continue;
-            const px = ctx.getImageData(Math.floor((Math.floor(x) + 1) * dpr), Math.floor((f.depth[i] * 17 + 2) * dpr), 1, 1).data;
+            const px = ctx.getImageData(Math.floor((Math.floor(x) + 1) * dpr), Math.floor((f.depth[i] * 17 + 2) * dpr),
+                                        1, 1).data;
             const matched = !!(f.matched && f.matched[f.nameIdx[i]]);
             out.push({want: rgb(matched ? '#d35ce6' : f.colours[i]), got: Array.from(px.slice(0, 3)), alpha: px[3],
                       above: f.depth[i] < f.depth[deep], matched: matched});

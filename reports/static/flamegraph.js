@@ -215,7 +215,8 @@
       var name = names[nameIdx[i]], fit = Math.floor((w - 2 * PAD) / this.charW);
       ctx.globalAlpha = depth[i] < dz ? 0.55 : 1;
       ctx.fillStyle = this.ink && this.ink[i] && !hit ? "#ffffff" : "#161a22";
-      ctx.fillText(name.length > fit ? name.slice(0, Math.max(fit - 1, 1)) + "…" : name, x + PAD, depth[i] * ROW + ROW / 2);
+      ctx.fillText(name.length > fit ? name.slice(0, Math.max(fit - 1, 1)) + "…" : name, x + PAD,
+                   depth[i] * ROW + ROW / 2);
     }
     ctx.globalAlpha = 1;
     this.rects = L;
