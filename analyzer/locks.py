@@ -29,8 +29,8 @@ from stallscope.analyzer.causes import BLOCKER, Cause
 from stallscope.analyzer.sample import (
     LOST_STACK, NO_STACK_LABELS, SHARABLE, STACK_NOT_DRAWN, STACK_OWN, STACK_RATE_LIMITED,
 )
-from stallscope.analyzer.memo import per_model
-from stallscope.analyzer.model import FutexWaits, LockWaits, Model
+from stallscope.analyzer.memo import memoised, per_model
+from stallscope.analyzer.model import FutexWaits, LockFolded, LockWaits, Model
 from stallscope.analyzer.sample import Stack, TaskId
 from stallscope.analyzer.scope import in_scope
 from stallscope.analyzer.slab import list_lock_caches
@@ -322,8 +322,13 @@ def lock_stats(model: Model, sort: str = "total", tasks: set[TaskId] | None = No
     out = list(_kernel_rows(model, scope)) if kind in ("all", "kernel") else []
     if kind in ("all", "futex"):
         out += _futex_rows(model, scope)
-    out.sort(key=lambda s: (-SORT_KEYS[sort](s), s.name))
-    return out
+    return _in_order(out, sort)
+
+
+def _in_order(rows: list[LockStat], sort: str = "total") -> list[LockStat]:
+    """`rows` sorted by `sort` (SORT_KEYS), the heaviest first, then by name."""
+    rows.sort(key=lambda s: (-SORT_KEYS[sort](s), s.name))
+    return rows
 
 
 def waiters_of(model: Model, s: LockStat) -> list[tuple[TaskId, int, int]]:
@@ -581,11 +586,12 @@ def py_kernel_groups(waits, tasks: set[TaskId] | None) -> dict[tuple, list]:
     return groups
 
 
-def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list[LockStat]:
+def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of, waits=None) -> list[LockStat]:
     """One row per lock, as lock_stat has one per class: the locks held by one struct field (10,000
-    inodes' i_rwsem) are one row, with its heaviest instances; the others one row per address."""
+    inodes' i_rwsem) are one row, with its heaviest instances; the others one row per address. Of `waits`, the
+    model's lock records of some types (None: all of them): a row's records are all of its type."""
     node_caches = list_lock_caches(model)
-    groups = kernel_groups(model.lock_waits, tasks)
+    groups = kernel_groups(model.lock_waits if waits is None else waits, tasks)
     out = []
     for key, (named_by, count, total, longest, shortest, spin, sleep, callers, waiters, owner, blocked, runnable,
               split, addrs) in groups.items():
@@ -604,11 +610,13 @@ def _kernel_lock_stats(model: Model, tasks: set[TaskId] | None, comm_of) -> list
 
 def _named_by_address(rows: list[LockStat]) -> list[LockStat]:
     """A lock known only by its address in one row (no variable, no walked stack: a writer of file_rwsem in a
-    second when none of its contentions was walked) takes the name another row of the same address has (its
-    readers', "file_rwsem (file locks)"): one address, one lock, however its sides were contended."""
-    names = {s.addr: s.name for s in rows if s.addr and s.name != f"{s.addr:#x}"}
-    return [replace(s, name=names[s.addr]) if s.addr and s.name == f"{s.addr:#x}" and s.addr in names else s
-            for s in rows]
+    second when none of its contentions was walked) takes the name another row of the same address and kind
+    (sleeping or spinning) has (its readers', "file_rwsem (file locks)"): one address, one lock, however its
+    sides were contended. A spinning lock and a sleeping one at one address are two locks (its memory freed and
+    used again), and the sleeping locks' rows alone name theirs as the whole table does (locks_by_site)."""
+    names = {(s.addr, s.type in _SLEEPING): s.name for s in rows if s.addr and s.name != f"{s.addr:#x}"}
+    return [replace(s, name=names[(s.addr, s.type in _SLEEPING)])
+            if s.addr and s.name == f"{s.addr:#x}" and (s.addr, s.type in _SLEEPING) in names else s for s in rows]
 
 
 # the sleeping locks' lock_stat types, as a cause names their kind ("rwsem contention: ...")
@@ -644,10 +652,19 @@ def field_lock_name(field: str) -> str:
 def locks_by_site(model: Model) -> dict[str, SiteLock]:
     """The sleeping kernel locks the contention tracepoints saw wanted, by call site (`sym+0xoff`, as lock_stat's
     contention points; the lock waited for most there). A wait whose stack, walked at the switch-in, starts at one
-    of them slept on that lock: the lock's own frames are scheduler text, left out of such a walk."""
+    of them slept on that lock: the lock's own frames are scheduler text, left out of such a walk. Made from the
+    sleeping locks' records alone unless the whole table is made already: a live ranking asks for it each interval
+    that has a stack no rule names, beside hackbench's 1,000-3,000 spinning lock records, whose rows took it 6-15
+    ms. The same rows either way (a test compares): a row's records are all of its type, rows merge only with rows
+    of their type (_merge_same_name), and take a name only from rows of their kind (_named_by_address)."""
     out: dict[str, SiteLock] = {}
     most: dict[str, int] = {}
-    for s in lock_stats(model, kind="kernel"):
+    scope = in_scope(model, None)
+    if memoised(_kernel_rows, model, scope) is not None:
+        rows = lock_stats(model, kind="kernel")
+    else:
+        rows = _in_order(_kernel_lock_stats(model, scope, _comm_of(model), _sleeping_waits(model)))
+    for s in rows:
         kind = _SLEEPING.get(s.type)
         if kind is None:  # a spinning lock's waiter never leaves its CPU for it
             continue
@@ -667,6 +684,26 @@ def locks_by_site(model: Model) -> dict[str, SiteLock]:
             out[c.point] = SiteLock(Cause(f"{kind} contention: {lock}", BLOCKER, c.point, matched=False), s.name,
                                     s.type)
     return out
+
+
+def _sleeping_waits(model: Model) -> tuple[LockWaits, ...]:
+    """The model's kernel lock records of sleeping locks (_SLEEPING), in its order: folded from their records alone
+    where the model's lock table is not folded yet (LockFolded)."""
+    waits = model.lock_waits
+    if isinstance(waits, LockFolded):
+        return waits.only(_sleeping)
+    return tuple(w for w in waits if _sleeping(w.flags))
+
+
+def _sleeping(flags: int) -> bool:
+    """A lock of these flags sleeps (_SLEEPING)."""
+    kind = _KIND_OF.get(flags)
+    if kind is None:
+        kind = _KIND_OF[flags] = lock_type(flags) in _SLEEPING
+    return kind
+
+
+_KIND_OF: dict[int, bool] = {}  # lock flags -> a sleeping lock's (_sleeping)
 
 
 def _merge_same_name(rows: list[LockStat]) -> list[LockStat]:

@@ -683,7 +683,7 @@ class ModelFold:
             matrix=tuple(tuple(r) for r in matrix), health=health,
             programs={k: tuple(v) for k, v in programs.items()}, collector_cpu_ns=cpu, intervals=count,
             kernel_switches=kswitches,
-            lock_waits=Folded(lambda: LockFold.of(deferred).result(stacks)) if lazy else locks.result(stacks),
+            lock_waits=LockFolded(deferred, stacks) if lazy else locks.result(stacks),
             slab=tuple(SlabDelta(cache, tgid, exiting, *acc) for (cache, tgid, exiting), acc in sorted(slab.items())),
             slab_caches=caches,
             oncpu=tuple(OncpuSamples(tid, tgid, e[0], stacks.get(k), stacks.get(u), k, u, e[1], e[2])
@@ -831,8 +831,13 @@ class Folded(Sequence):
     @property
     def items(self) -> tuple:
         if self._items is None:
-            self._items, self._fold = self._fold(), None
+            self._items = self._fold()
+            self._folded()
         return self._items
+
+    def _folded(self) -> None:
+        """What the fold needed, let go once it is done."""
+        self._fold = None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -851,6 +856,31 @@ class Folded(Sequence):
 
     def __repr__(self) -> str:
         return repr(self.items)
+
+
+class LockFolded(Folded):
+    """A window's kernel lock records (Model.lock_waits), folded when first read; or only those of some lock types
+    (`only`), folded from their records alone while the whole table is not: a live ranking asks for the sleeping
+    locks' rows each interval (locks.locks_by_site) beside hackbench's 1,000-3,000 spinning lock records."""
+
+    __slots__ = ("_intervals", "_stacks")
+
+    def __init__(self, intervals: list[Interval], stacks: dict[int, Stack]):
+        super().__init__(lambda: LockFold.of(intervals).result(stacks))
+        self._intervals, self._stacks = intervals, stacks
+
+    def _folded(self) -> None:
+        self._fold = self._intervals = self._stacks = None
+
+    def only(self, keep: Callable[[int], bool]) -> tuple[LockWaits, ...]:
+        """The records whose flags `keep` takes, in the table's order (a record's flags are part of its key: the
+        table's records of those flags are what their records alone fold into)."""
+        if self._items is not None:
+            return tuple(w for w in self._items if keep(w.flags))
+        fold = LockFold()
+        for iv in self._intervals:
+            fold.add_records([lk for lk in iv.locks if keep(lk.flags)])
+        return fold.result(self._stacks)
 
 
 class WaitsNow(Folded):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stallscope.analyzer import locks as L
@@ -158,3 +158,64 @@ def test_a_real_recordings_lock_table_is_the_same_grouped_in_python(report_recor
     rows = L._kernel_lock_stats(model, None, L._comm_of(model))
     monkeypatch.setattr(L, "_lockgroups", None)
     assert L._kernel_lock_stats(model, None, L._comm_of(model)) == rows
+
+
+_SITE_STACKS = [
+    Stack(0x81, "kernel", (_frame("rwsem_down_read_slowpath"), _frame("down_read"), _frame("some_fs_op"))),
+    Stack(0x82, "kernel", (_frame("mutex_lock"), _frame("some_fs_op"))),
+    Stack(0x83, "kernel", (_frame("_raw_spin_lock"), _frame("some_fs_op"))),
+    Stack(0x84, "kernel", (_frame("down_write"), _frame("other_fs_op", 0x20))),
+    Stack(0x85, "kernel", ()),
+]
+_FLAGS = [0, L.LCB_F_SPIN, L.LCB_F_SPIN | L.LCB_F_READ, L.LCB_F_MUTEX, L.LCB_F_READ, L.LCB_F_WRITE,
+          L.LCB_F_PERCPU | L.LCB_F_WRITE, L.LCB_F_RT]
+
+
+@st.composite
+def _lock_record(draw):
+    from stallscope.analyzer.sample import LockDelta
+
+    stack = draw(st.sampled_from(_SITE_STACKS + [None]))
+    total = draw(st.integers(min_value=0, max_value=10**6))
+    return LockDelta(draw(st.sampled_from(_TASKS)), 1, draw(st.sampled_from([0x1000, 0x2000, 0x3000])),
+                     stack.id if stack is not None else draw(st.sampled_from(_NO_STACK_IDS)),
+                     draw(st.sampled_from(_FLAGS)), 0, draw(st.integers(min_value=1, max_value=9)), total,
+                     total, 1, 0, total, field=draw(st.sampled_from(["", "", "inode.i_rwsem"])),
+                     symbol=draw(st.sampled_from(["", "", "some_lock"])))
+
+
+def _lazy_models(records_by_interval: list[list]) -> tuple:
+    """Two models of the same intervals, their lock tables folded when first read (as a live view's are)."""
+    from stallscope.analyzer.model import Model
+    from synthetic import interval, meta
+
+    ivs = [interval(i, locks=tuple(recs)) for i, recs in enumerate(records_by_interval)]
+    stacks = {s.id: s for s in _SITE_STACKS}
+    return tuple(Model.from_intervals(meta(), ivs, {}, stacks, lazy=True) for _ in range(2))
+
+
+def _one_address():
+    """A spinning lock named by its variable, and a sleeping one at the same address (its memory freed and used
+    again) named by nothing (its heaviest walked wait has no frame) though a lighter one was walked at a call site."""
+    from stallscope.analyzer.sample import LockDelta
+
+    return [[LockDelta(_TASKS[0], 1, 0x1000, 0x83, L.LCB_F_SPIN, 0, 5, 500, 500, 1, 500, 0, symbol="some_lock"),
+             LockDelta(_TASKS[1], 1, 0x1000, 0x85, L.LCB_F_READ, 0, 5, 900, 900, 1, 0, 900),
+             LockDelta(_TASKS[2], 1, 0x1000, 0x81, L.LCB_F_READ, 0, 1, 100, 100, 1, 0, 100)]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_lock_record(), max_size=12), min_size=1, max_size=3))
+@example(_one_address())
+def test_the_sleeping_locks_call_sites_are_named_alike_from_their_records_alone(records):
+    """locks_by_site folds only the sleeping locks' records where the lock table is not folded yet (a live ranking,
+    beside thousands of spinning lock records an interval): the same sites and causes as from the whole table, which
+    is then left unfolded; LockFolded.only takes a type's rows as the whole table holds them, folded or not."""
+    alone, whole = _lazy_models(records)
+    rows = L.lock_stats(whole, kind="kernel")  # the whole table first: the sites from its rows
+    assert L.locks_by_site(alone) == L.locks_by_site(whole)
+    assert alone.lock_waits._items is None  # never folded whole
+    sleeping = tuple(w for w in whole.lock_waits if L._sleeping(w.flags))
+    assert alone.lock_waits.only(L._sleeping) == sleeping == whole.lock_waits.only(L._sleeping)
+    assert {s.type for s in rows if s.type in L._SLEEPING} == {L.lock_type(w.flags) for w in sleeping}
+

@@ -45,6 +45,39 @@ def test_threads_churning_mappings_contend_on_their_mmap_lock(churn_run):
 
 
 @needs_bpf
+def test_the_sleeping_locks_call_sites_are_named_alike_from_their_records_alone(churn_run):
+    """locks.locks_by_site folds only the sleeping locks' records where the lock table is not folded yet: on every
+    interval of a real recording of threads churning their mappings (mmap_lock, every stack walked), each
+    interval's model as a live view folds it (its lock table when first read) names the same call sites as the
+    whole table does, from the same rows (tests/test_lockgroups.py: the same on made-up records)."""
+    from stallscope.analyzer import locks as L
+    from stallscope.analyzer.store import Recording
+    from stallscope.analyzer.timeline import Timeline
+
+    rec = Recording(str(churn_run[2]))
+    try:
+        intervals, names = list(rec.intervals()), (rec.tasks(), rec.stacks(), rec.functions(), rec.slab_caches())
+        meta = rec.meta
+    finally:
+        rec.close()
+    timelines = [Timeline(meta, keep=2, live=True) for _ in range(2)]
+    for tl in timelines:
+        for have, new in zip((tl.task_info, tl.stacks, tl.functions, tl.slab_caches), names):
+            have.update(new)
+    sites = sleeping = 0
+    for iv in intervals:
+        alone, whole = (tl.add(iv) or tl.window(iv.index, iv.index).model for tl in timelines)
+        L.lock_stats(whole, kind="kernel")
+        found = L.locks_by_site(alone)
+        assert found == L.locks_by_site(whole), iv.index
+        theirs = tuple(w for w in whole.lock_waits if L._sleeping(w.flags))
+        assert alone.lock_waits.only(L._sleeping) == theirs, iv.index
+        sites += len(found)
+        sleeping += len(theirs)
+    assert sleeping and sites  # the mmap locks' waits, walked at their call sites
+
+
+@needs_bpf
 def test_each_locks_waiters_add_up_to_its_row_the_most_waiting_first(churn_run):
     """A lock's evidence lists its tasks with their own contentions and wait (analyzer/locks.py waiters_of): summed,
     they are the row's, kernel locks and futexes alike."""
