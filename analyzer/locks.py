@@ -654,7 +654,7 @@ def locks_by_site(model: Model) -> dict[str, SiteLock]:
     contention points; the lock waited for most there). A wait whose stack, walked at the switch-in, starts at one
     of them slept on that lock: the lock's own frames are scheduler text, left out of such a walk. Made from the
     sleeping locks' records alone unless the whole table is made already: a live ranking asks for it each interval
-    that has a stack no rule names, beside hackbench's 1,000-3,000 spinning lock records, whose rows took it 6-15
+    that has a stack no rule names, beside hackbench's 1,000-3,000 spinning lock records, whose rows took it 4.5-15
     ms. The same rows either way (a test compares): a row's records are all of its type, rows merge only with rows
     of their type (_merge_same_name), and take a name only from rows of their kind (_named_by_address)."""
     out: dict[str, SiteLock] = {}

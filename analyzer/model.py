@@ -830,10 +830,14 @@ class Folded(Sequence):
 
     @property
     def items(self) -> tuple:
-        if self._items is None:
-            self._items = self._fold()
+        items = self._items
+        if items is None:
+            fold = self._fold
+            if fold is None:  # folded meanwhile by another thread (a live view's and its session's read a snapshot)
+                return self._items
+            items = self._items = fold()
             self._folded()
-        return self._items
+        return items
 
     def _folded(self) -> None:
         """What the fold needed, let go once it is done."""
@@ -875,12 +879,14 @@ class LockFolded(Folded):
     def only(self, keep: Callable[[int], bool]) -> tuple[LockWaits, ...]:
         """The records whose flags `keep` takes, in the table's order (a record's flags are part of its key: the
         table's records of those flags are what their records alone fold into)."""
-        if self._items is not None:
+        # read once: another thread may fold the whole table meanwhile, which lets them go after it is made
+        intervals, stacks = self._intervals, self._stacks
+        if intervals is None or stacks is None:
             return tuple(w for w in self._items if keep(w.flags))
         fold = LockFold()
-        for iv in self._intervals:
+        for iv in intervals:
             fold.add_records([lk for lk in iv.locks if keep(lk.flags)])
-        return fold.result(self._stacks)
+        return fold.result(stacks)
 
 
 class WaitsNow(Folded):
