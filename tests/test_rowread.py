@@ -129,14 +129,23 @@ def test_a_file_damaged_under_the_rows_is_an_error_read_ahead_or_not(report_reco
     rec = Recording(str(report_recording["stall"]))
     try:
         size = rec.db.execute("PRAGMA page_size").fetchone()[0]
-        pages = [p for (p,) in rec.db.execute("SELECT pageno FROM dbstat WHERE name = 'offcpu' AND pagetype = 'leaf' "
-                                               "ORDER BY pageno")]
+        # the leaf pages in the rows' order (dbstat's path: the page's place in the tree), with how many rows each
+        leaves = rec.db.execute("SELECT pageno, ncell FROM dbstat WHERE name = 'offcpu' AND pagetype = 'leaf' "
+                                "ORDER BY path").fetchall()
+        # the rows up to the first interval's last (its waits may be half the recording's: every thread's first)
+        first = rec.db.execute("SELECT count(*) FROM offcpu WHERE rowid <= (SELECT max(rowid) FROM offcpu WHERE "
+                               "idx = (SELECT min(idx) FROM offcpu))").fetchone()[0]
         last = rec.last_interval_index()
     finally:
         rec.close()
-    if len(pages) < 4:
-        pytest.skip("the off-CPU rows fill fewer than four pages")
-    for page in pages[len(pages) // 2:]:  # the later half of the rows' pages
+    after, start = [], 0
+    for page, cells in leaves:
+        if start >= first:
+            after.append(page)  # no row of the first interval on it
+        start += cells
+    if len(after) < 2:
+        pytest.skip(f"the off-CPU rows after the first interval's fill {len(after)} page(s), fewer than two")
+    for page in after[len(after) // 2:]:  # the later half of the pages after the first interval's rows
         raw[(page - 1) * size:page * size] = b"\x5a" * size
     bad.write_bytes(bytes(raw))
     monkeypatch.setattr(rowread, "READ_AHEAD", ahead)
