@@ -265,6 +265,7 @@ class _Lib:
         p("bpf_map_lookup_elem", i, i, vp, vp)
         p("bpf_map_update_elem", i, i, vp, vp, ctypes.c_uint64)
         p("bpf_map_delete_elem", i, i, vp)
+        p("bpf_map_lookup_and_delete_elem", i, i, vp, vp)
         p("bpf_map_get_next_key", i, i, vp, vp)
         p("bpf_map_lookup_batch", i, i, vp, vp, vp, vp, ctypes.POINTER(u32), ctypes.POINTER(_BatchOpts))
         p("bpf_map_delete_batch", i, i, vp, ctypes.POINTER(u32), ctypes.POINTER(_BatchOpts))
@@ -311,7 +312,8 @@ NO_WAIT = ("bpf_object__next_program", "bpf_object__next_map", "bpf_object__find
            "bpf_program__set_autoload", "bpf_program__autoload", "bpf_program__fd", "bpf_link__fd", "bpf_map__fd",
            "bpf_map__name", "bpf_map__set_max_entries", "bpf_map__reuse_fd", "bpf_map__max_entries",
            "bpf_map__key_size", "bpf_map__value_size", "bpf_map__initial_value", "bpf_map_lookup_elem",
-           "bpf_map_update_elem", "bpf_map_delete_elem", "bpf_map_get_next_key", "bpf_obj_get_info_by_fd")
+           "bpf_map_update_elem", "bpf_map_delete_elem", "bpf_map_lookup_and_delete_elem", "bpf_map_get_next_key",
+           "bpf_obj_get_info_by_fd")
 
 
 def libbpf_available() -> bool:
@@ -526,6 +528,29 @@ class Map:
                 return deleted + sum(self.delete(k) for k in keys[start + done:])
             raise BpfError(f"batch delete from map {self.name}", err)
         return deleted
+
+    def take_many(self, keys: list[bytes]) -> tuple[bytes, bytes] | None:
+        """These keys' entries taken out of the map, each with the value it held as it was deleted
+        (BPF_MAP_LOOKUP_AND_DELETE_ELEM: an update between a read and the delete is not lost): the values packed
+        in the keys' order (zeros for a key already gone) and a byte each, 1 where the entry was there. None
+        where the kernel cannot for this map type (a hash map's before 5.14)."""
+        ks, vs, fd = self.key_size, self.value_size, self.fd
+        take = self._lib.lib.bpf_map_lookup_and_delete_elem
+        kbuf, vbuf = _chars(ks), _chars(vs)
+        vals, present = [], bytearray(len(keys))
+        for i, k in enumerate(keys):
+            ctypes.memmove(kbuf, k, ks)
+            rc = take(fd, kbuf, vbuf)
+            if rc >= 0:
+                vals.append(vbuf.raw)
+                present[i] = 1
+            elif -rc == errno.ENOENT:
+                vals.append(bytes(vs))
+            elif -rc in (errno.EINVAL, errno.EOPNOTSUPP, 524) and not i:  # 524: ENOTSUPP
+                return None
+            else:
+                raise BpfError(f"take entries out of map {self.name}", -rc)
+        return b"".join(vals), bytes(present)
 
     def keys(self) -> Iterator[bytes]:
         prev = None

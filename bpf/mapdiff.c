@@ -10,7 +10,15 @@
  * An entry keeps its task's identity (pid and start time) at offsets of its key; an entry of a task
  * that died (user space passes the dead tasks) is handed back if it changed, then deleted from the map
  * (the keys are returned for user space to delete) and forgotten. An entry no longer in the map is
- * forgotten at the end of the read. Plain C, no Python API: loaded with ctypes. */
+ * forgotten at the end of the read.
+ *
+ * An entry that has not moved for a number of reads (a thread's wait before its stack was walked, a
+ * contention met once, a waker and wakee met once) is named stale: user space takes it out of the map
+ * (BPF_MAP_LOOKUP_AND_DELETE_ELEM, which returns its value as it was deleted) and hands that value back,
+ * and it is forgotten here; a value that moved since the read is handed back as changed. If its key
+ * comes again, the map makes it anew from zero, and it is handed back as new: what it holds is all
+ * since. So a map read whole each interval holds what moved lately, not all it ever held.
+ * Plain C, no Python API: loaded with ctypes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +26,14 @@
 #define MAPDIFF_NEW 1  /* no previous value: `prev` is zero */
 #define MAPDIFF_GONE 2 /* a dead task's entry, read a last time: deleted from the map after this read */
 #define MAX_IDS 2
+#define HDR 16 /* a kept entry's header: hash, generation last seen, generation last changed, pad (u32 each) */
 
 struct mapdiff {
 	uint32_t ks, vs, slot_size, rec_size;
 	uint32_t n_ids;
 	int32_t pid_off[MAX_IDS], start_off[MAX_IDS];
-	/* the entries kept: slots of [hash u32][generation u32][key][value], indexed by an open-addressing
-	 * table of slot numbers + 1 (0: empty) */
+	/* the entries kept: slots of [hash u32][generation seen u32][generation changed u32][pad u32][key][value],
+	 * indexed by an open-addressing table of slot numbers + 1 (0: empty) */
 	uint8_t *slots;
 	uint32_t n_slots, cap_slots, free_head, n_free;
 	uint32_t *index;
@@ -38,6 +47,8 @@ struct mapdiff {
 	size_t out_len, out_cap;
 	uint8_t *gone;
 	size_t gone_len, gone_cap;
+	uint8_t *stale;
+	size_t stale_len, stale_cap;
 	int failed;
 };
 
@@ -91,7 +102,7 @@ struct mapdiff *mapdiff_new(uint32_t ks, uint32_t vs, const int32_t *pid_offs, c
 		return NULL;
 	d->ks = ks;
 	d->vs = vs;
-	d->slot_size = (8 + ks + vs + 7) & ~7U;
+	d->slot_size = (HDR + ks + vs + 7) & ~7U;
 	d->rec_size = (8 + ks + 2 * vs + 7) & ~7U;
 	d->n_ids = n_ids;
 	for (i = 0; i < n_ids; i++) {
@@ -116,6 +127,7 @@ void mapdiff_free(struct mapdiff *d)
 	free(d->dead);
 	free(d->out);
 	free(d->gone);
+	free(d->stale);
 	free(d);
 }
 
@@ -179,7 +191,7 @@ static uint32_t find(struct mapdiff *d, const uint8_t *key, uint32_t h, int *fou
 			*found = 0;
 			return j;
 		}
-		if (slot_hash(d, s - 1) == h && !memcmp(slot(d, s - 1) + 8, key, d->ks)) {
+		if (slot_hash(d, s - 1) == h && !memcmp(slot(d, s - 1) + HDR, key, d->ks)) {
 			*found = 1;
 			return j;
 		}
@@ -234,8 +246,9 @@ static int insert_at(struct mapdiff *d, uint32_t j, const uint8_t *key, const ui
 	p = slot(d, s - 1);
 	memcpy(p, &h, 4);
 	memcpy(p + 4, &d->gen, 4);
-	memcpy(p + 8, key, d->ks);
-	memcpy(p + 8 + d->ks, val, d->vs);
+	memcpy(p + 8, &d->gen, 4); /* changed: made now */
+	memcpy(p + HDR, key, d->ks);
+	memcpy(p + HDR + d->ks, val, d->vs);
 	d->index[j] = s;
 	if ((uint64_t)(mapdiff_size(d)) * 2 > d->index_mask)
 		return rehash(d, d->index_mask * 2 + 1);
@@ -257,6 +270,7 @@ int mapdiff_begin(struct mapdiff *d, const uint64_t *dead, uint32_t n_dead)
 	d->gen++;
 	d->out_len = 0;
 	d->gone_len = 0;
+	d->stale_len = 0;
 	d->failed = 0;
 	while (mask + 1 < 2 * n_dead + 2)
 		mask = mask * 2 + 1;
@@ -339,12 +353,13 @@ int mapdiff_feed(struct mapdiff *d, const uint8_t *keys, const uint8_t *vals, ui
 			uint8_t *p = slot(d, d->index[j] - 1);
 
 			memcpy(p + 4, &d->gen, 4);
-			if (memcmp(p + 8 + d->ks, val, d->vs)) {
-				if (emit(d, key, val, p + 8 + d->ks, dead ? MAPDIFF_GONE : 0)) {
+			if (memcmp(p + HDR + d->ks, val, d->vs)) {
+				if (emit(d, key, val, p + HDR + d->ks, dead ? MAPDIFF_GONE : 0)) {
 					d->failed = 1;
 					break;
 				}
-				memcpy(p + 8 + d->ks, val, d->vs);
+				memcpy(p + HDR + d->ks, val, d->vs);
+				memcpy(p + 8, &d->gen, 4);
 			}
 			if (dead) {
 				remove_at(d, j);
@@ -387,5 +402,66 @@ long mapdiff_end(struct mapdiff *d, const uint8_t **out, const uint8_t **gone_ke
 	*out = d->out;
 	*gone_keys = d->gone;
 	*n_gone = (uint32_t)(d->gone_len / d->ks);
+	return (long)(d->out_len / d->rec_size);
+}
+
+/* After mapdiff_end: the keys of at most `max` entries seen in this read that have not moved for `idle` reads
+ * or more, for user space to take out of the map (`*keys`, valid until the next mapdiff_begin). Their count. */
+long mapdiff_stale(struct mapdiff *d, uint32_t idle, uint32_t max, const uint8_t **keys)
+{
+	uint32_t j, n = 0;
+
+	d->stale_len = 0;
+	for (j = 0; j <= d->index_mask && n < max; j++) {
+		uint32_t s = d->index[j], seen, changed;
+		uint8_t *p;
+
+		if (!s)
+			continue;
+		p = slot(d, s - 1);
+		memcpy(&seen, p + 4, 4);
+		memcpy(&changed, p + 8, 4);
+		if (seen != d->gen || d->gen - changed < idle)
+			continue;
+		if (grow(&d->stale, &d->stale_cap, d->stale_len + d->ks))
+			return -1;
+		memcpy(d->stale + d->stale_len, p + HDR, d->ks);
+		d->stale_len += d->ks;
+		n++;
+	}
+	*keys = d->stale;
+	return n;
+}
+
+/* The `n` stale keys taken out of the map: `vals` holds the value each had as it was deleted (packed, one per
+ * key), `present` whether it was still there (0: gone meanwhile, nothing read). Each is forgotten; one whose
+ * value moved since this read is added to the read's changed records. 0, or -1: out of memory. */
+int mapdiff_evicted(struct mapdiff *d, const uint8_t *keys, const uint8_t *vals, const uint8_t *present, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		const uint8_t *key = keys + (size_t)i * d->ks, *val = vals + (size_t)i * d->vs;
+		uint32_t h = hash_bytes(key, d->ks), j;
+		int found;
+
+		j = find(d, key, h, &found);
+		if (!found)
+			continue;
+		if (present[i]) {
+			uint8_t *p = slot(d, d->index[j] - 1);
+
+			if (memcmp(p + HDR + d->ks, val, d->vs) && emit(d, key, val, p + HDR + d->ks, 0))
+				return -1;
+		}
+		remove_at(d, j);
+	}
+	return 0;
+}
+
+/* The read's changed records, after mapdiff_evicted added to them: their count, `*out` pointing to them. */
+long mapdiff_output(struct mapdiff *d, const uint8_t **out)
+{
+	*out = d->out;
 	return (long)(d->out_len / d->rec_size);
 }

@@ -6,6 +6,13 @@ of thousands of them in Python each interval cost more than decoding those that 
 hackbench beside 5,000 idle threads read 12,000 waker entries to find 600). The C side keeps each
 entry's value from the last read and returns the changed ones with their previous values; an entry of
 a task whose final switch was seen is returned if it changed, then deleted from the map and forgotten.
+
+An entry that has not moved for IDLE_READS reads is taken out of the map (Map.take_many: its value as it
+was deleted, so that nothing that moved it after the read is lost) and forgotten: if its key comes
+again, the map makes it anew and the read returns it as new, all it holds being since. Without that,
+the maps a drain reads whole kept every key they ever held, and what a drain cost grew with the time
+`top` was left open (300 s under hackbench beside 5,000 threads that wake every 3 s: the lock map's
+entries 1,365 -> 5,829, the wakers' 10,527 -> 14,851; benchmarks/RESULTS-tui.md).
 """
 
 from __future__ import annotations
@@ -22,6 +29,10 @@ from stallscope.analyzer.sample import TaskId
 from stallscope.errors import StallscopeError
 
 NEW = 1  # bpf/mapdiff.c MAPDIFF_NEW (MAPDIFF_GONE marks a dead task's last read, deleted after it)
+# an entry unchanged for this many reads is taken out of its map (1 s intervals: 10 s); at most TAKE_MAX a read
+# (a drain's added time bounded: a syscall each, ~1-2 us)
+IDLE_READS = 10
+TAKE_MAX = 4096
 _LIBRARY = "libmapdiff.so"
 _lib = None
 
@@ -45,6 +56,11 @@ def _library() -> ctypes.CDLL:
         lib.mapdiff_feed.argtypes = [vp, vp, vp, u32]
         lib.mapdiff_end.restype = ctypes.c_long
         lib.mapdiff_end.argtypes = [vp, ctypes.POINTER(vp), ctypes.POINTER(vp), ctypes.POINTER(u32)]
+        lib.mapdiff_stale.restype = ctypes.c_long
+        lib.mapdiff_stale.argtypes = [vp, u32, u32, ctypes.POINTER(vp)]
+        lib.mapdiff_evicted.argtypes = [vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, u32]
+        lib.mapdiff_output.restype = ctypes.c_long
+        lib.mapdiff_output.argtypes = [vp, ctypes.POINTER(vp)]
         _lib = lib
     return _lib
 
@@ -127,15 +143,19 @@ def _out_of_memory(m) -> StallscopeError:
 class MapDiff:
     """The changed entries of one cumulative map, read after read. `ids`: where its keys hold task
     identities, as (pid offset, start time offset) pairs (a waker entry holds two: its wakee's and its
-    waker's); an entry of a dead task (any of them) is read a last time and deleted."""
+    waker's); an entry of a dead task (any of them) is read a last time and deleted. `idle_reads`: an entry
+    unchanged for that many reads is taken out of a map that can (0: never)."""
 
     @classmethod
-    def of(cls, key_type, value_type, ids: tuple[tuple[int, int], ...]) -> "MapDiff":
+    def of(cls, key_type, value_type, ids: tuple[tuple[int, int], ...], idle_reads: int = IDLE_READS) -> "MapDiff":
         """For a map of these key and value structs (ctypes mirrors)."""
-        return cls(ctypes.sizeof(key_type), ctypes.sizeof(value_type), ids)
+        return cls(ctypes.sizeof(key_type), ctypes.sizeof(value_type), ids, idle_reads)
 
-    def __init__(self, key_size: int, value_size: int, ids: tuple[tuple[int, int], ...] = ()):
+    def __init__(self, key_size: int, value_size: int, ids: tuple[tuple[int, int], ...] = (),
+                 idle_reads: int = IDLE_READS):
         self._lib = _library()
+        self.idle_reads = idle_reads
+        self.taken = 0  # entries taken out of the map unchanged, so far
         self.key_size, self.value_size = key_size, value_size
         # arrays of the array module, passed by address: a ctypes array type made for a size leaves a
         # reference cycle behind it (bpf/libbpf.py _chars)
@@ -178,5 +198,21 @@ class MapDiff:
         if n_gone.value:
             raw = ctypes.string_at(gone, n_gone.value * ks)
             m.delete_many([raw[i:i + ks] for i in range(0, len(raw), ks)])
+        take = getattr(m, "take_many", None) if self.idle_reads else None
+        if take is not None:
+            stale = ctypes.c_void_p()
+            n = lib.mapdiff_stale(d, self.idle_reads, TAKE_MAX, ctypes.byref(stale))
+            if n < 0:
+                raise _out_of_memory(m)
+            if n:
+                raw = ctypes.string_at(stale, n * ks)
+                taken = take([raw[i:i + ks] for i in range(0, len(raw), ks)])
+                if taken is None:  # the kernel cannot take an entry out of this map: kept as before
+                    self.idle_reads = 0
+                else:
+                    if lib.mapdiff_evicted(d, raw, taken[0], taken[1], n) < 0:
+                        raise _out_of_memory(m)
+                    self.taken += n
+                    count = lib.mapdiff_output(d, ctypes.byref(out))
         return Changed(ctypes.string_at(out, count * self._rs) if count else b"", count, self._rs, ks,
                        self.value_size)

@@ -128,6 +128,120 @@ def test_tens_of_thousands_of_entries_coming_and_going_read_as_a_python_account_
         live = [p for p in live if p not in dead_pids] + list(range(3000 + 100 * step, 3000 + 100 * step + 30))
 
 
+class CountingMap(FakeMap):
+    """A cumulative map as the probes keep one: a key's entry made from zero by its first event, its counts
+    added to; an entry can be taken out (Map.take_many), and `between` runs after the read, before the take
+    (an event the read did not see)."""
+
+    def __init__(self):
+        super().__init__()
+        self.between = None
+        self.taken: list[bytes] = []
+
+    def bump(self, k: bytes, n: int = 1) -> None:
+        count, total = VAL.unpack(self.entries.get(k, VAL.pack(0, 0)))
+        self.entries[k] = VAL.pack(count + n, total + 10 * n)
+
+    def take_many(self, keys):
+        if self.between is not None:
+            self.between()
+            self.between = None
+        vals, present = [], bytearray(len(keys))
+        for i, k in enumerate(keys):
+            v = self.entries.pop(k, None)
+            self.taken.append(k)
+            vals.append(v if v is not None else bytes(VAL.size))
+            present[i] = v is not None
+        return b"".join(vals), bytes(present)
+
+
+def _deltas(changed) -> dict[bytes, tuple[int, int]]:
+    out = {}
+    for k, v, prev in changed:
+        c, t = VAL.unpack(v)
+        pc, pt = VAL.unpack(prev) if prev is not None else (0, 0)
+        out[k] = (c - pc, t - pt)
+    return out
+
+
+def test_an_entry_unchanged_for_idle_reads_is_taken_out_and_a_key_back_reads_as_new_with_what_came_since():
+    m, d = CountingMap(), MapDiff(KEY.size, VAL.size, ((0, 8),), idle_reads=3)
+    m.bump(key(1, 10), 5)
+    m.bump(key(2, 20), 1)
+    assert _deltas(d.read(m, set())) == {key(1, 10): (5, 50), key(2, 20): (1, 10)}
+    for _ in range(2):  # unchanged for one read, then two
+        m.bump(key(2, 20))
+        assert _deltas(d.read(m, set())) == {key(2, 20): (1, 10)}
+        assert key(1, 10) in m.entries
+    m.bump(key(2, 20))
+    assert _deltas(d.read(m, set())) == {key(2, 20): (1, 10)}
+    assert key(1, 10) not in m.entries and m.taken == [key(1, 10)] and d.taken == 1 and len(d) == 1
+    m.bump(key(1, 10), 2)  # its next event: made anew from zero
+    assert list(d.read(m, set())) == [(key(1, 10), VAL.pack(2, 20), None)]
+
+
+def test_an_entry_that_moved_after_the_read_and_before_its_take_is_handed_back_changed_in_that_read():
+    m, d = CountingMap(), MapDiff(KEY.size, VAL.size, ((0, 8),), idle_reads=1)
+    m.bump(key(1, 10), 5)
+    d.read(m, set())
+    m.between = lambda: m.bump(key(1, 10), 2)  # an event between the read (unchanged) and the take
+    assert list(d.read(m, set())) == [(key(1, 10), VAL.pack(7, 70), VAL.pack(5, 50))]
+    assert key(1, 10) not in m.entries and len(d) == 0
+    m.bump(key(1, 10))
+    assert _deltas(d.read(m, set())) == {key(1, 10): (1, 10)}
+
+
+@pytest.mark.parametrize("idle", [1, 2, 5])
+def test_what_every_read_hands_back_sums_to_every_event_whatever_is_taken_out(idle, monkeypatch):
+    """Events on thousands of keys, some read after read, most now and then; tasks dying; at most TAKE_MAX
+    taken a read: each key's deltas over the reads sum to its events, and the map keeps no entry unchanged
+    for more reads than the idle ones and those over TAKE_MAX wait for."""
+    from stallscope.bpf import mapdiff
+
+    monkeypatch.setattr(mapdiff, "TAKE_MAX", 300)
+    rng = random.Random(idle)
+    m, d = CountingMap(), MapDiff(KEY.size, VAL.size, ((0, 8), (4, 16)), idle_reads=idle)
+    events: dict[bytes, int] = {}
+    seen: dict[bytes, int] = {}
+    live = list(range(1, 2000))
+    hot = live[:100]
+    for step in range(60):
+        for _ in range(rng.randrange(200, 1500)):
+            pid = rng.choice(hot) if rng.random() < 0.5 else rng.choice(live)
+            k = key(pid, pid * 7, rng.choice((0, 1, 2)), 0)
+            n = rng.randrange(1, 4)
+            m.bump(k, n)
+            events[k] = events.get(k, 0) + n
+        if step % 7 == 3:  # an event after the read, before a take
+            k = rng.choice(sorted(m.entries))
+            m.between = (lambda k=k: (m.bump(k), events.__setitem__(k, events[k] + 1)))
+        dead = {TaskId(pid, pid * 7) for pid in rng.sample(live[100:], 20)} if step % 5 == 4 else set()
+        for k, (c, _t) in _deltas(d.read(m, dead)).items():
+            seen[k] = seen.get(k, 0) + c
+        if dead:
+            live = [p for p in live if TaskId(p, p * 7) not in dead] + list(range(2000 + 20 * step, 2020 + 20 * step))
+    m.between = None  # an event left after the last read: in the next
+    for k, (c, _t) in _deltas(d.read(m, set())).items():
+        seen[k] = seen.get(k, 0) + c
+    assert d.taken > 0
+    assert seen == events
+    assert len(m.entries) < len(events)
+
+
+def test_a_map_that_cannot_take_an_entry_out_keeps_them_all():
+    class Unable(CountingMap):
+        def take_many(self, keys):
+            return None
+
+    m, d = Unable(), MapDiff(KEY.size, VAL.size, ((0, 8),), idle_reads=1)
+    m.bump(key(1, 10))
+    for _ in range(3):
+        d.read(m, set())
+    assert key(1, 10) in m.entries and len(d) == 1 and d.idle_reads == 0 and d.taken == 0
+    m.bump(key(1, 10))
+    assert _deltas(d.read(m, set())) == {key(1, 10): (1, 10)}
+
+
 def test_a_comparison_that_cannot_allocate_stops_the_drain_with_a_line_not_a_traceback():
     """The C side returns -1 when it cannot allocate: the drain stops with a StallscopeError (one line,
     the recording kept), not a Python MemoryError."""

@@ -468,6 +468,48 @@ def test_the_task_dump_reads_only_the_entries_events_changed():
         c.close()
 
 
+def test_entries_taken_out_of_the_maps_once_idle_lose_no_wait():
+    """The off-CPU and waker maps' entries are taken out once unchanged for a read (bpf/mapdiff.py, at its most
+    eager), while 40 threads sleep 250 ms at a time under 0.1 s drains: each key taken out and made again some
+    times, and each thread's waits as its records count them are still the waits its task totals count."""
+    from collections import Counter
+
+    from stallscope.analyzer.symbols import Symbolizer
+    from stallscope.bpf.collector import SchedCollector, SchedOptions
+
+    c = SchedCollector(SchedOptions(), Symbolizer())
+    c._offcpu_diff.idle_reads = c._waker_diff.idle_reads = 1
+    c.start()
+    child = subprocess.Popen([example("idle_threads"), "-n", "40", "-p", "250", "-d", "3"], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        tgid = json.loads(child.stdout.readline())["tgid"]
+        ivs = []
+        while child.poll() is None:
+            time.sleep(0.1)
+            ivs.append(c.drain())
+        ivs += [c.drain(), c.drain()]
+        wakeups = json.loads(child.stdout.readline())["wakeups"]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        c.close()
+    totals, records = Counter(), Counter()
+    for iv in ivs:
+        for t in iv.tasks:
+            totals[t.task] += t.offcpu_count
+        for o in iv.offcpu:
+            if o.tgid == tgid:
+                records[o.task] += o.count
+    assert c._offcpu_diff.taken > 100 and c._waker_diff.taken > 100  # taken out, made again, taken out...
+    assert sum(records.values()) >= wakeups
+    assert {t: records[t] for t in records} == {t: totals[t] for t in records}
+    woken = sum(sum(o.woken) for iv in ivs for o in iv.offcpu if o.task in records)
+    wakes = sum(w.count for iv in ivs for w in iv.wakers if w.task in records)
+    assert 0.95 * woken <= wakes <= woken
+
+
 def test_wakers_are_recorded_for_the_waits_long_enough_for_stacks(tmp_path):
     """--min-stack-wait (which the overhead budget raises) sheds the waker records of shorter waits:
     each is a hash update per wakeup and a record to drain. The task's own totals stay exact."""
