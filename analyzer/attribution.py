@@ -711,7 +711,8 @@ def _split_stratum(model: Model, table: CauseTable, arch: str | None, state: int
     causes = [classify_wait(model, w, table) for w in drawn]
     splits = [WaitSplit(w, ((c, 1.0),), True) for w, c in zip(drawn, causes)]
     if shared:
-        fractions = tuple(_share_fractions(drawn, causes).values())
+        # one drawn wait: all of it its cause's (what _share_fractions gives: its weight over itself)
+        fractions = ((causes[0], 1.0),) if len(drawn) == 1 else tuple(_share_fractions(drawn, causes).values())
         splits += [WaitSplit(w, fractions, False) for w in shared]
     if alone:
         woken = tuple(sum(w.woken[i] for w in alone) for i in range(3))
@@ -735,6 +736,11 @@ def _strata_all(model: Model, table: CauseTable) -> dict[Stratum, dict[str, Part
             for stratum, splits in split_waits(model, None, table).items()}
 
 
+# a stratum of one drawn wait and one it stands for made into its part at once (_drawn_and_shared); False: as any
+# other stratum (tests compare the two)
+PAIR_AT_ONCE = True
+
+
 def _stratum_parts(model: Model, table: CauseTable, task: TaskId, splits: list[WaitSplit]) -> dict[str, Part]:
     """One stratum's blocked time by cause."""
     if len(splits) == 1 and splits[0].measured:  # most strata (a sleeping thread's one wait): one cause, measured
@@ -743,6 +749,9 @@ def _stratum_parts(model: Model, table: CauseTable, task: TaskId, splits: list[W
         p = Part(cause, task)
         _add_measured(p, w, stack=_drawn(w))
         return {cause.name: p}
+    if (len(splits) == 2 and PAIR_AT_ONCE and splits[0].measured and not splits[1].measured
+            and _drawn(splits[0].wait)):
+        return _drawn_and_shared(task, splits[0].wait, splits[0].causes[0][0], splits[1].wait)
     parts: dict[str, Part] = {}
 
     def part(cause: Cause, task: TaskId) -> Part:
@@ -764,6 +773,30 @@ def _stratum_parts(model: Model, table: CauseTable, task: TaskId, splits: list[W
             pool = _process_pools(model, table)[(shared[0].tgid, shared[0].state, shared[0].why, shared[0].func)]
             _share(pool.terms, shared, part, task, pool.undrawn_ns)
     return parts
+
+
+def _drawn_and_shared(task: TaskId, drawn: StackWait, cause: Cause, shared: StackWait) -> dict[str, Part]:
+    """The part of a stratum of two waits, one drawn for a stack walk and named `cause`, the other not and standing
+    for it (a thread that wakes now and then: the wait that ended, walked, and the one it began since; hundreds an
+    interval beside threads that wake): what the general path makes of it (share_terms of one drawn wait: the
+    undrawn wait wholly its cause's, its variance only the floor of the drawn wait's draws; then _share), in its
+    arithmetic, without its lists and its per-cause tables."""
+    p = Part(cause, task)
+    _add_measured(p, drawn)
+    n = drawn.count
+    smooth = (n + 1) / (n + 2)
+    floor = smooth * (1 - smooth) / max(n, 1)
+    undrawn_ns = shared.charged
+    scale = undrawn_ns * max(0, undrawn_ns)
+    est = undrawn_ns * 1.0
+    p.ns += est
+    p.estimated_ns += est
+    p.count += shared.count * 1.0
+    hist = p.hist
+    for slot, c in nonzero_slots(shared.hist):
+        hist[slot] = hist.get(slot, 0) + c * 1.0
+    p.var_ns2 = max(p.var_ns2 + scale * 0.0, scale * floor)
+    return {cause.name: p}
 
 
 def nonzero_slots(hist: tuple[int, ...]):

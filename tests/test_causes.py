@@ -406,7 +406,7 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
         rec.close()
     for iv in ivs:
         tl.add(iv)
-    grouped_tasks = moved = asleep = drawn = 0
+    grouped_tasks = moved = asleep = drawn = pairs = 0
     for first, last in [(iv.index, iv.index) for iv in ivs] + [(ivs[0].index, ivs[-1].index)]:
         snap = tl.window(first, last)
         model, scope = snap.model, snap.scope
@@ -422,6 +422,23 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
             for tasks in (None, scope):
                 assert (blockers._waits_now_groups(model.waits_now, tasks)
                         == blockers.py_waits_now_groups(model.waits_now, tasks))
+        # a stratum of a drawn wait and one it stands for made at once (attribution.py _drawn_and_shared) as any other
+        table = default_table()
+
+        def made(table=table, model=model):
+            g = attribution._grouped.__wrapped__(model, table)
+            return (attribution._strata_all.__wrapped__(model, table), g.parts,
+                    [(a.cause, a.tasks, a.ns, a.waits) for a in g.alike])
+
+        at_once = made()
+        attribution.PAIR_AT_ONCE = False
+        try:
+            general = made()
+        finally:
+            attribution.PAIR_AT_ONCE = True
+        assert at_once == general, (first, last)
+        pairs += sum(len(s) == 2 and s[0].measured and not s[1].measured and attribution._drawn(s[0].wait)
+                     for s in attribution.split_waits(model, None, table).values())
         # each task's causes (the Tasks view's), from the grouped parts while no part was made one by one
         assert memoised(attribution._attribute, model, None) is None
         by_task = {t: [(c.name, ns) for c, ns in cs] for t, cs in blockers.causes_by_task(model, scope).items()}
@@ -447,7 +464,8 @@ def test_the_ranking_of_sleeping_threads_grouped_is_the_ranking_of_their_parts(t
                                         blockers.waits_now_by_cause(model, scope))
         assert snap.ranked == [b for b in full if b.cls != IDLE]
         assert abs(snap.idle_ns - sum(b.total_ns for b in full if b.cls == IDLE)) <= len(full)
-    assert grouped_tasks > 1000 and moved and asleep > 1000 and drawn, (grouped_tasks, moved, asleep, drawn)
+    assert grouped_tasks > 1000 and moved and asleep > 1000 and drawn and pairs > 100, (grouped_tasks, moved, asleep,
+                                                                                         drawn, pairs)
     # each window's model the same with its last interval's waits carried on made at once (model.py _carried_made:
     # as `top` makes its interval's) as folded; most intervals' were made at once
     from stallscope.analyzer import model as M
