@@ -711,8 +711,7 @@ def _split_stratum(model: Model, table: CauseTable, arch: str | None, state: int
     causes = [classify_wait(model, w, table) for w in drawn]
     splits = [WaitSplit(w, ((c, 1.0),), True) for w, c in zip(drawn, causes)]
     if shared:
-        # one drawn wait: all of it its cause's (what _share_fractions gives: its weight over itself)
-        fractions = ((causes[0], 1.0),) if len(drawn) == 1 else tuple(_share_fractions(drawn, causes).values())
+        fractions = tuple(_share_fractions(drawn, causes).values())
         splits += [WaitSplit(w, fractions, False) for w in shared]
     if alone:
         woken = tuple(sum(w.woken[i] for w in alone) for i in range(3))
@@ -783,9 +782,7 @@ def _drawn_and_shared(task: TaskId, drawn: StackWait, cause: Cause, shared: Stac
     arithmetic, without its lists and its per-cause tables."""
     p = Part(cause, task)
     _add_measured(p, drawn)
-    n = drawn.count
-    smooth = (n + 1) / (n + 2)
-    floor = smooth * (1 - smooth) / max(n, 1)
+    floor = _draws_floor(drawn.count, drawn.count)
     undrawn_ns = shared.charged
     scale = undrawn_ns * max(0, undrawn_ns)
     est = undrawn_ns * 1.0
@@ -830,6 +827,8 @@ def _share_weights(drawn: list[StackWait]) -> tuple[list[float], bool]:
 
 def _share_fractions(drawn: list[StackWait], causes: list[Cause]) -> dict[str, tuple[Cause, float]]:
     """The fraction of a stratum's undrawn waits that goes to each of its drawn waits' causes."""
+    if len(drawn) == 1:  # its weight over itself, whatever it is (a thread that woke: hundreds an interval)
+        return {causes[0].name: (causes[0], 1.0)}
     weights, _ = _share_weights(drawn)
     total = sum(weights) or 1
     out: dict[str, tuple[Cause, float]] = {}
@@ -869,9 +868,14 @@ def share_terms(drawn: list[StackWait], causes: list[Cause]) -> tuple[ShareTerm,
         # n drawn waits that all (or nearly all) show one cause cannot rule out others among the undrawn:
         # no less than the error of a share estimated from n draws, the share smoothed by Laplace's rule
         # of succession ((k + 1) / (n + 2)), so that 40 draws of one cause do not read as exact
-        smooth = (seen[name] + 1) / (n + 2)
-        out.append(ShareTerm(cause, share, var, smooth * (1 - smooth) / max(n, 1)))
+        out.append(ShareTerm(cause, share, var, _draws_floor(seen[name], n)))
     return tuple(out)
+
+
+def _draws_floor(k: int, n: int) -> float:
+    """The least variance over U^2 of a share that k of n drawn waits showed (share_terms)."""
+    smooth = (k + 1) / (n + 2)
+    return smooth * (1 - smooth) / max(n, 1)
 
 
 def _share(terms: tuple[ShareTerm, ...], shared: list[StackWait], part, task, pool_ns: int = 0) -> None:

@@ -504,7 +504,7 @@ def test_entries_taken_out_of_the_maps_once_idle_lose_no_wait():
                 records[o.task] += o.count
     assert c._offcpu_diff.taken > 100 and c._waker_diff.taken > 100  # taken out, made again, taken out...
     assert sum(records.values()) >= wakeups
-    assert {t: records[t] for t in records} == {t: totals[t] for t in records}
+    assert dict(records) == {t: totals[t] for t in records}
     woken = sum(sum(o.woken) for iv in ivs for o in iv.offcpu if o.task in records)
     wakes = sum(w.count for iv in ivs for w in iv.wakers if w.task in records)
     assert 0.95 * woken <= wakes <= woken
